@@ -1,0 +1,37 @@
+# Two commands for a fresh machine (Python 3.11 + pip):
+#   make demo   create .venv, install shardwise, run the main job on the local default
+#   make test   create .venv, install test extras (engines, S3 test server), run every test
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+PYTEST_ARGS ?=
+
+.PHONY: demo test install install-test bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.installed-core: pyproject.toml | $(PY)
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(PIP) install -q -e ".[test]"
+	touch $@ $(VENV)/.installed-core
+
+install: $(VENV)/.installed-core
+install-test: $(VENV)/.installed-test
+
+demo: $(VENV)/.installed-core
+	$(PY) examples/demo.py
+
+test: $(VENV)/.installed-test
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(VENV)/.installed-test
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) demo_out .pytest_cache

@@ -1,0 +1,110 @@
+"""The shardwise exception tree.
+
+Every error shardwise raises on purpose derives from :class:`ShardwiseError`, so a
+caller can catch one class. Errors about data name the file and the place in it
+(line number, byte offset, row group, tar member) in their message and attributes::
+
+    ShardwiseError
+    ├── ConfigError          a bad argument, option or YAML config (names the key/line)
+    ├── MissingExtraError    an optional package is not installed (names the pip line);
+    │                        also an ImportError
+    ├── StorageError         a path/URL cannot be listed, read or written
+    │   ├── EmptyDatasetError  a path or glob matched no files
+    │   └── CommitError        an atomic commit could not be completed
+    ├── FormatError          bad input data: malformed JSON line, truncated Parquet,
+    │   │                    unsafe tar member, unknown format
+    │   └── UnsafeMemberError  a tar member with an absolute path, '..', a link or a device
+    ├── PlanError            a loader plan cannot be built from the given topology/state
+    └── TaskError            a task failed on a parallel backend (carries index and the
+                             remote traceback)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ShardwiseError",
+    "ConfigError",
+    "MissingExtraError",
+    "StorageError",
+    "EmptyDatasetError",
+    "CommitError",
+    "FormatError",
+    "UnsafeMemberError",
+    "PlanError",
+    "TaskError",
+]
+
+
+class ShardwiseError(Exception):
+    """Base class of every error shardwise raises on purpose."""
+
+
+class ConfigError(ShardwiseError, ValueError):
+    """A bad argument, option or configuration entry."""
+
+
+class MissingExtraError(ShardwiseError, ImportError):
+    """An optional dependency is missing; the message names the pip line to run."""
+
+    def __init__(self, package: str, extra: str, feature: str = "") -> None:
+        what = f" for {feature}" if feature else ""
+        super().__init__(
+            f"{package} is required{what} but is not installed; "
+            f'install it with: pip install "shardwise[{extra}]"'
+        )
+        self.package = package
+        self.extra = extra
+
+
+class StorageError(ShardwiseError, OSError):
+    """A path or URL could not be listed, read or written."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class EmptyDatasetError(StorageError):
+    """A path, list of paths or glob pattern matched no data files."""
+
+
+class CommitError(StorageError):
+    """An output could not be committed atomically."""
+
+
+class FormatError(ShardwiseError, ValueError):
+    """Bad input data. ``path`` and ``location`` say where (e.g. ``"line 17"``)."""
+
+    def __init__(self, message: str, path: str | None = None, location: str | None = None) -> None:
+        where = ""
+        if path is not None:
+            where = f"{path}" + (f", {location}" if location else "") + ": "
+        super().__init__(f"{where}{message}")
+        self.path = path
+        self.location = location
+        self.reason = message
+
+
+class UnsafeMemberError(FormatError):
+    """A tar member that could escape the output dir or is not a regular file."""
+
+
+class PlanError(ShardwiseError, ValueError):
+    """A loader plan cannot be built for the given dataset, topology or state."""
+
+
+class TaskError(ShardwiseError, RuntimeError):
+    """A task raised on a parallel backend.
+
+    Attributes:
+        index: position of the failing item in the input.
+        remote_traceback: the formatted traceback from the worker.
+    """
+
+    def __init__(self, message: str, index: int, remote_traceback: str = "") -> None:
+        text = f"task {index} failed: {message}"
+        if remote_traceback:
+            text += f"\n--- remote traceback ---\n{remote_traceback}"
+        super().__init__(text)
+        self.index = index
+        self.remote_traceback = remote_traceback

@@ -1,0 +1,84 @@
+"""Readers and writers for Parquet, JSONL and WebDataset tar shards.
+
+Each format is an object implementing :class:`shardwise.formats.base.Format`,
+found by name with :func:`get_format` or by file name with :func:`detect_format`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from shardwise.errors import FormatError
+from shardwise.formats.base import Format, OnError, Quarantine, ShardWriter, Unit, WrittenFile
+
+__all__ = [
+    "Format",
+    "OnError",
+    "Quarantine",
+    "ShardWriter",
+    "Unit",
+    "WrittenFile",
+    "detect_format",
+    "get_format",
+    "known_formats",
+]
+
+# name -> (module, class); modules are imported on first use.
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "parquet": ("shardwise.formats.parquet", "ParquetFormat"),
+    "jsonl": ("shardwise.formats.jsonl", "JsonlFormat"),
+    "webdataset": ("shardwise.formats.webdataset", "WebDatasetFormat"),
+}
+_ALIASES = {"json": "jsonl", "ndjson": "jsonl", "tar": "webdataset", "wds": "webdataset", "pq": "parquet"}
+_SUFFIXES: list[tuple[str, str]] = [
+    (".parquet", "parquet"),
+    (".pq", "parquet"),
+    (".jsonl", "jsonl"),
+    (".jsonl.gz", "jsonl"),
+    (".jsonl.zst", "jsonl"),
+    (".json", "jsonl"),
+    (".json.gz", "jsonl"),
+    (".json.zst", "jsonl"),
+    (".ndjson", "jsonl"),
+    (".ndjson.gz", "jsonl"),
+    (".ndjson.zst", "jsonl"),
+    (".tar", "webdataset"),
+]
+_CACHE: dict[str, Format] = {}
+
+
+def known_formats() -> list[str]:
+    """Names of the registered formats."""
+    return sorted(_REGISTRY)
+
+
+def get_format(name: str) -> Format:
+    """Return the format object registered under ``name`` (or an alias).
+
+    Raises:
+        FormatError: unknown name; the message lists the known ones.
+    """
+    key = _ALIASES.get(name.lower(), name.lower())
+    if key not in _REGISTRY:
+        raise FormatError(f"unknown format {name!r}; known formats: {', '.join(known_formats())}")
+    if key not in _CACHE:
+        module, cls = _REGISTRY[key]
+        _CACHE[key] = getattr(importlib.import_module(module), cls)()
+    return _CACHE[key]
+
+
+def detect_format(path: str) -> str:
+    """Return the format name for a file from its suffix.
+
+    Raises:
+        FormatError: the suffix is not one shardwise reads.
+    """
+    low = path.lower()
+    for suffix, name in sorted(_SUFFIXES, key=lambda s: -len(s[0])):
+        if low.endswith(suffix):
+            return name
+    raise FormatError(
+        "unknown format (expected .parquet, .jsonl[.gz|.zst], .json, .ndjson or .tar); "
+        "pass format=... to choose one",
+        path,
+    )

@@ -1,0 +1,138 @@
+"""What every format provides: units with exact counts, and Arrow batches per unit.
+
+A *unit* is the smallest piece of a file that can be read on its own: a Parquet row
+group, a JSONL byte range aligned to line boundaries (or a whole compressed file),
+or a WebDataset tar shard. Units carry exact sample counts so that the loader plan
+and the processing planner can cut work by the data, never by the worker count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import pyarrow as pa
+
+OnError = Literal["raise", "skip"]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One independently readable piece of a data file.
+
+    Attributes:
+        path: the file's path or URL, exactly as the storage layer resolved it.
+        index: the unit's number inside the file (row group number, byte-range
+            number; always 0 for a tar shard or a compressed JSONL file).
+        num_samples: exact number of samples (rows) in the unit.
+        num_bytes: bytes the unit occupies (compressed size on storage).
+        start: first byte of the unit in the file (JSONL byte ranges; 0 otherwise).
+        end: one past the last byte (JSONL byte ranges; file size otherwise).
+        first_line: 1-based line number of the unit's first line (JSONL), for
+            error messages; 0 when not applicable.
+    """
+
+    path: str
+    index: int
+    num_samples: int
+    num_bytes: int
+    start: int = 0
+    end: int = 0
+    first_line: int = 0
+
+
+@dataclass
+class Quarantine:
+    """Bad records skipped under ``on_error="skip"``; counted, never dropped silently.
+
+    Attributes:
+        count: number of records skipped.
+        examples: up to ``max_examples`` (path, location, reason) triples.
+    """
+
+    count: int = 0
+    examples: list[tuple[str, str, str]] = field(default_factory=list)
+    max_examples: int = 20
+
+    def add(self, path: str, location: str, reason: str) -> None:
+        """Record one bad record."""
+        self.count += 1
+        if len(self.examples) < self.max_examples:
+            self.examples.append((path, location, reason))
+
+    def merge(self, other: Quarantine) -> None:
+        """Add another quarantine's counts and examples to this one."""
+        self.count += other.count
+        room = self.max_examples - len(self.examples)
+        self.examples.extend(other.examples[: max(room, 0)])
+
+
+class Format(Protocol):
+    """The interface each format module implements (see ``formats/__init__.py``)."""
+
+    name: str
+    extensions: tuple[str, ...]
+
+    def list_units(self, path: str, size: int) -> list[Unit]:
+        """Read footers/headers/newlines of one file and return its units in order."""
+        ...
+
+    def read_schema(self, path: str) -> pa.Schema:
+        """Return the file's Arrow schema (inferred from the first records if needed)."""
+        ...
+
+    def read_unit(
+        self,
+        unit: Unit,
+        *,
+        columns: Sequence[str] | None = None,
+        on_error: OnError = "raise",
+        quarantine: Quarantine | None = None,
+        schema: pa.Schema | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Yield the unit's rows as record batches, in file order.
+
+        The batches hold exactly ``unit.num_samples`` rows in total, minus the bad
+        records quarantined under ``on_error="skip"`` (added to ``quarantine``).
+        ``schema``, when given, is the dataset-wide schema the batches are cast to
+        (formats with a self-describing schema, such as Parquet, may ignore it).
+        """
+        ...
+
+    def open_writer(self, prefix: str, **options: object) -> ShardWriter:
+        """Return a writer producing shards named ``{prefix}-{n:05d}.{ext}``."""
+        ...
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One committed output file.
+
+    Attributes:
+        path: final path or URL (already committed atomically).
+        num_rows: rows written.
+        num_bytes: file size in bytes.
+        checksum: xxh64 hex digest of the file's bytes.
+    """
+
+    path: str
+    num_rows: int
+    num_bytes: int
+    checksum: str
+
+
+class ShardWriter(Protocol):
+    """Writes record batches into shards, rolling over at a target size.
+
+    Each shard is written to a temporary name and committed atomically when it is
+    full or when the writer closes; ``close()`` returns every committed shard.
+    """
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Append a batch (may commit one or more full shards)."""
+        ...
+
+    def close(self) -> list[WrittenFile]:
+        """Commit the last shard and return all committed files in order."""
+        ...

@@ -1,0 +1,27 @@
+"""Storage over fsspec: paths and URLs, sorted globs, retries, atomic commit.
+
+Public helpers (all take a local path or a URL such as ``s3://b/k``, ``gs://``,
+``https://`` or ``memory://``):
+
+- :func:`resolve` -> ``(filesystem, path)``
+- :func:`expand` -> sorted list of file URLs from paths, directories and globs
+- :func:`info` -> :class:`FileInfo` (size, and mtime or ETag as a fingerprint)
+- :func:`open_input` -> a seekable binary file, with retries on transient errors
+- :func:`atomic_write` -> context manager writing to a temp name, committing on success
+- :func:`with_retries` -> call a function with exponential backoff on transient errors
+"""
+
+from shardwise.storage.atomic import atomic_write
+from shardwise.storage.paths import FileInfo, expand, info, join, open_input, resolve
+from shardwise.storage.retry import with_retries
+
+__all__ = [
+    "FileInfo",
+    "atomic_write",
+    "expand",
+    "info",
+    "join",
+    "open_input",
+    "resolve",
+    "with_retries",
+]

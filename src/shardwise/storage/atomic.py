@@ -1,0 +1,79 @@
+"""Atomic commit of outputs: write to a temporary name, then publish in one step.
+
+On a local filesystem the temporary file sits in the target's directory and is
+published with ``os.replace`` (atomic on POSIX). On object stores, where a PUT is
+already all-or-nothing, the data is written to a hidden temporary key, then copied
+to the final key and the temporary key deleted; a reader listing with
+:func:`shardwise.storage.expand` never sees the hidden temporary key.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+from shardwise.errors import CommitError
+from shardwise.storage.paths import resolve
+from shardwise.storage.retry import with_retries
+
+
+def temp_name(path: str) -> str:
+    """Return a hidden temporary sibling name for ``path``."""
+    head, _, name = path.rpartition("/")
+    tmp = f"_tmp.{uuid.uuid4().hex[:12]}.{name}"
+    return f"{head}/{tmp}" if head else tmp
+
+
+@contextmanager
+def atomic_write(url: str, mode: str = "wb", **storage_options: Any) -> Iterator[IO[Any]]:
+    """Open ``url`` for writing so that it appears whole or not at all.
+
+    Usage::
+
+        with atomic_write("s3://bucket/out/part-0.parquet") as f:
+            f.write(data)
+
+    If the body raises, the temporary file is removed and nothing is published.
+
+    Raises:
+        CommitError: the final rename/copy failed.
+    """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"atomic_write mode must be 'wb' or 'w', got {mode!r}")
+    fs, path = resolve(url, **storage_options)
+    local = "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
+    if local:
+        os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    tmp = temp_name(path)
+    try:
+        with fs.open(tmp, mode) as f:
+            yield f
+            if local and hasattr(f, "flush"):
+                f.flush()
+                try:
+                    os.fsync(f.fileno())
+                except (AttributeError, OSError, ValueError):
+                    pass
+    except BaseException:
+        _remove_quietly(fs, tmp)
+        raise
+    try:
+        if local:
+            os.replace(tmp, path)
+        else:
+            with_retries(lambda: fs.copy(tmp, path))
+            with_retries(lambda: fs.rm(tmp))
+    except Exception as exc:
+        _remove_quietly(fs, tmp)
+        raise CommitError(f"could not commit {url}: {exc}", url) from exc
+
+
+def _remove_quietly(fs: Any, path: str) -> None:
+    try:
+        if fs.exists(path):
+            fs.rm(path)
+    except Exception:  # noqa: BLE001 - best-effort cleanup
+        pass

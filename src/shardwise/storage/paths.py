@@ -1,0 +1,140 @@
+"""Resolve paths and URLs to fsspec filesystems; expand globs in a stable order."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import IO, Any
+
+import fsspec
+from fsspec.core import url_to_fs
+
+from shardwise._optional import require
+from shardwise.errors import EmptyDatasetError, StorageError
+from shardwise.storage.retry import with_retries
+
+_PROTOCOL_EXTRAS = {"s3": ("s3fs", "S3 access"), "s3a": ("s3fs", "S3 access"), "gs": ("gcsfs", "GCS access"), "gcs": ("gcsfs", "GCS access")}
+_GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """Size and change fingerprint of one file.
+
+    Attributes:
+        path: the URL or local path.
+        size: size in bytes.
+        fingerprint: mtime or ETag text; changes when the file changes.
+    """
+
+    path: str
+    size: int
+    fingerprint: str
+
+
+def _protocol(url: str) -> str:
+    return url.split("://", 1)[0] if "://" in url else "file"
+
+
+def resolve(url: str, **storage_options: Any) -> tuple[fsspec.AbstractFileSystem, str]:
+    """Return ``(filesystem, path_in_filesystem)`` for a local path or URL.
+
+    Raises:
+        MissingExtraError: the protocol needs an optional package (e.g. s3fs).
+        StorageError: the protocol is unknown.
+    """
+    proto = _protocol(url)
+    if proto in _PROTOCOL_EXTRAS:
+        require(*_PROTOCOL_EXTRAS[proto])
+    try:
+        fs, path = url_to_fs(url, **storage_options)
+    except (ValueError, ImportError) as exc:
+        raise StorageError(f"cannot open {url!r}: {exc}", url) from exc
+    return fs, path
+
+
+def _unstrip(fs: fsspec.AbstractFileSystem, original: str, path: str) -> str:
+    """Turn a filesystem-internal path back into a URL of the original's protocol."""
+    proto = _protocol(original)
+    if proto == "file":
+        return path if not original.startswith("file://") else "file://" + path
+    return fs.unstrip_protocol(path)
+
+
+def join(base: str, *parts: str) -> str:
+    """Join path parts onto a local path or URL with ``/``."""
+    if _protocol(base) == "file" and "://" not in base:
+        return os.path.join(base, *parts)
+    return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def expand(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    extensions: tuple[str, ...] | None = None,
+    **storage_options: Any,
+) -> list[str]:
+    """Expand paths, directories and glob patterns into a sorted list of files.
+
+    Directories are walked recursively; hidden files and files starting with ``_``
+    (manifests, indexes, temp files) are left out. The order is sorted per input and
+    inputs keep the order given, so the result is stable across runs and machines.
+
+    Args:
+        paths: one path/URL/glob or a list of them.
+        extensions: if given, keep only files whose name ends with one of these.
+        storage_options: passed to fsspec.
+
+    Raises:
+        EmptyDatasetError: nothing matched.
+    """
+    items = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+    if not items:
+        raise EmptyDatasetError("no paths given", None)
+    out: list[str] = []
+    for item in items:
+        fs, path = resolve(item, **storage_options)
+        if _GLOB_CHARS & set(path):
+            found = with_retries(lambda: fs.glob(path, detail=True))
+            files = sorted(p for p, d in found.items() if d.get("type") != "directory")
+        elif with_retries(lambda: fs.isdir(path)):
+            found = with_retries(lambda: fs.find(path, detail=True))
+            files = sorted(p for p, d in found.items() if d.get("type") != "directory")
+        elif with_retries(lambda: fs.exists(path)):
+            files = [path]
+        else:
+            raise EmptyDatasetError(f"no such file or directory: {item}", item)
+        files = [f for f in files if not _hidden(f)]
+        if extensions is not None:
+            files = [f for f in files if f.endswith(extensions)]
+        out.extend(_unstrip(fs, item, f) for f in files)
+    if not out:
+        shown = ", ".join(items[:3]) + (" ..." if len(items) > 3 else "")
+        raise EmptyDatasetError(f"no data files matched {shown}", items[0])
+    return out
+
+
+def _hidden(path: str) -> bool:
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return name.startswith((".", "_"))
+
+
+def info(url: str, **storage_options: Any) -> FileInfo:
+    """Return the size and a change fingerprint (mtime or ETag) of one file."""
+    fs, path = resolve(url, **storage_options)
+    try:
+        d = with_retries(lambda: fs.info(path))
+    except FileNotFoundError as exc:
+        raise StorageError(f"file not found: {url}", url) from exc
+    fp = d.get("ETag") or d.get("etag") or d.get("mtime") or d.get("LastModified") or d.get("last_modified") or d.get("created") or ""
+    return FileInfo(path=url, size=int(d.get("size") or 0), fingerprint=str(fp).strip('"'))
+
+
+def open_input(url: str, mode: str = "rb", **storage_options: Any) -> IO[bytes]:
+    """Open a file for reading, retrying the open on transient errors."""
+    fs, path = resolve(url, **storage_options)
+    try:
+        return with_retries(lambda: fs.open(path, mode))
+    except FileNotFoundError as exc:
+        raise StorageError(f"file not found: {url}", url) from exc

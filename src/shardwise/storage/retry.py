@@ -1,0 +1,76 @@
+"""Retries with exponential backoff and jitter for transient storage errors."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# Errors that are worth retrying: network hiccups, throttling, 5xx from object stores.
+_TRANSIENT_NAMES = {
+    "ConnectionError",
+    "ConnectionResetError",
+    "ConnectionAbortedError",
+    "TimeoutError",
+    "ReadTimeoutError",
+    "ConnectTimeoutError",
+    "EndpointConnectionError",
+    "ServerTimeoutError",
+    "ClientPayloadError",
+    "ServerDisconnectedError",
+    "IncompleteRead",
+    "SlowDown",
+}
+_TRANSIENT_TEXT = ("slow down", "throttl", "503", "500 internal", "timed out", "reset by peer")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Return True if ``exc`` looks like a transient network or service error."""
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
+        return False
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _TRANSIENT_NAMES:
+            return True
+    text = str(exc).lower()
+    return any(t in text for t in _TRANSIENT_TEXT)
+
+
+def with_retries(
+    fn: Callable[[], T],
+    *,
+    attempts: int = 5,
+    base_delay: float = 0.2,
+    max_delay: float = 10.0,
+    retry_on: Callable[[BaseException], bool] = is_transient,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Call ``fn`` until it succeeds, backing off exponentially on transient errors.
+
+    Args:
+        fn: the zero-argument callable to run.
+        attempts: total tries, at least 1.
+        base_delay: delay before the second try, doubled each time (with jitter).
+        max_delay: cap on one delay.
+        retry_on: predicate choosing which exceptions are retried.
+        sleep: injectable sleep, for tests.
+
+    Returns:
+        What ``fn`` returns.
+
+    Raises:
+        The last exception, when it is not transient or attempts run out.
+    """
+    if attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts}")
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - filtered by retry_on
+            if attempt == attempts - 1 or not retry_on(exc):
+                raise
+            delay = min(max_delay, base_delay * (2**attempt))
+            sleep(delay * (0.5 + random.random() / 2))
+    raise AssertionError("unreachable")
