@@ -15,6 +15,8 @@ from shardwise.errors import (
     UnsafeMemberError,
 )
 
+from shardwise.index import DatasetIndex, open_dataset
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -29,4 +31,6 @@ __all__ = [
     "TaskError",
     "UnsafeMemberError",
     "__version__",
+    "open_dataset",
+    "DatasetIndex",
 ]

@@ -52,8 +52,13 @@ def known_formats() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_format(name: str) -> Format:
+def get_format(name: str, **options: object) -> Format:
     """Return the format object registered under ``name`` (or an alias).
+
+    Args:
+        name: format name or alias.
+        **options: constructor options (e.g. ``unit_bytes`` for JSONL); with
+            options a new object is made, without them a shared default one.
 
     Raises:
         FormatError: unknown name; the message lists the known ones.
@@ -61,8 +66,10 @@ def get_format(name: str) -> Format:
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in _REGISTRY:
         raise FormatError(f"unknown format {name!r}; known formats: {', '.join(known_formats())}")
+    module, cls = _REGISTRY[key]
+    if options:
+        return getattr(importlib.import_module(module), cls)(**options)  # type: ignore[no-any-return]
     if key not in _CACHE:
-        module, cls = _REGISTRY[key]
         _CACHE[key] = getattr(importlib.import_module(module), cls)()
     return _CACHE[key]
 

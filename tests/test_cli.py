@@ -1,0 +1,62 @@
+"""CLI conventions: --help everywhere, exit codes, errors on stderr without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from shardwise.cli import cli, main
+
+
+def _commands() -> list[str]:
+    return sorted(cli.commands)
+
+
+@pytest.mark.parametrize("command", [[]] + [[c] for c in _commands()])
+def test_help_on_every_command(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*command, "--help"]) == 0
+    assert "Usage:" in capsys.readouterr().out
+
+
+def test_inspect_prints_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pq.write_table(pa.table({"id": list(range(25))}), tmp_path / "a.parquet", row_group_size=10)
+    assert main(["inspect", str(tmp_path / "a.parquet")]) == 0
+    out = capsys.readouterr().out
+    assert "samples" in out and "25" in out and "units" in out
+    assert main(["inspect", "--json", str(tmp_path / "a.parquet")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["samples"] == 25 and summary["units"] == 3
+    assert summary["smallest_unit"]["samples"] == 5 and summary["largest_unit"]["samples"] == 10
+
+
+def test_error_goes_to_stderr_without_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "shardwise.cli", "inspect", str(tmp_path / "missing-*.jsonl")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("error:") and "missing-*.jsonl" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_debug_shows_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "shardwise.cli", "--debug", "inspect", str(tmp_path / "nope.parquet")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1
+    assert "Traceback" in proc.stderr
+
+
+def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect"]) == 2
+    assert "Missing argument" in capsys.readouterr().err
