@@ -1,0 +1,121 @@
+"""Safe iteration over tar members, grouped into WebDataset samples.
+
+A member is unsafe when its name is absolute, has a ``..`` component, or it is
+not a regular file or directory (symlink, hardlink, character or block device,
+FIFO). Unsafe members raise :class:`UnsafeMemberError` naming the tar file and the
+member; callers that skip bad samples catch it and quarantine the sample.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO
+
+from shardwise.errors import FormatError, UnsafeMemberError
+
+
+def split_key(name: str) -> tuple[str, str]:
+    """``dir.v1/0001.seg.jpg`` -> (``dir.v1/0001``, ``seg.jpg``): key ends at the basename's first dot."""
+    head, base = posixpath.split(name)
+    stem, dot, ext = base.partition(".")
+    key = posixpath.join(head, stem) if head else stem
+    return key, ext if dot else ""
+
+
+def check_member(tar_path: str, m: tarfile.TarInfo) -> str | None:
+    """Return why ``m`` is unsafe, or None."""
+    name = m.name
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        return "absolute path"
+    if ".." in name.replace("\\", "/").split("/"):
+        return "'..' path component"
+    if m.issym():
+        return f"symbolic link to {m.linkname!r}"
+    if m.islnk():
+        return f"hard link to {m.linkname!r}"
+    if m.ischr() or m.isblk():
+        return "device file"
+    if m.isfifo():
+        return "FIFO"
+    if not (m.isfile() or m.isdir()):
+        return f"unsupported member type {m.type!r}"
+    return None
+
+
+@dataclass
+class RawSample:
+    """Members of one sample: key, and per field (members, data offset, size)."""
+
+    key: str
+    fields: dict[str, tarfile.TarInfo] = field(default_factory=dict)
+    problem: str | None = None
+    member: str = ""
+
+
+def iter_samples(tar_path: str, f: IO[bytes]) -> Iterator[RawSample]:
+    """Group consecutive members with the same key into samples (headers only).
+
+    A key that comes back after another key is a new sample (as in WebDataset).
+    A field that repeats within a sample is an error. Directories are ignored.
+    """
+    try:
+        tf = tarfile.open(fileobj=f, mode="r:")
+    except tarfile.TarError as exc:
+        raise FormatError(f"not a readable tar file ({exc})", tar_path, "header at offset 0") from exc
+    current: RawSample | None = None
+    offset = 0
+    try:
+        while True:
+            try:
+                m = tf.next()
+            except tarfile.TarError as exc:
+                raise FormatError(f"corrupt or truncated tar ({exc})", tar_path, f"header at offset {offset}") from exc
+            if m is None:
+                break
+            offset = m.offset
+            if m.isdir():
+                continue
+            key, ext = split_key(m.name)
+            if current is None or key != current.key:
+                if current is not None:
+                    yield current
+                current = RawSample(key)
+            problem = check_member(tar_path, m)
+            if problem is None and ext in current.fields:
+                problem = f"field {ext!r} appears twice"
+            if problem is not None and current.problem is None:
+                current.problem, current.member = problem, m.name
+            current.fields[ext] = m
+        _check_complete(tar_path, f, tf)
+    finally:
+        tf.close()
+    if current is not None:
+        yield current
+
+
+def _check_complete(tar_path: str, f: IO[bytes], tf: tarfile.TarFile) -> None:
+    """tarfile stops quietly at a truncated header or member; check what is left.
+
+    After the last member only zero padding (the end-of-archive blocks) may follow.
+    """
+    size = f.seek(0, 2)
+    members = tf.members
+    if members:
+        last = members[-1]
+        end = last.offset_data + last.size
+        if end > size:
+            raise FormatError(
+                f"truncated tar: member {last.name!r} needs {end} bytes, file has {size}", tar_path, f"member {last.name}"
+            )
+    f.seek(tf.offset)
+    tail = f.read(64 * 1024)
+    if tail.strip(b"\0"):
+        raise FormatError("corrupt or truncated tar: unreadable data after the last member", tar_path, f"offset {tf.offset}")
+
+
+def unsafe(tar_path: str, sample: RawSample) -> UnsafeMemberError:
+    """The error for a sample holding an unsafe member."""
+    return UnsafeMemberError(f"unsafe tar member ({sample.problem})", tar_path, f"member {sample.member}")

@@ -1,0 +1,211 @@
+"""JSONL: streaming reads of line-aligned byte ranges, exact counts, rolling writer.
+
+Units are byte ranges of about ``unit_bytes`` cut at newlines; a ``.gz`` or ``.zst``
+file is one unit, read by streaming decompression. Blocks of complete lines are
+parsed by ``pyarrow.json`` against the dataset schema; when a block fails, its lines
+are parsed one by one so the error names the exact line, or (``on_error="skip"``)
+the bad lines are quarantined and counted while the good ones are kept. A bad
+record is malformed JSON, invalid UTF-8, a line that is not a JSON object, a field
+not in the schema, or a value that does not fit the schema's type.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import gzip
+import io
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.json as pj
+
+from shardwise.errors import FormatError
+from shardwise.formats._lines import compression_of, count_records, iter_aligned, split_ranges
+from shardwise.formats._writer import RollingWriter
+from shardwise.formats.base import OnError, Quarantine, Unit
+
+__all__ = ["JsonlFormat", "JsonlShardWriter"]
+
+_SAMPLE_BYTES = 1 << 20
+
+
+class JsonlFormat:
+    """JSON Lines files (optionally ``.gz``/``.zst``); a unit is a byte range.
+
+    Args:
+        unit_bytes: target size of one unit of an uncompressed file.
+        block_bytes: bytes parsed at once (bounds memory with the longest line).
+        storage_options: fsspec options for remote paths.
+    """
+
+    name = "jsonl"
+    extensions = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".json.zst")
+
+    def __init__(
+        self, unit_bytes: int = 32 * 2**20, block_bytes: int = 8 * 2**20, storage_options: dict[str, Any] | None = None
+    ) -> None:
+        if unit_bytes < 1 or block_bytes < 1:
+            raise ValueError("unit_bytes and block_bytes must be >= 1")
+        self.unit_bytes = unit_bytes
+        self.block_bytes = block_bytes
+        self.storage_options = storage_options or {}
+
+    def list_units(self, path: str, size: int) -> list[Unit]:
+        """Cut the file into line-aligned ranges and count their records."""
+        if compression_of(path) is not None:
+            records = sum(count_records(p)[0] for p in iter_aligned(path, block_bytes=self.block_bytes, storage_options=self.storage_options))
+            return [Unit(path, 0, records, size, 0, size, 1)]
+        ranges = split_ranges(path, size, self.unit_bytes, self.block_bytes, self.storage_options)
+        return [Unit(path, i, n, e - s, s, e, line) for i, (s, e, n, line) in enumerate(ranges)]
+
+    def read_schema(self, path: str) -> pa.Schema:
+        """Infer the schema from the first MiB of records (null-only columns become strings)."""
+        sample = b""
+        for piece in iter_aligned(path, block_bytes=_SAMPLE_BYTES, storage_options=self.storage_options):
+            sample += piece
+            if len(sample) >= _SAMPLE_BYTES:
+                break
+        good, _ = _parse_lines(sample, None, path, 1, "skip", Quarantine())
+        schema = good.schema if good is not None else pa.schema([])
+        return pa.schema([pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in schema])
+
+    def read_unit(
+        self,
+        unit: Unit,
+        *,
+        columns: Sequence[str] | None = None,
+        on_error: OnError = "raise",
+        quarantine: Quarantine | None = None,
+        schema: pa.Schema | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Yield the unit's records in file order, block by block."""
+        q = quarantine if quarantine is not None else Quarantine()
+        schema = schema if schema is not None else self.read_schema(unit.path)
+        end = None if compression_of(unit.path) else unit.end
+        line = unit.first_line or 1
+        for piece in iter_aligned(
+            unit.path, start=unit.start, end=end, block_bytes=self.block_bytes, storage_options=self.storage_options
+        ):
+            table = _parse_block(piece, schema, unit.path, line, on_error, q)
+            line += piece.count(b"\n")
+            if table is not None and table.num_rows:
+                if columns is not None:
+                    table = table.select(list(columns))
+                yield from table.to_batches()
+
+    def open_writer(self, prefix: str, **options: Any) -> JsonlShardWriter:
+        """Return a rolling writer of ``{prefix}-{n:05d}.jsonl[.gz|.zst]`` shards."""
+        return JsonlShardWriter(prefix, storage_options=self.storage_options, **options)
+
+
+def _parse_block(
+    block: bytes, schema: pa.Schema, path: str, first_line: int, on_error: OnError, q: Quarantine
+) -> pa.Table | None:
+    """Fast path with pyarrow.json; per-line fallback to locate bad records."""
+    try:
+        block.decode("utf-8")
+        opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+        table = pj.read_json(io.BytesIO(block), parse_options=opts, read_options=pj.ReadOptions(block_size=max(len(block), 1 << 16)))
+        return table.select(schema.names)
+    except (UnicodeDecodeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        good, _ = _parse_lines(block, schema, path, first_line, on_error, q)
+        return good
+
+
+def _parse_lines(
+    block: bytes, schema: pa.Schema | None, path: str, first_line: int, on_error: OnError, q: Quarantine
+) -> tuple[pa.Table | None, int]:
+    rows: list[dict[str, Any]] = []
+    for offset, raw in enumerate(block.split(b"\n")):
+        if not raw.strip(b" \t\r"):
+            continue
+        where = f"line {first_line + offset}"
+        try:
+            row = _decode_line(raw, schema)
+        except ValueError as exc:
+            if on_error == "raise":
+                raise FormatError(str(exc), path, where) from None
+            q.add(path, where, str(exc))
+            continue
+        rows.append(row)
+    if schema is None:
+        return (pa.Table.from_pylist(rows) if rows else None), len(rows)
+    return pa.Table.from_pylist(rows, schema=schema), len(rows)
+
+
+def _decode_line(raw: bytes, schema: pa.Schema | None) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"invalid UTF-8 at byte {exc.start} of the line") from None
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"expected a JSON object, got {type(row).__name__}")
+    if schema is not None:
+        extra = [k for k in row if k not in schema.names]
+        if extra:
+            raise ValueError(f"field(s) {extra} not in the dataset schema {schema.names}")
+        try:
+            pa.Table.from_pylist([row], schema=schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+            raise ValueError(f"value does not fit the schema: {exc}") from None
+    return row
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (datetime.date, datetime.datetime, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+class JsonlShardWriter(RollingWriter):
+    """Writes JSONL shards rolling over at ``target_shard_bytes`` (uncompressed size).
+
+    Rows are written with ``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``
+    in column order; binary values become base64 text, dates ISO 8601 text.
+
+    Args:
+        prefix: path or URL prefix.
+        target_shard_bytes: approximate uncompressed size of a shard.
+        compression: None, ``"gzip"`` or ``"zstd"`` (deterministic bytes either way).
+        storage_options: fsspec options.
+    """
+
+    def __init__(
+        self,
+        prefix: str,
+        *,
+        target_shard_bytes: int = 128 * 2**20,
+        compression: str | None = None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        exts = {None: "jsonl", "gzip": "jsonl.gz", "zstd": "jsonl.zst"}
+        if compression not in exts:
+            raise ValueError(f"compression must be None, 'gzip' or 'zstd', got {compression!r}")
+        super().__init__(prefix, exts[compression], target_shard_bytes, storage_options)
+        self.compression = compression
+
+    def _append(self, batch: pa.RecordBatch) -> None:
+        assert self._buf is not None
+        dumps = json.dumps
+        lines = [dumps(row, ensure_ascii=False, separators=(",", ":"), default=_json_default) for row in batch.to_pylist()]
+        self._buf.write(("\n".join(lines) + "\n").encode("utf-8"))
+
+    def _finish(self) -> bytes:
+        assert self._buf is not None
+        raw = self._buf.getvalue()
+        if self.compression == "gzip":
+            return gzip.compress(raw, compresslevel=6, mtime=0)
+        if self.compression == "zstd":
+            return pa.compress(raw, codec="zstd", asbytes=True)  # type: ignore[no-any-return]
+        return raw

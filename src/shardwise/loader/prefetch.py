@@ -1,0 +1,84 @@
+"""Background prefetch of units with a bounded memory budget.
+
+A :class:`Prefetcher` reads the units a worker will need next on a small thread
+pool (Arrow decoding releases the GIL), in schedule order, while the bytes held
+by finished-but-unconsumed and in-flight reads stay under ``budget_bytes``. At
+least one read is always allowed, so a unit larger than the budget still loads.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+__all__ = ["Prefetcher"]
+
+
+class Prefetcher(Generic[K, V]):
+    """Yield ``load(key)`` for each key in order, loading ahead in the background.
+
+    Args:
+        load: the function reading one item (e.g. one unit).
+        size_of_key: the estimated bytes of an item before it is read.
+        budget_bytes: cap on estimated bytes held ahead of the consumer.
+        threads: reader threads.
+        max_ahead: cap on the number of items loaded ahead.
+    """
+
+    def __init__(
+        self,
+        load: Callable[[K], V],
+        size_of_key: Callable[[K], int],
+        *,
+        budget_bytes: int = 256 * 2**20,
+        threads: int = 2,
+        max_ahead: int = 8,
+    ) -> None:
+        if budget_bytes < 0 or threads < 1 or max_ahead < 1:
+            raise ValueError("budget_bytes must be >= 0, threads and max_ahead >= 1")
+        self.load = load
+        self.size_of_key = size_of_key
+        self.budget_bytes = budget_bytes
+        self.threads = threads
+        self.max_ahead = max_ahead
+        self.peak_bytes = 0
+
+    def iterate(self, keys: Iterable[K]) -> Iterator[V]:
+        """Yield the loaded items in the order of ``keys``."""
+        pending: deque[tuple[int, Future[V]]] = deque()
+        held = 0
+        it = iter(keys)
+        waiting: list[K] = []  # a key read from `it` but not yet submitted (over budget)
+        exhausted = False
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="shardwise-prefetch") as pool:
+            try:
+                while True:
+                    while not exhausted and len(pending) < self.max_ahead:
+                        if not waiting:
+                            try:
+                                waiting.append(next(it))
+                            except StopIteration:
+                                exhausted = True
+                                break
+                        key = waiting[0]
+                        size = self.size_of_key(key)
+                        if pending and held + size > self.budget_bytes:
+                            break  # over budget: wait until the consumer frees room
+                        waiting.pop()
+                        pending.append((size, pool.submit(self.load, key)))
+                        held += size
+                        self.peak_bytes = max(self.peak_bytes, held)
+                    if not pending:
+                        return
+                    size, fut = pending.popleft()
+                    value = fut.result()
+                    held -= size
+                    yield value
+            finally:
+                for _, fut in pending:
+                    fut.cancel()

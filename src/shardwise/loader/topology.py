@@ -1,0 +1,91 @@
+"""Detect where this process sits: (rank, world size) and (worker id, workers).
+
+Explicit arguments always win. Otherwise the rank comes from an initialised
+``torch.distributed`` process group, then from the ``RANK``/``WORLD_SIZE``
+environment variables (set by torchrun and most launchers), else rank 0 of 1.
+The worker comes from ``torch.utils.data.get_worker_info()`` inside a DataLoader
+worker, else worker 0 of 1. torch is only consulted if it is already imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+__all__ = ["Placement", "detect_placement"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One (rank, worker) position in the training topology.
+
+    Attributes:
+        rank: global rank, ``0 <= rank < world_size``.
+        world_size: number of ranks.
+        worker_id: dataloader worker of this rank, ``0 <= worker_id < num_workers``.
+        num_workers: dataloader workers per rank (1 when loading in-process).
+        ranks_per_node: ranks per node (from ``LOCAL_WORLD_SIZE``), for reporting.
+    """
+
+    rank: int
+    world_size: int
+    worker_id: int
+    num_workers: int
+    ranks_per_node: int = 1
+
+    def __post_init__(self) -> None:
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ValueError(f"need 0 <= rank < world_size, got rank={self.rank}, world_size={self.world_size}")
+        if self.num_workers < 1 or not 0 <= self.worker_id < self.num_workers:
+            raise ValueError(
+                f"need 0 <= worker_id < num_workers, got worker_id={self.worker_id}, num_workers={self.num_workers}"
+            )
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ValueError(f"environment variable {name}={value!r} is not an integer") from exc
+
+
+def _detect_rank() -> tuple[int, int]:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
+    if world is not None:
+        return (rank or 0), world
+    return 0, 1
+
+
+def _detect_worker() -> tuple[int, int]:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info = torch.utils.data.get_worker_info()
+        if info is not None:
+            return info.id, info.num_workers
+    return 0, 1
+
+
+def detect_placement(
+    rank: int | None = None,
+    world_size: int | None = None,
+    worker_id: int | None = None,
+    num_workers: int | None = None,
+) -> Placement:
+    """Return the placement, detecting whatever was not given explicitly."""
+    d_rank, d_world = _detect_rank()
+    d_worker, d_workers = _detect_worker()
+    world = world_size if world_size is not None else d_world
+    rk = rank if rank is not None else d_rank
+    workers = num_workers if num_workers is not None else d_workers
+    wid = worker_id if worker_id is not None else d_worker
+    per_node = _env_int("LOCAL_WORLD_SIZE") or 1
+    return Placement(rk, world, wid, workers, per_node)
