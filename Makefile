@@ -13,12 +13,12 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed-core: pyproject.toml | $(PY)
-	$(PIP) install -q -e .
+$(VENV)/.installed-core: pyproject.toml constraints.txt | $(PY)
+	$(PIP) install -q -c constraints.txt -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(PY)
-	$(PIP) install -q -e ".[test]"
+$(VENV)/.installed-test: pyproject.toml constraints.txt | $(PY)
+	$(PIP) install -q -c constraints.txt -e ".[test]"
 	touch $@ $(VENV)/.installed-core
 
 install: $(VENV)/.installed-core

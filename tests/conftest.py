@@ -1,9 +1,104 @@
-"""Shared test setup. Engine fixtures live beside the tests that use them;
-the S3 server (SeaweedFS on 127.0.0.1) is shared and defined in ``_s3server.py``."""
+"""Shared test setup: environment, and the real engines started once per session on
+127.0.0.1 (Ray, Spark, Dask). Each fixture stops what it started."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
 
+import pytest
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TQDM_MININTERVAL", "5")
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# worker processes of every engine import task helpers from tests/
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH", "")) if p)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+
+
+@pytest.fixture(scope="session")
+def ray_engine() -> Iterator[Any]:
+    import ray
+
+    tmp = tempfile.mkdtemp(prefix="swray", dir="/tmp")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _temp_dir=tmp,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+    )
+    yield ray
+    ray.shutdown()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def spark_engine() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("shardwise-tests")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture(scope="session")
+def dask_engine() -> Iterator[Any]:
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
+    client = Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+BACKENDS = ["sequential", "thread", "local", "joblib", "ray", "spark", "dask"]
+PROCESS_BACKENDS = ["local", "joblib", "ray", "spark", "dask"]
+
+
+def make_backend(name: str, request: pytest.FixtureRequest) -> Any:
+    """A backend instance on the session's real engine."""
+    from shardwise.parallel import get_backend
+
+    if name == "ray":
+        request.getfixturevalue("ray_engine")
+        return get_backend("ray")
+    if name == "spark":
+        return get_backend("spark", spark=request.getfixturevalue("spark_engine"))
+    if name == "dask":
+        return get_backend("dask", client=request.getfixturevalue("dask_engine"))
+    return get_backend(name, 2 if name in ("local", "joblib") else None)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[Any]:
+    b = make_backend(request.param, request)
+    yield b
+    b.close()
+
+
+@pytest.fixture(params=PROCESS_BACKENDS)
+def process_backend(request: pytest.FixtureRequest) -> Iterator[Any]:
+    b = make_backend(request.param, request)
+    yield b
+    b.close()

@@ -23,10 +23,11 @@ def _parquet_dir(root: Path, sizes: list[list[int]]) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     start = 0
     for i, groups in enumerate(sizes):
-        with pq.ParquetWriter(root / f"part-{i:03d}.parquet", pa.schema([("id", pa.int64()), ("text", pa.string())])) as w:
+        schema = pa.schema([("id", pa.int64()), ("text", pa.string())])
+        with pq.ParquetWriter(root / f"part-{i:03d}.parquet", schema) as w:
             for n in groups:
                 ids = list(range(start, start + n))
-                w.write_table(pa.table({"id": ids, "text": [f"t{j}" for j in ids]}))
+                w.write_table(pa.table({"id": ids, "text": [f"t{j}" for j in ids]}, schema=schema))
                 start += n
     return root
 

@@ -283,7 +283,9 @@ def _build(
     reuse = _reusable(saved, infos)
     todo = [fi for fi in infos if fi.path not in reuse]
     args = [(fi.path, fmt_name, fi.size, format_options) for fi in todo]
-    backend = "thread" if len(args) < 64 else None
+    from shardwise.parallel import active_backend
+
+    backend = "thread" if len(args) < 64 and active_backend() is None else None
     fresh = parallel_map(_index_one, args, backend=backend, desc="index files", progress=progress and len(args) > 1)
     built = dict(zip((fi.path for fi in todo), fresh))
     files, units, schemas = [], [], []

@@ -1,0 +1,39 @@
+"""One ``parallel_map`` over local processes, threads, joblib, Ray, Spark and Dask.
+
+>>> from shardwise.parallel import parallel_map, parallel_backend
+>>> parallel_map(abs, [-1, 2, -3], backend="sequential", progress=False)
+[1, 2, 3]
+
+Failure semantics are the same on every backend: a task whose worker dies is retried on
+a fresh worker up to ``max_retries`` times; an exception of the function is not retried
+(unless its type is in ``retry_on``) and reaches the caller as :class:`TaskError` with
+the item's index and the remote traceback; Ctrl-C cancels outstanding work. The
+``thread`` and ``sequential`` backends run in the caller's process, so for them a killed
+worker is the caller itself.
+"""
+
+from shardwise.parallel._driver import (
+    active_backend,
+    get_backend,
+    imap_unordered,
+    known_backends,
+    parallel_backend,
+    parallel_map,
+    register_backend,
+)
+from shardwise.parallel._task import report
+from shardwise.parallel.base import Backend, Session, WorkerLost
+
+__all__ = [
+    "Backend",
+    "Session",
+    "WorkerLost",
+    "active_backend",
+    "get_backend",
+    "imap_unordered",
+    "known_backends",
+    "parallel_backend",
+    "parallel_map",
+    "register_backend",
+    "report",
+]

@@ -1,0 +1,295 @@
+"""The driver loop shared by every backend: chunking, bounded in-flight work, retries of
+lost workers, errors with the item index, progress bars and Ctrl-C cancellation."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import contextvars
+import importlib
+import itertools
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+from tqdm.auto import tqdm
+
+from shardwise.errors import ConfigError, TaskError
+from shardwise.parallel.base import Backend, WorkerLost
+
+__all__ = [
+    "active_backend",
+    "get_backend",
+    "imap_unordered",
+    "known_backends",
+    "parallel_backend",
+    "parallel_map",
+    "register_backend",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_REGISTRY: dict[str, str | type[Backend]] = {
+    "local": "shardwise.parallel.local:LocalBackend",
+    "thread": "shardwise.parallel.local:ThreadBackend",
+    "sequential": "shardwise.parallel.local:SequentialBackend",
+    "joblib": "shardwise.parallel.joblib_backend:JoblibBackend",
+    "ray": "shardwise.parallel.ray_backend:RayBackend",
+    "spark": "shardwise.parallel.spark_backend:SparkBackend",
+    "dask": "shardwise.parallel.dask_backend:DaskBackend",
+}
+_ACTIVE: contextvars.ContextVar[Backend | None] = contextvars.ContextVar("shardwise_backend", default=None)
+_SHARED: dict[str, Backend] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def register_backend(name: str, cls: type[Backend]) -> None:
+    """Make ``cls`` available under ``name`` for ``backend=`` and :func:`parallel_backend`."""
+    _REGISTRY[name] = cls
+
+
+def known_backends() -> list[str]:
+    """Names accepted by ``backend=``."""
+    return sorted(_REGISTRY)
+
+
+def _backend_class(name: str) -> type[Backend]:
+    try:
+        target = _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown backend {name!r}; known backends: {', '.join(known_backends())}"
+        ) from None
+    if isinstance(target, str):
+        module, _, attr = target.partition(":")
+        target = getattr(importlib.import_module(module), attr)
+        _REGISTRY[name] = target
+    return target
+
+
+def get_backend(name: str, n_jobs: int | None = None, **options: Any) -> Backend:
+    """Create a backend by name (a new instance; close it when done)."""
+    return _backend_class(name)(n_jobs, **options)
+
+
+def _shared(name: str) -> Backend:
+    with _SHARED_LOCK:
+        if name not in _SHARED:
+            _SHARED[name] = get_backend(name)
+        return _SHARED[name]
+
+
+@atexit.register
+def _close_shared() -> None:
+    for b in list(_SHARED.values()):
+        with contextlib.suppress(Exception):
+            b.close()
+    _SHARED.clear()
+
+
+def active_backend() -> Backend | None:
+    """The backend set by the innermost :func:`parallel_backend`, or None."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def parallel_backend(backend: str | Backend, n_jobs: int | None = -1, **options: Any) -> Iterator[Backend]:
+    """Run shardwise's parallel work inside the block on ``backend``.
+
+    Applies to every call that does not pass ``backend=`` itself, including calls made
+    deep inside shardwise (``open_dataset``, pipeline runs). Blocks nest; leaving one
+    restores the previous backend and releases what this one started.
+
+    Args:
+        backend: a name from :func:`known_backends` or a :class:`Backend` instance.
+        n_jobs: parallelism; ``-1`` means all cores of the machine or slots of the cluster.
+        **options: backend options (e.g. ``client=`` for dask, ``spark=`` for spark).
+    """
+    owned = not isinstance(backend, Backend)
+    inst = get_backend(backend, n_jobs, **options) if owned else backend  # type: ignore[arg-type]
+    token = _ACTIVE.set(inst)
+    try:
+        yield inst
+    finally:
+        _ACTIVE.reset(token)
+        if owned:
+            inst.close()
+
+
+def _resolve(backend: str | Backend | None) -> Backend:
+    if isinstance(backend, Backend):
+        return backend
+    if backend is not None:
+        return _shared(backend)
+    return _ACTIVE.get() or _shared("local")
+
+
+def _bar(total: int | None, desc: str | None, enabled: bool, unit: str = "task") -> Any:
+    tty = sys.stderr.isatty()
+    env_interval = os.environ.get("TQDM_MININTERVAL")
+    return tqdm(
+        total=total,
+        desc=desc or "tasks",
+        unit=unit,
+        disable=not enabled or os.environ.get("SHARDWISE_PROGRESS") == "0",
+        mininterval=float(env_interval) if env_interval else (0.1 if tty else 10.0),
+        dynamic_ncols=tty,
+        ascii=not tty,
+        file=sys.stderr,
+    )
+
+
+def imap_unordered(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    *,
+    num_proc: int | None = None,
+    desc: str | None = None,
+    backend: str | Backend | None = None,
+    progress: bool = True,
+    chunksize: int | None = None,
+    max_retries: int = 3,
+    retry_on: tuple[type[BaseException], ...] = (),
+    max_in_flight: int | None = None,
+    count_unit: str | None = None,
+) -> Iterator[tuple[int, R]]:
+    """Apply ``fn`` to every item in parallel; yield ``(index, result)`` as tasks finish.
+
+    Items are pulled lazily, so at most ``max_in_flight`` chunks (default two per slot)
+    exist at once and a million items never sit in memory together.
+
+    Args:
+        fn: a function of one item; module-level functions work everywhere, closures need
+            cloudpickle (which every cluster engine ships).
+        items: any iterable.
+        num_proc: tasks at once; ``None`` = the backend's slots, ``-1`` = all cores/slots.
+        desc: progress bar title.
+        backend: a name, an instance, or ``None`` for the active one (default ``local``).
+        progress: show a tqdm bar of finished tasks.
+        chunksize: items per chunk sent to a worker (default: chosen from the input size).
+        max_retries: times a task whose worker died is retried on a fresh worker.
+        retry_on: exception types of ``fn`` that are transient and retried the same way.
+        max_in_flight: chunks submitted and not yet finished.
+        count_unit: if set, show a second figure with what tasks pass to
+            :func:`shardwise.parallel.report` (e.g. ``"rows"``).
+
+    Raises:
+        TaskError: ``fn`` raised (not transient), or a task failed ``max_retries + 1`` times;
+            carries the item's index and the remote traceback.
+    """
+    inst = _resolve(backend)
+    slots = inst.slots()
+    parallelism = slots if num_proc in (None, -1) else max(1, min(int(num_proc), slots))
+    if num_proc is not None and num_proc != -1 and num_proc < 1:
+        raise ConfigError(f"num_proc must be -1 or at least 1, got {num_proc}")
+    try:
+        total: int | None = len(items)  # type: ignore[arg-type]
+    except TypeError:
+        total = None
+    size = chunksize or inst.default_chunksize(total, parallelism)
+    limit = max_in_flight or parallelism * 2
+    return _run(inst, fn, iter(items), total, size, limit, parallelism, desc, progress,
+                max_retries, retry_on, count_unit)
+
+
+def _run(
+    inst: Backend,
+    fn: Callable[[Any], Any],
+    source: Iterator[Any],
+    total: int | None,
+    size: int,
+    limit: int,
+    parallelism: int,
+    desc: str | None,
+    progress: bool,
+    max_retries: int,
+    retry_on: tuple[type[BaseException], ...],
+    count_unit: str | None,
+) -> Iterator[tuple[int, Any]]:
+    numbered = enumerate(source)
+    chunks: dict[int, list[tuple[int, Any]]] = {}
+    attempts: dict[int, int] = {}
+    next_id = itertools.count()
+    exhausted = False
+    bar = _bar(total, desc, progress)
+    counter_bar = _bar(None, f"{desc or 'tasks'} ({count_unit})", progress, count_unit) if count_unit else None
+    session = inst.open(fn, retry_on, parallelism)
+    cancel = True
+    try:
+        while True:
+            while not exhausted and len(chunks) < limit:
+                chunk = list(itertools.islice(numbered, size))
+                if not chunk:
+                    exhausted = True
+                    break
+                cid = next(next_id)
+                chunks[cid], attempts[cid] = chunk, 0
+                session.submit(cid, chunk)
+            if not chunks:
+                break
+            for cid, result in session.wait(0.5):
+                chunk = chunks[cid]
+                if isinstance(result, WorkerLost):
+                    attempts[cid] += 1
+                    if attempts[cid] > max_retries:
+                        raise TaskError(
+                            f"worker lost {attempts[cid]} times ({result.reason}); giving up",
+                            chunk[0][0],
+                        )
+                    session.submit(cid, chunk)
+                    continue
+                retry = [o for o in result if not o.ok and o.transient]
+                failed = [o for o in result if not o.ok and not o.transient]
+                if failed:
+                    raise TaskError(failed[0].error, failed[0].index, failed[0].value)
+                if retry:
+                    attempts[cid] += 1
+                    if attempts[cid] > max_retries:
+                        o = retry[0]
+                        raise TaskError(f"{o.error} (after {max_retries} retries)", o.index, o.value)
+                    done_idx = {o.index for o in result if o.ok}
+                    for o in result:
+                        if o.ok:
+                            yield o.index, o.value
+                    chunks[cid] = [(i, x) for i, x in chunk if i not in done_idx]
+                    bar.update(len(done_idx))
+                    session.submit(cid, chunks[cid])
+                    continue
+                del chunks[cid], attempts[cid]
+                bar.update(len(result))
+                for o in result:
+                    yield o.index, o.value
+            if counter_bar is not None:
+                counter_bar.update(session.counters())
+        cancel = False
+    finally:
+        session.close(cancel=cancel)
+        if counter_bar is not None:
+            counter_bar.update(session.counters())
+            counter_bar.close()
+        bar.close()
+
+
+def parallel_map(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    *,
+    num_proc: int | None = None,
+    desc: str | None = None,
+    backend: str | Backend | None = None,
+    progress: bool = True,
+    **options: Any,
+) -> list[R]:
+    """Apply ``fn`` to every item in parallel and return the results in input order.
+
+    Takes the same arguments as :func:`imap_unordered`.
+    """
+    results: dict[int, R] = {}
+    for index, value in imap_unordered(
+        fn, items, num_proc=num_proc, desc=desc, backend=backend, progress=progress, **options
+    ):
+        results[index] = value
+    return [results[i] for i in range(len(results))]

@@ -1,0 +1,100 @@
+"""What runs inside a worker: a chunk of items through ``fn``, errors caught and described.
+
+Every backend ships the same :func:`run_chunk` to its workers, so an exception raised by
+the user's function reaches the driver as data (type, message, remote traceback) and the
+only thing a backend itself can report as a failure is a lost worker. That keeps the
+failure semantics identical on every engine.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Outcome", "report", "run_chunk", "set_reporter"]
+
+# Set inside worker processes that can stream progress to the driver (local backend).
+_reporter: Callable[[int], None] | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one item.
+
+    Attributes:
+        index: position of the item in the input.
+        ok: True if ``fn`` returned.
+        value: the return value, or the formatted remote traceback when not ok.
+        error: ``"Type: message"`` when not ok.
+        transient: the exception is one the caller declared retryable.
+    """
+
+    index: int
+    ok: bool
+    value: Any
+    error: str = ""
+    transient: bool = False
+
+
+def set_reporter(fn: Callable[[int], None] | None) -> None:
+    """Install the per-task counter sink of this worker process (backend use)."""
+    global _reporter
+    _reporter = fn
+
+
+def report(n: int = 1) -> None:
+    """Add ``n`` to the running counter of the current task (rows, bytes, ...).
+
+    Shown as a second progress figure on backends that stream counters (local, thread,
+    sequential); a no-op elsewhere, so functions can call it unconditionally.
+    """
+    if _reporter is not None:
+        _reporter(n)
+
+
+def run_chunk(
+    fn: Callable[[Any], Any],
+    chunk: Sequence[tuple[int, Any]],
+    retry_on: tuple[type[BaseException], ...] = (),
+) -> list[Outcome]:
+    """Apply ``fn`` to each ``(index, item)``; never raises for errors of ``fn``."""
+    out: list[Outcome] = []
+    for index, item in chunk:
+        try:
+            out.append(Outcome(index, True, fn(item)))
+        except Exception as exc:  # noqa: BLE001 - described and re-raised by the driver
+            out.append(
+                Outcome(
+                    index,
+                    False,
+                    traceback.format_exc(),
+                    f"{type(exc).__name__}: {exc}",
+                    isinstance(exc, retry_on) if retry_on else False,
+                )
+            )
+    return out
+
+
+class Throttled:
+    """Batch counter reports so a tight loop does not flood the driver."""
+
+    def __init__(self, send: Callable[[int], None], interval: float = 0.2) -> None:
+        self._send = send
+        self._interval = interval
+        self._pending = 0
+        self._last = time.monotonic()
+
+    def __call__(self, n: int) -> None:
+        self._pending += n
+        now = time.monotonic()
+        if now - self._last >= self._interval:
+            self.flush()
+            self._last = now
+
+    def flush(self) -> None:
+        if self._pending:
+            self._send(self._pending)
+            self._pending = 0

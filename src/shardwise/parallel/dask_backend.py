@@ -1,0 +1,97 @@
+"""``dask``: one Dask task per chunk on a ``distributed.Client``.
+
+Pass ``client=`` to use a cluster you already have, or the client found by
+``distributed.get_client()`` is used; otherwise a ``LocalCluster`` on 127.0.0.1 is
+started and closed with the backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from shardwise._optional import require
+from shardwise.parallel._task import run_chunk
+from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_count
+
+__all__ = ["DaskBackend"]
+
+
+def _job(fn: Any, retry_on: Any, chunk: Sequence[tuple[int, Any]]) -> Any:
+    return run_chunk(fn, chunk, retry_on)
+
+
+class _DaskSession(Session):
+    def __init__(self, client: Any, fn: Any, retry_on: Any) -> None:
+        self.distributed = require("distributed", "the dask backend")
+        self.client = client
+        [self.fn_future] = client.scatter([fn], broadcast=True, hash=False)
+        self.retry_on = retry_on
+        self.futures: dict[Any, int] = {}
+
+    def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
+        fut = self.client.submit(_job, self.fn_future, self.retry_on, list(chunk), pure=False, retries=0)
+        self.futures[fut] = chunk_id
+
+    def wait(self, timeout: float) -> list[Finished]:
+        if not self.futures:
+            return []
+        try:
+            done, _ = self.distributed.wait(list(self.futures), timeout=timeout, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            return []
+        out: list[Finished] = []
+        for fut in done:
+            cid = self.futures.pop(fut)
+            try:
+                out.append((cid, fut.result()))
+            except Exception as exc:  # noqa: BLE001 - KilledWorker, lost worker
+                out.append((cid, WorkerLost(f"{type(exc).__name__}: {str(exc)[:500]}")))
+        return out
+
+    def close(self, cancel: bool) -> None:
+        if cancel and self.futures:
+            self.client.cancel(list(self.futures))
+        self.futures.clear()
+
+
+class DaskBackend(Backend):
+    """Run on Dask distributed. Options: ``client`` (an existing ``distributed.Client``)."""
+
+    name = "dask"
+
+    def __init__(self, n_jobs: int | None = None, **options: Any) -> None:
+        super().__init__(n_jobs, **options)
+        self.distributed = require("distributed", "the dask backend")
+        self._client: Any = options.get("client")
+        self._owned: list[Any] = []
+
+    def client(self) -> Any:
+        if self._client is None:
+            try:
+                self._client = self.distributed.get_client()
+            except ValueError:
+                cluster = self.distributed.LocalCluster(
+                    n_workers=self.n_jobs or cpu_count(),
+                    threads_per_worker=1,
+                    processes=True,
+                    host="127.0.0.1",
+                    dashboard_address=None,
+                )
+                self._client = self.distributed.Client(cluster)
+                self._owned = [self._client, cluster]
+        return self._client
+
+    def slots(self) -> int:
+        total = sum(self.client().nthreads().values()) or 1
+        return min(total, self.n_jobs) if self.n_jobs else total
+
+    def open(self, fn: Any, retry_on: Any, parallelism: int) -> Session:
+        return _DaskSession(self.client(), fn, retry_on)
+
+    def close(self) -> None:
+        for obj in self._owned:
+            obj.close()
+        if self._owned:
+            self._client = None
+        self._owned = []

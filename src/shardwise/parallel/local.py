@@ -1,0 +1,284 @@
+"""In-machine backends: ``local`` (process pool), ``thread`` and ``sequential``.
+
+The local pool is shardwise's own: one pipe per worker, so the driver always knows which
+chunk a worker holds. When a worker dies (SIGKILL, OOM killer) its chunk, and only its
+chunk, is reported lost and the worker is replaced by a fresh process. Workers start with
+the ``forkserver`` method, which is safe when the caller has threads (tokenizers, Arrow
+thread pools, gRPC) because children fork from a clean single-threaded server.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import pickle
+import queue
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
+from typing import Any
+
+from shardwise.errors import ConfigError
+from shardwise.parallel import _task
+from shardwise.parallel._task import Outcome, Throttled, run_chunk
+from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_count
+
+__all__ = ["LocalBackend", "SequentialBackend", "ThreadBackend"]
+
+
+def dumps_fn_with_retry(fn: Callable[[Any], Any], retry_on: tuple[type[BaseException], ...]) -> bytes:
+    """Pickle ``(fn, retry_on)``; closures and lambdas need cloudpickle (shipped with the engines)."""
+    try:
+        return pickle.dumps((fn, retry_on))
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        try:
+            import cloudpickle
+        except ImportError:
+            raise ConfigError(
+                f"cannot send {fn!r} to worker processes ({exc}); define it at module level "
+                "or install cloudpickle"
+            ) from exc
+        return cloudpickle.dumps((fn, retry_on))
+
+
+def _worker_main(conn: mpc.Connection) -> None:
+    """Loop of a pool worker: receive functions and chunks, send outcomes and counters."""
+    fns: dict[int, tuple[Callable[[Any], Any], tuple[type[BaseException], ...]]] = {}
+    counter = Throttled(lambda n: conn.send(("count", n)))
+    _task.set_reporter(counter)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        kind = msg[0]
+        if kind == "fn":
+            _, key, blob = msg
+            fns.clear()
+            fns[key] = pickle.loads(blob)
+        elif kind == "chunk":
+            _, key, chunk_id, chunk = msg
+            fn, retry_on = fns[key]
+            result = run_chunk(fn, chunk, retry_on)
+            counter.flush()
+            conn.send(("done", chunk_id, result))
+        else:
+            return
+
+
+class _Worker:
+    def __init__(self, ctx: Any) -> None:
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self.fn_key = -1
+        self.chunk_id: int | None = None
+
+    def stop(self, kill: bool) -> None:
+        if kill:
+            self.proc.kill()
+        else:
+            try:
+                self.conn.send(("stop",))
+            except OSError:
+                self.proc.kill()
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(5)
+        self.conn.close()
+
+
+class _LocalSession(Session):
+    def __init__(self, backend: LocalBackend, fn: Any, retry_on: Any, parallelism: int) -> None:
+        self.backend = backend
+        backend._fn_key += 1
+        self.key = backend._fn_key
+        self.blob = dumps_fn_with_retry(fn, retry_on)
+        self.workers = backend._take_workers(parallelism)
+        self.pending: list[tuple[int, Sequence[tuple[int, Any]]]] = []
+        self.count = 0
+
+    def _dispatch(self) -> None:
+        for w in self.workers:
+            if not self.pending:
+                return
+            if w.chunk_id is None:
+                chunk_id, chunk = self.pending.pop(0)
+                if w.fn_key != self.key:
+                    w.conn.send(("fn", self.key, self.blob))
+                    w.fn_key = self.key
+                w.conn.send(("chunk", self.key, chunk_id, chunk))
+                w.chunk_id = chunk_id
+
+    def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
+        self.pending.append((chunk_id, chunk))
+        self._dispatch()
+
+    def wait(self, timeout: float) -> list[Finished]:
+        busy = [w for w in self.workers if w.chunk_id is not None]
+        if not busy:
+            return []
+        handles: list[Any] = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
+        ready = set(mpc.wait(handles, timeout))
+        done: list[Finished] = []
+        for i, w in enumerate(list(self.workers)):
+            if w.chunk_id is None or (w.conn not in ready and w.proc.sentinel not in ready):
+                continue
+            lost = False
+            try:
+                while w.conn.poll():
+                    msg = w.conn.recv()
+                    if msg[0] == "count":
+                        self.count += msg[1]
+                    elif msg[0] == "done":
+                        done.append((msg[1], msg[2]))
+                        w.chunk_id = None
+                        break
+            except (EOFError, OSError):
+                lost = True
+            if w.chunk_id is not None and (lost or not w.proc.is_alive()):
+                code = w.proc.exitcode
+                done.append((w.chunk_id, WorkerLost(f"worker pid {w.proc.pid} exited with {code}")))
+                w.stop(kill=True)
+                self.workers[i] = _Worker(self.backend._ctx)
+        self._dispatch()
+        return done
+
+    def counters(self) -> int:
+        n, self.count = self.count, 0
+        return n
+
+    def close(self, cancel: bool) -> None:
+        if cancel:
+            for i, w in enumerate(self.workers):
+                if w.chunk_id is not None:
+                    w.stop(kill=True)
+                    self.workers[i] = _Worker(self.backend._ctx)
+        self.backend._return_workers(self.workers)
+
+
+class LocalBackend(Backend):
+    """A pool of worker processes on this machine (the default backend).
+
+    Options:
+        start_method: ``"forkserver"`` (default on Linux), ``"spawn"`` or ``"fork"``.
+    """
+
+    name = "local"
+
+    def __init__(self, n_jobs: int | None = None, **options: Any) -> None:
+        super().__init__(n_jobs, **options)
+        default = "forkserver" if sys.platform.startswith("linux") else "spawn"
+        self._ctx = mp.get_context(options.get("start_method", default))
+        self._idle: list[_Worker] = []
+        self._fn_key = 0
+        self._lock = threading.Lock()
+
+    def slots(self) -> int:
+        return self.n_jobs or cpu_count()
+
+    def _take_workers(self, n: int) -> list[_Worker]:
+        with self._lock:
+            alive = [w for w in self._idle if w.proc.is_alive()]
+            for w in self._idle:
+                if w not in alive:
+                    w.stop(kill=True)
+            taken, self._idle = alive[:n], alive[n:]
+        while len(taken) < n:
+            taken.append(_Worker(self._ctx))
+        return taken
+
+    def _return_workers(self, workers: list[_Worker]) -> None:
+        with self._lock:
+            self._idle.extend(workers)
+
+    def open(self, fn: Any, retry_on: Any, parallelism: int) -> Session:
+        return _LocalSession(self, fn, retry_on, parallelism)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for w in idle:
+            w.stop(kill=False)
+
+
+class _ExecutorSession(Session):
+    def __init__(self, executor: ThreadPoolExecutor | None, fn: Any, retry_on: Any) -> None:
+        self.executor = executor
+        self.fn = fn
+        self.retry_on = retry_on
+        self.futures: dict[Future[list[Outcome]], int] = {}
+        self.queue: queue.SimpleQueue[tuple[int, Sequence[tuple[int, Any]]]] = queue.SimpleQueue()
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def _add(self, n: int) -> None:
+        with self._lock:
+            self.count += n
+
+    def _run(self, chunk: Sequence[tuple[int, Any]]) -> list[Outcome]:
+        _task.set_reporter(self._add)
+        return run_chunk(self.fn, chunk, self.retry_on)
+
+    def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
+        if self.executor is None:
+            self.queue.put((chunk_id, chunk))
+        else:
+            self.futures[self.executor.submit(self._run, chunk)] = chunk_id
+
+    def wait(self, timeout: float) -> list[Finished]:
+        if self.executor is None:
+            try:
+                chunk_id, chunk = self.queue.get_nowait()
+            except queue.Empty:
+                return []
+            return [(chunk_id, self._run(chunk))]
+        if not self.futures:
+            return []
+        done, _ = futures_wait(list(self.futures), timeout, return_when=FIRST_COMPLETED)
+        return [(self.futures.pop(f), f.result()) for f in done]
+
+    def counters(self) -> int:
+        with self._lock:
+            n, self.count = self.count, 0
+        return n
+
+    def close(self, cancel: bool) -> None:
+        _task.set_reporter(None)
+        for f in self.futures:
+            f.cancel()
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+class ThreadBackend(Backend):
+    """Threads in the caller's process: for I/O-bound work and functions that release the GIL."""
+
+    name = "thread"
+    in_process = True
+
+    def slots(self) -> int:
+        return self.n_jobs or max(4, cpu_count() * 4)
+
+    def open(self, fn: Any, retry_on: Any, parallelism: int) -> Session:
+        return _ExecutorSession(ThreadPoolExecutor(parallelism, "shardwise"), fn, retry_on)
+
+    def default_chunksize(self, n_items: int | None, parallelism: int) -> int:
+        return 1
+
+
+class SequentialBackend(Backend):
+    """One item after another in the caller's process: for debugging and tiny inputs."""
+
+    name = "sequential"
+    in_process = True
+
+    def slots(self) -> int:
+        return 1
+
+    def open(self, fn: Any, retry_on: Any, parallelism: int) -> Session:
+        return _ExecutorSession(None, fn, retry_on)

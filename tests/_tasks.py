@@ -1,0 +1,65 @@
+"""Task functions for the parallel conformance suite (importable by every engine's workers)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+
+class Flaky(Exception):
+    """A transient error the tests declare retryable."""
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def big(x: int) -> bytes:
+    return bytes([x % 256]) * (11 * 1024 * 1024)
+
+
+def fail_on_seven(x: int) -> int:
+    if x == 7:
+        raise ValueError(f"bad item {x}")
+    return x
+
+
+def _first_time(marker_dir: str, name: str) -> bool:
+    path = os.path.join(marker_dir, name)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def kill_worker_once(arg: tuple[str, int]) -> int:
+    """SIGKILL the worker process the first time item 3 runs."""
+    marker_dir, x = arg
+    if x == 3 and _first_time(marker_dir, "killed"):
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x * 10
+
+
+def flaky_once(arg: tuple[str, int]) -> int:
+    marker_dir, x = arg
+    if x == 2 and _first_time(marker_dir, "flaky"):
+        raise Flaky("try again")
+    return x
+
+
+def sleepy(x: int) -> int:
+    if x:
+        time.sleep(60)
+    return x
+
+
+def counting(n: int) -> int:
+    from shardwise.parallel import report
+
+    for _ in range(n):
+        report(1)
+    return n

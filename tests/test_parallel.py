@@ -1,0 +1,202 @@
+"""Conformance suite: the same contract on every backend, each on its real engine."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import pytest
+from _tasks import Flaky, big, counting, fail_on_seven, flaky_once, kill_worker_once, sleepy, square
+
+from shardwise.errors import ConfigError, TaskError
+from shardwise.parallel import (
+    Backend,
+    active_backend,
+    imap_unordered,
+    known_backends,
+    parallel_backend,
+    parallel_map,
+    register_backend,
+)
+
+pytestmark = pytest.mark.engine
+
+
+def test_order_is_input_order(backend: Backend) -> None:
+    items = list(range(257))
+    assert parallel_map(square, items, backend=backend, progress=False) == [x * x for x in items]
+    assert parallel_map(square, items, backend=backend, progress=False, chunksize=5) == [
+        x * x for x in items
+    ]
+
+
+def test_empty_input(backend: Backend) -> None:
+    assert parallel_map(square, [], backend=backend, progress=False) == []
+    assert list(imap_unordered(square, iter([]), backend=backend, progress=False)) == []
+
+
+def test_ten_thousand_tiny_items(backend: Backend) -> None:
+    out = parallel_map(square, range(10_000), backend=backend, progress=False)
+    assert len(out) == 10_000
+    assert out[9_999] == 9_999 * 9_999
+    assert sum(out) == sum(x * x for x in range(10_000))
+
+
+def test_results_larger_than_10mb(backend: Backend) -> None:
+    out = parallel_map(big, [1, 2, 3], backend=backend, progress=False, chunksize=1)
+    assert [len(b) for b in out] == [11 * 1024 * 1024] * 3
+    assert [b[0] for b in out] == [1, 2, 3]
+
+
+def test_task_error_carries_index_and_traceback(backend: Backend) -> None:
+    with pytest.raises(TaskError) as info:
+        parallel_map(fail_on_seven, range(20), backend=backend, progress=False, chunksize=3)
+    assert info.value.index == 7
+    assert "ValueError: bad item 7" in str(info.value)
+    assert "fail_on_seven" in info.value.remote_traceback
+
+
+def test_declared_transient_error_is_retried(backend: Backend, tmp_path: Any) -> None:
+    items = [(str(tmp_path), i) for i in range(6)]
+    assert parallel_map(flaky_once, items, backend=backend, progress=False, retry_on=(Flaky,)) == list(range(6))
+
+
+def test_undeclared_error_is_not_retried(backend: Backend, tmp_path: Any) -> None:
+    items = [(str(tmp_path), i) for i in range(6)]
+    with pytest.raises(TaskError) as info:
+        parallel_map(flaky_once, items, backend=backend, progress=False)
+    assert info.value.index == 2
+
+
+def test_sigkilled_worker_is_retried(process_backend: Backend, tmp_path: Any) -> None:
+    items = [(str(tmp_path), i) for i in range(12)]
+    out = parallel_map(kill_worker_once, items, backend=process_backend, progress=False, chunksize=1)
+    assert out == [i * 10 for i in range(12)]
+    assert (tmp_path / "killed").exists()  # the kill really happened
+
+
+def test_worker_killed_every_time_gives_up(tmp_path: Any) -> None:
+    from shardwise.parallel import get_backend
+
+    b = get_backend("local", 2)
+    try:
+        items = [(str(tmp_path), 3)]
+        # with max_retries=0 the first lost worker is final
+        with pytest.raises(TaskError, match="worker lost"):
+            parallel_map(kill_worker_once, items, backend=b, progress=False, max_retries=0)
+        # the pool recovered: a fresh worker serves the next call
+        assert parallel_map(square, [4], backend=b, progress=False) == [16]
+    finally:
+        b.close()
+
+
+def test_progress_reaches_total(backend: Backend, capsys: pytest.CaptureFixture[str]) -> None:
+    parallel_map(square, range(300), backend=backend, desc="squares", progress=True)
+    err = capsys.readouterr().err
+    assert "squares" in err
+    assert "300/300" in err
+
+
+def test_task_counter_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    out = parallel_map(counting, [1000, 2000, 3000], backend="local", progress=True,
+                       desc="count", count_unit="rows", chunksize=1)
+    assert out == [1000, 2000, 3000]
+    assert "6000rows" in capsys.readouterr().err.replace(" ", "")
+
+
+def test_imap_unordered_streams_with_bounded_in_flight() -> None:
+    pulled = itertools.count()
+    state = {"max_ahead": 0, "yielded": 0}
+
+    def source() -> Any:
+        for i in range(100_000):
+            n = next(pulled)
+            state["max_ahead"] = max(state["max_ahead"], n - state["yielded"])
+            yield i
+
+    seen = set()
+    for index, value in imap_unordered(square, source(), backend="thread", num_proc=2,
+                                       chunksize=10, max_in_flight=4, progress=False):
+        assert value == index * index
+        seen.add(index)
+        state["yielded"] += 1
+    assert len(seen) == 100_000
+    assert state["max_ahead"] <= 4 * 10 + 10
+
+
+@pytest.mark.parametrize("name", ["local", "ray", "dask"])
+def test_closing_the_stream_cancels_outstanding_work(name: str, request: pytest.FixtureRequest) -> None:
+    from conftest import make_backend
+
+    b = make_backend(name, request)
+    try:
+        start = time.monotonic()
+        gen = imap_unordered(sleepy, range(4), backend=b, progress=False, chunksize=1)
+        assert next(gen) == (0, 0)
+        gen.close()
+        assert time.monotonic() - start < 45  # the 60 s tasks were cancelled, not awaited
+        assert parallel_map(square, [3], backend=b, progress=False) == [9]
+    finally:
+        b.close()
+
+
+def test_context_manager_nests_and_restores() -> None:
+    assert active_backend() is None
+    with parallel_backend("thread", n_jobs=3) as outer:
+        assert active_backend() is outer
+        with parallel_backend("sequential") as inner:
+            assert active_backend() is inner
+        assert active_backend() is outer
+    assert active_backend() is None
+
+
+class _Recording(Backend):
+    name = "recording"
+    opened = 0
+
+    def slots(self) -> int:
+        return 1
+
+    def open(self, fn: Any, retry_on: Any, parallelism: int) -> Any:
+        from shardwise.parallel.local import SequentialBackend
+
+        type(self).opened += 1
+        return SequentialBackend().open(fn, retry_on, parallelism)
+
+
+def test_context_reaches_deep_calls_and_explicit_backend_wins(tmp_path: Any) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from shardwise import open_dataset
+
+    register_backend("recording", _Recording)
+    for i in range(3):
+        pq.write_table(pa.table({"x": list(range(i + 1))}), tmp_path / f"p{i}.parquet")
+    with parallel_backend("recording"):
+        ds = open_dataset(str(tmp_path), progress=False)
+        assert _Recording.opened >= 1
+        before = _Recording.opened
+        assert parallel_map(square, [2], backend="sequential", progress=False) == [4]
+        assert _Recording.opened == before
+    assert ds.num_samples == 6
+
+
+def test_unknown_backend_lists_known_ones() -> None:
+    with pytest.raises(ConfigError, match="known backends: .*dask.*local.*ray.*spark"):
+        parallel_map(square, [1], backend="mpi")
+    assert {"local", "thread", "sequential", "joblib", "ray", "spark", "dask"} <= set(known_backends())
+
+
+def test_bad_num_proc() -> None:
+    with pytest.raises(ConfigError):
+        parallel_map(square, [1], num_proc=0, backend="thread")
+
+
+def test_num_proc_minus_one_uses_all_slots(request: pytest.FixtureRequest) -> None:
+    from conftest import make_backend
+
+    b = make_backend("ray", request)
+    assert b.slots() == 2
+    assert parallel_map(square, range(10), num_proc=-1, backend=b, progress=False)[-1] == 81
