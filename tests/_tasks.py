@@ -63,3 +63,17 @@ def counting(n: int) -> int:
     for _ in range(n):
         report(1)
     return n
+
+
+class Unpicklable(Exception):
+    def __init__(self, handle: object) -> None:
+        super().__init__("holds a lock")
+        self.handle = handle
+
+
+def unpicklable_error(x: int) -> int:
+    import threading
+
+    if x == 2:
+        raise Unpicklable(threading.Lock())
+    return x

@@ -7,7 +7,17 @@ import time
 from typing import Any
 
 import pytest
-from _tasks import Flaky, big, counting, fail_on_seven, flaky_once, kill_worker_once, sleepy, square
+from _tasks import (
+    Flaky,
+    big,
+    counting,
+    fail_on_seven,
+    flaky_once,
+    kill_worker_once,
+    sleepy,
+    square,
+    unpicklable_error,
+)
 
 from shardwise.errors import ConfigError, TaskError
 from shardwise.parallel import (
@@ -50,11 +60,18 @@ def test_results_larger_than_10mb(backend: Backend) -> None:
 
 
 def test_task_error_carries_index_and_traceback(backend: Backend) -> None:
-    with pytest.raises(TaskError) as info:
+    with pytest.raises(ValueError, match="bad item 7") as info:
         parallel_map(fail_on_seven, range(20), backend=backend, progress=False, chunksize=3)
-    assert info.value.index == 7
-    assert "ValueError: bad item 7" in str(info.value)
-    assert "fail_on_seven" in info.value.remote_traceback
+    assert info.value.task_index == 7  # type: ignore[attr-defined]
+    assert "fail_on_seven" in info.value.remote_traceback  # type: ignore[attr-defined]
+    assert any("parallel task 7" in n for n in info.value.__notes__)
+
+
+def test_unpicklable_error_becomes_task_error(backend: Backend) -> None:
+    with pytest.raises(TaskError) as info:
+        parallel_map(unpicklable_error, range(4), backend=backend, progress=False)
+    assert info.value.index == 2
+    assert "Unpicklable" in str(info.value) and "unpicklable_error" in info.value.remote_traceback
 
 
 def test_declared_transient_error_is_retried(backend: Backend, tmp_path: Any) -> None:
@@ -64,9 +81,9 @@ def test_declared_transient_error_is_retried(backend: Backend, tmp_path: Any) ->
 
 def test_undeclared_error_is_not_retried(backend: Backend, tmp_path: Any) -> None:
     items = [(str(tmp_path), i) for i in range(6)]
-    with pytest.raises(TaskError) as info:
+    with pytest.raises(Flaky) as info:
         parallel_map(flaky_once, items, backend=backend, progress=False)
-    assert info.value.index == 2
+    assert info.value.task_index == 2  # type: ignore[attr-defined]
 
 
 def test_sigkilled_worker_is_retried(process_backend: Backend, tmp_path: Any) -> None:

@@ -15,8 +15,13 @@ caller can catch one class. Errors about data name the file and the place in it
     │   │                    unsafe tar member, unknown format
     │   └── UnsafeMemberError  a tar member with an absolute path, '..', a link or a device
     ├── PlanError            a loader plan cannot be built from the given topology/state
-    └── TaskError            a task failed on a parallel backend (carries index and the
-                             remote traceback)
+    └── TaskError            a parallel task could not complete: its worker was lost more
+                             than ``max_retries`` times, or its exception could not be
+                             sent back (carries the item index and the remote traceback)
+
+An exception raised by a function inside ``shardwise.parallel`` reaches the caller as
+itself (a ``FormatError`` stays a ``FormatError`` on every backend), with two added
+attributes, ``task_index`` and ``remote_traceback``, and a note showing both.
 """
 
 from __future__ import annotations
@@ -54,6 +59,10 @@ class MissingExtraError(ShardwiseError, ImportError):
         )
         self.package = package
         self.extra = extra
+        self.feature = feature
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.package, self.extra, self.feature))
 
 
 class StorageError(ShardwiseError, OSError):
@@ -62,6 +71,9 @@ class StorageError(ShardwiseError, OSError):
     def __init__(self, message: str, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.args[0], self.path))
 
 
 class EmptyDatasetError(StorageError):
@@ -83,6 +95,9 @@ class FormatError(ShardwiseError, ValueError):
         self.path = path
         self.location = location
         self.reason = message
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.reason, self.path, self.location))
 
 
 class UnsafeMemberError(FormatError):
@@ -106,5 +121,9 @@ class TaskError(ShardwiseError, RuntimeError):
         if remote_traceback:
             text += f"\n--- remote traceback ---\n{remote_traceback}"
         super().__init__(text)
+        self.message = message
         self.index = index
         self.remote_traceback = remote_traceback
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.message, self.index, self.remote_traceback))

@@ -177,8 +177,10 @@ def imap_unordered(
             :func:`shardwise.parallel.report` (e.g. ``"rows"``).
 
     Raises:
-        TaskError: ``fn`` raised (not transient), or a task failed ``max_retries + 1`` times;
-            carries the item's index and the remote traceback.
+        Exception: what ``fn`` raised (not transient, or still failing after ``max_retries``
+            retries), as itself, with ``task_index`` and ``remote_traceback`` attributes.
+        TaskError: a task's worker was lost ``max_retries + 1`` times, or the exception
+            could not be sent back; carries the item's index and the remote traceback.
     """
     inst = _resolve(backend)
     slots = inst.slots()
@@ -244,12 +246,11 @@ def _run(
                 retry = [o for o in result if not o.ok and o.transient]
                 failed = [o for o in result if not o.ok and not o.transient]
                 if failed:
-                    raise TaskError(failed[0].error, failed[0].index, failed[0].value)
+                    failed[0].raise_error()
                 if retry:
                     attempts[cid] += 1
                     if attempts[cid] > max_retries:
-                        o = retry[0]
-                        raise TaskError(f"{o.error} (after {max_retries} retries)", o.index, o.value)
+                        retry[0].raise_error()
                     done_idx = {o.index for o in result if o.ok}
                     for o in result:
                         if o.ok:

@@ -8,6 +8,7 @@ failure semantics identical on every engine.
 
 from __future__ import annotations
 
+import pickle
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ class Outcome:
         value: the return value, or the formatted remote traceback when not ok.
         error: ``"Type: message"`` when not ok.
         transient: the exception is one the caller declared retryable.
+        exception: the pickled exception, when it survives a pickle round trip.
     """
 
     index: int
@@ -37,6 +39,33 @@ class Outcome:
     value: Any
     error: str = ""
     transient: bool = False
+    exception: bytes | None = None
+
+    def raise_error(self) -> None:
+        """Re-raise the task's exception in the caller, or a TaskError if it was not sent."""
+        from shardwise.errors import TaskError
+
+        exc: BaseException | None = None
+        if self.exception is not None:
+            try:
+                exc = pickle.loads(self.exception)
+            except Exception:  # noqa: BLE001 - fall back to TaskError
+                exc = None
+        if exc is None:
+            raise TaskError(self.error, self.index, self.value)
+        exc.task_index = self.index  # type: ignore[attr-defined]
+        exc.remote_traceback = self.value  # type: ignore[attr-defined]
+        exc.add_note(f"raised by parallel task {self.index}; remote traceback:\n{self.value}")
+        raise exc
+
+
+def _pickled(exc: BaseException) -> bytes | None:
+    try:
+        blob = pickle.dumps(exc)
+        pickle.loads(blob)
+    except Exception:  # noqa: BLE001 - not every exception survives pickling
+        return None
+    return blob
 
 
 def set_reporter(fn: Callable[[int], None] | None) -> None:
@@ -73,6 +102,7 @@ def run_chunk(
                     traceback.format_exc(),
                     f"{type(exc).__name__}: {exc}",
                     isinstance(exc, retry_on) if retry_on else False,
+                    _pickled(exc),
                 )
             )
     return out
