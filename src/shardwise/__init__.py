@@ -17,6 +17,8 @@ from shardwise.errors import (
 
 from shardwise.index import DatasetIndex, open_dataset
 
+from typing import Any as _Any
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -33,4 +35,15 @@ __all__ = [
     "__version__",
     "open_dataset",
     "DatasetIndex",
+    "StreamingDataset",
 ]
+
+
+def __getattr__(name: str) -> _Any:
+    # StreamingDataset subclasses torch's IterableDataset when torch is installed; build it
+    # on first use so that `import shardwise` never imports torch.
+    if name == "StreamingDataset":
+        from shardwise.loader import StreamingDataset
+
+        return StreamingDataset
+    raise AttributeError(f"module 'shardwise' has no attribute {name!r}")

@@ -1,0 +1,243 @@
+"""``StreamingDataset``: exact, equal, deterministic, resumable streaming for training.
+
+Framework-agnostic at its core: :meth:`StreamingDataset.iter_shard` yields the samples
+(or ready batches) of one (rank, worker) from the epoch's :class:`~shardwise.plan.EpochPlan`.
+With torch installed the class is also a ``torch.utils.data.IterableDataset``: iterating
+it inside a ``DataLoader`` detects the rank from ``torch.distributed`` (or ``RANK`` /
+``WORLD_SIZE``) and the worker from ``get_worker_info()``.
+
+Per-sample mode (``batch_format=None``) yields dicts; use ``DataLoader(ds,
+batch_size=<the same batch_size>)``. Batched mode (``"numpy"``, ``"torch"``, ``"arrow"``)
+yields whole per-rank batches built with Arrow ``take`` and zero-copy slices, with no
+per-sample Python objects; use ``DataLoader(ds, batch_size=None)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shardwise.errors import ConfigError, PlanError
+from shardwise.formats import OnError
+from shardwise.index import DatasetIndex, open_dataset
+from shardwise.loader.prefetch import Prefetcher
+from shardwise.loader.reader import UnitReader, count_matches
+from shardwise.loader.topology import detect_placement
+from shardwise.plan import EpochPlan, Resume, Topology
+
+__all__ = ["StreamingDatasetBase"]
+
+BatchFormat = Literal["numpy", "torch", "arrow"]
+STATE_VERSION = 1
+
+
+class StreamingDatasetBase:
+    """Stream a dataset to training with exact, equal per-rank shares.
+
+    Args:
+        source: a path, glob, URL, list of them, or a :class:`DatasetIndex`.
+        batch_size: samples per batch of one rank.
+        shuffle: shuffle units, rows in units and windows of units (seeded, per epoch).
+        seed: base seed; identical inputs give identical order on every run.
+        drop_last: leave out the remainder (fewer than world*workers*batch samples) or
+            pad it with samples repeated from the start of the epoch's order.
+        columns: columns to read (projection at read time).
+        filter: a ``pyarrow.compute`` expression; per-unit match counts are counted
+            (in parallel, cached) before planning, so ranks stay exactly balanced.
+        batch_format: ``None`` for per-sample dicts, or ``"numpy"``, ``"torch"``, ``"arrow"``.
+        interleave: units mixed together by one worker.
+        prefetch_bytes: read-ahead budget per worker.
+        rank, world_size: override detection.
+        num_workers: the DataLoader's ``num_workers`` (0 means in-process); needed by
+            :meth:`state_dict` in the training process; detected inside workers.
+        on_error: ``"raise"`` or ``"skip"`` (quarantine and count) for bad records.
+        **open_options: passed to :func:`shardwise.open_dataset` (format, storage_options, ...).
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        *,
+        batch_size: int = 1,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = True,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        batch_format: BatchFormat | None = None,
+        interleave: int = 4,
+        prefetch_bytes: int = 256 * 2**20,
+        rank: int | None = None,
+        world_size: int | None = None,
+        num_workers: int | None = None,
+        on_error: OnError = "raise",
+        **open_options: Any,
+    ) -> None:
+        if batch_format not in (None, "numpy", "torch", "arrow"):
+            raise ConfigError(f"batch_format must be None, 'numpy', 'torch' or 'arrow', got {batch_format!r}")
+        self.index = source if isinstance(source, DatasetIndex) else open_dataset(source, **open_options)
+        self.batch_size = int(batch_size)
+        self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
+        self.columns = list(columns) if columns is not None else None
+        self.filter = filter
+        self.batch_format = batch_format
+        self.interleave = int(interleave)
+        self.prefetch_bytes = int(prefetch_bytes)
+        self.on_error = on_error
+        placement = detect_placement(rank, world_size, 0, 1)
+        self.rank, self.world_size = placement.rank, placement.world_size
+        self.num_workers = max(1, num_workers) if num_workers is not None else None
+        self._explicit_workers = num_workers is not None
+        self.counts = count_matches(self.index, filter) if filter is not None else self.index.counts()
+        self.epoch = 0
+        self._resumes: list[Resume] = []
+        UnitReader(self.index, self.columns, self.filter, on_error)  # validate columns now
+        self.topology(1)  # validate batch_size etc. now
+
+    # -- planning ---------------------------------------------------------------------
+    def topology(self, num_workers: int | None = None, world_size: int | None = None) -> Topology:
+        """The topology of this dataset for ``num_workers`` workers per rank."""
+        return Topology(
+            world_size or self.world_size,
+            num_workers or self.num_workers or 1,
+            self.batch_size,
+            self.drop_last,
+            self.interleave,
+        )
+
+    def plan(self, num_workers: int | None = None, world_size: int | None = None) -> EpochPlan:
+        """The current epoch's plan (including a loaded resume point)."""
+        return EpochPlan(self.counts, self.topology(num_workers, world_size), seed=self.seed,
+                         epoch=self.epoch, shuffle=self.shuffle, resumes=self._resumes)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start epoch ``epoch`` (a new order); forgets a resume point of another epoch."""
+        if epoch != self.epoch:
+            self._resumes = []
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        """Batches per rank (batched mode) or samples per rank (per-sample mode)."""
+        p = self.plan()
+        return p.batches_per_rank if self.batch_format else p.samples_per_rank
+
+    # -- state ------------------------------------------------------------------------
+    def _digest(self) -> str:
+        return hashlib.sha1(self.counts.tobytes()).hexdigest()[:16]
+
+    def state_dict(self, consumed_batches: int) -> dict[str, Any]:
+        """The position after ``consumed_batches`` batches of this rank in this epoch.
+
+        Counted from the start of the epoch, or from the loaded state's position when the
+        epoch was resumed. Every rank saves the same state (ranks advance together).
+        """
+        p = self.plan()
+        if not 0 <= consumed_batches <= p.batches_per_rank:
+            raise PlanError(f"consumed_batches must be in [0, {p.batches_per_rank}], got {consumed_batches}")
+        resumed = p.resume(consumed_batches)
+        return {
+            "version": STATE_VERSION,
+            "epoch": self.epoch,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "counts": self._digest(),
+            "resumes": [r.to_dict() for r in resumed.resumes],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a saved position, on this or another topology (elastic resume)."""
+        if state.get("version") != STATE_VERSION:
+            raise PlanError(f"unsupported loader state version {state.get('version')!r}")
+        if state["counts"] != self._digest():
+            raise PlanError("the loader state was saved for a different dataset or filter")
+        if state["seed"] != self.seed or state["shuffle"] != self.shuffle:
+            raise PlanError("the loader state was saved with another seed or shuffle setting")
+        self.epoch = int(state["epoch"])
+        self._resumes = [Resume.from_dict(r) for r in state["resumes"]]
+        self.plan()  # fail now, not inside a worker
+
+    # -- iteration --------------------------------------------------------------------
+    def iter_shard(
+        self, rank: int, world_size: int, worker_id: int = 0, num_workers: int = 1
+    ) -> Iterator[Any]:
+        """Yield what one (rank, worker) consumes this epoch: samples or batches."""
+        wp = self.plan(num_workers, world_size).worker(rank, worker_id)
+        reader = UnitReader(self.index, self.columns, self.filter, self.on_error)
+        tables = self._window_tables(wp, reader)
+        if self.batch_format is None:
+            for table in tables:
+                for batch in table.to_batches():
+                    yield from batch.to_pylist()
+            return
+        for batch in _rebatch(tables, self.batch_size):
+            yield _convert(batch, self.batch_format)
+
+    def _window_tables(self, wp: Any, reader: UnitReader) -> Iterator[pa.Table]:
+        windows = list(wp.iter_windows())
+        units = self.index.units
+
+        def load(key: int) -> dict[int, pa.Table]:
+            return {u: reader.read(u) for u in windows[key][0]}
+
+        def size(key: int) -> int:
+            return sum(units[u].num_bytes * 3 for u in windows[key][0])
+
+        prefetch = Prefetcher(load, size, budget_bytes=self.prefetch_bytes)
+        for key, loaded in zip(range(len(windows)), prefetch.iterate(range(len(windows)))):
+            unit_list, unit_ids, rows = windows[key]
+            parts, offsets, base = [], {}, 0
+            for u in unit_list:
+                offsets[u] = base
+                parts.append(loaded[u])
+                base += loaded[u].num_rows
+            table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+            off = np.fromiter((offsets[int(u)] for u in unit_ids), dtype=np.int64, count=len(unit_ids)) if len(unit_list) > 1 else 0
+            yield table.take(pa.array(rows + off, type=pa.int64()))
+
+    def __iter__(self) -> Iterator[Any]:
+        placement = detect_placement(self.rank, self.world_size)
+        if self._explicit_workers and placement.num_workers != (self.num_workers or 1) and placement.num_workers > 1:
+            raise PlanError(
+                f"num_workers={self.num_workers} was given but the DataLoader runs "
+                f"{placement.num_workers} workers"
+            )
+        return self.iter_shard(placement.rank, placement.world_size, placement.worker_id, placement.num_workers)
+
+
+def _rebatch(tables: Iterator[pa.Table], size: int) -> Iterator[pa.RecordBatch]:
+    """Exact batches of ``size`` rows from a stream of tables (zero-copy where possible)."""
+    carry: list[pa.Table] = []
+    have = 0
+    for t in tables:
+        carry.append(t)
+        have += t.num_rows
+        if have < size:
+            continue
+        table = pa.concat_tables(carry) if len(carry) > 1 else carry[0]
+        start = 0
+        while have - start >= size:
+            yield table.slice(start, size).combine_chunks().to_batches()[0] if table.num_columns else pa.record_batch([], schema=table.schema)
+            start += size
+        rest = table.slice(start)
+        carry, have = ([rest] if rest.num_rows else []), rest.num_rows
+    if have:
+        raise PlanError(f"internal error: {have} samples left over after the last full batch")
+
+
+def _convert(batch: pa.RecordBatch, fmt: str) -> Any:
+    if fmt == "arrow":
+        return batch
+    out: dict[str, Any] = {}
+    for name, col in zip(batch.schema.names, batch.columns):
+        arr = col.to_numpy(zero_copy_only=False)
+        out[name] = arr
+    if fmt == "numpy":
+        return out
+    import torch
+
+    return {k: torch.from_numpy(v) if v.dtype != object and v.dtype.kind in "biuf" else v.tolist() for k, v in out.items()}

@@ -1,0 +1,333 @@
+"""The loader plan of one epoch: exact, equal, deterministic, resumable.
+
+Given per-unit sample counts and the training topology, :class:`EpochPlan` decides
+for every (rank, dataloader worker) the exact ordered list of ``(unit, row)`` it yields:
+
+1. Units are permuted per epoch (seeded by ``seed`` and ``epoch``) and concatenated
+   into one stream; rows inside each unit follow a per-epoch permutation.
+2. The stream is cut into ``world_size * num_workers`` consecutive equal pieces
+   (rank-major), each a multiple of ``batch_size``. ``drop_last=True`` leaves out the
+   tail (fewer than ``world_size * num_workers * batch_size`` samples, a different
+   tail each epoch); ``drop_last=False`` pads with samples from the start of the
+   epoch's order, and only those. Consecutive pieces mean a unit is read by at most
+   two workers per epoch.
+3. A worker reads its piece in windows of ``interleave`` consecutive segments and
+   emits each window's rows in a seeded shuffled order, mixing a bounded number of
+   units at a time.
+4. Batch ``j`` of a rank comes from worker ``j % num_workers``: the round-robin
+   order in which a PyTorch DataLoader collects worker output, so the consumed
+   sequence does not depend on worker timing.
+
+Resumption: :meth:`EpochPlan.resume` after ``k`` batches per rank. With the same
+topology the epoch continues exactly (each worker skips what it already delivered);
+with another world size, worker count or batch size, the samples not yet consumed
+form a new stream that is cut again, so nothing consumed is repeated. Both are
+O(units) plus one window per worker, never O(samples consumed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shardwise.errors import PlanError
+from shardwise.plan.stream import Segment, Stream, unit_stream
+
+__all__ = ["EpochPlan", "Resume", "Topology", "WorkerPlan"]
+
+_UNITS, _ROWS, _WINDOW = 0x556E, 0x526F, 0x5769
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Where samples go.
+
+    Attributes:
+        world_size: ranks.
+        num_workers: dataloader workers per rank (1 if loading in the training process).
+        batch_size: samples per batch of one rank.
+        drop_last: leave out the tail (True) or pad from the start of the order (False).
+        interleave: segments (units) mixed together by one worker.
+    """
+
+    world_size: int
+    num_workers: int = 1
+    batch_size: int = 1
+    drop_last: bool = True
+    interleave: int = 4
+
+    def __post_init__(self) -> None:
+        for name in ("world_size", "num_workers", "batch_size", "interleave"):
+            if int(getattr(self, name)) < 1:
+                raise PlanError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+    @property
+    def slots(self) -> int:
+        return self.world_size * self.num_workers
+
+
+@dataclass(frozen=True)
+class Resume:
+    """A point where the epoch was interrupted: the topology then, and batches consumed per rank."""
+
+    topology: Topology
+    consumed_batches: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topology": asdict(self.topology), "consumed_batches": self.consumed_batches}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Resume:
+        return cls(Topology(**d["topology"]), int(d["consumed_batches"]))
+
+
+def _rng(*key: int) -> np.random.Generator:
+    return np.random.default_rng([k & 0xFFFFFFFF for k in key] + [k >> 32 for k in key])
+
+
+@dataclass
+class WorkerPlan:
+    """What one (rank, worker) yields: windows of ``(unit, row)`` pairs, in order.
+
+    Attributes:
+        segments: this worker's piece of the stream.
+        skip: samples already delivered before a resume (skipped, not re-read).
+        num_samples: samples this worker yields in the epoch (after ``skip``).
+    """
+
+    plan: EpochPlan
+    slot: int
+    segments: list[Segment]
+    skip: int = 0
+    num_samples: int = 0
+    _perms: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def windows(self) -> list[list[Segment]]:
+        k = self.plan.topology.interleave
+        return [self.segments[i : i + k] for i in range(0, len(self.segments), k)]
+
+    def units(self) -> list[int]:
+        """Units this worker reads, in first-use order (for prefetching)."""
+        seen: dict[int, None] = {}
+        for s in self.segments:
+            seen.setdefault(s.unit, None)
+        return list(seen)
+
+    def _window_order(self, w: int, window: list[Segment]) -> tuple[np.ndarray, np.ndarray]:
+        units = np.concatenate([np.full(s.size, s.unit, dtype=np.int64) for s in window])
+        pos = np.concatenate([s.positions() for s in window])
+        if self.plan.shuffle:
+            order = _rng(self.plan.seed, self.plan.epoch, self.plan.generation, self.slot, w, _WINDOW).permutation(len(pos))
+            units, pos = units[order], pos[order]
+        return units, pos
+
+    def iter_windows(self) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+        """Yield ``(units_of_window, unit_ids, rows)`` per window; ``rows`` are real row
+        numbers inside each unit, after ``skip`` samples were dropped."""
+        to_skip = self.skip
+        for w, window in enumerate(self.windows()):
+            size = sum(s.size for s in window)
+            if to_skip >= size:
+                to_skip -= size
+                continue
+            units, pos = self._window_order(w, window)
+            units, pos = units[to_skip:], pos[to_skip:]
+            to_skip = 0
+            rows = np.empty_like(pos)
+            for u in np.unique(units):
+                mask = units == u
+                rows[mask] = self.plan.row_perm(int(u))[pos[mask]]
+            yield list(dict.fromkeys(s.unit for s in window)), units, rows
+
+    def pairs(self) -> np.ndarray:
+        """All ``(unit, row)`` pairs in order as an ``(n, 2)`` array (small data, tests)."""
+        parts = [np.stack([u, r], axis=1) for _, u, r in self.iter_windows()]
+        return np.concatenate(parts) if parts else np.empty((0, 2), dtype=np.int64)
+
+    def remaining_segments(self, delivered: int) -> list[Segment]:
+        """Segments not yet delivered after ``delivered`` samples (for elastic resume)."""
+        out: list[Segment] = []
+        left = self.skip + delivered
+        for w, window in enumerate(self.windows()):
+            size = sum(s.size for s in window)
+            if left >= size:
+                left -= size
+                continue
+            if left == 0:
+                out.extend(window)
+                continue
+            units, pos = self._window_order(w, window)
+            units, pos = units[left:], pos[left:]
+            left = 0
+            for u in dict.fromkeys(s.unit for s in window):
+                rows = np.sort(pos[units == u])
+                if len(rows):
+                    out.append(Segment(u, 0, 0, rows))
+        return out
+
+
+class EpochPlan:
+    """The plan of one epoch (see the module docstring for the contract).
+
+    Args:
+        counts: samples per unit (``DatasetIndex.counts()``, or filtered match counts).
+        topology: ranks, workers, batch size, drop_last, interleave.
+        seed: base seed; the same inputs give the same plan.
+        epoch: epoch number; each epoch has a different order.
+        shuffle: permute units, rows and windows (False: file order throughout).
+        resumes: earlier interruptions of this epoch, oldest first.
+    """
+
+    def __init__(
+        self,
+        counts: Sequence[int] | np.ndarray,
+        topology: Topology,
+        *,
+        seed: int = 0,
+        epoch: int = 0,
+        shuffle: bool = True,
+        resumes: Sequence[Resume] = (),
+    ) -> None:
+        self.counts = np.asarray(counts, dtype=np.int64)
+        if self.counts.ndim != 1 or (self.counts < 0).any():
+            raise PlanError("counts must be a 1-D array of non-negative sample counts")
+        self.topology = topology
+        self.seed, self.epoch, self.shuffle = int(seed), int(epoch), shuffle
+        self.resumes = list(resumes)
+        self.generation = 0
+        self._row_perms: dict[int, np.ndarray] = {}
+        self._continued = 0
+        self._continuation = False
+        self.stream = self._base_stream()
+        for i, r in enumerate(self.resumes):
+            last = i == len(self.resumes) - 1
+            if last and r.topology == self.topology:
+                self._cut()
+                self._check(r)
+                self._continued = r.consumed_batches  # continue exactly: workers skip
+                self._continuation = True
+            else:
+                self._elastic(r)
+        self._cut()
+
+    # -- building -------------------------------------------------------------------
+    def _base_stream(self) -> Stream:
+        n = len(self.counts)
+        order = _rng(self.seed, self.epoch, _UNITS).permutation(n) if self.shuffle else np.arange(n)
+        return unit_stream(self.counts, order)
+
+    def _check(self, r: Resume) -> None:
+        if r.consumed_batches > self.batches_per_worker * r.topology.num_workers:
+            raise PlanError(
+                f"the state says {r.consumed_batches} batches per rank were consumed, but this "
+                f"epoch has only {self.batches_per_worker * r.topology.num_workers}"
+            )
+
+    def _elastic(self, r: Resume) -> None:
+        """Replace the stream by what ``r.topology`` had not delivered after the interruption."""
+        current = self.topology
+        self.topology = r.topology
+        self._cut()
+        self._check(r)
+        remaining: list[Segment] = []
+        for slot in range(r.topology.slots):
+            delivered = self._delivered(slot, r.consumed_batches) * r.topology.batch_size
+            remaining.extend(self._worker(slot).remaining_segments(delivered))
+        self.topology = current
+        self.generation += 1
+        self.stream = Stream(remaining)
+
+    def _cut(self) -> None:
+        t = self.topology
+        n = self.stream.size
+        quantum = t.slots * t.batch_size
+        fresh = self.generation == 0  # an elastic resume may legitimately have little left
+        if n == 0 and fresh:
+            raise PlanError("the dataset (after filtering) has no samples to plan")
+        per_slot = (n // quantum if t.drop_last else -(-n // quantum)) * t.batch_size
+        if per_slot == 0 and fresh:
+            raise PlanError(
+                f"{n} samples are fewer than world_size*num_workers*batch_size = {quantum}; "
+                "with drop_last=True no rank would get a batch (use drop_last=False or a smaller batch)"
+            )
+        self.samples_per_worker = per_slot
+        self.num_left_out = max(0, n - per_slot * t.slots)
+        self.num_padded = max(0, per_slot * t.slots - n)
+
+    def _delivered(self, slot: int, consumed_batches: int) -> int:
+        """Worker batches delivered by ``slot`` after its rank consumed ``consumed_batches``."""
+        w = slot % self.topology.num_workers
+        return max(0, -(-(consumed_batches - w) // self.topology.num_workers))
+
+    def _worker(self, slot: int) -> WorkerPlan:
+        start = slot * self.samples_per_worker
+        segs = self.stream.slice(start, start + self.samples_per_worker)
+        return WorkerPlan(self, slot, segs, 0, self.samples_per_worker)
+
+    # -- public ---------------------------------------------------------------------
+    @property
+    def batches_per_worker(self) -> int:
+        return self.samples_per_worker // self.topology.batch_size
+
+    @property
+    def batches_per_rank(self) -> int:
+        """Batches every rank yields in this epoch (from the resume point, if any)."""
+        return self.batches_per_worker * self.topology.num_workers - self.consumed_batches
+
+    @property
+    def consumed_batches(self) -> int:
+        """Batches per rank consumed on this stream before this plan starts (same topology)."""
+        return self._continued
+
+    @property
+    def samples_per_rank(self) -> int:
+        return self.batches_per_rank * self.topology.batch_size
+
+    def row_perm(self, unit: int) -> np.ndarray:
+        """The epoch's row order of ``unit`` (cached)."""
+        perm = self._row_perms.get(unit)
+        if perm is None:
+            n = int(self.counts[unit])
+            perm = _rng(self.seed, self.epoch, unit, _ROWS).permutation(n) if self.shuffle else np.arange(n)
+            if len(self._row_perms) > 64:
+                self._row_perms.clear()
+            self._row_perms[unit] = perm
+        return perm
+
+    def worker(self, rank: int, worker_id: int = 0) -> WorkerPlan:
+        """The plan of one (rank, dataloader worker)."""
+        t = self.topology
+        if not (0 <= rank < t.world_size and 0 <= worker_id < t.num_workers):
+            raise PlanError(f"rank {rank}/worker {worker_id} is outside world_size={t.world_size}, num_workers={t.num_workers}")
+        slot = rank * t.num_workers + worker_id
+        wp = self._worker(slot)
+        done = self._delivered(slot, self.consumed_batches) * t.batch_size
+        wp.skip, wp.num_samples = done, self.samples_per_worker - done
+        return wp
+
+    def rank_batches(self, rank: int) -> list[np.ndarray]:
+        """The rank's batches as ``(batch_size, 2)`` arrays of ``(unit, row)``, in the
+        DataLoader's round-robin order (small data, tests and tools)."""
+        t = self.topology
+        per_worker = [self.worker(rank, w).pairs() for w in range(t.num_workers)]
+        out: list[np.ndarray] = []
+        first = self.consumed_batches
+        for j in range(first, first + self.batches_per_rank):
+            w = j % t.num_workers
+            b = self._delivered(rank * t.num_workers + w, j) - self._delivered(rank * t.num_workers + w, first)
+            out.append(per_worker[w][b * t.batch_size : (b + 1) * t.batch_size])
+        return out
+
+    def resume(self, consumed_batches: int, topology: Topology | None = None) -> EpochPlan:
+        """The plan that continues this epoch after ``consumed_batches`` batches per rank
+        (counted from this plan's start), on ``topology`` (default: the same)."""
+        if not 0 <= consumed_batches <= self.batches_per_rank:
+            raise PlanError(f"consumed_batches must be in [0, {self.batches_per_rank}], got {consumed_batches}")
+        total = self.consumed_batches + consumed_batches
+        previous = self.resumes[:-1] if self._continuation else list(self.resumes)
+        point = Resume(self.topology, total)
+        return EpochPlan(self.counts, topology or self.topology, seed=self.seed, epoch=self.epoch,
+                         shuffle=self.shuffle, resumes=[*previous, point])

@@ -1,0 +1,81 @@
+"""A sample stream as segments of units, and cutting it into equal consecutive pieces.
+
+Rows are addressed in *permuted-row* coordinates: row ``p`` of unit ``u`` is the
+``p``-th entry of that unit's per-epoch row permutation (identity without shuffle).
+A segment is a range ``[lo, hi)`` of such positions of one unit, or an explicit array
+of them (left over from a partly consumed window when a run resumes elastically).
+Everything here is O(segments), never O(samples), except explicit segments, which
+are bounded by one window of one worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Segment", "Stream", "unit_stream"]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Positions ``[lo, hi)`` of unit ``unit``, or the explicit positions ``rows``."""
+
+    unit: int
+    lo: int
+    hi: int
+    rows: np.ndarray | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.rows) if self.rows is not None else self.hi - self.lo
+
+    def cut(self, start: int, stop: int) -> Segment:
+        """The sub-segment of stream offsets ``[start, stop)`` inside this segment."""
+        if self.rows is not None:
+            return Segment(self.unit, 0, 0, self.rows[start:stop])
+        return Segment(self.unit, self.lo + start, self.lo + stop)
+
+    def positions(self) -> np.ndarray:
+        """The permuted-row positions of this segment."""
+        if self.rows is not None:
+            return self.rows
+        return np.arange(self.lo, self.hi, dtype=np.int64)
+
+
+class Stream:
+    """An ordered list of segments with O(log n) random cutting by offset."""
+
+    def __init__(self, segments: list[Segment]) -> None:
+        self.segments = [s for s in segments if s.size > 0]
+        sizes = np.fromiter((s.size for s in self.segments), dtype=np.int64, count=len(self.segments))
+        self.ends = np.cumsum(sizes)
+
+    @property
+    def size(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def slice(self, start: int, stop: int) -> list[Segment]:
+        """Segments covering stream offsets ``[start, stop)``; wraps around past the end
+        (used to pad with samples from the start of the order)."""
+        total = self.size
+        out: list[Segment] = []
+        while start < stop:
+            if total == 0:
+                raise ValueError("cannot slice an empty stream")
+            base = (start // total) * total
+            a, b = start - base, min(stop - base, total)
+            first = int(np.searchsorted(self.ends, a, side="right"))
+            last = int(np.searchsorted(self.ends, b, side="left"))
+            for i in range(first, last + 1):
+                seg_start = int(self.ends[i - 1]) if i else 0
+                lo, hi = max(a, seg_start) - seg_start, min(b, int(self.ends[i])) - seg_start
+                if hi > lo:
+                    out.append(self.segments[i].cut(lo, hi))
+            start = base + b
+        return out
+
+
+def unit_stream(counts: np.ndarray, order: np.ndarray) -> Stream:
+    """Whole units in ``order`` (a permutation of unit ids)."""
+    return Stream([Segment(int(u), 0, int(counts[u])) for u in order])

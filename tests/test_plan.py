@@ -1,0 +1,200 @@
+"""Property tests of the loader plan's contracts (pure numpy, no I/O)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from shardwise.errors import PlanError
+from shardwise.plan import EpochPlan, Topology
+
+counts_st = st.one_of(
+    st.lists(st.integers(0, 60), min_size=1, max_size=40),  # includes empty units
+    st.lists(st.integers(0, 5), min_size=1, max_size=3).map(lambda c: c + [900]),  # one giant unit
+    st.lists(st.integers(1, 30), min_size=1, max_size=3),  # fewer units than workers
+)
+topo_st = st.builds(
+    Topology,
+    world_size=st.integers(1, 5),
+    num_workers=st.integers(1, 4),
+    batch_size=st.integers(1, 9),
+    drop_last=st.booleans(),
+    interleave=st.integers(1, 5),
+)
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _plan_or_none(counts: list[int], t: Topology, **kw: int) -> EpochPlan | None:
+    n = sum(counts)
+    if n == 0 or (t.drop_last and n < t.slots * t.batch_size):
+        with pytest.raises(PlanError):
+            EpochPlan(counts, t, **kw)
+        return None
+    return EpochPlan(counts, t, **kw)
+
+
+def _all_samples(plan: EpochPlan) -> list[tuple[int, int]]:
+    return [tuple(x) for r in range(plan.topology.world_size) for b in plan.rank_batches(r) for x in b.tolist()]
+
+
+def _epoch_order(plan: EpochPlan) -> list[tuple[int, int]]:
+    """The epoch's sample order before cutting: units permuted, rows permuted."""
+    out = []
+    for seg in plan.stream.segments:
+        perm = plan.row_perm(seg.unit)
+        out.extend((seg.unit, int(r)) for r in perm[seg.positions()])
+    return out
+
+
+@SETTINGS
+@given(counts=counts_st, t=topo_st, seed=st.integers(0, 3), epoch=st.integers(0, 3))
+def test_equal_exact_and_no_repeats(counts: list[int], t: Topology, seed: int, epoch: int) -> None:
+    plan = _plan_or_none(counts, t, seed=seed, epoch=epoch)
+    if plan is None:
+        return
+    n = sum(counts)
+    per_rank = [plan.rank_batches(r) for r in range(t.world_size)]
+    assert len({len(b) for b in per_rank}) == 1  # same number of batches on every rank
+    assert all(len(b) == t.batch_size for batches in per_rank for b in batches)
+    samples = _all_samples(plan)
+    valid = {(u, r) for u, c in enumerate(counts) for r in range(c)}
+    assert set(samples) <= valid
+    if t.drop_last:
+        assert len(samples) == len(set(samples))
+        assert n - len(samples) == plan.num_left_out <= t.slots * t.batch_size - 1
+    else:
+        assert set(samples) == valid
+        assert len(samples) - n == plan.num_padded < t.slots * t.batch_size
+        extra = Counter(samples) - Counter(valid)
+        order = _epoch_order(plan)
+        start = Counter(order[i % n] for i in range(plan.num_padded))
+        assert extra == start  # padding repeats the start of the epoch's order, only that
+
+
+@SETTINGS
+@given(counts=counts_st, t=topo_st, seed=st.integers(0, 3))
+def test_deterministic_and_new_order_each_epoch(counts: list[int], t: Topology, seed: int) -> None:
+    plan = _plan_or_none(counts, t, seed=seed, epoch=0)
+    if plan is None:
+        return
+    again = EpochPlan(counts, t, seed=seed, epoch=0)
+    assert _all_samples(plan) == _all_samples(again)
+    if sum(counts) >= 20 and len([c for c in counts if c]) >= 2:
+        orders = {tuple(_epoch_order(EpochPlan(counts, t, seed=seed, epoch=e))) for e in range(4)}
+        assert len(orders) > 1
+
+
+@SETTINGS
+@given(counts=st.lists(st.integers(1, 40), min_size=4, max_size=40), t=topo_st, epoch=st.integers(0, 5))
+def test_locality_each_unit_read_by_at_most_two_workers(counts: list[int], t: Topology, epoch: int) -> None:
+    # padding (drop_last=False) re-reads the first units once more; the rest is local
+    t = Topology(t.world_size, t.num_workers, t.batch_size, True, t.interleave)
+    plan = _plan_or_none(counts, t, epoch=epoch)
+    if plan is None:
+        return
+    assume(max(counts) <= plan.samples_per_worker)
+    readers: dict[int, set[int]] = {}
+    for r in range(t.world_size):
+        for w in range(t.num_workers):
+            for u in plan.worker(r, w).units():
+                readers.setdefault(u, set()).add(r * t.num_workers + w)
+    assert max(len(s) for s in readers.values()) <= 2
+
+
+def test_worker_mixes_at_most_interleave_units_at_a_time() -> None:
+    counts = [50] * 40
+    plan = EpochPlan(counts, Topology(1, 1, 10, interleave=3), seed=1)
+    for units, unit_ids, _ in plan.worker(0, 0).iter_windows():
+        assert len(units) <= 3
+        assert set(unit_ids.tolist()) == set(units)
+    flat = plan.worker(0, 0).pairs()[:, 0]
+    # a window of 3 units gives 150 samples drawn from exactly those units
+    assert len(set(flat[:150].tolist())) == 3
+
+
+def test_round_robin_matches_dataloader_order() -> None:
+    counts = [7, 13, 2, 30, 11, 9]
+    t = Topology(2, 3, 4)
+    plan = EpochPlan(counts, t, seed=3)
+    for rank in range(2):
+        workers = [plan.worker(rank, w).pairs().reshape(-1, 4, 2) for w in range(3)]
+        expected = [workers[j % 3][j // 3] for j in range(plan.batches_per_rank)]
+        assert all((a == b).all() for a, b in zip(plan.rank_batches(rank), expected))
+
+
+def _consumed(plan: EpochPlan, k: int) -> list[tuple[int, int]]:
+    return [tuple(x) for r in range(plan.topology.world_size) for b in plan.rank_batches(r)[:k] for x in b.tolist()]
+
+
+@SETTINGS
+@given(counts=st.lists(st.integers(0, 50), min_size=1, max_size=30), t=topo_st, frac=st.floats(0, 1), seed=st.integers(0, 2))
+def test_same_topology_resume_continues_exactly(counts: list[int], t: Topology, frac: float, seed: int) -> None:
+    plan = _plan_or_none(counts, t, seed=seed, epoch=1)
+    if plan is None:
+        return
+    k = int(frac * plan.batches_per_rank)  # start, middle and end of the epoch
+    resumed = plan.resume(k)
+    assert resumed.batches_per_rank == plan.batches_per_rank - k
+    for r in range(t.world_size):
+        full = plan.rank_batches(r)
+        rest = resumed.rank_batches(r)
+        assert len(rest) == len(full) - k
+        assert all((a == b).all() for a, b in zip(full[k:], rest))
+    # resuming twice composes
+    if resumed.batches_per_rank:
+        j = resumed.batches_per_rank // 2
+        twice = resumed.resume(j)
+        assert all((a == b).all() for a, b in zip(plan.rank_batches(0)[k + j :], twice.rank_batches(0)))
+
+
+@SETTINGS
+@given(counts=st.lists(st.integers(0, 50), min_size=1, max_size=30), t=topo_st, t2=topo_st, frac=st.floats(0, 1))
+def test_elastic_resume_never_repeats_or_invents(counts: list[int], t: Topology, t2: Topology, frac: float) -> None:
+    t2 = Topology(t2.world_size, t2.num_workers, t2.batch_size, t.drop_last, t2.interleave)
+    assume(t2 != t)
+    plan = _plan_or_none(counts, t, seed=5, epoch=2)
+    if plan is None:
+        return
+    k = int(frac * plan.batches_per_rank)
+    before = _consumed(plan, k)
+    planned = _all_samples(plan)
+    remaining_n = len(planned) - len(before)
+    after_plan = plan.resume(k, t2)
+    after = _all_samples(after_plan)
+    per_rank = {len(after_plan.rank_batches(r)) for r in range(t2.world_size)}
+    assert len(per_rank) == 1
+    if t.drop_last:
+        combined = before + after
+        assert len(combined) == len(set(combined))  # nothing consumed twice
+        assert set(after) <= set(planned) - set(before)
+        assert remaining_n - len(after) == after_plan.num_left_out < t2.slots * t2.batch_size
+    else:
+        assert Counter(planned) - Counter(before) <= Counter(after)  # nothing planned is lost
+        assert len(after) - remaining_n == after_plan.num_padded
+
+
+def test_errors_are_clear() -> None:
+    with pytest.raises(PlanError, match="no samples"):
+        EpochPlan([0, 0], Topology(2))
+    with pytest.raises(PlanError, match="fewer than"):
+        EpochPlan([3], Topology(2, 2, 4))
+    with pytest.raises(PlanError, match="world_size must be at least 1"):
+        Topology(0)
+    plan = EpochPlan([10, 10], Topology(2, 1, 2))
+    with pytest.raises(PlanError):
+        plan.resume(plan.batches_per_rank + 1)
+    with pytest.raises(PlanError, match="outside"):
+        plan.worker(2, 0)
+
+
+def test_plan_is_small_for_large_inputs() -> None:
+    counts = np.full(100_000, 1_000, dtype=np.int64)  # 100 million samples
+    plan = EpochPlan(counts, Topology(64, 8, 32), seed=1)
+    wp = plan.worker(63, 7)
+    assert wp.num_samples == plan.samples_per_worker
+    assert len(wp.segments) <= counts.size // (64 * 8) + 2
+    assert plan.samples_per_rank * 64 + plan.num_left_out == 100_000_000
