@@ -14,7 +14,8 @@ for every (rank, dataloader worker) the exact ordered list of ``(unit, row)`` it
 3. A worker reads its piece in windows of ``interleave`` consecutive segments and
    emits each window's rows in a seeded shuffled order, mixing a bounded number of
    units at a time.
-4. Batch ``j`` of a rank comes from worker ``j % num_workers``: the round-robin
+4. Batch ``j`` of a rank comes from worker ``j % num_workers`` (counted from where the
+   DataLoader starts, also after a resume): the round-robin
    order in which a PyTorch DataLoader collects worker output, so the consumed
    sequence does not depend on worker timing.
 
@@ -298,11 +299,17 @@ class EpochPlan:
         return perm
 
     def worker(self, rank: int, worker_id: int = 0) -> WorkerPlan:
-        """The plan of one (rank, dataloader worker)."""
+        """The plan of one (rank, dataloader worker).
+
+        After a same-topology resume at batch ``k``, the DataLoader starts its round-robin
+        at worker 0 again, so worker ``w`` takes over what worker ``(w + k) % num_workers``
+        had left: the consumed sequence stays exactly the uninterrupted one.
+        """
         t = self.topology
         if not (0 <= rank < t.world_size and 0 <= worker_id < t.num_workers):
             raise PlanError(f"rank {rank}/worker {worker_id} is outside world_size={t.world_size}, num_workers={t.num_workers}")
-        slot = rank * t.num_workers + worker_id
+        original = (worker_id + self.consumed_batches) % t.num_workers
+        slot = rank * t.num_workers + original
         wp = self._worker(slot)
         done = self._delivered(slot, self.consumed_batches) * t.batch_size
         wp.skip, wp.num_samples = done, self.samples_per_worker - done
@@ -313,13 +320,9 @@ class EpochPlan:
         DataLoader's round-robin order (small data, tests and tools)."""
         t = self.topology
         per_worker = [self.worker(rank, w).pairs() for w in range(t.num_workers)]
-        out: list[np.ndarray] = []
-        first = self.consumed_batches
-        for j in range(first, first + self.batches_per_rank):
-            w = j % t.num_workers
-            b = self._delivered(rank * t.num_workers + w, j) - self._delivered(rank * t.num_workers + w, first)
-            out.append(per_worker[w][b * t.batch_size : (b + 1) * t.batch_size])
-        return out
+        b = t.batch_size
+        return [per_worker[j % t.num_workers][(j // t.num_workers) * b : (j // t.num_workers + 1) * b]
+                for j in range(self.batches_per_rank)]
 
     def resume(self, consumed_batches: int, topology: Topology | None = None) -> EpochPlan:
         """The plan that continues this epoch after ``consumed_batches`` batches per rank
