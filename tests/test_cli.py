@@ -60,3 +60,17 @@ def test_debug_shows_traceback(tmp_path: Path) -> None:
 def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inspect"]) == 2
     assert "Missing argument" in capsys.readouterr().err
+
+
+def test_plan_prints_equal_steps_without_reading_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pq.write_table(pa.table({"id": list(range(1000))}), tmp_path / "a.parquet", row_group_size=90)
+    assert main(["plan", str(tmp_path), "-w", "4", "-k", "2", "-b", "16", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["steps_per_rank"] == 1000 // (4 * 2 * 16) * 2
+    assert report["samples_left_out"] == 1000 - report["samples_per_rank"] * 4
+    assert report["samples_padded"] == 0
+    assert report["read_amplification"] >= 1.0
+    assert main(["plan", str(tmp_path), "-w", "3", "-b", "7", "--keep-last", "--json"]) == 0
+    padded = json.loads(capsys.readouterr().out)
+    assert padded["samples_left_out"] == 0 and padded["samples_padded"] == 3 * 7 * 48 - 1000
+    assert main(["plan", str(tmp_path), "-w", "0"]) == 2
