@@ -101,6 +101,37 @@ def plan(paths: tuple[str, ...], world_size: int, workers: int, batch_size: int,
         click.echo(f"{key:<{width}}  {value}")
 
 
+@cli.command()
+@click.argument("sources", nargs=-1, required=True)
+@click.option("--out", "-o", required=True, help="Output directory (raw/ downloads, data/ Parquet shards).")
+@click.option("--steps", default="download,convert,index", show_default=True,
+              help="Comma-separated steps to run.")
+@click.option("--backend", default=None, help="Parallel backend for the steps (local, thread, ray, dask, spark, joblib).")
+@click.option("--format", "fmt", default=None, help="Input format (default: by suffix).")
+@click.option("--shard-mb", type=click.FloatRange(min=0.001), default=128.0, show_default=True,
+              help="Target Parquet shard size in MB.")
+@click.option("--checksum", multiple=True, metavar="URL=ALGO:HEX", help="Verify a download (repeatable).")
+@click.option("--skip-bad-records", is_flag=True, help="Quarantine and count bad records instead of failing.")
+def prepare(sources: tuple[str, ...], out: str, steps: str, backend: str | None, fmt: str | None,
+            shard_mb: float, checksum: tuple[str, ...], skip_bad_records: bool) -> None:
+    """Download SOURCES (URLs, paths, globs) in parallel, resuming partial downloads, and
+    convert them to indexed Parquet shards in OUT/data."""
+    from shardwise.errors import ConfigError
+    from shardwise.prepare import prepare as run_prepare
+
+    sums = {}
+    for item in checksum:
+        url, sep, value = item.rpartition("=")
+        if not sep:
+            raise ConfigError(f"--checksum must be URL=ALGO:HEX, got {item!r}")
+        sums[url] = value
+    result = run_prepare(list(sources), out, steps=[s.strip() for s in steps.split(",") if s.strip()],
+                         backend=backend, format=fmt, target_shard_bytes=int(shard_mb * 2**20),
+                         checksums=sums, on_error="skip" if skip_bad_records else "raise")
+    click.echo(f"downloaded {len(result.downloaded)} files ({_human_bytes(result.resumed_bytes)} resumed)")
+    click.echo(f"{len(result.shards)} Parquet shards, {result.num_rows:,} rows; index: {result.index_location or '-'}")
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     rows = [
         ("format", s["format"]),

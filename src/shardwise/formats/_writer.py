@@ -17,7 +17,7 @@ class RollingWriter(ABC):
 
     Subclasses encode batches into ``self._buf`` (a BytesIO) via :meth:`_append`
     and finish a shard's bytes in :meth:`_finish`. Shards are named
-    ``{prefix}-{n:05d}.{ext}`` and never exceed the target by more than one batch.
+    ``{prefix}-{n:05d}.{ext}`` and overshoot the target by at most about an eighth of it (big batches are sliced).
 
     Args:
         prefix: path or URL prefix of the shards.
@@ -39,11 +39,24 @@ class RollingWriter(ABC):
         self._closed = False
 
     def write(self, batch: pa.RecordBatch) -> None:
-        """Append a batch, committing the current shard first if it is full."""
+        """Append a batch, committing the current shard whenever it is full.
+
+        A batch larger than an eighth of the target is written in slices, so shards
+        overshoot the target by at most about that much, whatever the input batch size.
+        """
         if self._closed:
             raise ValueError("writer is closed")
         if batch.num_rows == 0:
             return
+        piece = self.target_shard_bytes // 8
+        if batch.num_rows > 1 and batch.nbytes > piece:
+            rows = max(1, int(batch.num_rows * piece / batch.nbytes))
+            for start in range(0, batch.num_rows, rows):
+                self._write_one(batch.slice(start, rows))
+            return
+        self._write_one(batch)
+
+    def _write_one(self, batch: pa.RecordBatch) -> None:
         if self._buf is None:
             self._buf = io.BytesIO()
             self._start()

@@ -1,0 +1,248 @@
+"""Download and prepare: remote files -> local copies -> indexed Parquet shards.
+
+``prepare(sources, out)`` runs three steps, each on a parallel backend:
+
+- ``download``: copy remote files (``https://``, ``s3://``, ``gs://`` ...) into
+  ``out/raw/`` in parallel. A partial download is kept as ``<name>.part`` and resumed
+  from where it stopped; the result is verified against the remote size and, when
+  given, a checksum (``"sha256:<hex>"`` or ``"md5:<hex>"``), then committed by rename.
+  Local inputs are used in place.
+- ``convert``: every input file becomes Parquet shards in ``out/data/`` (one task per
+  input file, shards named after it, committed atomically; a rerun skips files whose
+  shards are complete).
+- ``index``: the dataset index of ``out/data`` is written beside it.
+
+``steps=`` runs a subset. A step declares the backends it can run on; asking for
+another raises ``NotImplementedError`` naming the ones that can.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shardwise.errors import ConfigError, StorageError
+from shardwise.storage import atomic_write, expand, resolve
+from shardwise.storage.retry import with_retries
+
+__all__ = ["PrepareResult", "STEPS", "prepare"]
+
+_CHUNK = 4 * 2**20
+
+
+@dataclass(frozen=True)
+class _Step:
+    name: str
+    backends: tuple[str, ...]
+
+
+STEPS: dict[str, _Step] = {
+    # downloads write to the driver's disk: only backends whose workers share it
+    "download": _Step("download", ("thread", "sequential", "local")),
+    "convert": _Step("convert", ("thread", "sequential", "local", "joblib", "ray", "dask", "spark")),
+    "index": _Step("index", ("thread", "sequential", "local", "joblib", "ray", "dask", "spark")),
+}
+DEFAULT_BACKEND = {"download": "thread", "convert": None, "index": None}
+
+
+@dataclass
+class PrepareResult:
+    """What :func:`prepare` did.
+
+    Attributes:
+        downloaded: local paths of downloaded files (in input order).
+        resumed_bytes: bytes that were already on disk from a partial download.
+        shards: Parquet shards written or found complete.
+        num_rows: rows in the prepared dataset.
+        index_location: where the index was saved.
+    """
+
+    downloaded: list[str]
+    resumed_bytes: int
+    shards: list[str]
+    num_rows: int
+    index_location: str
+
+
+def _is_remote(url: str) -> bool:
+    return "://" in url and not url.startswith("file://")
+
+
+def _backend_name(backend: Any) -> str:
+    return backend if isinstance(backend, str) else getattr(backend, "name", str(backend))
+
+
+def _check_backend(step: str, backend: Any) -> None:
+    if backend is None:
+        return
+    name = _backend_name(backend)
+    allowed = STEPS[step].backends
+    if name not in allowed:
+        raise NotImplementedError(
+            f"step {step!r} cannot run on backend {name!r}; it runs on: {', '.join(allowed)}"
+        )
+
+
+def _verify(path: str, size: int | None, checksum: str | None, url: str) -> None:
+    actual = os.path.getsize(path)
+    if size is not None and actual != size:
+        raise StorageError(f"download of {url} has {actual} bytes, expected {size}", url)
+    if checksum:
+        algo, _, want = checksum.partition(":")
+        if algo not in ("sha256", "md5", "sha1"):
+            raise ConfigError(f"checksum for {url} must look like 'sha256:<hex>', got {checksum!r}")
+        h = hashlib.new(algo)
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(_CHUNK), b""):
+                h.update(block)
+        if h.hexdigest() != want.lower():
+            raise StorageError(f"checksum mismatch for {url}: {algo} {h.hexdigest()} != {want}", url)
+
+
+def _download(args: tuple[str, str, str | None, dict[str, Any]]) -> tuple[str, int]:
+    """Download one URL to ``dest``, resuming a ``.part`` file; return (dest, resumed bytes)."""
+    url, dest, checksum, storage_options = args
+    fs, path = resolve(url, **storage_options)
+    size = with_retries(lambda: fs.info(path)).get("size")
+    if os.path.exists(dest):
+        _verify(dest, size, checksum, url)
+        return dest, 0
+    part = dest + ".part"
+    have = os.path.getsize(part) if os.path.exists(part) else 0
+    if size is not None and have > size:
+        os.remove(part)
+        have = 0
+    resumed = have
+
+    def copy_rest() -> None:
+        nonlocal have
+        with fs.open(path, "rb", block_size=_CHUNK) as src, open(part, "ab") as dst:
+            if have:
+                src.seek(have)
+            for block in iter(lambda: src.read(_CHUNK), b""):
+                dst.write(block)
+                dst.flush()
+                have += len(block)
+                _report(len(block))
+
+    with_retries(copy_rest)
+    try:
+        _verify(part, size, checksum, url)
+    except StorageError:
+        os.remove(part)  # a corrupt partial file must not be resumed again
+        raise
+    os.replace(part, dest)
+    return dest, resumed
+
+
+def _report(n: int) -> None:
+    from shardwise.parallel import report
+
+    report(n)
+
+
+def _convert(args: tuple[str, str, str, int, dict[str, Any], str]) -> list[str]:
+    """Write one input file as Parquet shards ``{out}/{stem}-NNNNN.parquet``."""
+    src, out_dir, fmt_name, target, storage_options, on_error = args
+    from shardwise.formats import Quarantine, get_format
+
+    stem = os.path.basename(src.rstrip("/")).split(".")[0]
+    done_marker = os.path.join(out_dir, f"_done.{stem}.json")
+    if os.path.exists(done_marker):
+        with open(done_marker) as f:
+            return json.load(f)["shards"]
+    fmt = get_format(fmt_name, storage_options=storage_options)
+    writer = get_format("parquet").open_writer(os.path.join(out_dir, stem), target_shard_bytes=target)
+    schema = fmt.read_schema(src)
+    q = Quarantine()
+    from shardwise.storage import info
+
+    for unit in fmt.list_units(src, info(src, **storage_options).size):
+        for batch in fmt.read_unit(unit, schema=schema, on_error=on_error, quarantine=q):  # type: ignore[arg-type]
+            writer.write(batch)
+    files = [w.path for w in writer.close()]
+    with atomic_write(done_marker, "w") as f:
+        json.dump({"shards": files, "rows": sum(w.num_rows for w in writer.written),
+                   "quarantined": q.count, "examples": q.examples}, f)
+    return files
+
+
+def prepare(
+    sources: str | Sequence[str],
+    out: str,
+    *,
+    steps: Sequence[str] = ("download", "convert", "index"),
+    backend: Any = None,
+    format: str | None = None,
+    target_shard_bytes: int = 128 * 2**20,
+    checksums: dict[str, str] | None = None,
+    on_error: str = "raise",
+    progress: bool = True,
+    storage_options: dict[str, Any] | None = None,
+) -> PrepareResult:
+    """Download ``sources`` (URLs, paths, globs) and turn them into indexed Parquet shards.
+
+    Args:
+        sources: inputs; remote ones are downloaded, local ones used in place.
+        out: output directory (``raw/`` for downloads, ``data/`` for shards).
+        steps: which of ``download``, ``convert``, ``index`` to run.
+        backend: a backend name or instance for the steps (default: threads for
+            downloads, the active backend otherwise).
+        format: input format (default: by file suffix).
+        target_shard_bytes: size of the Parquet shards.
+        checksums: ``{url: "sha256:<hex>"}`` to verify downloads.
+        on_error: ``"raise"`` or ``"skip"`` (quarantine and count) for bad records.
+    """
+    from shardwise.formats import detect_format
+    from shardwise.index import open_dataset
+    from shardwise.parallel import parallel_map
+
+    unknown = [s for s in steps if s not in STEPS]
+    if unknown:
+        raise ConfigError(f"unknown steps {unknown}; known steps: {', '.join(STEPS)}")
+    for step in steps:
+        _check_backend(step, backend)
+    opts = storage_options or {}
+    items = [sources] if isinstance(sources, str) else list(sources)
+    files = expand(items, **opts)
+    raw = os.path.join(out, "raw")
+    data = os.path.join(out, "data")
+    local_files: list[str] = []
+    resumed = 0
+    remote = [f for f in files if _is_remote(f)]
+    if "download" in steps and remote:
+        os.makedirs(raw, exist_ok=True)
+        names = [os.path.basename(f.rstrip("/")) for f in remote]
+        if len(set(names)) != len(names):
+            raise ConfigError("two remote inputs have the same file name; download them to separate dirs")
+        jobs = [(f, os.path.join(raw, n), (checksums or {}).get(f), opts) for f, n in zip(remote, names)]
+        done = parallel_map(_download, jobs, backend=backend or DEFAULT_BACKEND["download"],
+                            desc="download", progress=progress, count_unit="B", chunksize=1)
+        by_url = {f: d for f, (d, _) in zip(remote, done)}
+        resumed = sum(r for _, r in done)
+        local_files = [by_url.get(f, f) for f in files]
+    else:
+        local_files = [os.path.join(raw, os.path.basename(f)) if _is_remote(f) else f for f in files]
+    shards: list[str] = []
+    if "convert" in steps:
+        os.makedirs(data, exist_ok=True)
+        missing = [f for f in local_files if not os.path.exists(f) and not _is_remote(f)]
+        if missing:
+            raise StorageError(f"input not found (run the download step first?): {missing[0]}", missing[0])
+        stems = [os.path.basename(f).split(".")[0] for f in local_files]
+        if len(set(stems)) != len(stems):
+            raise ConfigError("two inputs share a file stem; their shards would collide")
+        jobs2 = [(f, data, format or detect_format(f), target_shard_bytes, opts if _is_remote(f) else {}, on_error)
+                 for f in local_files]
+        shards = [s for group in parallel_map(_convert, jobs2, backend=backend, desc="convert",
+                                              progress=progress, chunksize=1) for s in group]
+    rows, location = 0, ""
+    if "index" in steps:
+        index = open_dataset(data, format="parquet", progress=progress)
+        rows, location = index.num_samples, index.location
+        shards = shards or [f.path for f in index.files]
+    return PrepareResult([f for f in local_files if f.startswith(raw)], resumed, shards, rows, location)
