@@ -22,6 +22,7 @@ EXPECTED = {
     "__version__",
     "open_dataset",
     "DatasetIndex",
+    "StreamingDataset",
 }
 
 
@@ -46,3 +47,24 @@ def test_errors_share_one_base() -> None:
         obj = getattr(shardwise, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, shardwise.ShardwiseError)
+
+
+def test_streaming_dataset_without_torch() -> None:
+    code = (
+        "import sys; sys.modules['torch'] = None;"
+        "import shardwise; cls = shardwise.StreamingDataset;"
+        "print([c.__name__ for c in cls.__mro__])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "IterableDataset" not in out.stdout and "StreamingDatasetBase" in out.stdout
+
+
+def test_missing_extra_names_the_pip_line() -> None:
+    code = (
+        "import sys; sys.modules['ray'] = None;"
+        "from shardwise.parallel import parallel_map;"
+        "parallel_map(abs, [1], backend='ray')"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert 'pip install "shardwise[ray]"' in proc.stderr

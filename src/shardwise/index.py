@@ -68,6 +68,8 @@ class DatasetIndex:
     schema: pa.Schema
     location: str = ""
     reused_files: int = field(default=0, compare=False)
+    #: fsspec options used to open the files; kept in memory only, never saved
+    storage_options: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def num_units(self) -> int:
@@ -139,9 +141,9 @@ def _unit_desc(u: Unit) -> dict[str, Any]:
     return {"path": u.path, "unit": u.index, "samples": u.num_samples, "bytes": u.num_bytes}
 
 
-def _index_one(args: tuple[str, str, int, dict[str, Any]]) -> tuple[list[Unit], pa.Schema]:
-    path, fmt_name, size, fmt_options = args
-    fmt = get_format(fmt_name, **fmt_options)
+def _index_one(args: tuple[str, str, int, dict[str, Any], dict[str, Any]]) -> tuple[list[Unit], pa.Schema]:
+    path, fmt_name, size, fmt_options, storage_options = args
+    fmt = get_format(fmt_name, storage_options=storage_options, **fmt_options)
     return fmt.list_units(path, size), fmt.read_schema(path)
 
 
@@ -177,17 +179,39 @@ def open_dataset(
     """
     opts = storage_options or {}
     spec = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
-    files = expand(spec, **opts)
+    files = _expand_with_manifests(spec, opts)
     fmt_name = _choose_format(files, format)
     infos = _file_infos(files, opts)
     location = _index_location(spec, fmt_name, format_options, cache_dir, opts)
     saved = None if refresh else _load_saved(location, fmt_name, format_options, opts)
-    index = _build(fmt_name, infos, saved, format_options, progress)
+    index = _build(fmt_name, infos, saved, format_options, progress, opts)
+    index.storage_options = opts
     if index.reused_files < len(infos) or saved is None or len(saved.files) != len(infos):
         index.location = _save(index, location, format_options, cache_dir, spec, opts)
     else:
         index.location = location
     return index
+
+
+MANIFEST_NAME = "_manifest.json"
+
+
+def _expand_with_manifests(spec: list[str], opts: dict[str, Any]) -> list[str]:
+    """Expand paths; a directory holding a committed pipeline manifest contributes exactly
+    the files the manifest lists (never a glob, which could pick up stray files)."""
+    out: list[str] = []
+    for item in spec:
+        manifest = join(item, MANIFEST_NAME)
+        try:
+            with open_input(manifest, **opts) as f:
+                listed = json.loads(f.read())["files"]
+        except (FileNotFoundError, StorageError, NotADirectoryError, IsADirectoryError):
+            out.extend(expand(item, **opts))
+            continue
+        except (ValueError, KeyError) as exc:
+            raise FormatError(f"unreadable manifest ({exc})", manifest) from exc
+        out.extend(join(item, entry["path"]) for entry in listed)
+    return out
 
 
 def _choose_format(files: list[str], format: str | None) -> str:
@@ -277,12 +301,13 @@ def _build(
     saved: DatasetIndex | None,
     format_options: dict[str, Any],
     progress: bool,
+    storage_options: dict[str, Any],
 ) -> DatasetIndex:
     from shardwise.parallel import parallel_map
 
     reuse = _reusable(saved, infos)
     todo = [fi for fi in infos if fi.path not in reuse]
-    args = [(fi.path, fmt_name, fi.size, format_options) for fi in todo]
+    args = [(fi.path, fmt_name, fi.size, format_options, storage_options) for fi in todo]
     from shardwise.parallel import active_backend
 
     backend = "thread" if len(args) < 64 and active_backend() is None else None

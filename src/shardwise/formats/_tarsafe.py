@@ -99,7 +99,9 @@ def iter_samples(tar_path: str, f: IO[bytes]) -> Iterator[RawSample]:
 def _check_complete(tar_path: str, f: IO[bytes], tf: tarfile.TarFile) -> None:
     """tarfile stops quietly at a truncated header or member; check what is left.
 
-    After the last member only zero padding (the end-of-archive blocks) may follow.
+    After the last member only zero padding (the end-of-archive blocks) may follow,
+    and at least one such block must: without it the file may have been cut exactly
+    between two members, which tarfile would read as a shorter, valid archive.
     """
     size = f.seek(0, 2)
     members = tf.members
@@ -114,6 +116,8 @@ def _check_complete(tar_path: str, f: IO[bytes], tf: tarfile.TarFile) -> None:
     tail = f.read(64 * 1024)
     if tail.strip(b"\0"):
         raise FormatError("corrupt or truncated tar: unreadable data after the last member", tar_path, f"offset {tf.offset}")
+    if len(tail) < tarfile.BLOCKSIZE:
+        raise FormatError("truncated tar: the end-of-archive blocks are missing", tar_path, f"offset {tf.offset}")
 
 
 def unsafe(tar_path: str, sample: RawSample) -> UnsafeMemberError:

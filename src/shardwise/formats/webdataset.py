@@ -145,8 +145,10 @@ class WebDatasetShardWriter(RollingWriter):
 
     A batch needs a ``__key__`` column; every other non-null value becomes the
     member ``{key}.{column}``: bytes as they are, strings as UTF-8, numbers and
-    booleans as their JSON text, lists/structs as compact JSON. Headers are fixed
-    (mtime 0, uid/gid 0, no user names, mode 0644), so equal input gives equal bytes.
+    booleans as their JSON text, lists/structs as compact JSON. A row whose fields
+    are all null has no member to write (a tar cannot hold an empty sample), so it
+    is a ValueError rather than a row silently lost. Headers are fixed (mtime 0,
+    uid/gid 0, no user names, mode 0644), so equal input gives equal bytes.
     """
 
     def __init__(
@@ -171,6 +173,8 @@ class WebDatasetShardWriter(RollingWriter):
         key = row.pop(KEY)
         if not key or not isinstance(key, str):
             raise ValueError(f"{KEY} must be a non-empty string, got {key!r}")
+        if all(value is None for value in row.values()):
+            raise ValueError(f"sample {key!r} has no non-null field; a WebDataset sample needs at least one member")
         for name, value in row.items():
             if value is None:
                 continue

@@ -238,6 +238,8 @@ def _convert(batch: pa.RecordBatch, fmt: str) -> Any:
         out[name] = arr
     if fmt == "numpy":
         return out
-    import torch
+    from shardwise._optional import require
+
+    torch = require("torch", 'batch_format="torch"')
 
     return {k: torch.from_numpy(v) if v.dtype != object and v.dtype.kind in "biuf" else v.tolist() for k, v in out.items()}

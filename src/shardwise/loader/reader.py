@@ -61,7 +61,7 @@ class UnitReader:
     def read(self, unit_id: int) -> pa.Table:
         """Return unit ``unit_id`` (filtered and projected) as one table."""
         unit = self.index.units[unit_id]
-        fmt = get_format(self.index.format)
+        fmt = get_format(self.index.format, storage_options=self.index.storage_options)
         read_cols = None if self.filter is not None else self.columns
         batches = list(
             fmt.read_unit(

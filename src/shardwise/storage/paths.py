@@ -80,6 +80,8 @@ def expand(
     Directories are walked recursively; hidden files and files starting with ``_``
     (manifests, indexes, temp files) are left out. The order is sorted per input and
     inputs keep the order given, so the result is stable across runs and machines.
+    Listings are always fresh: the filesystem's listing cache is dropped first, so
+    files added or changed by another process since an earlier call are seen.
 
     Args:
         paths: one path/URL/glob or a list of them.
@@ -93,8 +95,12 @@ def expand(
     if not items:
         raise EmptyDatasetError("no paths given", None)
     out: list[str] = []
+    refreshed: list[fsspec.AbstractFileSystem] = []
     for item in items:
         fs, path = resolve(item, **storage_options)
+        if not any(fs is seen for seen in refreshed):  # once per filesystem: later items reuse these listings
+            fs.invalidate_cache()
+            refreshed.append(fs)
         if _GLOB_CHARS & set(path):
             found = with_retries(lambda: fs.glob(path, detail=True))
             files = sorted(p for p, d in found.items() if d.get("type") != "directory")
@@ -121,7 +127,11 @@ def _hidden(path: str) -> bool:
 
 
 def info(url: str, **storage_options: Any) -> FileInfo:
-    """Return the size and a change fingerprint (mtime or ETag) of one file."""
+    """Return the size and a change fingerprint (mtime or ETag) of one file.
+
+    On object stores the answer may come from the listing made by the latest
+    :func:`expand` (which always lists afresh), saving one request per file.
+    """
     fs, path = resolve(url, **storage_options)
     try:
         d = with_retries(lambda: fs.info(path))
