@@ -132,6 +132,46 @@ def prepare(sources: tuple[str, ...], out: str, steps: str, backend: str | None,
     click.echo(f"{len(result.shards)} Parquet shards, {result.num_rows:,} rows; index: {result.index_location or '-'}")
 
 
+@cli.command()
+@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@click.option("--backend", default=None, help="Override executor.backend (local, thread, ray, spark, dask, joblib).")
+@click.option("--num-proc", type=int, default=None, help="Override executor.num_proc (-1: all cores/slots).")
+@click.option("--accounting", type=click.Path(dir_okay=False), default=None,
+              help="Also save the accounting as JSON here (it is always in OUT/_manifest.json).")
+def run(config: str, backend: str | None, num_proc: int | None, accounting: str | None) -> None:
+    """Run the pipeline described by the YAML file CONFIG and print its accounting."""
+    from shardwise.pipeline.config import pipeline_from_config
+
+    with open(config, encoding="utf-8") as f:
+        pipeline, executor = pipeline_from_config(f.read(), config)
+    result = pipeline.run(backend or executor.get("backend"), num_proc=num_proc or executor.get("num_proc"))
+    click.echo(result.table())
+    if result.skipped_tasks:
+        click.echo(f"({result.skipped_tasks} of {result.tasks} tasks were already committed and skipped)")
+    click.echo(f"manifest: {result.manifest}")
+    if accounting:
+        with open(accounting, "w", encoding="utf-8") as f:
+            json.dump({"rows_in": result.rows_in, "rows_out": result.rows_out, "dropped": result.dropped,
+                       "quarantined": result.quarantined, "files": result.files}, f, indent=1)
+
+
+@cli.command()
+@click.argument("source", nargs=-1, required=True)
+@click.option("--out", "-o", required=True, help="Output directory.")
+@click.option("--target-mb", type=click.FloatRange(min=0.001), default=128.0, show_default=True,
+              help="Target file size in MB.")
+@click.option("--format", "fmt", default=None, help="Input format (default: by suffix).")
+@click.option("--backend", default=None, help="Parallel backend.")
+def resplit(source: tuple[str, ...], out: str, target_mb: float, fmt: str | None, backend: str | None) -> None:
+    """Rewrite SOURCE as balanced Parquet files of about --target-mb (at least 2 per core)."""
+    from shardwise.pipeline.api import resplit as run_resplit
+
+    result = run_resplit(list(source), out, target_file_bytes=int(target_mb * 2**20), format=fmt, backend=backend)
+    sizes = [f["bytes"] for f in result.files]
+    click.echo(f"{len(result.files)} files, {result.rows_out:,} rows, "
+               f"{_human_bytes(min(sizes))} to {_human_bytes(max(sizes))} each; manifest: {result.manifest}")
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     rows = [
         ("format", s["format"]),

@@ -28,42 +28,43 @@ from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_
 __all__ = ["LocalBackend", "SequentialBackend", "ThreadBackend"]
 
 
-def dumps_fn_with_retry(fn: Callable[[Any], Any], retry_on: tuple[type[BaseException], ...]) -> bytes:
-    """Pickle ``(fn, retry_on)``; closures and lambdas need cloudpickle (shipped with the engines)."""
+def dumps(obj: Any) -> bytes:
+    """Pickle ``obj``; lambdas and closures (in functions or items) need cloudpickle,
+    which every cluster engine ships."""
     try:
-        return pickle.dumps((fn, retry_on))
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, AttributeError, TypeError) as exc:
         try:
             import cloudpickle
         except ImportError:
             raise ConfigError(
-                f"cannot send {fn!r} to worker processes ({exc}); define it at module level "
-                "or install cloudpickle"
+                f"cannot send a task to worker processes ({exc}); define functions at module "
+                "level or install cloudpickle"
             ) from exc
-        return cloudpickle.dumps((fn, retry_on))
+        return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _worker_main(conn: mpc.Connection) -> None:
     """Loop of a pool worker: receive functions and chunks, send outcomes and counters."""
     fns: dict[int, tuple[Callable[[Any], Any], tuple[type[BaseException], ...]]] = {}
-    counter = Throttled(lambda n: conn.send(("count", n)))
+    counter = Throttled(lambda n: conn.send_bytes(dumps(("count", n))))
     _task.set_reporter(counter)
     while True:
         try:
-            msg = conn.recv()
+            msg = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return
         kind = msg[0]
         if kind == "fn":
-            _, key, blob = msg
+            _, key, fn_and_retry = msg
             fns.clear()
-            fns[key] = pickle.loads(blob)
+            fns[key] = fn_and_retry
         elif kind == "chunk":
             _, key, chunk_id, chunk = msg
             fn, retry_on = fns[key]
             result = run_chunk(fn, chunk, retry_on)
             counter.flush()
-            conn.send(("done", chunk_id, result))
+            conn.send_bytes(dumps(("done", chunk_id, result)))
         else:
             return
 
@@ -82,7 +83,7 @@ class _Worker:
             self.proc.kill()
         else:
             try:
-                self.conn.send(("stop",))
+                self.conn.send_bytes(dumps(("stop",)))
             except OSError:
                 self.proc.kill()
         self.proc.join(5)
@@ -97,7 +98,7 @@ class _LocalSession(Session):
         self.backend = backend
         backend._fn_key += 1
         self.key = backend._fn_key
-        self.blob = dumps_fn_with_retry(fn, retry_on)
+        self.blob = dumps(("fn", self.key, (fn, retry_on)))
         self.workers = backend._take_workers(parallelism)
         self.pending: list[tuple[int, Sequence[tuple[int, Any]]]] = []
         self.count = 0
@@ -109,9 +110,9 @@ class _LocalSession(Session):
             if w.chunk_id is None:
                 chunk_id, chunk = self.pending.pop(0)
                 if w.fn_key != self.key:
-                    w.conn.send(("fn", self.key, self.blob))
+                    w.conn.send_bytes(self.blob)
                     w.fn_key = self.key
-                w.conn.send(("chunk", self.key, chunk_id, chunk))
+                w.conn.send_bytes(dumps(("chunk", self.key, chunk_id, chunk)))
                 w.chunk_id = chunk_id
 
     def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
@@ -131,7 +132,7 @@ class _LocalSession(Session):
             lost = False
             try:
                 while w.conn.poll():
-                    msg = w.conn.recv()
+                    msg = pickle.loads(w.conn.recv_bytes())
                     if msg[0] == "count":
                         self.count += msg[1]
                     elif msg[0] == "done":

@@ -1,0 +1,49 @@
+"""Exact deduplication keys: a 128-bit hash of the normalised content of a column."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
+
+from shardwise.ops.base import register_op
+from shardwise.ops.text import _text
+
+__all__ = ["exact_dedup", "normalized_keys"]
+
+
+def normalized_keys(values: pa.Array, normalize: bool = True) -> np.ndarray:
+    """An ``(n, 2)`` uint64 array of xxh3-128 hashes of the (normalised) values.
+
+    Normalisation is Unicode NFKC, lower case and collapsed whitespace, so texts that
+    differ only in those respects are duplicates. Nulls hash like empty strings.
+    """
+    text = pc.fill_null(values, "")
+    if normalize:
+        text = pc.utf8_trim_whitespace(pc.replace_substring_regex(pc.utf8_lower(pc.utf8_normalize(text, "NFKC")), r"\s+", " "))
+    out = np.empty((len(text), 2), dtype=np.uint64)
+    digest = xxhash.xxh3_128_digest
+    raw = b"".join(digest(s.encode("utf-8")) for s in text.to_pylist())
+    if len(text):
+        out[:] = np.frombuffer(raw, dtype=np.uint64).reshape(-1, 2)
+    return out
+
+
+@register_op("exact_dedup", "dedup")
+def exact_dedup(batch: pa.RecordBatch, *, column: str = "text", normalize: bool = True) -> np.ndarray:
+    """Keep the first row (in input order) of each group with equal normalised ``column``."""
+    return normalized_keys(_text(batch, column), normalize)
+
+
+def first_occurrences(keys: list[np.ndarray]) -> list[np.ndarray]:
+    """Per task, a boolean keep-mask marking each key's first occurrence in task order."""
+    sizes = [len(k) for k in keys]
+    if not sum(sizes):
+        return [np.zeros(0, dtype=bool) for _ in keys]
+    flat = np.ascontiguousarray(np.concatenate([k for k in keys if len(k)]))
+    view = flat.view(np.dtype((np.void, 16))).ravel()
+    _, first = np.unique(view, return_index=True)
+    keep = np.zeros(len(view), dtype=bool)
+    keep[first] = True
+    return np.split(keep, np.cumsum(sizes)[:-1])

@@ -1,0 +1,135 @@
+"""YAML pipeline configs with errors that name the file and line.
+
+::
+
+    input:    {path: "raw/*.jsonl", format: jsonl, on_error: skip}
+    process:
+      - normalize_text: {column: text, lowercase: true}
+      - strip_urls: {column: text}
+      - word_count_filter: {column: text, min: 5}
+      - dedup: {method: exact, column: text}
+    output:   {path: clean/, format: parquet, target_shard_mb: 128}
+    executor: {backend: local, num_proc: 2}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from shardwise.errors import ConfigError
+from shardwise.pipeline.api import Pipeline, _reader
+
+__all__ = ["load_config", "pipeline_from_config"]
+
+_SECTIONS = {
+    "input": {"path", "format", "on_error", "columns", "task_mb", "storage_options"},
+    "output": {"path", "format", "target_shard_mb", "row_group_rows", "compression", "storage_options"},
+    "executor": {"backend", "num_proc"},
+}
+_REQUIRED = {"input": {"path"}, "output": {"path"}}
+
+
+def _where(source: str, node: yaml.Node) -> str:
+    return f"{source}, line {node.start_mark.line + 1}"
+
+
+def _plain(node: yaml.Node) -> Any:
+    return yaml.safe_load(yaml.serialize(node))
+
+
+def load_config(text: str, source: str = "<config>") -> tuple[dict[str, Any], dict[str, int]]:
+    """Parse and validate a config; return it with the line of every operator."""
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f", line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{source}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from exc
+    if not isinstance(root, yaml.MappingNode):
+        raise ConfigError(f"{source}: the config must be a mapping with input, process, output, executor")
+    config: dict[str, Any] = {}
+    op_lines: dict[str, int] = {}
+    for key_node, value_node in root.value:
+        key = key_node.value
+        if key == "process":
+            if not isinstance(value_node, yaml.SequenceNode):
+                raise ConfigError(f"{_where(source, value_node)}: 'process' must be a list of operators")
+            ops = []
+            for i, item in enumerate(value_node.value):
+                op = _plain(item)
+                if isinstance(op, str):
+                    op = {op: {}}
+                if not isinstance(op, dict) or len(op) != 1:
+                    raise ConfigError(f"{_where(source, item)}: each process step is one 'name: {{args}}' entry")
+                (name, args), = op.items()
+                if args is None:
+                    args = {}
+                if not isinstance(args, dict):
+                    raise ConfigError(f"{_where(source, item)}: arguments of {name!r} must be a mapping")
+                ops.append((name, args, item.start_mark.line + 1))
+                op_lines[f"{i}"] = item.start_mark.line + 1
+            config["process"] = ops
+            continue
+        if key not in _SECTIONS:
+            raise ConfigError(f"{_where(source, key_node)}: unknown key {key!r}; expected one of "
+                              "input, process, output, executor")
+        if not isinstance(value_node, yaml.MappingNode):
+            raise ConfigError(f"{_where(source, value_node)}: {key!r} must be a mapping")
+        section: dict[str, Any] = {}
+        for k_node, v_node in value_node.value:
+            if k_node.value not in _SECTIONS[key]:
+                raise ConfigError(f"{_where(source, k_node)}: unknown key {k_node.value!r} in {key}; "
+                                  f"expected one of {', '.join(sorted(_SECTIONS[key]))}")
+            section[k_node.value] = _plain(v_node)
+        missing = _REQUIRED.get(key, set()) - set(section)
+        if missing:
+            raise ConfigError(f"{_where(source, key_node)}: {key} needs {', '.join(sorted(missing))}")
+        config[key] = section
+    for key in ("input", "output"):
+        if key not in config:
+            raise ConfigError(f"{source}: the config needs an {key!r} section")
+    return config, op_lines
+
+
+def pipeline_from_config(text: str, source: str = "<config>") -> tuple[Pipeline, dict[str, Any]]:
+    """Build the pipeline a config describes; return it and the executor section."""
+    config, _ = load_config(text, source)
+    inp = config["input"]
+    fmt = inp.get("format") or _guess_format(inp["path"])
+    read = _reader(fmt) if fmt else None
+    try:
+        kwargs: dict[str, Any] = {"on_error": inp.get("on_error", "raise")}
+        if inp.get("columns"):
+            kwargs["columns"] = inp["columns"]
+        if inp.get("task_mb"):
+            kwargs["task_bytes"] = int(float(inp["task_mb"]) * 2**20)
+        if inp.get("storage_options"):
+            kwargs["storage_options"] = inp["storage_options"]
+        p = read(inp["path"], **kwargs) if read else Pipeline(inp["path"], None, on_error=kwargs["on_error"])
+    except ConfigError as exc:
+        raise ConfigError(f"{source}, input: {exc}") from exc
+    for name, args, line in config.get("process", []):
+        try:
+            if name == "dedup":
+                p = p.dedup(**args)
+            else:
+                p = p.apply(name, **args)
+        except (ConfigError, TypeError) as exc:
+            raise ConfigError(f"{source}, line {line}: {exc}") from exc
+    out = dict(config["output"])
+    path = out.pop("path")
+    fmt_out = out.pop("format", "parquet")
+    target = int(float(out.pop("target_shard_mb", 128)) * 2**20)
+    p = p.write(path, fmt_out, target_shard_bytes=target, **out)
+    return p, config.get("executor", {})
+
+
+def _guess_format(path: Any) -> str | None:
+    first = path[0] if isinstance(path, list) else str(path)
+    for suffix, fmt in ((".parquet", "parquet"), (".jsonl", "jsonl"), (".json", "jsonl"), (".ndjson", "jsonl"),
+                        (".jsonl.gz", "jsonl"), (".jsonl.zst", "jsonl"), (".tar", "webdataset")):
+        if first.endswith(suffix):
+            return fmt
+    return None

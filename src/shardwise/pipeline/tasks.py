@@ -1,0 +1,65 @@
+"""Cut the input into tasks by the data, never by the worker count.
+
+A task is a list of whole units (Parquet row groups, JSONL byte ranges, tar shards) of
+about ``target_bytes``; for Parquet, where a unit can be cut safely, units may be split
+into row ranges so that tasks (and the files they write) come out balanced.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from shardwise.index import DatasetIndex
+
+__all__ = ["Piece", "plan_tasks"]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Rows ``[lo, hi)`` of unit ``unit`` (``hi == -1``: the whole unit)."""
+
+    unit: int
+    lo: int = 0
+    hi: int = -1
+
+
+def plan_tasks(index: DatasetIndex, target_bytes: int, min_tasks: int = 1) -> list[list[Piece]]:
+    """Group the dataset's units into at least ``min_tasks`` tasks of about ``target_bytes``."""
+    units = index.units
+    if not units:
+        return []
+    sizes = np.array([max(u.num_bytes, 1) for u in units], dtype=np.float64)
+    total = float(sizes.sum())
+    n = max(min_tasks, math.ceil(total / max(target_bytes, 1)), 1)
+    if index.format == "parquet":
+        return _split_rows(index, n)
+    n = min(n, len(units))
+    bounds = np.searchsorted(np.cumsum(sizes), np.arange(1, n) * total / n, side="left") + 1
+    groups = np.split(np.arange(len(units)), np.unique(np.clip(bounds, 1, len(units) - 1)))
+    return [[Piece(int(u)) for u in g] for g in groups if len(g)]
+
+
+def _split_rows(index: DatasetIndex, n: int) -> list[list[Piece]]:
+    counts = index.counts()
+    total = int(counts.sum())
+    if total == 0:
+        return [[Piece(i) for i in range(len(counts))]]
+    n = min(n, total)
+    ends = np.cumsum(counts)
+    tasks: list[list[Piece]] = []
+    for t in range(n):
+        a, b = t * total // n, (t + 1) * total // n
+        pieces: list[Piece] = []
+        u = int(np.searchsorted(ends, a, side="right"))
+        while u < len(counts) and a < b:
+            start = int(ends[u] - counts[u])
+            lo, hi = a - start, min(b, int(ends[u])) - start
+            pieces.append(Piece(u) if (lo == 0 and hi == counts[u]) else Piece(u, lo, hi))
+            a = start + hi
+            u += 1
+        tasks.append(pieces)
+    # units with no rows still count as input (nothing to read, but keep them visible)
+    return tasks
