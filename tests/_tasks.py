@@ -77,3 +77,16 @@ def unpicklable_error(x: int) -> int:
     if x == 2:
         raise Unpicklable(threading.Lock())
     return x
+
+
+def kill_once_in_map(batch, *, marker_dir: str):  # type: ignore[no-untyped-def]
+    """A pipeline mapper that SIGKILLs its worker the first time it runs (pipeline tests)."""
+    if _first_time(marker_dir, "map-killed"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return batch
+
+
+def drop_odd(batch):  # type: ignore[no-untyped-def]
+    import pyarrow.compute as pc
+
+    return pc.equal(pc.bit_wise_and(batch.column("id"), 1), 0), "odd id"

@@ -24,6 +24,9 @@ __all__ = [
     "word_count_filter",
 ]
 
+# RE2 classes are ASCII-only: \s misses U+00A0, U+3000 and the other Unicode spaces
+WS_RE = r"[\s\p{Z}]+"
+WORD_RE = r"[^\s\p{Z}]+"
 URL_RE = r"(?i)\b(?:https?://|www\.)[^\s<>\"']+"
 TAG_RE = r"<[^<>]{0,1000}>"
 _ENTITIES = {"&nbsp;": " ", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#39;": "'", "&apos;": "'", "&amp;": "&"}
@@ -62,7 +65,7 @@ def normalize_text(
     if lowercase:
         col = pc.utf8_lower(col)
     if whitespace:
-        col = pc.utf8_trim_whitespace(pc.replace_substring_regex(col, r"\s+", " "))
+        col = pc.utf8_trim_whitespace(pc.replace_substring_regex(col, WS_RE, " "))
     return _set(batch, column, col)
 
 
@@ -102,7 +105,7 @@ def length_filter(batch: pa.RecordBatch, *, column: str = "text", min: int | Non
 def word_count_filter(batch: pa.RecordBatch, *, column: str = "text", min: int | None = None,
                       max: int | None = None) -> tuple[pa.Array, str]:
     """Keep rows with between ``min`` and ``max`` whitespace-separated words."""
-    n = pc.count_substring_regex(pc.fill_null(_text(batch, column), ""), r"\S+")
+    n = pc.count_substring_regex(pc.fill_null(_text(batch, column), ""), WORD_RE)
     return _between(n, min, max), f"word count outside [{min}, {max}]"
 
 

@@ -109,7 +109,10 @@ class Pipeline:
         """The input's dataset index."""
         if isinstance(self.source, DatasetIndex):
             return self.source
-        return open_dataset(self.source, self.format, progress=progress, **dict(self.read_options))
+        options = dict(self.read_options)
+        if self.format == "jsonl":  # cut JSONL into byte ranges no larger than a task
+            options.setdefault("unit_bytes", min(32 * 2**20, self.task_bytes))
+        return open_dataset(self.source, self.format, progress=progress, **options)
 
     def run(self, backend: Any = None, *, num_proc: int | None = None, progress: bool = True) -> RunResult:
         """Run on ``backend`` (default: the active one, else the local process pool)."""

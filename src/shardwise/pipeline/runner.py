@@ -171,7 +171,12 @@ def _run_job(job: _Job) -> dict[str, Any]:
     q = Quarantine()
     names = _op_names(job.ops)
     dropped: dict[str, dict[str, int]] = {}
-    rows_in = sum(job.index.units[p.unit].num_samples if p.hi < 0 else p.hi - p.lo for p in job.pieces) if job.stage == 0 else 0
+    rows_in = sum(job.index.units[p.unit].num_samples if p.hi < 0 else p.hi - p.lo for p in job.pieces)
+    examples: list[list[str]] = []
+    if job.stage > 0:  # carry the task's accounting from the earlier stages
+        before = _read_json(_work_path(job.sink, job.stage - 1, job.task, "done.json"), opts)
+        _merge(dropped, before["dropped"])
+        q.count, examples = before["quarantined"], before["quarantine_examples"]
     batches, keep = _stage_input(job, q)
     out_batches: list[pa.RecordBatch] = []
     keys: list[np.ndarray] = []
@@ -209,7 +214,8 @@ def _run_job(job: _Job) -> dict[str, Any]:
         elif batch.num_rows:
             writer.write(batch)  # type: ignore[union-attr]
     result: dict[str, Any] = {"task": job.task, "stage": job.stage, "rows_in": rows_in, "dropped": dropped,
-                              "quarantined": q.count, "quarantine_examples": [list(e) for e in q.examples]}
+                              "quarantined": q.count,
+                              "quarantine_examples": (examples + [list(e) for e in q.examples])[:20]}
     if job.dedup is not None:
         table = pa.Table.from_batches([b for b in out_batches if b.num_rows]) if any(b.num_rows for b in out_batches) else None
         sink = io.BytesIO()
@@ -295,7 +301,6 @@ def run_pipeline(
             f.write(json.dumps({"fingerprint": fp}))
     _clean_temporaries(sink.path, opts)
     dedup_names = _op_names([op for op in ops if op.kind == "dedup"])
-    all_names = _op_names(list(ops))
     results: list[dict[str, Any]] = []
     skipped = 0
     for s, (stage_ops, dedup) in enumerate(stages):
@@ -316,16 +321,14 @@ def run_pipeline(
                                      progress=progress, chunksize=1)
         skipped += sum(1 for r in stage_results if r.get("skipped"))
         results.append({"stage_results": stage_results})
-    del all_names
-    rows_in = sum(r["rows_in"] for r in results[0]["stage_results"])
-    quarantined = sum(r["quarantined"] for r in results[0]["stage_results"])
+    final = sorted(results[-1]["stage_results"], key=lambda r: r["task"])  # cumulative per task
+    rows_in = sum(r["rows_in"] for r in final)
+    quarantined = sum(r["quarantined"] for r in final)
     dropped: dict[str, dict[str, int]] = {}
-    for st in results:
-        for r in st["stage_results"]:
-            _merge(dropped, r["dropped"])
-    final = results[-1]["stage_results"]
-    files = [f for r in sorted(final, key=lambda r: r["task"]) for f in r["files"]]
-    examples = [e for r in results[0]["stage_results"] for e in r["quarantine_examples"]][:20]
+    for r in final:
+        _merge(dropped, r["dropped"])
+    files = [f for r in final for f in r["files"]]
+    examples = [e for r in final for e in r["quarantine_examples"]][:20]
     manifest = {
         "version": 1,
         "files": files,

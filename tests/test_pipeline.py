@@ -1,0 +1,201 @@
+"""Pipelines: accounting, identical bytes on every backend, crash and rerun, YAML, resplit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from _pipeline_common import build, make_input
+from _tasks import drop_odd, kill_once_in_map
+
+import shardwise
+from shardwise import ConfigError, FormatError
+from shardwise.cli import main
+from shardwise.pipeline import read_jsonl, read_parquet, resplit
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.glob("part-*.parquet"))}
+
+
+def _balanced(result: Any) -> None:
+    dropped = sum(n for r in result.dropped.values() for n in r.values())
+    assert result.rows_in == result.rows_out + dropped + result.quarantined
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_input(tmp_path_factory.mktemp("pin") / "in")
+
+
+@pytest.fixture(scope="module")
+def reference(src: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    out = tmp_path_factory.mktemp("ref") / "out"
+    return out, build(str(src), str(out)).run(backend="sequential", progress=False)
+
+
+def test_accounting_balances_and_counts_every_reason(reference: tuple[Path, Any]) -> None:
+    out, result = reference
+    _balanced(result)
+    assert result.rows_in == 6000
+    # 30 planted copies per file (one survives) and, per file, one "tiny text see <url>"
+    # that becomes a 3-word duplicate once the URL is stripped
+    assert result.dropped["exact_dedup"]["duplicate"] == (4 * 30 - 1) + (4 - 1)
+    assert result.dropped["word_count_filter"]["word count outside [3, None]"] > 0
+    assert result.tasks > 3
+    manifest = json.loads((out / "_manifest.json").read_text())
+    assert manifest["rows_out"] == result.rows_out
+    assert {f["path"] for f in manifest["files"]} == set(_files(out))
+    for t in range(result.tasks):
+        task = json.loads((out / "_manifests" / f"task-{t:05d}.json").read_text())
+        assert task["rows_in"] > 0
+    rows = pq.read_table(out).to_pylist()
+    assert len(rows) == result.rows_out
+    assert sum("duplicate document" in r["text"] for r in rows) == 1
+    first_dup = min(r["id"] for r in rows if "duplicate document" in r["text"])
+    assert first_dup == 0  # the first copy in input order is the one kept
+    assert not any("https://" in r["text"] for r in rows)
+
+
+@pytest.mark.engine
+def test_same_bytes_on_every_backend(src: Path, reference: tuple[Path, Any], tmp_path: Path,
+                                     request: pytest.FixtureRequest) -> None:
+    from conftest import make_backend
+
+    expected = _files(reference[0])
+    for name in ["local", "thread", "ray", "spark", "dask"]:
+        b = make_backend(name, request)
+        try:
+            out = tmp_path / name
+            result = build(str(src), str(out)).run(backend=b, progress=False)
+        finally:
+            b.close()
+        assert result.rows_out == reference[1].rows_out, name
+        assert _files(out) == expected, f"{name} wrote different bytes"
+
+
+def test_worker_sigkilled_mid_task_is_retried(src: Path, reference: tuple[Path, Any], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    p = read_jsonl(str(src), task_bytes=40_000).map(kill_once_in_map, marker_dir=str(tmp_path))
+    p2 = build(str(src), str(out))
+    p = p2.__class__(**{**p2.__dict__, "ops": (*p.ops, *p2.ops)})
+    result = p.run(backend="local", progress=False)
+    assert (tmp_path / "map-killed").exists()
+    assert result.rows_out == reference[1].rows_out
+    assert _files(out) == _files(reference[0])
+
+
+def test_driver_killed_mid_run_then_rerun_is_identical(src: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    script = Path(__file__).parent / "_pipeline_run.py"
+    ref_out = tmp_path / "ref"
+    build(str(src), str(ref_out), slow=True).run(backend="sequential", progress=False)
+    proc = subprocess.Popen([sys.executable, str(script), str(src), str(out), "sequential", "slow"])
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        done = list((out / "_manifests").glob("task-*.json")) if (out / "_manifests").exists() else []
+        if len(done) >= 3:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "_manifest.json").exists()  # the run really was cut short
+    committed = len(list((out / "_manifests").glob("task-*.json")))
+    result = build(str(src), str(out), slow=True).run(backend="local", progress=False)
+    assert result.skipped_tasks >= committed >= 3
+    assert _files(out) == _files(ref_out)
+    assert not list(out.rglob("_tmp.*"))
+    _balanced(result)
+
+
+def test_malformed_records_raise_or_are_quarantined(tmp_path: Path) -> None:
+    src = make_input(tmp_path / "bad", files=2, rows=800, bad_lines=True)
+    with pytest.raises(FormatError) as info:
+        build(str(src), str(tmp_path / "o1")).run(backend="thread", progress=False)
+    assert "in-0.jsonl" in str(info.value) and "line 12" in str(info.value)
+    result = build(str(src), str(tmp_path / "o2"), on_error="skip").run(backend="thread", progress=False)
+    assert result.quarantined == 4
+    assert result.rows_in == 1604
+    _balanced(result)
+    assert any("line 12" in e[1] for e in result.quarantine_examples)
+
+
+def test_readers_use_the_manifest_not_a_glob(reference: tuple[Path, Any], tmp_path: Path) -> None:
+    out, result = reference
+    stray = out / "part-99999-00000.parquet"
+    stray.write_bytes((out / sorted(_files(out))[0]).read_bytes())
+    try:
+        index = shardwise.open_dataset(str(out), progress=False, refresh=True)
+        assert index.num_samples == result.rows_out
+        ds = shardwise.StreamingDataset(str(out), batch_size=1, shuffle=False, drop_last=False,
+                                        world_size=1, rank=0, batch_format="numpy")
+        assert sum(len(b["id"]) for b in ds.iter_shard(0, 1)) == result.rows_out
+    finally:
+        stray.unlink()
+
+
+def test_rerun_of_another_pipeline_into_the_same_dir_is_refused(src: Path, reference: tuple[Path, Any]) -> None:
+    out, _ = reference
+    with pytest.raises(ConfigError, match="another pipeline"):
+        read_jsonl(str(src)).apply("strip_html").write_parquet(str(out)).run(progress=False)
+    again = build(str(src), str(out)).run(progress=False)
+    assert again.skipped_tasks == again.tasks  # already complete: nothing redone
+
+
+def test_user_functions_and_filter_reasons(src: Path, tmp_path: Path) -> None:
+    result = (read_jsonl(str(src)).filter(drop_odd).map(lambda b: b.select(["id"]))
+              .write_jsonl(str(tmp_path / "o")).run(backend="local", progress=False))
+    assert result.dropped == {"drop_odd": {"odd id": 3000}}
+    ids = [json.loads(line)["id"] for f in sorted((tmp_path / "o").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    assert ids == list(range(0, 6000, 2))
+
+
+def test_yaml_config_runs_and_errors_name_the_line(src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"""input:
+  path: {src}
+  format: jsonl
+process:
+  - normalize_text: {{column: text, lowercase: true}}
+  - word_count_filter: {{column: text, min: 3}}
+  - dedup: {{method: exact, column: text}}
+output: {{path: {tmp_path / 'out'}, target_shard_mb: 0.02}}
+executor: {{backend: thread}}
+""")
+    assert main(["run", str(cfg), "--accounting", str(tmp_path / "acct.json")]) == 0
+    out = capsys.readouterr().out
+    assert "unaccounted (must be 0)" in out and "exact_dedup" in out
+    acct = json.loads((tmp_path / "acct.json").read_text())
+    assert acct["rows_in"] == 6000
+    bad = [
+        ("input: {path: x}\noutput: {path: y}\nexecutor: {backend: local, cores: 2}\n", "line 3", "cores"),
+        ("input: {path: x}\noutput: {path: y}\nprocess:\n  - word_count_filter: {mn: 3}\n", "line 4", "mn"),
+        ("input: {path: x}\noutput: {path: y}\nprocess:\n  - normalise_text: {}\n", "line 4", "unknown operator"),
+        ("input: {path: x}\nouptut: {path: y}\n", "line 2", "unknown key 'ouptut'"),
+        ("input: {path: x\n", "line", "not valid YAML"),
+        ("input: {format: jsonl}\noutput: {path: y}\n", "line 1", "needs path"),
+    ]
+    for text, where, what in bad:
+        cfg.write_text(text)
+        assert main(["run", str(cfg)]) == 1
+        err = capsys.readouterr().err
+        assert str(cfg) in err and where in err and what in err, err
+
+
+def test_resplit_balances_files(reference: tuple[Path, Any], tmp_path: Path) -> None:
+    out, result = reference
+    r = resplit(str(out), str(tmp_path / "rs"), target_file_bytes=10_000, progress=False)
+    rows = [f["rows"] for f in r.files]
+    assert len(rows) >= 2 * (os.cpu_count() or 1)
+    assert max(rows) - min(rows) <= 1
+    assert sum(rows) == result.rows_out
+    again = read_parquet(str(tmp_path / "rs")).index()
+    assert again.num_samples == result.rows_out
