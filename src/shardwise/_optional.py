@@ -17,6 +17,7 @@ _EXTRAS: dict[str, str] = {
     "s3fs": "s3",
     "joblib": "joblib",
     "gcsfs": "gcs",
+    "scipy": "dedup",
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,9 +33,21 @@ def normalized_keys(values: pa.Array, normalize: bool = True) -> np.ndarray:
 
 
 @register_op("exact_dedup", "dedup")
-def exact_dedup(batch: pa.RecordBatch, *, column: str = "text", normalize: bool = True) -> np.ndarray:
+def exact_dedup(batch: pa.RecordBatch, *, column: str = "text", normalize: bool = True) -> dict[str, np.ndarray]:
     """Keep the first row (in input order) of each group with equal normalised ``column``."""
-    return normalized_keys(_text(batch, column), normalize)
+    return {"keys": normalized_keys(_text(batch, column), normalize)}
+
+
+def _decide(ctx: Any) -> tuple[list[np.ndarray], dict[str, Any]]:
+    keys = []
+    for t in range(len(ctx.key_files)):
+        data = ctx.load(t)
+        keys.append(data.get("keys", np.zeros((0, 2), np.uint64)))
+    masks = first_occurrences(keys)
+    return masks, {"method": "exact", "removed": int(sum((~m).sum() for m in masks))}
+
+
+exact_dedup.decide = _decide  # type: ignore[attr-defined]
 
 
 def first_occurrences(keys: list[np.ndarray]) -> list[np.ndarray]:

@@ -40,7 +40,7 @@ from shardwise.ops.base import Op
 from shardwise.pipeline.tasks import Piece
 from shardwise.storage import atomic_write, join, open_input, resolve
 
-__all__ = ["RunResult", "Sink", "run_pipeline"]
+__all__ = ["DedupContext", "RunResult", "Sink", "run_pipeline"]
 
 WORK = "_work"
 MANIFESTS = "_manifests"
@@ -92,6 +92,34 @@ class RunResult:
         lines.append(f"{'unaccounted (must be 0)':<40}{balance:>14,}")
         lines.append(f"{'files':<40}{len(self.files):>14,}")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class DedupContext:
+    """What a dedup operator's ``decide`` step gets from the pipeline.
+
+    Attributes:
+        key_files: per task, the ``.npz`` of what the operator's function returned.
+        work_dir: a directory for the operator's own intermediate files.
+        params: the operator's arguments.
+        backend, num_proc, progress: how to run its parallel stages.
+        storage_options: fsspec options of the output location.
+        out: the pipeline's output directory (for audit tables).
+    """
+
+    key_files: list[str]
+    work_dir: str
+    params: dict[str, Any]
+    backend: Any
+    num_proc: int | None
+    storage_options: dict[str, Any]
+    progress: bool
+    out: str
+
+    def load(self, task: int) -> dict[str, np.ndarray]:
+        with open_input(self.key_files[task], **self.storage_options) as f:
+            data = np.load(io.BytesIO(f.read()))
+            return {k: data[k] for k in data.files}
 
 
 @dataclass(frozen=True)
@@ -179,7 +207,7 @@ def _run_job(job: _Job) -> dict[str, Any]:
         q.count, examples = before["quarantined"], before["quarantine_examples"]
     batches, keep = _stage_input(job, q)
     out_batches: list[pa.RecordBatch] = []
-    keys: list[np.ndarray] = []
+    keys: list[dict[str, np.ndarray]] = []
     writer = None
     if job.dedup is None:
         sink_opts = {k: v for k, v in job.sink.options.items() if k != "storage_options"}
@@ -210,7 +238,8 @@ def _run_job(job: _Job) -> dict[str, Any]:
                     batch = batch.filter(mask)
         if job.dedup is not None:
             out_batches.append(batch)
-            keys.append(job.dedup.fn(batch, **job.dedup.kwargs) if batch.num_rows else np.zeros((0, 2), np.uint64))
+            if batch.num_rows:
+                keys.append(job.dedup.fn(batch, **job.dedup.kwargs))
         elif batch.num_rows:
             writer.write(batch)  # type: ignore[union-attr]
     result: dict[str, Any] = {"task": job.task, "stage": job.stage, "rows_in": rows_in, "dropped": dropped,
@@ -225,8 +254,9 @@ def _run_job(job: _Job) -> dict[str, Any]:
         with atomic_write(_work_path(job.sink, job.stage, job.task, "arrow"), **opts) as f:
             f.write(sink.getvalue())
         buf = io.BytesIO()
-        np.save(buf, np.concatenate(keys) if keys else np.zeros((0, 2), np.uint64))
-        with atomic_write(_work_path(job.sink, job.stage, job.task, "keys.npy"), **opts) as f:
+        merged = {k: np.concatenate([d[k] for d in keys]) for k in keys[0]} if keys else {}
+        np.savez(buf, **merged)
+        with atomic_write(_work_path(job.sink, job.stage, job.task, "keys.npz"), **opts) as f:
             f.write(buf.getvalue())
         result["rows_out"] = table.num_rows if table is not None else 0
     else:
@@ -272,7 +302,6 @@ def run_pipeline(
 ) -> RunResult:
     """Run ``ops`` over ``tasks`` of ``index`` into ``sink`` (see the module docstring)."""
     from shardwise.index import open_dataset
-    from shardwise.ops.exact import first_occurrences
     from shardwise.parallel import parallel_map
 
     if on_error not in ("raise", "skip"):
@@ -302,14 +331,18 @@ def run_pipeline(
     _clean_temporaries(sink.path, opts)
     dedup_names = _op_names([op for op in ops if op.kind == "dedup"])
     results: list[dict[str, Any]] = []
+    dedup_summaries: dict[str, Any] = {}
     skipped = 0
     for s, (stage_ops, dedup) in enumerate(stages):
         if s > 0:
-            keys = []
-            for t in range(len(tasks)):
-                with open_input(_work_path(sink, s - 1, t, "keys.npy"), **opts) as f:
-                    keys.append(np.load(io.BytesIO(f.read())))
-            for t, keep in enumerate(first_occurrences(keys)):
+            dedup_op = stages[s - 1][1]
+            assert dedup_op is not None
+            ctx = DedupContext([_work_path(sink, s - 1, t, "keys.npz") for t in range(len(tasks))],
+                               join(sink.path, WORK, f"d{s}"), dict(dedup_op.kwargs), backend, num_proc,
+                               opts, progress, sink.path)
+            masks, summary = dedup_op.fn.decide(ctx)  # type: ignore[attr-defined]
+            dedup_summaries[dedup_names[s - 1]] = summary
+            for t, keep in enumerate(masks):
                 buf = io.BytesIO()
                 np.save(buf, keep)
                 with atomic_write(_work_path(sink, s, t, "keep.npy"), **opts) as f:
@@ -339,6 +372,7 @@ def run_pipeline(
         "quarantine_examples": examples,
         "tasks": len(tasks),
         "operators": [op.describe() for op in ops],
+        "dedup": dedup_summaries,
     }
     manifest_path = join(sink.path, MANIFEST_NAME)
     with atomic_write(manifest_path, "w", **opts) as f:
@@ -347,7 +381,7 @@ def run_pipeline(
         open_dataset(sink.path, format=sink.format, progress=False, storage_options=opts)
     fs, work = resolve(join(sink.path, WORK), **opts)
     for s in range(1, len(stages) + 1):  # intermediates are no longer needed once committed
-        for stage_dir in (f"{work}/s{s - 1}",):
+        for stage_dir in (f"{work}/s{s - 1}", f"{work}/d{s}"):
             if fs.exists(stage_dir):
                 fs.rm(stage_dir, recursive=True)
     return RunResult(rows_in, manifest["rows_out"], dropped, quarantined, files, len(tasks),
