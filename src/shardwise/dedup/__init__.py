@@ -1,0 +1,2 @@
+"""Near-duplicate detection: vectorised shingles and MinHash signatures, LSH banding,
+connected components (in memory or distributed), used by the ``minhash_dedup`` operator."""

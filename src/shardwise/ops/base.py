@@ -93,7 +93,8 @@ def known_ops() -> dict[str, OpKind]:
 
 
 def _load_builtins() -> None:
-    from shardwise.ops import columns, exact, text  # noqa: F401 - registration side effect
+    from shardwise.dedup import minhash  # noqa: F401 - registration side effect
+    from shardwise.ops import columns, exact, text  # noqa: F401
 
 
 def get_op(name: str, **kwargs: Any) -> Op:
@@ -122,4 +123,8 @@ def make_op(fn: Callable[..., Any], kind: OpKind, name: str | None = None, kwarg
     missing = [p.name for p in params if p.default is p.empty and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in kwargs]
     if missing:
         raise ConfigError(f"operator {label!r} needs argument {missing[0]!r}")
+    validate = getattr(fn, "validate", None)
+    if validate is not None:  # operators may check their arguments before any data is read
+        validate(**{p.name: kwargs.get(p.name, p.default) for p in params
+                    if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)})
     return Op(label, kind, fn, kwargs)

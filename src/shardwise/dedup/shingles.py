@@ -1,0 +1,182 @@
+"""Vectorised shingling and MinHash signatures over whole Arrow batches.
+
+Shingles: text is normalised (NFKC, lower case, punctuation to spaces, whitespace
+collapsed), cut into word tokens (``tokenization="word"``) or characters
+(``"char"``), and every run of ``ngram`` consecutive tokens is hashed to 64 bits with a
+polynomial over per-token hashes, in numpy over the whole batch. A document with fewer
+tokens than ``ngram`` becomes one shingle of all its tokens; an empty document has none.
+
+Signatures (``num_perm`` values per document), two schemes:
+
+- ``"oph"`` (default): one-permutation hashing with optimal densification
+  (Shrivastava, ICML 2017): each shingle is hashed once, its top bits choose one of
+  ``num_perm`` bins and the bin keeps the minimum; empty bins borrow from a fixed
+  pseudo-random sequence of other bins. The fraction of equal positions estimates the
+  Jaccard similarity like ``num_perm`` independent permutations, at one hash per shingle.
+- ``"perm"``: classic MinHash with ``num_perm`` multiply-shift hash functions
+  (``num_perm`` hashes per shingle), for comparison with other tools.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
+
+__all__ = ["doc_shingles", "signatures"]
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_POLY = np.uint64(0x100000001B3)
+_EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser: a bijective avalanche on uint64 arrays."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * _M1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def _normalise(texts: pa.Array) -> pa.Array:
+    t = pc.utf8_lower(pc.utf8_normalize(pc.fill_null(texts, ""), "NFKC"))
+    t = pc.replace_substring_regex(t, r"[^\pL\pN]+", " ")
+    return pc.utf8_trim_whitespace(t)
+
+
+def _tokens(texts: pa.Array, tokenization: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-token 64-bit hashes (all documents concatenated) and per-document offsets."""
+    norm = _normalise(texts)
+    if tokenization == "word":
+        lists = pc.utf8_split_whitespace(norm)
+        flat = lists.flatten()
+        keep = pc.greater(pc.utf8_length(flat), 0).to_numpy(zero_copy_only=False)
+        offsets = lists.offsets.to_numpy().astype(np.int64)
+        if not keep.all():  # "" splits into one empty token: drop those
+            counts = np.add.reduceat(keep.astype(np.int64), np.minimum(offsets[:-1], len(keep) - 1))
+            counts[np.diff(offsets) == 0] = 0
+            offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+            flat = flat.filter(pa.array(keep))
+        if len(flat) == 0:
+            return np.zeros(0, np.uint64), offsets
+        enc = flat.dictionary_encode()
+        words = enc.dictionary.to_pylist()
+        table = np.fromiter((xxhash.xxh3_64_intdigest(w.encode(), seed) for w in words), np.uint64, len(words))
+        return table[enc.indices.to_numpy()], offsets
+    if tokenization == "char":
+        lengths = pc.utf8_length(norm).to_numpy(zero_copy_only=False).astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        joined = "".join(norm.to_pylist())
+        codes = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+        return _mix(codes + np.uint64(seed)), offsets
+    raise ValueError(f"tokenization must be 'word' or 'char', got {tokenization!r}")
+
+
+def doc_shingles(texts: pa.Array, *, tokenization: str = "word", ngram: int = 5,
+                 seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(shingles, offsets)``: unique 64-bit shingle hashes of every document,
+    concatenated, and ``offsets`` (length ``n_docs + 1``) delimiting each document's."""
+    if ngram < 1:
+        raise ValueError(f"ngram must be >= 1, got {ngram}")
+    tok, off = _tokens(texts, tokenization, seed)
+    n_docs = len(off) - 1
+    lengths = np.diff(off)
+    doc_of_tok = np.repeat(np.arange(n_docs), lengths)
+    # rolling polynomial over ngram tokens (wrapping uint64 arithmetic)
+    g = np.zeros(len(tok), dtype=np.uint64)
+    for k in range(ngram):
+        shifted = np.zeros(len(tok), dtype=np.uint64)
+        shifted[: len(tok) - k] = tok[k:]
+        g = g * _POLY + shifted
+    start_ok = np.arange(len(tok)) + ngram <= off[1:][doc_of_tok] if len(tok) else np.zeros(0, bool)
+    sh_doc = doc_of_tok[start_ok]
+    sh = _mix(g[start_ok])
+    short = np.nonzero((lengths > 0) & (lengths < ngram))[0]
+    if len(short):  # whole document as one shingle
+        extra = np.empty(len(short), dtype=np.uint64)
+        mask, poly = (1 << 64) - 1, int(_POLY)
+        for i, d in enumerate(short):
+            h = 0
+            for v in tok[off[d] : off[d + 1]].tolist():
+                h = (h * poly + v) & mask
+            extra[i] = h
+        sh = np.concatenate([sh, _mix(extra ^ np.uint64(0x5348)) ])
+        sh_doc = np.concatenate([sh_doc, short])
+    order = np.lexsort((sh, sh_doc))
+    sh, sh_doc = sh[order], sh_doc[order]
+    keep = np.ones(len(sh), dtype=bool)
+    keep[1:] = (sh[1:] != sh[:-1]) | (sh_doc[1:] != sh_doc[:-1])
+    sh, sh_doc = sh[keep], sh_doc[keep]
+    counts = np.bincount(sh_doc, minlength=n_docs) if len(sh_doc) else np.zeros(n_docs, np.int64)
+    return sh, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+def signatures(shingles: np.ndarray, offsets: np.ndarray, *, num_perm: int = 128, seed: int = 0,
+               scheme: str = "oph") -> np.ndarray:
+    """``(n_docs, num_perm)`` uint64 signatures; rows of empty documents are all ``2**64-1``."""
+    n_docs = len(offsets) - 1
+    sig = np.full((n_docs, num_perm), _EMPTY, dtype=np.uint64)
+    if len(shingles) == 0:
+        return sig
+    doc = np.repeat(np.arange(n_docs), np.diff(offsets))
+    if scheme == "oph":
+        h = _mix(shingles ^ np.uint64(seed * 0x9E3779B97F4A7C15 % 2**64))
+        bins = (h % np.uint64(num_perm)).astype(np.int64)
+        vals = h // np.uint64(num_perm)
+        np.minimum.at(sig, (doc, bins), vals)
+        _densify(sig, num_perm, seed, np.diff(offsets) > 0)
+        return sig
+    if scheme == "perm":
+        rng = np.random.default_rng([seed, 0x5045524D])
+        a = rng.integers(1, 2**63, size=num_perm, dtype=np.uint64) | np.uint64(1)
+        b = rng.integers(0, 2**63, size=num_perm, dtype=np.uint64)
+        x = _mix(shingles)
+        step = max(1, 2**21 // num_perm)
+        starts = offsets[:-1]
+        nonempty = np.nonzero(np.diff(offsets) > 0)[0]
+        # process documents in groups whose shingles fit one chunk
+        i = 0
+        while i < len(nonempty):
+            j = i
+            while j < len(nonempty) and offsets[nonempty[j] + 1] - starts[nonempty[i]] <= step:
+                j += 1
+            j = max(j, i + 1)
+            lo, hi = starts[nonempty[i]], offsets[nonempty[j - 1] + 1]
+            m = (x[lo:hi, None] * a[None, :] + b) >> np.uint64(16)
+            seg = starts[nonempty[i:j]] - lo
+            sig[nonempty[i:j]] = np.minimum.reduceat(m, seg, axis=0)
+            i = j
+        return sig
+    raise ValueError(f"scheme must be 'oph' or 'perm', got {scheme!r}")
+
+
+def _densify(sig: np.ndarray, k: int, seed: int, nonempty_docs: np.ndarray) -> None:
+    """Fill empty bins of non-empty documents from other bins, along a fixed sequence."""
+    filled = sig != _EMPTY
+    need = nonempty_docs[:, None] & ~filled
+    if not need.any():
+        return
+    rng = np.random.default_rng([seed, 0x44454E53])
+    orig = sig.copy()
+    attempt = 0
+    while need.any():
+        targets = rng.integers(0, k, size=k)  # bin i borrows from targets[i] in this round
+        rows, cols = np.nonzero(need)
+        src = targets[cols]
+        ok = filled[rows, src]
+        sig[rows[ok], cols[ok]] = orig[rows[ok], src[ok]] + np.uint64(attempt + 1)  # keep borrowed values distinct per round
+        need[rows[ok], cols[ok]] = False
+        attempt += 1
+        if attempt > 10 * k:  # cannot happen for a non-empty document, but never loop forever
+            raise RuntimeError("densification did not converge")
+
+
+def jaccard(a: np.ndarray, b: np.ndarray) -> float:
+    """Exact Jaccard similarity of two sorted unique shingle arrays."""
+    if len(a) == 0 and len(b) == 0:
+        return 1.0
+    inter = np.intersect1d(a, b, assume_unique=True).size
+    return inter / (len(a) + len(b) - inter)

@@ -1,0 +1,217 @@
+"""MinHash-LSH dedup on a real corpus with planted near-duplicates of known Jaccard."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from _corpus import bbc_texts
+
+from shardwise import ConfigError
+from shardwise.dedup.lsh import optimal_bands
+from shardwise.dedup.shingles import doc_shingles, jaccard, signatures
+from shardwise.pipeline import read_jsonl, read_parquet
+
+
+def _words(text: str) -> list[str]:
+    t = unicodedata.normalize("NFKC", text).lower()
+    return re.sub(r"[^\w]+|_", " ", t).split()
+
+
+def _shingle_set(text: str, n: int = 5) -> set[tuple[str, ...]]:
+    w = _words(text)
+    if len(w) < n:
+        return {tuple(w)} if w else set()
+    return {tuple(w[i : i + n]) for i in range(len(w) - n + 1)}
+
+
+def _true_jaccard(a: str, b: str) -> float:
+    x, y = _shingle_set(a), _shingle_set(b)
+    return len(x & y) / len(x | y) if x | y else 1.0
+
+
+def _edit(text: str, rate: float, rng: random.Random) -> str:
+    words = text.split()
+    for i in range(len(words)):
+        if rng.random() < rate:
+            words[i] = f"edit{rng.randrange(10**9)}"
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The BBC corpus plus edited copies of 300 articles at several edit rates."""
+    rng = random.Random(7)
+    texts = bbc_texts()
+    docs = list(texts)
+    for i in rng.sample(range(len(texts)), 300):
+        docs.append(_edit(texts[i], rng.choice([0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3]), rng))
+    root = tmp_path_factory.mktemp("planted") / "in"
+    root.mkdir()
+    bounds = [0, len(docs) // 3, 2 * len(docs) // 3, len(docs)]
+    for part in range(3):  # contiguous, so input order (file, row) is document order
+        with open(root / f"p{part}.jsonl", "w") as f:
+            for j in range(bounds[part], bounds[part + 1]):
+                f.write(json.dumps({"id": j, "text": docs[j]}) + "\n")
+    return root, docs
+
+
+def _run(src: Path, out: Path, backend: Any = "local", **kw: Any) -> tuple[set[int], dict[str, Any]]:
+    r = read_jsonl(str(src), task_bytes=kw.pop("task_bytes", 1_000_000)).dedup("minhash", column="text", **kw) \
+        .write_parquet(str(out)).run(backend=backend, progress=False)
+    kept = set(pq.read_table(out, columns=["id"]).column("id").to_pylist())
+    return kept, json.loads(Path(r.manifest).read_text())["dedup"]["minhash_dedup"]
+
+
+def _ground_truth(docs: list[str], threshold: float = 0.8) -> set[int]:
+    """Docs that must go: exact Jaccard of word 5-gram sets over all pairs (a sparse
+    document x shingle product), clustered, keeping the first document of each cluster."""
+    from scipy import sparse
+    from scipy.sparse.csgraph import connected_components
+
+    vocab: dict[tuple[str, ...], int] = {}
+    rows, cols = [], []
+    sizes = []
+    for i, d in enumerate(docs):
+        s = _shingle_set(d)
+        sizes.append(len(s))
+        for g in s:
+            rows.append(i)
+            cols.append(vocab.setdefault(g, len(vocab)))
+    m = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(docs), len(vocab)))
+    inter = (m @ m.T).tocoo()
+    size = np.array(sizes)
+    a, b, k = inter.row, inter.col, inter.data
+    union = size[a] + size[b] - k
+    keep = (a < b) & (union > 0) & (k / np.maximum(union, 1) >= threshold)
+    graph = sparse.coo_matrix((np.ones(keep.sum()), (a[keep], b[keep])), shape=(len(docs), len(docs)))
+    _, labels = connected_components(graph, directed=False)
+    first: dict[int, int] = {}
+    for i, lab in enumerate(labels):
+        first.setdefault(int(lab), i)
+    return {i for i, lab in enumerate(labels) if first[int(lab)] != i}
+
+
+@pytest.fixture(scope="module")
+def truth(planted: tuple[Path, list[str]]) -> set[int]:
+    return _ground_truth(planted[1])
+
+
+def test_precision_and_recall_against_exact_jaccard(planted: tuple[Path, list[str]], truth: set[int],
+                                                    tmp_path: Path) -> None:
+    src, docs = planted
+    kept, summary = _run(src, tmp_path / "o", verify=True)
+    removed = set(range(len(docs))) - kept
+    tp = len(removed & truth)
+    precision = tp / len(removed)
+    recall = tp / len(truth)
+    assert len(truth) > 250  # planted copies plus the corpus's natural duplicates
+    assert precision >= 0.98, (precision, recall)
+    assert recall >= 0.95, (precision, recall)
+    assert summary["removed"] == len(removed)
+    audit = pq.read_table(summary["audit"]).to_pylist()
+    assert len(audit) == len(removed)
+    assert all((a["kept_task"], a["kept_row"]) < (a["removed_task"], a["removed_row"]) for a in audit)
+
+
+def test_signature_estimates_track_exact_jaccard() -> None:
+    texts = bbc_texts()[:200]
+    rng = random.Random(1)
+    pairs = [(t, _edit(t, rng.choice([0.01, 0.05, 0.2]), rng)) for t in texts]
+    arr = pa.array([x for p in pairs for x in p])
+    sh, off = doc_shingles(arr, ngram=5)
+    for scheme in ("oph", "perm"):
+        sig = signatures(sh, off, num_perm=128, scheme=scheme)
+        est = np.array([(sig[2 * i] == sig[2 * i + 1]).mean() for i in range(len(pairs))])
+        exact = np.array([jaccard(sh[off[2 * i] : off[2 * i + 1]], sh[off[2 * i + 1] : off[2 * i + 2]])
+                          for i in range(len(pairs))])
+        ref = np.array([_true_jaccard(a, b) for a, b in pairs])
+        assert np.abs(exact - ref).max() < 0.02  # our shingles are the documented ones
+        assert np.abs(est - exact).mean() < 0.05, scheme
+
+
+@pytest.mark.engine
+def test_same_result_on_every_backend(planted: tuple[Path, list[str]], tmp_path: Path,
+                                      request: pytest.FixtureRequest) -> None:
+    from conftest import make_backend
+
+    src, _ = planted
+    expected, _ = _run(src, tmp_path / "local", task_bytes=400_000)
+    for name in ["ray", "spark", "dask"]:
+        b = make_backend(name, request)
+        try:
+            kept, _ = _run(src, tmp_path / name, backend=b, task_bytes=400_000)
+        finally:
+            b.close()
+        assert kept == expected, name
+
+
+def test_distributed_components_equal_in_memory(planted: tuple[Path, list[str]], tmp_path: Path) -> None:
+    src, _ = planted
+    a, sa = _run(src, tmp_path / "mem", components="memory")
+    b, sb = _run(src, tmp_path / "dist", components="distributed", partitions=3)
+    assert sa["components_mode"] == "memory" and sb["components_mode"] == "distributed"
+    assert a == b
+    assert pq.read_table(sa["audit"]).sort_by("removed_row").equals(pq.read_table(sb["audit"]).sort_by("removed_row"))
+
+
+def test_deterministic_across_task_splits_and_workers(planted: tuple[Path, list[str]], tmp_path: Path) -> None:
+    src, _ = planted
+    a, _ = _run(src, tmp_path / "a", task_bytes=2_000_000)
+    b, _ = _run(src, tmp_path / "b", task_bytes=150_000, backend="thread")
+    assert a == b
+
+
+def test_empty_and_short_documents(tmp_path: Path) -> None:
+    rows = [
+        {"id": 0, "text": ""}, {"id": 1, "text": ""}, {"id": 2, "text": None}, {"id": 3, "text": "   "},
+        {"id": 4, "text": "hello world"}, {"id": 5, "text": "Hello,  World!"}, {"id": 6, "text": "goodbye moon"},
+        {"id": 7, "text": "one two three"}, {"id": 8, "text": "one two four"},
+    ]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kept, summary = _run(src, tmp_path / "o", task_bytes=10**6)
+    assert kept == {0, 1, 2, 3, 4, 6, 7, 8}  # empty docs never cluster; short docs shingle whole
+    assert summary["documents_with_shingles"] == 5
+
+
+@pytest.mark.slow
+def test_giant_cluster_of_50000_copies_is_linear(tmp_path: Path) -> None:
+    text = bbc_texts()[0]
+    table = pa.table({"id": list(range(50_000)), "text": [text] * 49_990 + [t for t in bbc_texts()[1:11]]})
+    pq.write_table(table, tmp_path / "in.parquet", row_group_size=5_000)
+    r = read_parquet(str(tmp_path / "in.parquet")).dedup("minhash", column="text", verify=True) \
+        .write_parquet(str(tmp_path / "o")).run(backend="local", progress=False)
+    summary = json.loads(Path(r.manifest).read_text())["dedup"]["minhash_dedup"]
+    assert r.rows_out == 11
+    assert summary["largest_cluster"] == 49_990
+    # star edges, not pairs: fewer than 2 per document per band
+    assert summary["candidate_edges"] < 50_000 * summary["bands"]
+
+
+def test_parameters() -> None:
+    b, r = optimal_bands(0.8, 128)
+    assert b * r <= 128 and 5 <= r <= 20
+    with pytest.raises(ConfigError, match="bands \\* rows"):
+        read_jsonl("x").dedup("minhash", bands=20, rows=10)
+    with pytest.raises(ConfigError, match="tokenization"):
+        read_jsonl("x").dedup("minhash", tokenization="bpe")
+    with pytest.raises(ConfigError, match="dedup method"):
+        read_jsonl("x").dedup("fuzzy")
+
+
+def test_char_tokenization_finds_char_level_near_duplicates(tmp_path: Path) -> None:
+    base = bbc_texts()[5]
+    typo = base.replace("the ", "teh ", 3)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate([base, typo, bbc_texts()[9]])))
+    kept, _ = _run(src, tmp_path / "o", tokenization="char", ngram=5)
+    assert kept == {0, 2}
