@@ -152,7 +152,7 @@ def test_closing_the_stream_cancels_outstanding_work(name: str, request: pytest.
         gen = imap_unordered(sleepy, range(4), backend=b, progress=False, chunksize=1)
         assert next(gen) == (0, 0)
         gen.close()
-        assert time.monotonic() - start < 45  # the 60 s tasks were cancelled, not awaited
+        assert time.monotonic() - start < 15  # the 20 s tasks were not awaited
         assert parallel_map(square, [3], backend=b, progress=False) == [9]
     finally:
         b.close()

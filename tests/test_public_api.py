@@ -23,6 +23,12 @@ EXPECTED = {
     "open_dataset",
     "DatasetIndex",
     "StreamingDataset",
+    "parallel_backend",
+    "parallel_map",
+    "prepare",
+    "read_jsonl",
+    "read_parquet",
+    "read_webdataset",
 }
 
 

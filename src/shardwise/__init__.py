@@ -16,6 +16,9 @@ from shardwise.errors import (
 )
 
 from shardwise.index import DatasetIndex, open_dataset
+from shardwise.parallel import parallel_backend, parallel_map
+from shardwise.pipeline import read_jsonl, read_parquet, read_webdataset
+from shardwise.prepare import prepare
 
 from typing import Any as _Any
 
@@ -36,6 +39,12 @@ __all__ = [
     "open_dataset",
     "DatasetIndex",
     "StreamingDataset",
+    "parallel_backend",
+    "parallel_map",
+    "prepare",
+    "read_jsonl",
+    "read_parquet",
+    "read_webdataset",
 ]
 
 

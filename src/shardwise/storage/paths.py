@@ -78,7 +78,8 @@ def expand(
     """Expand paths, directories and glob patterns into a sorted list of files.
 
     Directories are walked recursively; hidden files and files starting with ``_``
-    (manifests, indexes, temp files) are left out. The order is sorted per input and
+    (manifests, indexes, temp files), and everything under such directories inside the
+    walked one (``_temporary/``, ``_work/``), are left out. The order is sorted per input and
     inputs keep the order given, so the result is stable across runs and machines.
     Listings are always fresh: the filesystem's listing cache is dropped first, so
     files added or changed by another process since an earlier call are seen.
@@ -106,7 +107,10 @@ def expand(
             files = sorted(p for p, d in found.items() if d.get("type") != "directory")
         elif with_retries(lambda: fs.isdir(path)):
             found = with_retries(lambda: fs.find(path, detail=True))
-            files = sorted(p for p, d in found.items() if d.get("type") != "directory")
+            root = path.rstrip("/") + "/"
+            # inside a walked directory, hidden or '_' directories (_temporary, _work, .cache) are skipped too
+            files = sorted(p for p, d in found.items() if d.get("type") != "directory"
+                           and not any(_hidden(part) for part in p[len(root):].split("/")[:-1]))
         elif with_retries(lambda: fs.exists(path)):
             files = [path]
         else:
