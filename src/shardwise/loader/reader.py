@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shardwise.errors import ConfigError
 from shardwise.formats import OnError, Quarantine, get_format
 from shardwise.index import DatasetIndex, _cache_root
 from shardwise.storage import atomic_write
@@ -44,7 +45,7 @@ class UnitReader:
         if columns is not None:
             missing = [c for c in columns if c not in index.schema.names]
             if missing:
-                raise ValueError(f"unknown columns {missing}; the dataset has {index.schema.names}")
+                raise ConfigError(f"unknown columns {missing}; the dataset has {index.schema.names}")
         self.index = index
         self.columns = list(columns) if columns is not None else None
         self.filter = filter
