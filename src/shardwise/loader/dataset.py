@@ -229,17 +229,35 @@ def _rebatch(tables: Iterator[pa.Table], size: int) -> Iterator[pa.RecordBatch]:
         raise PlanError(f"internal error: {have} samples left over after the last full batch")
 
 
+def _column_to_numpy(col: pa.Array) -> np.ndarray:
+    """Numeric columns zero-copy where Arrow allows; fixed-size and equal-length lists of
+    numbers become 2-D arrays (embeddings, token windows) instead of arrays of objects."""
+    t = col.type
+    if pa.types.is_fixed_size_list(t) and col.null_count == 0 and _numeric(t.value_type):
+        values = col.flatten().to_numpy(zero_copy_only=False)
+        return values.reshape(len(col), t.list_size)
+    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and col.null_count == 0 and _numeric(t.value_type):
+        offsets = col.offsets.to_numpy()
+        lengths = np.diff(offsets)
+        if len(lengths) and (lengths == lengths[0]).all():
+            return col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), int(lengths[0]))
+    return col.to_numpy(zero_copy_only=False)
+
+
+def _numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+
+
 def _convert(batch: pa.RecordBatch, fmt: str) -> Any:
     if fmt == "arrow":
         return batch
-    out: dict[str, Any] = {}
-    for name, col in zip(batch.schema.names, batch.columns):
-        arr = col.to_numpy(zero_copy_only=False)
-        out[name] = arr
+    out: dict[str, Any] = {name: _column_to_numpy(col) for name, col in zip(batch.schema.names, batch.columns)}
     if fmt == "numpy":
         return out
     from shardwise._optional import require
 
     torch = require("torch", 'batch_format="torch"')
 
-    return {k: torch.from_numpy(v) if v.dtype != object and v.dtype.kind in "biuf" else v.tolist() for k, v in out.items()}
+    # Arrow buffers are read-only; torch tensors must own writable memory
+    return {k: torch.from_numpy(np.require(v, requirements="W")) if v.dtype.kind in "biuf" else v.tolist()
+            for k, v in out.items()}
