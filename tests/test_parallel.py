@@ -115,9 +115,16 @@ def test_progress_reaches_total(backend: Backend, capsys: pytest.CaptureFixture[
     assert "300/300" in err
 
 
-def test_task_counter_reported(capsys: pytest.CaptureFixture[str]) -> None:
-    out = parallel_map(counting, [1000, 2000, 3000], backend="local", progress=True,
-                       desc="count", count_unit="rows", chunksize=1)
+@pytest.mark.parametrize("name", ["local", "thread", "ray"])
+def test_task_counter_reported(name: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import make_backend
+
+    b = make_backend(name, request)
+    try:
+        out = parallel_map(counting, [1000, 2000, 3000], backend=b, progress=True,
+                           desc="count", count_unit="rows", chunksize=1)
+    finally:
+        b.close()
     assert out == [1000, 2000, 3000]
     assert "6000rows" in capsys.readouterr().err.replace(" ", "")
 

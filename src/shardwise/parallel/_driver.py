@@ -267,10 +267,10 @@ def _run(
                 counter_bar.update(session.counters())
         cancel = False
     finally:
-        session.close(cancel=cancel)
         if counter_bar is not None:
             counter_bar.update(session.counters())
             counter_bar.close()
+        session.close(cancel=cancel)
         bar.close()
 
 

@@ -78,7 +78,7 @@ def report(n: int = 1) -> None:
     """Add ``n`` to the running counter of the current task (rows, bytes, ...).
 
     Shown as a second progress figure on backends that stream counters (local, thread,
-    sequential); a no-op elsewhere, so functions can call it unconditionally.
+    sequential, ray); a no-op elsewhere, so functions can call it unconditionally.
     """
     if _reporter is not None:
         _reporter(n)

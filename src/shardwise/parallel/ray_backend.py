@@ -17,8 +17,30 @@ from shardwise.parallel.base import Backend, Finished, Session, WorkerLost
 __all__ = ["RayBackend"]
 
 
-def _job(fn: Any, retry_on: Any, chunk: Sequence[tuple[int, Any]]) -> Any:
-    return run_chunk(fn, chunk, retry_on)
+def _job(fn: Any, retry_on: Any, chunk: Sequence[tuple[int, Any]], counter: Any) -> Any:
+    from shardwise.parallel import _task
+
+    sink = _task.Throttled(lambda n: counter.add.remote(n))
+    _task.set_reporter(sink)
+    try:
+        return run_chunk(fn, chunk, retry_on)
+    finally:
+        sink.flush()
+        _task.set_reporter(None)
+
+
+class _Counter:
+    """A tiny actor summing what running tasks pass to ``shardwise.parallel.report``."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, n: int) -> None:
+        self.total += n
+
+    def take(self) -> int:
+        n, self.total = self.total, 0
+        return n
 
 
 class _RaySession(Session):
@@ -28,9 +50,10 @@ class _RaySession(Session):
         self.fn_ref = ray.put(fn)
         self.retry_on = retry_on
         self.refs: dict[Any, int] = {}
+        self.counter = ray.remote(num_cpus=0)(_Counter).remote()
 
     def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
-        self.refs[self.remote.remote(self.fn_ref, self.retry_on, list(chunk))] = chunk_id
+        self.refs[self.remote.remote(self.fn_ref, self.retry_on, list(chunk), self.counter)] = chunk_id
 
     def wait(self, timeout: float) -> list[Finished]:
         if not self.refs:
@@ -44,6 +67,9 @@ class _RaySession(Session):
             except Exception as exc:  # noqa: BLE001 - worker crash, node loss, OOM kill
                 out.append((cid, WorkerLost(f"{type(exc).__name__}: {str(exc)[:500]}")))
         return out
+
+    def counters(self) -> int:
+        return int(self.ray.get(self.counter.take.remote()))
 
     def close(self, cancel: bool) -> None:
         if cancel:
