@@ -18,6 +18,7 @@ _EXTRAS: dict[str, str] = {
     "joblib": "joblib",
     "gcsfs": "gcs",
     "scipy": "dedup",
+    "aiohttp": "http",
 }
 
 

@@ -14,7 +14,7 @@ from shardwise._optional import require
 from shardwise.errors import EmptyDatasetError, StorageError
 from shardwise.storage.retry import with_retries
 
-_PROTOCOL_EXTRAS = {"s3": ("s3fs", "S3 access"), "s3a": ("s3fs", "S3 access"), "gs": ("gcsfs", "GCS access"), "gcs": ("gcsfs", "GCS access")}
+_PROTOCOL_EXTRAS = {"http": ("aiohttp", "HTTP access"), "https": ("aiohttp", "HTTP access"), "s3": ("s3fs", "S3 access"), "s3a": ("s3fs", "S3 access"), "gs": ("gcsfs", "GCS access"), "gcs": ("gcsfs", "GCS access")}
 _GLOB_CHARS = set("*?[")
 
 
