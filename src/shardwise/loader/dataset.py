@@ -171,8 +171,8 @@ class StreamingDatasetBase:
         tables = self._window_tables(wp, reader)
         if self.batch_format is None:
             for table in tables:
-                for batch in table.to_batches():
-                    yield from batch.to_pylist()
+                for batch in table.to_batches(max_chunksize=1024):
+                    yield from _rows(batch)
             return
         for batch in _rebatch(tables, self.batch_size):
             yield _convert(batch, self.batch_format)
@@ -242,6 +242,24 @@ def _column_to_numpy(col: pa.Array) -> np.ndarray:
         if len(lengths) and (lengths == lengths[0]).all():
             return col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), int(lengths[0]))
     return col.to_numpy(zero_copy_only=False)
+
+
+def _rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
+    """Per-sample dicts: Python scalars and strings, and numpy rows for numeric list columns
+    (views into one 2-D array, which the DataLoader's collate stacks without Python loops)."""
+    names = batch.schema.names
+    columns: list[Any] = []
+    for col in batch.columns:
+        t = col.type
+        if col.null_count == 0 and (pa.types.is_fixed_size_list(t) or pa.types.is_list(t)) and _numeric(t.value_type):
+            arr = _column_to_numpy(col)
+            columns.append(list(arr) if arr.dtype != object else col.to_pylist())
+        elif col.null_count == 0 and _numeric(t):
+            columns.append(col.to_numpy().tolist())
+        else:
+            columns.append(col.to_pylist())
+    for values in zip(*columns):
+        yield dict(zip(names, values))
 
 
 def _numeric(t: pa.DataType) -> bool:
