@@ -202,3 +202,40 @@ def test_prefetch_budget_bounds_read_ahead(data: Path) -> None:
     n = sum(1 for _ in ds.iter_shard(0, 1))
     assert n == len(ds)
     assert Counter(type(x) for x in [n]) == Counter({int: 1})
+
+
+def _vector_data(root: Path, n: int = 600) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root.mkdir(parents=True, exist_ok=True)
+    ids = np.arange(n)
+    emb = np.stack([ids * 1.0, ids * 2.0, ids * 3.0], axis=1).astype(np.float32)
+    table = pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(emb.ravel()), 3),
+        "tok": pa.array([[int(i), int(i) + 1] for i in ids], pa.list_(pa.int32())),
+    })
+    pq.write_table(table, root / "vec.parquet", row_group_size=100)
+    return root
+
+
+@pytest.mark.parametrize("mode", [None, "numpy", "torch"])
+def test_numeric_list_columns_arrive_as_writable_matrices(tmp_path: Path, mode: str | None) -> None:
+    import warnings
+
+    ds = StreamingDataset(str(_vector_data(tmp_path / "vec")), batch_size=32, world_size=1, rank=0,
+                          batch_format=mode, seed=5)
+    loader = DataLoader(ds, batch_size=None if mode else 32, num_workers=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. torch's "NumPy array is not writable"
+        batches = list(loader)
+    assert len(batches) == 600 // 32
+    for b in batches:
+        ids, emb, tok = (torch.as_tensor(b[k]) for k in ("id", "emb", "tok"))
+        assert emb.shape == (32, 3) and emb.dtype == torch.float32
+        assert tok.shape == (32, 2) and tok.dtype == torch.int32
+        assert torch.equal(emb[:, 1], ids.float() * 2) and torch.equal(tok[:, 1], ids.int() + 1)
+    if mode == "numpy":  # without a DataLoader the user gets the arrays themselves
+        first = next(iter(ds))
+        assert first["emb"].shape == (32, 3) and first["emb"].flags.writeable and first["id"].flags.writeable

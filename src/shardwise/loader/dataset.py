@@ -252,8 +252,8 @@ def _rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
     for col in batch.columns:
         t = col.type
         if col.null_count == 0 and (pa.types.is_fixed_size_list(t) or pa.types.is_list(t)) and _numeric(t.value_type):
-            arr = _column_to_numpy(col)
-            columns.append(list(arr) if arr.dtype != object else col.to_pylist())
+            arr = _column_to_numpy(col)  # one writable copy per slice: rows are torch-safe views
+            columns.append(list(np.array(arr)) if arr.dtype != object else col.to_pylist())
         elif col.null_count == 0 and _numeric(t):
             columns.append(col.to_numpy().tolist())
         else:
@@ -269,13 +269,13 @@ def _numeric(t: pa.DataType) -> bool:
 def _convert(batch: pa.RecordBatch, fmt: str) -> Any:
     if fmt == "arrow":
         return batch
-    out: dict[str, Any] = {name: _column_to_numpy(col) for name, col in zip(batch.schema.names, batch.columns)}
+    # Arrow buffers are read-only; arrays handed out (and tensors made from them by a
+    # DataLoader's collate) must own writable memory, so zero-copy views are copied once
+    out: dict[str, Any] = {name: np.require(_column_to_numpy(col), requirements="W")
+                           for name, col in zip(batch.schema.names, batch.columns)}
     if fmt == "numpy":
         return out
     from shardwise._optional import require
 
     torch = require("torch", 'batch_format="torch"')
-
-    # Arrow buffers are read-only; torch tensors must own writable memory
-    return {k: torch.from_numpy(np.require(v, requirements="W")) if v.dtype.kind in "biuf" else v.tolist()
-            for k, v in out.items()}
+    return {k: torch.from_numpy(v) if v.dtype.kind in "biuf" else v.tolist() for k, v in out.items()}
