@@ -188,16 +188,21 @@ class StreamingDatasetBase:
             return sum(units[u].num_bytes * 3 for u in windows[key][0])
 
         prefetch = Prefetcher(load, size, budget_bytes=self.prefetch_bytes)
+        # rows are gathered a piece at a time: a whole-window gather would stall this
+        # worker (and with it the DataLoader's round-robin) for the length of the window
+        piece = max(1, _PIECE_ROWS // self.batch_size) * self.batch_size
         for key, loaded in zip(range(len(windows)), prefetch.iterate(range(len(windows)))):
             unit_list, unit_ids, rows = windows[key]
-            parts, offsets, base = [], {}, 0
-            for u in unit_list:
-                offsets[u] = base
-                parts.append(loaded[u])
-                base += loaded[u].num_rows
-            table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-            off = np.fromiter((offsets[int(u)] for u in unit_ids), dtype=np.int64, count=len(unit_ids)) if len(unit_list) > 1 else 0
-            yield table.take(pa.array(rows + off, type=pa.int64()))
+            parts = [loaded[u] for u in unit_list]
+            # one contiguous table: gathers from a chunked table are many times slower
+            table = (pa.concat_tables(parts) if len(parts) > 1 else parts[0]).combine_chunks()
+            if len(unit_list) > 1:
+                first_row = np.zeros(max(unit_list) + 1, dtype=np.int64)
+                first_row[unit_list] = np.cumsum([0] + [p.num_rows for p in parts[:-1]])
+                rows = rows + first_row[unit_ids]
+            del parts, loaded
+            for start in range(0, len(rows), piece):
+                yield table.take(pa.array(rows[start : start + piece], type=pa.int64()))
 
     def __iter__(self) -> Iterator[Any]:
         placement = detect_placement(self.rank, self.world_size)
@@ -207,6 +212,9 @@ class StreamingDatasetBase:
                 f"{placement.num_workers} workers"
             )
         return self.iter_shard(placement.rank, placement.world_size, placement.worker_id, placement.num_workers)
+
+
+_PIECE_ROWS = 4096  # rows gathered at once from a window
 
 
 def _rebatch(tables: Iterator[pa.Table], size: int) -> Iterator[pa.RecordBatch]:
