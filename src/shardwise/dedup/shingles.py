@@ -24,6 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from shardwise.ops._fast import ascii_split, collapse_ascii_nonalnum
+from shardwise.ops.text import unicode_normalize
+
 __all__ = ["doc_shingles", "signatures"]
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -42,8 +45,8 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 def _normalise(texts: pa.Array) -> pa.Array:
-    t = pc.utf8_lower(pc.utf8_normalize(pc.fill_null(texts, ""), "NFKC"))
-    t = pc.replace_substring_regex(t, r"[^\pL\pN]+", " ")
+    t = pc.utf8_lower(unicode_normalize(pc.fill_null(texts, ""), "NFKC"))
+    t = ascii_split(t, collapse_ascii_nonalnum, lambda c: pc.replace_substring_regex(c, r"[^\pL\pN]+", " "))
     return pc.utf8_trim_whitespace(t)
 
 

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import xxhash
 
 from shardwise.ops.base import register_op
-from shardwise.ops.text import WS_RE, _text
+from shardwise.ops.text import _text, collapse_whitespace, unicode_normalize
 
 __all__ = ["exact_dedup", "normalized_keys"]
 
@@ -23,7 +23,7 @@ def normalized_keys(values: pa.Array, normalize: bool = True) -> np.ndarray:
     """
     text = pc.fill_null(values, "")
     if normalize:
-        text = pc.utf8_trim_whitespace(pc.replace_substring_regex(pc.utf8_lower(pc.utf8_normalize(text, "NFKC")), WS_RE, " "))
+        text = collapse_whitespace(pc.utf8_lower(unicode_normalize(text, "NFKC")))
     out = np.empty((len(text), 2), dtype=np.uint64)
     digest = xxhash.xxh3_128_digest
     raw = b"".join(digest(s.encode("utf-8")) for s in text.to_pylist())

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError
+from shardwise.ops._fast import ascii_split, collapse_ascii_ws, count_ascii_words
 from shardwise.ops.base import register_op
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
 # RE2 classes are ASCII-only: \s misses U+00A0, U+3000 and the other Unicode spaces
 WS_RE = r"[\s\p{Z}]+"
 WORD_RE = r"[^\s\p{Z}]+"
+# the members of \p{Z} outside ASCII (RE2's \s is [\t\n\f\r ])
+UNICODE_SPACE_RE = r"[\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]"
 URL_RE = r"(?i)\b(?:https?://|www\.)[^\s<>\"']+"
 TAG_RE = r"<[^<>]{0,1000}>"
 _ENTITIES = {"&nbsp;": " ", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#39;": "'", "&apos;": "'", "&amp;": "&"}
@@ -61,12 +64,33 @@ def normalize_text(
     """Unicode normalisation (NFC/NFKC/...), lower case, whitespace runs collapsed and trimmed."""
     col = _text(batch, column)
     if unicode:
-        col = pc.utf8_normalize(col, unicode)
+        col = unicode_normalize(col, unicode)
     if lowercase:
         col = pc.utf8_lower(col)
     if whitespace:
-        col = pc.utf8_trim_whitespace(pc.replace_substring_regex(col, WS_RE, " "))
+        col = collapse_whitespace(col)
     return _set(batch, column, col)
+
+
+def unicode_normalize(col: pa.Array, form: str = "NFKC") -> pa.Array:
+    """Unicode normal form ``form``; ASCII rows are already in every normal form."""
+    return ascii_split(col, lambda c: c, lambda c: pc.utf8_normalize(c, form))
+
+
+def _unicode_spaces_to_ascii(col: pa.Array) -> pa.Array:
+    """The non-ASCII members of :data:`WS_RE` replaced by a space (only rows with
+    non-ASCII characters are scanned), so byte-level kernels see every space."""
+    return ascii_split(col, lambda c: c, lambda c: pc.replace_substring_regex(c, UNICODE_SPACE_RE, " "))
+
+
+def collapse_whitespace(col: pa.Array) -> pa.Array:
+    """Whitespace runs (:data:`WS_RE`) to one space, then trimmed."""
+    return pc.utf8_trim_whitespace(collapse_ascii_ws(_unicode_spaces_to_ascii(col)))
+
+
+def word_counts(col: pa.Array) -> pa.Array:
+    """Words (:data:`WORD_RE` matches) per row; null counts as empty."""
+    return count_ascii_words(_unicode_spaces_to_ascii(pc.fill_null(col, "")))
 
 
 @register_op("strip_urls", "map")
@@ -105,8 +129,7 @@ def length_filter(batch: pa.RecordBatch, *, column: str = "text", min: int | Non
 def word_count_filter(batch: pa.RecordBatch, *, column: str = "text", min: int | None = None,
                       max: int | None = None) -> tuple[pa.Array, str]:
     """Keep rows with between ``min`` and ``max`` whitespace-separated words."""
-    n = pc.count_substring_regex(pc.fill_null(_text(batch, column), ""), WORD_RE)
-    return _between(n, min, max), f"word count outside [{min}, {max}]"
+    return _between(word_counts(_text(batch, column)), min, max), f"word count outside [{min}, {max}]"
 
 
 _CLASSES = {"alphanumeric": r"[\pL\pN]", "alpha": r"\pL", "uppercase": r"\p{Lu}", "digits": r"\pN",

@@ -42,7 +42,7 @@ class Pipeline:
     on_error: str = "raise"
     columns: tuple[str, ...] | None = None
     read_options: tuple[tuple[str, Any], ...] = ()
-    task_bytes: int = 64 * 2**20
+    task_bytes: int = 32 * 2**20
     min_tasks: int = 1
 
     # -- building -------------------------------------------------------------------
@@ -139,7 +139,7 @@ class _Reasoned:
 
 def _reader(fmt: str) -> Callable[..., Pipeline]:
     def read(path: Any, *, on_error: str = "raise", columns: Sequence[str] | None = None,
-             task_bytes: int = 64 * 2**20, **options: Any) -> Pipeline:
+             task_bytes: int = 32 * 2**20, **options: Any) -> Pipeline:
         if on_error not in ("raise", "skip"):
             raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         return Pipeline(path, fmt, on_error=on_error, columns=tuple(columns) if columns else None,

@@ -26,6 +26,10 @@ class Piece:
     hi: int = -1
 
 
+MIN_SPLIT = 8
+MIN_TASK_BYTES = 2**20
+
+
 def plan_tasks(index: DatasetIndex, target_bytes: int, min_tasks: int = 1) -> list[list[Piece]]:
     """Group the dataset's units into at least ``min_tasks`` tasks of about ``target_bytes``."""
     units = index.units
@@ -33,7 +37,9 @@ def plan_tasks(index: DatasetIndex, target_bytes: int, min_tasks: int = 1) -> li
         return []
     sizes = np.array([max(u.num_bytes, 1) for u in units], dtype=np.float64)
     total = float(sizes.sum())
-    n = max(min_tasks, math.ceil(total / max(target_bytes, 1)), 1)
+    # at least MIN_SPLIT tasks once there is enough input (so even a modest input keeps
+    # every core of a small machine busy), but none under MIN_TASK_BYTES for that reason
+    n = max(min_tasks, math.ceil(total / max(target_bytes, 1)), min(MIN_SPLIT, int(total // MIN_TASK_BYTES)), 1)
     if index.format == "parquet":
         return _split_rows(index, n)
     n = min(n, len(units))
