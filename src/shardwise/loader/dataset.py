@@ -182,27 +182,22 @@ class StreamingDatasetBase:
         units = self.index.units
 
         def load(key: int) -> dict[int, pa.Table]:
-            return {u: reader.read(u) for u in windows[key][0]}
+            # each unit as one contiguous table: gathers from chunked tables are slow
+            return {u: reader.read(u).combine_chunks() for u in windows[key][0]}
 
         def size(key: int) -> int:
             return sum(units[u].num_bytes * 3 for u in windows[key][0])
 
         prefetch = Prefetcher(load, size, budget_bytes=self.prefetch_bytes)
-        # rows are gathered a piece at a time: a whole-window gather would stall this
-        # worker (and with it the DataLoader's round-robin) for the length of the window
+        # rows are gathered a piece at a time, straight from the unit tables: a whole-window
+        # gather would stall this worker (and with it the DataLoader's round-robin) and
+        # hold a second copy of the window
         piece = max(1, _PIECE_ROWS // self.batch_size) * self.batch_size
         for key, loaded in zip(range(len(windows)), prefetch.iterate(range(len(windows)))):
-            unit_list, unit_ids, rows = windows[key]
-            parts = [loaded[u] for u in unit_list]
-            # one contiguous table: gathers from a chunked table are many times slower
-            table = (pa.concat_tables(parts) if len(parts) > 1 else parts[0]).combine_chunks()
-            if len(unit_list) > 1:
-                first_row = np.zeros(max(unit_list) + 1, dtype=np.int64)
-                first_row[unit_list] = np.cumsum([0] + [p.num_rows for p in parts[:-1]])
-                rows = rows + first_row[unit_ids]
-            del parts, loaded
+            _, unit_ids, rows = windows[key]
             for start in range(0, len(rows), piece):
-                yield table.take(pa.array(rows[start : start + piece], type=pa.int64()))
+                yield _gather(loaded, unit_ids[start : start + piece], rows[start : start + piece])
+            del loaded
 
     def __iter__(self) -> Iterator[Any]:
         placement = detect_placement(self.rank, self.world_size)
@@ -215,6 +210,21 @@ class StreamingDatasetBase:
 
 
 _PIECE_ROWS = 4096  # rows gathered at once from a window
+
+
+def _gather(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray) -> pa.Table:
+    """Rows ``rows[i]`` of units ``unit_ids[i]``, in that order, as one contiguous table."""
+    first = int(unit_ids[0])
+    if (unit_ids == first).all():
+        return tables[first].take(pa.array(rows, type=pa.int64()))
+    order = np.argsort(unit_ids, kind="stable")
+    grouped = unit_ids[order]
+    cuts = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
+    parts = [tables[int(grouped[g[0]])].take(pa.array(rows[order[g]], type=pa.int64()))
+             for g in np.split(np.arange(len(order)), cuts)]
+    back = np.empty(len(order), dtype=np.int64)
+    back[order] = np.arange(len(order))
+    return pa.concat_tables(parts).combine_chunks().take(pa.array(back))
 
 
 def _rebatch(tables: Iterator[pa.Table], size: int) -> Iterator[pa.RecordBatch]:
