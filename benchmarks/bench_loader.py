@@ -23,6 +23,9 @@ created by this script when missing):
 * ``shardwise_batched``: ``StreamingDataset(batch_format="numpy")``,
   ``DataLoader(batch_size=None)``;
 * ``shardwise_per_sample``: ``StreamingDataset()`` (dicts), ``DataLoader(batch_size=256)``;
+* ``shardwise_batched_wide``: the batched path with ``interleave=64``, so each worker mixes
+  all of its row groups at once: the memory-for-shuffle-quality end of the trade-off
+  (the default ``interleave=4`` mixes four row groups at a time);
 * ``hf_streaming``: ``load_dataset("parquet", streaming=True).shuffle(buffer_size=10_000)
   .with_format("torch")`` in a DataLoader (per sample);
 * ``hf_map_batched``: ``Dataset.from_parquet`` (its one-time Arrow conversion is timed
