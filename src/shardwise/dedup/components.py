@@ -36,9 +36,10 @@ def components_in_memory(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def _save(path: str, arr: np.ndarray, opts: dict[str, Any]) -> None:
+    """A scratch array of the dedup decision (recomputed on every run: no fsync)."""
     buf = io.BytesIO()
     np.save(buf, arr)
-    with atomic_write(path, **opts) as f:
+    with atomic_write(path, durable=False, **opts) as f:
         f.write(buf.getvalue())
 
 

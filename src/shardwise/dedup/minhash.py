@@ -62,7 +62,8 @@ def minhash_dedup(
     """Remove near-duplicates of ``column`` (Jaccard of shingles >= ``threshold``), keeping
     the first document of each cluster in input order (see the module docstring)."""
     _check(tokenization, ngram, num_perm, threshold, bands, rows, scheme, components)
-    sh, off = doc_shingles(_text(batch, column), tokenization=tokenization, ngram=ngram, seed=seed)
+    # repeats do not change a minimum, and verification takes unique sets itself
+    sh, off = doc_shingles(_text(batch, column), tokenization=tokenization, ngram=ngram, seed=seed, unique=False)
     out = {"sig": signatures(sh, off, num_perm=num_perm, seed=seed, scheme=scheme)}
     if verify:
         out["shingles"], out["lengths"] = sh, np.diff(off)
@@ -89,7 +90,7 @@ def _check(tokenization: str, ngram: int, num_perm: int, threshold: float, bands
 
 def _buckets(args: tuple[Any, int, int, int, int]) -> int:
     ctx, task, b, r, parts = args
-    sig = ctx.load(task).get("sig")
+    sig = ctx.load(task, ["sig"]).get("sig")
     if sig is None or len(sig) == 0:
         sig = np.zeros((0, b * r), np.uint64)
     live = np.nonzero(sig[:, 0] != _EMPTY)[0]  # documents without shingles never match
@@ -112,14 +113,21 @@ class _Shingles:
     def __init__(self, ctx: Any) -> None:
         self.ctx = ctx
         self.cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.sets: dict[int, np.ndarray] = {}  # a candidate is met once per band it shares
 
     def get(self, doc: int) -> np.ndarray:
+        found = self.sets.get(doc)
+        if found is None:
+            found = self.sets[doc] = self._unique(doc)
+        return found
+
+    def _unique(self, doc: int) -> np.ndarray:
         task, row = doc >> ROW_BITS, doc & ((1 << ROW_BITS) - 1)
         if task not in self.cache:
-            d = self.ctx.load(task)
+            d = self.ctx.load(task, ["shingles", "lengths"])
             self.cache[task] = (d["shingles"], np.concatenate([[0], np.cumsum(d["lengths"])]))
         sh, off = self.cache[task]
-        return sh[off[row] : off[row + 1]]
+        return np.unique(sh[off[row] : off[row + 1]])  # stored per document unsorted, with repeats
 
 
 def _edges(args: tuple[Any, int, int, bool, float]) -> tuple[int, int, int]:
@@ -171,7 +179,7 @@ def _decide(ctx: Any) -> tuple[list[np.ndarray], dict[str, Any]]:
     n_tasks = len(ctx.key_files)
     run = {"backend": ctx.backend, "num_proc": ctx.num_proc, "progress": ctx.progress, "chunksize": 1}
     ctx = dataclasses.replace(ctx, backend=None)  # tasks must not carry the engine's handle
-    rows_per_task = [len(ctx.load(t).get("sig", ())) for t in range(n_tasks)]
+    rows_per_task = [len(ctx.load(t, ["sig"]).get("sig", ())) for t in range(n_tasks)]
     live = parallel_map(_buckets, [(ctx, t, b, r, parts) for t in range(n_tasks)], desc="minhash buckets", **run)
     stats = parallel_map(_edges, [(ctx, p, n_tasks, bool(prm.get("verify")), threshold) for p in range(parts)],
                          desc="minhash edges", **run)

@@ -79,9 +79,11 @@ def _tokens(texts: pa.Array, tokenization: str, seed: int) -> tuple[np.ndarray, 
 
 
 def doc_shingles(texts: pa.Array, *, tokenization: str = "word", ngram: int = 5,
-                 seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``(shingles, offsets)``: unique 64-bit shingle hashes of every document,
-    concatenated, and ``offsets`` (length ``n_docs + 1``) delimiting each document's."""
+                 seed: int = 0, unique: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(shingles, offsets)``: 64-bit shingle hashes of every document, concatenated,
+    and ``offsets`` (length ``n_docs + 1``) delimiting each document's. With ``unique``
+    each document's are sorted and unique (its shingle set); without, they come in text
+    order with repeats (enough for MinHash, and no sort)."""
     if ngram < 1:
         raise ValueError(f"ngram must be >= 1, got {ngram}")
     tok, off = _tokens(texts, tokenization, seed)
@@ -108,6 +110,12 @@ def doc_shingles(texts: pa.Array, *, tokenization: str = "word", ngram: int = 5,
             extra[i] = h
         sh = np.concatenate([sh, _mix(extra ^ np.uint64(0x5348)) ])
         sh_doc = np.concatenate([sh_doc, short])
+    if not unique:
+        if len(short):  # short documents' shingles were appended: put them in place
+            order = np.argsort(sh_doc, kind="stable")
+            sh, sh_doc = sh[order], sh_doc[order]
+        counts = np.bincount(sh_doc, minlength=n_docs) if len(sh_doc) else np.zeros(n_docs, np.int64)
+        return sh, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     order = np.lexsort((sh, sh_doc))
     sh, sh_doc = sh[order], sh_doc[order]
     keep = np.ones(len(sh), dtype=bool)
@@ -163,15 +171,16 @@ def _densify(sig: np.ndarray, k: int, seed: int, nonempty_docs: np.ndarray) -> N
     if not need.any():
         return
     rng = np.random.default_rng([seed, 0x44454E53])
-    orig = sig.copy()
+    rows, cols = np.nonzero(need)  # the empty bins still to fill, shrinking every round
     attempt = 0
-    while need.any():
+    while len(rows):
         targets = rng.integers(0, k, size=k)  # bin i borrows from targets[i] in this round
-        rows, cols = np.nonzero(need)
         src = targets[cols]
         ok = filled[rows, src]
-        sig[rows[ok], cols[ok]] = orig[rows[ok], src[ok]] + np.uint64(attempt + 1)  # keep borrowed values distinct per round
-        need[rows[ok], cols[ok]] = False
+        # borrowed from bins filled originally (never from a bin filled in this pass), and
+        # offset by the round so that borrowed values stay distinct
+        sig[rows[ok], cols[ok]] = sig[rows[ok], src[ok]] + np.uint64(attempt + 1)
+        rows, cols = rows[~ok], cols[~ok]
         attempt += 1
         if attempt > 10 * k:  # cannot happen for a non-empty document, but never loop forever
             raise RuntimeError("densification did not converge")

@@ -116,10 +116,12 @@ class DedupContext:
     progress: bool
     out: str
 
-    def load(self, task: int) -> dict[str, np.ndarray]:
+    def load(self, task: int, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Task ``task``'s arrays (only ``names``, when given; absent names are left out).
+        Members are read from the file as needed, not the whole file."""
         with open_input(self.key_files[task], **self.storage_options) as f:
-            data = np.load(io.BytesIO(f.read()))
-            return {k: data[k] for k in data.files}
+            data = np.load(f)
+            return {k: data[k] for k in (data.files if names is None else [n for n in names if n in data.files])}
 
 
 @dataclass(frozen=True)

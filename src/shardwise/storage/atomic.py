@@ -28,8 +28,12 @@ def temp_name(path: str) -> str:
 
 
 @contextmanager
-def atomic_write(url: str, mode: str = "wb", **storage_options: Any) -> Iterator[IO[Any]]:
+def atomic_write(url: str, mode: str = "wb", *, durable: bool = True, **storage_options: Any) -> Iterator[IO[Any]]:
     """Open ``url`` for writing so that it appears whole or not at all.
+
+    ``durable=False`` skips the fsync before a local rename: the file still appears whole
+    or not at all to other processes, but may be lost in a power cut (for scratch files
+    that are recomputed on every run anyway).
 
     Usage::
 
@@ -51,7 +55,7 @@ def atomic_write(url: str, mode: str = "wb", **storage_options: Any) -> Iterator
     try:
         with fs.open(tmp, mode) as f:
             yield f
-            if local and hasattr(f, "flush"):
+            if local and durable and hasattr(f, "flush"):
                 f.flush()
                 try:
                     os.fsync(f.fileno())
