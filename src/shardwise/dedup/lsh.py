@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["band_hashes", "optimal_bands"]
+__all__ = ["band_hashes", "optimal_bands", "recall_bands"]
 
 
 def _prob(s: np.ndarray, b: int, r: int) -> np.ndarray:
@@ -30,6 +30,24 @@ def optimal_bands(threshold: float, num_perm: int, fp_weight: float = 0.5,
             if cost < best_cost:
                 best, best_cost = (b, r), cost
     return best
+
+
+def recall_bands(threshold: float, num_perm: int, min_recall: float = 0.98) -> tuple[int, int]:
+    """``(bands, rows)`` for runs that verify candidates exactly (false positives cost only
+    time): the fewest false-positive candidates among the choices that make a pair of
+    similarity ``threshold`` a candidate with probability at least ``min_recall``."""
+    if not 0.0 < threshold < 1.0:
+        raise ValueError(f"threshold must be in (0, 1), got {threshold}")
+    lo = np.linspace(0.0, threshold, 201)
+    best, best_fp = None, float("inf")
+    for r in range(1, num_perm + 1):
+        b = num_perm // r  # all the permutations: more bands only raise recall
+        if _prob(np.array(threshold), b, r) < min_recall:
+            continue
+        fp = float(np.trapezoid(_prob(lo, b, r), lo))
+        if fp < best_fp:
+            best, best_fp = (b, r), fp
+    return best if best is not None else (num_perm, 1)
 
 
 def band_hashes(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardwise.dedup.components import _load, _save, components_distributed, components_in_memory
-from shardwise.dedup.lsh import band_hashes, optimal_bands
+from shardwise.dedup.lsh import band_hashes, optimal_bands, recall_bands
 from shardwise.dedup.shingles import _EMPTY, doc_shingles, jaccard, signatures
 from shardwise.errors import ConfigError
 from shardwise.ops.base import register_op
@@ -39,6 +39,7 @@ from shardwise.storage import atomic_write, join
 __all__ = ["minhash_dedup"]
 
 ROW_BITS = 32
+RECORDS_PER_PARTITION = 2_000_000  # (band, hash, doc) records per edges task, at most ~48 MB
 
 
 @register_op("minhash_dedup", "dedup")
@@ -114,6 +115,22 @@ class _Shingles:
         self.ctx = ctx
         self.cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.sets: dict[int, np.ndarray] = {}  # a candidate is met once per band it shares
+        self.sigs: dict[int, np.ndarray] = {}
+
+    def sig_rows(self, docs: np.ndarray) -> np.ndarray:
+        """The signatures of ``docs`` (one row each)."""
+        task = (docs >> np.uint64(ROW_BITS)).astype(np.int64)
+        row = (docs & np.uint64((1 << ROW_BITS) - 1)).astype(np.int64)
+        out: np.ndarray | None = None
+        for t in np.unique(task):
+            if t not in self.sigs:
+                self.sigs[int(t)] = self.ctx.load(int(t), ["sig"])["sig"]
+            sig = self.sigs[int(t)]
+            if out is None:
+                out = np.empty((len(docs), sig.shape[1]), dtype=sig.dtype)
+            m = task == t
+            out[m] = sig[row[m]]
+        return out if out is not None else np.zeros((0, 0), np.uint64)
 
     def get(self, doc: int) -> np.ndarray:
         found = self.sets.get(doc)
@@ -150,22 +167,61 @@ def _edges(args: tuple[Any, int, int, bool, float]) -> tuple[int, int, int]:
             u_out.append(rec[is_member, 2])
             v_out.append(group_min[is_member])
         else:
-            shingles = _Shingles(ctx)
-            for s, n in zip(starts[multi], sizes[multi]):
-                members = np.unique(rec[s : s + n, 2])
-                while len(members) > 1:  # star to the smallest; unverified members form the next star
-                    root, rest = int(members[0]), members[1:]
-                    base = shingles.get(root)
-                    ok = np.array([jaccard(base, shingles.get(int(m))) >= threshold for m in rest], dtype=bool)
-                    rejected += int((~ok).sum())
-                    u_out.append(rest[ok])
-                    v_out.append(np.full(int(ok.sum()), root, dtype=np.uint64))
-                    members = rest[~ok]
+            rejected = _verified_stars(ctx, rec[:, 2], np.repeat(np.arange(len(sizes)), sizes),
+                                       np.repeat(multi, sizes), threshold, u_out, v_out)
     u = np.concatenate(u_out) if u_out else np.zeros(0, np.uint64)
     v = np.concatenate(v_out) if v_out else np.zeros(0, np.uint64)
     pairs = np.unique(np.stack([u, v], axis=1), axis=0) if len(u) else np.zeros((0, 2), np.uint64)
     _save(join(ctx.work_dir, "edges", f"p{p:05d}.npy"), pairs, ctx.storage_options)
     return len(pairs), rejected, len(rec)
+
+
+def _verified_stars(ctx: Any, doc: np.ndarray, group: np.ndarray, active: np.ndarray, threshold: float,
+                    u_out: list[np.ndarray], v_out: list[np.ndarray]) -> int:
+    """Star edges of each bucket to its smallest document, kept only when the pair really
+    is similar; members rejected by their root form the next star of the bucket, and so
+    on. ``doc`` is sorted within each ``group`` (bucket). Vectorised by rounds; returns the
+    number of rejected pairs.
+
+    A pair estimated (from the signatures) more than 4.5 standard deviations below the
+    threshold is rejected, and one estimated as far above it accepted, without the exact
+    Jaccard check that decides the rest; every distinct pair is checked once.
+    """
+    shingles = _Shingles(ctx)
+    sigma = float(np.sqrt(threshold * (1 - threshold) / ctx.params.get("num_perm", 128)))
+    floor, ceiling = threshold - 4.5 * sigma, threshold + 4.5 * sigma
+    checked: dict[tuple[int, int], bool] = {}
+    rejected = 0
+    active = active.copy()
+    while True:
+        idx = np.flatnonzero(active)
+        if len(idx) == 0:
+            break
+        g = group[idx]
+        first = np.ones(len(idx), dtype=bool)
+        first[1:] = g[1:] != g[:-1]
+        counts = np.bincount(np.cumsum(first) - 1)
+        alone = np.repeat(counts == 1, counts)  # a bucket with one member left is done
+        root_pos = np.repeat(idx[first], counts)
+        member = ~first & ~alone
+        u, v = doc[idx[member]], doc[root_pos[member]]
+        active[idx[first | alone]] = False
+        if len(u) == 0:
+            break
+        pairs, inverse = np.unique(np.stack([u, v], axis=1), axis=0, return_inverse=True)
+        est = (shingles.sig_rows(pairs[:, 0]) == shingles.sig_rows(pairs[:, 1])).mean(axis=1)
+        ok = est >= ceiling
+        for i in np.flatnonzero((est >= floor) & ~ok):
+            key = (int(pairs[i, 0]), int(pairs[i, 1]))
+            if key not in checked:
+                checked[key] = jaccard(shingles.get(key[1]), shingles.get(key[0])) >= threshold
+            ok[i] = checked[key]
+        ok_member = ok[inverse.ravel()]
+        rejected += int((~ok_member).sum())
+        u_out.append(u[ok_member])
+        v_out.append(v[ok_member])
+        active[idx[member][ok_member]] = False  # joined its root; the rejected stay for the next star
+    return rejected
 
 
 def _decide(ctx: Any) -> tuple[list[np.ndarray], dict[str, Any]]:
@@ -174,12 +230,20 @@ def _decide(ctx: Any) -> tuple[list[np.ndarray], dict[str, Any]]:
     prm = ctx.params
     num_perm = prm.get("num_perm", 128)
     threshold = prm.get("threshold", 0.8)
-    b, r = (prm["bands"], prm["rows"]) if prm.get("bands") else optimal_bands(threshold, num_perm)
+    if prm.get("bands"):
+        b, r = prm["bands"], prm["rows"]
+    elif prm.get("verify"):  # false positives are checked away: favour recall
+        b, r = recall_bands(threshold, num_perm)
+    else:
+        b, r = optimal_bands(threshold, num_perm)
     parts = int(prm.get("partitions", 16))
     n_tasks = len(ctx.key_files)
     run = {"backend": ctx.backend, "num_proc": ctx.num_proc, "progress": ctx.progress, "chunksize": 1}
     ctx = dataclasses.replace(ctx, backend=None)  # tasks must not carry the engine's handle
     rows_per_task = [len(ctx.load(t, ["sig"]).get("sig", ())) for t in range(n_tasks)]
+    # ``partitions`` is a ceiling: each edges task loads the signatures (and, verifying,
+    # the shingles) of the candidates it meets, so small inputs use fewer, fuller ones
+    parts = min(parts, max(2, -(-sum(rows_per_task) * b // RECORDS_PER_PARTITION)))
     live = parallel_map(_buckets, [(ctx, t, b, r, parts) for t in range(n_tasks)], desc="minhash buckets", **run)
     stats = parallel_map(_edges, [(ctx, p, n_tasks, bool(prm.get("verify")), threshold) for p in range(parts)],
                          desc="minhash edges", **run)
@@ -216,6 +280,7 @@ def _decide(ctx: Any) -> tuple[list[np.ndarray], dict[str, Any]]:
         f.write(buf.getvalue())
     summary = {
         "method": "minhash", "bands": b, "rows": r, "num_perm": num_perm, "threshold": threshold,
+        "partitions": parts,
         "documents": int(sum(rows_per_task)), "documents_with_shingles": int(sum(live)),
         "candidate_edges": int(n_edges), "rejected_by_verification": int(sum(s[1] for s in stats)),
         "components_mode": mode, "clusters": int(len(cluster_sizes)),
