@@ -16,7 +16,7 @@ import pytest
 from _corpus import bbc_texts
 
 from shardwise import ConfigError
-from shardwise.dedup.lsh import optimal_bands
+from shardwise.dedup.lsh import optimal_bands, recall_bands
 from shardwise.dedup.shingles import doc_shingles, jaccard, signatures
 from shardwise.pipeline import read_jsonl, read_parquet
 
@@ -200,6 +200,10 @@ def test_giant_cluster_of_50000_copies_is_linear(tmp_path: Path) -> None:
 def test_parameters() -> None:
     b, r = optimal_bands(0.8, 128)
     assert b * r <= 128 and 5 <= r <= 20
+    for t, k in [(0.8, 128), (0.7, 128), (0.9, 256), (0.5, 64)]:  # verified runs: recall first
+        vb, vr = recall_bands(t, k)
+        assert vb * vr <= k and 1 - (1 - t**vr) ** vb >= 0.98
+        assert 1 - (1 - t ** (vr + 1)) ** (k // (vr + 1)) < 0.98  # the fewest candidates that reach it
     with pytest.raises(ConfigError, match="bands \\* rows"):
         read_jsonl("x").dedup("minhash", bands=20, rows=10)
     with pytest.raises(ConfigError, match="tokenization"):
