@@ -239,3 +239,18 @@ def test_numeric_list_columns_arrive_as_writable_matrices(tmp_path: Path, mode: 
     if mode == "numpy":  # without a DataLoader the user gets the arrays themselves
         first = next(iter(ds))
         assert first["emb"].shape == (32, 3) and first["emb"].flags.writeable and first["id"].flags.writeable
+
+
+def test_numpy_batches_cross_the_dataloader_as_numpy(data: Path) -> None:
+    """numpy batches reach the training process as numpy arrays (by value through the
+    worker's pipe), not as shared-memory tensors made by the DataLoader's default_convert."""
+    from shardwise.loader import NumpyColumn
+
+    ds = StreamingDataset(str(data), batch_size=64, rank=0, world_size=1, num_workers=2, batch_format="numpy", seed=3)
+    batches = list(DataLoader(ds, batch_size=None, num_workers=2))
+    assert batches and all(isinstance(b["id"], np.ndarray) and isinstance(b["id"], NumpyColumn) for b in batches)
+    ids = np.concatenate([b["id"] for b in batches])
+    assert len(ids) == len(set(ids.tolist())) == (N // 64) * 64
+    t = torch.from_numpy(batches[0]["x"])  # zero-copy and writable
+    t += 1
+    assert batches[0]["x"].dtype == np.float32 and batches[0]["x"].flags.writeable

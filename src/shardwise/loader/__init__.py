@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardwise.loader.dataset import StreamingDatasetBase
+from shardwise.loader.dataset import NumpyColumn, StreamingDatasetBase
 
-__all__ = ["StreamingDataset", "StreamingDatasetBase"]
+__all__ = ["NumpyColumn", "StreamingDataset", "StreamingDatasetBase"]
 
 _cls: type | None = None
 
