@@ -47,6 +47,11 @@ tree, and shuffle quality: the mean over full batches of the total-variation dis
 between the batch's label histogram and the global one (0 = perfect; sorted data read
 in order gives 0.9; an i.i.d. sample of 256 rows gives about 0.075, printed as ``ideal``).
 
+Each loader runs one epoch, or stops after ``--time-cap`` seconds (default 150): rows/s,
+TVD and memory are then over the batches consumed by then, and the table marks the loader
+``(capped)``; only the slowest per-sample peers reach the cap on 2 million rows. Worker
+shut-down after the last batch is not timed.
+
 Prints a markdown table and target check lines; writes ``benchmarks/results/loader.json``
 (``loader-quick.json`` with ``--quick``).
 """
@@ -212,6 +217,12 @@ class Consumer:
         self.text_bytes = 0
         self.emb_sum = 0.0
         self.types: dict[str, str] = {}
+        self.deadline = float("inf")  # stop consuming after this perf_counter() time
+        self.last = 0.0  # perf_counter() when the last batch was consumed
+
+    @property
+    def done(self) -> bool:
+        return self.last > self.deadline
 
     def __call__(self, labels: Any, emb: Any, text: Any) -> None:
         import numpy as np
@@ -233,6 +244,7 @@ class Consumer:
             q = np.bincount(lab[s : s + BATCH], minlength=NUM_LABELS)[:NUM_LABELS] / BATCH
             self.tvd_sum += 0.5 * float(np.abs(q - self.p).sum())
             self.tvd_n += 1
+        self.last = time.perf_counter()
 
     @property
     def tvd(self) -> float | None:
@@ -253,6 +265,8 @@ def _tar_files(data: Path) -> list[str]:
 def _dict_batches(it: Any, consume: Consumer) -> None:
     for b in it:
         consume(b["label"], b["emb"], b["text"])
+        if consume.done:  # the time cap: rows/s over what was consumed so far
+            break
 
 
 def run_raw_scan(data: Path, consume: Consumer, info: dict, batch_size: int = 65536) -> Any:
@@ -480,11 +494,14 @@ def worker_main(name: str, data: Path) -> int:
     info: dict[str, Any] = {"name": name, "python": sys.executable}
     monitor = TreeMonitor().start()
     go = RUNNERS[name](data, consume, info)
+    cap = float(os.environ.get("BENCH_TIME_CAP", "inf"))
     t0 = time.perf_counter()
+    consume.deadline = t0 + cap
     cpu0 = monitor.cpu_seconds
     go()
-    seconds = time.perf_counter() - t0
+    seconds = (consume.last or time.perf_counter()) - t0  # worker shutdown is not throughput
     monitor.stop()
+    info["capped"] = consume.done
     info.update(
         rows=consume.rows,
         batches=consume.batches,
@@ -681,7 +698,8 @@ def wait_idle(max_wait: float, busy_pct: float = 30.0, quiet_s: int = 3) -> floa
     return time.perf_counter() - t0
 
 
-def run_one(name: str, data: Path, timeout: float, logdir: Path, idle_wait: float = 0.0) -> dict[str, Any]:
+def run_one(name: str, data: Path, timeout: float, logdir: Path, idle_wait: float = 0.0,
+            time_cap: float = float("inf")) -> dict[str, Any]:
     env_kind = LOADERS[name][0]
     py = sys.executable if env_kind == "main" else str(peer_python())
     env = dict(os.environ)
@@ -696,6 +714,7 @@ def run_one(name: str, data: Path, timeout: float, logdir: Path, idle_wait: floa
     )
     tmp = Path(tempfile.mkdtemp(prefix=f"loader-{name}-", dir=str(DATA_ROOT)))
     env["BENCH_TMP"] = str(tmp)
+    env["BENCH_TIME_CAP"] = str(time_cap)
     env["HF_HOME"] = str(tmp / "hf-home")
     env["SHARDWISE_CACHE_DIR"] = str(tmp / "sw-cache")
     if env_kind == "peers":  # the peers must not see the repo's package
@@ -755,7 +774,7 @@ def summarize(results: dict[str, dict], ideal: float) -> tuple[str, list[str], d
             continue
         setup = r.get("setup_s")
         lines.append(
-            f"| {name} | {kind} | {r['rows_per_s']:,.0f} | {fmt_ratio(r['rows_per_s'], raw)} | "
+            f"| {name}{' (capped)' if r.get('capped') else ''} | {kind} | {r['rows_per_s']:,.0f} | {fmt_ratio(r['rows_per_s'], raw)} | "
             f"{fmt_ratio(r['rows_per_s'], fastest_rps)} | {r['tvd']:.3f} | {r['peak_rss_mb']:,.0f} | "
             f"{r['cpu_s']:.1f} | {'' if setup is None else f'{setup:.1f}'} | {r.get('loadavg_1m', ['?'])[0]} |"
         )
@@ -810,6 +829,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--idle-wait", type=float,
                     help="before each loader, wait up to this many seconds for the machine to be "
                          "quiet (default: 0 with --quick, 60 otherwise)")
+    ap.add_argument("--time-cap", type=float, default=150.0,
+                    help="stop a loader after this many seconds of its epoch and count the rows "
+                         "consumed by then (default 150; 'inf' for whole epochs)")
     ap.add_argument("--fresh", action="store_true",
                     help="with --only: do not merge into the results already saved for this size")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -844,7 +866,7 @@ def main(argv: list[str]) -> int:
     runs: dict[str, list[dict]] = {}
     for rep in range(args.repeats):
         for name in names:
-            r = run_one(name, data, timeout, logdir, idle_wait)
+            r = run_one(name, data, timeout, logdir, idle_wait, args.time_cap)
             runs.setdefault(name, []).append(r)
     for name in names:
         good = [r for r in runs[name] if "error" not in r]
