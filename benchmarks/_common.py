@@ -1,0 +1,89 @@
+"""Helpers shared by the benchmark scripts (stdlib only; psutil is imported when used).
+
+The scripts run their systems in subprocesses, some in other virtualenvs; each such
+subprocess re-runs its script, which finds this module beside it on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+__all__ = ["TreeMonitor", "wait_idle"]
+
+
+class TreeMonitor:
+    """Samples RSS summed over this process and all its descendants; tracks the peak
+    and the CPU seconds (user + system) of every process seen."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self.interval = interval
+        self.peak_rss = 0
+        self.max_procs = 0
+        self._cpu: dict[tuple[int, float], float] = {}
+        self._base_cpu: dict[tuple[int, float], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-monitor", daemon=True)
+
+    def _procs(self) -> list[Any]:
+        me = self._psutil.Process()
+        try:
+            return [me, *me.children(recursive=True)]
+        except self._psutil.Error:
+            return [me]
+
+    def sample(self) -> None:
+        total, n = 0, 0
+        for p in self._procs():
+            try:
+                with p.oneshot():
+                    rss = p.memory_info().rss
+                    t = p.cpu_times()
+                    key = (p.pid, p.create_time())
+            except self._psutil.Error:
+                continue
+            total += rss
+            n += 1
+            self._cpu[key] = t.user + t.system
+        self.peak_rss = max(self.peak_rss, total)
+        self.max_procs = max(self.max_procs, n)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def start(self) -> TreeMonitor:
+        self.sample()
+        self._base_cpu = dict(self._cpu)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.sample()
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(v - self._base_cpu.get(k, 0.0) for k, v in self._cpu.items())
+
+
+def wait_idle(max_wait: float, busy_pct: float = 30.0, quiet_s: int = 3) -> float:
+    """Wait (at most ``max_wait`` s) until other processes use less than ``busy_pct`` of
+    the machine for ``quiet_s`` consecutive seconds; returns the seconds waited."""
+    if max_wait <= 0:
+        return 0.0
+    import psutil
+
+    t0 = time.perf_counter()
+    quiet = 0
+    psutil.cpu_percent(None)
+    while time.perf_counter() - t0 < max_wait:
+        quiet = quiet + 1 if psutil.cpu_percent(1.0) < busy_pct else 0
+        if quiet >= quiet_s:
+            break
+    return time.perf_counter() - t0
