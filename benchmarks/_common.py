@@ -6,11 +6,16 @@ subprocess re-runs its script, which finds this module beside it on ``sys.path``
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
-__all__ = ["TreeMonitor", "wait_idle"]
+__all__ = ["TreeMonitor", "ensure_venv", "wait_idle"]
 
 
 class TreeMonitor:
@@ -87,3 +92,24 @@ def wait_idle(max_wait: float, busy_pct: float = 30.0, quiet_s: int = 3) -> floa
         if quiet >= quiet_s:
             break
     return time.perf_counter() - t0
+
+
+def ensure_venv(venv: Path, packages: list[str], modules: list[str]) -> dict[str, str]:
+    """Create the peers' virtualenv ``venv`` with ``packages`` unless ``modules`` already
+    import there; return the installed version of each module's distribution."""
+    py = venv / "bin" / "python"
+    check = ("import importlib, json; from importlib.metadata import version; "
+             f"mods = {modules!r}; [importlib.import_module(m) for m in mods]; "
+             "print(json.dumps({m: version(m) for m in mods}))")
+    if py.exists():
+        r = subprocess.run([str(py), "-c", check], capture_output=True, text=True)
+        if r.returncode == 0:
+            return json.loads(r.stdout.strip().splitlines()[-1])
+        print(f"peers: {venv.name} is incomplete; installing", flush=True)
+    else:
+        print(f"peers: creating {venv} (a few minutes)", flush=True)
+        subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", str(venv)], check=True)
+    (venv / ".gitignore").write_text("*\n")
+    subprocess.run([str(py), "-m", "pip", "install", "-q", *packages], check=True)
+    r = subprocess.run([str(py), "-c", check], capture_output=True, text=True, check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])

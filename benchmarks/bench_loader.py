@@ -71,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import TreeMonitor, wait_idle  # noqa: E402
+from _common import TreeMonitor, ensure_venv, wait_idle  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -591,23 +591,8 @@ def peer_python() -> Path:
 
 
 def ensure_peers() -> dict[str, str]:
-    """Create ``benchmarks/.venv-peers`` with the peer loaders if needed; return versions."""
-    py = peer_python()
-    check = ("import importlib, json; from importlib.metadata import version; "
-             f"mods = {PEER_MODULES!r}; [importlib.import_module(m) for m in mods]; "
-             "print(json.dumps({m: version(m) for m in mods}))")
-    if py.exists():
-        r = subprocess.run([str(py), "-c", check], capture_output=True, text=True)
-        if r.returncode == 0:
-            return json.loads(r.stdout.strip().splitlines()[-1])
-        print("peers: the peer environment is incomplete; installing", flush=True)
-    else:
-        print(f"peers: creating {PEER_VENV} (a few minutes)", flush=True)
-        subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
-        (PEER_VENV / ".gitignore").write_text("*\n")
-    subprocess.run([str(py), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
-    r = subprocess.run([str(py), "-c", check], capture_output=True, text=True, check=True)
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    """Create ``PEER_VENV`` with the peers if needed; return their versions."""
+    return ensure_venv(PEER_VENV, PEER_PACKAGES, PEER_MODULES)
 
 
 # ======================================================================================
