@@ -24,8 +24,9 @@ created by this script when missing):
   ``DataLoader(batch_size=None)``;
 * ``shardwise_per_sample``: ``StreamingDataset()`` (dicts), ``DataLoader(batch_size=256)``;
 * ``shardwise_batched_wide``: the batched path with ``interleave=64``, so each worker mixes
-  all of its row groups at once: the memory-for-shuffle-quality end of the trade-off
-  (the default ``interleave=4`` mixes four row groups at a time);
+  all of its row groups at once: the memory-for-shuffle-quality end of the trade-off (by
+  default ``interleave`` is sized so the mixed row groups take about ``shuffle_bytes`` =
+  512 MiB per worker: 21 of these row groups);
 * ``hf_streaming``: ``load_dataset("parquet", streaming=True).shuffle(buffer_size=10_000)
   .with_format("torch")`` in a DataLoader (per sample);
 * ``hf_map_batched``: ``Dataset.from_parquet`` (its one-time Arrow conversion is timed
@@ -234,7 +235,7 @@ def run_raw_scan_256(data: Path, consume: Consumer, info: dict) -> Any:
     return run_raw_scan(data, consume, info, BATCH)
 
 
-def _shardwise_ds(data: Path, batch_format: str | None, info: dict, interleave: int = 4) -> Any:
+def _shardwise_ds(data: Path, batch_format: str | None, info: dict, interleave: int | None = None) -> Any:
     import shardwise
     from shardwise.loader import StreamingDataset
 
@@ -243,7 +244,7 @@ def _shardwise_ds(data: Path, batch_format: str | None, info: dict, interleave: 
     ds = StreamingDataset(str(data / "parquet"), batch_size=BATCH, shuffle=True, seed=0, drop_last=True,
                           columns=["id", "label", "text", "emb"], batch_format=batch_format,
                           num_workers=WORKERS, progress=False, interleave=interleave)
-    info["interleave"] = interleave
+    info["interleave"] = ds.interleave  # as resolved (by default sized by shuffle_bytes)
     info["setup_s"] = time.perf_counter() - t0
     info["units"] = ds.index.num_units
     return ds

@@ -49,7 +49,7 @@ def test_accounting_balances_and_counts_every_reason(reference: tuple[Path, Any]
     # 30 planted copies per file (one survives) and, per file, one "tiny text see <url>"
     # that becomes a 3-word duplicate once the URL is stripped
     assert result.dropped["exact_dedup"]["duplicate"] == (4 * 30 - 1) + (4 - 1)
-    assert result.dropped["word_count_filter"]["word count outside [3, None]"] > 0
+    assert result.dropped["word_count_filter"]["word count below 3"] > 0
     assert result.tasks > 3
     manifest = json.loads((out / "_manifest.json").read_text())
     assert manifest["rows_out"] == result.rows_out

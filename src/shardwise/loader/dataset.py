@@ -32,6 +32,8 @@ from shardwise.plan import EpochPlan, Resume, Topology
 
 __all__ = ["NumpyColumn", "StreamingDatasetBase"]
 
+MAX_AUTO_INTERLEAVE = 64  # units mixed at once by default, whatever the memory budget
+
 BatchFormat = Literal["numpy", "torch", "arrow"]
 STATE_VERSION = 1
 
@@ -54,7 +56,11 @@ class StreamingDatasetBase:
             (:class:`NumpyColumn`) travel by value instead of as shared-memory tensors.
         interleave: units mixed together by one worker: memory is about ``interleave``
             decoded units per worker; more units mix better (on data sorted by label, 4
-            units give batches of a few labels, all of a worker's units a full shuffle).
+            units give batches of a few labels, all of a worker's units a full shuffle of
+            its share). Default: as many as fit ``shuffle_bytes``.
+        shuffle_bytes: the per-worker memory that sets the default ``interleave``
+            (while one window is consumed the next is read, so a worker holds up to
+            about twice this).
         prefetch_bytes: read-ahead budget per worker.
         rank, world_size: override detection.
         num_workers: the DataLoader's ``num_workers`` (0 means in-process); needed by
@@ -74,7 +80,8 @@ class StreamingDatasetBase:
         columns: Sequence[str] | None = None,
         filter: pc.Expression | None = None,
         batch_format: BatchFormat | None = None,
-        interleave: int = 4,
+        interleave: int | None = None,
+        shuffle_bytes: int = 512 * 2**20,
         prefetch_bytes: int = 256 * 2**20,
         rank: int | None = None,
         world_size: int | None = None,
@@ -90,7 +97,8 @@ class StreamingDatasetBase:
         self.columns = list(columns) if columns is not None else None
         self.filter = filter
         self.batch_format = batch_format
-        self.interleave = int(interleave)
+        self.shuffle_bytes = int(shuffle_bytes)
+        self.interleave = int(interleave) if interleave is not None else self._auto_interleave()
         self.prefetch_bytes = int(prefetch_bytes)
         self.on_error = on_error
         placement = detect_placement(rank, world_size, 0, 1)
@@ -102,6 +110,15 @@ class StreamingDatasetBase:
         self._resumes: list[Resume] = []
         UnitReader(self.index, self.columns, self.filter, on_error)  # validate columns now
         self.topology(1)  # validate batch_size etc. now
+
+    def _auto_interleave(self) -> int:
+        """As many units as fit ``shuffle_bytes`` once decoded (taken as twice their
+        stored size), between 1 and ``MAX_AUTO_INTERLEAVE``."""
+        units = self.index.units
+        if not units:
+            return 1
+        decoded = 2 * sum(u.num_bytes for u in units) / len(units)
+        return int(min(MAX_AUTO_INTERLEAVE, max(1, self.shuffle_bytes // max(decoded, 1.0))))
 
     # -- planning ---------------------------------------------------------------------
     def topology(self, num_workers: int | None = None, world_size: int | None = None) -> Topology:

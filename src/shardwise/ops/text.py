@@ -108,6 +108,14 @@ def strip_html(batch: pa.RecordBatch, *, column: str = "text") -> pa.RecordBatch
     return _set(batch, column, col)
 
 
+def _reason(what: str, lo: float | None, hi: float | None) -> str:
+    if hi is None:
+        return f"{what} below {lo}"
+    if lo is None:
+        return f"{what} above {hi}"
+    return f"{what} outside [{lo}, {hi}]"
+
+
 def _between(values: pa.Array, lo: float | None, hi: float | None) -> pa.Array:
     keep = pa.array([True] * len(values)) if len(values) else pa.array([], pa.bool_())
     if lo is not None:
@@ -122,14 +130,14 @@ def length_filter(batch: pa.RecordBatch, *, column: str = "text", min: int | Non
                   max: int | None = None) -> tuple[pa.Array, str]:
     """Keep rows whose text has between ``min`` and ``max`` characters."""
     n = pc.utf8_length(pc.fill_null(_text(batch, column), ""))
-    return _between(n, min, max), f"length outside [{min}, {max}]"
+    return _between(n, min, max), _reason("length", min, max)
 
 
 @register_op("word_count_filter", "filter")
 def word_count_filter(batch: pa.RecordBatch, *, column: str = "text", min: int | None = None,
                       max: int | None = None) -> tuple[pa.Array, str]:
     """Keep rows with between ``min`` and ``max`` whitespace-separated words."""
-    return _between(word_counts(_text(batch, column)), min, max), f"word count outside [{min}, {max}]"
+    return _between(word_counts(_text(batch, column)), min, max), _reason("word count", min, max)
 
 
 _CLASSES = {"alphanumeric": r"[\pL\pN]", "alpha": r"\pL", "uppercase": r"\p{Lu}", "digits": r"\pN",
@@ -147,7 +155,7 @@ def char_ratio_filter(batch: pa.RecordBatch, *, column: str = "text", kind: str 
     total = pc.utf8_length(text)
     hits = pc.count_substring_regex(text, _CLASSES[kind])
     ratio = pc.if_else(pc.equal(total, 0), 0.0, pc.divide(pc.cast(hits, pa.float64()), pc.cast(total, pa.float64())))
-    return _between(ratio, min, max), f"{kind} ratio outside [{min}, {max}]"
+    return _between(ratio, min, max), _reason(f"{kind} ratio", min, max)
 
 
 @register_op("regex_filter", "filter")
