@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TreeMonitor", "ensure_venv", "wait_idle"]
+__all__ = ["TreeMonitor", "ensure_venv", "reusable", "wait_idle"]
 
 
 class TreeMonitor:
@@ -113,3 +113,16 @@ def ensure_venv(venv: Path, packages: list[str], modules: list[str]) -> dict[str
     subprocess.run([str(py), "-m", "pip", "install", "-q", *packages], check=True)
     r = subprocess.run([str(py), "-c", check], capture_output=True, text=True, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def reusable(out: Path, version: int, **expected: Any) -> bool:
+    """Whether generated data in ``out`` can be reused: its ``meta.json`` has this
+    ``version`` and the ``expected`` values (e.g. ``rows=...``)."""
+    meta_path = out / "meta.json"
+    if not meta_path.exists():
+        return False
+    meta = json.loads(meta_path.read_text())
+    if meta.get("version") != version or any(meta.get(k) != v for k, v in expected.items()):
+        return False
+    print(f"data: reusing {out}", flush=True)
+    return True

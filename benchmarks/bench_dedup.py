@@ -115,7 +115,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import TreeMonitor, wait_idle  # noqa: E402
+from _common import TreeMonitor, reusable, wait_idle  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -507,12 +507,8 @@ def data_dir(n: int) -> Path:
 
 def generate(n: int, seed: int = 0) -> Path:
     out = data_dir(n)
-    meta_path = out / "meta.json"
-    if meta_path.exists():
-        meta = json.loads(meta_path.read_text())
-        if meta.get("version") == DATA_VERSION and meta.get("docs") == n:
-            print(f"data: reusing {out}", flush=True)
-            return out
+    if reusable(out, DATA_VERSION, docs=n):
+        return out
     t0 = time.perf_counter()
     if out.exists():
         shutil.rmtree(out)
@@ -554,7 +550,7 @@ def generate(n: int, seed: int = 0) -> Path:
         "bytes": sum(p.stat().st_size for p in (out / "docs").glob("*.jsonl")),
         "generate_s": time.perf_counter() - t0,
     }
-    meta_path.write_text(json.dumps(meta))
+    (out / "meta.json").write_text(json.dumps(meta))
     print(f"data: wrote {len(shuffled):,} docs ({meta['words_total']:,} words, {meta['bytes'] / 2**20:.1f} MB) "
           f"to {out} in {meta['generate_s']:.1f} s; by source {by_source}", flush=True)
     return out

@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import TreeMonitor, ensure_venv, wait_idle  # noqa: E402
+from _common import TreeMonitor, ensure_venv, reusable, wait_idle  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -477,12 +477,8 @@ def generate(rows: int, seed: int = 0) -> Path:
     import numpy as np
 
     out = data_dir(rows)
-    meta_path = out / "meta.json"
-    if meta_path.exists():
-        meta = json.loads(meta_path.read_text())
-        if meta.get("version") == DATA_VERSION and meta.get("rows") == rows:
-            print(f"data: reusing {out}", flush=True)
-            return out
+    if reusable(out, DATA_VERSION, rows=rows):
+        return out
     DATA_ROOT.mkdir(parents=True, exist_ok=True)
     (DATA_ROOT / ".gitignore").write_text("*\n")
     if out.exists():
@@ -518,7 +514,7 @@ def generate(rows: int, seed: int = 0) -> Path:
         "wds_bytes": sum(p.stat().st_size for p in (out / "wds").glob("*.tar")),
         "generate_s": time.perf_counter() - t0,
     }
-    meta_path.write_text(json.dumps(meta, indent=1))
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
     print(f"data: wrote {rows:,} rows to {out} in {meta['generate_s']:.1f} s "
           f"({meta['parquet_bytes'] / 2**20:.0f} MB parquet, {meta['row_groups']} row groups; "
           f"{meta['wds_bytes'] / 2**20:.0f} MB tar)", flush=True)

@@ -92,7 +92,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import TreeMonitor, ensure_venv, wait_idle  # noqa: E402
+from _common import TreeMonitor, ensure_venv, reusable, wait_idle  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -551,12 +551,8 @@ def generate(rows: int, seed: int = 0) -> Path:
 
     global _VOCAB, _BOILER
     out = data_dir(rows)
-    meta_path = out / "meta.json"
-    if meta_path.exists():
-        meta = json.loads(meta_path.read_text())
-        if meta.get("version") == DATA_VERSION and meta.get("rows") == rows:
-            print(f"data: reusing {out}", flush=True)
-            return out
+    if reusable(out, DATA_VERSION, rows=rows):
+        return out
     DATA_ROOT.mkdir(parents=True, exist_ok=True)
     (DATA_ROOT / ".gitignore").write_text("*\n")
     shutil.rmtree(out, ignore_errors=True)
@@ -580,7 +576,7 @@ def generate(rows: int, seed: int = 0) -> Path:
         "parquet_bytes": sum(p.stat().st_size for p in (out / "input").glob("*.parquet")),
         "generate_s": time.perf_counter() - t0,
     }
-    meta_path.write_text(json.dumps(meta, indent=1))
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
     print(f"data: wrote {rows:,} rows to {out} in {meta['generate_s']:.1f} s "
           f"({meta['parquet_bytes'] / 2**20:.0f} MB zstd parquet; planted {meta['planted']})", flush=True)
     return out
