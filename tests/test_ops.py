@@ -105,8 +105,8 @@ _ALPHABET = ["a", "B", "z", "0", "9", " ", "  ", "\t", "\n", "\r", "\f", "\v", "
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(st.none(), st.lists(st.sampled_from(_ALPHABET), max_size=12).map("".join)),
-                max_size=30), st.integers(0, 3))
-def test_fast_paths_match_the_regex_kernels(texts: list[str | None], cut: int) -> None:
+                max_size=30), st.integers(0, 3), st.sampled_from([pa.string(), pa.large_string()]))
+def test_fast_paths_match_the_regex_kernels(texts: list[str | None], cut: int, typ: pa.DataType) -> None:
     """The byte-level ASCII paths give exactly what the RE2 kernels give, in row order,
     with nulls, empty rows, every Unicode space, and sliced (offset) arrays."""
     import pyarrow.compute as pc
@@ -114,7 +114,7 @@ def test_fast_paths_match_the_regex_kernels(texts: list[str | None], cut: int) -
     from shardwise.dedup.shingles import _normalise
     from shardwise.ops.text import WORD_RE, WS_RE, collapse_whitespace, unicode_normalize, word_counts
 
-    col = pa.array(["pad"] * cut + texts, pa.string()).slice(cut)
+    col = pa.array(["pad"] * cut + texts, typ).slice(cut)
     assert collapse_whitespace(col).to_pylist() == \
         pc.utf8_trim_whitespace(pc.replace_substring_regex(col, WS_RE, " ")).to_pylist()
     assert word_counts(col).to_pylist() == pc.count_substring_regex(pc.fill_null(col, ""), WORD_RE).to_pylist()

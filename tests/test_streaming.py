@@ -254,3 +254,15 @@ def test_numpy_batches_cross_the_dataloader_as_numpy(data: Path) -> None:
     t = torch.from_numpy(batches[0]["x"])  # zero-copy and writable
     t += 1
     assert batches[0]["x"].dtype == np.float32 and batches[0]["x"].flags.writeable
+
+
+def test_default_interleave_is_sized_by_shuffle_bytes(data: Path) -> None:
+    small = StreamingDataset(str(data), batch_size=8, world_size=1, rank=0, shuffle_bytes=1)
+    assert small.interleave == 1
+    units = small.index.units
+    per_unit = 2 * sum(u.num_bytes for u in units) / len(units)
+    mid = StreamingDataset(str(data), batch_size=8, world_size=1, rank=0, shuffle_bytes=int(per_unit * 5.5))
+    assert mid.interleave == 5
+    big = StreamingDataset(str(data), batch_size=8, world_size=1, rank=0, shuffle_bytes=2**40)
+    assert big.interleave == 64  # bounded whatever the budget
+    assert StreamingDataset(str(data), batch_size=8, world_size=1, rank=0, interleave=3).interleave == 3
