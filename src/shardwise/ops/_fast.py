@@ -29,14 +29,6 @@ def _buffers(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets.astype(np.int64), data
 
 
-def _row_starts(offsets: np.ndarray, nbytes: int) -> np.ndarray:
-    """Boolean mask over ``data[offsets[0]:offsets[-1]]`` marking each row's first byte."""
-    start = np.zeros(nbytes, dtype=bool)
-    firsts = offsets[:-1] - offsets[0]
-    start[firsts[firsts < nbytes]] = True
-    return start
-
-
 def collapse_ascii_ws(col: pa.Array) -> pa.Array:
     """Every run of ASCII whitespace (``[\\t\\n\\f\\r ]``) becomes one space (no trimming)."""
     return collapse_ascii_runs(col, _is_ws)
