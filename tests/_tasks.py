@@ -44,6 +44,15 @@ def kill_worker_once(arg: tuple[str, int]) -> int:
     return x * 10
 
 
+def kill_worker_twice(arg: tuple[str, int]) -> int:
+    """SIGKILL a worker the first time item 3 runs and again the first time item 8 runs."""
+    marker_dir, x = arg
+    if x in (3, 8) and _first_time(marker_dir, f"killed-{x}"):
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x * 10
+
+
 def flaky_once(arg: tuple[str, int]) -> int:
     marker_dir, x = arg
     if x == 2 and _first_time(marker_dir, "flaky"):

@@ -14,6 +14,7 @@ from _tasks import (
     fail_on_seven,
     flaky_once,
     kill_worker_once,
+    kill_worker_twice,
     sleepy,
     square,
     unpicklable_error,
@@ -91,6 +92,15 @@ def test_sigkilled_worker_is_retried(process_backend: Backend, tmp_path: Any) ->
     out = parallel_map(kill_worker_once, items, backend=process_backend, progress=False, chunksize=1)
     assert out == [i * 10 for i in range(12)]
     assert (tmp_path / "killed").exists()  # the kill really happened
+
+
+def test_two_workers_killed_in_one_run(process_backend: Backend, tmp_path: Any) -> None:
+    # the second kill may take the last worker holding state the engine shipped at the
+    # start of the run (dask's scattered function); the run must still finish
+    items = [(str(tmp_path), i) for i in range(16)]
+    out = parallel_map(kill_worker_twice, items, backend=process_backend, progress=False, chunksize=1)
+    assert out == [i * 10 for i in range(16)]
+    assert (tmp_path / "killed-3").exists() and (tmp_path / "killed-8").exists()
 
 
 def test_worker_killed_every_time_gives_up(tmp_path: Any) -> None:

@@ -25,11 +25,18 @@ class _DaskSession(Session):
     def __init__(self, client: Any, fn: Any, retry_on: Any) -> None:
         self.distributed = require("distributed", "the dask backend")
         self.client = client
-        [self.fn_future] = client.scatter([fn], broadcast=True, hash=False)
+        self.fn = fn
+        self.fn_future = self._scatter()
         self.retry_on = retry_on
         self.futures: dict[Any, int] = {}
 
+    def _scatter(self) -> Any:
+        [fut] = self.client.scatter([self.fn], broadcast=True, hash=False)
+        return fut
+
     def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
+        if self.fn_future.status != "finished":  # its holder died: scatter again
+            self.fn_future = self._scatter()
         fut = self.client.submit(_job, self.fn_future, self.retry_on, list(chunk), pure=False, retries=0)
         self.futures[fut] = chunk_id
 
@@ -40,6 +47,10 @@ class _DaskSession(Session):
             done, _ = self.distributed.wait(list(self.futures), timeout=timeout, return_when="FIRST_COMPLETED")
         except TimeoutError:
             return []
+        except self.distributed.client.FuturesCancelledError:
+            # a lost worker took the scattered function with it and dask cancelled the
+            # tasks that needed it; report them as lost so the driver resubmits them
+            done = [f for f in self.futures if f.status != "pending"]
         out: list[Finished] = []
         for fut in done:
             cid = self.futures.pop(fut)
