@@ -78,6 +78,21 @@ class ParquetFormat:
         A row group that cannot be decoded is a whole-unit failure: under
         ``on_error="skip"`` its rows are quarantined (counted) and nothing is yielded.
         """
+        table = self.read_table(unit, columns=columns, on_error=on_error, quarantine=quarantine, schema=schema)
+        if table is not None:
+            yield from table.to_batches(max_chunksize=self.batch_rows)
+
+    def read_table(
+        self,
+        unit: Unit,
+        *,
+        columns: Sequence[str] | None = None,
+        on_error: OnError = "raise",
+        quarantine: Quarantine | None = None,
+        schema: pa.Schema | None = None,
+    ) -> pa.Table | None:
+        """The row group as one table as decoded (usually one chunk per column, so no
+        copy is needed to make it contiguous); ``None`` when it was quarantined."""
         pf = _open(unit.path, self.storage_options)
         try:
             try:
@@ -87,13 +102,11 @@ class ParquetFormat:
                 if on_error == "skip" and quarantine is not None:
                     for _ in range(unit.num_samples):
                         quarantine.add(unit.path, f"row group {unit.index}", err.reason)
-                    return
+                    return None
                 raise err from exc
         finally:
             pf.close()
-        if schema is not None:
-            table = _conform(table, schema, columns, unit)
-        yield from table.to_batches(max_chunksize=self.batch_rows)
+        return _conform(table, schema, columns, unit) if schema is not None else table
 
     def open_writer(self, prefix: str, **options: Any) -> ParquetShardWriter:
         """Return a rolling writer of ``{prefix}-{n:05d}.parquet`` shards."""

@@ -28,6 +28,7 @@ from shardwise.index import DatasetIndex, open_dataset
 from shardwise.loader.prefetch import Prefetcher
 from shardwise.loader.reader import UnitReader, count_matches
 from shardwise.loader.topology import detect_placement
+from shardwise.loader.transport import NumpyColumn, setup_worker
 from shardwise.plan import EpochPlan, Resume, Topology
 
 __all__ = ["NumpyColumn", "StreamingDatasetBase"]
@@ -53,7 +54,7 @@ class StreamingDatasetBase:
             (in parallel, cached) before planning, so ranks stay exactly balanced.
         batch_format: ``None`` for per-sample dicts, or ``"numpy"``, ``"torch"``, ``"arrow"``.
             ``"numpy"`` is the fastest through a DataLoader with workers: its arrays
-            (:class:`NumpyColumn`) travel by value instead of as shared-memory tensors.
+            (:class:`NumpyColumn`) travel through one shared-memory ring per worker.
         interleave: units mixed together by one worker: memory is about ``interleave``
             decoded units per worker; more units mix better (on data sorted by label, 4
             units give batches of a few labels, all of a worker's units a full shuffle of
@@ -195,30 +196,36 @@ class StreamingDatasetBase:
                 for batch in table.to_batches(max_chunksize=1024):
                     yield from _rows(batch)
             return
-        for batch in _rebatch(tables, self.batch_size):
-            yield _convert(batch, self.batch_format)
+        for run in _runs(tables, self.batch_size):
+            yield from _split(run, self.batch_size, self.batch_format)
 
     def _window_tables(self, wp: Any, reader: UnitReader) -> Iterator[pa.Table]:
         windows = list(wp.iter_windows())
         units = self.index.units
 
-        def load(key: int) -> dict[int, pa.Table]:
+        def load(u: int) -> pa.Table:
             # each unit as one contiguous table: gathers from chunked tables are slow
-            return {u: reader.read(u).combine_chunks() for u in windows[key][0]}
+            return reader.read(u).combine_chunks()
 
-        def size(key: int) -> int:
-            return sum(units[u].num_bytes * 3 for u in windows[key][0])
+        def size(u: int) -> int:
+            return 2 * units[u].num_bytes  # decoded, as in _auto_interleave
 
-        prefetch = Prefetcher(load, size, budget_bytes=self.prefetch_bytes)
+        # units are read ahead one at a time, across window boundaries: the next
+        # window's first units load while this one is consumed, under prefetch_bytes
+        prefetch = Prefetcher(load, size, budget_bytes=self.prefetch_bytes, max_ahead=2 * self.interleave + 2)
+        loaded_units = prefetch.iterate([u for window in windows for u in window[0]])
         # rows are gathered a piece at a time, straight from the unit tables: a whole-window
         # gather would stall this worker (and with it the DataLoader's round-robin) and
         # hold a second copy of the window
         piece = max(1, _PIECE_ROWS // self.batch_size) * self.batch_size
-        for key, loaded in zip(range(len(windows)), prefetch.iterate(range(len(windows)))):
-            _, unit_ids, rows = windows[key]
-            for start in range(0, len(rows), piece):
-                yield _gather(loaded, unit_ids[start : start + piece], rows[start : start + piece])
-            del loaded
+        try:
+            for window_units, unit_ids, rows in windows:
+                loaded = {u: next(loaded_units) for u in window_units}
+                for start in range(0, len(rows), piece):
+                    yield _gather(loaded, unit_ids[start : start + piece], rows[start : start + piece])
+                del loaded
+        finally:
+            loaded_units.close()
 
     def __iter__(self) -> Iterator[Any]:
         placement = detect_placement(self.rank, self.world_size)
@@ -227,7 +234,17 @@ class StreamingDatasetBase:
                 f"num_workers={self.num_workers} was given but the DataLoader runs "
                 f"{placement.num_workers} workers"
             )
+        if _in_dataloader_worker():
+            setup_worker(self.batch_format)
         return self.iter_shard(placement.rank, placement.world_size, placement.worker_id, placement.num_workers)
+
+
+def _in_dataloader_worker() -> bool:
+    try:
+        from torch.utils.data import get_worker_info
+    except ImportError:
+        return False
+    return get_worker_info() is not None
 
 
 _PIECE_ROWS = 4096  # rows gathered at once from a window
@@ -248,8 +265,8 @@ def _gather(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray)
     return pa.concat_tables(parts).combine_chunks().take(pa.array(back))
 
 
-def _rebatch(tables: Iterator[pa.Table], size: int) -> Iterator[pa.RecordBatch]:
-    """Exact batches of ``size`` rows from a stream of tables (zero-copy where possible)."""
+def _runs(tables: Iterator[pa.Table], size: int) -> Iterator[pa.Table]:
+    """Tables of a whole number of batches of ``size`` rows, from a stream of tables."""
     carry: list[pa.Table] = []
     have = 0
     for t in tables:
@@ -258,14 +275,29 @@ def _rebatch(tables: Iterator[pa.Table], size: int) -> Iterator[pa.RecordBatch]:
         if have < size:
             continue
         table = pa.concat_tables(carry) if len(carry) > 1 else carry[0]
-        start = 0
-        while have - start >= size:
-            yield table.slice(start, size).combine_chunks().to_batches()[0] if table.num_columns else pa.record_batch([], schema=table.schema)
-            start += size
-        rest = table.slice(start)
+        full = have - have % size
+        yield table.slice(0, full)
+        rest = table.slice(full)
         carry, have = ([rest] if rest.num_rows else []), rest.num_rows
     if have:
         raise PlanError(f"internal error: {have} samples left over after the last full batch")
+
+
+def _split(run: pa.Table, size: int, fmt: str) -> Iterator[Any]:
+    """The batches of ``size`` rows of ``run`` in format ``fmt``; columns are converted
+    once per run and batches are slices of them (the per-batch cost of converting is
+    most of the cost at ordinary batch sizes)."""
+    n = run.num_rows // size
+    if fmt == "arrow" or not run.num_columns:
+        run = run.combine_chunks()
+        for i in range(n):
+            part = run.slice(i * size, size)
+            yield part.to_batches()[0] if run.num_columns else pa.record_batch([], schema=run.schema)
+        return
+    batch = run.combine_chunks().to_batches()[0]
+    columns = _to_numpy(batch)
+    for i in range(n):
+        yield _package({k: v[i * size : (i + 1) * size] for k, v in columns.items()}, fmt)
 
 
 def _column_to_numpy(col: pa.Array) -> np.ndarray:
@@ -305,25 +337,17 @@ def _numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
 
 
-class NumpyColumn(np.ndarray):
-    """A column of a ``batch_format="numpy"`` batch: a plain numpy array, except that a
-    PyTorch DataLoader leaves it as it is instead of turning it into a tensor in the
-    worker. Tensors cross from a worker to the training process through shared memory,
-    one segment and one file-descriptor handoff per tensor, which for batches of ordinary
-    size costs several times more than sending the bytes down the worker's pipe; numpy
-    arrays are sent by value. ``torch.from_numpy(column)`` in the training loop is free."""
-
-
-def _convert(batch: pa.RecordBatch, fmt: str) -> Any:
-    if fmt == "arrow":
-        return batch
+def _to_numpy(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
     # Arrow buffers are read-only; arrays handed out (and tensors made from them by a
     # DataLoader's collate) must own writable memory, so zero-copy views are copied once
-    out: dict[str, Any] = {name: np.require(_column_to_numpy(col), requirements="W")
-                           for name, col in zip(batch.schema.names, batch.columns)}
+    return {name: np.require(_column_to_numpy(col), requirements="W")
+            for name, col in zip(batch.schema.names, batch.columns)}
+
+
+def _package(columns: dict[str, np.ndarray], fmt: str) -> dict[str, Any]:
     if fmt == "numpy":
-        return {k: v.view(NumpyColumn) for k, v in out.items()}
+        return {k: v.view(NumpyColumn) for k, v in columns.items()}
     from shardwise._optional import require
 
     torch = require("torch", 'batch_format="torch"')
-    return {k: torch.from_numpy(v) if v.dtype.kind in "biuf" else v.tolist() for k, v in out.items()}
+    return {k: torch.from_numpy(v) if v.dtype.kind in "biuf" else v.tolist() for k, v in columns.items()}

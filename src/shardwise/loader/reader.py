@@ -64,17 +64,17 @@ class UnitReader:
         unit = self.index.units[unit_id]
         fmt = get_format(self.index.format, storage_options=self.index.storage_options)
         read_cols = None if self.filter is not None else self.columns
-        batches = list(
-            fmt.read_unit(
-                unit,
-                columns=read_cols,
-                on_error=self.on_error,
-                quarantine=self.quarantine,
-                schema=self.index.schema,
-            )
-        )
         schema = self.index.schema if read_cols is None else pa.schema([self.index.schema.field(c) for c in read_cols])
-        table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+        kwargs: dict[str, Any] = dict(columns=read_cols, on_error=self.on_error, quarantine=self.quarantine,
+                                      schema=self.index.schema)
+        read_table = getattr(fmt, "read_table", None)  # formats that decode a unit at once
+        if read_table is not None:
+            table = read_table(unit, **kwargs)
+            if table is None:
+                table = schema.empty_table()
+        else:
+            batches = list(fmt.read_unit(unit, **kwargs))
+            table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
         if self.filter is not None:
             table = table.filter(self.filter)
             if self.columns is not None:

@@ -1,0 +1,218 @@
+"""Moving ``batch_format="numpy"`` batches from DataLoader workers through shared memory.
+
+A DataLoader worker sends each batch to the training process down one pipe shared by
+all workers: the batch is pickled into bytes, copied into the kernel in 64 KiB steps
+(each one a context switch on a busy machine), copied out and unpickled. For batches of
+ordinary size that costs more than reading and decoding the rows. Tensors avoid the pipe
+by going through shared memory, but one segment and one file-descriptor handoff per
+tensor costs even more.
+
+Here each worker writes the bytes of its :class:`NumpyColumn` columns into one ring of
+shared memory of its own (a ``memfd``, created on first use) and sends only a small
+reference down the pipe; the training process maps the ring once per worker, copies
+the bytes out into arrays it owns, and records how far it has read, so the worker reuses
+the space. String columns travel as Arrow offsets and bytes and become Python strings
+on arrival. This is only used by :class:`multiprocessing` pickling inside a DataLoader
+worker (``ForkingPickler``); a batch pickled in any other way is pickled by value.
+
+The worker never waits long: a column larger than half the ring, a ring that stays full
+for :data:`WAIT_S` (the trainer is slow to consume), or anything that cannot go through
+the ring is sent by value instead, so the transport only ever changes the speed.
+Linux only (``memfd``); elsewhere, or with ``SHARDWISE_SHM=0``, batches go by value.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import secrets
+import time
+from typing import Any
+
+import numpy as np
+
+__all__ = ["NumpyColumn", "setup_worker"]
+
+RING_BYTES = 32 * 2**20  # per worker
+WAIT_S = 1.0  # longest wait for space before a column goes by value
+_HEADER = 64  # int64 slots: [0] bytes consumed (written by the reader), [1] token, [2] size
+
+
+class NumpyColumn(np.ndarray):
+    """A column of a ``batch_format="numpy"`` batch: a plain numpy array, except that a
+    PyTorch DataLoader leaves it as it is instead of turning it into a tensor in the
+    worker, and that it crosses from a worker to the training process through shared
+    memory (see :mod:`shardwise.loader.transport`). ``torch.from_numpy(column)`` in the
+    training loop is free."""
+
+
+class _Ring:
+    """The worker's side: a ``memfd`` ring written at increasing positions."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.fd = os.memfd_create("shardwise-batches", os.MFD_CLOEXEC)
+        os.ftruncate(self.fd, _HEADER + size)
+        self.map = mmap.mmap(self.fd, _HEADER + size)
+        self.header = np.frombuffer(self.map, dtype=np.int64, count=_HEADER // 8)
+        self.data = np.frombuffer(self.map, dtype=np.uint8, offset=_HEADER)
+        self.token = secrets.randbits(62)
+        self.header[1], self.header[2] = self.token, size
+        self.pos = 0
+        self.pid = os.getpid()
+
+    def reserve(self, n: int) -> int | None:
+        """The position of ``n`` free bytes, or None (too large, or full for too long)."""
+        if n > self.size // 2:
+            return None
+        start = self.pos
+        if start % self.size + n > self.size:  # regions never wrap around the end
+            start += self.size - start % self.size
+        deadline = None
+        while start + n - int(self.header[0]) > self.size:
+            now = time.monotonic()
+            deadline = deadline or now + WAIT_S
+            if now > deadline:
+                return None
+            time.sleep(0.0002)
+        self.pos = start + n
+        return start
+
+    def write(self, start: int, parts: list[np.ndarray]) -> None:
+        o = start % self.size
+        for p in parts:
+            raw = p.reshape(-1).view(np.uint8)
+            self.data[o : o + raw.size] = raw
+            o += raw.size
+
+
+_ring: _Ring | None = None
+
+
+def _worker_ring() -> _Ring:
+    global _ring
+    if _ring is None or _ring.pid != os.getpid():  # a forked child makes its own
+        _ring = _Ring(RING_BYTES)
+    return _ring
+
+
+def _by_value(arr: np.ndarray) -> NumpyColumn:
+    return arr.view(NumpyColumn)
+
+
+def _reduce(col: NumpyColumn) -> tuple[Any, tuple[Any, ...]]:
+    arr = np.ascontiguousarray(col.view(np.ndarray))
+    try:
+        if arr.dtype.hasobject:
+            return _reduce_strings(arr) or (_by_value, (arr,))
+        ring = _worker_ring()
+        start = ring.reserve(arr.nbytes)
+        if start is None:
+            return _by_value, (arr,)
+        ring.write(start, [arr])
+        return _rebuild, (ring.pid, ring.fd, ring.token, start, arr.dtype.str, arr.shape)
+    except OSError:  # no memfd, no memory for the ring: by value
+        return _by_value, (arr,)
+
+
+def _reduce_strings(arr: np.ndarray) -> tuple[Any, tuple[Any, ...]] | None:
+    import pyarrow as pa
+
+    if arr.ndim != 1:
+        return None
+    try:
+        strings = pa.array(arr, type=pa.large_string(), from_pandas=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return None  # not all str
+    if strings.null_count:
+        return None
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int64, count=len(arr) + 1)
+    data = np.frombuffer(strings.buffers()[2], dtype=np.uint8, count=int(offsets[-1]))
+    ring = _worker_ring()
+    start = ring.reserve(offsets.nbytes + data.nbytes)
+    if start is None:
+        return None
+    ring.write(start, [offsets, data])
+    return _rebuild_strings, (ring.pid, ring.fd, ring.token, start, len(arr), int(offsets[-1]))
+
+
+# -- the training process's side ---------------------------------------------------------
+_maps: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, int]] = {}
+
+
+def _attach(pid: int, fd: int, token: int) -> tuple[np.ndarray, np.ndarray, int]:
+    key = (pid, fd, token)
+    got = _maps.get(key)
+    if got is None:
+        for old in [k for k in _maps if not _alive(k[0])]:  # rings of finished workers
+            del _maps[old]
+        handle = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDWR)
+        try:
+            size = os.fstat(handle).st_size
+            m = mmap.mmap(handle, size)
+        finally:
+            os.close(handle)
+        header = np.frombuffer(m, dtype=np.int64, count=_HEADER // 8)
+        if int(header[1]) != token:
+            raise RuntimeError(f"shared-memory ring of DataLoader worker {pid} was replaced")
+        got = _maps[key] = (header, np.frombuffer(m, dtype=np.uint8, offset=_HEADER), int(header[2]))
+    return got
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _rebuild(pid: int, fd: int, token: int, start: int, dtype: str, shape: tuple[int, ...]) -> NumpyColumn:
+    header, data, size = _attach(pid, fd, token)
+    out = np.empty(shape, dtype=np.dtype(dtype))
+    n = out.nbytes
+    o = start % size
+    out.reshape(-1).view(np.uint8)[:] = data[o : o + n]
+    header[0] = start + n  # this space may be written again
+    return out.view(NumpyColumn)
+
+
+def _rebuild_strings(pid: int, fd: int, token: int, start: int, length: int, nbytes: int) -> NumpyColumn:
+    import pyarrow as pa
+
+    header, data, size = _attach(pid, fd, token)
+    o = start % size
+    offsets_n = (length + 1) * 8
+    region = data[o : o + offsets_n + nbytes]
+    strings = pa.Array.from_buffers(
+        pa.large_string(), length, [None, pa.py_buffer(region[:offsets_n]), pa.py_buffer(region[offsets_n:])]
+    )
+    out = strings.to_numpy(zero_copy_only=False)  # new Python strings: the ring is free again
+    header[0] = start + offsets_n + nbytes
+    return out.view(NumpyColumn)
+
+
+def setup_worker(batch_format: str | None) -> None:
+    """Prepare a DataLoader worker process for streaming.
+
+    Sends its :class:`NumpyColumn` columns through shared memory when ``multiprocessing``
+    pickles them (numpy batches), and, unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses
+    otherwise, makes jemalloc Arrow's allocator in this process where pyarrow has it:
+    the default allocator returns the memory of every decoded unit to the system and
+    faults it back in (zeroing huge pages) for the next one, which costs about a third
+    of a worker's time.
+    """
+    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        import pyarrow as pa
+
+        try:
+            pa.set_memory_pool(pa.jemalloc_memory_pool())
+        except (NotImplementedError, pa.ArrowNotImplementedError):
+            pass
+    if batch_format != "numpy" or os.environ.get("SHARDWISE_SHM", "1") == "0" or not hasattr(os, "memfd_create"):
+        return
+    from multiprocessing.reduction import ForkingPickler
+
+    ForkingPickler.register(NumpyColumn, _reduce)

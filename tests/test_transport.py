@@ -1,0 +1,112 @@
+"""numpy batches through the shared-memory rings of DataLoader workers: exact values,
+space reused, and every way out (too large, full for too long, not strings, disabled)
+falls back to sending by value."""
+
+from __future__ import annotations
+
+import pickle
+from multiprocessing.reduction import ForkingPickler
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from torch.utils.data import DataLoader
+
+from shardwise import StreamingDataset
+from shardwise.loader import NumpyColumn, transport
+
+
+@pytest.fixture()
+def ring(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """This process as a worker with a small ring; unregistered afterwards."""
+    monkeypatch.setattr(transport, "RING_BYTES", 1 << 16)
+    monkeypatch.setattr(transport, "WAIT_S", 0.05)
+    monkeypatch.setattr(transport, "_ring", None)
+    ForkingPickler.register(NumpyColumn, transport._reduce)
+    yield transport
+    ForkingPickler._extra_reducers.pop(NumpyColumn, None)
+    transport._maps.clear()
+
+
+def _send(obj: Any) -> tuple[bytes, Any]:
+    raw = bytes(ForkingPickler.dumps(obj))
+    return raw, pickle.loads(raw)
+
+
+def test_columns_go_through_the_ring_and_come_back_equal(ring: Any) -> None:
+    rng = np.random.default_rng(0)
+    for i in range(200):  # ~30 times round the 64 KiB ring
+        emb = rng.random((16, 64), dtype=np.float32).view(NumpyColumn)
+        text = np.array([f"é{i}-{j}" * (j + 1) for j in range(16)], dtype=object).view(NumpyColumn)
+        raw, (e2, t2) = _send((emb, text))
+        assert len(raw) < 400  # references only: the bytes went through shared memory
+        assert isinstance(e2, NumpyColumn) and e2.flags.writeable
+        np.testing.assert_array_equal(e2, emb)
+        assert t2.dtype == object and t2.tolist() == text.tolist()
+    assert ring._ring.pos > ring.RING_BYTES * 10
+    assert int(ring._ring.header[0]) == ring._ring.pos  # everything sent was read back
+
+
+def test_fallbacks_send_by_value(ring: Any) -> None:
+    big = np.zeros(ring.RING_BYTES, dtype=np.uint8).view(NumpyColumn)  # over half the ring
+    raw, back = _send(big)
+    assert len(raw) > ring.RING_BYTES and np.array_equal(back, big) and isinstance(back, NumpyColumn)
+
+    mixed = np.array(["a", None, 3], dtype=object).view(NumpyColumn)  # not all strings
+    assert _send(mixed)[1].tolist() == ["a", None, 3]
+
+    # nothing reads the ring back: it fills, the wait times out and columns go by value
+    chunk = np.ones(ring.RING_BYTES // 4, dtype=np.uint8).view(NumpyColumn)
+    sent = [bytes(ForkingPickler.dumps(chunk)) for _ in range(6)]
+    assert [len(s) < 400 for s in sent] == [True] * 4 + [False] * 2
+    # once the reader catches up the ring is used again
+    for s in sent:
+        assert np.array_equal(pickle.loads(s), chunk)
+    assert len(_send(chunk)[0]) < 400
+
+
+def test_plain_pickle_never_uses_the_ring(ring: Any) -> None:
+    col = np.arange(10).view(NumpyColumn)
+    assert np.array_equal(pickle.loads(pickle.dumps(col)), col)
+    assert ring._ring is None
+
+
+def _text_data(root: Path) -> Path:
+    root.mkdir()
+    for f in range(3):
+        ids = np.arange(f * 700, (f + 1) * 700)
+        pq.write_table(pa.table({
+            "id": ids,
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, 4).astype(np.float32)), 4),
+            "text": [f"ünïcode {i} " * (i % 7) for i in ids],
+        }), root / f"p{f}.parquet", row_group_size=300)
+    return root
+
+
+def _batches(data: Path, workers: int) -> list[dict[str, Any]]:
+    ds = StreamingDataset(str(data), batch_size=50, rank=0, world_size=1, num_workers=workers,
+                          batch_format="numpy", seed=1)
+    return list(DataLoader(ds, batch_size=None, num_workers=workers))
+
+
+def test_dataloader_batches_are_exact_with_and_without_the_rings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _text_data(tmp_path / "d")
+    runs = {}
+    for shm in ("1", "0"):
+        monkeypatch.setenv("SHARDWISE_SHM", shm)
+        transport._maps.clear()
+        runs[shm] = _batches(data, 2)
+        assert bool(transport._maps) == (shm == "1")  # the workers' rings were mapped (or not)
+    got = runs["1"]
+    assert len(got) == len(runs["0"]) == 2100 // 50
+    ids = np.concatenate([g["id"] for g in got])
+    assert sorted(ids.tolist()) == list(range(2100))
+    for g, by_value in zip(got, runs["0"]):
+        assert all(isinstance(v, NumpyColumn) for v in g.values())
+        np.testing.assert_array_equal(g["id"], by_value["id"])
+        np.testing.assert_array_equal(g["emb"], np.repeat(g["id"], 4).reshape(-1, 4).astype(np.float32))
+        assert g["text"].tolist() == [f"ünïcode {i} " * (i % 7) for i in g["id"].tolist()]
+        assert g["emb"].flags.writeable
