@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from _corpus import bbc_texts
 
 from shardwise import ConfigError
@@ -219,3 +221,29 @@ def test_char_tokenization_finds_char_level_near_duplicates(tmp_path: Path) -> N
     src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate([base, typo, bbc_texts()[9]])))
     kept, _ = _run(src, tmp_path / "o", tokenization="char", ngram=5)
     assert kept == {0, 2}
+
+
+_WORDY = list("aZ09 ,.-'\t\n") + ["é", "É", "ß", "ﬁ", "²", "—", "\u00a0", "\u3000", "日本", "Ω"]
+
+
+@given(st.lists(st.one_of(st.none(), st.lists(st.sampled_from(_WORDY), max_size=30).map("".join)),
+                min_size=1, max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_word_hashes_match_regex_words(texts: list[str | None]) -> None:
+    """The byte-level word tokenizer finds exactly the words of the regex definition
+    (runs of letters and digits after NFKC and lower case), and a word's hash depends on
+    the word only."""
+    import pyarrow.compute as pc
+
+    from shardwise.dedup.shingles import _normalise, _word_hashes
+
+    arr = pa.array(texts, pa.string())
+    ref = pc.utf8_split_whitespace(pc.utf8_trim_whitespace(pc.replace_substring_regex(
+        pc.utf8_lower(pc.utf8_normalize(pc.fill_null(arr, ""), "NFKC")), r"[^\pL\pN]+", " "))).to_pylist()
+    ref = [[w for w in words if w] for words in ref]
+    hashes, offsets = _word_hashes(_normalise(arr), 0)
+    assert np.diff(offsets).tolist() == [len(words) for words in ref]
+    by_word: dict[str, int] = {}
+    for word, h in zip([w for words in ref for w in words], hashes.tolist()):
+        assert by_word.setdefault(word, h) == h
+    assert len(set(by_word.values())) == len(by_word)  # no collisions among these words

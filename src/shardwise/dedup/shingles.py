@@ -22,10 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import xxhash
 
-from shardwise.ops._fast import ascii_split, collapse_ascii_nonalnum
-from shardwise.ops.text import unicode_normalize
+from shardwise.ops._fast import _buffers, ascii_split, collapse_ascii_nonalnum
 
 __all__ = ["doc_shingles", "signatures"]
 
@@ -45,31 +43,81 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 def _normalise(texts: pa.Array) -> pa.Array:
-    t = pc.utf8_lower(unicode_normalize(pc.fill_null(texts, ""), "NFKC"))
-    t = ascii_split(t, collapse_ascii_nonalnum, lambda c: pc.replace_substring_regex(c, r"[^\pL\pN]+", " "))
-    return pc.utf8_trim_whitespace(t)
+    """NFKC and lower case; in rows with non-ASCII characters every run of characters
+    outside ``[\\pL\\pN]`` also becomes one space. (In ASCII rows the word tokenizer
+    treats any byte outside ``[0-9A-Za-z]`` as a separator, which is the same thing.)"""
+    def other(c: pa.Array) -> pa.Array:
+        return pc.replace_substring_regex(pc.utf8_lower(pc.utf8_normalize(c, "NFKC")), r"[^\pL\pN]+", " ")
+
+    return ascii_split(pc.fill_null(texts, ""), pc.ascii_lower, other)
+
+
+# word bytes: ASCII letters and digits, and every byte of a multi-byte character (after
+# _normalise only letters and digits are left outside ASCII)
+_WORD_BYTE = np.zeros(256, dtype=bool)
+_WORD_BYTE[48:58] = _WORD_BYTE[65:91] = _WORD_BYTE[97:123] = _WORD_BYTE[128:] = True
+_Q = np.uint64(0x9E3779B97F4A7C15)  # odd, so invertible modulo 2**64
+_Q_INV = np.uint64(pow(int(_Q), -1, 2**64))
+_SEGMENT = 1 << 20  # bytes hashed at once (bounds the power tables)
+_powers: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
+
+
+def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``Q**j`` and ``Q**-j`` (mod 2**64) for ``j < n``, grown on demand."""
+    if len(_powers[0]) < n:
+        m = max(n, 2 * len(_powers[0]))
+        with np.errstate(over="ignore"):
+            _powers[0] = np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(m - 1, _Q, np.uint64))])
+            _powers[1] = np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(m - 1, _Q_INV, np.uint64))])
+    return _powers[0], _powers[1]
+
+
+def _word_hashes(norm: pa.Array, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hashes of the words of every document (maximal runs of word bytes), concatenated,
+    and per-document offsets. A word's hash depends only on its bytes: a polynomial in
+    ``Q`` over them, from prefix sums over the whole buffer (no per-word Python)."""
+    if norm.offset:
+        norm = pa.concat_arrays([norm])
+    offsets, data = _buffers(norm)
+    buf = data[offsets[0] : offsets[-1]]
+    offs = offsets - offsets[0]
+    n = len(buf)
+    if n == 0:
+        return np.zeros(0, np.uint64), np.zeros(len(norm) + 1, np.int64)
+    word = _WORD_BYTE[buf]
+    before = np.zeros(n, dtype=bool)  # is the previous byte of the same document a word byte?
+    before[1:] = word[:-1]
+    before[offs[:-1][offs[:-1] < n]] = False
+    after = np.zeros(n, dtype=bool)
+    after[:-1] = word[1:]
+    after[offs[1:][offs[1:] > 0] - 1] = False
+    starts = np.flatnonzero(word & ~before)
+    ends = np.flatnonzero(word & ~after) + 1
+    out = np.empty(len(starts), dtype=np.uint64)
+    i = 0
+    with np.errstate(over="ignore"):
+        while i < len(starts):  # segments of whole words, about _SEGMENT bytes each
+            lo = int(starts[i])
+            j = max(i + 1, int(np.searchsorted(ends, lo + _SEGMENT, side="right")))
+            hi = int(ends[j - 1])
+            q, q_inv = _power_tables(hi - lo + 1)
+            prefix = np.zeros(hi - lo + 1, dtype=np.uint64)
+            np.cumsum(buf[lo:hi].astype(np.uint64) * q[: hi - lo], out=prefix[1:])
+            s, e = starts[i:j] - lo, ends[i:j] - lo
+            out[i:j] = (prefix[e] - prefix[s]) * q_inv[s]
+            i = j
+        salt = np.uint64((seed * 0x9E3779B97F4A7C15 + 0x574F5244) % 2**64)
+        out = _mix(out ^ salt ^ ((ends - starts).astype(np.uint64) << np.uint64(56)))
+    return out, np.searchsorted(starts, offs).astype(np.int64)
 
 
 def _tokens(texts: pa.Array, tokenization: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-token 64-bit hashes (all documents concatenated) and per-document offsets."""
-    norm = _normalise(texts)
     if tokenization == "word":
-        lists = pc.utf8_split_whitespace(norm)
-        flat = lists.flatten()
-        keep = pc.greater(pc.utf8_length(flat), 0).to_numpy(zero_copy_only=False)
-        offsets = lists.offsets.to_numpy().astype(np.int64)
-        if not keep.all():  # "" splits into one empty token: drop those
-            counts = np.add.reduceat(keep.astype(np.int64), np.minimum(offsets[:-1], len(keep) - 1))
-            counts[np.diff(offsets) == 0] = 0
-            offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-            flat = flat.filter(pa.array(keep))
-        if len(flat) == 0:
-            return np.zeros(0, np.uint64), offsets
-        enc = flat.dictionary_encode()
-        words = enc.dictionary.to_pylist()
-        table = np.fromiter((xxhash.xxh3_64_intdigest(w.encode(), seed) for w in words), np.uint64, len(words))
-        return table[enc.indices.to_numpy()], offsets
+        return _word_hashes(_normalise(texts), seed)
     if tokenization == "char":
+        # characters of the text with every run outside [\pL\pN] as one space, trimmed
+        norm = pc.utf8_trim_whitespace(ascii_split(_normalise(texts), collapse_ascii_nonalnum, lambda c: c))
         lengths = pc.utf8_length(norm).to_numpy(zero_copy_only=False).astype(np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         joined = "".join(norm.to_pylist())
@@ -166,21 +214,24 @@ def signatures(shingles: np.ndarray, offsets: np.ndarray, *, num_perm: int = 128
 
 def _densify(sig: np.ndarray, k: int, seed: int, nonempty_docs: np.ndarray) -> None:
     """Fill empty bins of non-empty documents from other bins, along a fixed sequence."""
-    filled = sig != _EMPTY
-    need = nonempty_docs[:, None] & ~filled
-    if not need.any():
+    filled = (sig != _EMPTY).ravel()
+    need = np.flatnonzero((nonempty_docs[:, None] & (sig == _EMPTY)).ravel())
+    if not len(need):
         return
+    flat = sig.reshape(-1)
     rng = np.random.default_rng([seed, 0x44454E53])
-    rows, cols = np.nonzero(need)  # the empty bins still to fill, shrinking every round
+    cols = need % k
+    row_start = need - cols
     attempt = 0
-    while len(rows):
+    while len(need):  # the empty bins still to fill, shrinking every round
         targets = rng.integers(0, k, size=k)  # bin i borrows from targets[i] in this round
-        src = targets[cols]
-        ok = filled[rows, src]
+        src = row_start + targets[cols]
+        ok = filled[src]
         # borrowed from bins filled originally (never from a bin filled in this pass), and
         # offset by the round so that borrowed values stay distinct
-        sig[rows[ok], cols[ok]] = sig[rows[ok], src[ok]] + np.uint64(attempt + 1)
-        rows, cols = rows[~ok], cols[~ok]
+        flat[need[ok]] = flat[src[ok]] + np.uint64(attempt + 1)
+        left = ~ok
+        need, cols, row_start = need[left], cols[left], row_start[left]
         attempt += 1
         if attempt > 10 * k:  # cannot happen for a non-empty document, but never loop forever
             raise RuntimeError("densification did not converge")
