@@ -139,11 +139,12 @@ def doc_shingles(texts: pa.Array, *, tokenization: str = "word", ngram: int = 5,
     lengths = np.diff(off)
     doc_of_tok = np.repeat(np.arange(n_docs), lengths)
     # rolling polynomial over ngram tokens (wrapping uint64 arithmetic)
-    g = np.zeros(len(tok), dtype=np.uint64)
-    for k in range(ngram):
-        shifted = np.zeros(len(tok), dtype=np.uint64)
-        shifted[: len(tok) - k] = tok[k:]
-        g = g * _POLY + shifted
+    g = tok.copy()
+    n = len(tok)
+    for k in range(1, min(ngram, n + 1)):  # g[i] = poly(tok[i], ..., tok[i + k]); the tail pads with 0
+        g[: n - k] *= _POLY
+        g[: n - k] += tok[k:]
+        g[n - k :] *= _POLY
     start_ok = np.arange(len(tok)) + ngram <= off[1:][doc_of_tok] if len(tok) else np.zeros(0, bool)
     sh_doc = doc_of_tok[start_ok]
     sh = _mix(g[start_ok])
