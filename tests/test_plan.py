@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from shardwise.errors import PlanError
 from shardwise.plan import EpochPlan, Topology
+from shardwise.plan.epoch import spread_order
 
 counts_st = st.one_of(
     st.lists(st.integers(0, 60), min_size=1, max_size=40),  # includes empty units
@@ -112,8 +113,35 @@ def test_worker_mixes_at_most_interleave_units_at_a_time() -> None:
         assert len(units) <= 3
         assert set(unit_ids.tolist()) == set(units)
     flat = plan.worker(0, 0).pairs()[:, 0]
-    # a window of 3 units gives 150 samples drawn from exactly those units
-    assert len(set(flat[:150].tolist())) == 3
+    # the first window's samples come first, drawn from exactly its units
+    first = next(iter(plan.worker(0, 0).iter_windows()))[0]
+    assert set(flat[: 50 * len(first)].tolist()) == set(first)
+    # 40 units in windows of at most 3: 14 windows of 2 or 3 units, not 13 of 3 and one of 1
+    assert sorted(len(w) for w in plan.worker(0, 0).windows()) == [2] * 2 + [3] * 12
+
+
+def test_sorted_data_every_worker_and_window_spans_the_dataset() -> None:
+    """Units stored sorted by label (20 labels x 10 units): with the stratified unit order
+    every worker sees every label and every window of 5 units holds 5 different labels;
+    a uniform permutation would leave some windows with repeated labels."""
+    label = np.repeat(np.arange(20), 10)
+    t = Topology(2, 2, 10, interleave=5)
+    for epoch in range(3):
+        plan = EpochPlan([100] * 200, t, seed=7, epoch=epoch)
+        for r in range(2):
+            for w in range(2):
+                wp = plan.worker(r, w)
+                assert set(label[wp.units()].tolist()) == set(range(20))
+                for units, _, _ in wp.iter_windows():
+                    assert len(set(label[units].tolist())) == len(units)
+
+
+@given(counts=st.lists(st.integers(0, 10_000), max_size=400), slots=st.integers(1, 64),
+       interleave=st.integers(1, 70), seed=st.integers(0, 99))
+@settings(max_examples=60, deadline=None)
+def test_spread_order_is_a_permutation(counts: list[int], slots: int, interleave: int, seed: int) -> None:
+    order = spread_order(np.array(counts, dtype=np.int64), slots, interleave, np.random.default_rng(seed))
+    assert sorted(order.tolist()) == list(range(len(counts)))
 
 
 def test_round_robin_matches_dataloader_order() -> None:

@@ -4,14 +4,18 @@ Given per-unit sample counts and the training topology, :class:`EpochPlan` decid
 for every (rank, dataloader worker) the exact ordered list of ``(unit, row)`` it yields:
 
 1. Units are permuted per epoch (seeded by ``seed`` and ``epoch``) and concatenated
-   into one stream; rows inside each unit follow a per-epoch permutation.
+   into one stream; rows inside each unit follow a per-epoch permutation. The unit
+   permutation is stratified (:func:`spread_order`): each worker's piece and each of
+   its windows take units from all over the dataset, which matters when the data is
+   stored sorted or clustered.
 2. The stream is cut into ``world_size * num_workers`` consecutive equal pieces
    (rank-major), each a multiple of ``batch_size``. ``drop_last=True`` leaves out the
    tail (fewer than ``world_size * num_workers * batch_size`` samples, a different
    tail each epoch); ``drop_last=False`` pads with samples from the start of the
    epoch's order, and only those. Consecutive pieces mean a unit is read by at most
    two workers per epoch.
-3. A worker reads its piece in windows of ``interleave`` consecutive segments and
+3. A worker reads its piece in windows of up to ``interleave`` consecutive segments
+   (as many windows as needed, of equal size) and
    emits each window's rows in a seeded shuffled order, mixing a bounded number of
    units at a time.
 4. Batch ``j`` of a rank comes from worker ``j % num_workers`` (counted from where the
@@ -28,6 +32,7 @@ O(units) plus one window per worker, never O(samples consumed).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -37,7 +42,7 @@ import numpy as np
 from shardwise.errors import PlanError
 from shardwise.plan.stream import Segment, Stream, unit_stream
 
-__all__ = ["EpochPlan", "Resume", "Topology", "WorkerPlan"]
+__all__ = ["EpochPlan", "Resume", "Topology", "WorkerPlan", "spread_order"]
 
 _UNITS, _ROWS, _WINDOW = 0x556E, 0x526F, 0x5769
 
@@ -107,8 +112,13 @@ class WorkerPlan:
     _perms: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     def windows(self) -> list[list[Segment]]:
+        """The segments cut into the fewest windows of at most ``interleave``, of equal
+        size (give or take one): a last window of a few units would mix poorly."""
         k = self.plan.topology.interleave
-        return [self.segments[i : i + k] for i in range(0, len(self.segments), k)]
+        n = len(self.segments)
+        count = -(-n // k)
+        bounds = [i * n // count for i in range(count + 1)] if n else [0]
+        return [self.segments[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
     def units(self) -> list[int]:
         """Units this worker reads, in first-use order (for prefetching)."""
@@ -170,6 +180,46 @@ class WorkerPlan:
         return out
 
 
+def spread_order(counts: np.ndarray, slots: int, interleave: int, rng: np.random.Generator) -> np.ndarray:
+    """A random order of the units in which every worker's piece, and every window of at
+    most ``interleave`` units inside it, draws its samples from all over the dataset.
+
+    Data is often stored sorted or clustered (by label, source, language, date), so
+    neighbouring units are alike. A uniform permutation gives each worker a random subset,
+    whose make-up can differ a lot from the whole (more so when units differ in size), and
+    each window a smaller random subset that differs more. Here units are dealt out in
+    file order, in runs shuffled at random, each to the worker holding the fewest samples
+    so far; each worker's units are dealt to its windows the same way; units are then
+    ordered by worker and window, at random inside a window. At every point of the file
+    each worker, and each window, has about its share of the samples so far: a stratified
+    sample instead of a simple one, with no unit read more often and no extra memory.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    n = len(counts)
+    worker = _deal(counts, slots, rng)
+    window = np.zeros(n, dtype=np.int64)
+    for w in range(slots):
+        mine = np.flatnonzero(worker == w)
+        window[mine] = _deal(counts[mine], -(-len(mine) // interleave), rng)
+    return np.lexsort((rng.random(n), window, worker)).astype(np.int64)
+
+
+def _deal(sizes: np.ndarray, bins: int, rng: np.random.Generator) -> np.ndarray:
+    """The bin of each item (given in file order): items are taken in runs of ``bins``,
+    shuffled inside each run, and each goes to the bin with the fewest samples so far."""
+    n = len(sizes)
+    out = np.zeros(n, dtype=np.int64)
+    if bins <= 1 or n == 0:
+        return out
+    heap = [(0, int(t), b) for b, t in enumerate(rng.permutation(bins))]  # ties: a random bin order
+    sizes_list = sizes.tolist()
+    for i in np.lexsort((rng.random(n), np.arange(n) // bins)).tolist():
+        total, t, b = heapq.heappop(heap)
+        out[i] = b
+        heapq.heappush(heap, (total + sizes_list[i], t, b))
+    return out
+
+
 class EpochPlan:
     """The plan of one epoch (see the module docstring for the contract).
 
@@ -217,7 +267,9 @@ class EpochPlan:
     # -- building -------------------------------------------------------------------
     def _base_stream(self) -> Stream:
         n = len(self.counts)
-        order = _rng(self.seed, self.epoch, _UNITS).permutation(n) if self.shuffle else np.arange(n)
+        # the order the epoch started with, also when it resumes on another topology
+        t = self.resumes[0].topology if self.resumes else self.topology
+        order = spread_order(self.counts, t.slots, t.interleave, _rng(self.seed, self.epoch, _UNITS)) if self.shuffle else np.arange(n)
         return unit_stream(self.counts, order)
 
     def _check(self, r: Resume) -> None:
