@@ -15,8 +15,11 @@ Data (generated once into ``benchmarks/.data/loader-<rows>/`` and reused): about
 label, ``<key>.txt``, ``<key>.npy``).
 
 Loaders (each runs one full epoch in its own subprocess, 2 DataLoader workers and
-batches of 256 unless said otherwise; peers run with ``benchmarks/.venv-peers``,
-created by this script when missing):
+batches of 256 unless said otherwise; every DataLoader, shardwise's and the peers', gets
+``prefetch_factor=32``: with the default of 2, each batch waits for a request-and-reply
+round trip between processes, which on 2 busy cores caps a fast loader at about half
+its speed; peers run with ``benchmarks/.venv-peers``, created by this script when
+missing):
 
 * ``raw_scan``: single-process ``pyarrow.parquet.ParquetFile.iter_batches`` over the
   files, converted to numpy -- an upper bound with no shuffling at all;
@@ -86,6 +89,7 @@ EMB_DIM = 64
 BATCH = 256
 BUFFER = 10_000
 WORKERS = 2
+PREFETCH = 32  # every DataLoader's prefetch_factor (batches requested ahead per worker)
 WIDE_INTERLEAVE = 64  # shardwise_batched_wide: every row group of a worker (~48 of 97) mixed at once
 DATA_VERSION = 1  # bump when the generated data changes
 # torch is pinned: an unpinned install may pull the CUDA build (gigabytes). aiohttp: Ray
@@ -256,7 +260,7 @@ def run_shardwise_batched(data: Path, consume: Consumer, info: dict) -> Any:
     ds = _shardwise_ds(data, "numpy", info)
 
     def go() -> None:
-        _dict_batches(DataLoader(ds, batch_size=None, num_workers=WORKERS), consume)
+        _dict_batches(DataLoader(ds, batch_size=None, num_workers=WORKERS, prefetch_factor=PREFETCH), consume)
 
     return go
 
@@ -267,7 +271,7 @@ def run_shardwise_batched_wide(data: Path, consume: Consumer, info: dict) -> Any
     ds = _shardwise_ds(data, "numpy", info, interleave=WIDE_INTERLEAVE)
 
     def go() -> None:
-        _dict_batches(DataLoader(ds, batch_size=None, num_workers=WORKERS), consume)
+        _dict_batches(DataLoader(ds, batch_size=None, num_workers=WORKERS, prefetch_factor=PREFETCH), consume)
 
     return go
 
@@ -278,7 +282,7 @@ def run_shardwise_per_sample(data: Path, consume: Consumer, info: dict) -> Any:
     ds = _shardwise_ds(data, None, info)
 
     def go() -> None:
-        _dict_batches(DataLoader(ds, batch_size=BATCH, num_workers=WORKERS), consume)
+        _dict_batches(DataLoader(ds, batch_size=BATCH, num_workers=WORKERS, prefetch_factor=PREFETCH), consume)
 
     return go
 
@@ -302,7 +306,7 @@ def run_hf_streaming(data: Path, consume: Consumer, info: dict) -> Any:
     info["n_shards"] = ds.num_shards
 
     def go() -> None:
-        _dict_batches(DataLoader(ds, batch_size=BATCH, num_workers=WORKERS), consume)
+        _dict_batches(DataLoader(ds, batch_size=BATCH, num_workers=WORKERS, prefetch_factor=PREFETCH), consume)
 
     return go
 
@@ -329,7 +333,7 @@ def run_hf_map_batched(data: Path, consume: Consumer, info: dict) -> Any:
 
     def go() -> None:
         # batch_size=None + a batch sampler: every fetch is ds[list_of_256_indices]
-        _dict_batches(DataLoader(ds, batch_size=None, sampler=sampler, num_workers=WORKERS), consume)
+        _dict_batches(DataLoader(ds, batch_size=None, sampler=sampler, num_workers=WORKERS, prefetch_factor=PREFETCH), consume)
 
     return go
 
@@ -342,7 +346,7 @@ def run_hf_map_per_sample(data: Path, consume: Consumer, info: dict) -> Any:
     torch.manual_seed(0)
 
     def go() -> None:
-        _dict_batches(DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=WORKERS), consume)
+        _dict_batches(DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=WORKERS, prefetch_factor=PREFETCH), consume)
 
     return go
 
@@ -362,7 +366,7 @@ def run_webdataset(data: Path, consume: Consumer, info: dict) -> Any:
           .shuffle(BUFFER).decode().map(sample))
 
     def go() -> None:
-        _dict_batches(DataLoader(ds, batch_size=BATCH, num_workers=WORKERS), consume)
+        _dict_batches(DataLoader(ds, batch_size=BATCH, num_workers=WORKERS, prefetch_factor=PREFETCH), consume)
 
     return go
 

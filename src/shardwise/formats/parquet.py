@@ -90,13 +90,17 @@ class ParquetFormat:
         on_error: OnError = "raise",
         quarantine: Quarantine | None = None,
         schema: pa.Schema | None = None,
+        use_threads: bool = True,
     ) -> pa.Table | None:
         """The row group as one table as decoded (usually one chunk per column, so no
-        copy is needed to make it contiguous); ``None`` when it was quarantined."""
+        copy is needed to make it contiguous); ``None`` when it was quarantined.
+        ``use_threads=False`` decodes on the calling thread only (for callers that
+        already read several units at once)."""
         pf = _open(unit.path, self.storage_options)
         try:
             try:
-                table = pf.read_row_group(unit.index, columns=list(columns) if columns is not None else None)
+                table = pf.read_row_group(unit.index, columns=list(columns) if columns is not None else None,
+                                          use_threads=use_threads)
             except (pa.ArrowInvalid, pa.ArrowException, OSError, IndexError) as exc:
                 err = FormatError(f"cannot decode row group ({exc})", unit.path, f"row group {unit.index}")
                 if on_error == "skip" and quarantine is not None:

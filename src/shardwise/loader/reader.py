@@ -68,8 +68,8 @@ class UnitReader:
         kwargs: dict[str, Any] = dict(columns=read_cols, on_error=self.on_error, quarantine=self.quarantine,
                                       schema=self.index.schema)
         read_table = getattr(fmt, "read_table", None)  # formats that decode a unit at once
-        if read_table is not None:
-            table = read_table(unit, **kwargs)
+        if read_table is not None:  # the loader reads units on threads of its own
+            table = read_table(unit, use_threads=False, **kwargs)
             if table is None:
                 table = schema.empty_table()
         else:
