@@ -247,3 +247,22 @@ def test_word_hashes_match_regex_words(texts: list[str | None]) -> None:
     for word, h in zip([w for words in ref for w in words], hashes.tolist()):
         assert by_word.setdefault(word, h) == h
     assert len(set(by_word.values())) == len(by_word)  # no collisions among these words
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_one_shingle_documents_always_densify(seed: int) -> None:
+    """A document with one shingle fills one bin; every other bin must borrow it, for
+    every seed and every bin it may land in (a sequence that never meets that bin falls
+    back to the next filled bin instead of failing)."""
+    from shardwise.dedup.shingles import _EMPTY, _densify
+
+    k = 128
+    sig = np.full((k, k), _EMPTY, dtype=np.uint64)
+    sig[np.arange(k), np.arange(k)] = np.arange(k, dtype=np.uint64) * 1_000_000
+    _densify(sig, k, seed, np.ones(k, dtype=bool))
+    assert (sig != _EMPTY).all()
+    # every value is borrowed from the one filled bin (plus a round offset, at most a few thousand)
+    assert ((sig // 1_000_000) == np.arange(k, dtype=np.uint64)[:, None]).all()
+    empty_row = np.full((1, k), _EMPTY, dtype=np.uint64)
+    _densify(empty_row, k, seed, np.zeros(1, dtype=bool))
+    assert (empty_row == _EMPTY).all()  # empty documents stay empty

@@ -63,9 +63,10 @@ _powers: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
 
 
 def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``Q**j`` and ``Q**-j`` (mod 2**64) for ``j < n``, grown on demand."""
+    """``Q**j`` and ``Q**-j`` (mod 2**64) for ``j < n``: computed once per process for a
+    whole segment (longer only for a single word over ``_SEGMENT`` bytes)."""
     if len(_powers[0]) < n:
-        m = max(n, 2 * len(_powers[0]))
+        m = max(n, _SEGMENT + 1)
         with np.errstate(over="ignore"):
             _powers[0] = np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(m - 1, _Q, np.uint64))])
             _powers[1] = np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(m - 1, _Q_INV, np.uint64))])
@@ -214,28 +215,46 @@ def signatures(shingles: np.ndarray, offsets: np.ndarray, *, num_perm: int = 128
 
 
 def _densify(sig: np.ndarray, k: int, seed: int, nonempty_docs: np.ndarray) -> None:
-    """Fill empty bins of non-empty documents from other bins, along a fixed sequence."""
+    """Fill the empty bins of non-empty documents (optimal densification).
+
+    Bin ``i`` has a fixed pseudo-random sequence of other bins, ``targets[r, i]`` for
+    round ``r``, the same for every document; an empty bin takes the value of the first
+    bin in its sequence that the document filled itself, offset by the round so that
+    borrowed values stay distinct. Rounds are looked at in blocks, many at a time once
+    few bins are left (short documents leave many bins empty and need many rounds). A
+    bin whose sequence never meets a filled bin (possible for documents with one or two
+    shingles) takes the next filled bin to its right, circularly.
+    """
     filled = (sig != _EMPTY).ravel()
     need = np.flatnonzero((nonempty_docs[:, None] & (sig == _EMPTY)).ravel())
     if not len(need):
         return
     flat = sig.reshape(-1)
-    rng = np.random.default_rng([seed, 0x44454E53])
+    rounds = 10 * k
+    targets = np.random.default_rng([seed, 0x44454E53]).integers(0, k, size=(rounds, k))
     cols = need % k
     row_start = need - cols
-    attempt = 0
-    while len(need):  # the empty bins still to fill, shrinking every round
-        targets = rng.integers(0, k, size=k)  # bin i borrows from targets[i] in this round
-        src = row_start + targets[cols]
-        ok = filled[src]
-        # borrowed from bins filled originally (never from a bin filled in this pass), and
-        # offset by the round so that borrowed values stay distinct
-        flat[need[ok]] = flat[src[ok]] + np.uint64(attempt + 1)
-        left = ~ok
-        need, cols, row_start = need[left], cols[left], row_start[left]
-        attempt += 1
-        if attempt > 10 * k:  # cannot happen for a non-empty document, but never loop forever
-            raise RuntimeError("densification did not converge")
+    r = 0
+    while len(need) and r < rounds:
+        block = int(min(rounds - r, max(1, (1 << 15) // len(need))))
+        if block == 1:  # many bins left: one round at a time, on flat arrays
+            src = row_start + targets[r][cols]
+            hit = filled[src]
+            flat[need[hit]] = flat[src[hit]] + np.uint64(r + 1)
+        else:
+            srcs = row_start[:, None] + targets[r : r + block].T[cols]  # (left, block)
+            ok = filled[srcs]
+            hit = ok.any(axis=1)
+            first = ok.argmax(axis=1)[hit]
+            flat[need[hit]] = flat[srcs[np.flatnonzero(hit), first]] + (r + first + 1).astype(np.uint64)
+        miss = ~hit
+        need, cols, row_start = need[miss], cols[miss], row_start[miss]
+        r += block
+    if len(need):  # the sequence never met a filled bin: the next filled bin to the right
+        shifts = np.arange(1, k)
+        src = row_start[:, None] + (cols[:, None] + shifts[None, :]) % k
+        first = filled[src].argmax(axis=1)
+        flat[need] = flat[src[np.arange(len(need)), first]] + np.uint64(rounds + 1) + first.astype(np.uint64)
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
