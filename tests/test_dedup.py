@@ -266,3 +266,26 @@ def test_one_shingle_documents_always_densify(seed: int) -> None:
     empty_row = np.full((1, k), _EMPTY, dtype=np.uint64)
     _densify(empty_row, k, seed, np.zeros(1, dtype=bool))
     assert (empty_row == _EMPTY).all()  # empty documents stay empty
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=120))
+@settings(max_examples=100, deadline=None)
+def test_numpy_components_equal_scipy(edges: list[tuple[int, int]]) -> None:
+    """Small graphs are joined in numpy (no SciPy import); large ones by SciPy: both give
+    every node its component's smallest id."""
+    import shardwise.dedup.components as comp
+
+    u = np.array([e[0] * 7 + 3 for e in edges], dtype=np.uint64)  # sparse, unsorted ids
+    v = np.array([e[1] * 7 + 3 for e in edges], dtype=np.uint64)
+    nodes, roots = comp.components_in_memory(u, v)
+    saved = comp.SCIPY_ABOVE
+    comp.SCIPY_ABOVE = -1
+    try:
+        nodes2, roots2 = comp.components_in_memory(u, v)
+    finally:
+        comp.SCIPY_ABOVE = saved
+    assert np.array_equal(nodes, nodes2) and np.array_equal(roots, roots2)
+    # a chain of 10,000 nodes in shuffled order ends with one root, the smallest
+    chain = np.random.default_rng(len(edges)).permutation(10_000).astype(np.uint64)
+    n3, r3 = comp.components_in_memory(chain[:-1], chain[1:])
+    assert len(n3) == 10_000 and (r3 == 0).all()

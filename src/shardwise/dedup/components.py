@@ -20,19 +20,44 @@ from shardwise.storage import atomic_write, join, open_input
 __all__ = ["components_distributed", "components_in_memory"]
 
 
+SCIPY_ABOVE = 2_000_000  # edges; below, components are found in numpy (no SciPy import)
+
+
 def components_in_memory(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(nodes, roots)``: every node of the edges and its component's smallest id."""
-    sparse = require("scipy.sparse", "MinHash dedup")
-    csgraph = require("scipy.sparse.csgraph", "MinHash dedup")
     nodes = np.unique(np.concatenate([u, v]))
     if len(nodes) == 0:
         return nodes, nodes
     a, b = np.searchsorted(nodes, u), np.searchsorted(nodes, v)
+    if len(a) <= SCIPY_ABOVE:
+        return nodes, nodes[_min_label(len(nodes), a, b)]
+    sparse = require("scipy.sparse", "MinHash dedup")
+    csgraph = require("scipy.sparse.csgraph", "MinHash dedup")
     graph = sparse.coo_matrix((np.ones(len(a), np.int8), (a, b)), shape=(len(nodes), len(nodes)))
     _, labels = csgraph.connected_components(graph, directed=False)
     first = np.full(labels.max() + 1, len(nodes), dtype=np.int64)
     np.minimum.at(first, labels, np.arange(len(nodes)))  # nodes are sorted: smallest index = smallest id
     return nodes, nodes[first[labels]]
+
+
+def _min_label(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The smallest node index of each node's component: every edge hooks the larger of
+    its two roots onto the smaller, then pointers jump to their roots, until no edge
+    joins two roots. A node's parent is never larger than the node, so the root a
+    component ends with is its smallest index. (Importing SciPy costs more than this
+    on graphs of ordinary size.)"""
+    parent = np.arange(n)
+    while True:
+        ra, rb = parent[a], parent[b]
+        joins = ra != rb
+        if not joins.any():
+            return parent
+        np.minimum.at(parent, np.maximum(ra, rb)[joins], np.minimum(ra, rb)[joins])
+        while True:
+            up = parent[parent]
+            if np.array_equal(up, parent):
+                break
+            parent = up
 
 
 def _save(path: str, arr: np.ndarray, opts: dict[str, Any]) -> None:
