@@ -888,6 +888,15 @@ def main(argv: list[str]) -> int:
         vs_f = fastest["seconds"] / sw["seconds"] if fastest else None
         line(f"shardwise end-to-end speed vs fastest other peer ({fastest['name'] if fastest else '-'})", vs_f, 3,
              ".2f", None if vs_f is None else vs_f >= 3)
+        plain = by.get("shardwise_noverify")  # like for like: no peer verifies candidates
+        if plain:
+            if ds:
+                v = ds["seconds"] / plain["seconds"]
+                line("shardwise (verify=False) end-to-end speed vs datasketch", v, 10, ".2f", v >= 10)
+            if fastest:
+                v = fastest["seconds"] / plain["seconds"]
+                line(f"shardwise (verify=False) end-to-end speed vs fastest other peer ({fastest['name']})", v, 3,
+                     ".2f", v >= 3)
         line("shardwise precision (verify=True)", sw["precision"], 0.98, ".4f",
              None if sw["precision"] is None else sw["precision"] >= 0.98)
         line("shardwise recall (verify=True)", sw["recall"], 0.95, ".4f",

@@ -289,3 +289,4 @@ def test_numpy_components_equal_scipy(edges: list[tuple[int, int]]) -> None:
     chain = np.random.default_rng(len(edges)).permutation(10_000).astype(np.uint64)
     n3, r3 = comp.components_in_memory(chain[:-1], chain[1:])
     assert len(n3) == 10_000 and (r3 == 0).all()
+
