@@ -1,6 +1,7 @@
 """Connected components of the candidate graph; each node's root is the smallest id.
 
-``in_memory`` uses SciPy's compiled ``csgraph.connected_components``. ``distributed``
+``in_memory`` joins minimum labels in numpy for graphs of up to ``SCIPY_ABOVE`` edges and
+uses SciPy's compiled ``csgraph.connected_components`` above that. ``distributed``
 runs alternating large-star / small-star rounds (Kiveris et al., SoCC 2014) over edge
 files partitioned by node, one parallel task per partition, so no process holds the
 whole graph; it ends when a round changes no edge, with every node linked to its
@@ -17,7 +18,7 @@ import numpy as np
 from shardwise._optional import require
 from shardwise.storage import atomic_write, join, open_input
 
-__all__ = ["components_distributed", "components_in_memory"]
+__all__ = ["SCIPY_ABOVE", "components_distributed", "components_in_memory"]
 
 
 SCIPY_ABOVE = 2_000_000  # edges; below, components are found in numpy (no SciPy import)

@@ -59,10 +59,9 @@ class StreamingDatasetBase:
             decoded units per worker; more units mix better (on data sorted by label, 4
             units give batches of a few labels, all of a worker's units a full shuffle of
             its share). Default: as many as fit ``shuffle_bytes``.
-        shuffle_bytes: the per-worker memory that sets the default ``interleave``
-            (while one window is consumed the next is read, so a worker holds up to
-            about twice this).
-        prefetch_bytes: read-ahead budget per worker.
+        shuffle_bytes: the per-worker memory that sets the default ``interleave``.
+        prefetch_bytes: read-ahead budget per worker: units of the next window are read
+            (on two threads) while the current one is consumed, up to this many bytes.
         rank, world_size: override detection.
         num_workers: the DataLoader's ``num_workers`` (0 means in-process); needed by
             :meth:`state_dict` in the training process; detected inside workers.
