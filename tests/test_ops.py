@@ -111,7 +111,7 @@ def test_fast_paths_match_the_regex_kernels(texts: list[str | None], cut: int, t
     with nulls, empty rows, every Unicode space, and sliced (offset) arrays."""
     import pyarrow.compute as pc
 
-    from shardwise.dedup.shingles import _normalise
+    from shardwise.dedup.shingles import _normalise_chars
     from shardwise.ops.text import WORD_RE, WS_RE, collapse_whitespace, unicode_normalize, word_counts
 
     col = pa.array(["pad"] * cut + texts, typ).slice(cut)
@@ -121,4 +121,4 @@ def test_fast_paths_match_the_regex_kernels(texts: list[str | None], cut: int, t
     assert unicode_normalize(col).to_pylist() == pc.utf8_normalize(col, "NFKC").to_pylist()
     slow = pc.utf8_trim_whitespace(pc.replace_substring_regex(
         pc.utf8_lower(pc.utf8_normalize(pc.fill_null(col, ""), "NFKC")), r"[^\pL\pN]+", " "))
-    assert _normalise(col).to_pylist() == slow.to_pylist()
+    assert _normalise_chars(col).to_pylist() == slow.to_pylist()

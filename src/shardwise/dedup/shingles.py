@@ -52,6 +52,12 @@ def _normalise(texts: pa.Array) -> pa.Array:
     return ascii_split(pc.fill_null(texts, ""), pc.ascii_lower, other)
 
 
+def _normalise_chars(texts: pa.Array) -> pa.Array:
+    """NFKC, lower case, every run of characters outside ``[\\pL\\pN]`` as one space,
+    trimmed (the text ``tokenization="char"`` shingles)."""
+    return pc.utf8_trim_whitespace(ascii_split(_normalise(texts), collapse_ascii_nonalnum, lambda c: c))
+
+
 # word bytes: ASCII letters and digits, and every byte of a multi-byte character (after
 # _normalise only letters and digits are left outside ASCII)
 _WORD_BYTE = np.zeros(256, dtype=bool)
@@ -117,8 +123,7 @@ def _tokens(texts: pa.Array, tokenization: str, seed: int) -> tuple[np.ndarray, 
     if tokenization == "word":
         return _word_hashes(_normalise(texts), seed)
     if tokenization == "char":
-        # characters of the text with every run outside [\pL\pN] as one space, trimmed
-        norm = pc.utf8_trim_whitespace(ascii_split(_normalise(texts), collapse_ascii_nonalnum, lambda c: c))
+        norm = _normalise_chars(texts)
         lengths = pc.utf8_length(norm).to_numpy(zero_copy_only=False).astype(np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         joined = "".join(norm.to_pylist())
