@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -120,7 +121,9 @@ def test_malformed_records_raise_or_are_quarantined(tmp_path: Path) -> None:
     src = make_input(tmp_path / "bad", files=2, rows=800, bad_lines=True)
     with pytest.raises(FormatError) as info:
         build(str(src), str(tmp_path / "o1")).run(backend="thread", progress=False)
-    assert "in-0.jsonl" in str(info.value) and "line 12" in str(info.value)
+    # tasks run concurrently, so the error is the first bad line some task met: any of
+    # the four, but named exactly (file and line)
+    assert re.search(r"in-[01]\.jsonl, line (12|703):", str(info.value)), str(info.value)
     result = build(str(src), str(tmp_path / "o2"), on_error="skip").run(backend="thread", progress=False)
     assert result.quarantined == 4
     assert result.rows_in == 1604
