@@ -156,14 +156,11 @@ def doc_shingles(texts: pa.Array, *, tokenization: str = "word", ngram: int = 5,
     sh = _mix(g[start_ok])
     short = np.nonzero((lengths > 0) & (lengths < ngram))[0]
     if len(short):  # whole document as one shingle
-        extra = np.empty(len(short), dtype=np.uint64)
-        mask, poly = (1 << 64) - 1, int(_POLY)
-        for i, d in enumerate(short):
-            h = 0
-            for v in tok[off[d] : off[d + 1]].tolist():
-                h = (h * poly + v) & mask
-            extra[i] = h
-        sh = np.concatenate([sh, _mix(extra ^ np.uint64(0x5348)) ])
+        extra = np.zeros(len(short), dtype=np.uint64)
+        for k in range(ngram - 1):  # the polynomial over all of each document's tokens
+            has = lengths[short] > k
+            extra[has] = extra[has] * _POLY + tok[off[short[has]] + k]
+        sh = np.concatenate([sh, _mix(extra ^ np.uint64(0x5348))])
         sh_doc = np.concatenate([sh_doc, short])
     if not unique:
         if len(short):  # short documents' shingles were appended: put them in place
