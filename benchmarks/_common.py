@@ -7,6 +7,7 @@ subprocess re-runs its script, which finds this module beside it on ``sys.path``
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TreeMonitor", "ensure_venv", "reusable", "wait_idle"]
+__all__ = ["TreeMonitor", "ensure_venv", "reusable", "run_worker", "wait_idle"]
 
 
 class TreeMonitor:
@@ -126,3 +127,37 @@ def reusable(out: Path, version: int, **expected: Any) -> bool:
         return False
     print(f"data: reusing {out}", flush=True)
     return True
+
+
+def run_worker(cmd: list[str], env: dict[str, str], cwd: Path, log: Path, timeout: float,
+               name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Run one measured subprocess (its own session, stderr to ``log``) and return
+    ``(result, None)`` with the JSON it printed on a ``RESULT `` line, or ``(None, error)``
+    after a timeout or a failure (the log's tail printed). Whatever the subprocess left
+    running in its session (Ray, Dask daemons) is killed afterwards."""
+    proc = None
+    try:
+        with open(log, "w") as lf:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=lf, text=True, env=env, cwd=str(cwd),
+                                    start_new_session=True)
+            try:
+                out, _ = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.communicate()
+                print(f" TIMEOUT after {timeout:.0f} s (log: {log})", flush=True)
+                return None, {"name": name, "error": f"timeout after {timeout:.0f} s"}
+        for line in out.splitlines():
+            if line.startswith("RESULT "):
+                return json.loads(line[len("RESULT "):]), None
+        tail = log.read_text()[-3000:]
+        print(f" FAILED (exit {proc.returncode}; log: {log})\n{tail}", flush=True)
+        last = [ln for ln in tail.splitlines() if ln.strip()][-1:] or [""]
+        return None, {"name": name, "error": f"exit {proc.returncode}: {last[0].strip()[:300]}",
+                      "log_tail": tail[-1500:]}
+    finally:
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass

@@ -67,7 +67,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -75,7 +74,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import TreeMonitor, ensure_venv, reusable, wait_idle  # noqa: E402
+from _common import TreeMonitor, ensure_venv, reusable, run_worker, wait_idle  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -638,28 +637,15 @@ def run_one(name: str, data: Path, timeout: float, logdir: Path, idle_wait: floa
     print(f"--- {name} ...", end="", flush=True)
     t0 = time.perf_counter()
     try:
-        with open(log, "w") as lf:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=lf, text=True, env=env,
-                                    cwd=str(ROOT), start_new_session=True)
-            try:
-                out, _ = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, 9)
-                proc.communicate()
-                print(f" TIMEOUT after {timeout:.0f} s (log: {log})", flush=True)
-                return {"name": name, "error": f"timeout after {timeout:.0f} s"}
-        for line in out.splitlines():
-            if line.startswith("RESULT "):
-                res = json.loads(line[len("RESULT "):])
-                res["wall_s"] = time.perf_counter() - t0
-                res["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
-                res["idle_wait_s"] = round(waited, 1)
-                print(f" {res['rows']:,} rows in {res['seconds']:.1f} s = {res['rows_per_s']:,.0f} rows/s, "
-                      f"TVD {res['tvd']:.3f}, peak RSS {res['peak_rss_mb']:,.0f} MB", flush=True)
-                return res
-        tail = log.read_text()[-3000:]
-        print(f" FAILED (exit {proc.returncode}; log: {log})\n{tail}", flush=True)
-        return {"name": name, "error": f"exit {proc.returncode}: " + tail[-500:]}
+        res, error = run_worker(cmd, env, ROOT, log, timeout, name)
+        if res is None:
+            return error or {"name": name, "error": "no result"}
+        res["wall_s"] = time.perf_counter() - t0
+        res["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+        res["idle_wait_s"] = round(waited, 1)
+        print(f" {res['rows']:,} rows in {res['seconds']:.1f} s = {res['rows_per_s']:,.0f} rows/s, "
+              f"TVD {res['tvd']:.3f}, peak RSS {res['peak_rss_mb']:,.0f} MB", flush=True)
+        return res
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

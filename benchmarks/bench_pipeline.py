@@ -84,7 +84,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -92,7 +91,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import TreeMonitor, ensure_venv, reusable, wait_idle  # noqa: E402
+from _common import TreeMonitor, ensure_venv, reusable, run_worker, wait_idle  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -627,53 +626,28 @@ def run_one(name: str, data: Path, timeout: float, logdir: Path, idle_wait: floa
     stat0 = _proc_stat()
     t0 = time.perf_counter()
     try:
-        with open(log, "w") as lf:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=lf, text=True, env=env, cwd=str(ROOT),
-                                    start_new_session=True)
-            try:
-                out, _ = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, 9)
-                proc.communicate()
-                print(f" TIMEOUT after {timeout:.0f} s (log: {log})", flush=True)
-                return {"name": name, "error": f"timeout after {timeout:.0f} s"}
-        for line in out.splitlines():
-            if line.startswith("RESULT "):
-                res = json.loads(line[len("RESULT "):])
-                res["process_s"] = time.perf_counter() - t0
-                stat1 = _proc_stat()
-                if stat0 and stat1 and stat1[0] > stat0[0]:
-                    # cores busy on average while the subprocess ran, ours and everyone else's
-                    cores = os.cpu_count() or 1
-                    busy = cores * (1 - (stat1[1] - stat0[1]) / (stat1[0] - stat0[0]))
-                    res["machine_busy_cores"] = busy
-                    res["our_cores"] = res["cpu_s"] / res["cpu_window_s"] if res.get("cpu_window_s") else None
-                    # everyone else's share: the machine's busy cores minus ours (approximate,
-                    # the windows differ by the interpreter start and the output check)
-                    res["other_cores"] = max(0.0, busy - res["cpu_s"] / res["process_s"])
-                res["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
-                res["idle_wait_s"] = round(waited, 1)
-                print(f" {res['wall_s']:.1f} s (start-up {res['startup_s']:.1f} s), "
-                      f"{res['output_rows']:,} rows out; used {_f(res.get('our_cores'), '.2f')} cores, "
-                      f"other work {_f(res.get('other_cores'), '.2f')} cores", flush=True)
-                return res
-        tail = log.read_text()[-3000:]
-        print(f" FAILED (exit {proc.returncode}; log: {log})\n{tail}", flush=True)
-        last = [ln for ln in tail.splitlines() if ln.strip()][-1:] or [""]
-        return {"name": name, "error": f"exit {proc.returncode}: {last[0].strip()[:300]}", "log_tail": tail[-1500:]}
+        res, error = run_worker(cmd, env, ROOT, log, timeout, name)
+        if res is None:
+            return error or {"name": name, "error": "no result"}
+        res["process_s"] = time.perf_counter() - t0
+        stat1 = _proc_stat()
+        if stat0 and stat1 and stat1[0] > stat0[0]:
+            # cores busy on average while the subprocess ran, ours and everyone else's
+            cores = os.cpu_count() or 1
+            busy = cores * (1 - (stat1[1] - stat0[1]) / (stat1[0] - stat0[0]))
+            res["machine_busy_cores"] = busy
+            res["our_cores"] = res["cpu_s"] / res["cpu_window_s"] if res.get("cpu_window_s") else None
+            # everyone else's share: the machine's busy cores minus ours (approximate,
+            # the windows differ by the interpreter start and the output check)
+            res["other_cores"] = max(0.0, busy - res["cpu_s"] / res["process_s"])
+        res["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+        res["idle_wait_s"] = round(waited, 1)
+        print(f" {res['wall_s']:.1f} s (start-up {res['startup_s']:.1f} s), "
+              f"{res['output_rows']:,} rows out; used {_f(res.get('our_cores'), '.2f')} cores, "
+              f"other work {_f(res.get('other_cores'), '.2f')} cores", flush=True)
+        return res
     finally:
-        with_group_killed(proc if "proc" in locals() else None)
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def with_group_killed(proc: Any) -> None:
-    """Stop whatever the worker left running in its process group (Ray, Dask daemons)."""
-    if proc is None:
-        return
-    try:
-        os.killpg(proc.pid, 9)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _f(v: float | None, spec: str) -> str:
