@@ -198,8 +198,8 @@ def spread_order(counts: np.ndarray, slots: int, interleave: int, rng: np.random
     n = len(counts)
     worker = _deal(counts, slots, rng)
     window = np.zeros(n, dtype=np.int64)
-    for w in range(slots):
-        mine = np.flatnonzero(worker == w)
+    by_worker = np.argsort(worker, kind="stable")  # each worker's units, in file order
+    for mine in np.split(by_worker, np.cumsum(np.bincount(worker, minlength=slots))[:-1]):
         window[mine] = _deal(counts[mine], -(-len(mine) // interleave), rng)
     return np.lexsort((rng.random(n), window, worker)).astype(np.int64)
 
