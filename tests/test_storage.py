@@ -24,7 +24,7 @@ from botocore.exceptions import NoCredentialsError
 from shardwise.errors import CommitError, EmptyDatasetError, StorageError
 from shardwise.formats import get_format
 from shardwise.index import open_dataset
-from shardwise.storage import atomic_write, expand, info, join, open_input, resolve, with_retries
+from shardwise.storage import atomic_write, expand, info, join, open_arrow_input, open_input, resolve, with_retries
 from shardwise.storage.retry import is_transient
 
 # --------------------------------------------------------------------------- expand
@@ -130,6 +130,21 @@ def test_info_and_open_input_local(tmp_path: Path) -> None:
         info(str(tmp_path / "nope"))
     with pytest.raises(StorageError, match="file not found"):
         open_input(str(tmp_path / "nope"))
+
+
+def test_open_arrow_input_is_native_for_local_files(tmp_path: Path, mem_root: str) -> None:
+    p = _touch(tmp_path / "f.bin", b"0123456789")
+    for url in (str(p), p.as_uri()):
+        with open_arrow_input(url) as f:
+            assert isinstance(f, pa.NativeFile)  # read by Arrow itself, not through Python
+            f.seek(4)
+            assert f.read(3) == b"456"
+    with pytest.raises(StorageError, match="file not found"):
+        open_arrow_input(str(tmp_path / "nope"))
+    with fsspec.open(f"{mem_root}/g.bin", "wb") as g:
+        g.write(b"abc")
+    with open_arrow_input(f"{mem_root}/g.bin") as f:  # other filesystems: fsspec's file
+        assert not isinstance(f, pa.NativeFile) and f.read() == b"abc"
 
 
 # --------------------------------------------------------------------------- memory://

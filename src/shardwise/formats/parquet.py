@@ -11,13 +11,13 @@ import pyarrow.parquet as pq
 from shardwise.errors import FormatError
 from shardwise.formats._writer import RollingWriter
 from shardwise.formats.base import OnError, Quarantine, Unit
-from shardwise.storage import open_input
+from shardwise.storage import open_arrow_input
 
 __all__ = ["ParquetFormat", "ParquetShardWriter"]
 
 
 def _open(path: str, storage_options: dict[str, Any]) -> pq.ParquetFile:
-    f = open_input(path, **storage_options)
+    f = open_arrow_input(path, **storage_options)
     try:
         return pq.ParquetFile(f)
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:

@@ -7,12 +7,13 @@ Public helpers (all take a local path or a URL such as ``s3://b/k``, ``gs://``,
 - :func:`expand` -> sorted list of file URLs from paths, directories and globs
 - :func:`info` -> :class:`FileInfo` (size, and mtime or ETag as a fingerprint)
 - :func:`open_input` -> a seekable binary file, with retries on transient errors
+- :func:`open_arrow_input` -> the same for Arrow readers (a native file when local)
 - :func:`atomic_write` -> context manager writing to a temp name, committing on success
 - :func:`with_retries` -> call a function with exponential backoff on transient errors
 """
 
 from shardwise.storage.atomic import atomic_write
-from shardwise.storage.paths import FileInfo, expand, info, join, open_input, resolve
+from shardwise.storage.paths import FileInfo, expand, info, join, open_arrow_input, open_input, resolve
 from shardwise.storage.retry import with_retries
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "expand",
     "info",
     "join",
+    "open_arrow_input",
     "open_input",
     "resolve",
     "with_retries",
