@@ -17,7 +17,8 @@ for every (rank, dataloader worker) the exact ordered list of ``(unit, row)`` it
 3. A worker reads its piece in windows of up to ``interleave`` consecutive segments
    (as many windows as needed, of equal size) and
    emits each window's rows in a seeded shuffled order, mixing a bounded number of
-   units at a time.
+   units at a time. The order is stratified (:func:`stratified_order`): each batch
+   takes every unit of the window in proportion, as a systematic sample.
 4. Batch ``j`` of a rank comes from worker ``j % num_workers`` (counted from where the
    DataLoader starts, also after a resume): the round-robin
    order in which a PyTorch DataLoader collects worker output, so the consumed
@@ -42,7 +43,7 @@ import numpy as np
 from shardwise.errors import PlanError
 from shardwise.plan.stream import Segment, Stream, unit_stream
 
-__all__ = ["EpochPlan", "Resume", "Topology", "WorkerPlan", "spread_order"]
+__all__ = ["EpochPlan", "Resume", "Topology", "WorkerPlan", "spread_order", "stratified_order"]
 
 _UNITS, _ROWS, _WINDOW = 0x556E, 0x526F, 0x5769
 
@@ -131,7 +132,8 @@ class WorkerPlan:
         units = np.concatenate([np.full(s.size, s.unit, dtype=np.int64) for s in window])
         pos = np.concatenate([s.positions() for s in window])
         if self.plan.shuffle:
-            order = _rng(self.plan.seed, self.plan.epoch, self.plan.generation, self.slot, w, _WINDOW).permutation(len(pos))
+            rng = _rng(self.plan.seed, self.plan.epoch, self.plan.generation, self.slot, w, _WINDOW)
+            order = stratified_order(units, self.plan.topology.batch_size, rng)
             units, pos = units[order], pos[order]
         return units, pos
 
@@ -202,6 +204,26 @@ def spread_order(counts: np.ndarray, slots: int, interleave: int, rng: np.random
     for mine in np.split(by_worker, np.cumsum(np.bincount(worker, minlength=slots))[:-1]):
         window[mine] = _deal(counts[mine], -(-len(mine) // interleave), rng)
     return np.lexsort((rng.random(n), window, worker)).astype(np.int64)
+
+
+def stratified_order(keys: np.ndarray, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+    """A random order of ``len(keys)`` samples in which every run of ``batch_size``
+    consecutive samples holds each key (unit) in proportion to its share, give or take one.
+
+    The samples, sorted by key (units in file order; inside a unit they are already in
+    the epoch's random row order), are dealt out one at a time to ``ceil(n / batch_size)``
+    groups in turn; the groups come in random order and each group's samples in random
+    order. A uniform permutation gives batches whose make-up varies by chance around the
+    window's (by a total-variation distance of about 0.075 for batches of 256 over 10
+    equal classes); dealt batches are each a systematic sample of the window, so on data
+    stored sorted or clustered they are close to its make-up, while which samples meet
+    in a batch is still random in every epoch.
+    """
+    n = len(keys)
+    groups = max(1, -(-n // max(1, batch_size)))
+    by_key = np.argsort(keys, kind="stable")
+    rank = rng.permutation(groups)[np.arange(n) % groups] * np.int64(n) + rng.permutation(n)
+    return by_key[np.argsort(rank)]
 
 
 def _deal(sizes: np.ndarray, bins: int, rng: np.random.Generator) -> np.ndarray:
