@@ -49,7 +49,8 @@ reported), peak RSS summed over the process tree (psutil, sampled in a backgroun
 thread; shared pages of forked workers count once per process), CPU seconds of the
 tree, and shuffle quality: the mean over full batches of the total-variation distance
 between the batch's label histogram and the global one (0 = perfect; sorted data read
-in order gives 0.9; an i.i.d. sample of 256 rows gives about 0.075, printed as ``ideal``).
+in order gives 0.9; an i.i.d. sample of 256 rows gives about 0.075, printed as ``ideal``;
+a stratified shuffle can go below it).
 
 Each loader runs one epoch, or stops after ``--time-cap`` seconds (default 150): rows/s,
 TVD and memory are then over the batches consumed by then, and the table marks the loader
