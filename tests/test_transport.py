@@ -50,6 +50,28 @@ def test_columns_go_through_the_ring_and_come_back_equal(ring: Any) -> None:
     assert int(ring._ring.header[0]) == ring._ring.pos  # everything sent was read back
 
 
+def test_string_columns_send_their_arrow_buffers(ring: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    words = [f"ü{j}" * (j % 5) for j in range(300)]  # empty strings too
+    encode = transport._reduce_objects
+    monkeypatch.setattr(transport, "_reduce_objects", lambda arr: pytest.fail("objects re-encoded"))
+    for typ in (pa.string(), pa.large_string()):
+        arrow = pa.array(words, type=typ).slice(37, 200)  # a slice: offsets do not start at 0
+        values = arrow.to_numpy(zero_copy_only=False)
+        col = transport.string_column(values, arrow)
+        assert not col.flags.writeable
+        raw, back = _send(col)
+        assert len(raw) < 400 and back.tolist() == words[37:237] and back.flags.writeable
+    monkeypatch.setattr(transport, "_reduce_objects", encode)
+    # a column made writable again may have been edited: its objects are sent, not the Arrow array
+    arrow = pa.array(words[:10])
+    col = transport.string_column(arrow.to_numpy(zero_copy_only=False), arrow)
+    col.flags.writeable = True
+    col[0] = "edited"
+    assert _send(col)[1].tolist() == ["edited"] + words[1:10]
+    # a slice of the column is a new array without the Arrow array: also sent by its objects
+    assert _send(transport.string_column(arrow.to_numpy(zero_copy_only=False), arrow)[2:5])[1].tolist() == words[2:5]
+
+
 def test_fallbacks_send_by_value(ring: Any) -> None:
     big = np.zeros(ring.RING_BYTES, dtype=np.uint8).view(NumpyColumn)  # over half the ring
     raw, back = _send(big)

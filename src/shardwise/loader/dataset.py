@@ -28,6 +28,7 @@ from shardwise.index import DatasetIndex, open_dataset
 from shardwise.loader.prefetch import Prefetcher
 from shardwise.loader.reader import UnitReader, count_matches
 from shardwise.loader.topology import detect_placement
+from shardwise.loader import transport
 from shardwise.loader.transport import NumpyColumn, setup_worker
 from shardwise.plan import EpochPlan, Resume, Topology
 
@@ -294,9 +295,19 @@ def _split(run: pa.Table, size: int, fmt: str) -> Iterator[Any]:
             yield part.to_batches()[0] if run.num_columns else pa.record_batch([], schema=run.schema)
         return
     batch = run.combine_chunks().to_batches()[0]
-    columns = _to_numpy(batch)
+    # inside a DataLoader worker that sends numpy batches through its ring, arrays are
+    # copied into the ring anyway (and arrive writable), so they stay read-only views
+    # here, and string columns keep their Arrow arrays so their buffers go as they are
+    ring = fmt == "numpy" and transport.active()
+    columns = _to_numpy(batch, writable=not ring)
+    strings = {name: col for name, col in zip(batch.schema.names, batch.columns)
+               if ring and col.null_count == 0 and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type))}
     for i in range(n):
-        yield _package({k: v[i * size : (i + 1) * size] for k, v in columns.items()}, fmt)
+        part = {k: v[i * size : (i + 1) * size] for k, v in columns.items()}
+        out = _package(part, fmt)
+        for k, col in strings.items():
+            out[k] = transport.string_column(part[k], col.slice(i * size, size))
+        yield out
 
 
 def _column_to_numpy(col: pa.Array) -> np.ndarray:
@@ -336,10 +347,10 @@ def _numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
 
 
-def _to_numpy(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
+def _to_numpy(batch: pa.RecordBatch, writable: bool = True) -> dict[str, np.ndarray]:
     # Arrow buffers are read-only; arrays handed out (and tensors made from them by a
     # DataLoader's collate) must own writable memory, so zero-copy views are copied once
-    return {name: np.require(_column_to_numpy(col), requirements="W")
+    return {name: np.require(_column_to_numpy(col), requirements="W") if writable else _column_to_numpy(col)
             for name, col in zip(batch.schema.names, batch.columns)}
 
 

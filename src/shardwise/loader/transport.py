@@ -12,7 +12,10 @@ shared memory of its own (a ``memfd``, created on first use) and sends only a sm
 reference down the pipe; the training process maps the ring once per worker, copies
 the bytes out into arrays it owns, and records how far it has read, so the worker reuses
 the space. String columns travel as Arrow offsets and bytes and become Python strings
-on arrival. This is only used by :class:`multiprocessing` pickling inside a DataLoader
+on arrival. Inside such a worker the loader's arrays are read-only (they are copied
+into the ring anyway, and arrive writable), and a string column made by
+:func:`string_column` carries the Arrow array it came from, whose buffers are sent as
+they are instead of encoding the Python strings again. This is only used by :class:`multiprocessing` pickling inside a DataLoader
 worker (``ForkingPickler``); a batch pickled in any other way is pickled by value.
 
 The worker never waits long: a column larger than half the ring, a ring that stays full
@@ -31,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NumpyColumn", "setup_worker"]
+__all__ = ["NumpyColumn", "active", "setup_worker", "string_column"]
 
 RING_BYTES = 32 * 2**20  # per worker
 WAIT_S = 1.0  # longest wait for space before a column goes by value
@@ -87,6 +90,7 @@ class _Ring:
 
 
 _ring: _Ring | None = None
+_active = False
 
 
 def _worker_ring() -> _Ring:
@@ -104,7 +108,11 @@ def _reduce(col: NumpyColumn) -> tuple[Any, tuple[Any, ...]]:
     arr = np.ascontiguousarray(col.view(np.ndarray))
     try:
         if arr.dtype.hasobject:
-            return _reduce_strings(arr) or (_by_value, (arr,))
+            # a column made by string_column and still read-only holds exactly its Arrow
+            # strings: their buffers go to the ring without re-encoding the objects
+            source = None if col.flags.writeable else col.__dict__.get("_sw_arrow")
+            reduced = _reduce_strings(source) if source is not None else _reduce_objects(arr)
+            return reduced or (_by_value, (arr,))
         ring = _worker_ring()
         start = ring.reserve(arr.nbytes)
         if start is None:
@@ -115,7 +123,7 @@ def _reduce(col: NumpyColumn) -> tuple[Any, tuple[Any, ...]]:
         return _by_value, (arr,)
 
 
-def _reduce_strings(arr: np.ndarray) -> tuple[Any, tuple[Any, ...]] | None:
+def _reduce_objects(arr: np.ndarray) -> tuple[Any, tuple[Any, ...]] | None:
     import pyarrow as pa
 
     if arr.ndim != 1:
@@ -124,16 +132,42 @@ def _reduce_strings(arr: np.ndarray) -> tuple[Any, tuple[Any, ...]] | None:
         strings = pa.array(arr, type=pa.large_string(), from_pandas=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
         return None  # not all str
-    if strings.null_count:
+    return _reduce_strings(strings)
+
+
+def _reduce_strings(strings: Any) -> tuple[Any, tuple[Any, ...]] | None:
+    """Write an Arrow string array (no nulls) into the ring as int64 offsets and bytes."""
+    import pyarrow as pa
+
+    if strings.null_count or not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
         return None
-    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int64, count=len(arr) + 1)
-    data = np.frombuffer(strings.buffers()[2], dtype=np.uint8, count=int(offsets[-1]))
+    n = len(strings)
+    width = np.int64 if pa.types.is_large_string(strings.type) else np.int32
+    _, offsets_buf, data_buf = strings.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=width, count=n + 1, offset=strings.offset * np.dtype(width).itemsize)
+    first, last = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(data_buf, dtype=np.uint8)[first:last] if data_buf is not None else np.empty(0, np.uint8)
+    rebased = offsets.astype(np.int64) - first
     ring = _worker_ring()
-    start = ring.reserve(offsets.nbytes + data.nbytes)
+    start = ring.reserve(rebased.nbytes + data.nbytes)
     if start is None:
         return None
-    ring.write(start, [offsets, data])
-    return _rebuild_strings, (ring.pid, ring.fd, ring.token, start, len(arr), int(offsets[-1]))
+    ring.write(start, [rebased, data])
+    return _rebuild_strings, (ring.pid, ring.fd, ring.token, start, n, last - first)
+
+
+def string_column(values: np.ndarray, strings: Any) -> NumpyColumn:
+    """``values`` (Python strings) as a read-only column that remembers ``strings``, the
+    Arrow array it was made from, so the transport can send Arrow's buffers as they are."""
+    col = values.view(NumpyColumn)
+    col.flags.writeable = False
+    col._sw_arrow = strings
+    return col
+
+
+def active() -> bool:
+    """Whether this process sends numpy batches through its ring (set up by setup_worker)."""
+    return _active
 
 
 # -- the training process's side ---------------------------------------------------------
@@ -215,4 +249,6 @@ def setup_worker(batch_format: str | None) -> None:
         return
     from multiprocessing.reduction import ForkingPickler
 
+    global _active
     ForkingPickler.register(NumpyColumn, _reduce)
+    _active = True
