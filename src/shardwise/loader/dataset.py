@@ -58,8 +58,9 @@ class StreamingDatasetBase:
             (:class:`NumpyColumn`) travel through one shared-memory ring per worker.
         interleave: units mixed together by one worker: memory is about ``interleave``
             decoded units per worker; more units mix better (on data sorted by label, 4
-            units give batches of a few labels, all of a worker's units a full shuffle of
-            its share). Default: as many as fit ``shuffle_bytes``.
+            units give batches of a few labels, all of a worker's units batches that
+            each hold its whole share in proportion: a window's rows are dealt to its
+            batches stratified by unit). Default: as many as fit ``shuffle_bytes``.
         shuffle_bytes: the per-worker memory that sets the default ``interleave``.
         prefetch_bytes: read-ahead budget per worker: units of the next window are read
             (on two threads) while the current one is consumed, up to this many bytes.
