@@ -15,8 +15,9 @@ the space. String columns travel as Arrow offsets and bytes and become Python st
 on arrival. Inside such a worker the loader's arrays are read-only (they are copied
 into the ring anyway, and arrive writable), and a string column made by
 :func:`string_column` carries the Arrow array it came from, whose buffers are sent as
-they are instead of encoding the Python strings again. This is only used by :class:`multiprocessing` pickling inside a DataLoader
-worker (``ForkingPickler``); a batch pickled in any other way is pickled by value.
+they are instead of encoding the Python strings again. This is only used by
+:class:`multiprocessing` pickling inside a DataLoader worker (``ForkingPickler``); a
+batch pickled in any other way is pickled by value.
 
 The worker never waits long: a column larger than half the ring, a ring that stays full
 for :data:`WAIT_S` (the trainer is slow to consume), or anything that cannot go through
