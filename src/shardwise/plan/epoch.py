@@ -128,9 +128,15 @@ class WorkerPlan:
             seen.setdefault(s.unit, None)
         return list(seen)
 
-    def _window_order(self, w: int, window: list[Segment]) -> tuple[np.ndarray, np.ndarray]:
-        units = np.concatenate([np.full(s.size, s.unit, dtype=np.int64) for s in window])
-        pos = np.concatenate([s.positions() for s in window])
+    def _window_order(self, w: int, window: list[Segment], *, rows: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Unit ids and positions of the window's samples in emitted order; with ``rows``,
+        real row numbers (the epoch's row permutation applied) instead of positions."""
+        units = np.repeat(np.array([s.unit for s in window], dtype=np.int64), [s.size for s in window])
+        if rows:
+            perms = [self.plan.row_perm(s.unit) for s in window]
+            pos = np.concatenate([p[s.lo : s.hi] if s.rows is None else p[s.rows] for p, s in zip(perms, window)])
+        else:
+            pos = np.concatenate([s.positions() for s in window])
         if self.plan.shuffle:
             rng = _rng(self.plan.seed, self.plan.epoch, self.plan.generation, self.slot, w, _WINDOW)
             order = stratified_order(units, self.plan.topology.batch_size, rng)
@@ -146,13 +152,9 @@ class WorkerPlan:
             if to_skip >= size:
                 to_skip -= size
                 continue
-            units, pos = self._window_order(w, window)
-            units, pos = units[to_skip:], pos[to_skip:]
+            units, rows = self._window_order(w, window, rows=True)
+            units, rows = units[to_skip:], rows[to_skip:]
             to_skip = 0
-            rows = np.empty_like(pos)
-            for u in np.unique(units):
-                mask = units == u
-                rows[mask] = self.plan.row_perm(int(u))[pos[mask]]
             yield list(dict.fromkeys(s.unit for s in window)), units, rows
 
     def pairs(self) -> np.ndarray:
@@ -221,9 +223,13 @@ def stratified_order(keys: np.ndarray, batch_size: int, rng: np.random.Generator
     """
     n = len(keys)
     groups = max(1, -(-n // max(1, batch_size)))
+    per = -(-n // groups)
     by_key = np.argsort(keys, kind="stable")
-    rank = rng.permutation(groups)[np.arange(n) % groups] * np.int64(n) + rng.permutation(n)
-    return by_key[np.argsort(rank)]
+    # deal[g, j] = j * groups + g: the j-th sample dealt to group g (past n: none); each
+    # group's members are shuffled, the groups put in random order, and read group by group
+    deal = np.arange(per, dtype=np.int64)[None, :] * groups + np.arange(groups, dtype=np.int64)[:, None]
+    dealt = rng.permuted(deal, axis=1)[rng.permutation(groups)].ravel()
+    return by_key[dealt[dealt < n]]
 
 
 def _deal(sizes: np.ndarray, bins: int, rng: np.random.Generator) -> np.ndarray:
