@@ -26,8 +26,10 @@ def ring(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(transport, "WAIT_S", 0.05)
     monkeypatch.setattr(transport, "_ring", None)
     ForkingPickler.register(NumpyColumn, transport._reduce)
+    ForkingPickler.register(transport.RingBatch, transport._reduce_batch)
     yield transport
     ForkingPickler._extra_reducers.pop(NumpyColumn, None)
+    ForkingPickler._extra_reducers.pop(transport.RingBatch, None)
     transport._maps.clear()
 
 
@@ -90,9 +92,52 @@ def test_fallbacks_send_by_value(ring: Any) -> None:
     assert len(_send(chunk)[0]) < 400
 
 
+def _ring_batch(i: int, rows: int = 40) -> tuple[transport.RingBatch, list[str]]:
+    words = [f"é{i}-{j}" * (j % 6) for j in range(rows)]
+    arrow = pa.array(words).slice(1)  # offsets not starting at 0
+    emb = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)[1:] + i
+    cols: dict[str, Any] = {
+        "id": np.arange(i, i + rows - 1).view(NumpyColumn),
+        "emb": emb.view(NumpyColumn),  # 2-D, float32: realigned in the region
+        "flag": (np.arange(rows - 1) % 2 == 0).view(NumpyColumn),  # 1-byte items
+        "text": transport.string_column(arrow.to_numpy(zero_copy_only=False), arrow),
+        "misc": np.array([1, "x", None] * 13, dtype=object).view(NumpyColumn),  # not strings: by value
+        "step": i,  # not an array: by value
+    }
+    return transport.RingBatch(cols), words[1:]
+
+
+def test_a_batch_goes_through_the_ring_as_one_region(ring: Any) -> None:
+    for i in range(300):  # several times round the 64 KiB ring
+        batch, words = _ring_batch(i)
+        raw, back = _send(batch)
+        assert len(raw) < 1200  # one reference, the specs and the small by-value parts
+        assert type(back) is dict and list(back) == list(batch)
+        for name in ("id", "emb", "flag"):
+            assert isinstance(back[name], NumpyColumn) and back[name].flags.writeable
+            assert back[name].dtype == batch[name].dtype
+            np.testing.assert_array_equal(back[name], batch[name])
+        assert back["text"].tolist() == words and back["misc"].tolist() == batch["misc"].tolist()
+        assert back["step"] == i
+    assert ring._ring.pos > ring.RING_BYTES * 3
+    assert int(ring._ring.header[0]) == ring._ring.pos
+
+
+def test_a_batch_too_large_for_the_ring_goes_by_value(ring: Any) -> None:
+    batch, words = _ring_batch(0)
+    batch["big"] = np.zeros(ring.RING_BYTES, dtype=np.uint8).view(NumpyColumn)
+    raw, back = _send(batch)
+    assert len(raw) > ring.RING_BYTES and ring._ring.pos == 0
+    assert back["text"].tolist() == words and np.array_equal(back["emb"], batch["emb"])
+    assert all(isinstance(back[k], NumpyColumn) for k in ("id", "emb", "text", "big"))
+
+
 def test_plain_pickle_never_uses_the_ring(ring: Any) -> None:
     col = np.arange(10).view(NumpyColumn)
     assert np.array_equal(pickle.loads(pickle.dumps(col)), col)
+    batch, words = _ring_batch(0)
+    back = pickle.loads(pickle.dumps(batch))
+    assert back["text"].tolist() == words and np.array_equal(back["emb"], batch["emb"])
     assert ring._ring is None
 
 

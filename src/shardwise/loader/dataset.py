@@ -306,8 +306,10 @@ def _split(run: pa.Table, size: int, fmt: str) -> Iterator[Any]:
     for i in range(n):
         part = {k: v[i * size : (i + 1) * size] for k, v in columns.items()}
         out = _package(part, fmt)
-        for k, col in strings.items():
-            out[k] = transport.string_column(part[k], col.slice(i * size, size))
+        if ring:  # the whole batch goes through the ring as one region
+            for k, col in strings.items():
+                out[k] = transport.string_column(part[k], col.slice(i * size, size))
+            out = transport.RingBatch(out)
         yield out
 
 

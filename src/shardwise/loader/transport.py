@@ -11,7 +11,8 @@ Here each worker writes the bytes of its :class:`NumpyColumn` columns into one r
 shared memory of its own (a ``memfd``, created on first use) and sends only a small
 reference down the pipe; the training process maps the ring once per worker, copies
 the bytes out into arrays it owns, and records how far it has read, so the worker reuses
-the space. String columns travel as Arrow offsets and bytes and become Python strings
+the space. The loader's batches are :class:`RingBatch` dicts, whose columns all go into
+one region (one reservation, one reference and one rebuild per batch). String columns travel as Arrow offsets and bytes and become Python strings
 on arrival. Inside such a worker the loader's arrays are read-only (they are copied
 into the ring anyway, and arrive writable), and a string column made by
 :func:`string_column` carries the Arrow array it came from, whose buffers are sent as
@@ -35,10 +36,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NumpyColumn", "active", "setup_worker", "string_column"]
+__all__ = ["NumpyColumn", "RingBatch", "active", "setup_worker", "string_column"]
 
 RING_BYTES = 32 * 2**20  # per worker
 WAIT_S = 1.0  # longest wait for space before a column goes by value
+_ALIGN = 64  # regions, and the columns inside a batch's region, start at multiples of this
 _HEADER = 64  # int64 slots: [0] bytes consumed (written by the reader), [1] token, [2] size
 
 
@@ -69,7 +71,7 @@ class _Ring:
         """The position of ``n`` free bytes, or None (too large, or full for too long)."""
         if n > self.size // 2:
             return None
-        start = self.pos
+        start = -(-self.pos // _ALIGN) * _ALIGN
         if start % self.size + n > self.size:  # regions never wrap around the end
             start += self.size - start % self.size
         deadline = None
@@ -88,6 +90,12 @@ class _Ring:
             raw = p.reshape(-1).view(np.uint8)
             self.data[o : o + raw.size] = raw
             o += raw.size
+
+
+class RingBatch(dict):  # type: ignore[type-arg]
+    """A batch (column name -> :class:`NumpyColumn`) that crosses to the training process
+    as one region of the ring: one reservation, one reference and one rebuild per batch
+    instead of one per column. It arrives as a plain ``dict``."""
 
 
 _ring: _Ring | None = None
@@ -138,6 +146,20 @@ def _reduce_objects(arr: np.ndarray) -> tuple[Any, tuple[Any, ...]] | None:
 
 def _reduce_strings(strings: Any) -> tuple[Any, tuple[Any, ...]] | None:
     """Write an Arrow string array (no nulls) into the ring as int64 offsets and bytes."""
+    got = _strings_parts(strings)
+    if got is None:
+        return None
+    offsets, data = got
+    ring = _worker_ring()
+    start = ring.reserve(offsets.nbytes + data.nbytes)
+    if start is None:
+        return None
+    ring.write(start, [offsets, data])
+    return _rebuild_strings, (ring.pid, ring.fd, ring.token, start, len(offsets) - 1, data.nbytes)
+
+
+def _strings_parts(strings: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """An Arrow string array (no nulls) as int64 offsets from 0 and its bytes."""
     import pyarrow as pa
 
     if strings.null_count or not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
@@ -148,13 +170,53 @@ def _reduce_strings(strings: Any) -> tuple[Any, tuple[Any, ...]] | None:
     offsets = np.frombuffer(offsets_buf, dtype=width, count=n + 1, offset=strings.offset * np.dtype(width).itemsize)
     first, last = int(offsets[0]), int(offsets[-1])
     data = np.frombuffer(data_buf, dtype=np.uint8)[first:last] if data_buf is not None else np.empty(0, np.uint8)
-    rebased = offsets.astype(np.int64) - first
-    ring = _worker_ring()
-    start = ring.reserve(rebased.nbytes + data.nbytes)
+    return offsets.astype(np.int64) - first, data
+
+
+def _reduce_batch(batch: RingBatch) -> tuple[Any, tuple[Any, ...]]:
+    """All columns of a batch into one ring region; anything else in it goes by value."""
+    specs: list[tuple[Any, ...]] = []  # (name, "a", dtype, shape) | (name, "s", length, nbytes) | (name, "v", value)
+    parts: list[tuple[int, np.ndarray]] = []  # (offset in the region, bytes)
+    end = 0
+
+    def put(arr: np.ndarray) -> None:
+        nonlocal end
+        parts.append((end, arr))
+        end += -(-arr.nbytes // _ALIGN) * _ALIGN
+
+    for name, col in batch.items():
+        if not isinstance(col, NumpyColumn):
+            specs.append((name, "v", col))
+            continue
+        if col.dtype.hasobject:
+            source = None if col.flags.writeable else col.__dict__.get("_sw_arrow")
+            got = _strings_parts(source) if source is not None and col.ndim == 1 else None
+            if got is None:  # objects that are not an untouched Arrow string column
+                specs.append((name, "v", np.asarray(col)))
+                continue
+            specs.append((name, "s", len(got[0]) - 1, got[1].nbytes))
+            put(got[0])
+            put(got[1])
+            continue
+        arr = np.ascontiguousarray(col.view(np.ndarray))
+        specs.append((name, "a", arr.dtype.str, arr.shape))
+        put(arr)
+    try:
+        ring = _worker_ring()
+        start = ring.reserve(end) if parts else None
+    except OSError:  # no memfd, no memory for the ring
+        start = None
     if start is None:
-        return None
-    ring.write(start, [rebased, data])
-    return _rebuild_strings, (ring.pid, ring.fd, ring.token, start, n, last - first)
+        return _batch_by_value, ({name: np.asarray(col) for name, col in batch.items()},)
+    o = start % ring.size
+    for off, arr in parts:
+        raw = arr.reshape(-1).view(np.uint8)
+        ring.data[o + off : o + off + raw.size] = raw
+    return _rebuild_batch, (ring.pid, ring.fd, ring.token, start, end, specs)
+
+
+def _batch_by_value(columns: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.view(NumpyColumn) if isinstance(v, np.ndarray) else v for k, v in columns.items()}
 
 
 def string_column(values: np.ndarray, strings: Any) -> NumpyColumn:
@@ -215,18 +277,46 @@ def _rebuild(pid: int, fd: int, token: int, start: int, dtype: str, shape: tuple
 
 
 def _rebuild_strings(pid: int, fd: int, token: int, start: int, length: int, nbytes: int) -> NumpyColumn:
-    import pyarrow as pa
-
     header, data, size = _attach(pid, fd, token)
     o = start % size
     offsets_n = (length + 1) * 8
-    region = data[o : o + offsets_n + nbytes]
-    strings = pa.Array.from_buffers(
-        pa.large_string(), length, [None, pa.py_buffer(region[:offsets_n]), pa.py_buffer(region[offsets_n:])]
-    )
-    out = strings.to_numpy(zero_copy_only=False)  # new Python strings: the ring is free again
+    out = _arrow_strings(data[o : o + offsets_n], data[o + offsets_n : o + offsets_n + nbytes], length)
     header[0] = start + offsets_n + nbytes
-    return out.view(NumpyColumn)
+    return out
+
+
+def _arrow_strings(offsets: np.ndarray, data: np.ndarray, length: int) -> NumpyColumn:
+    """Python strings from int64 offsets and bytes in the ring (copied: the ring is reused)."""
+    import pyarrow as pa
+
+    strings = pa.Array.from_buffers(pa.large_string(), length, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return strings.to_numpy(zero_copy_only=False).view(NumpyColumn)
+
+
+def _rebuild_batch(pid: int, fd: int, token: int, start: int, nbytes: int, specs: list[tuple[Any, ...]]) -> dict[str, Any]:
+    header, data, size = _attach(pid, fd, token)
+    region = data[start % size : start % size + nbytes]
+    out: dict[str, Any] = {}
+    off = 0
+    for spec in specs:
+        name, kind = spec[0], spec[1]
+        if kind == "v":
+            value = spec[2]
+            out[name] = value.view(NumpyColumn) if isinstance(value, np.ndarray) else value
+        elif kind == "a":
+            arr = np.empty(spec[3], dtype=np.dtype(spec[2]))
+            n = arr.nbytes
+            arr.reshape(-1).view(np.uint8)[:] = region[off : off + n]
+            off += -(-n // _ALIGN) * _ALIGN
+            out[name] = arr.view(NumpyColumn)
+        else:  # "s": offsets, then bytes
+            length, text_bytes = spec[2], spec[3]
+            offsets_n = (length + 1) * 8
+            data_at = off + -(-offsets_n // _ALIGN) * _ALIGN
+            out[name] = _arrow_strings(region[off : off + offsets_n], region[data_at : data_at + text_bytes], length)
+            off = data_at + -(-text_bytes // _ALIGN) * _ALIGN
+    header[0] = start + nbytes  # this space may be written again
+    return out
 
 
 def setup_worker(batch_format: str | None) -> None:
@@ -252,4 +342,5 @@ def setup_worker(batch_format: str | None) -> None:
 
     global _active
     ForkingPickler.register(NumpyColumn, _reduce)
+    ForkingPickler.register(RingBatch, _reduce_batch)
     _active = True
