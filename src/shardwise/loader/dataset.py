@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from shardwise.errors import ConfigError, PlanError
 from shardwise.formats import OnError
 from shardwise.index import DatasetIndex, open_dataset
+from shardwise.loader.gather import Views, gather
 from shardwise.loader.prefetch import Prefetcher
 from shardwise.loader.reader import UnitReader, count_matches
 from shardwise.loader.topology import detect_placement
@@ -222,9 +223,10 @@ class StreamingDatasetBase:
         try:
             for window_units, unit_ids, rows in windows:
                 loaded = {u: next(loaded_units) for u in window_units}
+                views: Views = {}
                 for start in range(0, len(rows), piece):
-                    yield _gather(loaded, unit_ids[start : start + piece], rows[start : start + piece])
-                del loaded
+                    yield gather(loaded, unit_ids[start : start + piece], rows[start : start + piece], views)
+                del loaded, views
         finally:
             loaded_units.close()
 
@@ -249,21 +251,6 @@ def _in_dataloader_worker() -> bool:
 
 
 _PIECE_ROWS = 4096  # rows gathered at once from a window
-
-
-def _gather(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray) -> pa.Table:
-    """Rows ``rows[i]`` of units ``unit_ids[i]``, in that order, as one contiguous table."""
-    first = int(unit_ids[0])
-    if (unit_ids == first).all():
-        return tables[first].take(pa.array(rows, type=pa.int64()))
-    order = np.argsort(unit_ids, kind="stable")
-    grouped = unit_ids[order]
-    cuts = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
-    parts = [tables[int(grouped[g[0]])].take(pa.array(rows[order[g]], type=pa.int64()))
-             for g in np.split(np.arange(len(order)), cuts)]
-    back = np.empty(len(order), dtype=np.int64)
-    back[order] = np.arange(len(order))
-    return pa.concat_tables(parts).combine_chunks().take(pa.array(back))
 
 
 def _runs(tables: Iterator[pa.Table], size: int) -> Iterator[pa.Table]:
