@@ -23,6 +23,12 @@ missing):
 
 * ``raw_scan``: single-process ``pyarrow.parquet.ParquetFile.iter_batches`` over the
   files, converted to numpy -- an upper bound with no shuffling at all;
+* ``raw_scan_256``: the same scan in batches of 256 rows (the consumer's per-batch work
+  256 times as often);
+* ``dataloader_ceiling``: a DataLoader whose 2 workers read nothing and send the same
+  pre-built batches of real rows (through shardwise's shared-memory transport), as many
+  as the data has: the cost of the DataLoader, the transport and the consumer alone, a
+  ceiling for any DataLoader-based loader at this batch size on this machine;
 * ``shardwise_batched``: ``StreamingDataset(batch_format="numpy")``,
   ``DataLoader(batch_size=None)``;
 * ``shardwise_per_sample``: ``StreamingDataset()`` (dicts), ``DataLoader(batch_size=256)``;
@@ -104,6 +110,7 @@ PEER_MODULES = ["torch", "datasets", "webdataset", "ray", "pyarrow", "numpy", "p
 LOADERS: dict[str, tuple[str, str]] = {
     "raw_scan": ("main", "bound"),
     "raw_scan_256": ("main", "bound"),
+    "dataloader_ceiling": ("main", "bound"),
     "shardwise_batched": ("main", "batched"),
     "shardwise_per_sample": ("main", "per_sample"),
     "shardwise_batched_wide": ("main", "batched"),
@@ -237,6 +244,37 @@ def run_raw_scan(data: Path, consume: Consumer, info: dict, batch_size: int = 65
 
 def run_raw_scan_256(data: Path, consume: Consumer, info: dict) -> Any:
     return run_raw_scan(data, consume, info, BATCH)
+
+
+def run_dataloader_ceiling(data: Path, consume: Consumer, info: dict) -> Any:
+    """The DataLoader alone: 2 workers that read nothing and send the same pre-built batches
+    of real rows (shardwise's batches of one row group, through its shared-memory transport)
+    as many times as the data set has batches. No loader in a DataLoader at this batch size
+    can be faster on this machine."""
+    import pyarrow.parquet as pq
+    from torch.utils.data import DataLoader, IterableDataset
+
+    from shardwise.loader import transport
+    from shardwise.loader.dataset import _split
+
+    files = _parquet_files(data)
+    total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    table = pq.ParquetFile(files[0]).read_row_group(0, columns=["id", "label", "text", "emb"])
+    table = table.slice(0, table.num_rows - table.num_rows % BATCH)
+
+    class Prebuilt(IterableDataset):
+        def __iter__(self) -> Any:
+            transport.setup_worker("numpy")  # what shardwise does in a DataLoader worker
+            batches = list(_split(table, BATCH, "numpy"))
+            for j in range(total // BATCH // WORKERS):
+                yield batches[j % len(batches)]
+
+    info["prebuilt_rows"] = table.num_rows
+
+    def go() -> None:
+        _dict_batches(DataLoader(Prebuilt(), batch_size=None, num_workers=WORKERS, prefetch_factor=PREFETCH), consume)
+
+    return go
 
 
 def _shardwise_ds(data: Path, batch_format: str | None, info: dict, interleave: int | None = None) -> Any:
@@ -421,6 +459,7 @@ def _dist_version(name: str) -> str | None:
 RUNNERS = {
     "raw_scan": run_raw_scan,
     "raw_scan_256": run_raw_scan_256,
+    "dataloader_ceiling": run_dataloader_ceiling,
     "shardwise_batched": run_shardwise_batched,
     "shardwise_per_sample": run_shardwise_per_sample,
     "shardwise_batched_wide": run_shardwise_batched_wide,
@@ -699,6 +738,11 @@ def summarize(results: dict[str, dict], ideal: float) -> tuple[str, list[str], d
               sp / fastest_ps["rows_per_s"] if sp and fastest_ps else None, 1.0,
               fastest_ps["name"] if fastest_ps else None),
     ]
+    for bound in ("raw_scan_256", "dataloader_ceiling"):
+        b = ok.get(bound, {}).get("rows_per_s")
+        if sb and b:
+            checks[f"shardwise batched vs {bound}"] = {"ratio": sb / b}
+            check_lines.append(f"shardwise batched vs {bound}: {sb / b:.2f}x (for reference, no target)")
     best_peer_tvd = min(peers.values(), key=lambda v: v["tvd"], default=None)
     sw_tvd = {k: ok[k]["tvd"] for k in ("shardwise_batched", "shardwise_per_sample", "shardwise_batched_wide") if k in ok}
     sw_best = min(sw_tvd.values()) if sw_tvd else None
