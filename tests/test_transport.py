@@ -103,6 +103,7 @@ def _ring_batch(i: int, rows: int = 40) -> tuple[transport.RingBatch, list[str]]
         "text": transport.string_column(arrow.to_numpy(zero_copy_only=False), arrow),
         "misc": np.array([1, "x", None] * 13, dtype=object).view(NumpyColumn),  # not strings: by value
         "step": i,  # not an array: by value
+        "plain": np.arange(3),  # a plain array stays plain
     }
     return transport.RingBatch(cols), words[1:]
 
@@ -119,6 +120,8 @@ def test_a_batch_goes_through_the_ring_as_one_region(ring: Any) -> None:
             np.testing.assert_array_equal(back[name], batch[name])
         assert back["text"].tolist() == words and back["misc"].tolist() == batch["misc"].tolist()
         assert back["step"] == i
+        assert type(back["plain"]) is np.ndarray and back["plain"].tolist() == [0, 1, 2]
+        assert type(back["misc"]) is NumpyColumn
     assert ring._ring.pos > ring.RING_BYTES * 3
     assert int(ring._ring.header[0]) == ring._ring.pos
 
@@ -129,7 +132,8 @@ def test_a_batch_too_large_for_the_ring_goes_by_value(ring: Any) -> None:
     raw, back = _send(batch)
     assert len(raw) > ring.RING_BYTES and ring._ring.pos == 0
     assert back["text"].tolist() == words and np.array_equal(back["emb"], batch["emb"])
-    assert all(isinstance(back[k], NumpyColumn) for k in ("id", "emb", "text", "big"))
+    assert all(isinstance(back[k], NumpyColumn) for k in ("id", "emb", "text", "big", "misc"))
+    assert type(back["plain"]) is np.ndarray and back["step"] == 0
 
 
 def test_plain_pickle_never_uses_the_ring(ring: Any) -> None:

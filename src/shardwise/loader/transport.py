@@ -175,7 +175,9 @@ def _strings_parts(strings: Any) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _reduce_batch(batch: RingBatch) -> tuple[Any, tuple[Any, ...]]:
     """All columns of a batch into one ring region; anything else in it goes by value."""
-    specs: list[tuple[Any, ...]] = []  # (name, "a", dtype, shape) | (name, "s", length, nbytes) | (name, "v", value)
+    # (name, "a", dtype, shape): array bytes; (name, "s", length, nbytes): string offsets and
+    # bytes; (name, "o", array): a column by value; (name, "v", value): anything else, as it is
+    specs: list[tuple[Any, ...]] = []
     parts: list[tuple[int, np.ndarray]] = []  # (offset in the region, bytes)
     end = 0
 
@@ -192,7 +194,7 @@ def _reduce_batch(batch: RingBatch) -> tuple[Any, tuple[Any, ...]]:
             source = None if col.flags.writeable else col.__dict__.get("_sw_arrow")
             got = _strings_parts(source) if source is not None and col.ndim == 1 else None
             if got is None:  # objects that are not an untouched Arrow string column
-                specs.append((name, "v", np.asarray(col)))
+                specs.append((name, "o", np.asarray(col)))
                 continue
             specs.append((name, "s", len(got[0]) - 1, got[1].nbytes))
             put(got[0])
@@ -207,7 +209,8 @@ def _reduce_batch(batch: RingBatch) -> tuple[Any, tuple[Any, ...]]:
     except OSError:  # no memfd, no memory for the ring
         start = None
     if start is None:
-        return _batch_by_value, ({name: np.asarray(col) for name, col in batch.items()},)
+        return _batch_by_value, ([(name, "o", np.asarray(col)) if isinstance(col, NumpyColumn) else (name, "v", col)
+                                  for name, col in batch.items()],)
     o = start % ring.size
     for off, arr in parts:
         raw = arr.reshape(-1).view(np.uint8)
@@ -215,8 +218,8 @@ def _reduce_batch(batch: RingBatch) -> tuple[Any, tuple[Any, ...]]:
     return _rebuild_batch, (ring.pid, ring.fd, ring.token, start, end, specs)
 
 
-def _batch_by_value(columns: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.view(NumpyColumn) if isinstance(v, np.ndarray) else v for k, v in columns.items()}
+def _batch_by_value(specs: list[tuple[str, str, Any]]) -> dict[str, Any]:
+    return {name: value.view(NumpyColumn) if kind == "o" else value for name, kind, value in specs}
 
 
 def string_column(values: np.ndarray, strings: Any) -> NumpyColumn:
@@ -300,9 +303,8 @@ def _rebuild_batch(pid: int, fd: int, token: int, start: int, nbytes: int, specs
     off = 0
     for spec in specs:
         name, kind = spec[0], spec[1]
-        if kind == "v":
-            value = spec[2]
-            out[name] = value.view(NumpyColumn) if isinstance(value, np.ndarray) else value
+        if kind in ("o", "v"):
+            out[name] = spec[2].view(NumpyColumn) if kind == "o" else spec[2]
         elif kind == "a":
             arr = np.empty(spec[3], dtype=np.dtype(spec[2]))
             n = arr.nbytes
