@@ -9,16 +9,16 @@ tensor costs even more.
 
 Here each worker writes the bytes of its :class:`NumpyColumn` columns into one ring of
 shared memory of its own (a ``memfd``, created on first use) and sends only a small
-reference down the pipe; the training process maps the ring once per worker, copies
-the bytes out into arrays it owns, and records how far it has read, so the worker reuses
-the space. The loader's batches are :class:`RingBatch` dicts, whose columns all go into
-one region (one reservation, one reference and one rebuild per batch). String columns travel as Arrow offsets and bytes and become Python strings
-on arrival. Inside such a worker the loader's arrays are read-only (they are copied
-into the ring anyway, and arrive writable), and a string column made by
-:func:`string_column` carries the Arrow array it came from, whose buffers are sent as
-they are instead of encoding the Python strings again. This is only used by
-:class:`multiprocessing` pickling inside a DataLoader worker (``ForkingPickler``); a
-batch pickled in any other way is pickled by value.
+reference down the pipe; the training process maps the ring once per worker, copies the
+bytes out into arrays it owns, and records how far it has read, so the worker reuses the
+space. The loader's batches are :class:`RingBatch` dicts, whose columns all go into one
+region (one reservation, one reference and one rebuild per batch). String columns travel
+as Arrow offsets and bytes and become Python strings on arrival. Inside such a worker
+the loader's arrays are read-only (they are copied into the ring anyway, and arrive
+writable), and a string column made by :func:`string_column` carries the Arrow array it
+came from, whose buffers are sent as they are instead of encoding the Python strings
+again. This is only used by :class:`multiprocessing` pickling inside a DataLoader worker
+(``ForkingPickler``); a batch pickled in any other way is pickled by value.
 
 The worker never waits long: a column larger than half the ring, a ring that stays full
 for :data:`WAIT_S` (the trainer is slow to consume), or anything that cannot go through
