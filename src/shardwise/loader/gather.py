@@ -31,7 +31,7 @@ def gather(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, 
     grouped = unit_ids[order]
     cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
     bounds = list(zip([0, *cuts], [*cuts, len(order)]))
-    groups = [(int(grouped[a]), order[a:b]) for a, b in bounds]
+    groups = [(int(grouped[a]), rows[order[a:b]]) for a, b in bounds]  # (unit, its rows in piece order)
     back = np.empty(len(order), dtype=np.int64)
     back[order] = np.arange(len(order))
     schema = tables[first].schema
@@ -44,11 +44,11 @@ def gather(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, 
             by_arrow.append(i)
             continue
         by_unit = np.empty((len(rows), *sources[0].shape[1:]), dtype=sources[0].dtype)
-        for (a, b), (_, places), src in zip(bounds, groups, sources):
-            np.take(src, rows[places], axis=0, out=by_unit[a:b])
+        for (a, b), (_, picked), src in zip(bounds, groups, sources):
+            np.take(src, picked, axis=0, out=by_unit[a:b])
         columns.append(_to_arrow(np.take(by_unit, back, axis=0), field.type))
     if by_arrow:
-        parts = [tables[u].select(by_arrow).take(pa.array(rows[places], type=pa.int64())) for u, places in groups]
+        parts = [tables[u].select(by_arrow).take(pa.array(picked, type=pa.int64())) for u, picked in groups]
         taken = pa.concat_tables(parts).combine_chunks().take(pa.array(back))
         if len(by_arrow) == len(columns):
             return taken

@@ -84,12 +84,25 @@ class _Ring:
         self.pos = start + n
         return start
 
-    def write(self, start: int, parts: list[np.ndarray]) -> None:
-        o = start % self.size
+    def put(self, parts: list[np.ndarray]) -> tuple[int, int] | None:
+        """Write ``parts`` one after the other, each at a multiple of ``_ALIGN``; return
+        ``(start, size)`` of the region, or None (see :meth:`reserve`)."""
+        offsets, end = [], 0
         for p in parts:
+            offsets.append(end)
+            end += _aligned(p.nbytes)
+        start = self.reserve(end)
+        if start is None:
+            return None
+        o = start % self.size
+        for off, p in zip(offsets, parts):
             raw = p.reshape(-1).view(np.uint8)
-            self.data[o : o + raw.size] = raw
-            o += raw.size
+            self.data[o + off : o + off + raw.size] = raw
+        return start, end
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
 
 
 class RingBatch(dict):  # type: ignore[type-arg]
@@ -113,56 +126,58 @@ def _by_value(arr: np.ndarray) -> NumpyColumn:
     return arr.view(NumpyColumn)
 
 
-def _reduce(col: NumpyColumn) -> tuple[Any, tuple[Any, ...]]:
-    arr = np.ascontiguousarray(col.view(np.ndarray))
-    try:
-        if arr.dtype.hasobject:
-            # a column made by string_column and still read-only holds exactly its Arrow
-            # strings: their buffers go to the ring without re-encoding the objects
-            source = None if col.flags.writeable else col.__dict__.get("_sw_arrow")
-            reduced = _reduce_strings(source) if source is not None else _reduce_objects(arr)
-            return reduced or (_by_value, (arr,))
-        ring = _worker_ring()
-        start = ring.reserve(arr.nbytes)
-        if start is None:
-            return _by_value, (arr,)
-        ring.write(start, [arr])
-        return _rebuild, (ring.pid, ring.fd, ring.token, start, arr.dtype.str, arr.shape)
-    except OSError:  # no memfd, no memory for the ring: by value
-        return _by_value, (arr,)
-
-
-def _reduce_objects(arr: np.ndarray) -> tuple[Any, tuple[Any, ...]] | None:
-    import pyarrow as pa
-
-    if arr.ndim != 1:
+def _layout(col: NumpyColumn) -> tuple[tuple[Any, ...], list[np.ndarray]] | None:
+    """How a column goes into a ring region: its spec (see :func:`_rebuild_batch`) and the
+    arrays to write, or None if it must go by value."""
+    if not col.dtype.hasobject:
+        arr = np.ascontiguousarray(col.view(np.ndarray))
+        return ("a", arr.dtype.str, arr.shape), [arr]
+    if col.ndim != 1:
         return None
-    try:
-        strings = pa.array(arr, type=pa.large_string(), from_pandas=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        return None  # not all str
-    return _reduce_strings(strings)
-
-
-def _reduce_strings(strings: Any) -> tuple[Any, tuple[Any, ...]] | None:
-    """Write an Arrow string array (no nulls) into the ring as int64 offsets and bytes."""
-    got = _strings_parts(strings)
+    # a column made by string_column and still read-only holds exactly its Arrow strings:
+    # their buffers go to the ring without re-encoding the objects
+    source = None if col.flags.writeable else col.__dict__.get("_sw_arrow")
+    got = _strings_parts(source if source is not None else _reduce_objects(col.view(np.ndarray)))
     if got is None:
         return None
-    offsets, data = got
-    ring = _worker_ring()
-    start = ring.reserve(offsets.nbytes + data.nbytes)
-    if start is None:
+    return ("s", len(got[0]) - 1, got[1].nbytes), list(got)
+
+
+def _put(layouts: list[tuple[Any, ...]], parts: list[np.ndarray]) -> tuple[Any, tuple[Any, ...]] | None:
+    """Write ``parts`` into this worker's ring; the reduction that rebuilds them, or None."""
+    try:
+        ring = _worker_ring()
+        placed = ring.put(parts)
+    except OSError:  # no memfd, no memory for the ring
         return None
-    ring.write(start, [offsets, data])
-    return _rebuild_strings, (ring.pid, ring.fd, ring.token, start, len(offsets) - 1, data.nbytes)
+    if placed is None:
+        return None
+    return _rebuild_batch, (ring.pid, ring.fd, ring.token, *placed, layouts)
+
+
+def _reduce(col: NumpyColumn) -> tuple[Any, tuple[Any, ...]]:
+    layout = _layout(col)
+    reduced = _put([("", *layout[0])], layout[1]) if layout is not None else None
+    if reduced is None:
+        return _by_value, (np.ascontiguousarray(col.view(np.ndarray)),)
+    return _rebuild_column, reduced[1]
+
+
+def _reduce_objects(arr: np.ndarray) -> Any:
+    """A 1-D array of Python strings as an Arrow large_string array, or None."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(arr, type=pa.large_string(), from_pandas=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return None  # not all str
 
 
 def _strings_parts(strings: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """An Arrow string array (no nulls) as int64 offsets from 0 and its bytes."""
     import pyarrow as pa
 
-    if strings.null_count or not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
+    if strings is None or strings.null_count or not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
         return None
     n = len(strings)
     width = np.int64 if pa.types.is_large_string(strings.type) else np.int32
@@ -178,44 +193,19 @@ def _reduce_batch(batch: RingBatch) -> tuple[Any, tuple[Any, ...]]:
     # (name, "a", dtype, shape): array bytes; (name, "s", length, nbytes): string offsets and
     # bytes; (name, "o", array): a column by value; (name, "v", value): anything else, as it is
     specs: list[tuple[Any, ...]] = []
-    parts: list[tuple[int, np.ndarray]] = []  # (offset in the region, bytes)
-    end = 0
-
-    def put(arr: np.ndarray) -> None:
-        nonlocal end
-        parts.append((end, arr))
-        end += -(-arr.nbytes // _ALIGN) * _ALIGN
-
+    parts: list[np.ndarray] = []
     for name, col in batch.items():
-        if not isinstance(col, NumpyColumn):
-            specs.append((name, "v", col))
-            continue
-        if col.dtype.hasobject:
-            source = None if col.flags.writeable else col.__dict__.get("_sw_arrow")
-            got = _strings_parts(source) if source is not None and col.ndim == 1 else None
-            if got is None:  # objects that are not an untouched Arrow string column
-                specs.append((name, "o", np.asarray(col)))
-                continue
-            specs.append((name, "s", len(got[0]) - 1, got[1].nbytes))
-            put(got[0])
-            put(got[1])
-            continue
-        arr = np.ascontiguousarray(col.view(np.ndarray))
-        specs.append((name, "a", arr.dtype.str, arr.shape))
-        put(arr)
-    try:
-        ring = _worker_ring()
-        start = ring.reserve(end) if parts else None
-    except OSError:  # no memfd, no memory for the ring
-        start = None
-    if start is None:
+        layout = _layout(col) if isinstance(col, NumpyColumn) else None
+        if layout is not None:
+            specs.append((name, *layout[0]))
+            parts.extend(layout[1])
+        else:
+            specs.append((name, "o", np.asarray(col)) if isinstance(col, NumpyColumn) else (name, "v", col))
+    reduced = _put(specs, parts) if parts else None
+    if reduced is None:
         return _batch_by_value, ([(name, "o", np.asarray(col)) if isinstance(col, NumpyColumn) else (name, "v", col)
                                   for name, col in batch.items()],)
-    o = start % ring.size
-    for off, arr in parts:
-        raw = arr.reshape(-1).view(np.uint8)
-        ring.data[o + off : o + off + raw.size] = raw
-    return _rebuild_batch, (ring.pid, ring.fd, ring.token, start, end, specs)
+    return reduced
 
 
 def _batch_by_value(specs: list[tuple[str, str, Any]]) -> dict[str, Any]:
@@ -269,23 +259,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _rebuild(pid: int, fd: int, token: int, start: int, dtype: str, shape: tuple[int, ...]) -> NumpyColumn:
-    header, data, size = _attach(pid, fd, token)
-    out = np.empty(shape, dtype=np.dtype(dtype))
-    n = out.nbytes
-    o = start % size
-    out.reshape(-1).view(np.uint8)[:] = data[o : o + n]
-    header[0] = start + n  # this space may be written again
-    return out.view(NumpyColumn)
-
-
-def _rebuild_strings(pid: int, fd: int, token: int, start: int, length: int, nbytes: int) -> NumpyColumn:
-    header, data, size = _attach(pid, fd, token)
-    o = start % size
-    offsets_n = (length + 1) * 8
-    out = _arrow_strings(data[o : o + offsets_n], data[o + offsets_n : o + offsets_n + nbytes], length)
-    header[0] = start + offsets_n + nbytes
-    return out
+def _rebuild_column(pid: int, fd: int, token: int, start: int, nbytes: int, specs: list[tuple[Any, ...]]) -> NumpyColumn:
+    column: NumpyColumn = _rebuild_batch(pid, fd, token, start, nbytes, specs)[""]
+    return column
 
 
 def _arrow_strings(offsets: np.ndarray, data: np.ndarray, length: int) -> NumpyColumn:
@@ -309,14 +285,14 @@ def _rebuild_batch(pid: int, fd: int, token: int, start: int, nbytes: int, specs
             arr = np.empty(spec[3], dtype=np.dtype(spec[2]))
             n = arr.nbytes
             arr.reshape(-1).view(np.uint8)[:] = region[off : off + n]
-            off += -(-n // _ALIGN) * _ALIGN
+            off += _aligned(n)
             out[name] = arr.view(NumpyColumn)
         else:  # "s": offsets, then bytes
             length, text_bytes = spec[2], spec[3]
             offsets_n = (length + 1) * 8
-            data_at = off + -(-offsets_n // _ALIGN) * _ALIGN
+            data_at = off + _aligned(offsets_n)
             out[name] = _arrow_strings(region[off : off + offsets_n], region[data_at : data_at + text_bytes], length)
-            off = data_at + -(-text_bytes // _ALIGN) * _ALIGN
+            off = data_at + _aligned(text_bytes)
     header[0] = start + nbytes  # this space may be written again
     return out
 
