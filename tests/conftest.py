@@ -13,15 +13,19 @@ from typing import Any
 import pytest
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
+# helper modules and scripts shared by tests (tests/support/) are importable everywhere
+SUPPORT = os.path.join(TESTS, "support")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TQDM_MININTERVAL", "5")
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 # worker processes of every engine import task helpers from tests/
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH", "")) if p)
-if TESTS not in sys.path:
-    sys.path.insert(0, TESTS)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SUPPORT, os.environ.get("PYTHONPATH", "")) if p)
+if SUPPORT not in sys.path:
+    sys.path.insert(0, SUPPORT)
+
+from _engines import BACKENDS, PROCESS_BACKENDS, make_backend  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -70,24 +74,6 @@ def dask_engine() -> Iterator[Any]:
     yield client
     client.close()
     cluster.close()
-
-
-BACKENDS = ["sequential", "thread", "local", "joblib", "ray", "spark", "dask"]
-PROCESS_BACKENDS = ["local", "joblib", "ray", "spark", "dask"]
-
-
-def make_backend(name: str, request: pytest.FixtureRequest) -> Any:
-    """A backend instance on the session's real engine."""
-    from shardwise.parallel import get_backend
-
-    if name == "ray":
-        request.getfixturevalue("ray_engine")
-        return get_backend("ray")
-    if name == "spark":
-        return get_backend("spark", spark=request.getfixturevalue("spark_engine"))
-    if name == "dask":
-        return get_backend("dask", client=request.getfixturevalue("dask_engine"))
-    return get_backend(name, 2 if name in ("local", "joblib") else None)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -69,7 +69,7 @@ def test_accounting_balances_and_counts_every_reason(reference: tuple[Path, Any]
 @pytest.mark.engine
 def test_same_bytes_on_every_backend(src: Path, reference: tuple[Path, Any], tmp_path: Path,
                                      request: pytest.FixtureRequest) -> None:
-    from conftest import make_backend
+    from _engines import make_backend
 
     expected = _files(reference[0])
     for name in ["local", "thread", "ray", "spark", "dask"]:
@@ -96,7 +96,7 @@ def test_worker_sigkilled_mid_task_is_retried(src: Path, reference: tuple[Path, 
 
 def test_driver_killed_mid_run_then_rerun_is_identical(src: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    script = Path(__file__).parent / "_pipeline_run.py"
+    script = Path(__file__).parent.parent / "support" / "_pipeline_run.py"
     ref_out = tmp_path / "ref"
     build(str(src), str(ref_out), slow=True).run(backend="sequential", progress=False)
     proc = subprocess.Popen([sys.executable, str(script), str(src), str(out), "sequential", "slow"])

@@ -127,7 +127,7 @@ def test_progress_reaches_total(backend: Backend, capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize("name", ["local", "thread", "ray"])
 def test_task_counter_reported(name: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -> None:
-    from conftest import make_backend
+    from _engines import make_backend
 
     b = make_backend(name, request)
     try:
@@ -161,7 +161,7 @@ def test_imap_unordered_streams_with_bounded_in_flight() -> None:
 
 @pytest.mark.parametrize("name", ["local", "ray", "dask"])
 def test_closing_the_stream_cancels_outstanding_work(name: str, request: pytest.FixtureRequest) -> None:
-    from conftest import make_backend
+    from _engines import make_backend
 
     b = make_backend(name, request)
     try:
@@ -229,7 +229,7 @@ def test_bad_num_proc() -> None:
 
 
 def test_num_proc_minus_one_uses_all_slots(request: pytest.FixtureRequest) -> None:
-    from conftest import make_backend
+    from _engines import make_backend
 
     b = make_backend("ray", request)
     assert b.slots() == 2

@@ -143,7 +143,7 @@ def test_signature_estimates_track_exact_jaccard() -> None:
 @pytest.mark.engine
 def test_same_result_on_every_backend(planted: tuple[Path, list[str]], tmp_path: Path,
                                       request: pytest.FixtureRequest) -> None:
-    from conftest import make_backend
+    from _engines import make_backend
 
     src, _ = planted
     expected, _ = _run(src, tmp_path / "local", task_bytes=400_000)

@@ -25,7 +25,7 @@ def _free_port() -> int:
 def test_ddp_four_ranks_two_epochs_equal_steps_no_repeats(tmp_path: Path) -> None:
     data = make_parquet(tmp_path / "ds", N)
     out = tmp_path / "report.json"
-    script = os.path.join(os.path.dirname(__file__), "_ddp_worker.py")
+    script = os.path.join(os.path.dirname(__file__), "..", "support", "_ddp_worker.py")
     port = _free_port()
     procs = []
     for rank in range(4):

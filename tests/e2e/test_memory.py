@@ -13,7 +13,7 @@ import pytest
 
 @pytest.mark.slow
 def test_one_gigabyte_jsonl_indexed_and_read_in_bounded_memory(tmp_path: Path) -> None:
-    script = os.path.join(os.path.dirname(__file__), "_memcheck.py")
+    script = os.path.join(os.path.dirname(__file__), "..", "support", "_memcheck.py")
     env = dict(os.environ, SHARDWISE_CACHE_DIR=str(tmp_path / "cache"))
     # Linux keeps ru_maxrss across fork+exec, so a child forked straight from this (large)
     # pytest process would report pytest's size; a shell in between gives a fresh count.
