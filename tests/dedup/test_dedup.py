@@ -19,7 +19,8 @@ from _corpus import bbc_texts
 
 from shardwise import ConfigError
 from shardwise.dedup.lsh import optimal_bands, recall_bands
-from shardwise.dedup.shingles import doc_shingles, jaccard, signatures
+from shardwise.dedup.shingles import doc_shingles, jaccard
+from shardwise.dedup.signatures import signatures
 from shardwise.pipeline import read_jsonl, read_parquet
 
 
@@ -122,6 +123,52 @@ def test_precision_and_recall_against_exact_jaccard(planted: tuple[Path, list[st
     audit = pq.read_table(summary["audit"]).to_pylist()
     assert len(audit) == len(removed)
     assert all((a["kept_task"], a["kept_row"]) < (a["removed_task"], a["removed_row"]) for a in audit)
+
+
+def _short_documents(rng: random.Random, n_base: int, n_planted: int) -> list[str]:
+    """Runs of 10 to 13 words cut from the BBC articles (about 70 characters), plus edited
+    copies: the same words in another case, a word added, dropped, replaced or swapped."""
+    chunks = []
+    for text in bbc_texts()[::3]:
+        words = text.split()
+        chunks += [" ".join(words[i : i + 12]) for i in range(0, len(words) - 12, 12)]
+    base = rng.sample(chunks, n_base)
+    docs = list(base)
+    for _ in range(n_planted):
+        w = rng.choice(base).split()
+        kind = rng.randrange(6)
+        i = rng.randrange(len(w))
+        if kind == 0:
+            w = [x.upper() for x in w]
+        elif kind == 1:
+            w.append(rng.choice(w))
+        elif kind == 2:
+            w.pop(rng.choice([0, -1]))
+        elif kind == 3:
+            w[i] = f"edit{rng.randrange(10**6)}"
+        elif kind == 4 and i + 1 < len(w):
+            w[i], w[i + 1] = w[i + 1], w[i]
+        docs.append(" ".join(w))
+    rng.shuffle(docs)
+    return docs
+
+
+def test_short_documents_precision_and_recall(tmp_path: Path) -> None:
+    """Short texts (8 or so word 5-grams each) leave most of the 128 one-permutation bins
+    empty: densified signatures still find the planted near-duplicates."""
+    docs = _short_documents(random.Random(3), 3000, 700)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(docs)))
+    truth = _ground_truth(docs)
+    for verify in (True, False):
+        kept, _ = _run(src, tmp_path / f"o{verify}", verify=verify)
+        removed = set(range(len(docs))) - kept
+        precision, recall = len(removed & truth) / len(removed), len(removed & truth) / len(truth)
+        assert len(truth) > 300
+        if verify:
+            assert precision >= 0.98 and recall >= 0.95, (precision, recall)
+        else:  # banding for the threshold alone (9 x 13): some pairs near it are missed
+            assert precision >= 0.9 and recall >= 0.8, (precision, recall)
 
 
 def test_signature_estimates_track_exact_jaccard() -> None:
@@ -247,25 +294,6 @@ def test_word_hashes_match_regex_words(texts: list[str | None]) -> None:
     for word, h in zip([w for words in ref for w in words], hashes.tolist()):
         assert by_word.setdefault(word, h) == h
     assert len(set(by_word.values())) == len(by_word)  # no collisions among these words
-
-
-@pytest.mark.parametrize("seed", range(8))
-def test_one_shingle_documents_always_densify(seed: int) -> None:
-    """A document with one shingle fills one bin; every other bin must borrow it, for
-    every seed and every bin it may land in (a sequence that never meets that bin falls
-    back to the next filled bin instead of failing)."""
-    from shardwise.dedup.shingles import _EMPTY, _densify
-
-    k = 128
-    sig = np.full((k, k), _EMPTY, dtype=np.uint64)
-    sig[np.arange(k), np.arange(k)] = np.arange(k, dtype=np.uint64) * 1_000_000
-    _densify(sig, k, seed, np.ones(k, dtype=bool))
-    assert (sig != _EMPTY).all()
-    # every value is borrowed from the one filled bin (plus a round offset, at most a few thousand)
-    assert ((sig // 1_000_000) == np.arange(k, dtype=np.uint64)[:, None]).all()
-    empty_row = np.full((1, k), _EMPTY, dtype=np.uint64)
-    _densify(empty_row, k, seed, np.zeros(1, dtype=bool))
-    assert (empty_row == _EMPTY).all()  # empty documents stay empty
 
 
 @given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=120))

@@ -30,7 +30,8 @@ import pyarrow.parquet as pq
 
 from shardwise.dedup.components import _load, _save, components_distributed, components_in_memory
 from shardwise.dedup.lsh import band_hashes, optimal_bands, recall_bands
-from shardwise.dedup.shingles import _EMPTY, doc_shingles, jaccard, signatures
+from shardwise.dedup.shingles import doc_shingles, jaccard
+from shardwise.dedup.signatures import EMPTY, signatures
 from shardwise.errors import ConfigError
 from shardwise.ops.base import register_op
 from shardwise.ops.text import _text
@@ -99,7 +100,7 @@ def _buckets(args: tuple[Any, int, int, int, int]) -> int:
     sig = ctx.load(task, ["sig"]).get("sig")
     if sig is None or len(sig) == 0:
         sig = np.zeros((0, b * r), np.uint64)
-    live = np.nonzero(sig[:, 0] != _EMPTY)[0]  # documents without shingles never match
+    live = np.nonzero(sig[:, 0] != EMPTY)[0]  # documents without shingles never match
     h = band_hashes(sig[live], b, r)
     ids = (np.uint64(task) << np.uint64(ROW_BITS)) | live.astype(np.uint64)
     band = np.broadcast_to(np.arange(b, dtype=np.uint64), h.shape).ravel()

@@ -1,20 +1,11 @@
-"""Vectorised shingling and MinHash signatures over whole Arrow batches.
+"""Vectorised shingling of whole Arrow batches.
 
-Shingles: text is normalised (NFKC, lower case, punctuation to spaces, whitespace
-collapsed), cut into word tokens (``tokenization="word"``) or characters
-(``"char"``), and every run of ``ngram`` consecutive tokens is hashed to 64 bits with a
-polynomial over per-token hashes, in numpy over the whole batch. A document with fewer
-tokens than ``ngram`` becomes one shingle of all its tokens; an empty document has none.
-
-Signatures (``num_perm`` values per document), two schemes:
-
-- ``"oph"`` (default): one-permutation hashing with optimal densification
-  (Shrivastava, ICML 2017): each shingle is hashed once, its top bits choose one of
-  ``num_perm`` bins and the bin keeps the minimum; empty bins borrow from a fixed
-  pseudo-random sequence of other bins. The fraction of equal positions estimates the
-  Jaccard similarity like ``num_perm`` independent permutations, at one hash per shingle.
-- ``"perm"``: classic MinHash with ``num_perm`` multiply-shift hash functions
-  (``num_perm`` hashes per shingle), for comparison with other tools.
+Text is normalised (NFKC, lower case, punctuation to spaces, whitespace collapsed), cut
+into word tokens (``tokenization="word"``) or characters (``"char"``), and every run of
+``ngram`` consecutive tokens is hashed to 64 bits with a polynomial over per-token hashes,
+in numpy over the whole batch. A document with fewer tokens than ``ngram`` becomes one
+shingle of all its tokens; an empty document has none. MinHash signatures of the
+shingles are in :mod:`shardwise.dedup.signatures`.
 """
 
 from __future__ import annotations
@@ -25,12 +16,11 @@ import pyarrow.compute as pc
 
 from shardwise.ops._fast import _buffers, ascii_split, collapse_ascii_nonalnum
 
-__all__ = ["doc_shingles", "signatures"]
+__all__ = ["doc_shingles", "jaccard"]
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _POLY = np.uint64(0x100000001B3)
-_EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -175,88 +165,6 @@ def doc_shingles(texts: pa.Array, *, tokenization: str = "word", ngram: int = 5,
     sh, sh_doc = sh[keep], sh_doc[keep]
     counts = np.bincount(sh_doc, minlength=n_docs) if len(sh_doc) else np.zeros(n_docs, np.int64)
     return sh, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-
-
-def signatures(shingles: np.ndarray, offsets: np.ndarray, *, num_perm: int = 128, seed: int = 0,
-               scheme: str = "oph") -> np.ndarray:
-    """``(n_docs, num_perm)`` uint64 signatures; rows of empty documents are all ``2**64-1``."""
-    n_docs = len(offsets) - 1
-    sig = np.full((n_docs, num_perm), _EMPTY, dtype=np.uint64)
-    if len(shingles) == 0:
-        return sig
-    doc = np.repeat(np.arange(n_docs), np.diff(offsets))
-    if scheme == "oph":
-        h = _mix(shingles ^ np.uint64(seed * 0x9E3779B97F4A7C15 % 2**64))
-        bins = (h % np.uint64(num_perm)).astype(np.int64)
-        vals = h // np.uint64(num_perm)
-        np.minimum.at(sig, (doc, bins), vals)
-        _densify(sig, num_perm, seed, np.diff(offsets) > 0)
-        return sig
-    if scheme == "perm":
-        rng = np.random.default_rng([seed, 0x5045524D])
-        a = rng.integers(1, 2**63, size=num_perm, dtype=np.uint64) | np.uint64(1)
-        b = rng.integers(0, 2**63, size=num_perm, dtype=np.uint64)
-        x = _mix(shingles)
-        step = max(1, 2**21 // num_perm)
-        starts = offsets[:-1]
-        nonempty = np.nonzero(np.diff(offsets) > 0)[0]
-        # process documents in groups whose shingles fit one chunk
-        i = 0
-        while i < len(nonempty):
-            j = i
-            while j < len(nonempty) and offsets[nonempty[j] + 1] - starts[nonempty[i]] <= step:
-                j += 1
-            j = max(j, i + 1)
-            lo, hi = starts[nonempty[i]], offsets[nonempty[j - 1] + 1]
-            m = (x[lo:hi, None] * a[None, :] + b) >> np.uint64(16)
-            seg = starts[nonempty[i:j]] - lo
-            sig[nonempty[i:j]] = np.minimum.reduceat(m, seg, axis=0)
-            i = j
-        return sig
-    raise ValueError(f"scheme must be 'oph' or 'perm', got {scheme!r}")
-
-
-def _densify(sig: np.ndarray, k: int, seed: int, nonempty_docs: np.ndarray) -> None:
-    """Fill the empty bins of non-empty documents (optimal densification).
-
-    Bin ``i`` has a fixed pseudo-random sequence of other bins, ``targets[r, i]`` for
-    round ``r``, the same for every document; an empty bin takes the value of the first
-    bin in its sequence that the document filled itself, offset by the round so that
-    borrowed values stay distinct. Rounds are looked at in blocks, many at a time once
-    few bins are left (short documents leave many bins empty and need many rounds). A
-    bin whose sequence never meets a filled bin (possible for documents with one or two
-    shingles) takes the next filled bin to its right, circularly.
-    """
-    filled = (sig != _EMPTY).ravel()
-    need = np.flatnonzero((nonempty_docs[:, None] & (sig == _EMPTY)).ravel())
-    if not len(need):
-        return
-    flat = sig.reshape(-1)
-    rounds = 10 * k
-    targets = np.random.default_rng([seed, 0x44454E53]).integers(0, k, size=(rounds, k))
-    cols = need % k
-    row_start = need - cols
-    r = 0
-    while len(need) and r < rounds:
-        block = int(min(rounds - r, max(1, (1 << 15) // len(need))))
-        if block == 1:  # many bins left: one round at a time, on flat arrays
-            src = row_start + targets[r][cols]
-            hit = filled[src]
-            flat[need[hit]] = flat[src[hit]] + np.uint64(r + 1)
-        else:
-            srcs = row_start[:, None] + targets[r : r + block].T[cols]  # (left, block)
-            ok = filled[srcs]
-            hit = ok.any(axis=1)
-            first = ok.argmax(axis=1)[hit]
-            flat[need[hit]] = flat[srcs[np.flatnonzero(hit), first]] + (r + first + 1).astype(np.uint64)
-        miss = ~hit
-        need, cols, row_start = need[miss], cols[miss], row_start[miss]
-        r += block
-    if len(need):  # the sequence never met a filled bin: the next filled bin to the right
-        shifts = np.arange(1, k)
-        src = row_start[:, None] + (cols[:, None] + shifts[None, :]) % k
-        first = filled[src].argmax(axis=1)
-        flat[need] = flat[src[np.arange(len(need)), first]] + np.uint64(rounds + 1) + first.astype(np.uint64)
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
