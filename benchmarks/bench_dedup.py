@@ -212,15 +212,15 @@ def run_shardwise(data: Path, tmp: Path, verify: bool = True, **banding: int) ->
         return out
 
     par.parallel_map = timed_map
-    orig_decide = mh.minhash_dedup.decide
+    orig_decide = mh.MinHashDedup.decide
 
-    def timed_decide(ctx: Any) -> Any:
+    def timed_decide(self: Any, ctx: Any) -> Any:
         t0 = time.perf_counter()
-        out = orig_decide(ctx)
+        out = orig_decide(self, ctx)
         phases.append(("decide (buckets+edges+components+audit)", time.perf_counter() - t0))
         return out
 
-    mh.minhash_dedup.decide = timed_decide
+    mh.MinHashDedup.decide = timed_decide  # type: ignore[method-assign]
     total_bytes = sum(f.stat().st_size for f in (data / "docs").glob("*.jsonl"))
     task_bytes = max(1, -(-total_bytes // 8))
     out = tmp / "out"

@@ -162,14 +162,21 @@ def run(config: str, backend: str | None, num_proc: int | None, accounting: str 
               help="Target file size in MB.")
 @click.option("--format", "fmt", default=None, help="Input format (default: by suffix).")
 @click.option("--backend", default=None, help="Parallel backend.")
-def resplit(source: tuple[str, ...], out: str, target_mb: float, fmt: str | None, backend: str | None) -> None:
-    """Rewrite SOURCE as balanced Parquet files of about --target-mb (at least 2 per core)."""
+@click.option("--on-error", type=click.Choice(["raise", "skip"]), default="raise", show_default=True,
+              help="skip: quarantine and count bad records instead of failing.")
+def resplit(source: tuple[str, ...], out: str, target_mb: float, fmt: str | None, backend: str | None,
+            on_error: str) -> None:
+    """Rewrite SOURCE as balanced Parquet files of about --target-mb (at least 2 per core).
+    OUT appears whole or not at all."""
     from shardwise.pipeline.api import resplit as run_resplit
 
-    result = run_resplit(list(source), out, target_file_bytes=int(target_mb * 2**20), format=fmt, backend=backend)
-    sizes = [f["bytes"] for f in result.files]
+    result = run_resplit(list(source), out, target_file_bytes=int(target_mb * 2**20), format=fmt,
+                         backend=backend, on_error="skip" if on_error == "skip" else "raise")
+    sizes = [f["bytes"] for f in result.files] or [0]
     click.echo(f"{len(result.files)} files, {result.rows_out:,} rows, "
                f"{_human_bytes(min(sizes))} to {_human_bytes(max(sizes))} each; manifest: {result.manifest}")
+    if result.quarantined:
+        click.echo(f"quarantined {result.quarantined:,} bad records (examples in the manifest)")
 
 
 def _print_summary(s: dict[str, Any]) -> None:

@@ -206,12 +206,28 @@ def _expand_with_manifests(spec: list[str], opts: dict[str, Any]) -> list[str]:
             with open_input(manifest, **opts) as f:
                 listed = json.loads(f.read())["files"]
         except (FileNotFoundError, StorageError, NotADirectoryError, IsADirectoryError):
+            _refuse_unfinished(item, opts)
             out.extend(expand(item, **opts))
             continue
         except (ValueError, KeyError) as exc:
             raise FormatError(f"unreadable manifest ({exc})", manifest) from exc
         out.extend(join(item, entry["path"]) for entry in listed)
     return out
+
+
+def _refuse_unfinished(item: str, opts: dict[str, Any]) -> None:
+    """A directory that a pipeline is still writing (or crashed writing) has ``_work/``
+    and no manifest yet: reading its files would trust an unfinished output."""
+    if any(ch in item for ch in "*?["):
+        return
+    try:
+        fs, path = resolve(join(item, "_work", "out", "_work", "pipeline.json"), **opts)
+        unfinished = fs.exists(path)
+    except (OSError, ValueError):
+        return
+    if unfinished:
+        raise StorageError(f"{item} is the output of an unfinished shardwise run (no {MANIFEST_NAME} yet); "
+                           "rerun the pipeline to finish it", item)
 
 
 def _choose_format(files: list[str], format: str | None) -> str:

@@ -7,9 +7,9 @@
   from where it stopped; the result is verified against the remote size and, when
   given, a checksum (``"sha256:<hex>"`` or ``"md5:<hex>"``), then committed by rename.
   Local inputs are used in place.
-- ``convert``: every input file becomes Parquet shards in ``out/data/`` (one task per
-  input file, shards named after it, committed atomically; a rerun skips files whose
-  shards are complete).
+- ``convert``: the inputs become Parquet shards in ``out/data/``, through a pipeline
+  with no operators (tasks cut by the data, the output published whole or not at all, a
+  rerun skips committed tasks, bad records counted under ``on_error="skip"``).
 - ``index``: the dataset index of ``out/data`` is written beside it.
 
 ``steps=`` runs a subset. A step declares the backends it can run on; asking for
@@ -26,6 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardwise.errors import ConfigError, StorageError
+from shardwise.formats import OnError, check_on_error, detect_format
+from shardwise.index import MANIFEST_NAME
+from shardwise.parallel import BackendSpec
+from shardwise.pipeline import RunResult
 from shardwise.storage import atomic_write, expand, resolve
 from shardwise.storage.retry import with_retries
 
@@ -59,6 +63,8 @@ class PrepareResult:
         shards: Parquet shards written or found complete.
         num_rows: rows in the prepared dataset.
         index_location: where the index was saved.
+        quarantined: bad records skipped under ``on_error="skip"`` (see the manifest in
+            ``out/data`` for examples with file and place).
     """
 
     downloaded: list[str]
@@ -66,6 +72,7 @@ class PrepareResult:
     shards: list[str]
     num_rows: int
     index_location: str
+    quarantined: int = 0
 
 
 def _is_remote(url: str) -> bool:
@@ -145,30 +152,26 @@ def _report(n: int) -> None:
     report(n)
 
 
-def _convert(args: tuple[str, str, str, int, dict[str, Any], str]) -> list[str]:
-    """Write one input file as Parquet shards ``{out}/{stem}-NNNNN.parquet``."""
-    src, out_dir, fmt_name, target, storage_options, on_error = args
-    from shardwise.formats import Quarantine, get_format
+def _convert(files: list[str], data: str, format: str | None, target: int, on_error: OnError,
+             backend: BackendSpec, progress: bool, storage_options: dict[str, Any]) -> RunResult:
+    """Every input as Parquet shards in ``data``: a pipeline with no operators, so the
+    task lifecycle, the ledger and the all-or-nothing commit are the pipeline's own. A
+    ``data`` directory already converted is kept as it is (delete it to convert again)."""
+    from shardwise.pipeline import Pipeline
 
-    stem = os.path.basename(src.rstrip("/")).split(".")[0]
-    done_marker = os.path.join(out_dir, f"_done.{stem}.json")
-    if os.path.exists(done_marker):
-        with open(done_marker) as f:
-            return json.load(f)["shards"]
-    fmt = get_format(fmt_name, storage_options=storage_options)
-    writer = get_format("parquet").open_writer(os.path.join(out_dir, stem), target_shard_bytes=target)
-    schema = fmt.read_schema(src)
-    q = Quarantine()
-    from shardwise.storage import info
+    manifest = os.path.join(data, MANIFEST_NAME)
+    if os.path.exists(manifest):
+        with open(manifest, encoding="utf-8") as f:
+            return RunResult.from_manifest(json.load(f), manifest, 0)
 
-    for unit in fmt.list_units(src, info(src, **storage_options).size):
-        for batch in fmt.read_unit(unit, schema=schema, on_error=on_error, quarantine=q):  # type: ignore[arg-type]
-            writer.write(batch)
-    files = [w.path for w in writer.close()]
-    with atomic_write(done_marker, "w") as f:
-        json.dump({"shards": files, "rows": sum(w.num_rows for w in writer.written),
-                   "quarantined": q.count, "examples": q.examples}, f)
-    return files
+    formats = {format or detect_format(f) for f in files}
+    if len(formats) > 1:
+        raise ConfigError(f"the inputs mix formats ({', '.join(sorted(formats))}); prepare them separately "
+                          "or pass format=")
+    remote = any(_is_remote(f) for f in files)
+    pipeline = Pipeline(files, formats.pop(), on_error=on_error,
+                        read_options=(("storage_options", storage_options),) if remote else ())
+    return pipeline.write_parquet(data, target_shard_bytes=target).run(backend, progress=progress)
 
 
 def prepare(
@@ -176,11 +179,11 @@ def prepare(
     out: str,
     *,
     steps: Sequence[str] = ("download", "convert", "index"),
-    backend: Any = None,
+    backend: BackendSpec = None,
     format: str | None = None,
     target_shard_bytes: int = 128 * 2**20,
     checksums: dict[str, str] | None = None,
-    on_error: str = "raise",
+    on_error: OnError = "raise",
     progress: bool = True,
     storage_options: dict[str, Any] | None = None,
 ) -> PrepareResult:
@@ -197,7 +200,6 @@ def prepare(
         checksums: ``{url: "sha256:<hex>"}`` to verify downloads.
         on_error: ``"raise"`` or ``"skip"`` (quarantine and count) for bad records.
     """
-    from shardwise.formats import detect_format
     from shardwise.index import open_dataset
     from shardwise.parallel import parallel_map
 
@@ -228,21 +230,19 @@ def prepare(
     else:
         local_files = [os.path.join(raw, os.path.basename(f)) if _is_remote(f) else f for f in files]
     shards: list[str] = []
+    quarantined = 0
     if "convert" in steps:
-        os.makedirs(data, exist_ok=True)
         missing = [f for f in local_files if not os.path.exists(f) and not _is_remote(f)]
         if missing:
             raise StorageError(f"input not found (run the download step first?): {missing[0]}", missing[0])
-        stems = [os.path.basename(f).split(".")[0] for f in local_files]
-        if len(set(stems)) != len(stems):
-            raise ConfigError("two inputs share a file stem; their shards would collide")
-        jobs2 = [(f, data, format or detect_format(f), target_shard_bytes, opts if _is_remote(f) else {}, on_error)
-                 for f in local_files]
-        shards = [s for group in parallel_map(_convert, jobs2, backend=backend, desc="convert",
-                                              progress=progress, chunksize=1) for s in group]
+        run = _convert(local_files, data, format, target_shard_bytes, check_on_error(on_error), backend,
+                       progress, opts)
+        shards = [os.path.join(data, f["path"]) for f in run.files]
+        quarantined = run.quarantined
     rows, location = 0, ""
     if "index" in steps:
         index = open_dataset(data, format="parquet", progress=progress)
         rows, location = index.num_samples, index.location
         shards = shards or [f.path for f in index.files]
-    return PrepareResult([f for f in local_files if f.startswith(raw)], resumed, shards, rows, location)
+    return PrepareResult([f for f in local_files if f.startswith(raw)], resumed, shards, rows, location,
+                         quarantined)

@@ -18,7 +18,7 @@ from _pipeline_common import build, make_input
 from _tasks import drop_odd, kill_once_in_map
 
 import shardwise
-from shardwise import ConfigError, FormatError
+from shardwise import ConfigError, EmptyDatasetError, FormatError
 from shardwise.cli import main
 from shardwise.pipeline import read_jsonl, read_parquet, resplit
 
@@ -99,21 +99,26 @@ def test_driver_killed_mid_run_then_rerun_is_identical(src: Path, tmp_path: Path
     script = Path(__file__).parent.parent / "support" / "_pipeline_run.py"
     ref_out = tmp_path / "ref"
     build(str(src), str(ref_out), slow=True).run(backend="sequential", progress=False)
+    staging = tmp_path / ".out.shardwise-partial"  # where an unfinished run writes
     proc = subprocess.Popen([sys.executable, str(script), str(src), str(out), "sequential", "slow"])
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        done = list((out / "_manifests").glob("task-*.json")) if (out / "_manifests").exists() else []
+        done = list((staging / "_manifests").glob("task-*.json")) if (staging / "_manifests").exists() else []
         if len(done) >= 3:
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert not (out / "_manifest.json").exists()  # the run really was cut short
-    committed = len(list((out / "_manifests").glob("task-*.json")))
+    # the run really was cut short, and nothing of it is where readers look
+    assert not out.exists()
+    with pytest.raises(EmptyDatasetError):
+        shardwise.open_dataset(str(out))
+    committed = len(list((staging / "_manifests").glob("task-*.json")))
     result = build(str(src), str(out), slow=True).run(backend="local", progress=False)
     assert result.skipped_tasks >= committed >= 3
     assert _files(out) == _files(ref_out)
     assert not list(out.rglob("_tmp.*"))
+    assert not (out / "_work").exists() and not staging.exists()
     _balanced(result)
 
 

@@ -99,3 +99,10 @@ def drop_odd(batch):  # type: ignore[no-untyped-def]
     import pyarrow.compute as pc
 
     return pc.equal(pc.bit_wise_and(batch.column("id"), 1), 0), "odd id"
+
+
+def fail_after_marker(batch, *, marker_dir: str):  # type: ignore[no-untyped-def]
+    """A mapper that raises in every task once a marker file exists (a failing run)."""
+    if os.path.exists(os.path.join(marker_dir, "fail")):
+        raise RuntimeError("simulated failure in the middle of a run")
+    return batch

@@ -10,13 +10,11 @@ component's smallest id.
 
 from __future__ import annotations
 
-import io
-from typing import Any
-
 import numpy as np
 
 from shardwise._optional import require
-from shardwise.storage import atomic_write, join, open_input
+from shardwise.errors import ShardwiseError
+from shardwise.ops.dedup import Mapper, Scratch
 
 __all__ = ["SCIPY_ABOVE", "components_distributed", "components_in_memory"]
 
@@ -61,21 +59,12 @@ def _min_label(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
             parent = up
 
 
-def _save(path: str, arr: np.ndarray, opts: dict[str, Any]) -> None:
-    """A scratch array of the dedup decision (recomputed on every run: no fsync)."""
-    buf = io.BytesIO()
-    np.save(buf, arr)
-    with atomic_write(path, durable=False, **opts) as f:
-        f.write(buf.getvalue())
+def _name(rnd: int, producer: int, part: int) -> str:
+    return f"cc/r{rnd}/from{producer:05d}-to{part:05d}.npy"
 
 
-def _load(path: str, opts: dict[str, Any]) -> np.ndarray:
-    with open_input(path, **opts) as f:
-        return np.load(io.BytesIO(f.read()))
-
-
-def _write_partitioned(work: str, rnd: int, producer: int, src: np.ndarray, dst: np.ndarray, parts: int,
-                       opts: dict[str, Any]) -> tuple[int, int]:
+def _write_partitioned(scratch: Scratch, rnd: int, producer: int, src: np.ndarray, dst: np.ndarray,
+                       parts: int) -> tuple[int, int]:
     """Store directed records (both directions of each edge) by ``src % parts``; return the
     number of undirected edges and an order-free checksum of them."""
     lo, hi = np.minimum(src, dst), np.maximum(src, dst)
@@ -85,17 +74,17 @@ def _write_partitioned(work: str, rnd: int, producer: int, src: np.ndarray, dst:
     part = s % np.uint64(parts)
     for p in range(parts):
         m = part == np.uint64(p)
-        _save(join(work, f"r{rnd}", f"from{producer:05d}-to{p:05d}.npy"), np.stack([s[m], d[m]], axis=1), opts)
+        scratch.save(_name(rnd, producer, p), np.stack([s[m], d[m]], axis=1))
     check = int(np.bitwise_xor.reduce(pairs[:, 0] * np.uint64(0x9E3779B97F4A7C15) ^ pairs[:, 1])) if len(pairs) else 0
     return len(pairs), check
 
 
-def _star(args: tuple[str, int, int, int, int, str, dict[str, Any]]) -> tuple[int, int]:
-    work, rnd, p, producers, parts, kind, opts = args
-    recs = [_load(join(work, f"r{rnd}", f"from{q:05d}-to{p:05d}.npy"), opts) for q in range(producers)]
+def _star(args: tuple[Scratch, int, int, int, int, str]) -> tuple[int, int]:
+    scratch, rnd, p, producers, parts, kind = args
+    recs = [scratch.load(_name(rnd, q, p)) for q in range(producers)]
     rec = np.concatenate(recs) if recs else np.zeros((0, 2), np.uint64)
     if len(rec) == 0:
-        return _write_partitioned(work, rnd + 1, p, rec[:, 0], rec[:, 1], parts, opts)
+        return _write_partitioned(scratch, rnd + 1, p, rec[:, 0], rec[:, 1], parts)
     order = np.lexsort((rec[:, 1], rec[:, 0]))
     src, dst = rec[order, 0], rec[order, 1]
     starts = np.concatenate([[0], np.nonzero(src[1:] != src[:-1])[0] + 1])
@@ -103,36 +92,32 @@ def _star(args: tuple[str, int, int, int, int, str, dict[str, Any]]) -> tuple[in
     if kind == "large":
         m = np.minimum(np.minimum.reduceat(dst, starts), src[starts])[group]
         keep = dst > src
-        return _write_partitioned(work, rnd + 1, p, dst[keep], m[keep], parts, opts)
+        return _write_partitioned(scratch, rnd + 1, p, dst[keep], m[keep], parts)
     small = dst <= src
     big = np.where(small, dst, src)  # only neighbours <= u count for the minimum
     m = np.minimum(np.minimum.reduceat(big, starts), src[starts])[group]
     out_v = np.concatenate([dst[small], src[starts]])
     out_m = np.concatenate([m[small], m[starts]])
     keep = out_v != out_m
-    return _write_partitioned(work, rnd + 1, p, out_v[keep], out_m[keep], parts, opts)
+    return _write_partitioned(scratch, rnd + 1, p, out_v[keep], out_m[keep], parts)
 
 
-def components_distributed(u: list[str], work: str, parts: int, *, backend: Any = None, num_proc: int | None = None,
-                           progress: bool = False, storage_options: dict[str, Any] | None = None,
+def components_distributed(edges: list[str], parts: int, map: Mapper, scratch: Scratch, *,
                            max_rounds: int = 200) -> tuple[np.ndarray, np.ndarray]:
-    """Components of the edges stored in the ``.npy`` files ``u`` (rows ``(a, b)``).
+    """Components of the edges stored in ``scratch`` as ``edges`` (rows ``(a, b)``), one
+    ``map`` task per partition and round.
 
     Returns ``(nodes, roots)`` for every node that is not its own root (the driver only
     collects the final star edges)."""
-    from shardwise.parallel import parallel_map
-
-    opts = storage_options or {}
-    for q, path in enumerate(u):
-        e = _load(path, opts)
-        _write_partitioned(work, 0, q, e[:, 0], e[:, 1], parts, opts)
-    producers, previous = len(u), None
+    for q, name in enumerate(edges):
+        e = scratch.load(name)
+        _write_partitioned(scratch, 0, q, e[:, 0], e[:, 1], parts)
+    producers, previous = len(edges), None
     rnd = 0
     for rnd in range(max_rounds):
         kind = "large" if rnd % 2 == 0 else "small"
-        stats = parallel_map(_star, [(work, rnd, p, producers, parts, kind, opts) for p in range(parts)],
-                             backend=backend, num_proc=num_proc, desc=f"components round {rnd + 1} ({kind} star)",
-                             progress=progress, chunksize=1)
+        stats = map(_star, [(scratch, rnd, p, producers, parts, kind) for p in range(parts)],
+                    f"components round {rnd + 1} ({kind} star)")
         producers = parts
         state = (sum(n for n, _ in stats), int(np.bitwise_xor.reduce(np.array([c for _, c in stats], dtype=np.uint64))))
         if kind == "small" and state == previous:
@@ -140,9 +125,8 @@ def components_distributed(u: list[str], work: str, parts: int, *, backend: Any 
         if kind == "small":
             previous = state
     else:
-        raise RuntimeError(f"components did not converge in {max_rounds} rounds")
-    final = [_load(join(work, f"r{rnd + 1}", f"from{q:05d}-to{p:05d}.npy"), opts)
-             for q in range(parts) for p in range(parts)]
+        raise ShardwiseError(f"connected components did not converge in {max_rounds} rounds")
+    final = [scratch.load(_name(rnd + 1, q, p)) for q in range(parts) for p in range(parts)]
     rec = np.concatenate(final) if final else np.zeros((0, 2), np.uint64)
     rec = rec[rec[:, 0] > rec[:, 1]]
     # after convergence every non-root node has exactly one edge, to its component's minimum

@@ -9,17 +9,19 @@ from __future__ import annotations
 import importlib
 
 from shardwise.errors import FormatError
-from shardwise.formats.base import Format, OnError, Quarantine, ShardWriter, Unit, WrittenFile
+from shardwise.formats.base import Format, OnError, Quarantine, ShardWriter, Unit, WrittenFile, check_on_error, guess_format
 
 __all__ = [
     "Format",
     "OnError",
+    "check_on_error",
     "Quarantine",
     "ShardWriter",
     "Unit",
     "WrittenFile",
     "detect_format",
     "get_format",
+    "guess_format",
     "known_formats",
 ]
 
@@ -30,20 +32,6 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "webdataset": ("shardwise.formats.webdataset", "WebDatasetFormat"),
 }
 _ALIASES = {"json": "jsonl", "ndjson": "jsonl", "tar": "webdataset", "wds": "webdataset", "pq": "parquet"}
-_SUFFIXES: list[tuple[str, str]] = [
-    (".parquet", "parquet"),
-    (".pq", "parquet"),
-    (".jsonl", "jsonl"),
-    (".jsonl.gz", "jsonl"),
-    (".jsonl.zst", "jsonl"),
-    (".json", "jsonl"),
-    (".json.gz", "jsonl"),
-    (".json.zst", "jsonl"),
-    (".ndjson", "jsonl"),
-    (".ndjson.gz", "jsonl"),
-    (".ndjson.zst", "jsonl"),
-    (".tar", "webdataset"),
-]
 _CACHE: dict[str, Format] = {}
 
 
@@ -80,10 +68,9 @@ def detect_format(path: str) -> str:
     Raises:
         FormatError: the suffix is not one shardwise reads.
     """
-    low = path.lower()
-    for suffix, name in sorted(_SUFFIXES, key=lambda s: -len(s[0])):
-        if low.endswith(suffix):
-            return name
+    name = guess_format(path)
+    if name is not None:
+        return name
     raise FormatError(
         "unknown format (expected .parquet, .jsonl[.gz|.zst], .json, .ndjson or .tar); "
         "pass format=... to choose one",

@@ -14,7 +14,41 @@ from typing import Literal, Protocol
 
 import pyarrow as pa
 
+from shardwise.errors import ConfigError
+
 OnError = Literal["raise", "skip"]
+
+# the one table of file suffixes shardwise reads, and the format of each
+SUFFIXES: tuple[tuple[str, str], ...] = (
+    (".parquet", "parquet"), (".pq", "parquet"),
+    (".jsonl", "jsonl"), (".jsonl.gz", "jsonl"), (".jsonl.zst", "jsonl"),
+    (".json", "jsonl"), (".json.gz", "jsonl"), (".json.zst", "jsonl"),
+    (".ndjson", "jsonl"), (".ndjson.gz", "jsonl"), (".ndjson.zst", "jsonl"),
+    (".tar", "webdataset"),
+)
+
+
+def suffixes_of(name: str) -> tuple[str, ...]:
+    """The file suffixes of format ``name``."""
+    return tuple(suffix for suffix, fmt in SUFFIXES if fmt == name)
+
+
+def guess_format(path: str) -> str | None:
+    """The format of ``path`` from its suffix (the longest that matches), or None."""
+    low = path.lower()
+    for suffix, name in sorted(SUFFIXES, key=lambda s: -len(s[0])):
+        if low.endswith(suffix):
+            return name
+    return None
+
+
+def check_on_error(value: object, where: str = "on_error") -> OnError:
+    """``value`` as an :data:`OnError`, or a :class:`ConfigError` naming ``where``."""
+    if value == "raise":
+        return "raise"
+    if value == "skip":
+        return "skip"
+    raise ConfigError(f"{where} must be 'raise' or 'skip', got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import pyarrow.json as pj
 from shardwise.errors import FormatError
 from shardwise.formats._lines import compression_of, count_records, iter_aligned, split_ranges
 from shardwise.formats._writer import RollingWriter
-from shardwise.formats.base import OnError, Quarantine, Unit
+from shardwise.formats.base import OnError, Quarantine, Unit, suffixes_of
 
 __all__ = ["JsonlFormat", "JsonlShardWriter"]
 
@@ -42,7 +42,7 @@ class JsonlFormat:
     """
 
     name = "jsonl"
-    extensions = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".json.zst")
+    extensions = suffixes_of("jsonl")
 
     def __init__(
         self, unit_bytes: int = 32 * 2**20, block_bytes: int = 8 * 2**20, storage_options: dict[str, Any] | None = None

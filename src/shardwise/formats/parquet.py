@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from shardwise.errors import FormatError
 from shardwise.formats._writer import RollingWriter
-from shardwise.formats.base import OnError, Quarantine, Unit
+from shardwise.formats.base import OnError, Quarantine, Unit, suffixes_of
 from shardwise.storage import open_arrow_input
 
 __all__ = ["ParquetFormat", "ParquetShardWriter"]
@@ -34,7 +34,7 @@ class ParquetFormat:
     """
 
     name = "parquet"
-    extensions = (".parquet", ".pq")
+    extensions = suffixes_of("parquet")
 
     def __init__(self, batch_rows: int = 65536, storage_options: dict[str, Any] | None = None) -> None:
         if batch_rows < 1:

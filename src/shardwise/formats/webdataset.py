@@ -20,7 +20,7 @@ import pyarrow as pa
 from shardwise.errors import FormatError
 from shardwise.formats._tarsafe import RawSample, iter_samples, unsafe
 from shardwise.formats._writer import RollingWriter
-from shardwise.formats.base import OnError, Quarantine, Unit
+from shardwise.formats.base import OnError, Quarantine, Unit, suffixes_of
 from shardwise.storage import open_input
 
 __all__ = ["WebDatasetFormat", "WebDatasetShardWriter"]
@@ -38,7 +38,7 @@ class WebDatasetFormat:
     """
 
     name = "webdataset"
-    extensions = (".tar",)
+    extensions = suffixes_of("webdataset")
 
     def __init__(self, batch_rows: int = 1024, storage_options: dict[str, Any] | None = None) -> None:
         if batch_rows < 1:

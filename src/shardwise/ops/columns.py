@@ -5,7 +5,6 @@ from __future__ import annotations
 import pyarrow as pa
 
 from shardwise.errors import ConfigError
-from shardwise.ops.base import register_op
 
 __all__ = ["drop_columns", "rename_columns", "select_columns"]
 
@@ -16,21 +15,18 @@ def _check(batch: pa.RecordBatch, names: list[str], op: str) -> None:
         raise ConfigError(f"{op}: no column {missing[0]!r}; columns are {batch.schema.names}")
 
 
-@register_op("select_columns", "map")
 def select_columns(batch: pa.RecordBatch, *, columns: list[str]) -> pa.RecordBatch:
     """Keep ``columns``, in that order."""
     _check(batch, list(columns), "select_columns")
     return batch.select(list(columns))
 
 
-@register_op("drop_columns", "map")
 def drop_columns(batch: pa.RecordBatch, *, columns: list[str]) -> pa.RecordBatch:
     """Remove ``columns``."""
     _check(batch, list(columns), "drop_columns")
     return batch.select([n for n in batch.schema.names if n not in set(columns)])
 
 
-@register_op("rename_columns", "map")
 def rename_columns(batch: pa.RecordBatch, *, mapping: dict[str, str]) -> pa.RecordBatch:
     """Rename columns ``{old: new}``."""
     _check(batch, list(mapping), "rename_columns")

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from shardwise.ops.base import register_op
+from shardwise.ops.dedup import DedupContext, DedupDecision, DedupOp
 from shardwise.ops.text import _text, collapse_whitespace, unicode_normalize
 
-__all__ = ["exact_dedup", "normalized_keys"]
+__all__ = ["ExactDedup", "first_occurrences", "normalized_keys"]
 
 
 def normalized_keys(values: pa.Array, normalize: bool = True) -> np.ndarray:
@@ -32,22 +32,28 @@ def normalized_keys(values: pa.Array, normalize: bool = True) -> np.ndarray:
     return out
 
 
-@register_op("exact_dedup", "dedup")
-def exact_dedup(batch: pa.RecordBatch, *, column: str = "text", normalize: bool = True) -> dict[str, np.ndarray]:
-    """Keep the first row (in input order) of each group with equal normalised ``column``."""
-    return {"keys": normalized_keys(_text(batch, column), normalize)}
+@dataclass(frozen=True)
+class ExactDedup(DedupOp):
+    """Keep the first row (in input order) of each group with equal normalised ``column``.
 
+    Args:
+        column: the text (or binary) column compared.
+        normalize: compare after NFKC, lower case and collapsed whitespace.
+    """
 
-def _decide(ctx: Any) -> tuple[list[np.ndarray], dict[str, Any]]:
-    keys = []
-    for t in range(len(ctx.key_files)):
-        data = ctx.load(t)
-        keys.append(data.get("keys", np.zeros((0, 2), np.uint64)))
-    masks = first_occurrences(keys)
-    return masks, {"method": "exact", "removed": int(sum((~m).sum() for m in masks))}
+    column: str = "text"
+    normalize: bool = True
 
+    def keys(self, batch: pa.RecordBatch) -> dict[str, np.ndarray]:
+        """A 128-bit hash of each row's (normalised) ``column``."""
+        return {"keys": normalized_keys(_text(batch, self.column), self.normalize)}
 
-exact_dedup.decide = _decide  # type: ignore[attr-defined]
+    def decide(self, ctx: DedupContext) -> DedupDecision:
+        """Keep each key's first occurrence in task order."""
+        empty = np.zeros((0, 2), np.uint64)
+        keys = [ctx.keys.load(t, ["keys"]).get("keys", empty) for t in range(ctx.num_tasks)]
+        masks = first_occurrences(keys)
+        return DedupDecision(masks, {"method": "exact", "removed": int(sum((~m).sum() for m in masks))})
 
 
 def first_occurrences(keys: list[np.ndarray]) -> list[np.ndarray]:

@@ -12,7 +12,6 @@ import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError
 from shardwise.ops._fast import ascii_split, collapse_ascii_ws, count_ascii_words
-from shardwise.ops.base import register_op
 
 __all__ = [
     "char_ratio_filter",
@@ -52,7 +51,6 @@ def _set(batch: pa.RecordBatch, column: str, values: pa.Array) -> pa.RecordBatch
     return batch.set_column(i, pa.field(column, values.type), values)
 
 
-@register_op("normalize_text", "map")
 def normalize_text(
     batch: pa.RecordBatch,
     *,
@@ -93,13 +91,11 @@ def word_counts(col: pa.Array) -> pa.Array:
     return count_ascii_words(_unicode_spaces_to_ascii(pc.fill_null(col, "")))
 
 
-@register_op("strip_urls", "map")
 def strip_urls(batch: pa.RecordBatch, *, column: str = "text", replacement: str = "") -> pa.RecordBatch:
     """Remove http(s):// and www. URLs."""
     return _set(batch, column, pc.replace_substring_regex(_text(batch, column), URL_RE, replacement))
 
 
-@register_op("strip_html", "map")
 def strip_html(batch: pa.RecordBatch, *, column: str = "text") -> pa.RecordBatch:
     """Remove HTML tags and decode the common entities."""
     col = pc.replace_substring_regex(_text(batch, column), TAG_RE, " ")
@@ -125,7 +121,6 @@ def _between(values: pa.Array, lo: float | None, hi: float | None) -> pa.Array:
     return keep
 
 
-@register_op("length_filter", "filter")
 def length_filter(batch: pa.RecordBatch, *, column: str = "text", min: int | None = None,
                   max: int | None = None) -> tuple[pa.Array, str]:
     """Keep rows whose text has between ``min`` and ``max`` characters."""
@@ -133,7 +128,6 @@ def length_filter(batch: pa.RecordBatch, *, column: str = "text", min: int | Non
     return _between(n, min, max), _reason("length", min, max)
 
 
-@register_op("word_count_filter", "filter")
 def word_count_filter(batch: pa.RecordBatch, *, column: str = "text", min: int | None = None,
                       max: int | None = None) -> tuple[pa.Array, str]:
     """Keep rows with between ``min`` and ``max`` whitespace-separated words."""
@@ -144,7 +138,6 @@ _CLASSES = {"alphanumeric": r"[\pL\pN]", "alpha": r"\pL", "uppercase": r"\p{Lu}"
             "whitespace": r"\s", "punctuation": r"\pP"}
 
 
-@register_op("char_ratio_filter", "filter")
 def char_ratio_filter(batch: pa.RecordBatch, *, column: str = "text", kind: str = "alphanumeric",
                       min: float | None = None, max: float | None = None) -> tuple[pa.Array, str]:
     """Keep rows whose share of ``kind`` characters (alphanumeric, alpha, uppercase,
@@ -158,7 +151,6 @@ def char_ratio_filter(batch: pa.RecordBatch, *, column: str = "text", kind: str 
     return _between(ratio, min, max), _reason(f"{kind} ratio", min, max)
 
 
-@register_op("regex_filter", "filter")
 def regex_filter(batch: pa.RecordBatch, *, pattern: str, column: str = "text",
                  exclude: bool = False) -> tuple[pa.Array, str]:
     """Keep rows matching ``pattern`` (RE2 syntax), or not matching with ``exclude``."""
@@ -188,7 +180,6 @@ def _dup_ngram_fraction(text: str, n: int) -> float:
     return sum(covered) / len(words)
 
 
-@register_op("repetition_filter", "filter")
 def repetition_filter(batch: pa.RecordBatch, *, column: str = "text", max_line_fraction: float | None = 0.3,
                       ngram: int = 3, max_ngram_fraction: float | None = 0.3) -> tuple[pa.Array, str]:
     """Drop rows where repeated lines, or words inside repeated word ``ngram``s, exceed the

@@ -22,10 +22,11 @@ from shardwise.parallel._driver import (
     register_backend,
 )
 from shardwise.parallel._task import report
-from shardwise.parallel.base import Backend, Session, WorkerLost
+from shardwise.parallel.base import Backend, BackendSpec, Session, WorkerLost
 
 __all__ = [
     "Backend",
+    "BackendSpec",
     "Session",
     "WorkerLost",
     "active_backend",

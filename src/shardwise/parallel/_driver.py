@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from tqdm.auto import tqdm
 
 from shardwise.errors import ConfigError, TaskError
-from shardwise.parallel.base import Backend, WorkerLost
+from shardwise.parallel.base import Backend, BackendSpec, WorkerLost
 
 __all__ = [
     "active_backend",
@@ -119,7 +119,7 @@ def parallel_backend(backend: str | Backend, n_jobs: int | None = -1, **options:
             inst.close()
 
 
-def _resolve(backend: str | Backend | None) -> Backend:
+def _resolve(backend: BackendSpec) -> Backend:
     if isinstance(backend, Backend):
         return backend
     if backend is not None:
@@ -148,7 +148,7 @@ def imap_unordered(
     *,
     num_proc: int | None = None,
     desc: str | None = None,
-    backend: str | Backend | None = None,
+    backend: BackendSpec = None,
     progress: bool = True,
     chunksize: int | None = None,
     max_retries: int = 3,
@@ -280,7 +280,7 @@ def parallel_map(
     *,
     num_proc: int | None = None,
     desc: str | None = None,
-    backend: str | Backend | None = None,
+    backend: BackendSpec = None,
     progress: bool = True,
     **options: Any,
 ) -> list[R]:

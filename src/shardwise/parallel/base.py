@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from shardwise.parallel._task import Outcome
 
-__all__ = ["Backend", "Session", "WorkerLost", "cpu_count"]
+__all__ = ["Backend", "BackendSpec", "Session", "WorkerLost", "cpu_count"]
 
 
 class WorkerLost:
@@ -103,3 +103,8 @@ class Backend(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n_jobs={self.n_jobs})"
+
+
+# what ``backend=`` accepts everywhere: a registered name, an instance, or None for the
+# active backend (the local process pool outside a ``parallel_backend`` block)
+BackendSpec: TypeAlias = "str | Backend | None"

@@ -23,9 +23,12 @@ import pyarrow as pa
 
 from shardwise.errors import ConfigError
 from shardwise.index import DatasetIndex, open_dataset
+from shardwise.formats import OnError, check_on_error, get_format
 from shardwise.ops.base import Op, get_op, make_op
-from shardwise.parallel.base import cpu_count
-from shardwise.pipeline.runner import RunResult, Sink, run_pipeline
+from shardwise.ops.dedup import DedupOp
+from shardwise.parallel.base import BackendSpec, cpu_count
+from shardwise.pipeline.runner import RunResult, run_pipeline
+from shardwise.pipeline.sink import Sink
 from shardwise.pipeline.tasks import plan_tasks
 
 __all__ = ["Pipeline", "read_jsonl", "read_parquet", "read_webdataset"]
@@ -39,7 +42,7 @@ class Pipeline:
     format: str | None = None
     ops: tuple[Op, ...] = ()
     sink: Sink | None = None
-    on_error: str = "raise"
+    on_error: OnError = "raise"
     columns: tuple[str, ...] | None = None
     read_options: tuple[tuple[str, Any], ...] = ()
     task_bytes: int = 32 * 2**20
@@ -63,20 +66,20 @@ class Pipeline:
             return self.apply(fn, **kwargs)
         op = make_op(fn, "filter", None, kwargs)
         if reason is not None:
-            inner = op.fn
-
-            def with_reason(batch: pa.RecordBatch, **kw: Any) -> Any:
-                out = inner(batch, **kw)
-                return (out[0] if isinstance(out, tuple) else out), reason
-
-            with_reason.__qualname__ = getattr(inner, "__qualname__", "filter")
-            op = Op(op.name, "filter", _Reasoned(inner, reason), op.kwargs)
+            op = Op(op.name, "filter", _Reasoned(fn, reason), op.kwargs)
         return replace(self, ops=(*self.ops, op))
 
-    def dedup(self, method: str = "exact", column: str = "text", **kwargs: Any) -> Pipeline:
+    def dedup(self, method: str | DedupOp = "exact", column: str = "text", **kwargs: Any) -> Pipeline:
         """Drop rows whose ``column`` duplicates an earlier row (in input order).
 
-        ``method="exact"`` compares normalised content (NFKC, lower case, whitespace)."""
+        ``method="exact"`` compares normalised content (NFKC, lower case, whitespace);
+        ``"minhash"`` finds near-duplicates; a :class:`~shardwise.ops.dedup.DedupOp`
+        instance runs your own."""
+        if isinstance(method, DedupOp):
+            if kwargs:
+                raise ConfigError("give a DedupOp instance its parameters when you create it")
+            op = Op(type(method).__name__, "dedup", method, dict(getattr(method, "__dict__", {})))
+            return replace(self, ops=(*self.ops, op))
         if method == "exact":
             return self.apply("exact_dedup", column=column, **kwargs)
         if method == "minhash":
@@ -88,9 +91,12 @@ class Pipeline:
         return self.apply("select_columns", columns=list(columns))
 
     def write(self, path: str, format: str = "parquet", *, target_shard_bytes: int = 128 * 2**20,
-              **options: Any) -> Pipeline:
-        """Set the output: ``format`` shards of about ``target_shard_bytes`` in ``path``."""
-        return replace(self, sink=Sink(os.fspath(path), format, int(target_shard_bytes), options))
+              storage_options: dict[str, Any] | None = None, **options: Any) -> Pipeline:
+        """Set the output: ``format`` shards of about ``target_shard_bytes`` in ``path``
+        (``storage_options`` for fsspec; by default the input's when on the same protocol)."""
+        get_format(format)  # an unknown format fails here, not after the run
+        return replace(self, sink=Sink(os.fspath(path), format, int(target_shard_bytes), options,
+                                       dict(storage_options or {})))
 
     def write_parquet(self, path: str, *, target_shard_bytes: int = 128 * 2**20, **options: Any) -> Pipeline:
         """Write Parquet shards (options: ``row_group_rows``, ``compression``)."""
@@ -114,15 +120,16 @@ class Pipeline:
             options.setdefault("unit_bytes", min(32 * 2**20, self.task_bytes))
         return open_dataset(self.source, self.format, progress=progress, **options)
 
-    def run(self, backend: Any = None, *, num_proc: int | None = None, progress: bool = True) -> RunResult:
+    def run(self, backend: BackendSpec = None, *, num_proc: int | None = None, progress: bool = True) -> RunResult:
         """Run on ``backend`` (default: the active one, else the local process pool)."""
         if self.sink is None:
             raise ConfigError("the pipeline has no output; call write_parquet()/write_jsonl()/write() first")
         index = self.index(progress)
         tasks = plan_tasks(index, self.task_bytes, self.min_tasks)
         sink = self.sink
-        if index.storage_options and "storage_options" not in sink.options:
-            sink = replace(sink, options={**sink.options})
+        if not sink.storage_options and index.storage_options and _protocol(sink.path) == _protocol(
+                index.files[0].path if index.files else ""):
+            sink = replace(sink, storage_options=dict(index.storage_options))
         return run_pipeline(index, self.ops, sink, tasks, backend=backend, num_proc=num_proc,
                             on_error=self.on_error, columns=self.columns, progress=progress)
 
@@ -137,12 +144,14 @@ class _Reasoned:
         return (out[0] if isinstance(out, tuple) else out), self.reason
 
 
+def _protocol(url: str) -> str:
+    return url.split("://", 1)[0] if "://" in url else "file"
+
+
 def _reader(fmt: str) -> Callable[..., Pipeline]:
-    def read(path: Any, *, on_error: str = "raise", columns: Sequence[str] | None = None,
+    def read(path: Any, *, on_error: OnError = "raise", columns: Sequence[str] | None = None,
              task_bytes: int = 32 * 2**20, **options: Any) -> Pipeline:
-        if on_error not in ("raise", "skip"):
-            raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-        return Pipeline(path, fmt, on_error=on_error, columns=tuple(columns) if columns else None,
+        return Pipeline(path, fmt, on_error=check_on_error(on_error), columns=tuple(columns) if columns else None,
                         read_options=tuple(sorted(options.items())), task_bytes=int(task_bytes))
 
     read.__name__ = f"read_{fmt}"
@@ -159,10 +168,11 @@ read_webdataset = _reader("webdataset")
 
 
 def resplit(source: Any, out: str, *, target_file_bytes: int = 128 * 2**20, format: str | None = None,
-            backend: Any = None, progress: bool = True) -> RunResult:
+            backend: BackendSpec = None, on_error: OnError = "raise", progress: bool = True) -> RunResult:
     """Rewrite a dataset as Parquet files of about ``target_file_bytes``, at least twice as
-    many files as cores (more for small data), with the index written."""
-    p = Pipeline(source, format)
+    many files as cores (more for small data), with the index written. The output appears
+    whole or not at all; ``on_error="skip"`` quarantines and counts bad records."""
+    p = Pipeline(source, format, on_error=check_on_error(on_error))
     index = p.index(progress)
     total = max(index.num_bytes, 1)
     cores = cpu_count()

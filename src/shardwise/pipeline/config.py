@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from shardwise.errors import ConfigError
+from shardwise.formats import guess_format
 from shardwise.pipeline.api import Pipeline, _reader
 
 __all__ = ["load_config", "pipeline_from_config"]
@@ -39,8 +40,8 @@ def _plain(node: yaml.Node) -> Any:
     return yaml.safe_load(yaml.serialize(node))
 
 
-def load_config(text: str, source: str = "<config>") -> tuple[dict[str, Any], dict[str, int]]:
-    """Parse and validate a config; return it with the line of every operator."""
+def load_config(text: str, source: str = "<config>") -> dict[str, Any]:
+    """Parse and validate a config (each operator with its line)."""
     try:
         root = yaml.compose(text)
     except yaml.YAMLError as exc:
@@ -50,14 +51,13 @@ def load_config(text: str, source: str = "<config>") -> tuple[dict[str, Any], di
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(f"{source}: the config must be a mapping with input, process, output, executor")
     config: dict[str, Any] = {}
-    op_lines: dict[str, int] = {}
     for key_node, value_node in root.value:
         key = key_node.value
         if key == "process":
             if not isinstance(value_node, yaml.SequenceNode):
                 raise ConfigError(f"{_where(source, value_node)}: 'process' must be a list of operators")
             ops = []
-            for i, item in enumerate(value_node.value):
+            for item in value_node.value:
                 op = _plain(item)
                 if isinstance(op, str):
                     op = {op: {}}
@@ -69,7 +69,6 @@ def load_config(text: str, source: str = "<config>") -> tuple[dict[str, Any], di
                 if not isinstance(args, dict):
                     raise ConfigError(f"{_where(source, item)}: arguments of {name!r} must be a mapping")
                 ops.append((name, args, item.start_mark.line + 1))
-                op_lines[f"{i}"] = item.start_mark.line + 1
             config["process"] = ops
             continue
         if key not in _SECTIONS:
@@ -90,12 +89,12 @@ def load_config(text: str, source: str = "<config>") -> tuple[dict[str, Any], di
     for key in ("input", "output"):
         if key not in config:
             raise ConfigError(f"{source}: the config needs an {key!r} section")
-    return config, op_lines
+    return config
 
 
 def pipeline_from_config(text: str, source: str = "<config>") -> tuple[Pipeline, dict[str, Any]]:
     """Build the pipeline a config describes; return it and the executor section."""
-    config, _ = load_config(text, source)
+    config = load_config(text, source)
     inp = config["input"]
     fmt = inp.get("format") or _guess_format(inp["path"])
     read = _reader(fmt) if fmt else None
@@ -128,8 +127,4 @@ def pipeline_from_config(text: str, source: str = "<config>") -> tuple[Pipeline,
 
 def _guess_format(path: Any) -> str | None:
     first = path[0] if isinstance(path, list) else str(path)
-    for suffix, fmt in ((".parquet", "parquet"), (".jsonl", "jsonl"), (".json", "jsonl"), (".ndjson", "jsonl"),
-                        (".jsonl.gz", "jsonl"), (".jsonl.zst", "jsonl"), (".tar", "webdataset")):
-        if first.endswith(suffix):
-            return fmt
-    return None
+    return guess_format(first)

@@ -1,0 +1,176 @@
+"""Run one stage of one task: read its input, apply the operators, keep the ledger, and
+write either the stage's intermediate rows and dedup keys or the final shards."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+
+from shardwise.formats import OnError, Quarantine, get_format
+from shardwise.index import DatasetIndex
+from shardwise.ops.dedup import DedupOp
+from shardwise.pipeline.commit import Layout, exists, read_json, write_json
+from shardwise.pipeline.ledger import Ledger
+from shardwise.pipeline.sink import Sink
+from shardwise.pipeline.stages import Stage
+from shardwise.pipeline.tasks import Piece
+from shardwise.storage import atomic_write, open_input
+
+__all__ = ["Job", "run_job"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One stage of one task (picklable: it travels to the backend's workers)."""
+
+    task: int
+    stage: Stage
+    pieces: tuple[Piece, ...]
+    index: DatasetIndex
+    sink: Sink
+    layout: Layout
+    on_error: OnError
+    columns: tuple[str, ...] | None
+
+    @property
+    def marker(self) -> str:
+        """Written last: the task's manifest (last stage) or the stage's done marker."""
+        if self.stage.last:
+            return self.layout.task_manifest(self.task)
+        return self.layout.stage_file(self.stage.index, self.task, "done.json")
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    """Run ``job`` unless already committed; return its result (ledger, files, seconds)."""
+    opts = job.layout.storage_options
+    if exists(job.marker, opts):
+        return {**read_json(job.marker, opts), "skipped": True}
+    started = time.time()
+    ledger = _carried_ledger(job)
+    q = Quarantine()
+    batches, keep = _stage_input(job, q)
+    result = _write_stage(job, _apply(job, batches, keep, ledger), ledger)
+    ledger.quarantine(q.count, q.examples)
+    result.update(ledger.to_json())
+    result.update({"task": job.task, "stage": job.stage.index, "started": started,
+                   "seconds": round(time.time() - started, 6)})
+    write_json(job.marker, result, opts)
+    return result
+
+
+def _carried_ledger(job: Job) -> Ledger:
+    """The task's ledger from the earlier stages (a fresh one for stage 0)."""
+    if job.stage.index == 0:
+        rows = sum(job.index.units[p.unit].num_samples if p.hi < 0 else p.hi - p.lo for p in job.pieces)
+        return Ledger(rows_in=rows)
+    before = read_json(job.layout.stage_file(job.stage.index - 1, job.task, "done.json"), job.layout.storage_options)
+    ledger = Ledger.from_json(before)
+    ledger.rows_out = 0
+    return ledger
+
+
+def _source_batches(job: Job, q: Quarantine) -> Iterator[pa.RecordBatch]:
+    fmt = get_format(job.index.format, storage_options=job.index.storage_options)
+    cols = list(job.columns) if job.columns else None
+    for piece in job.pieces:
+        unit = job.index.units[piece.unit]
+        batches = fmt.read_unit(unit, columns=cols, on_error=job.on_error, quarantine=q, schema=job.index.schema)
+        if piece.hi < 0:
+            yield from batches
+            continue
+        seen = 0
+        for batch in batches:
+            a, b = max(piece.lo - seen, 0), min(piece.hi - seen, batch.num_rows)
+            if b > a:
+                yield batch.slice(a, b - a)
+            seen += batch.num_rows
+            if seen >= piece.hi:
+                break
+
+
+def _stage_input(job: Job, q: Quarantine) -> tuple[Iterator[pa.RecordBatch], np.ndarray | None]:
+    if job.stage.index == 0:
+        return _source_batches(job, q), None
+    opts = job.layout.storage_options
+    with open_input(job.layout.stage_file(job.stage.index - 1, job.task, "arrow"), **opts) as f:
+        table = ipc.open_file(pa.BufferReader(f.read())).read_all()
+    with open_input(job.layout.stage_file(job.stage.index, job.task, "keep.npy"), **opts) as f:
+        keep = np.load(io.BytesIO(f.read()))
+    return iter(table.to_batches()), keep
+
+
+def _apply(job: Job, batches: Iterator[pa.RecordBatch], keep: np.ndarray | None,
+           ledger: Ledger) -> Iterator[pa.RecordBatch]:
+    """The stage's rows: the dedup keep-mask, then each mapper and filter in turn."""
+    offset = 0
+    for batch in batches:
+        if keep is not None:
+            m = keep[offset : offset + batch.num_rows]
+            offset += batch.num_rows
+            ledger.drop(job.stage.after, "duplicate", int((~m).sum()))
+            if not m.all():
+                batch = batch.filter(pa.array(m))
+        for name, op in zip(job.stage.names, job.stage.ops):
+            if batch.num_rows == 0:
+                break
+            if op.kind == "map":
+                batch = op.map(batch)
+                continue
+            mask, reason = op.mask(batch)
+            gone = batch.num_rows - int(pc.sum(mask).as_py() or 0)
+            if gone:
+                ledger.drop(name, reason, gone)
+                batch = batch.filter(mask)
+        if batch.num_rows:
+            yield batch
+
+
+def _write_stage(job: Job, batches: Iterator[pa.RecordBatch], ledger: Ledger) -> dict[str, Any]:
+    if job.stage.dedup is None:
+        return _write_output(job, batches, ledger)
+    return _write_intermediate(job, job.stage.dedup.dedup, batches, ledger)
+
+
+def _write_output(job: Job, batches: Iterator[pa.RecordBatch], ledger: Ledger) -> dict[str, Any]:
+    sink = job.sink
+    writer = get_format(sink.format, storage_options=sink.storage_options).open_writer(
+        job.layout.part_prefix(job.task), target_shard_bytes=sink.target_shard_bytes, **sink.options)
+    for batch in batches:
+        writer.write(batch)
+    files = writer.close()
+    ledger.rows_out = sum(f.num_rows for f in files)
+    return {"files": [{"path": job.layout.relative(f.path), "rows": f.num_rows, "bytes": f.num_bytes,
+                       "xxh64": f.checksum} for f in files]}
+
+
+def _write_intermediate(job: Job, dedup: DedupOp, batches: Iterator[pa.RecordBatch],
+                        ledger: Ledger) -> dict[str, Any]:
+    """The stage's rows (Arrow IPC) and the ending dedup's keys (``.npz``)."""
+    kept: list[pa.RecordBatch] = []
+    keys: list[dict[str, np.ndarray]] = []
+    for batch in batches:
+        kept.append(batch)
+        keys.append(dedup.keys(batch))
+    opts = job.layout.storage_options
+    buf = io.BytesIO()
+    if kept:
+        with ipc.new_file(buf, kept[0].schema) as w:
+            for batch in kept:
+                w.write_batch(batch)
+    with atomic_write(job.layout.stage_file(job.stage.index, job.task, "arrow"), **opts) as f:
+        f.write(buf.getvalue())
+    merged = {k: np.concatenate([d[k] for d in keys]) for k in keys[0]} if keys else {}
+    buf = io.BytesIO()
+    np.savez(buf, **merged)
+    with atomic_write(job.layout.stage_file(job.stage.index, job.task, "keys.npz"), **opts) as f:
+        f.write(buf.getvalue())
+    ledger.rows_out = sum(b.num_rows for b in kept)
+    return {}
