@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PYTEST_ARGS ?=
 
-.PHONY: demo test install install-test bench clean
+.PHONY: demo test lint install install-test bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ demo: $(VENV)/.installed-core
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/mypy
 
 bench: $(VENV)/.installed-test
 	$(PY) benchmarks/run.py

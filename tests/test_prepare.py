@@ -30,7 +30,7 @@ class _Files(BaseHTTPRequestHandler):
         path = self.root / self.path.lstrip("/")
         return path if path.is_file() else None
 
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server naming
+    def do_HEAD(self) -> None:
         f = self._file()
         if f is None:
             self.send_error(404)
@@ -40,7 +40,7 @@ class _Files(BaseHTTPRequestHandler):
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         f = self._file()
         if f is None:
             self.send_error(404)

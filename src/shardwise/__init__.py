@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any as _Any
+
 from shardwise.errors import (
     CommitError,
     ConfigError,
@@ -14,31 +16,28 @@ from shardwise.errors import (
     TaskError,
     UnsafeMemberError,
 )
-
 from shardwise.index import DatasetIndex, open_dataset
 from shardwise.parallel import parallel_backend, parallel_map
 from shardwise.pipeline import read_jsonl, read_parquet, read_webdataset
 from shardwise.prepare import prepare
-
-from typing import Any as _Any
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CommitError",
     "ConfigError",
+    "DatasetIndex",
     "EmptyDatasetError",
     "FormatError",
     "MissingExtraError",
     "PlanError",
     "ShardwiseError",
     "StorageError",
+    "StreamingDataset",
     "TaskError",
     "UnsafeMemberError",
     "__version__",
     "open_dataset",
-    "DatasetIndex",
-    "StreamingDataset",
     "parallel_backend",
     "parallel_map",
     "prepare",

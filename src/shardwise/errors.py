@@ -27,16 +27,16 @@ attributes, ``task_index`` and ``remote_traceback``, and a note showing both.
 from __future__ import annotations
 
 __all__ = [
-    "ShardwiseError",
-    "ConfigError",
-    "MissingExtraError",
-    "StorageError",
-    "EmptyDatasetError",
     "CommitError",
+    "ConfigError",
+    "EmptyDatasetError",
     "FormatError",
-    "UnsafeMemberError",
+    "MissingExtraError",
     "PlanError",
+    "ShardwiseError",
+    "StorageError",
     "TaskError",
+    "UnsafeMemberError",
 ]
 
 

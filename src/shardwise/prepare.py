@@ -30,10 +30,10 @@ from shardwise.formats import OnError, check_on_error, detect_format
 from shardwise.index import MANIFEST_NAME
 from shardwise.parallel import BackendSpec
 from shardwise.pipeline import RunResult
-from shardwise.storage import atomic_write, expand, resolve
+from shardwise.storage import expand, resolve
 from shardwise.storage.retry import with_retries
 
-__all__ = ["PrepareResult", "STEPS", "prepare"]
+__all__ = ["STEPS", "PrepareResult", "prepare"]
 
 _CHUNK = 4 * 2**20
 

@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _corpus import bbc_texts
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from _corpus import bbc_texts
 
 from shardwise import ConfigError
 from shardwise.dedup.lsh import optimal_bands, recall_bands

@@ -112,7 +112,13 @@ def test_fast_paths_match_the_regex_kernels(texts: list[str | None], cut: int, t
     import pyarrow.compute as pc
 
     from shardwise.dedup.shingles import _normalise_chars
-    from shardwise.ops.text import WORD_RE, WS_RE, collapse_whitespace, unicode_normalize, word_counts
+    from shardwise.ops.text import (
+        WORD_RE,
+        WS_RE,
+        collapse_whitespace,
+        unicode_normalize,
+        word_counts,
+    )
 
     col = pa.array(["pad"] * cut + texts, typ).slice(cut)
     assert collapse_whitespace(col).to_pylist() == \

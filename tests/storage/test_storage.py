@@ -4,8 +4,6 @@ The S3 tests run against a real SeaweedFS server started by the ``s3_server``
 fixture (tests/_s3server.py) and are marked ``engine``.
 """
 
-from _s3server import s3_server  # noqa: F401  (session fixture: real SeaweedFS S3)
-
 import io
 import json
 import os
@@ -19,12 +17,21 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from botocore.exceptions import NoCredentialsError
+from _s3server import s3_server  # noqa: F401  (session fixture: real SeaweedFS S3)
 
 from shardwise.errors import CommitError, EmptyDatasetError, StorageError
 from shardwise.formats import get_format
 from shardwise.index import open_dataset
-from shardwise.storage import atomic_write, expand, info, join, open_arrow_input, open_input, resolve, with_retries
+from shardwise.storage import (
+    atomic_write,
+    expand,
+    info,
+    join,
+    open_arrow_input,
+    open_input,
+    resolve,
+    with_retries,
+)
 from shardwise.storage.retry import is_transient
 
 # --------------------------------------------------------------------------- expand

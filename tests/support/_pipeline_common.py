@@ -13,7 +13,7 @@ from shardwise.pipeline import Pipeline, read_jsonl
 
 def make_input(root: Path, files: int = 4, rows: int = 1500, bad_lines: bool = False) -> Path:
     rng = random.Random(0)
-    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
     root.mkdir(parents=True, exist_ok=True)
     n = 0
     for f in range(files):

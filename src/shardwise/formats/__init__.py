@@ -9,16 +9,25 @@ from __future__ import annotations
 import importlib
 
 from shardwise.errors import FormatError
-from shardwise.formats.base import Format, OnError, Quarantine, ShardWriter, Unit, WrittenFile, check_on_error, guess_format
+from shardwise.formats.base import (
+    Format,
+    OnError,
+    Quarantine,
+    ShardWriter,
+    Unit,
+    WrittenFile,
+    check_on_error,
+    guess_format,
+)
 
 __all__ = [
     "Format",
     "OnError",
-    "check_on_error",
     "Quarantine",
     "ShardWriter",
     "Unit",
     "WrittenFile",
+    "check_on_error",
     "detect_format",
     "get_format",
     "guess_format",
@@ -56,7 +65,7 @@ def get_format(name: str, **options: object) -> Format:
         raise FormatError(f"unknown format {name!r}; known formats: {', '.join(known_formats())}")
     module, cls = _REGISTRY[key]
     if options:
-        return getattr(importlib.import_module(module), cls)(**options)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(module), cls)(**options)
     if key not in _CACHE:
         _CACHE[key] = getattr(importlib.import_module(module), cls)()
     return _CACHE[key]

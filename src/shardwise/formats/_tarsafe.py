@@ -62,7 +62,7 @@ def iter_samples(tar_path: str, f: IO[bytes]) -> Iterator[RawSample]:
     A field that repeats within a sample is an error. Directories are ignored.
     """
     try:
-        tf = tarfile.open(fileobj=f, mode="r:")
+        tf = tarfile.open(fileobj=f, mode="r:")  # noqa: SIM115 - closed in finally below
     except tarfile.TarError as exc:
         raise FormatError(f"not a readable tar file ({exc})", tar_path, "header at offset 0") from exc
     current: RawSample | None = None

@@ -207,5 +207,5 @@ class JsonlShardWriter(RollingWriter):
         if self.compression == "gzip":
             return gzip.compress(raw, compresslevel=6, mtime=0)
         if self.compression == "zstd":
-            return pa.compress(raw, codec="zstd", asbytes=True)  # type: ignore[no-any-return]
+            return pa.compress(raw, codec="zstd", asbytes=True)
         return raw

@@ -165,7 +165,9 @@ class WebDatasetShardWriter(RollingWriter):
             super().write(batch.slice(i, 1))
 
     def _start(self) -> None:
-        self._tar = tarfile.open(fileobj=self._buf, mode="w", format=tarfile.USTAR_FORMAT)
+        self._tar = tarfile.open(  # noqa: SIM115 - closed by _finish
+            fileobj=self._buf, mode="w", format=tarfile.USTAR_FORMAT
+        )
 
     def _append(self, batch: pa.RecordBatch) -> None:
         assert self._tar is not None

@@ -25,11 +25,11 @@ import pyarrow.compute as pc
 from shardwise.errors import ConfigError, PlanError
 from shardwise.formats import OnError
 from shardwise.index import DatasetIndex, open_dataset
+from shardwise.loader import transport
 from shardwise.loader.gather import Views, gather
 from shardwise.loader.prefetch import Prefetcher
 from shardwise.loader.reader import UnitReader, count_matches
 from shardwise.loader.topology import detect_placement
-from shardwise.loader import transport
 from shardwise.loader.transport import NumpyColumn, setup_worker
 from shardwise.plan import EpochPlan, Resume, Topology
 

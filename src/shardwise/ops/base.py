@@ -175,7 +175,7 @@ def make_op(fn: Callable[..., Any], kind: OpKind, name: str | None = None,
     """Wrap a function (or, for ``dedup``, a DedupOp class) as an operator, checking
     ``kwargs`` against its signature."""
     kwargs = dict(kwargs or {})
-    label = name or getattr(fn, "__name__", "op")
+    label: str = name or str(getattr(fn, "__name__", "op"))
     if kind == "dedup":
         if not (isinstance(fn, type) and issubclass(fn, DedupOp)):
             raise ConfigError(f"dedup operator {label!r} must be a DedupOp subclass")

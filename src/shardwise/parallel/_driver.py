@@ -109,7 +109,7 @@ def parallel_backend(backend: str | Backend, n_jobs: int | None = -1, **options:
         **options: backend options (e.g. ``client=`` for dask, ``spark=`` for spark).
     """
     owned = not isinstance(backend, Backend)
-    inst = get_backend(backend, n_jobs, **options) if owned else backend  # type: ignore[arg-type]
+    inst = backend if isinstance(backend, Backend) else get_backend(backend, n_jobs, **options)
     token = _ACTIVE.set(inst)
     try:
         yield inst

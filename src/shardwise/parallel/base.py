@@ -98,7 +98,7 @@ class Backend(ABC):
             return 1
         return max(1, min(256, n_items // (parallelism * 8)))
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release what this backend started (pools, clusters, sessions)."""
 
     def __repr__(self) -> str:

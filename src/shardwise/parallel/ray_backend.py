@@ -20,7 +20,7 @@ __all__ = ["RayBackend"]
 def _job(fn: Any, retry_on: Any, chunk: Sequence[tuple[int, Any]], counter: Any) -> Any:
     from shardwise.parallel import _task
 
-    sink = _task.Throttled(lambda n: counter.add.remote(n))
+    sink = _task.Throttled(counter.add.remote)
     _task.set_reporter(sink)
     try:
         return run_chunk(fn, chunk, retry_on)
@@ -76,7 +76,7 @@ class _RaySession(Session):
             for ref in self.refs:
                 try:
                     self.ray.cancel(ref, force=True)
-                except Exception:  # noqa: BLE001,S110 - already finished
+                except Exception:  # noqa: BLE001 - already finished
                     pass
 
 

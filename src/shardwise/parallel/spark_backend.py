@@ -59,7 +59,7 @@ class _SparkSession(Session):
         self.pool.shutdown(wait=True, cancel_futures=True)
         try:
             self.fn_bc.unpersist()
-        except Exception:  # noqa: BLE001,S110 - context already stopped
+        except Exception:  # noqa: BLE001 - context already stopped
             pass
 
 

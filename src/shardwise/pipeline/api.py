@@ -22,8 +22,8 @@ from typing import Any
 import pyarrow as pa
 
 from shardwise.errors import ConfigError
-from shardwise.index import DatasetIndex, open_dataset
 from shardwise.formats import OnError, check_on_error, get_format
+from shardwise.index import DatasetIndex, open_dataset
 from shardwise.ops.base import Op, get_op, make_op
 from shardwise.ops.dedup import DedupOp
 from shardwise.parallel.base import BackendSpec, cpu_count

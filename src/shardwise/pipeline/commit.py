@@ -35,7 +35,7 @@ from shardwise.pipeline.sink import Sink
 from shardwise.pipeline.tasks import Piece
 from shardwise.storage import atomic_write, join, open_input, resolve
 
-__all__ = ["Layout", "WORK", "fingerprint", "read_json", "write_json"]
+__all__ = ["WORK", "Layout", "fingerprint", "read_json", "write_json"]
 
 WORK = "_work"
 MANIFESTS = "_manifests"

@@ -17,10 +17,24 @@ from shardwise.parallel import BackendSpec, parallel_map
 from shardwise.pipeline.commit import Layout
 from shardwise.storage import atomic_write, join, open_input
 
-__all__ = ["StorageScratch", "TaskKeyFiles", "dedup_context"]
+__all__ = ["Execution", "StorageScratch", "TaskKeyFiles", "dedup_context"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Where and how a run's parallel work goes (the user's backend choice)."""
+
+    backend: BackendSpec = None
+    num_proc: int | None = None
+    progress: bool = True
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T], desc: str) -> list[R]:
+        """``fn`` over ``items`` on the backend, one item per task, in order."""
+        return parallel_map(fn, items, backend=self.backend, num_proc=self.num_proc, desc=desc,
+                            progress=self.progress, chunksize=1)
 
 
 @dataclass(frozen=True)
@@ -56,14 +70,10 @@ class StorageScratch:
             return np.load(io.BytesIO(f.read()))
 
 
-def dedup_context(layout: Layout, stage: int, name: str, num_tasks: int, *, backend: BackendSpec,
-                  num_proc: int | None, progress: bool) -> DedupContext:
+def dedup_context(layout: Layout, stage: int, name: str, num_tasks: int,
+                  run: Execution) -> DedupContext:
     """The context of the dedup that ends stage ``stage`` (named ``name``)."""
     opts = layout.storage_options
-
-    def run(fn: Callable[[T], R], items: Sequence[T], desc: str) -> list[R]:
-        return parallel_map(fn, items, backend=backend, num_proc=num_proc, desc=desc,
-                            progress=progress, chunksize=1)
 
     def write_audit(table: pa.Table) -> str:
         path = join(layout.root, f"_dedup_{_safe(name)}.parquet")
@@ -74,7 +84,7 @@ def dedup_context(layout: Layout, stage: int, name: str, num_tasks: int, *, back
         return join(layout.final, layout.relative(path))  # where it is once published
 
     keys = TaskKeyFiles(tuple(layout.stage_file(stage, t, "keys.npz") for t in range(num_tasks)), opts)
-    return DedupContext(name, num_tasks, keys, StorageScratch(layout.work(f"d{stage + 1}"), opts), run,
+    return DedupContext(name, num_tasks, keys, StorageScratch(layout.work(f"d{stage + 1}"), opts), run.map,
                         write_audit)
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Ledger", "MAX_EXAMPLES"]
+__all__ = ["MAX_EXAMPLES", "Ledger"]
 
 MAX_EXAMPLES = 20  # quarantined records kept as examples (file, place, reason)
 

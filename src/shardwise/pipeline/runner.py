@@ -20,9 +20,9 @@ import numpy as np
 from shardwise.formats import OnError
 from shardwise.index import MANIFEST_NAME, DatasetIndex
 from shardwise.ops.base import Op
-from shardwise.parallel import BackendSpec, parallel_map
+from shardwise.parallel import BackendSpec
 from shardwise.pipeline.commit import Layout, fingerprint
-from shardwise.pipeline.dedup_services import dedup_context
+from shardwise.pipeline.dedup_services import Execution, dedup_context
 from shardwise.pipeline.ledger import Ledger
 from shardwise.pipeline.sink import Sink
 from shardwise.pipeline.stages import Stage, plan_stages
@@ -95,7 +95,7 @@ def run_pipeline(
         return RunResult.from_manifest(done, manifest_path, done["tasks"])
     layout.begin(fp)
     stages = plan_stages(ops)
-    run = {"backend": backend, "num_proc": num_proc, "progress": progress}
+    run = Execution(backend, num_proc, progress)
     summaries: dict[str, Any] = {}
     skipped = 0
     results: list[dict[str, Any]] = []
@@ -105,7 +105,7 @@ def run_pipeline(
         jobs = [Job(t, stage, tuple(p), index, sink, layout, on_error, tuple(columns) if columns else None)
                 for t, p in enumerate(tasks)]
         desc = f"stage {stage.index + 1}/{len(stages)}" if len(stages) > 1 else "tasks"
-        results = parallel_map(run_job, jobs, desc=desc, chunksize=1, **run)
+        results = run.map(run_job, jobs, desc)
         skipped += sum(1 for r in results if r.get("skipped"))
     manifest = _manifest(sorted(results, key=lambda r: r["task"]), ops, summaries, fp, len(tasks))
     layout.publish(manifest)
@@ -116,11 +116,11 @@ def run_pipeline(
     return RunResult.from_manifest(manifest, manifest_path, skipped // max(len(stages), 1))
 
 
-def _decide(layout: Layout, stage: Stage, num_tasks: int, run: dict[str, Any]) -> dict[str, Any]:
+def _decide(layout: Layout, stage: Stage, num_tasks: int, run: Execution) -> dict[str, Any]:
     """The dedup ending ``stage`` decides; its keep-masks start the next stage."""
     if stage.dedup is None:
-        raise ValueError("only a stage ending with a dedup has a decision")
-    ctx = dedup_context(layout, stage.index, stage.dedup_name, num_tasks, **run)
+        raise AssertionError("only a stage ending with a dedup has a decision")
+    ctx = dedup_context(layout, stage.index, stage.dedup_name, num_tasks, run)
     decision = stage.dedup.dedup.decide(ctx)
     for t, keep in enumerate(decision.masks):
         buf = io.BytesIO()

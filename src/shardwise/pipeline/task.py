@@ -169,7 +169,7 @@ def _write_intermediate(job: Job, dedup: DedupOp, batches: Iterator[pa.RecordBat
         f.write(buf.getvalue())
     merged = {k: np.concatenate([d[k] for d in keys]) for k in keys[0]} if keys else {}
     buf = io.BytesIO()
-    np.savez(buf, **merged)
+    np.savez(buf, **merged)  # type: ignore[arg-type]  # numpy's stub types **kwds as its own flags
     with atomic_write(job.layout.stage_file(job.stage.index, job.task, "keys.npz"), **opts) as f:
         f.write(buf.getvalue())
     ledger.rows_out = sum(b.num_rows for b in kept)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -119,7 +120,7 @@ class WorkerPlan:
         n = len(self.segments)
         count = -(-n // k)
         bounds = [i * n // count for i in range(count + 1)] if n else [0]
-        return [self.segments[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        return [self.segments[a:b] for a, b in pairwise(bounds)]
 
     def units(self) -> list[int]:
         """Units this worker reads, in first-use order (for prefetching)."""

@@ -13,7 +13,15 @@ Public helpers (all take a local path or a URL such as ``s3://b/k``, ``gs://``,
 """
 
 from shardwise.storage.atomic import atomic_write
-from shardwise.storage.paths import FileInfo, expand, info, join, open_arrow_input, open_input, resolve
+from shardwise.storage.paths import (
+    FileInfo,
+    expand,
+    info,
+    join,
+    open_arrow_input,
+    open_input,
+    resolve,
+)
 from shardwise.storage.retry import with_retries
 
 __all__ = [

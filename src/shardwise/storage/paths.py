@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import IO, Any
 
 import fsspec
@@ -59,7 +60,7 @@ def _unstrip(fs: fsspec.AbstractFileSystem, original: str, path: str) -> str:
     proto = _protocol(original)
     if proto == "file":
         return path if not original.startswith("file://") else "file://" + path
-    return fs.unstrip_protocol(path)
+    return str(fs.unstrip_protocol(path))
 
 
 def join(base: str, *parts: str) -> str:
@@ -103,15 +104,15 @@ def expand(
             fs.invalidate_cache()
             refreshed.append(fs)
         if _GLOB_CHARS & set(path):
-            found = with_retries(lambda: fs.glob(path, detail=True))
+            found = with_retries(partial(fs.glob, path, detail=True))
             files = sorted(p for p, d in found.items() if d.get("type") != "directory")
-        elif with_retries(lambda: fs.isdir(path)):
-            found = with_retries(lambda: fs.find(path, detail=True))
+        elif with_retries(partial(fs.isdir, path)):
+            found = with_retries(partial(fs.find, path, detail=True))
             root = path.rstrip("/") + "/"
             # inside a walked directory, hidden or '_' directories (_temporary, _work, .cache) are skipped too
             files = sorted(p for p, d in found.items() if d.get("type") != "directory"
                            and not any(_hidden(part) for part in p[len(root):].split("/")[:-1]))
-        elif with_retries(lambda: fs.exists(path)):
+        elif with_retries(partial(fs.exists, path)):
             files = [path]
         else:
             raise EmptyDatasetError(f"no such file or directory: {item}", item)

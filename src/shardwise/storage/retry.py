@@ -68,7 +68,7 @@ def with_retries(
     for attempt in range(attempts):
         try:
             return fn()
-        except Exception as exc:  # noqa: BLE001 - filtered by retry_on
+        except Exception as exc:
             if attempt == attempts - 1 or not retry_on(exc):
                 raise
             delay = min(max_delay, base_delay * (2**attempt))
