@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from shardwise import StorageError
+from shardwise import StorageError, UnsupportedError
 from shardwise.cli import main
 from shardwise.prepare import prepare
 
@@ -128,7 +128,7 @@ def test_steps_subset_and_backend_rules(tmp_path: Path) -> None:
     src = tmp_path / "in"
     src.mkdir()
     _jsonl(src / "x.jsonl", 0, 500)
-    with pytest.raises(NotImplementedError, match="download.*cannot run on backend 'ray'.*thread"):
+    with pytest.raises(UnsupportedError, match="download.*cannot run on backend 'ray'.*thread"):
         prepare([str(src)], str(tmp_path / "o"), steps=["download"], backend="ray")
     r = prepare([str(src)], str(tmp_path / "o"), steps=["convert"], backend="sequential", progress=False)
     assert len(r.shards) == 1 and r.index_location == ""

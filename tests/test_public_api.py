@@ -19,6 +19,7 @@ EXPECTED = {
     "StorageError",
     "TaskError",
     "UnsafeMemberError",
+    "UnsupportedError",
     "__version__",
     "open_dataset",
     "DatasetIndex",
@@ -36,6 +37,10 @@ def test_all_is_exactly_the_documented_surface() -> None:
     assert set(shardwise.__all__) == EXPECTED
     for name in shardwise.__all__:
         assert hasattr(shardwise, name), name
+
+
+def test_dir_lists_the_lazy_public_names() -> None:
+    assert set(shardwise.__all__) <= set(dir(shardwise))
 
 
 def test_import_does_not_load_optional_packages() -> None:

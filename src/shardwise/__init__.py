@@ -15,6 +15,7 @@ from shardwise.errors import (
     StorageError,
     TaskError,
     UnsafeMemberError,
+    UnsupportedError,
 )
 from shardwise.index import DatasetIndex, open_dataset
 from shardwise.parallel import parallel_backend, parallel_map
@@ -36,6 +37,7 @@ __all__ = [
     "StreamingDataset",
     "TaskError",
     "UnsafeMemberError",
+    "UnsupportedError",
     "__version__",
     "open_dataset",
     "parallel_backend",
@@ -55,3 +57,8 @@ def __getattr__(name: str) -> _Any:
 
         return StreamingDataset
     raise AttributeError(f"module 'shardwise' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # the lazily built StreamingDataset is public too: list it for completion and dir()
+    return sorted(set(globals()) | set(__all__))

@@ -15,6 +15,8 @@ caller can catch one class. Errors about data name the file and the place in it
     │   │                    unsafe tar member, unknown format
     │   └── UnsafeMemberError  a tar member with an absolute path, '..', a link or a device
     ├── PlanError            a loader plan cannot be built from the given topology/state
+    ├── UnsupportedError     a step or feature a backend cannot run (names those that can);
+    │                        also a NotImplementedError
     └── TaskError            a parallel task could not complete: its worker was lost more
                              than ``max_retries`` times, or its exception could not be
                              sent back (carries the item index and the remote traceback)
@@ -37,6 +39,7 @@ __all__ = [
     "StorageError",
     "TaskError",
     "UnsafeMemberError",
+    "UnsupportedError",
 ]
 
 
@@ -106,6 +109,10 @@ class UnsafeMemberError(FormatError):
 
 class PlanError(ShardwiseError, ValueError):
     """A loader plan cannot be built for the given dataset, topology or state."""
+
+
+class UnsupportedError(ShardwiseError, NotImplementedError):
+    """A step or feature that the chosen backend (or build) cannot run."""
 
 
 class TaskError(ShardwiseError, RuntimeError):

@@ -127,7 +127,7 @@ class DatasetIndex:
         """Inverse of :meth:`to_json`."""
         d = json.loads(text)
         if d.get("version") != INDEX_VERSION:
-            raise ValueError(f"unsupported index version {d.get('version')}")
+            raise FormatError(f"unsupported index version {d.get('version')}", INDEX_NAME)
         schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(d["schema"])))
         return cls(
             format=d["format"],

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shardwise.errors import ConfigError, StorageError
+from shardwise.errors import ConfigError, StorageError, UnsupportedError
 from shardwise.formats import OnError, check_on_error, detect_format
 from shardwise.index import MANIFEST_NAME
 from shardwise.parallel import BackendSpec
@@ -89,7 +89,7 @@ def _check_backend(step: str, backend: Any) -> None:
     name = _backend_name(backend)
     allowed = STEPS[step].backends
     if name not in allowed:
-        raise NotImplementedError(
+        raise UnsupportedError(
             f"step {step!r} cannot run on backend {name!r}; it runs on: {', '.join(allowed)}"
         )
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from shardwise.errors import ConfigError
+
 __all__ = ["band_hashes", "optimal_bands", "recall_bands"]
 
 
@@ -18,7 +20,7 @@ def optimal_bands(threshold: float, num_perm: int, fp_weight: float = 0.5,
     false positives (similarity below ``threshold`` becoming candidates) and false
     negatives (similarity above it missed)."""
     if not 0.0 < threshold < 1.0:
-        raise ValueError(f"threshold must be in (0, 1), got {threshold}")
+        raise ConfigError(f"threshold must be in (0, 1), got {threshold}")
     lo = np.linspace(0.0, threshold, 201)
     hi = np.linspace(threshold, 1.0, 201)
     best, best_cost = (1, num_perm), float("inf")
@@ -37,7 +39,7 @@ def recall_bands(threshold: float, num_perm: int, min_recall: float = 0.98) -> t
     time): the fewest false-positive candidates among the choices that make a pair of
     similarity ``threshold`` a candidate with probability at least ``min_recall``."""
     if not 0.0 < threshold < 1.0:
-        raise ValueError(f"threshold must be in (0, 1), got {threshold}")
+        raise ConfigError(f"threshold must be in (0, 1), got {threshold}")
     lo = np.linspace(0.0, threshold, 201)
     best, best_fp = None, float("inf")
     for r in range(1, num_perm + 1):

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shardwise.errors import ConfigError
 from shardwise.ops._fast import _buffers, ascii_split, collapse_ascii_nonalnum
 
 __all__ = ["doc_shingles", "jaccard"]
@@ -119,7 +120,7 @@ def _tokens(texts: pa.Array, tokenization: str, seed: int) -> tuple[np.ndarray, 
         joined = "".join(norm.to_pylist())
         codes = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
         return _mix(codes + np.uint64(seed)), offsets
-    raise ValueError(f"tokenization must be 'word' or 'char', got {tokenization!r}")
+    raise ConfigError(f"tokenization must be 'word' or 'char', got {tokenization!r}")
 
 
 def doc_shingles(texts: pa.Array, *, tokenization: str = "word", ngram: int = 5,
@@ -129,7 +130,7 @@ def doc_shingles(texts: pa.Array, *, tokenization: str = "word", ngram: int = 5,
     each document's are sorted and unique (its shingle set); without, they come in text
     order with repeats (enough for MinHash, and no sort)."""
     if ngram < 1:
-        raise ValueError(f"ngram must be >= 1, got {ngram}")
+        raise ConfigError(f"ngram must be >= 1, got {ngram}")
     tok, off = _tokens(texts, tokenization, seed)
     n_docs = len(off) - 1
     lengths = np.diff(off)

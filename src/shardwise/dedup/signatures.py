@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shardwise.dedup.shingles import _mix
+from shardwise.errors import ConfigError
 
 __all__ = ["EMPTY", "signatures"]
 
@@ -88,9 +89,9 @@ def signatures(shingles: np.ndarray, offsets: np.ndarray, *, num_perm: int = 128
         ValueError: for an unknown ``scheme`` or ``num_perm`` out of range.
     """
     if scheme not in ("oph", "perm"):
-        raise ValueError(f"scheme must be 'oph' or 'perm', got {scheme!r}")
+        raise ConfigError(f"scheme must be 'oph' or 'perm', got {scheme!r}")
     if not 1 <= num_perm <= _MAX_PERM:
-        raise ValueError(f"num_perm must be in [1, {_MAX_PERM}], got {num_perm}")
+        raise ConfigError(f"num_perm must be in [1, {_MAX_PERM}], got {num_perm}")
     offsets = np.asarray(offsets, dtype=np.int64)
     sig = np.full((len(offsets) - 1, num_perm), EMPTY, dtype=np.uint64)
     if len(shingles):

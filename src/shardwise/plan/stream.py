@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shardwise.errors import PlanError
+
 __all__ = ["Segment", "Stream", "unit_stream"]
 
 
@@ -62,7 +64,7 @@ class Stream:
         out: list[Segment] = []
         while start < stop:
             if total == 0:
-                raise ValueError("cannot slice an empty stream")
+                raise PlanError("cannot slice an empty stream")
             base = (start // total) * total
             a, b = start - base, min(stop - base, total)
             first = int(np.searchsorted(self.ends, a, side="right"))

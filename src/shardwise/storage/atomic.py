@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from shardwise.errors import CommitError
+from shardwise.errors import CommitError, ConfigError
 from shardwise.storage.paths import resolve
 from shardwise.storage.retry import with_retries
 
@@ -46,7 +46,7 @@ def atomic_write(url: str, mode: str = "wb", *, durable: bool = True, **storage_
         CommitError: the final rename/copy failed.
     """
     if mode not in ("wb", "w"):
-        raise ValueError(f"atomic_write mode must be 'wb' or 'w', got {mode!r}")
+        raise ConfigError(f"atomic_write mode must be 'wb' or 'w', got {mode!r}")
     fs, path = resolve(url, **storage_options)
     local = "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
     if local:

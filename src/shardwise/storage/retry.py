@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from shardwise.errors import ConfigError
+
 T = TypeVar("T")
 
 # Errors that are worth retrying: network hiccups, throttling, 5xx from object stores.
@@ -64,7 +66,7 @@ def with_retries(
         The last exception, when it is not transient or attempts run out.
     """
     if attempts < 1:
-        raise ValueError(f"attempts must be >= 1, got {attempts}")
+        raise ConfigError(f"attempts must be >= 1, got {attempts}")
     for attempt in range(attempts):
         try:
             return fn()
