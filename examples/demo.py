@@ -84,7 +84,8 @@ def main() -> int:
     print(f"  {len(seen):,} articles streamed, {len(set(seen)):,} distinct, "
           f"{plan.num_left_out} left out (< {world}*{workers}*8)")
     assert len(seen) == len(set(seen))
-    print(f"\nnext: shardwise inspect {OUT / 'clean'}   |   shardwise plan {OUT / 'clean'} -w 4 -k 2 -b 8")
+    cmd = Path(sys.executable).with_name("shardwise")  # the venv's script, not one on PATH
+    print(f"\nnext: {cmd} inspect {OUT / 'clean'}\n      {cmd} plan {OUT / 'clean'} -w 4 -k 2 -b 8")
     return 0
 
 

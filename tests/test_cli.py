@@ -74,3 +74,20 @@ def test_plan_prints_equal_steps_without_reading_data(tmp_path: Path, capsys: py
     padded = json.loads(capsys.readouterr().out)
     assert padded["samples_left_out"] == 0 and padded["samples_padded"] == 3 * 7 * 48 - 1000
     assert main(["plan", str(tmp_path), "-w", "0"]) == 2
+
+
+def test_plan_uses_the_loaders_default_interleave(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from shardwise.loader import StreamingDataset
+
+    import os
+
+    table = pa.table({"id": list(range(20_000)), "text": [os.urandom(100).hex() for _ in range(20_000)]})
+    pq.write_table(table, tmp_path / "a.parquet", row_group_size=500)
+    seen = []
+    for shuffle_mb in (1, 512):
+        assert main(["plan", str(tmp_path), "--shuffle-mb", str(shuffle_mb), "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        ds = StreamingDataset(str(tmp_path), shuffle_bytes=shuffle_mb * 2**20, rank=0, world_size=1)
+        assert report["interleave"] == ds.interleave
+        seen.append(report["interleave"])
+    assert seen[0] < seen[1] == 64  # a small budget mixes fewer units; the default is capped

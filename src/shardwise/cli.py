@@ -63,37 +63,46 @@ def inspect(paths: tuple[str, ...], fmt: str | None, refresh: bool, as_json: boo
               help="DataLoader workers per rank (use 1 for num_workers=0).")
 @click.option("--batch-size", "-b", type=click.IntRange(min=1), default=1, show_default=True, help="Per-rank batch size.")
 @click.option("--keep-last", is_flag=True, help="Pad instead of dropping the remainder (drop_last=False).")
-@click.option("--interleave", type=click.IntRange(min=1), default=4, show_default=True, help="Units mixed per worker.")
+@click.option("--interleave", type=click.IntRange(min=1), default=None,
+              help="Units mixed per worker (default: as StreamingDataset picks it from --shuffle-mb).")
+@click.option("--shuffle-mb", type=click.IntRange(min=1), default=512, show_default=True,
+              help="Per-worker memory for mixing units (StreamingDataset's shuffle_bytes).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--epoch", type=int, default=0, show_default=True)
 @click.option("--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def plan(paths: tuple[str, ...], world_size: int, workers: int, batch_size: int, keep_last: bool,
-         interleave: int, seed: int, epoch: int, fmt: str | None, as_json: bool) -> None:
+         interleave: int | None, shuffle_mb: int, seed: int, epoch: int, fmt: str | None,
+         as_json: bool) -> None:
     """Show the loader plan for PATHS without reading data: steps per rank, samples left
     out or padded, read amplification and peak buffered bytes."""
     import numpy as np
 
     from shardwise.index import open_dataset
-    from shardwise.plan import EpochPlan, Topology
+    from shardwise.plan import EpochPlan, Topology, auto_interleave
     from shardwise.plan.report import plan_report
 
     index = open_dataset(list(paths), format=fmt)
+    unit_bytes = np.array([u.num_bytes for u in index.units])
+    interleave = interleave or auto_interleave(unit_bytes, shuffle_mb * 2**20)
     topo = Topology(world_size, workers, batch_size, not keep_last, interleave)
     p = EpochPlan(index.counts(), topo, seed=seed, epoch=epoch)
-    report = plan_report(p, np.array([u.num_bytes for u in index.units]))
+    report = plan_report(p, unit_bytes)
     report["samples_total"] = index.num_samples
+    report["interleave"] = interleave
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
     rows = [
         ("samples", f"{index.num_samples:,} in {index.num_units:,} units"),
-        ("topology", f"{world_size} ranks x {workers} workers, batch {batch_size}"),
+        ("topology", f"{world_size} ranks x {workers} workers, batch {batch_size}, "
+                     f"interleave {interleave}"),
         ("steps per rank", f"{report['steps_per_rank']:,} (equal on every rank)"),
         ("samples per rank", f"{report['samples_per_rank']:,}"),
         ("left out", f"{report['samples_left_out']:,}"),
         ("padded", f"{report['samples_padded']:,}"),
-        ("read amplification", f"{report['read_amplification']:.3f}x"),
+        ("read amplification", f"{report['read_amplification']:.3f}x (bytes read by all workers / "
+                               "bytes of the units used; 1.000x = each unit read once)"),
         ("peak buffered", _human_bytes(report["peak_buffered_bytes"]) + " per worker (on-storage size)"),
     ]
     width = max(len(k) for k, _ in rows)

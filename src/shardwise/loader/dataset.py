@@ -31,11 +31,10 @@ from shardwise.loader.prefetch import Prefetcher
 from shardwise.loader.reader import UnitReader, count_matches
 from shardwise.loader.topology import detect_placement
 from shardwise.loader.transport import NumpyColumn, setup_worker
-from shardwise.plan import EpochPlan, Resume, Topology
+from shardwise.plan import EpochPlan, Resume, Topology, auto_interleave
 
 __all__ = ["NumpyColumn", "StreamingDatasetBase"]
 
-MAX_AUTO_INTERLEAVE = 64  # units mixed at once by default, whatever the memory budget
 
 BatchFormat = Literal["numpy", "torch", "arrow"]
 STATE_VERSION = 1
@@ -116,12 +115,8 @@ class StreamingDatasetBase:
 
     def _auto_interleave(self) -> int:
         """As many units as fit ``shuffle_bytes`` once decoded (taken as twice their
-        stored size), between 1 and ``MAX_AUTO_INTERLEAVE``."""
-        units = self.index.units
-        if not units:
-            return 1
-        decoded = 2 * sum(u.num_bytes for u in units) / len(units)
-        return int(min(MAX_AUTO_INTERLEAVE, max(1, self.shuffle_bytes // max(decoded, 1.0))))
+        stored size), between 1 and ``shardwise.plan.budget.MAX_AUTO_INTERLEAVE``."""
+        return auto_interleave(np.array([u.num_bytes for u in self.index.units]), self.shuffle_bytes)
 
     # -- planning ---------------------------------------------------------------------
     def topology(self, num_workers: int | None = None, world_size: int | None = None) -> Topology:
