@@ -77,9 +77,9 @@ def test_plan_prints_equal_steps_without_reading_data(tmp_path: Path, capsys: py
 
 
 def test_plan_uses_the_loaders_default_interleave(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from shardwise.loader import StreamingDataset
-
     import os
+
+    from shardwise.loader import StreamingDataset
 
     table = pa.table({"id": list(range(20_000)), "text": [os.urandom(100).hex() for _ in range(20_000)]})
     pq.write_table(table, tmp_path / "a.parquet", row_group_size=500)

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from shardwise.errors import ConfigError
+from shardwise.ops._argcheck import check_types
 from shardwise.ops.dedup import DedupOp
 
 __all__ = ["Op", "OpKind", "get_op", "known_ops", "make_op", "register_op"]
@@ -180,10 +181,12 @@ def make_op(fn: Callable[..., Any], kind: OpKind, name: str | None = None,
         if not (isinstance(fn, type) and issubclass(fn, DedupOp)):
             raise ConfigError(f"dedup operator {label!r} must be a DedupOp subclass")
         _check_kwargs(label, list(inspect.signature(fn).parameters.values()), kwargs)
+        check_types(label, fn, kwargs)
         return Op(label, kind, fn(**kwargs), kwargs)
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return Op(label, kind, fn, kwargs)
     _check_kwargs(label, list(sig.parameters.values())[1:], kwargs)
+    check_types(label, fn, kwargs)
     return Op(label, kind, fn, kwargs)

@@ -14,20 +14,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+import difflib
+from typing import Any, Literal
 
 import yaml
 
 from shardwise.errors import ConfigError
 from shardwise.formats import guess_format
+from shardwise.ops._argcheck import describe, fits
 from shardwise.pipeline.api import Pipeline, _reader
 
 __all__ = ["load_config", "pipeline_from_config"]
 
-_SECTIONS = {
-    "input": {"path", "format", "on_error", "columns", "task_mb", "storage_options"},
-    "output": {"path", "format", "target_shard_mb", "row_group_rows", "compression", "storage_options"},
-    "executor": {"backend", "num_proc"},
+# every key a section takes, with the type its value must have
+_SECTIONS: dict[str, dict[str, Any]] = {
+    "input": {"path": str | list[str], "format": str | None, "on_error": Literal["raise", "skip"],
+              "columns": list[str] | None, "task_mb": float | None, "storage_options": dict[str, Any]},
+    "output": {"path": str, "format": str | None, "target_shard_mb": float, "row_group_rows": int,
+               "compression": str | None, "storage_options": dict[str, Any]},
+    "executor": {"backend": str | None, "num_proc": int | None},
 }
 _REQUIRED = {"input": {"path"}, "output": {"path"}}
 
@@ -41,7 +46,12 @@ def _plain(node: yaml.Node) -> Any:
 
 
 def load_config(text: str, source: str = "<config>") -> dict[str, Any]:
-    """Parse and validate a config (each operator with its line)."""
+    """Parse and validate a config: known sections and keys, values of the right type,
+    and each operator with its line (``process`` is a list of ``(name, args, line)``).
+
+    Raises:
+        ConfigError: naming ``source`` and the line of the first problem.
+    """
     try:
         root = yaml.compose(text)
     except yaml.YAMLError as exc:
@@ -54,42 +64,61 @@ def load_config(text: str, source: str = "<config>") -> dict[str, Any]:
     for key_node, value_node in root.value:
         key = key_node.value
         if key == "process":
-            if not isinstance(value_node, yaml.SequenceNode):
-                raise ConfigError(f"{_where(source, value_node)}: 'process' must be a list of operators")
-            ops = []
-            for item in value_node.value:
-                op = _plain(item)
-                if isinstance(op, str):
-                    op = {op: {}}
-                if not isinstance(op, dict) or len(op) != 1:
-                    raise ConfigError(f"{_where(source, item)}: each process step is one 'name: {{args}}' entry")
-                (name, args), = op.items()
-                if args is None:
-                    args = {}
-                if not isinstance(args, dict):
-                    raise ConfigError(f"{_where(source, item)}: arguments of {name!r} must be a mapping")
-                ops.append((name, args, item.start_mark.line + 1))
-            config["process"] = ops
-            continue
-        if key not in _SECTIONS:
-            raise ConfigError(f"{_where(source, key_node)}: unknown key {key!r}; expected one of "
-                              "input, process, output, executor")
-        if not isinstance(value_node, yaml.MappingNode):
-            raise ConfigError(f"{_where(source, value_node)}: {key!r} must be a mapping")
-        section: dict[str, Any] = {}
-        for k_node, v_node in value_node.value:
-            if k_node.value not in _SECTIONS[key]:
-                raise ConfigError(f"{_where(source, k_node)}: unknown key {k_node.value!r} in {key}; "
-                                  f"expected one of {', '.join(sorted(_SECTIONS[key]))}")
-            section[k_node.value] = _plain(v_node)
-        missing = _REQUIRED.get(key, set()) - set(section)
-        if missing:
-            raise ConfigError(f"{_where(source, key_node)}: {key} needs {', '.join(sorted(missing))}")
-        config[key] = section
+            config["process"] = _process(value_node, source)
+        elif key in _SECTIONS:
+            config[key] = _section(key, key_node, value_node, source)
+        else:
+            raise ConfigError(f"{_where(source, key_node)}: unknown key {key!r}{_near(key, [*_SECTIONS, 'process'])}"
+                              "; expected one of input, process, output, executor")
     for key in ("input", "output"):
         if key not in config:
             raise ConfigError(f"{source}: the config needs an {key!r} section")
     return config
+
+
+def _near(word: str, choices: list[str]) -> str:
+    near = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def _process(node: yaml.Node, source: str) -> list[tuple[str, dict[str, Any], int]]:
+    if not isinstance(node, yaml.SequenceNode):
+        raise ConfigError(f"{_where(source, node)}: 'process' must be a list of operators")
+    ops = []
+    for item in node.value:
+        op = _plain(item)
+        if isinstance(op, str):
+            op = {op: {}}
+        if not isinstance(op, dict) or len(op) != 1:
+            raise ConfigError(f"{_where(source, item)}: each process step is one 'name: {{args}}' entry")
+        ((name, args),) = op.items()
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            raise ConfigError(f"{_where(source, item)}: arguments of {name!r} must be a mapping")
+        ops.append((name, args, item.start_mark.line + 1))
+    return ops
+
+
+def _section(key: str, key_node: yaml.Node, node: yaml.Node, source: str) -> dict[str, Any]:
+    if not isinstance(node, yaml.MappingNode):
+        raise ConfigError(f"{_where(source, node)}: {key!r} must be a mapping")
+    allowed = _SECTIONS[key]
+    section: dict[str, Any] = {}
+    for k_node, v_node in node.value:
+        name = k_node.value
+        if name not in allowed:
+            raise ConfigError(f"{_where(source, k_node)}: unknown key {name!r} in {key}{_near(name, list(allowed))}; "
+                              f"expected one of {', '.join(sorted(allowed))}")
+        value = _plain(v_node)
+        if not fits(value, allowed[name]):
+            raise ConfigError(f"{_where(source, v_node)}: {key}.{name} must be {describe(allowed[name])}, "
+                              f"got {value!r}")
+        section[name] = value
+    missing = _REQUIRED.get(key, set()) - set(section)
+    if missing:
+        raise ConfigError(f"{_where(source, key_node)}: {key} needs {', '.join(sorted(missing))}")
+    return section
 
 
 def pipeline_from_config(text: str, source: str = "<config>") -> tuple[Pipeline, dict[str, Any]]:
@@ -121,7 +150,10 @@ def pipeline_from_config(text: str, source: str = "<config>") -> tuple[Pipeline,
     path = out.pop("path")
     fmt_out = out.pop("format", "parquet")
     target = int(float(out.pop("target_shard_mb", 128)) * 2**20)
-    p = p.write(path, fmt_out, target_shard_bytes=target, **out)
+    try:
+        p = p.write(path, fmt_out, target_shard_bytes=target, **out)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}, output: {exc}") from exc
     return p, config.get("executor", {})
 
 
