@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 
 import shardwise
 
@@ -79,3 +85,26 @@ def test_missing_extra_names_the_pip_line() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode != 0
     assert 'pip install "shardwise[ray]"' in proc.stderr
+
+
+@pytest.mark.parametrize(("call", "caller", "near"), [
+    (lambda p: shardwise.StreamingDataset(p, shufle=False), "StreamingDataset", "shuffle"),
+    (lambda p: shardwise.StreamingDataset(p, storage_option={}), "StreamingDataset", "storage_options"),
+    (lambda p: shardwise.open_dataset(p, unit_byts=3), "open_dataset", "unit_bytes"),
+    (lambda p: shardwise.open_dataset(p, cache_di="x"), "open_dataset", "cache_dir"),
+    (lambda p: shardwise.read_parquet(p, colums=["id"]), "read_parquet", "columns"),
+    (lambda p: shardwise.read_jsonl(p, task_byte=5), "read_jsonl", "task_bytes"),
+])
+def test_keyword_typos_name_the_public_call_and_the_nearest_argument(
+        tmp_path: Path, call: Any, caller: str, near: str) -> None:
+    pq.write_table(pa.table({"id": list(range(10))}), tmp_path / "t.parquet")
+    with pytest.raises(shardwise.ConfigError) as info:
+        call(str(tmp_path / "t.parquet"))
+    assert str(info.value).startswith(f"{caller}() got an unexpected keyword argument")
+    assert f"did you mean {near!r}" in str(info.value)
+
+
+def test_bad_rank_is_a_config_error(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"id": list(range(10))}), tmp_path / "t.parquet")
+    with pytest.raises(shardwise.ConfigError, match="rank=5, world_size=2"):
+        list(shardwise.StreamingDataset(str(tmp_path / "t.parquet"), rank=5, world_size=2))

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.errors import FormatError, StorageError
-from shardwise.formats import Unit, detect_format, get_format
+from shardwise.formats import Unit, check_format_options, detect_format, get_format
 from shardwise.storage import FileInfo, atomic_write, expand, info, join, open_input, resolve
 
 INDEX_NAME = "_shardwise_index.json"
@@ -147,6 +147,10 @@ def _index_one(args: tuple[str, str, int, dict[str, Any], dict[str, Any]]) -> tu
     return fmt.list_units(path, size), fmt.read_schema(path)
 
 
+# open_dataset's own keyword arguments (the rest go to the format)
+OPEN_OPTIONS = ("format", "cache_dir", "refresh", "progress", "storage_options")
+
+
 def open_dataset(
     paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     format: str | None = None,
@@ -177,6 +181,7 @@ def open_dataset(
         EmptyDatasetError: nothing matched ``paths``.
         FormatError: unknown or mixed formats, or a file that cannot be indexed.
     """
+    check_format_options(format, format_options, "open_dataset", OPEN_OPTIONS)
     opts = storage_options or {}
     spec = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
     files = _expand_with_manifests(spec, opts)

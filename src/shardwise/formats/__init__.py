@@ -6,9 +6,13 @@ found by name with :func:`get_format` or by file name with :func:`detect_format`
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import inspect
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from shardwise.errors import FormatError
+from shardwise.errors import ConfigError, FormatError
 from shardwise.formats.base import (
     Format,
     OnError,
@@ -27,6 +31,7 @@ __all__ = [
     "ShardWriter",
     "Unit",
     "WrittenFile",
+    "check_format_options",
     "check_on_error",
     "detect_format",
     "get_format",
@@ -63,12 +68,39 @@ def get_format(name: str, **options: object) -> Format:
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in _REGISTRY:
         raise FormatError(f"unknown format {name!r}; known formats: {', '.join(known_formats())}")
-    module, cls = _REGISTRY[key]
     if options:
-        return getattr(importlib.import_module(module), cls)(**options)
+        check_format_options(key, options, f"format {key!r}")
+        return _format_class(key)(**options)
     if key not in _CACHE:
-        _CACHE[key] = getattr(importlib.import_module(module), cls)()
+        _CACHE[key] = _format_class(key)()
     return _CACHE[key]
+
+
+def check_format_options(format: str | None, options: Mapping[str, Any], caller: str,
+                         own: Iterable[str] = ()) -> None:
+    """Refuse an option that neither ``format`` (any format when ``None``) nor the public
+    call ``caller`` takes, suggesting the nearest name among both.
+
+    Raises:
+        ConfigError: ``caller() got an unexpected keyword argument 'x' (did you mean 'y'?)``.
+    """
+    names: set[str] = set()
+    for key in [format] if format else known_formats():
+        cls = _format_class(_ALIASES.get(key.lower(), key.lower()))
+        names.update(p for p in inspect.signature(cls).parameters if p != "self")
+    for key in options:
+        if key not in names:
+            near = difflib.get_close_matches(key, sorted({*names, *own}), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ConfigError(f"{caller}() got an unexpected keyword argument {key!r}{hint}")
+
+
+def _format_class(key: str) -> type[Format]:
+    if key not in _REGISTRY:
+        raise FormatError(f"unknown format {key!r}; known formats: {', '.join(known_formats())}")
+    module, cls = _REGISTRY[key]
+    found: type[Format] = getattr(importlib.import_module(module), cls)
+    return found
 
 
 def detect_format(path: str) -> str:

@@ -15,6 +15,7 @@ per-sample Python objects; use ``DataLoader(ds, batch_size=None)``.
 from __future__ import annotations
 
 import hashlib
+import inspect
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
@@ -23,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError, PlanError
-from shardwise.formats import OnError
-from shardwise.index import DatasetIndex, open_dataset
+from shardwise.formats import OnError, check_format_options
+from shardwise.index import OPEN_OPTIONS, DatasetIndex, open_dataset
 from shardwise.loader import transport
 from shardwise.loader.gather import Views, gather
 from shardwise.loader.prefetch import Prefetcher
@@ -93,6 +94,10 @@ class StreamingDatasetBase:
     ) -> None:
         if batch_format not in (None, "numpy", "torch", "arrow"):
             raise ConfigError(f"batch_format must be None, 'numpy', 'torch' or 'arrow', got {batch_format!r}")
+        own = (*inspect.signature(StreamingDatasetBase.__init__).parameters, *OPEN_OPTIONS)
+        check_format_options(open_options.get("format"),
+                             {k: v for k, v in open_options.items() if k not in OPEN_OPTIONS},
+                             "StreamingDataset", own)
         self.index = source if isinstance(source, DatasetIndex) else open_dataset(source, **open_options)
         self.batch_size = int(batch_size)
         self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last

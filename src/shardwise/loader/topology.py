@@ -13,6 +13,8 @@ import os
 import sys
 from dataclasses import dataclass
 
+from shardwise.errors import ConfigError
+
 __all__ = ["Placement", "detect_placement"]
 
 
@@ -36,9 +38,9 @@ class Placement:
 
     def __post_init__(self) -> None:
         if self.world_size < 1 or not 0 <= self.rank < self.world_size:
-            raise ValueError(f"need 0 <= rank < world_size, got rank={self.rank}, world_size={self.world_size}")
+            raise ConfigError(f"need 0 <= rank < world_size, got rank={self.rank}, world_size={self.world_size}")
         if self.num_workers < 1 or not 0 <= self.worker_id < self.num_workers:
-            raise ValueError(
+            raise ConfigError(
                 f"need 0 <= worker_id < num_workers, got worker_id={self.worker_id}, num_workers={self.num_workers}"
             )
 
@@ -50,7 +52,7 @@ def _env_int(name: str) -> int | None:
     try:
         return int(value)
     except ValueError as exc:
-        raise ValueError(f"environment variable {name}={value!r} is not an integer") from exc
+        raise ConfigError(f"environment variable {name}={value!r} is not an integer") from exc
 
 
 def _detect_rank() -> tuple[int, int]:

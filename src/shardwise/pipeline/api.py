@@ -22,8 +22,8 @@ from typing import Any
 import pyarrow as pa
 
 from shardwise.errors import ConfigError
-from shardwise.formats import OnError, check_on_error, get_format
-from shardwise.index import DatasetIndex, open_dataset
+from shardwise.formats import OnError, check_format_options, check_on_error, get_format
+from shardwise.index import OPEN_OPTIONS, DatasetIndex, open_dataset
 from shardwise.ops.base import Op, get_op, make_op
 from shardwise.ops.dedup import DedupOp
 from shardwise.parallel.base import BackendSpec, cpu_count
@@ -151,6 +151,9 @@ def _protocol(url: str) -> str:
 def _reader(fmt: str) -> Callable[..., Pipeline]:
     def read(path: Any, *, on_error: OnError = "raise", columns: Sequence[str] | None = None,
              task_bytes: int = 32 * 2**20, **options: Any) -> Pipeline:
+        own = ("on_error", "columns", "task_bytes", *OPEN_OPTIONS)
+        check_format_options(fmt, {k: v for k, v in options.items() if k not in OPEN_OPTIONS},
+                             f"read_{fmt}", own)
         return Pipeline(path, fmt, on_error=check_on_error(on_error), columns=tuple(columns) if columns else None,
                         read_options=tuple(sorted(options.items())), task_bytes=int(task_bytes))
 
