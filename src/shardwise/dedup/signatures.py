@@ -129,7 +129,7 @@ def _orders(k: int, seed: int) -> _Orders:
         base = np.argsort(keys, axis=1, kind="stable")
         shift, kdt = (8, np.uint16) if k <= 256 else (16, np.uint32)
         rank = np.empty((n_base, k), dtype=kdt)
-        np.put_along_axis(rank, base, (np.arange(k, dtype=kdt) << kdt(shift))[None, :], axis=1)
+        np.put_along_axis(rank, base, (np.arange(k, dtype=kdt) << np.array(shift, dtype=kdt))[None, :], axis=1)
         by_round = np.ascontiguousarray(base.T.astype(np.min_scalar_type(k - 1)))
         found = _tables[(k, seed)] = _Orders(by_round, np.concatenate([rank, rank], axis=1), shift)
     return found
@@ -211,7 +211,8 @@ def _permutations(shingles: np.ndarray, offsets: np.ndarray, sig: np.ndarray, se
     chunks of whole documents of about ``_CHUNK / num_perm`` shingles."""
     k = sig.shape[1]
     rng = np.random.default_rng([seed, 0x5045524D])
-    a = rng.integers(1, 2**63, size=k, dtype=np.uint64) | np.uint64(1)
+    a = np.asarray(rng.integers(1, 2**63, size=k, dtype=np.uint64))
+    a |= np.uint64(1)
     b = rng.integers(0, 2**63, size=k, dtype=np.uint64)
     x = _mix(shingles)
     nonempty = np.flatnonzero(np.diff(offsets) > 0)

@@ -42,7 +42,7 @@ def _open_stream(path: str, start: int, storage_options: dict[str, Any]) -> IO[b
     f = open_input(path, **storage_options)
     codec = compression_of(path)
     if codec is not None:
-        return pa.CompressedInputStream(pa.PythonFile(f, mode="r"), codec)  # type: ignore[return-value]
+        return pa.CompressedInputStream(pa.PythonFile(f, mode="r"), codec)
     if start:
         f.seek(start)
     return f

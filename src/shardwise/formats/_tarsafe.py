@@ -104,7 +104,7 @@ def _check_complete(tar_path: str, f: IO[bytes], tf: tarfile.TarFile) -> None:
     between two members, which tarfile would read as a shorter, valid archive.
     """
     size = f.seek(0, 2)
-    members = tf.members
+    members = tf.getmembers()  # already read: no further I/O
     if members:
         last = members[-1]
         end = last.offset_data + last.size

@@ -39,12 +39,13 @@ def gather(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, 
     by_arrow: list[int] = []
     for i, field in enumerate(schema):
         sources = [_view(views, tables, u, i) for u, _ in groups]
-        if any(s is None for s in sources):
+        arrays = [s for s in sources if s is not None]
+        if len(arrays) < len(sources):
             columns.append(None)
             by_arrow.append(i)
             continue
-        by_unit = np.empty((len(rows), *sources[0].shape[1:]), dtype=sources[0].dtype)
-        for (a, b), (_, picked), src in zip(bounds, groups, sources):
+        by_unit = np.empty((len(rows), *arrays[0].shape[1:]), dtype=arrays[0].dtype)
+        for (a, b), (_, picked), src in zip(bounds, groups, arrays):
             np.take(src, picked, axis=0, out=by_unit[a:b])
         columns.append(_to_arrow(np.take(by_unit, back, axis=0), field.type))
     if by_arrow:

@@ -9,7 +9,7 @@ least one read is always allowed, so a unit larger than the budget still loads.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
@@ -48,7 +48,7 @@ class Prefetcher(Generic[K, V]):
         self.max_ahead = max_ahead
         self.peak_bytes = 0
 
-    def iterate(self, keys: Iterable[K]) -> Iterator[V]:
+    def iterate(self, keys: Iterable[K]) -> Generator[V, None, None]:
         """Yield the loaded items in the order of ``keys``."""
         pending: deque[tuple[int, Future[V]]] = deque()
         held = 0

@@ -51,6 +51,8 @@ class NumpyColumn(np.ndarray):
     memory (see :mod:`shardwise.loader.transport`). ``torch.from_numpy(column)`` in the
     training loop is free."""
 
+    _sw_arrow: Any = None  # the Arrow array a string column was made from, if any
+
 
 class _Ring:
     """The worker's side: a ``memfd`` ring written at increasing positions."""
@@ -105,7 +107,7 @@ def _aligned(n: int) -> int:
     return -(-n // _ALIGN) * _ALIGN
 
 
-class RingBatch(dict):  # type: ignore[type-arg]
+class RingBatch(dict[str, Any]):
     """A batch (column name -> :class:`NumpyColumn`) that crosses to the training process
     as one region of the ring: one reservation, one reference and one rebuild per batch
     instead of one per column. It arrives as a plain ``dict``."""

@@ -41,7 +41,8 @@ def dumps(obj: Any) -> bytes:
                 f"cannot send a task to worker processes ({exc}); define functions at module "
                 "level or install cloudpickle"
             ) from exc
-        return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        data: bytes = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        return data
 
 
 def _worker_main(conn: mpc.Connection) -> None:

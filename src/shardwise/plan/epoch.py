@@ -230,7 +230,8 @@ def stratified_order(keys: np.ndarray, batch_size: int, rng: np.random.Generator
     # group's members are shuffled, the groups put in random order, and read group by group
     deal = np.arange(per, dtype=np.int64)[None, :] * groups + np.arange(groups, dtype=np.int64)[:, None]
     dealt = rng.permuted(deal, axis=1)[rng.permutation(groups)].ravel()
-    return by_key[dealt[dealt < n]]
+    picked: np.ndarray = by_key[dealt[dealt < n]]
+    return picked
 
 
 def _deal(sizes: np.ndarray, bins: int, rng: np.random.Generator) -> np.ndarray:
