@@ -8,14 +8,17 @@ failure semantics identical on every engine.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.machinery
 import pickle
+import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Outcome", "report", "run_chunk", "set_reporter"]
+__all__ = ["Outcome", "by_value", "main_not_reimported", "report", "run_chunk", "set_reporter"]
 
 # Set inside worker processes that can stream progress to the driver (local backend).
 _reporter: Callable[[int], None] | None = None
@@ -57,6 +60,32 @@ class Outcome:
         exc.remote_traceback = self.value  # type: ignore[attr-defined]
         exc.add_note(f"raised by parallel task {self.index}; remote traceback:\n{self.value}")
         raise exc
+
+
+def by_value(obj: Any) -> bytes:
+    """Pickle ``obj`` with cloudpickle: functions and classes defined in ``__main__`` (a
+    script, a notebook, ``python -c``, stdin) travel by value, others by reference."""
+    import cloudpickle
+
+    data: bytes = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return data
+
+
+@contextlib.contextmanager
+def main_not_reimported() -> Iterator[None]:
+    """While engines start worker processes with ``multiprocessing``, have them skip
+    re-running the caller's main script (as they do for an interactive session), so a
+    script without an ``if __name__ == "__main__":`` guard is not run again in each.
+    Functions from ``__main__`` reach those workers by value (cloudpickle)."""
+    main = sys.modules.get("__main__")
+    if main is None or getattr(main, "__spec__", None) is not None:
+        yield
+        return
+    main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+    try:
+        yield
+    finally:
+        main.__spec__ = None
 
 
 def _pickled(exc: BaseException) -> bytes | None:

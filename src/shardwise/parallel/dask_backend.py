@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardwise._optional import require
-from shardwise.parallel._task import run_chunk
+from shardwise.parallel._task import main_not_reimported, run_chunk
 from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_count
 
 __all__ = ["DaskBackend"]
@@ -82,13 +82,14 @@ class DaskBackend(Backend):
             try:
                 self._client = self.distributed.get_client()
             except ValueError:
-                cluster = self.distributed.LocalCluster(
-                    n_workers=self.n_jobs or cpu_count(),
-                    threads_per_worker=1,
-                    processes=True,
-                    host="127.0.0.1",
-                    dashboard_address=None,
-                )
+                with main_not_reimported():
+                    cluster = self.distributed.LocalCluster(
+                        n_workers=self.n_jobs or cpu_count(),
+                        threads_per_worker=1,
+                        processes=True,
+                        host="127.0.0.1",
+                        dashboard_address=None,
+                    )
                 self._client = self.distributed.Client(cluster)
                 self._owned = [self._client, cluster]
         return self._client

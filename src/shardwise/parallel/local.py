@@ -1,97 +1,52 @@
 """In-machine backends: ``local`` (process pool), ``thread`` and ``sequential``.
 
-The local pool is shardwise's own: one pipe per worker, so the driver always knows which
-chunk a worker holds. When a worker dies (SIGKILL, OOM killer) its chunk, and only its
-chunk, is reported lost and the worker is replaced by a fresh process. Workers start with
-the ``forkserver`` method, which is safe when the caller has threads (tokenizers, Arrow
-thread pools, gRPC) because children fork from a clean single-threaded server.
+The local pool is shardwise's own: one socket per worker, so the driver always knows
+which chunk a worker holds. When a worker dies (SIGKILL, OOM killer) its chunk, and only
+its chunk, is reported lost and the worker is replaced by a fresh process. Workers are
+fresh interpreters that never run the caller's ``__main__`` (see
+:mod:`shardwise.parallel._procs`): functions from a script without a ``__main__`` guard,
+a notebook, ``python -c`` or stdin travel by value, and starting workers is safe when the
+caller has threads (tokenizers, Arrow thread pools, gRPC).
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import multiprocessing.connection as mpc
 import pickle
 import queue
-import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from typing import Any
 
-from shardwise.errors import ConfigError
 from shardwise.parallel import _task
-from shardwise.parallel._task import Outcome, Throttled, run_chunk
+from shardwise.parallel._procs import WorkerProcess
+from shardwise.parallel._task import Outcome, by_value, run_chunk
+from shardwise.parallel._worker import dumps
 from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_count
 
 __all__ = ["LocalBackend", "SequentialBackend", "ThreadBackend"]
 
 
-def dumps(obj: Any) -> bytes:
-    """Pickle ``obj``; lambdas and closures (in functions or items) need cloudpickle,
-    which every cluster engine ships."""
-    try:
-        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, AttributeError, TypeError) as exc:
-        try:
-            import cloudpickle
-        except ImportError:
-            raise ConfigError(
-                f"cannot send a task to worker processes ({exc}); define functions at module "
-                "level or install cloudpickle"
-            ) from exc
-        data: bytes = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        return data
-
-
-def _worker_main(conn: mpc.Connection) -> None:
-    """Loop of a pool worker: receive functions and chunks, send outcomes and counters."""
-    fns: dict[int, tuple[Callable[[Any], Any], tuple[type[BaseException], ...]]] = {}
-    counter = Throttled(lambda n: conn.send_bytes(dumps(("count", n))))
-    _task.set_reporter(counter)
-    while True:
-        try:
-            msg = pickle.loads(conn.recv_bytes())
-        except (EOFError, OSError):
-            return
-        kind = msg[0]
-        if kind == "fn":
-            _, key, fn_and_retry = msg
-            fns.clear()
-            fns[key] = fn_and_retry
-        elif kind == "chunk":
-            _, key, chunk_id, chunk = msg
-            fn, retry_on = fns[key]
-            result = run_chunk(fn, chunk, retry_on)
-            counter.flush()
-            conn.send_bytes(dumps(("done", chunk_id, result)))
-        else:
-            return
-
-
 class _Worker:
-    def __init__(self, ctx: Any) -> None:
-        self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_worker_main, args=(child,), daemon=True)
-        self.proc.start()
-        child.close()
+    """A pool worker (see :mod:`shardwise.parallel._procs`) and the chunk it holds."""
+
+    def __init__(self) -> None:
+        self.proc = WorkerProcess()
+        self.conn = self.proc.conn
         self.fn_key = -1
         self.chunk_id: int | None = None
 
     def stop(self, kill: bool) -> None:
-        if kill:
-            self.proc.kill()
-        else:
+        if not kill:
             try:
                 self.conn.send_bytes(dumps(("stop",)))
             except OSError:
-                self.proc.kill()
-        self.proc.join(5)
-        if self.proc.is_alive():
-            self.proc.kill()
+                kill = True
             self.proc.join(5)
-        self.conn.close()
+        self.proc.kill()
+        self.proc.close()
 
 
 class _LocalSession(Session):
@@ -99,7 +54,7 @@ class _LocalSession(Session):
         self.backend = backend
         backend._fn_key += 1
         self.key = backend._fn_key
-        self.blob = dumps(("fn", self.key, (fn, retry_on)))
+        self.blob = dumps(("fn", self.key, by_value((fn, retry_on))))
         self.workers = backend._take_workers(parallelism)
         self.pending: list[tuple[int, Sequence[tuple[int, Any]]]] = []
         self.count = 0
@@ -124,11 +79,11 @@ class _LocalSession(Session):
         busy = [w for w in self.workers if w.chunk_id is not None]
         if not busy:
             return []
-        handles: list[Any] = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
+        handles: list[Any] = [w.conn for w in busy]
         ready = set(mpc.wait(handles, timeout))
         done: list[Finished] = []
         for i, w in enumerate(list(self.workers)):
-            if w.chunk_id is None or (w.conn not in ready and w.proc.sentinel not in ready):
+            if w.chunk_id is None or w.conn not in ready:
                 continue
             lost = False
             try:
@@ -143,10 +98,10 @@ class _LocalSession(Session):
             except (EOFError, OSError):
                 lost = True
             if w.chunk_id is not None and (lost or not w.proc.is_alive()):
-                code = w.proc.exitcode
-                done.append((w.chunk_id, WorkerLost(f"worker pid {w.proc.pid} exited with {code}")))
+                w.proc.join(1)
+                done.append((w.chunk_id, WorkerLost(w.proc.describe())))
                 w.stop(kill=True)
-                self.workers[i] = _Worker(self.backend._ctx)
+                self.workers[i] = _Worker()
         self._dispatch()
         return done
 
@@ -159,23 +114,17 @@ class _LocalSession(Session):
             for i, w in enumerate(self.workers):
                 if w.chunk_id is not None:
                     w.stop(kill=True)
-                    self.workers[i] = _Worker(self.backend._ctx)
+                    self.workers[i] = _Worker()
         self.backend._return_workers(self.workers)
 
 
 class LocalBackend(Backend):
-    """A pool of worker processes on this machine (the default backend).
-
-    Options:
-        start_method: ``"forkserver"`` (default on Linux), ``"spawn"`` or ``"fork"``.
-    """
+    """A pool of worker processes on this machine (the default backend)."""
 
     name = "local"
 
     def __init__(self, n_jobs: int | None = None, **options: Any) -> None:
         super().__init__(n_jobs, **options)
-        default = "forkserver" if sys.platform.startswith("linux") else "spawn"
-        self._ctx = mp.get_context(options.get("start_method", default))
         self._idle: list[_Worker] = []
         self._fn_key = 0
         self._lock = threading.Lock()
@@ -191,7 +140,7 @@ class LocalBackend(Backend):
                     w.stop(kill=True)
             taken, self._idle = alive[:n], alive[n:]
         while len(taken) < n:
-            taken.append(_Worker(self._ctx))
+            taken.append(_Worker())
         return taken
 
     def _return_workers(self, workers: list[_Worker]) -> None:

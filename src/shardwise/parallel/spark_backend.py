@@ -8,6 +8,8 @@ backend. Jobs of one map call share a job group, so Ctrl-C cancels exactly them.
 from __future__ import annotations
 
 import os
+import pickle
+import shutil
 import sys
 import uuid
 from collections.abc import Sequence
@@ -16,7 +18,8 @@ from concurrent.futures import wait as futures_wait
 from typing import Any
 
 from shardwise._optional import require
-from shardwise.parallel._task import run_chunk
+from shardwise.errors import ShardwiseError
+from shardwise.parallel._task import by_value, run_chunk
 from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_count
 
 __all__ = ["SparkBackend"]
@@ -25,7 +28,8 @@ __all__ = ["SparkBackend"]
 class _SparkSession(Session):
     def __init__(self, sc: Any, fn: Any, retry_on: Any, parallelism: int) -> None:
         self.sc = sc
-        self.fn_bc = sc.broadcast(fn)
+        # by value, so functions from a script's __main__ or a notebook reach the workers
+        self.fn_bc = sc.broadcast(by_value(fn))
         self.retry_on = retry_on
         self.group = f"shardwise-{uuid.uuid4().hex[:12]}"
         self.pool = ThreadPoolExecutor(parallelism, "shardwise-spark")
@@ -35,7 +39,7 @@ class _SparkSession(Session):
         self.sc.setJobGroup(self.group, "shardwise parallel_map", interruptOnCancel=True)
         fn_bc, retry_on = self.fn_bc, self.retry_on
         rdd = self.sc.parallelize([list(chunk)], 1)
-        return rdd.map(lambda ch: run_chunk(fn_bc.value, ch, retry_on)).collect()[0]
+        return rdd.map(lambda ch: run_chunk(pickle.loads(fn_bc.value), ch, retry_on)).collect()[0]
 
     def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
         self.futures[self.pool.submit(self._job, chunk)] = chunk_id
@@ -63,6 +67,38 @@ class _SparkSession(Session):
             pass
 
 
+def _start_session(n: int) -> Any:
+    """A ``local[n]`` session on 127.0.0.1; a missing Java runtime is named as such."""
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(f"local[{n},4]").appName("shardwise")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.ui.enabled", "false"))
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise MissingJavaError("no `java` on PATH and JAVA_HOME is not set")
+    try:
+        return builder.getOrCreate()
+    except Exception as exc:
+        if "JAVA_GATEWAY_EXITED" in str(exc) or "Java gateway process exited" in str(exc):
+            raise MissingJavaError(str(exc).splitlines()[0]) from exc
+        raise
+
+
+class MissingJavaError(ShardwiseError, RuntimeError):
+    """Spark could not start its Java side."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(
+            f"the spark backend needs a Java runtime (JDK 17) and could not start one ({detail}); "
+            "install it (e.g. `apt-get install openjdk-17-jre-headless`, or a JDK 17 from "
+            "https://adoptium.net) and put `java` on PATH or set JAVA_HOME")
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.detail,))
+
+
 class SparkBackend(Backend):
     """Run on Spark. Options: ``spark`` (a SparkSession or SparkContext to use)."""
 
@@ -86,14 +122,7 @@ class SparkBackend(Backend):
                 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
                 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
                 n = self.n_jobs or cpu_count()
-                self._owned = (
-                    SparkSession.builder.master(f"local[{n},4]")
-                    .appName("shardwise")
-                    .config("spark.driver.host", "127.0.0.1")
-                    .config("spark.driver.bindAddress", "127.0.0.1")
-                    .config("spark.ui.enabled", "false")
-                    .getOrCreate()
-                )
+                self._owned = _start_session(n)
                 self._sc = self._owned.sparkContext
         return self._sc
 
