@@ -183,7 +183,7 @@ def test_elastic_resume_changes_world_and_workers(data: Path, where: str) -> Non
 
 def test_state_from_another_dataset_is_rejected(data: Path, tmp_path: Path) -> None:
     other = make_parquet(tmp_path / "other", 500)
-    a = StreamingDataset(str(data), batch_size=4, world_size=1, rank=0)
+    a = StreamingDataset(str(data), batch_size=4, world_size=1, rank=0, num_workers=1)
     b = StreamingDataset(str(other), batch_size=4, world_size=1, rank=0)
     with pytest.raises(PlanError, match="different dataset"):
         b.load_state_dict(a.state_dict(3))

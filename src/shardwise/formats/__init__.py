@@ -22,6 +22,7 @@ from shardwise.formats.base import (
     WrittenFile,
     check_on_error,
     guess_format,
+    unit_place,
 )
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "get_format",
     "guess_format",
     "known_formats",
+    "unit_place",
 ]
 
 # name -> (module, class); modules are imported on first use.

@@ -76,6 +76,16 @@ class Unit:
     first_line: int = 0
 
 
+def unit_place(format_name: str, unit: Unit) -> str:
+    """Where ``unit`` sits in its file, for error messages (``row group 3``)."""
+    if format_name == "parquet":
+        return f"row group {unit.index}"
+    if format_name == "jsonl":
+        first = f"line {unit.first_line}, " if unit.first_line else ""
+        return f"{first}bytes {unit.start}-{unit.end}"
+    return f"unit {unit.index}"
+
+
 @dataclass
 class Quarantine:
     """Bad records skipped under ``on_error="skip"``; counted, never dropped silently.

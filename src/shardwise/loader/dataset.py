@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
@@ -24,13 +26,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError, PlanError
-from shardwise.formats import OnError, check_format_options
+from shardwise.formats import OnError, check_format_options, unit_place
 from shardwise.index import OPEN_OPTIONS, DatasetIndex, open_dataset
-from shardwise.loader import transport
+from shardwise.loader.channel import Seen, TopologyChannel
+from shardwise.loader.convert import Padding, check_padding, check_values, rows, runs, split
 from shardwise.loader.gather import Views, gather
+from shardwise.loader.placement import detect_placement
 from shardwise.loader.prefetch import Prefetcher
 from shardwise.loader.reader import UnitReader, count_matches
-from shardwise.loader.topology import detect_placement
 from shardwise.loader.transport import NumpyColumn, setup_worker
 from shardwise.plan import EpochPlan, Resume, Topology, auto_interleave
 
@@ -69,6 +72,10 @@ class StreamingDatasetBase:
         num_workers: the DataLoader's ``num_workers`` (0 means in-process); needed by
             :meth:`state_dict` in the training process; detected inside workers.
         on_error: ``"raise"`` or ``"skip"`` (quarantine and count) for bad records.
+        pad_to: for ``"numpy"``/``"torch"`` batches, variable-length numeric list columns
+            (token ids) become 2-D arrays padded with zeros to the batch's longest row
+            (``"longest"``) or to a fixed length (longer rows are cut there), each with a
+            ``<column>_lengths`` column; ``None`` (default) leaves them as object arrays.
         **open_options: passed to :func:`shardwise.open_dataset` (format, storage_options, ...).
     """
 
@@ -90,6 +97,7 @@ class StreamingDatasetBase:
         world_size: int | None = None,
         num_workers: int | None = None,
         on_error: OnError = "raise",
+        pad_to: Padding = None,
         **open_options: Any,
     ) -> None:
         if batch_format not in (None, "numpy", "torch", "arrow"):
@@ -104,6 +112,7 @@ class StreamingDatasetBase:
         self.columns = list(columns) if columns is not None else None
         self.filter = filter
         self.batch_format = batch_format
+        self.pad_to = check_padding(pad_to)
         self.shuffle_bytes = int(shuffle_bytes)
         self.interleave = int(interleave) if interleave is not None else self._auto_interleave()
         self.prefetch_bytes = int(prefetch_bytes)
@@ -115,6 +124,9 @@ class StreamingDatasetBase:
         self.counts = count_matches(self.index, filter) if filter is not None else self.index.counts()
         self.epoch = 0
         self._resumes: list[Resume] = []
+        self._channel = TopologyChannel.new()  # where DataLoader workers say how many they are
+        weakref.finalize(self, self._channel.remove)
+        self._seen: Seen | None = None  # the topology iterating in this process, if any
         UnitReader(self.index, self.columns, self.filter, on_error)  # validate columns now
         self.topology(1)  # validate batch_size etc. now
 
@@ -160,7 +172,8 @@ class StreamingDatasetBase:
         Counted from the start of the epoch, or from the loaded state's position when the
         epoch was resumed. Every rank saves the same state (ranks advance together).
         """
-        p = self.plan()
+        world_size, num_workers = self._consumer(consumed_batches)
+        p = self.plan(num_workers, world_size)
         if not 0 <= consumed_batches <= p.batches_per_rank:
             raise PlanError(f"consumed_batches must be in [0, {p.batches_per_rank}], got {consumed_batches}")
         resumed = p.resume(consumed_batches)
@@ -172,6 +185,20 @@ class StreamingDatasetBase:
             "counts": self._digest(),
             "resumes": [r.to_dict() for r in resumed.resumes],
         }
+
+    def _consumer(self, consumed_batches: int) -> tuple[int, int]:
+        """(world_size, num_workers) of whatever iterated this dataset most recently: a
+        DataLoader's workers (through the channel) or this process itself."""
+        seen = [s for s in (self._seen, self._channel.read()) if s is not None]
+        if seen:
+            latest = max(seen, key=lambda s: s.at)
+            return latest.world_size, latest.num_workers
+        if self._explicit_workers or consumed_batches == 0:
+            return self.world_size, self.num_workers or 1
+        raise PlanError(
+            "state_dict cannot tell how many DataLoader workers consumed these batches: this "
+            "dataset was not iterated in this process and no worker reported; pass "
+            "num_workers= (the DataLoader's, 1 for num_workers=0) to StreamingDataset")
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a saved position, on this or another topology (elastic resume)."""
@@ -190,16 +217,20 @@ class StreamingDatasetBase:
         self, rank: int, world_size: int, worker_id: int = 0, num_workers: int = 1
     ) -> Iterator[Any]:
         """Yield what one (rank, worker) consumes this epoch: samples or batches."""
+        if _in_dataloader_worker():
+            self._channel.announce(world_size, num_workers)
+        else:
+            self._seen = Seen(world_size, num_workers, time.time())
         wp = self.plan(num_workers, world_size).worker(rank, worker_id)
         reader = UnitReader(self.index, self.columns, self.filter, self.on_error)
         tables = self._window_tables(wp, reader)
         if self.batch_format is None:
             for table in tables:
                 for batch in table.to_batches(max_chunksize=1024):
-                    yield from _rows(batch)
+                    yield from rows(batch)
             return
-        for run in _runs(tables, self.batch_size):
-            yield from _split(run, self.batch_size, self.batch_format)
+        for run in runs(tables, self.batch_size):
+            yield from split(run, self.batch_size, self.batch_format, self.pad_to)
 
     def _window_tables(self, wp: Any, reader: UnitReader) -> Iterator[pa.Table]:
         windows = list(wp.iter_windows())
@@ -207,7 +238,10 @@ class StreamingDatasetBase:
 
         def load(u: int) -> pa.Table:
             # each unit as one contiguous table: gathers from chunked tables are slow
-            return reader.read(u).combine_chunks()
+            table = reader.read(u).combine_chunks()
+            if self.batch_format is None:  # values must become Python objects
+                check_values(table, units[u], unit_place(self.index.format, units[u]))
+            return table
 
         def size(u: int) -> int:
             return 2 * units[u].num_bytes  # decoded, as in _auto_interleave
@@ -251,103 +285,3 @@ def _in_dataloader_worker() -> bool:
 
 
 _PIECE_ROWS = 4096  # rows gathered at once from a window
-
-
-def _runs(tables: Iterator[pa.Table], size: int) -> Iterator[pa.Table]:
-    """Tables of a whole number of batches of ``size`` rows, from a stream of tables."""
-    carry: list[pa.Table] = []
-    have = 0
-    for t in tables:
-        carry.append(t)
-        have += t.num_rows
-        if have < size:
-            continue
-        table = pa.concat_tables(carry) if len(carry) > 1 else carry[0]
-        full = have - have % size
-        yield table.slice(0, full)
-        rest = table.slice(full)
-        carry, have = ([rest] if rest.num_rows else []), rest.num_rows
-    if have:
-        raise PlanError(f"internal error: {have} samples left over after the last full batch")
-
-
-def _split(run: pa.Table, size: int, fmt: str) -> Iterator[Any]:
-    """The batches of ``size`` rows of ``run`` in format ``fmt``; columns are converted
-    once per run and batches are slices of them (the per-batch cost of converting is
-    most of the cost at ordinary batch sizes)."""
-    n = run.num_rows // size
-    if fmt == "arrow" or not run.num_columns:
-        run = run.combine_chunks()
-        for i in range(n):
-            part = run.slice(i * size, size)
-            yield part.to_batches()[0] if run.num_columns else pa.record_batch([], schema=run.schema)
-        return
-    batch = run.combine_chunks().to_batches()[0]
-    # inside a DataLoader worker that sends numpy batches through its ring, arrays are
-    # copied into the ring anyway (and arrive writable), so they stay read-only views
-    # here, and string columns keep their Arrow arrays so their buffers go as they are
-    ring = fmt == "numpy" and transport.active()
-    columns = _to_numpy(batch, writable=not ring)
-    strings = {name: col for name, col in zip(batch.schema.names, batch.columns)
-               if ring and col.null_count == 0 and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type))}
-    for i in range(n):
-        part = {k: v[i * size : (i + 1) * size] for k, v in columns.items()}
-        out = _package(part, fmt)
-        if ring:  # the whole batch goes through the ring as one region
-            for k, col in strings.items():
-                out[k] = transport.string_column(part[k], col.slice(i * size, size))
-            out = transport.RingBatch(out)
-        yield out
-
-
-def _column_to_numpy(col: pa.Array) -> np.ndarray:
-    """Numeric columns zero-copy where Arrow allows; fixed-size and equal-length lists of
-    numbers become 2-D arrays (embeddings, token windows) instead of arrays of objects."""
-    t = col.type
-    if pa.types.is_fixed_size_list(t) and col.null_count == 0 and _numeric(t.value_type):
-        values = col.flatten().to_numpy(zero_copy_only=False)
-        return values.reshape(len(col), t.list_size)
-    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and col.null_count == 0 and _numeric(t.value_type):
-        offsets = col.offsets.to_numpy()
-        lengths = np.diff(offsets)
-        if len(lengths) and (lengths == lengths[0]).all():
-            return col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), int(lengths[0]))
-    return col.to_numpy(zero_copy_only=False)
-
-
-def _rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
-    """Per-sample dicts: Python scalars and strings, and numpy rows for numeric list columns
-    (views into one 2-D array, which the DataLoader's collate stacks without Python loops)."""
-    names = batch.schema.names
-    columns: list[Any] = []
-    for col in batch.columns:
-        t = col.type
-        if col.null_count == 0 and (pa.types.is_fixed_size_list(t) or pa.types.is_list(t)) and _numeric(t.value_type):
-            arr = _column_to_numpy(col)  # one writable copy per slice: rows are torch-safe views
-            columns.append(list(np.array(arr)) if arr.dtype != object else col.to_pylist())
-        elif col.null_count == 0 and _numeric(t):
-            columns.append(col.to_numpy().tolist())
-        else:
-            columns.append(col.to_pylist())
-    for values in zip(*columns):
-        yield dict(zip(names, values))
-
-
-def _numeric(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-
-
-def _to_numpy(batch: pa.RecordBatch, writable: bool = True) -> dict[str, np.ndarray]:
-    # Arrow buffers are read-only; arrays handed out (and tensors made from them by a
-    # DataLoader's collate) must own writable memory, so zero-copy views are copied once
-    return {name: np.require(_column_to_numpy(col), requirements="W") if writable else _column_to_numpy(col)
-            for name, col in zip(batch.schema.names, batch.columns)}
-
-
-def _package(columns: dict[str, np.ndarray], fmt: str) -> dict[str, Any]:
-    if fmt == "numpy":
-        return {k: v.view(NumpyColumn) for k, v in columns.items()}
-    from shardwise._optional import require
-
-    torch = require("torch", 'batch_format="torch"')
-    return {k: torch.from_numpy(v) if v.dtype.kind in "biuf" else v.tolist() for k, v in columns.items()}

@@ -13,6 +13,8 @@ from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
+from shardwise.errors import ConfigError
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -40,7 +42,7 @@ class Prefetcher(Generic[K, V]):
         max_ahead: int = 8,
     ) -> None:
         if budget_bytes < 0 or threads < 1 or max_ahead < 1:
-            raise ValueError("budget_bytes must be >= 0, threads and max_ahead >= 1")
+            raise ConfigError("budget_bytes must be >= 0, threads and max_ahead >= 1")
         self.load = load
         self.size_of_key = size_of_key
         self.budget_bytes = budget_bytes

@@ -81,10 +81,6 @@ class UnitReader:
                 table = table.select(self.columns)
         return table
 
-    def take(self, unit_id: int, rows: np.ndarray) -> pa.Table:
-        """Return the given rows of a unit, in the given order."""
-        return self.read(unit_id).take(pa.array(rows, type=pa.int64()))
-
 
 def _count_chunk(args: tuple[DatasetIndex, pc.Expression, list[int]]) -> list[int]:
     index, expr, unit_ids = args

@@ -27,14 +27,12 @@ class Placement:
         world_size: number of ranks.
         worker_id: dataloader worker of this rank, ``0 <= worker_id < num_workers``.
         num_workers: dataloader workers per rank (1 when loading in-process).
-        ranks_per_node: ranks per node (from ``LOCAL_WORLD_SIZE``), for reporting.
     """
 
     rank: int
     world_size: int
     worker_id: int
     num_workers: int
-    ranks_per_node: int = 1
 
     def __post_init__(self) -> None:
         if self.world_size < 1 or not 0 <= self.rank < self.world_size:
@@ -89,5 +87,4 @@ def detect_placement(
     rk = rank if rank is not None else d_rank
     workers = num_workers if num_workers is not None else d_workers
     wid = worker_id if worker_id is not None else d_worker
-    per_node = _env_int("LOCAL_WORLD_SIZE") or 1
-    return Placement(rk, world, wid, workers, per_node)
+    return Placement(rk, world, wid, workers)
