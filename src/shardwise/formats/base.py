@@ -8,7 +8,7 @@ and the processing planner can cut work by the data, never by the worker count.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -144,9 +144,31 @@ class Format(Protocol):
         """
         ...
 
+    def read_table(
+        self,
+        unit: Unit,
+        *,
+        columns: Sequence[str] | None = None,
+        on_error: OnError = "raise",
+        quarantine: Quarantine | None = None,
+        schema: pa.Schema | None = None,
+        use_threads: bool = True,
+    ) -> pa.Table | None:
+        """The unit's rows as one table (``None`` when nothing is left after quarantine);
+        ``use_threads=False`` decodes on the calling thread only."""
+        ...
+
     def open_writer(self, prefix: str, **options: object) -> ShardWriter:
         """Return a writer producing shards named ``{prefix}-{n:05d}.{ext}``."""
         ...
+
+
+def table_of(batches: Iterable[pa.RecordBatch], schema: pa.Schema | None) -> pa.Table | None:
+    """Batches of one unit as one table (for formats that decode record by record)."""
+    got = list(batches)
+    if not got:
+        return None
+    return pa.Table.from_batches(got, schema=got[0].schema if schema is None else None)
 
 
 @dataclass(frozen=True)

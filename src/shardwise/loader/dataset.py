@@ -26,14 +26,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError, PlanError
-from shardwise.formats import OnError, check_format_options, unit_place
+from shardwise.formats import OnError, Quarantine, check_format_options, check_on_error, unit_place
 from shardwise.index import OPEN_OPTIONS, DatasetIndex, open_dataset
 from shardwise.loader.channel import Seen, TopologyChannel
 from shardwise.loader.convert import Padding, check_padding, check_values, rows, runs, split
 from shardwise.loader.gather import Views, gather
 from shardwise.loader.placement import detect_placement
 from shardwise.loader.prefetch import Prefetcher
-from shardwise.loader.reader import UnitReader, count_matches
+from shardwise.loader.reader import UnitReader, count_rows
 from shardwise.loader.transport import NumpyColumn, setup_worker
 from shardwise.plan import EpochPlan, Resume, Topology, auto_interleave
 
@@ -71,7 +71,10 @@ class StreamingDatasetBase:
         rank, world_size: override detection.
         num_workers: the DataLoader's ``num_workers`` (0 means in-process); needed by
             :meth:`state_dict` in the training process; detected inside workers.
-        on_error: ``"raise"`` or ``"skip"`` (quarantine and count) for bad records.
+        on_error: ``"raise"`` or ``"skip"`` for bad records. Under ``"skip"`` every unit is
+            read once before planning (in parallel, cached, like ``filter=``) so the plan
+            counts only readable records; ``ds.quarantine`` says what was left out
+            (count, and file, place and reason of the first ones).
         pad_to: for ``"numpy"``/``"torch"`` batches, variable-length numeric list columns
             (token ids) become 2-D arrays padded with zeros to the batch's longest row
             (``"longest"``) or to a fixed length (longer rows are cut there), each with a
@@ -116,12 +119,16 @@ class StreamingDatasetBase:
         self.shuffle_bytes = int(shuffle_bytes)
         self.interleave = int(interleave) if interleave is not None else self._auto_interleave()
         self.prefetch_bytes = int(prefetch_bytes)
-        self.on_error = on_error
         placement = detect_placement(rank, world_size, 0, 1)
         self.rank, self.world_size = placement.rank, placement.world_size
         self.num_workers = max(1, num_workers) if num_workers is not None else None
         self._explicit_workers = num_workers is not None
-        self.counts = count_matches(self.index, filter) if filter is not None else self.index.counts()
+        self.on_error = check_on_error(on_error)
+        self.quarantine = Quarantine()  # bad records left out under on_error="skip"
+        if filter is not None or self.on_error == "skip":  # plan from what reading yields
+            self.counts, self.quarantine = count_rows(self.index, filter, self.on_error)
+        else:
+            self.counts = self.index.counts()
         self.epoch = 0
         self._resumes: list[Resume] = []
         self._channel = TopologyChannel.new()  # where DataLoader workers say how many they are

@@ -2,7 +2,7 @@
 
 The loader plan addresses samples as (unit, row); with a ``filter`` the rows are
 numbered among the unit's *matching* rows, so the plan works on matched counts
-(see :func:`count_matches`) and every rank still gets exactly the same number.
+(see :func:`count_rows`) and every rank still gets exactly the same number.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from shardwise.formats import OnError, Quarantine, get_format
 from shardwise.index import DatasetIndex, _cache_root
 from shardwise.storage import atomic_write
 
-__all__ = ["UnitReader", "count_matches"]
+__all__ = ["UnitReader", "count_rows"]
 
 
 class UnitReader:
@@ -67,14 +67,10 @@ class UnitReader:
         schema = self.index.schema if read_cols is None else pa.schema([self.index.schema.field(c) for c in read_cols])
         kwargs: dict[str, Any] = dict(columns=read_cols, on_error=self.on_error, quarantine=self.quarantine,
                                       schema=self.index.schema)
-        read_table = getattr(fmt, "read_table", None)  # formats that decode a unit at once
-        if read_table is not None:  # the loader reads units on threads of its own
-            table = read_table(unit, use_threads=False, **kwargs)
-            if table is None:
-                table = schema.empty_table()
-        else:
-            batches = list(fmt.read_unit(unit, **kwargs))
-            table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+        # the loader reads units on threads of its own: no decode threads per unit
+        table = fmt.read_table(unit, use_threads=False, **kwargs)
+        if table is None:
+            table = schema.empty_table()
         if self.filter is not None:
             table = table.filter(self.filter)
             if self.columns is not None:
@@ -82,48 +78,56 @@ class UnitReader:
         return table
 
 
-def _count_chunk(args: tuple[DatasetIndex, pc.Expression, list[int]]) -> list[int]:
-    index, expr, unit_ids = args
-    reader = UnitReader(index, filter=expr)
-    return [reader.read(u).num_rows for u in unit_ids]
+def _count_chunk(args: tuple[DatasetIndex, pc.Expression | None, OnError, list[int]]) -> tuple[list[int], Quarantine]:
+    index, expr, on_error, unit_ids = args
+    reader = UnitReader(index, filter=expr, on_error=on_error)
+    return [reader.read(u).num_rows for u in unit_ids], reader.quarantine
 
 
-def count_matches(
+def count_rows(
     index: DatasetIndex,
-    filter: pc.Expression,
+    filter: pc.Expression | None = None,
+    on_error: OnError = "raise",
     *,
     cache_dir: str | None = None,
     backend: str | None = None,
-) -> np.ndarray:
-    """Count the rows of every unit that match ``filter`` (parallel, cached).
+) -> tuple[np.ndarray, Quarantine]:
+    """Count the rows every unit yields after ``filter`` and, under ``on_error="skip"``,
+    after quarantine (parallel, cached), so plans stay exact.
 
-    The cache key is the expression's text plus every file's path, size and
-    fingerprint, so a changed file or another filter recounts.
+    The cache key is the expression's text, the error policy and every file's path, size
+    and fingerprint, so a changed file, another filter or policy recounts.
 
     Returns:
-        An int64 array with one count per unit of ``index``.
+        An int64 array with one count per unit of ``index``, and what was quarantined.
     """
     from shardwise.parallel import parallel_map
 
-    key = _filter_key(index, filter)
+    key = _filter_key(index, f"{filter}|{on_error}")
     path = os.path.join(_cache_root(cache_dir), "filters", key + ".json")
     try:
         with open(path) as f:
             cached = json.load(f)
-        if len(cached) == index.num_units:
-            return np.asarray(cached, dtype=np.int64)
-    except (OSError, ValueError):
+        if len(cached["counts"]) == index.num_units:
+            q = Quarantine(int(cached["quarantined"]), [tuple(e) for e in cached["examples"]])
+            return np.asarray(cached["counts"], dtype=np.int64), q
+    except (OSError, ValueError, KeyError, TypeError):
         pass
     step = max(1, index.num_units // 64)
     chunks = [list(range(i, min(i + step, index.num_units))) for i in range(0, index.num_units, step)]
-    counts = parallel_map(_count_chunk, [(index, filter, c) for c in chunks], backend=backend, desc="count filter matches")
-    out = np.asarray([n for chunk in counts for n in chunk], dtype=np.int64)
+    desc = "count filter matches" if filter is not None else "count readable rows"
+    parts = parallel_map(_count_chunk, [(index, filter, on_error, c) for c in chunks], backend=backend, desc=desc)
+    out = np.asarray([n for counts, _ in parts for n in counts], dtype=np.int64)
+    quarantine = Quarantine()
+    for _, q in parts:
+        quarantine.merge(q)
     try:
         with atomic_write(path, "w") as f:
-            json.dump(out.tolist(), f)
+            json.dump({"counts": out.tolist(), "quarantined": quarantine.count,
+                       "examples": [list(e) for e in quarantine.examples]}, f)
     except OSError:
         pass
-    return out
+    return out, quarantine
 
 
 def _filter_key(index: DatasetIndex, filter: Any) -> str:
