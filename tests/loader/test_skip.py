@@ -25,7 +25,7 @@ def _jsonl(root: Path) -> tuple[Path, set[int]]:
         lines = []
         for i in range(f * 100, f * 100 + 100):
             if i in (37, 205):
-                lines.append('{"id": %d, "text": "cut' % i)  # malformed
+                lines.append(f'{{"id": {i}, "text": "cut')  # malformed
             else:
                 lines.append(json.dumps({"id": i, "text": f"t{i}"}))
                 good.add(i)
