@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import inspect
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -21,7 +22,15 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.errors import FormatError, StorageError
-from shardwise.formats import Unit, check_format_options, detect_format, get_format
+from shardwise.formats import (
+    OnError,
+    Unit,
+    check_format_options,
+    check_on_error,
+    detect_format,
+    format_class,
+    get_format,
+)
 from shardwise.storage import FileInfo, atomic_write, expand, info, join, open_input, resolve
 
 INDEX_NAME = "_shardwise_index.json"
@@ -148,7 +157,7 @@ def _index_one(args: tuple[str, str, int, dict[str, Any], dict[str, Any]]) -> tu
 
 
 # open_dataset's own keyword arguments (the rest go to the format)
-OPEN_OPTIONS = ("format", "cache_dir", "refresh", "progress", "storage_options")
+OPEN_OPTIONS = ("format", "cache_dir", "refresh", "progress", "storage_options", "on_error")
 
 
 def open_dataset(
@@ -159,6 +168,7 @@ def open_dataset(
     refresh: bool = False,
     progress: bool = True,
     storage_options: dict[str, Any] | None = None,
+    on_error: OnError = "raise",
     **format_options: Any,
 ) -> DatasetIndex:
     """Index a dataset: expand paths/globs and count the samples of every unit.
@@ -172,6 +182,9 @@ def open_dataset(
         refresh: ignore any saved index and re-read every file.
         progress: show a progress bar while indexing.
         storage_options: fsspec options (credentials, endpoint) for remote paths.
+        on_error: for formats that find bad records while indexing (WebDataset: unsafe
+            members, keys whose members are not adjacent), ``"raise"`` refuses the file
+            naming it and the member, ``"skip"`` leaves those samples out of the counts.
         **format_options: passed to the format, e.g. ``unit_bytes`` for JSONL.
 
     Returns:
@@ -186,6 +199,8 @@ def open_dataset(
     spec = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
     files = _expand_with_manifests(spec, opts)
     fmt_name = _choose_format(files, format)
+    if "on_error" in inspect.signature(format_class(fmt_name)).parameters:
+        format_options = {**format_options, "on_error": check_on_error(on_error)}
     infos = _file_infos(files, opts)
     location = _index_location(spec, fmt_name, format_options, cache_dir, opts)
     saved = None if refresh else _load_saved(location, fmt_name, format_options, opts)

@@ -583,8 +583,11 @@ def test_unsafe_tar_member_raises_naming_tar_and_member(tmp_path: Path, kind: st
     name = bad.name if isinstance(bad, tarfile.TarInfo) else bad[0]
     path = _tar(tmp_path / f"{kind}.tar", [("0001.txt", b"one"), bad, ("0003.txt", b"three")])
     fmt = get_format("webdataset")
-    (unit,) = fmt.list_units(str(path), path.stat().st_size)
-    assert unit.num_samples == 3  # counted, so the quarantine balances the index
+    with pytest.raises(UnsafeMemberError) as at_index:  # refused while indexing already
+        fmt.list_units(str(path), path.stat().st_size)
+    assert f"member {name}" in str(at_index.value)
+    (unit,) = get_format("webdataset", on_error="skip").list_units(str(path), path.stat().st_size)
+    assert unit.num_samples == 2  # counted as reading will yield them
     with pytest.raises(UnsafeMemberError) as err:
         list(fmt.read_unit(unit))
     msg = str(err.value)
@@ -602,7 +605,9 @@ def test_unsafe_member_never_touches_the_filesystem(tmp_path: Path) -> None:
     work.mkdir()
     path = _tar(work / "x.tar", [("../escaped.txt", b"pwned")])
     fmt = get_format("webdataset")
-    (unit,) = fmt.list_units(str(path), path.stat().st_size)
+    with pytest.raises(UnsafeMemberError):
+        fmt.list_units(str(path), path.stat().st_size)
+    (unit,) = get_format("webdataset", on_error="skip").list_units(str(path), path.stat().st_size)
     with pytest.raises(UnsafeMemberError):
         list(fmt.read_unit(unit))
     assert not (tmp_path / "escaped.txt").exists()
@@ -611,7 +616,9 @@ def test_unsafe_member_never_touches_the_filesystem(tmp_path: Path) -> None:
 def test_repeated_field_in_a_sample_is_a_format_error(tmp_path: Path) -> None:
     path = _tar(tmp_path / "dup.tar", [("0001.txt", b"a"), ("0001.txt", b"b")])
     fmt = get_format("webdataset")
-    (unit,) = fmt.list_units(str(path), path.stat().st_size)
+    with pytest.raises(FormatError, match="appears twice"):
+        fmt.list_units(str(path), path.stat().st_size)
+    (unit,) = get_format("webdataset", on_error="skip").list_units(str(path), path.stat().st_size)
     with pytest.raises(FormatError) as err:
         list(fmt.read_unit(unit))
     assert not isinstance(err.value, UnsafeMemberError)
@@ -701,12 +708,15 @@ def test_samples_grouped_by_key(tmp_path: Path) -> None:
         list(fmt.read_unit(unit, columns=["nope"]))
 
 
-def test_key_that_comes_back_is_a_new_sample(tmp_path: Path) -> None:
+def test_key_that_comes_back_is_a_bad_sample_naming_the_key(tmp_path: Path) -> None:
     path = _tar(tmp_path / "r.tar", [("a.jpg", b"1"), ("b.jpg", b"2"), ("a.json", b"3")])
-    fmt = get_format("webdataset")
+    with pytest.raises(FormatError, match="'a' has members that are not adjacent"):
+        get_format("webdataset").list_units(str(path), path.stat().st_size)
+    fmt = get_format("webdataset", on_error="skip")
     (unit,) = fmt.list_units(str(path), path.stat().st_size)
-    keys = [k for b in fmt.read_unit(unit) for k in b.column("__key__").to_pylist()]
-    assert unit.num_samples == 3 and keys == ["a", "b", "a"]
+    q = Quarantine()
+    keys = [k for b in fmt.read_unit(unit, on_error="skip", quarantine=q) for k in b.column("__key__").to_pylist()]
+    assert unit.num_samples == 2 and keys == ["a", "b"] and q.count == 1
 
 
 # --------------------------------------------------------------------------- registry

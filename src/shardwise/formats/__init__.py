@@ -35,6 +35,7 @@ __all__ = [
     "check_format_options",
     "check_on_error",
     "detect_format",
+    "format_class",
     "get_format",
     "guess_format",
     "known_formats",
@@ -72,9 +73,9 @@ def get_format(name: str, **options: object) -> Format:
         raise FormatError(f"unknown format {name!r}; known formats: {', '.join(known_formats())}")
     if options:
         check_format_options(key, options, f"format {key!r}")
-        return _format_class(key)(**options)
+        return format_class(key)(**options)
     if key not in _CACHE:
-        _CACHE[key] = _format_class(key)()
+        _CACHE[key] = format_class(key)()
     return _CACHE[key]
 
 
@@ -88,7 +89,7 @@ def check_format_options(format: str | None, options: Mapping[str, Any], caller:
     """
     names: set[str] = set()
     for key in [format] if format else known_formats():
-        cls = _format_class(_ALIASES.get(key.lower(), key.lower()))
+        cls = format_class(_ALIASES.get(key.lower(), key.lower()))
         names.update(p for p in inspect.signature(cls).parameters if p != "self")
     for key in options:
         if key not in names:
@@ -97,7 +98,9 @@ def check_format_options(format: str | None, options: Mapping[str, Any], caller:
             raise ConfigError(f"{caller}() got an unexpected keyword argument {key!r}{hint}")
 
 
-def _format_class(key: str) -> type[Format]:
+def format_class(name: str) -> type[Format]:
+    """The class registered under ``name`` (or an alias)."""
+    key = _ALIASES.get(name.lower(), name.lower())
     if key not in _REGISTRY:
         raise FormatError(f"unknown format {key!r}; known formats: {', '.join(known_formats())}")
     module, cls = _REGISTRY[key]

@@ -53,19 +53,23 @@ class RawSample:
     fields: dict[str, tarfile.TarInfo] = field(default_factory=dict)
     problem: str | None = None
     member: str = ""
+    unsafe: bool = False  # the problem is a member that could escape or is not a file
 
 
 def iter_samples(tar_path: str, f: IO[bytes]) -> Iterator[RawSample]:
     """Group consecutive members with the same key into samples (headers only).
 
-    A key that comes back after another key is a new sample (as in WebDataset).
-    A field that repeats within a sample is an error. Directories are ignored.
+    A sample's members must be adjacent: a key that comes back after another key
+    (``a.txt``, ``b.txt``, ``a.json``) would make two half-samples with one key, so
+    that second part is a bad sample naming the key. A field that repeats within a
+    sample is bad too. Directories are ignored.
     """
     try:
         tf = tarfile.open(fileobj=f, mode="r:")  # noqa: SIM115 - closed in finally below
     except tarfile.TarError as exc:
         raise FormatError(f"not a readable tar file ({exc})", tar_path, "header at offset 0") from exc
     current: RawSample | None = None
+    finished: set[str] = set()  # keys of samples already complete in this tar
     offset = 0
     try:
         while True:
@@ -81,13 +85,19 @@ def iter_samples(tar_path: str, f: IO[bytes]) -> Iterator[RawSample]:
             key, ext = split_key(m.name)
             if current is None or key != current.key:
                 if current is not None:
+                    finished.add(current.key)
                     yield current
                 current = RawSample(key)
+                if key in finished:
+                    current.problem, current.member = (
+                        f"sample {key!r} has members that are not adjacent (another sample comes "
+                        "between them)", m.name)
             problem = check_member(tar_path, m)
+            unsafe_member = problem is not None
             if problem is None and ext in current.fields:
                 problem = f"field {ext!r} appears twice"
-            if problem is not None and current.problem is None:
-                current.problem, current.member = problem, m.name
+            if problem is not None and (current.problem is None or (unsafe_member and not current.unsafe)):
+                current.problem, current.member, current.unsafe = problem, m.name, unsafe_member
             current.fields[ext] = m
         _check_complete(tar_path, f, tf)
     finally:

@@ -17,10 +17,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardwise.errors import FormatError
+from shardwise.errors import ConfigError, FormatError
 from shardwise.formats._tarsafe import RawSample, iter_samples, unsafe
 from shardwise.formats._writer import RollingWriter
-from shardwise.formats.base import OnError, Quarantine, Unit, suffixes_of, table_of
+from shardwise.formats.base import OnError, Quarantine, Unit, check_on_error, suffixes_of, table_of
 from shardwise.storage import open_input
 
 __all__ = ["WebDatasetFormat", "WebDatasetShardWriter"]
@@ -35,21 +35,32 @@ class WebDatasetFormat:
     Args:
         batch_rows: samples per yielded record batch.
         storage_options: fsspec options for remote paths.
+        on_error: what indexing does with a bad sample (an unsafe member, a key whose
+            members are not adjacent, a field twice): ``"raise"`` names the file and the
+            member; ``"skip"`` leaves it out of the counts (reading quarantines it).
     """
 
     name = "webdataset"
     extensions = suffixes_of("webdataset")
 
-    def __init__(self, batch_rows: int = 1024, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(self, batch_rows: int = 1024, storage_options: dict[str, Any] | None = None,
+                 on_error: OnError = "raise") -> None:
         if batch_rows < 1:
-            raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+            raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
         self.batch_rows = batch_rows
         self.storage_options = storage_options or {}
+        self.on_error = check_on_error(on_error)
 
     def list_units(self, path: str, size: int) -> list[Unit]:
-        """One unit per tar; counts samples (unsafe ones included) from headers."""
+        """One unit per tar; counts the samples reading will yield, checking every header
+        (a bad sample is an error naming the member, or left out under ``"skip"``)."""
+        n = 0
         with open_input(path, **self.storage_options) as f:
-            n = sum(1 for _ in iter_samples(path, f))
+            for sample in iter_samples(path, f):
+                if sample.problem is None:
+                    n += 1
+                elif self.on_error == "raise":
+                    raise _problem(path, sample)
         return [Unit(path, 0, n, size, 0, size, 0)]
 
     def read_schema(self, path: str) -> pa.Schema:
@@ -111,9 +122,8 @@ class WebDatasetFormat:
         self, path: str, s: RawSample, names: list[str], data: _DataReader, on_error: OnError, q: Quarantine
     ) -> dict[str, Any] | None:
         if s.problem is not None:
-            err = unsafe(path, s) if "twice" not in s.problem else FormatError(s.problem, path, f"member {s.member}")
             if on_error == "raise":
-                raise err
+                raise _problem(path, s)
             q.add(path, f"member {s.member}", s.problem)
             return None
         row: dict[str, Any] = {KEY: s.key}
@@ -125,6 +135,13 @@ class WebDatasetFormat:
     def open_writer(self, prefix: str, **options: Any) -> WebDatasetShardWriter:
         """Return a rolling writer of ``{prefix}-{n:05d}.tar`` shards."""
         return WebDatasetShardWriter(prefix, storage_options=self.storage_options, **options)
+
+
+def _problem(path: str, s: RawSample) -> FormatError:
+    """The error for a bad sample: unsafe members name the member, others the key."""
+    if s.unsafe:
+        return unsafe(path, s)
+    return FormatError(s.problem or "bad sample", path, f"member {s.member}")
 
 
 class _DataReader:

@@ -109,7 +109,8 @@ class StreamingDatasetBase:
         check_format_options(open_options.get("format"),
                              {k: v for k, v in open_options.items() if k not in OPEN_OPTIONS},
                              "StreamingDataset", own)
-        self.index = source if isinstance(source, DatasetIndex) else open_dataset(source, **open_options)
+        self.index = (source if isinstance(source, DatasetIndex)
+                      else open_dataset(source, on_error=check_on_error(on_error), **open_options))
         self.batch_size = int(batch_size)
         self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
         self.columns = list(columns) if columns is not None else None
