@@ -30,6 +30,7 @@ from shardwise.formats import (
     detect_format,
     format_class,
     get_format,
+    guess_format,
 )
 from shardwise.storage import FileInfo, atomic_write, expand, info, join, open_input, resolve
 
@@ -252,7 +253,13 @@ def _refuse_unfinished(item: str, opts: dict[str, Any]) -> None:
 
 def _choose_format(files: list[str], format: str | None) -> str:
     if format is not None:
-        return get_format(format).name
+        name = get_format(format).name
+        for f in files:  # a file whose suffix names another format is not read as this one
+            other = guess_format(f)
+            if other is not None and other != name:
+                raise FormatError(f"format={format!r} was given, but this is a {other} file by its name; "
+                                  f"drop format= or pass format={other!r}", f)
+        return name
     found: dict[str, str] = {}
     for f in files:
         found.setdefault(detect_format(f), f)

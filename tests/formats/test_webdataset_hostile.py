@@ -71,3 +71,18 @@ def test_a_key_whose_members_are_not_adjacent_is_named(tmp_path: Path) -> None:
         open_dataset(str(path), progress=False)
     assert "s000.json" in str(info.value)
     assert open_dataset(str(path), progress=False, on_error="skip", refresh=True).num_samples == 4
+
+
+def test_a_wrong_explicit_format_is_an_error_and_keeps_the_saved_index(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": list(range(50))}), tmp_path / "a.parquet", row_group_size=10)
+    assert main(["inspect", str(tmp_path)]) == 0
+    saved = (tmp_path / "_shardwise_index.json").read_bytes()
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path), "--format", "jsonl"]) == 1
+    err = capsys.readouterr().err
+    assert "a.parquet" in err and "parquet file" in err
+    assert (tmp_path / "_shardwise_index.json").read_bytes() == saved

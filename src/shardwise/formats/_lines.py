@@ -13,6 +13,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 
+from shardwise.errors import FormatError
 from shardwise.storage import open_input
 
 _BLANK = re.compile(rb"^[ \t\r]*\n", re.M)
@@ -62,12 +63,21 @@ def iter_aligned(
     the end (the only choice for compressed files, which are read whole).
     """
     f = _open_stream(path, start, storage_options or {})
+    codec = compression_of(path)
+    lines = 0
     try:
         remaining = None if end is None else end - start
         carry = b""
         while remaining is None or remaining > 0:
             want = block_bytes if remaining is None else min(block_bytes, remaining)
-            chunk = f.read(want)
+            try:
+                chunk = f.read(want)
+            except (OSError, EOFError, ValueError, pa.ArrowException) as exc:
+                if codec is None:
+                    raise
+                lines += carry.count(b"\n")
+                raise FormatError(f"cannot decompress {codec} data ({exc}): the file is truncated or is "
+                                  f"not {codec}-compressed", path, f"line {lines + 1}") from None
             if not chunk:
                 break
             if remaining is not None:
@@ -78,6 +88,7 @@ def iter_aligned(
                 carry = data
                 continue
             carry = data[cut:]
+            lines += data.count(b"\n", 0, cut)
             yield data[:cut]
         if carry:
             yield carry

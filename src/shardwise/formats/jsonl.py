@@ -6,7 +6,19 @@ parsed by ``pyarrow.json`` against the dataset schema; when a block fails, its l
 are parsed one by one so the error names the exact line, or (``on_error="skip"``)
 the bad lines are quarantined and counted while the good ones are kept. A bad
 record is malformed JSON, invalid UTF-8, a line that is not a JSON object, a field
-not in the schema, or a value that does not fit the schema's type.
+not in the schema, a value that does not fit the schema's type, or a record nested
+deeper than ``MAX_DEPTH`` levels (such records crash Arrow's parser and exhaust
+Python's, so they never reach either).
+
+Mixed types: the schema is inferred from the first MiB of records. A field whose
+values there have different JSON types (``1`` and ``"a"``, or an array such as
+``[1, "a"]``) becomes a string column: strings are kept as they are and every other
+value is stored as its compact JSON text, so nothing is lost and each row has one
+type. Other fields keep their inferred type, and a later value that does not fit it
+is a bad record.
+
+A compressed file that is truncated, or is not in the format its suffix says, is an
+error naming the file and the line where decompression stopped.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 
@@ -68,9 +81,8 @@ class JsonlFormat:
             sample += piece
             if len(sample) >= _SAMPLE_BYTES:
                 break
-        good, _ = _parse_lines(sample, None, path, 1, "skip", Quarantine())
-        schema = good.schema if good is not None else pa.schema([])
-        return pa.schema([pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in schema])
+        rows = _sample_rows(sample)
+        return infer_schema(rows)
 
     def read_unit(
         self,
@@ -119,6 +131,9 @@ def _parse_block(
     block: bytes, schema: pa.Schema, path: str, first_line: int, on_error: OnError, q: Quarantine
 ) -> pa.Table | None:
     """Fast path with pyarrow.json; per-line fallback to locate bad records."""
+    if _depth_bound(block) > MAX_DEPTH:  # never hand deep nesting to Arrow's parser
+        good, _ = _parse_lines(block, schema, path, first_line, on_error, q)
+        return good
     try:
         block.decode("utf-8")
         opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
@@ -127,6 +142,74 @@ def _parse_block(
     except (UnicodeDecodeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         good, _ = _parse_lines(block, schema, path, first_line, on_error, q)
         return good
+
+
+MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have
+_OPEN = np.zeros(256, dtype=np.int8)
+_OPEN[[ord("["), ord("{")]] = 1
+_OPEN[[ord("]"), ord("}")]] = -1
+_MIXED = {b"shardwise.mixed": b"json"}  # field metadata: values of several JSON types
+
+
+def _depth_bound(data: bytes) -> int:
+    """An upper bound of the nesting depth in ``data`` (brackets inside strings count
+    too, so it may overestimate, never underestimate); vectorised."""
+    if not data:
+        return 0
+    steps = _OPEN[np.frombuffer(data, dtype=np.uint8)]
+    return int(np.cumsum(steps, dtype=np.int64).max(initial=0)) if steps.any() else 0
+
+
+def exact_depth(raw: bytes) -> int:
+    """The nesting depth of one JSON text, ignoring brackets inside strings."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def _sample_rows(sample: bytes) -> list[dict[str, Any]]:
+    rows = []
+    for raw in sample.split(b"\n"):
+        if raw.strip(b" \t\r"):
+            try:
+                rows.append(_decode_line(raw, None))
+            except ValueError:
+                continue  # bad records are found (and named) when the units are read
+    return rows
+
+
+def infer_schema(rows: list[dict[str, Any]]) -> pa.Schema:
+    """One Arrow type per field (see the module docstring for mixed types)."""
+    names = list(dict.fromkeys(k for row in rows for k in row))
+    fields = []
+    for name in names:
+        values = [row.get(name) for row in rows]
+        try:
+            t = pa.array(values).type
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+            fields.append(pa.field(name, pa.string(), metadata=_MIXED))
+            continue
+        fields.append(pa.field(name, pa.string() if pa.types.is_null(t) else t))
+    return pa.schema(fields)
+
+
+def _mixed_fields(schema: pa.Schema) -> list[str]:
+    return [f.name for f in schema if f.metadata and f.metadata.get(b"shardwise.mixed") == b"json"]
 
 
 def _parse_lines(
@@ -155,13 +238,21 @@ def _decode_line(raw: bytes, schema: pa.Schema | None) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"invalid UTF-8 at byte {exc.start} of the line") from None
+    if _depth_bound(raw) > MAX_DEPTH and exact_depth(raw) > MAX_DEPTH:
+        raise ValueError(f"record nested deeper than {MAX_DEPTH} levels")
     try:
         row = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError(f"record nested deeper than {MAX_DEPTH} levels") from None
     if not isinstance(row, dict):
         raise ValueError(f"expected a JSON object, got {type(row).__name__}")
     if schema is not None:
+        for name in _mixed_fields(schema):
+            value = row.get(name)
+            if value is not None and not isinstance(value, str):
+                row[name] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         extra = [k for k in row if k not in schema.names]
         if extra:
             raise ValueError(f"field(s) {extra} not in the dataset schema {schema.names}")

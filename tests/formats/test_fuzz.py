@@ -1,0 +1,152 @@
+"""Damaged and hostile files: every reader gives the exact rows or a ShardwiseError
+naming the file, never a raw exception, a hang or a crash; and the JSONL cases that
+once escaped as raw errors (truncated or fake compression, deep nesting, mixed types)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shardwise.errors import FormatError, PlanError, ShardwiseError
+from shardwise.index import open_dataset
+from shardwise.loader import StreamingDataset
+
+FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+def _jsonl_bytes(n: int) -> bytes:
+    return "".join(json.dumps({"id": i, "text": f"row {i}", "tags": [i, i + 1]}) + "\n" for i in range(n)).encode()
+
+
+def _parquet_bytes(n: int) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": list(range(n)), "text": [f"row {i}" for i in range(n)]}), buf, row_group_size=25)
+    return buf.getvalue()
+
+
+def _tar_bytes(n: int) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for i in range(n):
+            data = f"row {i}".encode()
+            info = tarfile.TarInfo(f"s{i:04d}.txt")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+ORIGINALS = {"a.jsonl": _jsonl_bytes(60), "a.jsonl.gz": gzip.compress(_jsonl_bytes(60), mtime=0),
+             "a.parquet": _parquet_bytes(60), "a.tar": _tar_bytes(60)}
+
+
+def _read_all(path: Path, on_error: str) -> int:
+    index = open_dataset(str(path), progress=False, refresh=True, on_error=on_error, cache_dir=str(path.parent / "c"))
+    ds = StreamingDataset(index, batch_size=1, shuffle=False, rank=0, world_size=1, on_error=on_error)
+    return sum(1 for _ in ds)
+
+
+def _check(path: Path, damaged: bytes, original: bytes) -> None:
+    path.write_bytes(damaged)
+    for on_error in ("raise", "skip"):
+        try:
+            rows = _read_all(path, on_error)
+        except PlanError as exc:  # nothing readable left: an empty dataset has no plan
+            assert "no samples" in str(exc), exc
+            continue
+        except ShardwiseError as exc:
+            assert path.name in str(exc), exc
+            continue
+        if damaged == original:
+            assert rows == 60
+        else:
+            assert 0 <= rows <= 60 + damaged.count(b"\n")
+
+
+@pytest.mark.parametrize("name", sorted(ORIGINALS))
+@FUZZ
+@given(data=st.data())
+def test_truncation_at_any_offset(name: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory) -> None:
+    original = ORIGINALS[name]
+    cut = data.draw(st.integers(0, len(original) - 1))
+    _check(tmp_path_factory.mktemp("t") / name, original[:cut], original)
+
+
+@pytest.mark.parametrize("name", sorted(ORIGINALS))
+@FUZZ
+@given(data=st.data())
+def test_random_byte_flips(name: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory) -> None:
+    damaged = bytearray(ORIGINALS[name])
+    for _ in range(data.draw(st.integers(1, 8))):
+        at = data.draw(st.integers(0, len(damaged) - 1))
+        damaged[at] ^= data.draw(st.integers(1, 255))
+    _check(tmp_path_factory.mktemp("f") / name, bytes(damaged), ORIGINALS[name])
+
+
+@FUZZ
+@given(lines=st.lists(st.binary(max_size=80), max_size=20))
+def test_random_jsonl_bytes(lines: list[bytes], tmp_path_factory: pytest.TempPathFactory) -> None:
+    _check(tmp_path_factory.mktemp("j") / "r.jsonl", b"\n".join(lines), b"")
+
+
+@FUZZ
+@given(names=st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=8),
+       kinds=st.lists(st.sampled_from([tarfile.REGTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.DIRTYPE,
+                                       tarfile.FIFOTYPE, tarfile.CHRTYPE]), min_size=8, max_size=8))
+def test_random_tar_member_names_and_types(names: list[str], kinds: list[bytes],
+                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
+        for name, kind in zip(names, kinds):
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            if kind == tarfile.REGTYPE:
+                info.size = 3
+                tf.addfile(info, io.BytesIO(b"abc"))
+            else:
+                info.linkname = "x"
+                tf.addfile(info)
+    _check(tmp_path_factory.mktemp("n") / "r.tar", buf.getvalue(), b"")
+
+
+# ---------------------------------------------------------------- JSONL, case by case
+
+
+def test_truncated_or_fake_compressed_jsonl_names_the_file(tmp_path: Path) -> None:
+    good = _jsonl_bytes(5000)
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "a.jsonl.gz").write_bytes(gzip.compress(good)[:-50])
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "a.jsonl.gz").write_bytes(good)
+    for sub, what in (("t", "cannot decompress gzip"), ("f", "not gzip-compressed")):
+        with pytest.raises(FormatError, match=what) as info:
+            open_dataset(str(tmp_path / sub), progress=False)
+        assert "a.jsonl.gz" in str(info.value) and "line " in str(info.value)
+
+
+def test_deeply_nested_records_are_bad_records_not_crashes(tmp_path: Path) -> None:
+    deep = '{"id": 1, "x": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    fine = '{"id": 2, "x": ' + "[" * 10 + "]" * 10 + "}"
+    (tmp_path / "d.jsonl").write_text(json.dumps({"id": 0, "x": []}) + "\n" + deep + "\n" + fine + "\n")
+    with pytest.raises(FormatError, match="line 2: record nested deeper than 64 levels"):
+        list(StreamingDataset(str(tmp_path / "d.jsonl"), shuffle=False, rank=0, world_size=1))
+    ds = StreamingDataset(str(tmp_path / "d.jsonl"), shuffle=False, on_error="skip", rank=0, world_size=1)
+    assert [r["id"] for r in ds] == [0, 2] and ds.quarantine.count == 1
+
+
+def test_mixed_type_fields_become_json_text(tmp_path: Path) -> None:
+    rows = [{"id": 0, "v": [1, "a"], "n": 1}, {"id": 1, "v": 2, "n": 2}, {"id": 2, "v": "x", "n": 3},
+            {"id": 3, "v": {"k": None}, "n": 4}, {"id": 4, "v": None, "n": 5}]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = list(StreamingDataset(str(tmp_path / "m.jsonl"), shuffle=False, rank=0, world_size=1))
+    assert [r["v"] for r in got] == ['[1,"a"]', "2", "x", '{"k":null}', None]
+    assert [r["n"] for r in got] == [1, 2, 3, 4, 5]  # an unmixed field keeps its type
