@@ -46,7 +46,8 @@ def _tar_bytes(n: int) -> bytes:
 
 
 ORIGINALS = {"a.jsonl": _jsonl_bytes(60), "a.jsonl.gz": gzip.compress(_jsonl_bytes(60), mtime=0),
-             "a.parquet": _parquet_bytes(60), "a.tar": _tar_bytes(60)}
+             "a.parquet": _parquet_bytes(60), "a.tar": _tar_bytes(60),
+             "a.tar.gz": gzip.compress(_tar_bytes(60), mtime=0)}
 
 
 def _read_all(path: Path, on_error: str) -> int:

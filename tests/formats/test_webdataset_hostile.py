@@ -86,3 +86,21 @@ def test_a_wrong_explicit_format_is_an_error_and_keeps_the_saved_index(
     err = capsys.readouterr().err
     assert "a.parquet" in err and "parquet file" in err
     assert (tmp_path / "_shardwise_index.json").read_bytes() == saved
+
+
+@pytest.mark.parametrize("suffix", [".tar.gz", ".tgz"])
+def test_gzip_compressed_shards_stream_whole(tmp_path: Path, suffix: str) -> None:
+    import gzip
+
+    for f in range(3):
+        raw = _tar(tmp_path / "raw.tar", _good(20, 20 * f)).read_bytes()
+        (tmp_path / f"shard-{f}{suffix}").write_bytes(gzip.compress(raw))
+    (tmp_path / "raw.tar").unlink()
+    index = open_dataset(str(tmp_path), progress=False)
+    assert index.format == "webdataset" and index.num_units == 3 and index.num_samples == 60
+    ds = StreamingDataset(str(tmp_path), batch_size=4, seed=2, rank=0, world_size=1)
+    got = [(s["__key__"], s["txt"]) for s in ds]
+    assert sorted(got) == [(f"s{i:03d}", b"t%d" % i) for i in range(60)]
+    (tmp_path / f"shard-1{suffix}").write_bytes((tmp_path / f"shard-1{suffix}").read_bytes()[:-40])
+    with pytest.raises(FormatError, match=f"shard-1{suffix}"):
+        open_dataset(str(tmp_path), progress=False, refresh=True)

@@ -118,7 +118,7 @@ def detect_format(path: str) -> str:
     if name is not None:
         return name
     raise FormatError(
-        "unknown format (expected .parquet, .jsonl[.gz|.zst], .json, .ndjson or .tar); "
+        "unknown format (expected .parquet, .jsonl[.gz|.zst], .json, .ndjson, .tar, .tar.gz or .tgz); "
         "pass format=... to choose one",
         path,
     )

@@ -8,11 +8,13 @@ member; callers that skip bad samples catch it and quarantine the sample.
 
 from __future__ import annotations
 
+import gzip
 import posixpath
 import tarfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, cast
 
 from shardwise.errors import FormatError, UnsafeMemberError
 
@@ -51,22 +53,34 @@ class RawSample:
 
     key: str
     fields: dict[str, tarfile.TarInfo] = field(default_factory=dict)
+    data: dict[str, bytes] = field(default_factory=dict)  # member bytes, for compressed tars
     problem: str | None = None
     member: str = ""
     unsafe: bool = False  # the problem is a member that could escape or is not a file
 
 
-def iter_samples(tar_path: str, f: IO[bytes]) -> Iterator[RawSample]:
+def is_compressed(tar_path: str) -> bool:
+    """A gzip-compressed shard (``.tar.gz``, ``.tgz``): read as a stream, whole."""
+    lower = tar_path.lower()
+    return lower.endswith((".tar.gz", ".tgz"))
+
+
+def iter_samples(tar_path: str, f: IO[bytes], keep_data: bool = False) -> Iterator[RawSample]:
     """Group consecutive members with the same key into samples (headers only).
 
     A sample's members must be adjacent: a key that comes back after another key
     (``a.txt``, ``b.txt``, ``a.json``) would make two half-samples with one key, so
     that second part is a bad sample naming the key. A field that repeats within a
-    sample is bad too. Directories are ignored.
+    sample is bad too. Directories are ignored. A compressed shard is read as one
+    stream; with ``keep_data`` each safe member's bytes are kept on its sample (memory:
+    one sample), since a stream cannot seek back to them.
     """
+    stream = is_compressed(tar_path)
+    # gzip.GzipFile checks the stream's length and CRC at its end
+    source = cast(IO[bytes], gzip.GzipFile(fileobj=f, mode="rb")) if stream else f
     try:
-        tf = tarfile.open(fileobj=f, mode="r:")  # noqa: SIM115 - closed in finally below
-    except tarfile.TarError as exc:
+        tf = tarfile.open(fileobj=source, mode="r|" if stream else "r:")  # noqa: SIM115 - closed below
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         raise FormatError(f"not a readable tar file ({exc})", tar_path, "header at offset 0") from exc
     current: RawSample | None = None
     finished: set[str] = set()  # keys of samples already complete in this tar
@@ -75,7 +89,7 @@ def iter_samples(tar_path: str, f: IO[bytes]) -> Iterator[RawSample]:
         while True:
             try:
                 m = tf.next()
-            except tarfile.TarError as exc:
+            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
                 raise FormatError(f"corrupt or truncated tar ({exc})", tar_path, f"header at offset {offset}") from exc
             if m is None:
                 break
@@ -99,11 +113,36 @@ def iter_samples(tar_path: str, f: IO[bytes]) -> Iterator[RawSample]:
             if problem is not None and (current.problem is None or (unsafe_member and not current.unsafe)):
                 current.problem, current.member, current.unsafe = problem, m.name, unsafe_member
             current.fields[ext] = m
-        _check_complete(tar_path, f, tf)
+            if keep_data and stream and problem is None:
+                current.data[ext] = _member_bytes(tar_path, tf, m)
+        if stream:
+            _drain(tar_path, source)
+        else:
+            _check_complete(tar_path, f, tf)
     finally:
         tf.close()
     if current is not None:
         yield current
+
+
+def _drain(tar_path: str, source: IO[bytes]) -> None:
+    """Read a compressed shard to its end, so gzip checks its length and CRC."""
+    try:
+        while source.read(1 << 20):
+            pass
+    except (OSError, EOFError, zlib.error) as exc:
+        raise FormatError(f"corrupt or truncated gzip stream ({exc})", tar_path, "end of file") from exc
+
+
+def _member_bytes(tar_path: str, tf: tarfile.TarFile, m: tarfile.TarInfo) -> bytes:
+    try:
+        src = tf.extractfile(m)
+        data = src.read() if src is not None else b""
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise FormatError(f"corrupt or truncated member data ({exc})", tar_path, f"member {m.name}") from exc
+    if len(data) != m.size:
+        raise FormatError(f"truncated member data ({len(data)} of {m.size} bytes)", tar_path, f"member {m.name}")
+    return data
 
 
 def _check_complete(tar_path: str, f: IO[bytes], tf: tarfile.TarFile) -> None:

@@ -24,7 +24,7 @@ SUFFIXES: tuple[tuple[str, str], ...] = (
     (".jsonl", "jsonl"), (".jsonl.gz", "jsonl"), (".jsonl.zst", "jsonl"),
     (".json", "jsonl"), (".json.gz", "jsonl"), (".json.zst", "jsonl"),
     (".ndjson", "jsonl"), (".ndjson.gz", "jsonl"), (".ndjson.zst", "jsonl"),
-    (".tar", "webdataset"),
+    (".tar", "webdataset"), (".tar.gz", "webdataset"), (".tgz", "webdataset"),
 )
 
 

@@ -94,7 +94,7 @@ class WebDatasetFormat:
         rows: list[dict[str, Any]] = []
         with open_input(unit.path, **self.storage_options) as f:
             data = _DataReader(unit.path, f)
-            for sample in iter_samples(unit.path, f):
+            for sample in iter_samples(unit.path, f, keep_data=True):
                 row = self._row(unit.path, sample, names, data, on_error, q)
                 if row is not None:
                     rows.append(row)
@@ -129,7 +129,7 @@ class WebDatasetFormat:
         row: dict[str, Any] = {KEY: s.key}
         for name in names[1:]:
             m = s.fields.get(name)
-            row[name] = None if m is None else data.read(m)
+            row[name] = None if m is None else s.data[name] if name in s.data else data.read(m)
         return row
 
     def open_writer(self, prefix: str, **options: Any) -> WebDatasetShardWriter:
