@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 import pyarrow as pa
 import xxhash
 
+from shardwise.errors import ConfigError
 from shardwise.formats.base import WrittenFile
 from shardwise.storage import atomic_write
 
@@ -28,7 +29,7 @@ class RollingWriter(ABC):
 
     def __init__(self, prefix: str, ext: str, target_shard_bytes: int, storage_options: dict | None = None) -> None:
         if target_shard_bytes < 1:
-            raise ValueError(f"target_shard_bytes must be >= 1, got {target_shard_bytes}")
+            raise ConfigError(f"target_shard_bytes must be >= 1, got {target_shard_bytes}")
         self.prefix = prefix
         self.ext = ext
         self.target_shard_bytes = target_shard_bytes
@@ -45,7 +46,7 @@ class RollingWriter(ABC):
         overshoot the target by at most about that much, whatever the input batch size.
         """
         if self._closed:
-            raise ValueError("writer is closed")
+            raise ConfigError("writer is closed")
         if batch.num_rows == 0:
             return
         piece = self.target_shard_bytes // 8

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 
-from shardwise.errors import FormatError
+from shardwise.errors import ConfigError, FormatError
 from shardwise.formats._lines import compression_of, count_records, iter_aligned, split_ranges
 from shardwise.formats._writer import RollingWriter
 from shardwise.formats.base import OnError, Quarantine, Unit, suffixes_of, table_of
@@ -61,7 +61,7 @@ class JsonlFormat:
         self, unit_bytes: int = 32 * 2**20, block_bytes: int = 8 * 2**20, storage_options: dict[str, Any] | None = None
     ) -> None:
         if unit_bytes < 1 or block_bytes < 1:
-            raise ValueError("unit_bytes and block_bytes must be >= 1")
+            raise ConfigError("unit_bytes and block_bytes must be >= 1")
         self.unit_bytes = unit_bytes
         self.block_bytes = block_bytes
         self.storage_options = storage_options or {}
@@ -144,6 +144,10 @@ def _parse_block(
         return good
 
 
+class _BadRecord(Exception):
+    """A record that is not one (internal: turned into a FormatError or quarantined)."""
+
+
 MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have
 _OPEN = np.zeros(256, dtype=np.int8)
 _OPEN[[ord("["), ord("{")]] = 1
@@ -188,7 +192,7 @@ def _sample_rows(sample: bytes) -> list[dict[str, Any]]:
         if raw.strip(b" \t\r"):
             try:
                 rows.append(_decode_line(raw, None))
-            except ValueError:
+            except _BadRecord:
                 continue  # bad records are found (and named) when the units are read
     return rows
 
@@ -222,7 +226,7 @@ def _parse_lines(
         where = f"line {first_line + offset}"
         try:
             row = _decode_line(raw, schema)
-        except ValueError as exc:
+        except _BadRecord as exc:
             if on_error == "raise":
                 raise FormatError(str(exc), path, where) from None
             q.add(path, where, str(exc))
@@ -237,17 +241,17 @@ def _decode_line(raw: bytes, schema: pa.Schema | None) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"invalid UTF-8 at byte {exc.start} of the line") from None
+        raise _BadRecord(f"invalid UTF-8 at byte {exc.start} of the line") from None
     if _depth_bound(raw) > MAX_DEPTH and exact_depth(raw) > MAX_DEPTH:
-        raise ValueError(f"record nested deeper than {MAX_DEPTH} levels")
+        raise _BadRecord(f"record nested deeper than {MAX_DEPTH} levels")
     try:
         row = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+        raise _BadRecord(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
-        raise ValueError(f"record nested deeper than {MAX_DEPTH} levels") from None
+        raise _BadRecord(f"record nested deeper than {MAX_DEPTH} levels") from None
     if not isinstance(row, dict):
-        raise ValueError(f"expected a JSON object, got {type(row).__name__}")
+        raise _BadRecord(f"expected a JSON object, got {type(row).__name__}")
     if schema is not None:
         for name in _mixed_fields(schema):
             value = row.get(name)
@@ -255,11 +259,11 @@ def _decode_line(raw: bytes, schema: pa.Schema | None) -> dict[str, Any]:
                 row[name] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         extra = [k for k in row if k not in schema.names]
         if extra:
-            raise ValueError(f"field(s) {extra} not in the dataset schema {schema.names}")
+            raise _BadRecord(f"field(s) {extra} not in the dataset schema {schema.names}")
         try:
             pa.Table.from_pylist([row], schema=schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
-            raise ValueError(f"value does not fit the schema: {exc}") from None
+            raise _BadRecord(f"value does not fit the schema: {exc}") from None
     return row
 
 
@@ -270,7 +274,7 @@ def _json_default(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, datetime.timedelta):
         return value.total_seconds()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+    raise FormatError(f"{type(value).__name__} values cannot be written as JSON")
 
 
 class JsonlShardWriter(RollingWriter):
@@ -296,7 +300,7 @@ class JsonlShardWriter(RollingWriter):
     ) -> None:
         exts = {None: "jsonl", "gzip": "jsonl.gz", "zstd": "jsonl.zst"}
         if compression not in exts:
-            raise ValueError(f"compression must be None, 'gzip' or 'zstd', got {compression!r}")
+            raise ConfigError(f"compression must be None, 'gzip' or 'zstd', got {compression!r}")
         super().__init__(prefix, exts[compression], target_shard_bytes, storage_options)
         self.compression = compression
 

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardwise.errors import FormatError
+from shardwise.errors import ConfigError, FormatError
 from shardwise.formats._writer import RollingWriter
 from shardwise.formats.base import OnError, Quarantine, Unit, suffixes_of
 from shardwise.storage import open_arrow_input
@@ -38,7 +38,7 @@ class ParquetFormat:
 
     def __init__(self, batch_rows: int = 65536, storage_options: dict[str, Any] | None = None) -> None:
         if batch_rows < 1:
-            raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+            raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
         self.batch_rows = batch_rows
         self.storage_options = storage_options or {}
 
@@ -157,7 +157,7 @@ class ParquetShardWriter(RollingWriter):
     ) -> None:
         super().__init__(prefix, "parquet", target_shard_bytes, storage_options)
         if row_group_rows < 1:
-            raise ValueError(f"row_group_rows must be >= 1, got {row_group_rows}")
+            raise ConfigError(f"row_group_rows must be >= 1, got {row_group_rows}")
         self.row_group_rows = row_group_rows
         self.compression = compression
         self._writer: pq.ParquetWriter | None = None

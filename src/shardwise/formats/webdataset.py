@@ -89,7 +89,7 @@ class WebDatasetFormat:
         names = [KEY] + [c for c in (columns if columns is not None else schema.names) if c != KEY]
         missing = [c for c in names if c not in schema.names]
         if missing:
-            raise ValueError(f"unknown columns {missing}; the shards have {schema.names}")
+            raise ConfigError(f"unknown columns {missing}; the shards have {schema.names}")
         out_schema = pa.schema([schema.field(c) for c in names])
         rows: list[dict[str, Any]] = []
         with open_input(unit.path, **self.storage_options) as f:
@@ -191,7 +191,7 @@ class WebDatasetShardWriter(RollingWriter):
     def write(self, batch: pa.RecordBatch) -> None:
         """Write samples one at a time so rollover happens between samples."""
         if KEY not in batch.schema.names:
-            raise ValueError(f"a WebDataset batch needs a {KEY!r} column; got {batch.schema.names}")
+            raise FormatError(f"a WebDataset batch needs a {KEY!r} column; got {batch.schema.names}")
         for i in range(batch.num_rows):
             super().write(batch.slice(i, 1))
 
@@ -205,9 +205,9 @@ class WebDatasetShardWriter(RollingWriter):
         row = batch.to_pylist()[0]
         key = row.pop(KEY)
         if not key or not isinstance(key, str):
-            raise ValueError(f"{KEY} must be a non-empty string, got {key!r}")
+            raise FormatError(f"{KEY} must be a non-empty string, got {key!r}")
         if all(value is None for value in row.values()):
-            raise ValueError(f"sample {key!r} has no non-null field; a WebDataset sample needs at least one member")
+            raise FormatError(f"sample {key!r} has no non-null field; a WebDataset sample needs at least one member")
         for name, value in row.items():
             if value is None:
                 continue
