@@ -1,0 +1,81 @@
+"""A frozen digest of many plans: random counts, topologies, seeds, epochs, shuffles, and
+resumes on the same and on other topologies. Any change to what a plan yields (even an
+order that still meets every contract) changes it: such a change breaks the resume of
+every saved loader state, so it must be deliberate (update the digest and say so)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from shardwise.errors import PlanError
+from shardwise.plan import EpochPlan, Topology
+from shardwise.plan.cut import cut, delivered
+
+FROZEN = "f4c6343c39b2e0ebcb02c8a596f9f479b3079b9e1c8902ad06be21ecb8c7dd75"
+
+
+def _topology(rng: np.random.Generator) -> Topology:
+    return Topology(int(rng.integers(1, 4)), int(rng.integers(1, 4)), int(rng.integers(1, 6)),
+                    bool(rng.integers(0, 2)), int(rng.integers(1, 5)))
+
+
+def _feed(h: Any, p: EpochPlan) -> None:
+    for r in range(p.topology.world_size):
+        for b in p.rank_batches(r):
+            h.update(b.tobytes())
+
+
+def test_plans_are_frozen() -> None:
+    h = hashlib.sha256()
+    rng = np.random.default_rng(123)
+    for _ in range(40):
+        counts = rng.integers(0, 60, size=int(rng.integers(1, 30)))
+        if counts.sum() == 0:
+            counts[0] = 5
+        t = _topology(rng)
+        try:
+            p = EpochPlan(counts, t, seed=int(rng.integers(0, 100)), epoch=int(rng.integers(0, 3)),
+                          shuffle=bool(rng.integers(0, 4)))
+        except Exception as e:
+            h.update(repr(type(e)).encode())
+            continue
+        _feed(h, p)
+        h.update(str((p.num_left_out, p.num_padded, p.batches_per_rank)).encode())
+        q = p
+        for _ in range(2):
+            k = int(rng.integers(0, q.batches_per_rank + 1))
+            t2 = _topology(rng) if rng.integers(0, 2) else q.topology
+            try:
+                q = q.resume(k, t2)
+            except Exception as e:
+                h.update(repr(type(e)).encode())
+                break
+            _feed(h, q)
+            h.update(str((q.num_left_out, q.num_padded, q.batches_per_rank, q.generation)).encode())
+    assert h.hexdigest() == FROZEN
+
+
+def test_cut_shares_whole_batches_and_accounts_for_every_sample() -> None:
+    for n in range(0, 200, 7):
+        for ws, nw, b in ((1, 1, 1), (2, 3, 4), (4, 2, 5)):
+            for drop in (True, False):
+                t = Topology(ws, nw, b, drop)
+                try:
+                    c = cut(n, t)
+                except PlanError:
+                    assert n == 0 or (drop and n < ws * nw * b)
+                    continue
+                assert c.samples_per_worker % b == 0
+                assert c.samples_per_worker * t.slots == n - c.num_left_out + c.num_padded
+                assert c.num_left_out < ws * nw * b and c.num_padded < ws * nw * b
+                assert c.num_left_out == 0 or c.num_padded == 0
+
+
+def test_delivered_follows_the_dataloader_round_robin() -> None:
+    for workers in (1, 2, 3, 5):
+        for consumed in range(20):
+            got = [delivered(slot, consumed, workers) for slot in range(workers)]
+            assert sum(got) == consumed and max(got) - min(got) <= 1
