@@ -31,11 +31,17 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 
 from shardwise.errors import ConfigError, FormatError
+from shardwise.formats._jsonrules import (
+    MAX_DEPTH,
+    depth_bound,
+    exact_depth,
+    infer_schema,
+    mixed_fields,
+)
 from shardwise.formats._lines import compression_of, count_records, iter_aligned, split_ranges
 from shardwise.formats._writer import RollingWriter
 from shardwise.formats.base import OnError, Quarantine, Unit, suffixes_of, table_of
@@ -131,7 +137,7 @@ def _parse_block(
     block: bytes, schema: pa.Schema, path: str, first_line: int, on_error: OnError, q: Quarantine
 ) -> pa.Table | None:
     """Fast path with pyarrow.json; per-line fallback to locate bad records."""
-    if _depth_bound(block) > MAX_DEPTH:  # never hand deep nesting to Arrow's parser
+    if depth_bound(block) > MAX_DEPTH:  # never hand deep nesting to Arrow's parser
         good, _ = _parse_lines(block, schema, path, first_line, on_error, q)
         return good
     try:
@@ -148,44 +154,6 @@ class _BadRecord(Exception):
     """A record that is not one (internal: turned into a FormatError or quarantined)."""
 
 
-MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have
-_OPEN = np.zeros(256, dtype=np.int8)
-_OPEN[[ord("["), ord("{")]] = 1
-_OPEN[[ord("]"), ord("}")]] = -1
-_MIXED = {b"shardwise.mixed": b"json"}  # field metadata: values of several JSON types
-
-
-def _depth_bound(data: bytes) -> int:
-    """An upper bound of the nesting depth in ``data`` (brackets inside strings count
-    too, so it may overestimate, never underestimate); vectorised."""
-    if not data:
-        return 0
-    steps = _OPEN[np.frombuffer(data, dtype=np.uint8)]
-    return int(np.cumsum(steps, dtype=np.int64).max(initial=0)) if steps.any() else 0
-
-
-def exact_depth(raw: bytes) -> int:
-    """The nesting depth of one JSON text, ignoring brackets inside strings."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
-
-
 def _sample_rows(sample: bytes) -> list[dict[str, Any]]:
     rows = []
     for raw in sample.split(b"\n"):
@@ -195,25 +163,6 @@ def _sample_rows(sample: bytes) -> list[dict[str, Any]]:
             except _BadRecord:
                 continue  # bad records are found (and named) when the units are read
     return rows
-
-
-def infer_schema(rows: list[dict[str, Any]]) -> pa.Schema:
-    """One Arrow type per field (see the module docstring for mixed types)."""
-    names = list(dict.fromkeys(k for row in rows for k in row))
-    fields = []
-    for name in names:
-        values = [row.get(name) for row in rows]
-        try:
-            t = pa.array(values).type
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
-            fields.append(pa.field(name, pa.string(), metadata=_MIXED))
-            continue
-        fields.append(pa.field(name, pa.string() if pa.types.is_null(t) else t))
-    return pa.schema(fields)
-
-
-def _mixed_fields(schema: pa.Schema) -> list[str]:
-    return [f.name for f in schema if f.metadata and f.metadata.get(b"shardwise.mixed") == b"json"]
 
 
 def _parse_lines(
@@ -242,7 +191,7 @@ def _decode_line(raw: bytes, schema: pa.Schema | None) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _BadRecord(f"invalid UTF-8 at byte {exc.start} of the line") from None
-    if _depth_bound(raw) > MAX_DEPTH and exact_depth(raw) > MAX_DEPTH:
+    if depth_bound(raw) > MAX_DEPTH and exact_depth(raw) > MAX_DEPTH:
         raise _BadRecord(f"record nested deeper than {MAX_DEPTH} levels")
     try:
         row = json.loads(text)
@@ -253,7 +202,7 @@ def _decode_line(raw: bytes, schema: pa.Schema | None) -> dict[str, Any]:
     if not isinstance(row, dict):
         raise _BadRecord(f"expected a JSON object, got {type(row).__name__}")
     if schema is not None:
-        for name in _mixed_fields(schema):
+        for name in mixed_fields(schema):
             value = row.get(name)
             if value is not None and not isinstance(value, str):
                 row[name] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError
 from shardwise.formats import OnError, Quarantine, get_format
-from shardwise.index import DatasetIndex, _cache_root
+from shardwise.index import DatasetIndex, cache_root
 from shardwise.storage import atomic_write
 
 __all__ = ["UnitReader", "count_rows"]
@@ -104,7 +104,7 @@ def count_rows(
     from shardwise.parallel import parallel_map
 
     key = _filter_key(index, f"{filter}|{on_error}")
-    path = os.path.join(_cache_root(cache_dir), "filters", key + ".json")
+    path = os.path.join(cache_root(cache_dir), "filters", key + ".json")
     try:
         with open(path) as f:
             cached = json.load(f)

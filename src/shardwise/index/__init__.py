@@ -1,0 +1,152 @@
+"""Dataset index: every unit of every file with its exact sample count.
+
+``open_dataset(paths)`` expands paths and globs, reads only what it needs from each
+file (Parquet footers, tar headers, JSONL newlines), and returns a
+:class:`DatasetIndex`. The index is saved beside the data (``_shardwise_index.json``
+in the dataset directory) or, when that is not possible, in a cache directory, and
+reused per file only while the file's size and fingerprint (mtime or ETag) match.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from shardwise.errors import FormatError
+from shardwise.formats import (
+    OnError,
+    Unit,
+    check_format_options,
+    check_on_error,
+    format_class,
+    get_format,
+)
+from shardwise.index.model import INDEX_NAME, DatasetIndex, FileEntry
+from shardwise.index.sources import MANIFEST_NAME, choose_format, expand_with_manifests, file_infos
+from shardwise.index.store import cache_root, index_location, load_saved, save
+from shardwise.storage import FileInfo
+
+__all__ = ["INDEX_NAME", "MANIFEST_NAME", "OPEN_OPTIONS", "DatasetIndex", "FileEntry", "cache_root",
+           "open_dataset"]
+
+
+def _index_one(args: tuple[str, str, int, dict[str, Any], dict[str, Any]]) -> tuple[list[Unit], pa.Schema]:
+    path, fmt_name, size, fmt_options, storage_options = args
+    fmt = get_format(fmt_name, storage_options=storage_options, **fmt_options)
+    return fmt.list_units(path, size), fmt.read_schema(path)
+
+
+# open_dataset's own keyword arguments (the rest go to the format)
+OPEN_OPTIONS = ("format", "cache_dir", "refresh", "progress", "storage_options", "on_error")
+
+
+def open_dataset(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    format: str | None = None,
+    *,
+    cache_dir: str | None = None,
+    refresh: bool = False,
+    progress: bool = True,
+    storage_options: dict[str, Any] | None = None,
+    on_error: OnError = "raise",
+    **format_options: Any,
+) -> DatasetIndex:
+    """Index a dataset: expand paths/globs and count the samples of every unit.
+
+    Args:
+        paths: a file, directory, glob or URL, or a list of them.
+        format: ``"parquet"``, ``"jsonl"`` or ``"webdataset"``; detected from file
+            suffixes when omitted (all files must then share one format).
+        cache_dir: where to keep the index when it cannot be saved beside the data
+            (default ``$SHARDWISE_CACHE_DIR`` or ``~/.cache/shardwise``).
+        refresh: ignore any saved index and re-read every file.
+        progress: show a progress bar while indexing.
+        storage_options: fsspec options (credentials, endpoint) for remote paths.
+        on_error: for formats that find bad records while indexing (WebDataset: unsafe
+            members, keys whose members are not adjacent), ``"raise"`` refuses the file
+            naming it and the member, ``"skip"`` leaves those samples out of the counts.
+        **format_options: passed to the format, e.g. ``unit_bytes`` for JSONL.
+
+    Returns:
+        The :class:`DatasetIndex`.
+
+    Raises:
+        EmptyDatasetError: nothing matched ``paths``.
+        FormatError: unknown or mixed formats, or a file that cannot be indexed.
+    """
+    check_format_options(format, format_options, "open_dataset", OPEN_OPTIONS)
+    opts = storage_options or {}
+    spec = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+    files = expand_with_manifests(spec, opts)
+    fmt_name = choose_format(files, format)
+    if "on_error" in inspect.signature(format_class(fmt_name)).parameters:
+        format_options = {**format_options, "on_error": check_on_error(on_error)}
+    infos = file_infos(files, opts)
+    location = index_location(spec, fmt_name, format_options, cache_dir, opts)
+    saved = None if refresh else load_saved(location, fmt_name, format_options, opts)
+    index = _build(fmt_name, infos, saved, format_options, progress, opts)
+    index.storage_options = opts
+    if index.reused_files < len(infos) or saved is None or len(saved.files) != len(infos):
+        index.location = save(index, location, format_options, cache_dir, spec, opts)
+    else:
+        index.location = location
+    return index
+
+
+def _build(
+    fmt_name: str,
+    infos: list[FileInfo],
+    saved: DatasetIndex | None,
+    format_options: dict[str, Any],
+    progress: bool,
+    storage_options: dict[str, Any],
+) -> DatasetIndex:
+    from shardwise.parallel import parallel_map
+
+    reuse = _reusable(saved, infos)
+    todo = [fi for fi in infos if fi.path not in reuse]
+    args = [(fi.path, fmt_name, fi.size, format_options, storage_options) for fi in todo]
+    from shardwise.parallel import active_backend
+
+    backend = "thread" if len(args) < 64 and active_backend() is None else None
+    fresh = parallel_map(_index_one, args, backend=backend, desc="index files", progress=progress and len(args) > 1)
+    built = dict(zip((fi.path for fi in todo), fresh))
+    files, units, schemas = [], [], []
+    for fi in infos:
+        f_units, schema = reuse[fi.path] if fi.path in reuse else built[fi.path]
+        files.append(FileEntry(fi.path, fi.size, fi.fingerprint, len(f_units), sum(u.num_samples for u in f_units)))
+        units.extend(f_units)
+        schemas.append(schema)
+    return DatasetIndex(fmt_name, files, units, _unify(schemas, infos), reused_files=len(reuse))
+
+
+def _reusable(saved: DatasetIndex | None, infos: Iterable[FileInfo]) -> dict[str, tuple[list[Unit], pa.Schema]]:
+    if saved is None:
+        return {}
+    by_path = {f.path: f for f in saved.files}
+    units_by_path: dict[str, list[Unit]] = {}
+    for u in saved.units:
+        units_by_path.setdefault(u.path, []).append(u)
+    out = {}
+    for fi in infos:
+        old = by_path.get(fi.path)
+        if old is not None and old.size == fi.size and old.fingerprint == fi.fingerprint and fi.fingerprint:
+            out[fi.path] = (units_by_path.get(fi.path, []), saved.schema)
+    return out
+
+
+def _unify(schemas: list[pa.Schema], infos: list[FileInfo]) -> pa.Schema:
+    if not schemas:
+        return pa.schema([])
+    try:
+        return pa.unify_schemas(schemas, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        first = schemas[0]
+        for s, fi in zip(schemas, infos):
+            if not s.equals(first):
+                raise FormatError(f"schema does not match the first file's: {exc}", fi.path) from exc
+        raise FormatError(f"schemas cannot be unified: {exc}") from exc
