@@ -40,11 +40,3 @@ def require(module: str, feature: str = "") -> ModuleType:
             raise
         raise MissingExtraError(top, _EXTRAS.get(top, top), feature) from exc
 
-
-def available(module: str) -> bool:
-    """Return True if ``module`` can be imported."""
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        return False
-    return True

@@ -68,8 +68,6 @@ class Backend(ABC):
     """
 
     name: ClassVar[str] = ""
-    #: True if tasks run in the caller's process (a killed worker is the caller).
-    in_process: ClassVar[bool] = False
 
     def __init__(self, n_jobs: int | None = None, **options: Any) -> None:
         self.n_jobs = None if n_jobs in (None, -1) else int(n_jobs)
