@@ -108,3 +108,12 @@ def test_bad_rank_is_a_config_error(tmp_path: Path) -> None:
     pq.write_table(pa.table({"id": list(range(10))}), tmp_path / "t.parquet")
     with pytest.raises(shardwise.ConfigError, match="rank=5, world_size=2"):
         list(shardwise.StreamingDataset(str(tmp_path / "t.parquet"), rank=5, world_size=2))
+
+
+@pytest.mark.parametrize(("kw", "near"), [("chunk_size", "chunksize"), ("n_job", "num_proc"),
+                                          ("n_jobs", "num_proc"), ("max_retry", "max_retries")])
+def test_parallel_map_keyword_typos_are_named(kw: str, near: str) -> None:
+    with pytest.raises(shardwise.ConfigError) as info:
+        shardwise.parallel_map(abs, [1, 2], progress=False, **{kw: 2})
+    assert str(info.value).startswith(f"parallel_map() got an unexpected keyword argument {kw!r}")
+    assert f"did you mean {near!r}" in str(info.value)

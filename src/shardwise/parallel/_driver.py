@@ -6,7 +6,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import difflib
 import importlib
+import inspect
 import itertools
 import os
 import sys
@@ -274,6 +276,17 @@ def _run(
         bar.close()
 
 
+def _check_options(caller: str, options: dict[str, Any]) -> None:
+    known = [p for p in inspect.signature(imap_unordered).parameters if p not in ("fn", "items")]
+    for key in options:
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            if difflib.get_close_matches(key, ["n_jobs"], n=1):
+                hint = " (did you mean 'num_proc'? n_jobs is parallel_backend()'s)"
+            raise ConfigError(f"{caller}() got an unexpected keyword argument {key!r}{hint}")
+
+
 def parallel_map(
     fn: Callable[[T], R],
     items: Iterable[T],
@@ -288,6 +301,7 @@ def parallel_map(
 
     Takes the same arguments as :func:`imap_unordered`.
     """
+    _check_options("parallel_map", options)
     results: dict[int, R] = {}
     for index, value in imap_unordered(
         fn, items, num_proc=num_proc, desc=desc, backend=backend, progress=progress, **options
