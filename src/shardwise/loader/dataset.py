@@ -32,6 +32,7 @@ from shardwise.loader.channel import Seen, TopologyChannel
 from shardwise.loader.convert import Padding, check_padding, check_values, rows, runs, split
 from shardwise.loader.gather import Views, gather
 from shardwise.loader.placement import detect_placement
+from shardwise.loader.position import Position
 from shardwise.loader.prefetch import Prefetcher
 from shardwise.loader.reader import UnitReader, count_rows
 from shardwise.loader.transport import NumpyColumn, setup_worker
@@ -131,10 +132,13 @@ class StreamingDatasetBase:
         else:
             self.counts = self.index.counts()
         self.epoch = 0
+        self._counts_digest: str | None = None
         self._resumes: list[Resume] = []
         self._channel = TopologyChannel.new()  # where DataLoader workers say how many they are
         weakref.finalize(self, self._channel.remove)
         self._seen: Seen | None = None  # the topology iterating in this process, if any
+        self._position: Position | None = None  # what the current iteration yielded
+        self._resume_at: Position | None = None  # a worker's own saved position
         UnitReader(self.index, self.columns, self.filter, on_error)  # validate columns now
         self.topology(1)  # validate batch_size etc. now
 
@@ -172,27 +176,33 @@ class StreamingDatasetBase:
 
     # -- state ------------------------------------------------------------------------
     def _digest(self) -> str:
-        return hashlib.sha1(self.counts.tobytes()).hexdigest()[:16]
+        if self._counts_digest is None:  # asked for after every batch by StatefulDataLoader
+            self._counts_digest = hashlib.sha1(self.counts.tobytes()).hexdigest()[:16]
+        return self._counts_digest
 
-    def state_dict(self, consumed_batches: int) -> dict[str, Any]:
+    def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
         """The position after ``consumed_batches`` batches of this rank in this epoch.
 
         Counted from the start of the epoch, or from the loaded state's position when the
         epoch was resumed. Every rank saves the same state (ranks advance together).
+        Without ``consumed_batches`` (as torchdata's ``StatefulDataLoader`` calls it, in
+        each worker), the state is this worker's own position: the samples its current
+        iteration yielded.
         """
+        if consumed_batches is None:
+            return self._state(position=(self._position or Position(self.epoch, 0, 1, 0, 1)).to_dict())
         world_size, num_workers = self._consumer(consumed_batches)
         p = self.plan(num_workers, world_size)
         if not 0 <= consumed_batches <= p.batches_per_rank:
             raise PlanError(f"consumed_batches must be in [0, {p.batches_per_rank}], got {consumed_batches}")
-        resumed = p.resume(consumed_batches)
-        return {
-            "version": STATE_VERSION,
-            "epoch": self.epoch,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "counts": self._digest(),
-            "resumes": [r.to_dict() for r in resumed.resumes],
-        }
+        return self._state(resumes=[r.to_dict() for r in p.resume(consumed_batches).resumes])
+
+    def _state(self, **fields: Any) -> dict[str, Any]:
+        state = {"version": STATE_VERSION, "epoch": self.epoch, "seed": self.seed,
+                 "shuffle": self.shuffle, "counts": self._digest(),
+                 "resumes": [r.to_dict() for r in self._resumes]}
+        state.update(fields)
+        return state
 
     def _consumer(self, consumed_batches: int) -> tuple[int, int]:
         """(world_size, num_workers) of whatever iterated this dataset most recently: a
@@ -218,6 +228,7 @@ class StreamingDatasetBase:
             raise PlanError("the loader state was saved with another seed or shuffle setting")
         self.epoch = int(state["epoch"])
         self._resumes = [Resume.from_dict(r) for r in state["resumes"]]
+        self._resume_at = Position.from_dict(state["position"]) if "position" in state else None
         self.plan()  # fail now, not inside a worker
 
     # -- iteration --------------------------------------------------------------------
@@ -230,15 +241,30 @@ class StreamingDatasetBase:
         else:
             self._seen = Seen(world_size, num_workers, time.time())
         wp = self.plan(num_workers, world_size).worker(rank, worker_id)
-        reader = UnitReader(self.index, self.columns, self.filter, self.on_error)
-        tables = self._window_tables(wp, reader)
+        here = Position(self.epoch, rank, world_size, worker_id, num_workers)
+        if self._resume_at is not None and self._resume_at.where() == here.where():
+            done = min(self._resume_at.samples, wp.num_samples)  # this worker's own progress
+            wp.skip, wp.num_samples = wp.skip + done, wp.num_samples - done
+            here = Position(*here.where(), done)
+        self._resume_at, self._position = None, here
+        yielded = here.samples
+        for item, n in self._items(wp):
+            yielded += n  # counted as handed over: a state taken now includes this item
+            self._position = Position(*here.where(), yielded)
+            yield item
+
+    def _items(self, wp: Any) -> Iterator[tuple[Any, int]]:
+        """Samples (per-sample mode) or batches, each with its number of samples."""
+        tables = self._window_tables(wp, UnitReader(self.index, self.columns, self.filter, self.on_error))
         if self.batch_format is None:
             for table in tables:
                 for batch in table.to_batches(max_chunksize=1024):
-                    yield from rows(batch)
+                    for row in rows(batch):
+                        yield row, 1
             return
         for run in runs(tables, self.batch_size):
-            yield from split(run, self.batch_size, self.batch_format, self.pad_to)
+            for batch in split(run, self.batch_size, self.batch_format, self.pad_to):
+                yield batch, self.batch_size
 
     def _window_tables(self, wp: Any, reader: UnitReader) -> Iterator[pa.Table]:
         windows = list(wp.iter_windows())
