@@ -112,6 +112,14 @@ def test_main_functions_in_a_jupyter_kernel(tmp_path: Path) -> None:
         km.shutdown_kernel(now=True)
 
 
+def _failing_map(backend: str, n: int, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A parallel_map in a fresh interpreter that is expected to fail with exit code 1."""
+    code = f"from shardwise import parallel_map\nparallel_map(abs, range({n}), progress=False, backend={backend!r})\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    return proc
+
+
 def test_a_worker_that_cannot_start_fails_once_with_its_stderr(tmp_path: Path) -> None:
     (tmp_path / "sitecustomize.py").write_text(
         "import os, sys\n"
@@ -121,10 +129,7 @@ def test_a_worker_that_cannot_start_fails_once_with_its_stderr(tmp_path: Path) -
         "    os._exit(3)\n")
     env = _env(tmp_path)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
-    code = "from shardwise import parallel_map\nparallel_map(abs, range(1000), progress=False, backend='local')\n"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=120)
-    assert proc.returncode == 1
+    proc = _failing_map("local", 1000, env, tmp_path)
     assert "WorkerStartError" in proc.stderr and "exit code 3" in proc.stderr
     assert "no GPU driver here" in proc.stderr
     raised = [line for line in proc.stderr.splitlines() if line.endswith("WorkerStartError: a local worker "
@@ -141,9 +146,6 @@ def test_spark_without_java_says_what_to_install(java_home: str | None, tmp_path
     env.pop("JAVA_HOME", None)
     if java_home:
         env["JAVA_HOME"] = java_home
-    code = "from shardwise import parallel_map\nparallel_map(abs, range(10), backend='spark', progress=False)\n"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=120)
-    assert proc.returncode == 1
+    proc = _failing_map("spark", 10, env, tmp_path)
     assert "MissingJavaError" in proc.stderr and "needs a Java runtime (JDK 17)" in proc.stderr
     assert "JAVA_HOME" in proc.stderr

@@ -8,9 +8,9 @@ and the processing planner can cut work by the data, never by the worker count.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import pyarrow as pa
 
@@ -163,12 +163,19 @@ class Format(Protocol):
         ...
 
 
-def table_of(batches: Iterable[pa.RecordBatch], schema: pa.Schema | None) -> pa.Table | None:
-    """Batches of one unit as one table (for formats that decode record by record)."""
-    got = list(batches)
-    if not got:
-        return None
-    return pa.Table.from_batches(got, schema=got[0].schema if schema is None else None)
+class _ReadsUnits(Protocol):
+    def read_unit(self, unit: Unit, **kwargs: Any) -> Iterator[pa.RecordBatch]: ...
+
+
+class TableFromBatches:
+    """``read_table`` for formats that decode record by record: the unit's batches from
+    ``read_unit`` as one table (``None`` when nothing is left)."""
+
+    def read_table(self: _ReadsUnits, unit: Unit, *, use_threads: bool = True,
+                   **kwargs: Any) -> pa.Table | None:
+        """The unit's rows as one table (see ``read_unit``); ``None`` when empty."""
+        got = list(self.read_unit(unit, **kwargs))
+        return pa.Table.from_batches(got) if got else None
 
 
 @dataclass(frozen=True)

@@ -44,14 +44,14 @@ from shardwise.formats._jsonrules import (
 )
 from shardwise.formats._lines import compression_of, count_records, iter_aligned, split_ranges
 from shardwise.formats._writer import RollingWriter
-from shardwise.formats.base import OnError, Quarantine, Unit, suffixes_of, table_of
+from shardwise.formats.base import OnError, Quarantine, TableFromBatches, Unit, suffixes_of
 
 __all__ = ["JsonlFormat", "JsonlShardWriter"]
 
 _SAMPLE_BYTES = 1 << 20
 
 
-class JsonlFormat:
+class JsonlFormat(TableFromBatches):
     """JSON Lines files (optionally ``.gz``/``.zst``); a unit is a byte range.
 
     Args:
@@ -113,20 +113,6 @@ class JsonlFormat:
                 if columns is not None:
                     table = table.select(list(columns))
                 yield from table.to_batches()
-
-    def read_table(
-        self,
-        unit: Unit,
-        *,
-        columns: Sequence[str] | None = None,
-        on_error: OnError = "raise",
-        quarantine: Quarantine | None = None,
-        schema: pa.Schema | None = None,
-        use_threads: bool = True,
-    ) -> pa.Table | None:
-        """The unit's rows as one table (see :meth:`read_unit`); ``None`` when empty."""
-        return table_of(self.read_unit(unit, columns=columns, on_error=on_error, quarantine=quarantine,
-                                       schema=schema), schema)
 
     def open_writer(self, prefix: str, **options: Any) -> JsonlShardWriter:
         """Return a rolling writer of ``{prefix}-{n:05d}.jsonl[.gz|.zst]`` shards."""

@@ -20,7 +20,14 @@ import pyarrow as pa
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats._tarsafe import RawSample, iter_samples, unsafe
 from shardwise.formats._writer import RollingWriter
-from shardwise.formats.base import OnError, Quarantine, Unit, check_on_error, suffixes_of, table_of
+from shardwise.formats.base import (
+    OnError,
+    Quarantine,
+    TableFromBatches,
+    Unit,
+    check_on_error,
+    suffixes_of,
+)
 from shardwise.storage import open_input
 
 __all__ = ["WebDatasetFormat", "WebDatasetShardWriter"]
@@ -29,7 +36,7 @@ KEY = "__key__"
 _SCHEMA_SAMPLES = 256
 
 
-class WebDatasetFormat:
+class WebDatasetFormat(TableFromBatches):
     """WebDataset ``.tar`` shards.
 
     Args:
@@ -103,20 +110,6 @@ class WebDatasetFormat:
                     rows = []
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=out_schema)
-
-    def read_table(
-        self,
-        unit: Unit,
-        *,
-        columns: Sequence[str] | None = None,
-        on_error: OnError = "raise",
-        quarantine: Quarantine | None = None,
-        schema: pa.Schema | None = None,
-        use_threads: bool = True,
-    ) -> pa.Table | None:
-        """The unit's rows as one table (see :meth:`read_unit`); ``None`` when empty."""
-        return table_of(self.read_unit(unit, columns=columns, on_error=on_error, quarantine=quarantine,
-                                       schema=schema), schema)
 
     def _row(
         self, path: str, s: RawSample, names: list[str], data: _DataReader, on_error: OnError, q: Quarantine
