@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 from tqdm.auto import tqdm
 
 from shardwise.errors import ConfigError, TaskError
-from shardwise.parallel.base import Backend, BackendSpec, WorkerLost
+from shardwise.parallel._task import Outcome
+from shardwise.parallel.base import Backend, BackendSpec, Session, WorkerLost
 
 __all__ = [
     "active_backend",
@@ -213,67 +214,76 @@ def _run(
     retry_on: tuple[type[BaseException], ...],
     count_unit: str | None,
 ) -> Iterator[tuple[int, Any]]:
-    numbered = enumerate(source)
-    chunks: dict[int, list[tuple[int, Any]]] = {}
-    attempts: dict[int, int] = {}
-    next_id = itertools.count()
-    exhausted = False
     bar = _bar(total, desc, progress)
     counter_bar = _bar(None, f"{desc or 'tasks'} ({count_unit})", progress, count_unit) if count_unit else None
-    session = inst.open(fn, retry_on, parallelism)
+    flight = _InFlight(inst.open(fn, retry_on, parallelism), bar, max_retries)
+    numbered = enumerate(source)
+    exhausted = False
     cancel = True
     try:
         while True:
-            while not exhausted and len(chunks) < limit:
-                chunk = list(itertools.islice(numbered, size))
-                if not chunk:
-                    exhausted = True
-                    break
-                cid = next(next_id)
-                chunks[cid], attempts[cid] = chunk, 0
-                session.submit(cid, chunk)
-            if not chunks:
+            exhausted = exhausted or flight.fill(numbered, size, limit)
+            if not flight.chunks:
                 break
-            for cid, result in session.wait(0.5):
-                chunk = chunks[cid]
-                if isinstance(result, WorkerLost):
-                    attempts[cid] += 1
-                    if attempts[cid] > max_retries:
-                        raise TaskError(
-                            f"worker lost {attempts[cid]} times ({result.reason}); giving up",
-                            chunk[0][0],
-                        )
-                    session.submit(cid, chunk)
-                    continue
-                retry = [o for o in result if not o.ok and o.transient]
-                failed = [o for o in result if not o.ok and not o.transient]
-                if failed:
-                    failed[0].raise_error()
-                if retry:
-                    attempts[cid] += 1
-                    if attempts[cid] > max_retries:
-                        retry[0].raise_error()
-                    done_idx = {o.index for o in result if o.ok}
-                    for o in result:
-                        if o.ok:
-                            yield o.index, o.value
-                    chunks[cid] = [(i, x) for i, x in chunk if i not in done_idx]
-                    bar.update(len(done_idx))
-                    session.submit(cid, chunks[cid])
-                    continue
-                del chunks[cid], attempts[cid]
-                bar.update(len(result))
-                for o in result:
-                    yield o.index, o.value
+            for cid, result in flight.session.wait(0.5):
+                yield from flight.settle(cid, result)
             if counter_bar is not None:
-                counter_bar.update(session.counters())
+                counter_bar.update(flight.session.counters())
         cancel = False
     finally:
         if counter_bar is not None:
-            counter_bar.update(session.counters())
+            counter_bar.update(flight.session.counters())
             counter_bar.close()
-        session.close(cancel=cancel)
+        flight.session.close(cancel=cancel)
         bar.close()
+
+
+class _InFlight:
+    """The chunks a session is running, and how often each was tried."""
+
+    def __init__(self, session: Session, bar: Any, max_retries: int) -> None:
+        self.session, self.bar, self.max_retries = session, bar, max_retries
+        self.chunks: dict[int, list[tuple[int, Any]]] = {}
+        self.attempts: dict[int, int] = {}
+        self.ids = itertools.count()
+
+    def fill(self, numbered: Iterator[tuple[int, Any]], size: int, limit: int) -> bool:
+        """Submit chunks up to ``limit`` in flight; True once the items are exhausted."""
+        while len(self.chunks) < limit:
+            chunk = list(itertools.islice(numbered, size))
+            if not chunk:
+                return True
+            cid = next(self.ids)
+            self.chunks[cid], self.attempts[cid] = chunk, 0
+            self.session.submit(cid, chunk)
+        return False
+
+    def settle(self, cid: int, result: list[Outcome] | WorkerLost) -> list[tuple[int, Any]]:
+        """What a finished chunk yields; a lost worker or a transient error runs the chunk
+        (or its failed items) again, up to ``max_retries``; other errors are raised."""
+        chunk = self.chunks[cid]
+        if isinstance(result, WorkerLost):
+            self.attempts[cid] += 1
+            if self.attempts[cid] > self.max_retries:
+                raise TaskError(f"worker lost {self.attempts[cid]} times ({result.reason}); giving up", chunk[0][0])
+            self.session.submit(cid, chunk)
+            return []
+        failed = [o for o in result if not o.ok and not o.transient]
+        if failed:
+            failed[0].raise_error()
+        done = [(o.index, o.value) for o in result if o.ok]
+        self.bar.update(len(done))
+        retry = [o for o in result if not o.ok]
+        if retry:
+            self.attempts[cid] += 1
+            if self.attempts[cid] > self.max_retries:
+                retry[0].raise_error()
+            ok = {i for i, _ in done}
+            self.chunks[cid] = [(i, x) for i, x in chunk if i not in ok]
+            self.session.submit(cid, self.chunks[cid])
+        else:
+            del self.chunks[cid], self.attempts[cid]
+        return done
 
 
 def _check_options(caller: str, options: dict[str, Any]) -> None:
