@@ -174,6 +174,26 @@ def _convert(files: list[str], data: str, format: str | None, target: int, on_er
     return pipeline.write_parquet(data, target_shard_bytes=target).run(backend, progress=progress)
 
 
+def _download_all(files: list[str], raw: str, checksums: dict[str, str], backend: BackendSpec,
+                  progress: bool, opts: dict[str, Any]) -> tuple[list[str], int]:
+    """Download the remote ones of ``files`` into ``raw``; the local path of every file and
+    the bytes resumed from partial downloads."""
+    from shardwise.parallel import parallel_map
+
+    remote = [f for f in files if _is_remote(f)]
+    if not remote:
+        return list(files), 0
+    os.makedirs(raw, exist_ok=True)
+    names = [os.path.basename(f.rstrip("/")) for f in remote]
+    if len(set(names)) != len(names):
+        raise ConfigError("two remote inputs have the same file name; download them to separate dirs")
+    jobs = [(f, os.path.join(raw, n), checksums.get(f), opts) for f, n in zip(remote, names)]
+    done = parallel_map(_download, jobs, backend=backend or DEFAULT_BACKEND["download"],
+                        desc="download", progress=progress, count_unit="B", chunksize=1)
+    by_url = {f: d for f, (d, _) in zip(remote, done)}
+    return [by_url.get(f, f) for f in files], sum(r for _, r in done)
+
+
 def prepare(
     sources: str | Sequence[str],
     out: str,
@@ -201,7 +221,6 @@ def prepare(
         on_error: ``"raise"`` or ``"skip"`` (quarantine and count) for bad records.
     """
     from shardwise.index import open_dataset
-    from shardwise.parallel import parallel_map
 
     unknown = [s for s in steps if s not in STEPS]
     if unknown:
@@ -209,26 +228,14 @@ def prepare(
     for step in steps:
         _check_backend(step, backend)
     opts = storage_options or {}
-    items = [sources] if isinstance(sources, str) else list(sources)
-    files = expand(items, **opts)
+    files = expand([sources] if isinstance(sources, str) else list(sources), **opts)
     raw = os.path.join(out, "raw")
     data = os.path.join(out, "data")
-    local_files: list[str] = []
-    resumed = 0
-    remote = [f for f in files if _is_remote(f)]
-    if "download" in steps and remote:
-        os.makedirs(raw, exist_ok=True)
-        names = [os.path.basename(f.rstrip("/")) for f in remote]
-        if len(set(names)) != len(names):
-            raise ConfigError("two remote inputs have the same file name; download them to separate dirs")
-        jobs = [(f, os.path.join(raw, n), (checksums or {}).get(f), opts) for f, n in zip(remote, names)]
-        done = parallel_map(_download, jobs, backend=backend or DEFAULT_BACKEND["download"],
-                            desc="download", progress=progress, count_unit="B", chunksize=1)
-        by_url = {f: d for f, (d, _) in zip(remote, done)}
-        resumed = sum(r for _, r in done)
-        local_files = [by_url.get(f, f) for f in files]
+    if "download" in steps:
+        local_files, resumed = _download_all(files, raw, checksums or {}, backend, progress, opts)
     else:
         local_files = [os.path.join(raw, os.path.basename(f)) if _is_remote(f) else f for f in files]
+        resumed = 0
     shards: list[str] = []
     quarantined = 0
     if "convert" in steps:

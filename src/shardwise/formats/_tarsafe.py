@@ -84,35 +84,15 @@ def iter_samples(tar_path: str, f: IO[bytes], keep_data: bool = False) -> Iterat
         raise FormatError(f"not a readable tar file ({exc})", tar_path, "header at offset 0") from exc
     current: RawSample | None = None
     finished: set[str] = set()  # keys of samples already complete in this tar
-    offset = 0
     try:
-        while True:
-            try:
-                m = tf.next()
-            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-                raise FormatError(f"corrupt or truncated tar ({exc})", tar_path, f"header at offset {offset}") from exc
-            if m is None:
-                break
-            offset = m.offset
-            if m.isdir():
-                continue
+        for m in _members(tar_path, tf):
             key, ext = split_key(m.name)
             if current is None or key != current.key:
                 if current is not None:
                     finished.add(current.key)
                     yield current
-                current = RawSample(key)
-                if key in finished:
-                    current.problem, current.member = (
-                        f"sample {key!r} has members that are not adjacent (another sample comes "
-                        "between them)", m.name)
-            problem = check_member(tar_path, m)
-            unsafe_member = problem is not None
-            if problem is None and ext in current.fields:
-                problem = f"field {ext!r} appears twice"
-            if problem is not None and (current.problem is None or (unsafe_member and not current.unsafe)):
-                current.problem, current.member, current.unsafe = problem, m.name, unsafe_member
-            current.fields[ext] = m
+                current = _new_sample(key, m, finished)
+            problem = _add_member(tar_path, current, ext, m)
             if keep_data and stream and problem is None:
                 current.data[ext] = _member_bytes(tar_path, tf, m)
         if stream:
@@ -123,6 +103,42 @@ def iter_samples(tar_path: str, f: IO[bytes], keep_data: bool = False) -> Iterat
         tf.close()
     if current is not None:
         yield current
+
+
+def _members(tar_path: str, tf: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+    """The tar's members other than directories, in order; a bad header is an error."""
+    offset = 0
+    while True:
+        try:
+            m = tf.next()
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            raise FormatError(f"corrupt or truncated tar ({exc})", tar_path, f"header at offset {offset}") from exc
+        if m is None:
+            return
+        offset = m.offset
+        if not m.isdir():
+            yield m
+
+
+def _new_sample(key: str, m: tarfile.TarInfo, finished: set[str]) -> RawSample:
+    sample = RawSample(key)
+    if key in finished:
+        sample.problem, sample.member = (
+            f"sample {key!r} has members that are not adjacent (another sample comes between them)", m.name)
+    return sample
+
+
+def _add_member(tar_path: str, sample: RawSample, ext: str, m: tarfile.TarInfo) -> str | None:
+    """Add member ``m`` as field ``ext``; return what is wrong with it, if anything (an
+    unsafe member outranks a lesser problem as the sample's reason)."""
+    problem = check_member(tar_path, m)
+    unsafe_member = problem is not None
+    if problem is None and ext in sample.fields:
+        problem = f"field {ext!r} appears twice"
+    if problem is not None and (sample.problem is None or (unsafe_member and not sample.unsafe)):
+        sample.problem, sample.member, sample.unsafe = problem, m.name, unsafe_member
+    sample.fields[ext] = m
+    return problem
 
 
 def _drain(tar_path: str, source: IO[bytes]) -> None:

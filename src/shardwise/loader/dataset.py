@@ -106,12 +106,8 @@ class StreamingDatasetBase:
     ) -> None:
         if batch_format not in (None, "numpy", "torch", "arrow"):
             raise ConfigError(f"batch_format must be None, 'numpy', 'torch' or 'arrow', got {batch_format!r}")
-        own = (*inspect.signature(StreamingDatasetBase.__init__).parameters, *OPEN_OPTIONS)
-        check_format_options(open_options.get("format"),
-                             {k: v for k, v in open_options.items() if k not in OPEN_OPTIONS},
-                             "StreamingDataset", own)
-        self.index = (source if isinstance(source, DatasetIndex)
-                      else open_dataset(source, on_error=check_on_error(on_error), **open_options))
+        self.on_error = check_on_error(on_error)
+        self.index = _open(source, self.on_error, open_options)
         self.batch_size = int(batch_size)
         self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
         self.columns = list(columns) if columns is not None else None
@@ -125,12 +121,10 @@ class StreamingDatasetBase:
         self.rank, self.world_size = placement.rank, placement.world_size
         self.num_workers = max(1, num_workers) if num_workers is not None else None
         self._explicit_workers = num_workers is not None
-        self.on_error = check_on_error(on_error)
-        self.quarantine = Quarantine()  # bad records left out under on_error="skip"
-        if filter is not None or self.on_error == "skip":  # plan from what reading yields
-            self.counts, self.quarantine = count_rows(self.index, filter, self.on_error)
-        else:
-            self.counts = self.index.counts()
+        # plan from what reading yields: after the filter, and after quarantine under "skip"
+        self.counts, self.quarantine = (count_rows(self.index, filter, self.on_error)
+                                        if filter is not None or self.on_error == "skip"
+                                        else (self.index.counts(), Quarantine()))
         self.epoch = 0
         self._counts_digest: str | None = None
         self._resumes: list[Resume] = []
@@ -308,6 +302,17 @@ class StreamingDatasetBase:
         if _in_dataloader_worker():
             setup_worker(self.batch_format)
         return self.iter_shard(placement.rank, placement.world_size, placement.worker_id, placement.num_workers)
+
+
+def _open(source: Any, on_error: OnError, open_options: dict[str, Any]) -> DatasetIndex:
+    """The dataset's index; options that neither open_dataset nor the format takes are
+    refused naming StreamingDataset and the nearest argument."""
+    if isinstance(source, DatasetIndex):
+        return source
+    own = (*inspect.signature(StreamingDatasetBase.__init__).parameters, *OPEN_OPTIONS)
+    check_format_options(open_options.get("format"),
+                         {k: v for k, v in open_options.items() if k not in OPEN_OPTIONS}, "StreamingDataset", own)
+    return open_dataset(source, on_error=on_error, **open_options)
 
 
 def _in_dataloader_worker() -> bool:

@@ -103,20 +103,7 @@ def expand(
         if not any(fs is seen for seen in refreshed):  # once per filesystem: later items reuse these listings
             fs.invalidate_cache()
             refreshed.append(fs)
-        if _GLOB_CHARS & set(path):
-            found = with_retries(partial(fs.glob, path, detail=True))
-            files = sorted(p for p, d in found.items() if d.get("type") != "directory")
-        elif with_retries(partial(fs.isdir, path)):
-            found = with_retries(partial(fs.find, path, detail=True))
-            root = path.rstrip("/") + "/"
-            # inside a walked directory, hidden or '_' directories (_temporary, _work, .cache) are skipped too
-            files = sorted(p for p, d in found.items() if d.get("type") != "directory"
-                           and not any(_hidden(part) for part in p[len(root):].split("/")[:-1]))
-        elif with_retries(partial(fs.exists, path)):
-            files = [path]
-        else:
-            raise EmptyDatasetError(f"no such file or directory: {item}", item)
-        files = [f for f in files if not _hidden(f)]
+        files = [f for f in _files_of(fs, path, item) if not _hidden(f)]
         if extensions is not None:
             files = [f for f in files if f.endswith(extensions)]
         out.extend(_unstrip(fs, item, f) for f in files)
@@ -124,6 +111,22 @@ def expand(
         shown = ", ".join(items[:3]) + (" ..." if len(items) > 3 else "")
         raise EmptyDatasetError(f"no data files matched {shown}", items[0])
     return out
+
+
+def _files_of(fs: fsspec.AbstractFileSystem, path: str, item: str) -> list[str]:
+    """The files a glob, a directory (walked) or a file names, sorted."""
+    if _GLOB_CHARS & set(path):
+        found = with_retries(partial(fs.glob, path, detail=True))
+        return sorted(p for p, d in found.items() if d.get("type") != "directory")
+    if with_retries(partial(fs.isdir, path)):
+        found = with_retries(partial(fs.find, path, detail=True))
+        root = path.rstrip("/") + "/"
+        # inside a walked directory, hidden or '_' directories (_temporary, _work, .cache) are skipped too
+        return sorted(p for p, d in found.items() if d.get("type") != "directory"
+                      and not any(_hidden(part) for part in p[len(root):].split("/")[:-1]))
+    if with_retries(partial(fs.exists, path)):
+        return [path]
+    raise EmptyDatasetError(f"no such file or directory: {item}", item)
 
 
 def _hidden(path: str) -> bool:
