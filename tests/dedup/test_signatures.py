@@ -156,3 +156,11 @@ def test_seeds_and_bad_arguments() -> None:
     for bad in (0, 40_000):
         with pytest.raises(ValueError, match="num_perm"):
             signatures(shingles, offsets, num_perm=bad)
+
+
+def test_minhash_dedup_refuses_too_many_permutations_when_built() -> None:
+    from shardwise.dedup.minhash import MinHashDedup
+    from shardwise.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="num_perm in \\[2, 32768\\]"):
+        MinHashDedup(column="text", num_perm=40_000)

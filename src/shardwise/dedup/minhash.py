@@ -28,7 +28,7 @@ import pyarrow as pa
 from shardwise.dedup.components import components_distributed, components_in_memory
 from shardwise.dedup.lsh import band_hashes, optimal_bands, recall_bands
 from shardwise.dedup.shingles import doc_shingles
-from shardwise.dedup.signatures import EMPTY, signatures
+from shardwise.dedup.signatures import EMPTY, MAX_PERM, signatures
 from shardwise.dedup.verify import ROW_BITS, verified_stars
 from shardwise.errors import ConfigError
 from shardwise.ops.dedup import DedupContext, DedupDecision, DedupOp, Scratch, TaskKeys
@@ -99,8 +99,9 @@ def _check(tokenization: str, ngram: int, num_perm: int, threshold: float, bands
            rows: int | None, scheme: str, components: str) -> None:
     if tokenization not in ("word", "char"):
         raise ConfigError(f"tokenization must be 'word' or 'char', got {tokenization!r}")
-    if ngram < 1 or num_perm < 2:
-        raise ConfigError("ngram must be >= 1 and num_perm >= 2")
+    if ngram < 1 or not 2 <= num_perm <= MAX_PERM:
+        raise ConfigError(f"ngram must be >= 1 and num_perm in [2, {MAX_PERM}], got ngram={ngram}, "
+                          f"num_perm={num_perm}")
     if not 0.0 < threshold < 1.0:
         raise ConfigError(f"threshold must be in (0, 1), got {threshold}")
     if (bands is None) != (rows is None):

@@ -40,11 +40,11 @@ import numpy as np
 from shardwise.dedup.shingles import _mix
 from shardwise.errors import ConfigError
 
-__all__ = ["EMPTY", "signatures"]
+__all__ = ["EMPTY", "MAX_PERM", "signatures"]
 
 EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)  # every value of an empty document's signature
 _GOLDEN = 0x9E3779B97F4A7C15
-_MAX_PERM = 1 << 15  # bins and rotations add up in 16 bits
+MAX_PERM = 1 << 15  # bins and rotations add up in 16 bits
 _CHUNK = 1 << 21  # elements of a temporary (documents x shingles x bins) array
 _ORDERS = 1 << 18  # bin orders, rounded down to (power of two) * k: at least 2**17
 _TABLE_UP_TO = 0.5  # documents of at most this times num_perm shingles go by the rank table
@@ -90,8 +90,8 @@ def signatures(shingles: np.ndarray, offsets: np.ndarray, *, num_perm: int = 128
     """
     if scheme not in ("oph", "perm"):
         raise ConfigError(f"scheme must be 'oph' or 'perm', got {scheme!r}")
-    if not 1 <= num_perm <= _MAX_PERM:
-        raise ConfigError(f"num_perm must be in [1, {_MAX_PERM}], got {num_perm}")
+    if not 1 <= num_perm <= MAX_PERM:
+        raise ConfigError(f"num_perm must be in [1, {MAX_PERM}], got {num_perm}")
     offsets = np.asarray(offsets, dtype=np.int64)
     sig = np.full((len(offsets) - 1, num_perm), EMPTY, dtype=np.uint64)
     if len(shingles):
