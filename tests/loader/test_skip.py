@@ -94,3 +94,16 @@ def test_skip_streams_every_readable_record_once_with_exact_counts(fmt: str, tmp
     seen = [i for batch in loader for i in _ids(batch)]
     assert set(seen) == good  # nothing readable lost, nothing unreadable streamed
     assert len(seen) % 10 == 0 and len(seen) - len(good) < 10  # padding only to equal the workers
+
+
+def test_an_empty_dataset_is_named_when_the_dataset_is_built(tmp_path: Path) -> None:
+    import pyarrow.compute as pc
+
+    from shardwise.errors import PlanError
+
+    pq.write_table(pa.table({"id": pa.array([], pa.int64())}), tmp_path / "empty.parquet")
+    with pytest.raises(PlanError, match="empty.parquet has no samples"):
+        StreamingDataset(str(tmp_path), rank=0, world_size=1)
+    pq.write_table(pa.table({"id": [1, 2, 3]}), tmp_path / "empty.parquet")
+    with pytest.raises(PlanError, match="has no samples after filter="):
+        StreamingDataset(str(tmp_path), rank=0, world_size=1, filter=pc.field("id") > 5, refresh=True)

@@ -135,6 +135,11 @@ class StreamingDatasetBase:
         self._resume_at: Position | None = None  # a worker's own saved position
         UnitReader(self.index, self.columns, self.filter, on_error)  # validate columns now
         self.topology(1)  # validate batch_size etc. now
+        if not int(self.counts.sum()):
+            after = " after filter=" if filter is not None else ""
+            after += " after quarantining bad records" if self.quarantine.count else ""
+            where = ", ".join(f.path for f in self.index.files[:3]) + (" ..." if len(self.index.files) > 3 else "")
+            raise PlanError(f"nothing to stream: {where or 'the dataset'} has no samples{after}")
 
     def _auto_interleave(self) -> int:
         """As many units as fit ``shuffle_bytes`` once decoded (taken as twice their
