@@ -69,14 +69,18 @@ class MissingExtraError(ShardwiseError, ImportError):
 
 
 class StorageError(ShardwiseError, OSError):
-    """A path or URL could not be listed, read or written."""
+    """A path or URL could not be listed, read or written. ``refused`` is True when the
+    store refused the caller (no credentials, access denied) rather than lacked the path."""
 
-    def __init__(self, message: str, path: str | None = None) -> None:
+    refused: bool = False
+
+    def __init__(self, message: str, path: str | None = None, refused: bool = False) -> None:
         super().__init__(message)
         self.path = path
+        self.refused = refused
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.args[0], self.path))
+        return (type(self), (self.args[0], self.path, self.refused))
 
 
 class EmptyDatasetError(StorageError):

@@ -610,3 +610,32 @@ def test_s3_open_dataset_uses_storage_options(
         f"s3://{name}/ds/*.parquet", storage_options=opts, cache_dir=str(tmp_path / "cache"), progress=False
     )
     assert index.num_samples == 9
+
+
+@pytest.mark.engine
+def test_s3_refusals_fail_fast_naming_the_url(s3_server: dict[str, Any], bucket: tuple[str, Any],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    name, fs = bucket
+    fs.pipe(f"{name}/d/a.jsonl", b'{"id": 1}\n')
+    endpoint = {"client_kwargs": {"endpoint_url": s3_server["endpoint_url"]}}
+    good = s3_server["storage_options"]
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    _forget_s3_clients()
+    cases = [
+        (f"s3://nobucket-{name}/d/", good, EmptyDatasetError, "no such bucket"),
+        (f"s3://{name}/d/missing.jsonl", good, EmptyDatasetError, "no such file"),
+        (f"s3://{name}/d/", {**good, "secret": "wrong"}, StorageError, "access denied to"),
+        (f"s3://{name}/d/", endpoint, StorageError, "no credentials for"),
+    ]
+    try:
+        for url, options, error, words in cases:
+            with pytest.raises(error) as info:
+                open_dataset(url, storage_options=options, progress=False, refresh=True)
+            assert words in str(info.value) and url.rstrip("/") in str(info.value), info.value
+            assert not is_transient(info.value.__cause__ or info.value)  # refused at once, never retried
+    finally:
+        _forget_s3_clients()

@@ -12,7 +12,7 @@ from shardwise.formats import (
     get_format,
     guess_format,
 )
-from shardwise.storage import FileInfo, expand, info, join, open_input, resolve
+from shardwise.storage import FileInfo, expand, info, join, named, open_input, resolve
 
 __all__ = ["MANIFEST_NAME", "choose_format", "expand_with_manifests", "file_infos"]
 
@@ -28,7 +28,9 @@ def expand_with_manifests(spec: list[str], opts: dict[str, Any]) -> list[str]:
         try:
             with open_input(manifest, **opts) as f:
                 listed = json.loads(f.read())["files"]
-        except (FileNotFoundError, StorageError, NotADirectoryError, IsADirectoryError):
+        except (FileNotFoundError, StorageError, NotADirectoryError, IsADirectoryError) as exc:
+            if isinstance(exc, StorageError) and exc.refused:
+                raise  # no credentials, access denied: say so, do not read around it
             _refuse_unfinished(item, opts)
             out.extend(expand(item, **opts))
             continue
@@ -45,8 +47,11 @@ def _refuse_unfinished(item: str, opts: dict[str, Any]) -> None:
         return
     try:
         fs, path = resolve(join(item, "_work", "out", "_work", "pipeline.json"), **opts)
-        unfinished = fs.exists(path)
-    except (OSError, ValueError):
+        with named(item):
+            unfinished = fs.exists(path)
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, StorageError) and exc.refused:
+            raise
         return
     if unfinished:
         raise StorageError(f"{item} is the output of an unfinished shardwise run (no {MANIFEST_NAME} yet); "

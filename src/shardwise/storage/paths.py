@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import IO, Any
@@ -103,7 +104,8 @@ def expand(
         if not any(fs is seen for seen in refreshed):  # once per filesystem: later items reuse these listings
             fs.invalidate_cache()
             refreshed.append(fs)
-        files = [f for f in _files_of(fs, path, item) if not _hidden(f)]
+        with named(item):
+            files = [f for f in _files_of(fs, path, item) if not _hidden(f)]
         if extensions is not None:
             files = [f for f in files if f.endswith(extensions)]
         out.extend(_unstrip(fs, item, f) for f in files)
@@ -126,7 +128,36 @@ def _files_of(fs: fsspec.AbstractFileSystem, path: str, item: str) -> list[str]:
                       and not any(_hidden(part) for part in p[len(root):].split("/")[:-1]))
     if with_retries(partial(fs.exists, path)):
         return [path]
+    bucket = path.split("/", 1)[0]
+    if _protocol(item) != "file" and bucket and bucket != path and not with_retries(partial(fs.exists, bucket)):
+        raise EmptyDatasetError(f"no such bucket {bucket!r}: {item}", item)
     raise EmptyDatasetError(f"no such file or directory: {item}", item)
+
+
+_NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError")
+_DENIED = ("AccessDenied", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken")
+
+
+@contextlib.contextmanager
+def named(url: str) -> Iterator[None]:
+    """Turn what an object store says about a URL into a StorageError naming it: not
+    found, no credentials, access denied (none of these is retried)."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise StorageError(f"file not found: {url}", url) from exc
+    except Exception as exc:
+        names = {c.__name__ for c in type(exc).__mro__}
+        text = f"{type(exc).__name__}: {exc}"
+        if names & set(_NO_CREDENTIALS):
+            raise StorageError(
+                f"no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                "AWS_PROFILE), pass storage_options={'key': ..., 'secret': ...}, or anon=True for a "
+                "public bucket", url, refused=True) from exc
+        if isinstance(exc, PermissionError) or any(d in text for d in _DENIED):
+            raise StorageError(f"access denied to {url} ({exc}); check the credentials and the "
+                               "bucket's policy", url, refused=True) from exc
+        raise
 
 
 def _hidden(path: str) -> bool:
@@ -141,10 +172,8 @@ def info(url: str, **storage_options: Any) -> FileInfo:
     :func:`expand` (which always lists afresh), saving one request per file.
     """
     fs, path = resolve(url, **storage_options)
-    try:
-        d = with_retries(lambda: fs.info(path))
-    except FileNotFoundError as exc:
-        raise StorageError(f"file not found: {url}", url) from exc
+    with named(url):
+        d = with_retries(partial(fs.info, path))
     fp = d.get("ETag") or d.get("etag") or d.get("mtime") or d.get("LastModified") or d.get("last_modified") or d.get("created") or ""
     return FileInfo(path=url, size=int(d.get("size") or 0), fingerprint=str(fp).strip('"'))
 
@@ -152,10 +181,9 @@ def info(url: str, **storage_options: Any) -> FileInfo:
 def open_input(url: str, mode: str = "rb", **storage_options: Any) -> IO[bytes]:
     """Open a file for reading, retrying the open on transient errors."""
     fs, path = resolve(url, **storage_options)
-    try:
-        return with_retries(lambda: fs.open(path, mode))
-    except FileNotFoundError as exc:
-        raise StorageError(f"file not found: {url}", url) from exc
+    with named(url):
+        opened: IO[bytes] = with_retries(partial(fs.open, path, mode))
+    return opened
 
 
 def open_arrow_input(url: str, **storage_options: Any) -> Any:
