@@ -91,3 +91,16 @@ def test_plan_uses_the_loaders_default_interleave(tmp_path: Path, capsys: pytest
         assert report["interleave"] == ds.interleave
         seen.append(report["interleave"])
     assert seen[0] < seen[1] == 64  # a small budget mixes fewer units; the default is capped
+
+
+def test_a_wrong_explicit_format_is_an_error_and_keeps_the_saved_index(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pq.write_table(pa.table({"id": list(range(50))}), tmp_path / "a.parquet", row_group_size=10)
+    assert main(["inspect", str(tmp_path)]) == 0
+    saved = (tmp_path / "_shardwise_index.json").read_bytes()
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path), "--format", "jsonl"]) == 1
+    err = capsys.readouterr().err
+    assert "a.parquet" in err and "parquet file" in err
+    assert (tmp_path / "_shardwise_index.json").read_bytes() == saved
+

@@ -1,6 +1,5 @@
-"""Damaged and hostile files: every reader gives the exact rows or a ShardwiseError
-naming the file, never a raw exception, a hang or a crash; and the JSONL cases that
-once escaped as raw errors (truncated or fake compression, deep nesting, mixed types)."""
+"""Damaged and hostile files, property-based: every reader gives the exact rows or a
+ShardwiseError naming the file, never a raw exception, a hang or a crash."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardwise.errors import FormatError, PlanError, ShardwiseError
+from shardwise.errors import PlanError, ShardwiseError
 from shardwise.index import open_dataset
 from shardwise.loader import StreamingDataset
 
@@ -117,37 +116,3 @@ def test_random_tar_member_names_and_types(names: list[str], kinds: list[bytes],
                 info.linkname = "x"
                 tf.addfile(info)
     _check(tmp_path_factory.mktemp("n") / "r.tar", buf.getvalue(), b"")
-
-
-# ---------------------------------------------------------------- JSONL, case by case
-
-
-def test_truncated_or_fake_compressed_jsonl_names_the_file(tmp_path: Path) -> None:
-    good = _jsonl_bytes(5000)
-    (tmp_path / "t").mkdir()
-    (tmp_path / "t" / "a.jsonl.gz").write_bytes(gzip.compress(good)[:-50])
-    (tmp_path / "f").mkdir()
-    (tmp_path / "f" / "a.jsonl.gz").write_bytes(good)
-    for sub, what in (("t", "cannot decompress gzip"), ("f", "not gzip-compressed")):
-        with pytest.raises(FormatError, match=what) as info:
-            open_dataset(str(tmp_path / sub), progress=False)
-        assert "a.jsonl.gz" in str(info.value) and "line " in str(info.value)
-
-
-def test_deeply_nested_records_are_bad_records_not_crashes(tmp_path: Path) -> None:
-    deep = '{"id": 1, "x": ' + "[" * 50_000 + "]" * 50_000 + "}"
-    fine = '{"id": 2, "x": ' + "[" * 10 + "]" * 10 + "}"
-    (tmp_path / "d.jsonl").write_text(json.dumps({"id": 0, "x": []}) + "\n" + deep + "\n" + fine + "\n")
-    with pytest.raises(FormatError, match="line 2: record nested deeper than 64 levels"):
-        list(StreamingDataset(str(tmp_path / "d.jsonl"), shuffle=False, rank=0, world_size=1))
-    ds = StreamingDataset(str(tmp_path / "d.jsonl"), shuffle=False, on_error="skip", rank=0, world_size=1)
-    assert [r["id"] for r in ds] == [0, 2] and ds.quarantine.count == 1
-
-
-def test_mixed_type_fields_become_json_text(tmp_path: Path) -> None:
-    rows = [{"id": 0, "v": [1, "a"], "n": 1}, {"id": 1, "v": 2, "n": 2}, {"id": 2, "v": "x", "n": 3},
-            {"id": 3, "v": {"k": None}, "n": 4}, {"id": 4, "v": None, "n": 5}]
-    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    got = list(StreamingDataset(str(tmp_path / "m.jsonl"), shuffle=False, rank=0, world_size=1))
-    assert [r["v"] for r in got] == ['[1,"a"]', "2", "x", '{"k":null}', None]
-    assert [r["n"] for r in got] == [1, 2, 3, 4, 5]  # an unmixed field keeps its type
