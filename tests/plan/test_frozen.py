@@ -10,9 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwise.errors import PlanError
 from shardwise.plan import EpochPlan, Topology
-from shardwise.plan.cut import cut, delivered
 
 FROZEN = "f4c6343c39b2e0ebcb02c8a596f9f479b3079b9e1c8902ad06be21ecb8c7dd75"
 
@@ -56,26 +54,3 @@ def test_plans_are_frozen() -> None:
             _feed(h, q)
             h.update(str((q.num_left_out, q.num_padded, q.batches_per_rank, q.generation)).encode())
     assert h.hexdigest() == FROZEN
-
-
-def test_cut_shares_whole_batches_and_accounts_for_every_sample() -> None:
-    for n in range(0, 200, 7):
-        for ws, nw, b in ((1, 1, 1), (2, 3, 4), (4, 2, 5)):
-            for drop in (True, False):
-                t = Topology(ws, nw, b, drop)
-                try:
-                    c = cut(n, t)
-                except PlanError:
-                    assert n == 0 or (drop and n < ws * nw * b)
-                    continue
-                assert c.samples_per_worker % b == 0
-                assert c.samples_per_worker * t.slots == n - c.num_left_out + c.num_padded
-                assert c.num_left_out < ws * nw * b and c.num_padded < ws * nw * b
-                assert c.num_left_out == 0 or c.num_padded == 0
-
-
-def test_delivered_follows_the_dataloader_round_robin() -> None:
-    for workers in (1, 2, 3, 5):
-        for consumed in range(20):
-            got = [delivered(slot, consumed, workers) for slot in range(workers)]
-            assert sum(got) == consumed and max(got) - min(got) <= 1

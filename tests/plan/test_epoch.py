@@ -1,4 +1,4 @@
-"""Property tests of the loader plan's contracts (pure numpy, no I/O)."""
+"""Property tests of the epoch plan's contracts (plan/epoch.py; pure numpy, no I/O)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from shardwise.errors import PlanError
 from shardwise.plan import EpochPlan, Topology
-from shardwise.plan.epoch import spread_order, stratified_order
 
 counts_st = st.one_of(
     st.lists(st.integers(0, 60), min_size=1, max_size=40),  # includes empty units
@@ -104,88 +103,6 @@ def test_locality_each_unit_read_by_at_most_two_workers(counts: list[int], t: To
             for u in plan.worker(r, w).units():
                 readers.setdefault(u, set()).add(r * t.num_workers + w)
     assert max(len(s) for s in readers.values()) <= 2
-
-
-def test_worker_mixes_at_most_interleave_units_at_a_time() -> None:
-    counts = [50] * 40
-    plan = EpochPlan(counts, Topology(1, 1, 10, interleave=3), seed=1)
-    for units, unit_ids, _ in plan.worker(0, 0).iter_windows():
-        assert len(units) <= 3
-        assert set(unit_ids.tolist()) == set(units)
-    flat = plan.worker(0, 0).pairs()[:, 0]
-    # the first window's samples come first, drawn from exactly its units
-    first = next(iter(plan.worker(0, 0).iter_windows()))[0]
-    assert set(flat[: 50 * len(first)].tolist()) == set(first)
-    # 40 units in windows of at most 3: 14 windows of 2 or 3 units, not 13 of 3 and one of 1
-    assert sorted(len(w) for w in plan.worker(0, 0).windows()) == [2] * 2 + [3] * 12
-
-
-def test_sorted_data_every_worker_and_window_spans_the_dataset() -> None:
-    """Units stored sorted by label (20 labels x 10 units): with the stratified unit order
-    every worker sees every label and every window of 5 units holds 5 different labels;
-    a uniform permutation would leave some windows with repeated labels."""
-    label = np.repeat(np.arange(20), 10)
-    t = Topology(2, 2, 10, interleave=5)
-    for epoch in range(3):
-        plan = EpochPlan([100] * 200, t, seed=7, epoch=epoch)
-        for r in range(2):
-            for w in range(2):
-                wp = plan.worker(r, w)
-                assert set(label[wp.units()].tolist()) == set(range(20))
-                for units, _, _ in wp.iter_windows():
-                    assert len(set(label[units].tolist())) == len(units)
-
-
-@given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=12), batch=st.integers(1, 64), seed=st.integers(0, 99))
-@settings(max_examples=80, deadline=None)
-def test_stratified_order_deals_every_key_evenly(sizes: list[int], batch: int, seed: int) -> None:
-    keys = np.repeat(np.arange(len(sizes)), sizes)
-    np.random.default_rng(seed).shuffle(keys)
-    n = len(keys)
-    order = stratified_order(keys, batch, np.random.default_rng(seed))
-    assert sorted(order.tolist()) == list(range(n))
-    assert order.tolist() == stratified_order(keys, batch, np.random.default_rng(seed)).tolist()
-    if n % batch == 0 and n:  # then every batch is one dealt group: each key within one of its share
-        groups = n // batch
-        for b in range(groups):
-            got = np.bincount(keys[order[b * batch : (b + 1) * batch]], minlength=len(sizes))
-            for k, size in enumerate(sizes):
-                assert size // groups <= got[k] <= -(-size // groups)
-
-
-def test_sorted_data_batches_are_closer_to_the_mix_than_random_ones() -> None:
-    """Label-sorted units (10 labels), one worker mixing all of them: dealt batches hold
-    every label in proportion, so their mean TVD from the global mix is far below that of
-    i.i.d. batches (about 0.075 for 10 equal labels and batches of 256)."""
-    counts = np.random.default_rng(0).integers(500, 4000, 100)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    plan = EpochPlan(counts, Topology(1, 1, 256, interleave=100), seed=3)
-    pairs = plan.worker(0, 0).pairs()
-    label = (starts[pairs[:, 0]] + pairs[:, 1]) * 10 // counts.sum()
-    mix = np.bincount(label, minlength=10) / len(label)
-    tvd = [0.5 * np.abs(np.bincount(label[s : s + 256], minlength=10) / 256 - mix).sum()
-           for s in range(0, len(label) - 255, 256)]
-    iid = 0.5 * np.abs(np.random.default_rng(1).multinomial(256, mix, 2000) / 256 - mix).sum(axis=1).mean()
-    assert iid > 0.07
-    assert np.mean(tvd) < 0.5 * iid
-
-
-@given(counts=st.lists(st.integers(0, 10_000), max_size=400), slots=st.integers(1, 64),
-       interleave=st.integers(1, 70), seed=st.integers(0, 99))
-@settings(max_examples=60, deadline=None)
-def test_spread_order_is_a_permutation(counts: list[int], slots: int, interleave: int, seed: int) -> None:
-    order = spread_order(np.array(counts, dtype=np.int64), slots, interleave, np.random.default_rng(seed))
-    assert sorted(order.tolist()) == list(range(len(counts)))
-
-
-def test_round_robin_matches_dataloader_order() -> None:
-    counts = [7, 13, 2, 30, 11, 9]
-    t = Topology(2, 3, 4)
-    plan = EpochPlan(counts, t, seed=3)
-    for rank in range(2):
-        workers = [plan.worker(rank, w).pairs().reshape(-1, 4, 2) for w in range(3)]
-        expected = [workers[j % 3][j // 3] for j in range(plan.batches_per_rank)]
-        assert all((a == b).all() for a, b in zip(plan.rank_batches(rank), expected))
 
 
 def _consumed(plan: EpochPlan, k: int) -> list[tuple[int, int]]:
