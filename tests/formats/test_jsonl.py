@@ -367,3 +367,12 @@ def test_mixed_type_fields_become_json_text(tmp_path: Path) -> None:
     got = list(StreamingDataset(str(tmp_path / "m.jsonl"), shuffle=False, rank=0, world_size=1))
     assert [r["v"] for r in got] == ['[1,"a"]', "2", "x", '{"k":null}', None]
     assert [r["n"] for r in got] == [1, 2, 3, 4, 5]  # an unmixed field keeps its type
+
+
+def test_lone_surrogate_escape_is_a_bad_record(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"id": 0, "v": "a"}\n{"id": 1, "v": "x\\ud800"}\n{"id": 2, "v": "\\ud83d\\ude80"}\n')
+    with pytest.raises(FormatError, match="line 2: a string holds a lone UTF-16 surrogate"):
+        list(StreamingDataset(str(path), shuffle=False, rank=0, world_size=1))
+    ds = StreamingDataset(str(path), shuffle=False, on_error="skip", rank=0, world_size=1)
+    assert [r["v"] for r in ds] == ["a", "🚀"] and ds.quarantine.count == 1

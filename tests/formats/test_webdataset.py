@@ -5,6 +5,7 @@ under on_error="skip"), truncated and non-tar files, gzip-compressed shards."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -409,3 +410,30 @@ def test_gzip_compressed_shards_stream_whole(tmp_path: Path, suffix: str) -> Non
     (tmp_path / f"shard-1{suffix}").write_bytes((tmp_path / f"shard-1{suffix}").read_bytes()[:-40])
     with pytest.raises(FormatError, match=f"shard-1{suffix}"):
         open_dataset(str(tmp_path), progress=False, refresh=True)
+
+
+def test_compressed_shard_cut_short_by_a_bad_header_is_an_error(tmp_path: Path) -> None:
+    raw = bytearray(_typed_tar(tmp_path / "raw.tar", _good(20)).read_bytes())
+    raw[10 * 1024 + 3] ^= 0x55  # member 10's name: its checksum no longer matches, tarfile stops there
+    for suffix, data in ((".tar", bytes(raw)), (".tar.gz", gzip.compress(bytes(raw), mtime=0))):
+        (tmp_path / f"bad{suffix}").write_bytes(data)
+        with pytest.raises(FormatError, match="unreadable data after the last member") as info:
+            open_dataset(str(tmp_path / f"bad{suffix}"), progress=False)
+        assert f"bad{suffix}" in str(info.value) and "offset 10240" in str(info.value)
+
+
+@pytest.mark.parametrize("suffix", [".tar", ".tar.gz"])
+def test_member_name_that_is_not_utf8_is_a_bad_sample(tmp_path: Path, suffix: str) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT, encoding="latin-1") as tf:
+        for name in ("s000.txt", "s\xe9.txt", "s002.txt"):  # é as one Latin-1 byte: not UTF-8
+            info = tarfile.TarInfo(name)
+            info.size = 1
+            tf.addfile(info, io.BytesIO(b"x"))
+    path = tmp_path / f"latin{suffix}"
+    path.write_bytes(gzip.compress(buf.getvalue()) if suffix == ".tar.gz" else buf.getvalue())
+    with pytest.raises(FormatError, match="member name is not valid UTF-8") as info:
+        open_dataset(str(path), progress=False)
+    assert path.name in str(info.value)
+    ds = StreamingDataset(str(path), batch_size=1, shuffle=False, on_error="skip", rank=0, world_size=1)
+    assert [s["__key__"] for s in ds] == ["s000", "s002"] and ds.quarantine.count == 1

@@ -3,7 +3,11 @@
 A member is unsafe when its name is absolute, has a ``..`` component, or it is
 not a regular file or directory (symlink, hardlink, character or block device,
 FIFO). Unsafe members raise :class:`UnsafeMemberError` naming the tar file and the
-member; callers that skip bad samples catch it and quarantine the sample.
+member; callers that skip bad samples catch it and quarantine the sample. A sample is
+also bad (a FormatError, or quarantined) when its key comes back after another sample,
+a field repeats, or a member name is not UTF-8. Whatever follows the last member must be
+the end-of-archive blocks, in plain and in gzip-compressed shards alike: tarfile stops
+quietly at a damaged header, and that must not read as a shorter, valid shard.
 """
 
 from __future__ import annotations
@@ -77,9 +81,9 @@ def iter_samples(tar_path: str, f: IO[bytes], keep_data: bool = False) -> Iterat
     """
     stream = is_compressed(tar_path)
     # gzip.GzipFile checks the stream's length and CRC at its end
-    source = cast(IO[bytes], gzip.GzipFile(fileobj=f, mode="rb")) if stream else f
+    source = _Recorder(cast(IO[bytes], gzip.GzipFile(fileobj=f, mode="rb"))) if stream else f
     try:
-        tf = tarfile.open(fileobj=source, mode="r|" if stream else "r:")  # noqa: SIM115 - closed below
+        tf = tarfile.open(fileobj=cast(IO[bytes], source), mode="r|" if stream else "r:")  # noqa: SIM115
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         raise FormatError(f"not a readable tar file ({exc})", tar_path, "header at offset 0") from exc
     current: RawSample | None = None
@@ -95,8 +99,8 @@ def iter_samples(tar_path: str, f: IO[bytes], keep_data: bool = False) -> Iterat
             problem = _add_member(tar_path, current, ext, m)
             if keep_data and stream and problem is None:
                 current.data[ext] = _member_bytes(tar_path, tf, m)
-        if stream:
-            _drain(tar_path, source)
+        if isinstance(source, _Recorder):
+            _check_stream_end(tar_path, source, tf)
         else:
             _check_complete(tar_path, f, tf)
     finally:
@@ -135,19 +139,71 @@ def _add_member(tar_path: str, sample: RawSample, ext: str, m: tarfile.TarInfo) 
     unsafe_member = problem is not None
     if problem is None and ext in sample.fields:
         problem = f"field {ext!r} appears twice"
+    if problem is None and not _is_text(m.name):  # tarfile keeps undecodable bytes as surrogates
+        problem = "member name is not valid UTF-8"
     if problem is not None and (sample.problem is None or (unsafe_member and not sample.unsafe)):
         sample.problem, sample.member, sample.unsafe = problem, m.name, unsafe_member
     sample.fields[ext] = m
     return problem
 
 
-def _drain(tar_path: str, source: IO[bytes]) -> None:
-    """Read a compressed shard to its end, so gzip checks its length and CRC."""
+def _is_text(name: str) -> bool:
     try:
-        while source.read(1 << 20):
-            pass
-    except (OSError, EOFError, zlib.error) as exc:
-        raise FormatError(f"corrupt or truncated gzip stream ({exc})", tar_path, "end of file") from exc
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class _Recorder:
+    """The decompressed stream of a compressed shard, as tarfile reads it, keeping its
+    last bytes: what follows the last member is checked once tarfile stops, and a
+    stream cannot seek back to it."""
+
+    KEEP = 1 << 16  # more than tarfile reads ahead (one 10 KiB record) plus a header
+
+    def __init__(self, src: IO[bytes]) -> None:
+        self.src = src
+        self.pulled = 0  # bytes handed to tarfile so far
+        self._kept: list[bytes] = []
+        self._kept_bytes = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.src.read(size)
+        self.pulled += len(data)
+        self._kept.append(data)
+        self._kept_bytes += len(data)
+        while self._kept_bytes - len(self._kept[0]) >= self.KEEP:
+            self._kept_bytes -= len(self._kept.pop(0))
+        return data
+
+    def since(self, offset: int) -> bytes | None:
+        """The bytes from ``offset`` of the stream to what was last read (None when
+        they are no longer kept)."""
+        back = self.pulled - offset
+        if back > self._kept_bytes:
+            return None
+        return b"".join(self._kept)[self._kept_bytes - back :] if back > 0 else b""
+
+
+def _check_stream_end(tar_path: str, rec: _Recorder, tf: tarfile.TarFile) -> None:
+    """What follows the last member of a compressed shard: only zero blocks, at least one
+    (tarfile stops quietly at a bad or cut header), then the gzip stream's end, whose
+    length and CRC gzip checks."""
+    place = f"offset {tf.offset} of the uncompressed tar"
+    rest, zeros = rec.since(tf.offset), 0
+    if rest is None:
+        raise FormatError("corrupt tar: the end of the last member is out of reach", tar_path, place)
+    while rest:
+        if rest.strip(b"\0"):
+            raise FormatError("corrupt or truncated tar: unreadable data after the last member", tar_path, place)
+        zeros += len(rest)
+        try:
+            rest = rec.read(1 << 20)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise FormatError(f"corrupt or truncated gzip stream ({exc})", tar_path, "end of file") from exc
+    if zeros < tarfile.BLOCKSIZE:
+        raise FormatError("truncated tar: the end-of-archive blocks are missing", tar_path, place)
 
 
 def _member_bytes(tar_path: str, tf: tarfile.TarFile, m: tarfile.TarInfo) -> bytes:

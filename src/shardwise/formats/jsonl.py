@@ -28,6 +28,7 @@ import datetime
 import gzip
 import io
 import json
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -49,6 +50,7 @@ from shardwise.formats.base import OnError, Quarantine, TableFromBatches, Unit, 
 __all__ = ["JsonlFormat", "JsonlShardWriter"]
 
 _SAMPLE_BYTES = 1 << 20
+_SURROGATE = re.compile(rb"\\[uU][dD][89a-fA-F]")
 
 
 class JsonlFormat(TableFromBatches):
@@ -187,6 +189,11 @@ def _decode_line(raw: bytes, schema: pa.Schema | None) -> dict[str, Any]:
         raise _BadRecord(f"record nested deeper than {MAX_DEPTH} levels") from None
     if not isinstance(row, dict):
         raise _BadRecord(f"expected a JSON object, got {type(row).__name__}")
+    if _SURROGATE.search(raw):
+        try:  # a lone \\udXXX escape decodes to a str that is not text (cannot be UTF-8)
+            json.dumps(row, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise _BadRecord("a string holds a lone UTF-16 surrogate escape (\\ud800-\\udfff)") from None
     if schema is not None:
         for name in mixed_fields(schema):
             value = row.get(name)
