@@ -1,0 +1,72 @@
+"""Plain pyarrow: the loader benchmark's raw scans and the pipeline benchmark's baseline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from adapters.loader_common import BATCH, EMB_DIM, Consumer, parquet_files
+
+__all__ = ["pipeline", "raw_scan", "raw_scan_256"]
+
+
+def raw_scan(data: Path, consume: Consumer, info: dict[str, Any], batch_size: int = 65536) -> Callable[[], None]:
+    """Single-process ``ParquetFile.iter_batches`` to numpy: no shuffle, an upper bound."""
+    import pyarrow.parquet as pq
+
+    info["batch_rows"] = batch_size
+
+    def go() -> None:
+        for f in parquet_files(data):
+            for rb in pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=["id", "label", "text", "emb"]):
+                emb = rb.column("emb")
+                mat = emb.values.to_numpy().reshape(len(emb), EMB_DIM)  # no nulls: zero-copy
+                rb.column("id").to_numpy()
+                consume(rb.column("label").to_numpy(), mat, rb.column("text").to_numpy(zero_copy_only=False))
+
+    return go
+
+
+def raw_scan_256(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], None]:
+    """The raw scan in batches of 256 rows."""
+    return raw_scan(data, consume, info, BATCH)
+
+
+def pipeline(data: Path, out: Path) -> dict[str, Any]:
+    """The cleaning chain file by file, first-index dedup with numpy, one output per input."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from adapters.text_chain import (
+        clean_text,
+        dedup_hashes,
+        first_of_each,
+        input_files,
+        keep_words,
+        word_counts,
+    )
+
+    info: dict[str, Any] = {"startup_s": 0.0}
+    t0 = time.perf_counter()
+    tables, hashes = [], []
+    for f in input_files(data):
+        t = pq.read_table(f)
+        text = clean_text(t.column("text"))
+        t = t.set_column(t.schema.get_field_index("text"), pa.field("text", text.type), text)
+        t = t.filter(keep_words(word_counts(text)))
+        tables.append(t)
+        hashes.append(dedup_hashes(t.column("text")))
+    allh = np.concatenate(hashes)
+    keep = np.zeros(len(allh), dtype=bool)
+    keep[first_of_each(allh[:, 0], allh[:, 1])] = True
+    out.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for i, t in enumerate(tables):
+        m = keep[start : start + t.num_rows]
+        start += t.num_rows
+        pq.write_table(t.filter(pa.array(m)), str(out / f"part-{i:05d}.parquet"), compression="zstd")
+    info["wall_s"] = time.perf_counter() - t0
+    return info

@@ -1,0 +1,128 @@
+"""The loader benchmark's data: label-sorted rows as Parquet files and WebDataset shards.
+
+``id`` int64, ``label`` int64 (10 labels, sorted), ``text`` (random ASCII, 150-450 bytes)
+and ``emb`` ``fixed_size_list<float32>[64]``, in 16 Parquet files whose row groups have
+random sizes of 5k-40k rows; the same rows as 16 tar shards (``<key>.json`` with id and
+label, ``<key>.txt``, ``<key>.npy``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from adapters.loader_common import EMB_DIM, NUM_LABELS
+
+from datagen import DATA_ROOT
+from datagen.reuse import fresh_dir, reusable
+
+__all__ = ["DATA_VERSION", "generate"]
+
+NUM_FILES = 16
+DATA_VERSION = 1  # bump when the generated data changes
+
+
+def generate(rows: int, seed: int = 0) -> Path:
+    """Create (or reuse) the Parquet files and WebDataset shards of ``rows`` rows."""
+    import numpy as np
+
+    out = DATA_ROOT / f"loader-{rows}"
+    if reusable(out, DATA_VERSION, rows=rows):
+        return out
+    fresh_dir(out, "parquet", "wds")
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    bounds = np.linspace(0, rows, NUM_FILES + 1).astype(np.int64)
+    plans = []
+    for i in range(NUM_FILES):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        sizes: list[int] = []
+        left = hi - lo
+        while left > 0:
+            s = min(left, int(rng.integers(5_000, 40_001)))
+            sizes.append(s)
+            left -= s
+        plans.append((i, lo, hi, sizes, seed * 1000 + i, rows, str(out)))
+    # two processes: the files are independent
+    import multiprocessing as mp
+
+    with mp.get_context("fork").Pool(2) as pool:
+        groups = pool.map(_write_file, plans)
+    labels_hist = np.bincount(np.arange(rows, dtype=np.int64) * NUM_LABELS // rows, minlength=NUM_LABELS)
+    meta = {
+        "version": DATA_VERSION,
+        "rows": rows,
+        "files": NUM_FILES,
+        "row_groups": int(sum(groups)),
+        "label_hist": labels_hist.tolist(),
+        "parquet_bytes": sum(p.stat().st_size for p in (out / "parquet").glob("*.parquet")),
+        "wds_bytes": sum(p.stat().st_size for p in (out / "wds").glob("*.tar")),
+        "generate_s": time.perf_counter() - t0,
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    print(f"data: wrote {rows:,} rows to {out} in {meta['generate_s']:.1f} s "
+          f"({meta['parquet_bytes'] / 2**20:.0f} MB parquet, {meta['row_groups']} row groups; "
+          f"{meta['wds_bytes'] / 2**20:.0f} MB tar)", flush=True)
+    return out
+
+
+def _rows(lo: int, hi: int, total: int, rng: Any) -> Any:
+    """The rows ``[lo, hi)`` of the data set as an Arrow table (label sorted)."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = hi - lo
+    ids = np.arange(lo, hi, dtype=np.int64)
+    labels = ids * NUM_LABELS // total  # sorted by label, equal label counts
+    lengths = rng.integers(150, 451, n)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz      ABCDEFGHIJ0123456789.,", dtype=np.uint8)
+    chars = alphabet[rng.integers(0, len(alphabet), int(offsets[-1]))]
+    text = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes()))
+    emb = rng.standard_normal((n, EMB_DIM), dtype=np.float32)
+    emb_arr = pa.FixedSizeListArray.from_arrays(pa.array(emb.reshape(-1)), EMB_DIM)
+    return pa.table({"id": ids, "label": labels, "text": text, "emb": emb_arr}), emb
+
+
+def _write_file(plan: tuple[Any, ...]) -> int:
+    import io
+    import tarfile
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    i, lo, hi, sizes, seed, total, out = plan
+    rng = np.random.default_rng(seed)
+    table, emb = _rows(lo, hi, total, rng)
+    with pq.ParquetWriter(os.path.join(out, "parquet", f"part-{i:02d}.parquet"), table.schema) as w:
+        start = 0
+        for s in sizes:
+            w.write_table(table.slice(start, s), row_group_size=s)
+            start += s
+    # WebDataset: one tar per parquet file, <key>.json / <key>.txt / <key>.npy
+    buf = io.BytesIO()
+    np.save(buf, emb[0])
+    npy_header = buf.getvalue()[: -emb[0].nbytes]
+    ids = table.column("id").to_numpy()
+    labels = table.column("label").to_numpy()
+    texts = table.column("text").to_pylist()
+    mtime = time.time()
+
+    def add(tf: tarfile.TarFile, name: str, payload: bytes) -> None:
+        ti = tarfile.TarInfo(name)
+        ti.size, ti.mtime, ti.mode = len(payload), mtime, 0o644
+        tf.addfile(ti, io.BytesIO(payload))
+
+    path = os.path.join(out, "wds", f"shard-{i:02d}.tar")
+    with tarfile.open(path + ".tmp", "w", format=tarfile.USTAR_FORMAT) as tf:
+        for j in range(len(ids)):
+            key = f"{ids[j]:09d}"
+            add(tf, key + ".json", b'{"id": %d, "label": %d}' % (ids[j], labels[j]))
+            add(tf, key + ".txt", texts[j].encode())
+            add(tf, key + ".npy", npy_header + emb[j].tobytes())
+    os.replace(path + ".tmp", path)
+    return len(sizes)

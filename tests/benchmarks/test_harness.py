@@ -1,0 +1,105 @@
+"""The benchmarks' shared harness: rounds, medians, tables, checks, earlier results, workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+from harness.cli import base_parser, chosen  # noqa: E402
+from harness.report import Checks, earlier_results, markdown, ratio  # noqa: E402
+from harness.runner import System, alternate, median_run, run_system  # noqa: E402
+
+
+def test_alternate_runs_every_name_once_per_round_and_drops_failures() -> None:
+    order: list[str] = []
+
+    def once(name: str) -> dict[str, object]:
+        order.append(name)
+        return {"name": name, "error": "boom"} if name == "b" else {"name": name, "s": len(order)}
+
+    runs = alternate(["a", "b", "c"], 3, once)
+    assert order == ["a", "b", "c", "a", "c", "a", "c"]
+    assert [r["s"] for r in runs["a"]] == [1, 4, 6]
+    assert len(runs["b"]) == 1 and runs["b"][0]["error"] == "boom"
+
+
+def test_median_run_keeps_the_middle_run_and_lists_all() -> None:
+    runs = [{"s": 5.0, "tag": "x"}, {"s": 1.0, "tag": "y"}, {"error": "e"}, {"s": 3.0, "tag": "z"}]
+    m = median_run(runs, "s")
+    assert (m["s"], m["tag"], m["runs_s"], m["median_of"], m["failed_runs"]) == (3.0, "z", [5.0, 1.0, 3.0], 3, ["e"])
+    even = median_run([{"r": 10.0}, {"r": 20.0}], "r", higher_is_better=True)
+    assert even["r"] == 15.0
+    assert median_run([{"error": "a"}, {"error": "b"}], "s") == {"error": "b"}
+
+
+def test_markdown_and_checks() -> None:
+    text = markdown(["a", "b"], [["x|y", 1], ["z"]], right=[1])
+    assert text.splitlines() == ["| a | b |", "|---|---:|", "| x/y | 1 |", "| z |  |"]
+    c = Checks()
+    assert c.add("speed", 12.0, 10, vs="peer") is True
+    assert c.add("rss", 5.0, 4, at_most=True, unit=" GB") is False
+    assert c.add("missing", None, 3) is None
+    assert c.lines[0] == "speed: 12.00x (target >= 10x) [peer] MET"
+    assert c.lines[1].endswith("NOT MET") and "<= 4 GB" in c.lines[1]
+    assert c.data["missing"]["met"] is None
+    assert ratio(None, 2.0) is None and ratio(1.0, 0.0) is None and ratio(3.0, 2.0) == 1.5
+
+
+def test_earlier_results_are_printed_apart_with_their_date(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"created": "2026-01-02T03:04:05", "results": {
+        "a": {"s": 1.5}, "b": {"s": 2.5}, "c": {"error": "x"}, "gone": {"s": 9.0}}}))
+    got = earlier_results(path, measured=["a"], names=["a", "b", "c"], columns={"s": "seconds"})
+    assert got == {"created": "2026-01-02T03:04:05", "results": {"b": {"s": 2.5}}}
+    out = capsys.readouterr().out
+    assert "2026-01-02T03:04:05" in out and "| b | 2.500 |" in out and "| a |" not in out
+    assert earlier_results(tmp_path / "none.json", [], ["a"], {"s": "s"}) == {}
+
+
+def test_only_takes_spaces_or_commas() -> None:
+    ap = base_parser("Title.\n\nMore.", "small")
+    args = ap.parse_args(["--only", "b,c", "a"])
+    assert chosen(ap, args.only, ["a", "b", "c", "d"]) == ["a", "b", "c"]
+    assert chosen(ap, None, ["a", "b"]) == ["a", "b"]
+    assert chosen(ap, ["b"], ["a", "b"], always=["a"]) == ["a", "b"]
+    with pytest.raises(SystemExit):
+        chosen(ap, ["zz"], ["a"])
+
+
+WORKER = '''
+import sys
+sys.path.insert(0, {bench!r})
+from harness.cli import base_parser, maybe_worker
+from harness.runner import System
+
+def echo(tmp, value, fail=False):
+    import os
+    if fail:
+        raise ValueError("bad value " + str(value))
+    return {{"value": value * 2, "tmp_existed": os.path.isdir(tmp)}}
+
+SYSTEMS = {{"ok": System("ok", "__main__:echo"), "bad": System("bad", "__main__:echo", kwargs=(("fail", True),))}}
+sys.exit(maybe_worker(base_parser(None, "").parse_args(sys.argv[1:]), SYSTEMS))
+'''
+
+
+def test_run_system_round_trip_and_failure(tmp_path: Path) -> None:
+    script = tmp_path / "bench_echo.py"
+    script.write_text(WORKER.format(bench=str(BENCH)))
+    ok = run_system(script, System("ok", "__main__:echo"), sys.executable, timeout=60, logdir=tmp_path,
+                    worker_kwargs={"value": 21}, scratch=tmp_path)
+    assert ok["value"] == 42 and ok["tmp_existed"] is True and ok["name"] == "ok"
+    assert ok["process_s"] > 0 and len(ok["loadavg_1m"]) == 2
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("run-")] == []  # scratch removed
+    bad = run_system(script, System("bad", "__main__:echo", kwargs=(("fail", True),)), sys.executable,
+                     timeout=60, logdir=tmp_path, worker_kwargs={"value": 1})
+    assert bad["name"] == "bad" and "ValueError: bad value 1" in bad["error"]
+    assert os.path.exists(tmp_path / "bad.log")
