@@ -104,3 +104,18 @@ def test_a_wrong_explicit_format_is_an_error_and_keeps_the_saved_index(
     assert "a.parquet" in err and "parquet file" in err
     assert (tmp_path / "_shardwise_index.json").read_bytes() == saved
 
+
+
+def test_jsonl_on_parquet_files_without_suffix_is_refused_and_keeps_the_saved_index(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for i in range(2):  # names that say nothing of the format, as some writers leave them
+        pq.write_table(pa.table({"id": list(range(50))}), tmp_path / f"part-{i}", row_group_size=10)
+    assert main(["inspect", str(tmp_path), "--format", "parquet"]) == 0
+    saved = (tmp_path / "_shardwise_index.json").read_bytes()
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path), "--format", "jsonl"]) == 1
+    err = capsys.readouterr().err
+    assert "part-" in err and "not JSON lines: this is a Parquet file" in err
+    assert (tmp_path / "_shardwise_index.json").read_bytes() == saved
+    assert main(["inspect", str(tmp_path), "--format", "parquet", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["samples"] == 100

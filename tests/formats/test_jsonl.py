@@ -6,14 +6,17 @@ nesting, and the mixed-type rule."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
+import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import _formatdata as fd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -376,3 +379,33 @@ def test_lone_surrogate_escape_is_a_bad_record(tmp_path: Path) -> None:
         list(StreamingDataset(str(path), shuffle=False, rank=0, world_size=1))
     ds = StreamingDataset(str(path), shuffle=False, on_error="skip", rank=0, world_size=1)
     assert [r["v"] for r in ds] == ["a", "🚀"] and ds.quarantine.count == 1
+
+
+def _parquet_of_one() -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"a": [1]}), buf)
+    return buf.getvalue()
+
+
+def _tar_of_one() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        tf.addfile(tarfile.TarInfo("a.txt"), io.BytesIO(b""))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("what,make", [
+    ("Parquet file", _parquet_of_one),
+    ("tar file", _tar_of_one),
+    ("gzip-compressed", lambda: gzip.compress(b'{"a": 1}\n')),
+    ("zstd-compressed", lambda: pa.compress(b'{"a": 1}\n', "zstd", asbytes=True)),
+])
+@pytest.mark.parametrize("name", ["data", "data.jsonl"])
+def test_a_file_that_is_not_json_lines_is_refused_while_indexing(
+        tmp_path: Path, what: str, make: Any, name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(make())
+    with pytest.raises(FormatError, match=f"not JSON lines: this is a?n? ?{what}") as info:
+        open_dataset(str(path), format="jsonl", progress=False)
+    assert str(path) in str(info.value)
+

@@ -28,6 +28,30 @@ def compression_of(path: str) -> str | None:
     return None
 
 
+# what a file that is no JSON text starts with (bytes at an offset), and what it is
+_MAGIC = ((0, b"PAR1", "a Parquet file: pass format='parquet'"),
+          (257, b"ustar\x00", "a tar file: pass format='webdataset'"),  # POSIX; a NUL is no JSON
+          (257, b"ustar  \x00", "a tar file: pass format='webdataset'"),  # GNU
+          (0, b"\x1f\x8b", "gzip-compressed, but its name does not end in .gz: rename it"),
+          (0, b"\x28\xb5\x2f\xfd", "zstd-compressed, but its name does not end in .zst: rename it"))
+
+
+def check_is_text(path: str, storage_options: dict[str, Any]) -> None:
+    """Refuse a file that is plainly not JSON lines (a Parquet, tar or compressed file
+    read with ``format="jsonl"``), whose lines would be counted as nonsense records.
+
+    Raises:
+        FormatError: naming the file and what it is instead.
+    """
+    if compression_of(path) is not None:
+        return  # a compressed file that is not in its codec is refused when it is read
+    with open_input(path, **storage_options) as f:
+        head = f.read(512)
+    for at, magic, what in _MAGIC:
+        if head[at : at + len(magic)] == magic:
+            raise FormatError(f"not JSON lines: this is {what}", path, "start of file")
+
+
 def count_records(piece: bytes) -> tuple[int, int]:
     """Return ``(records, lines)`` in a piece that ends on a line boundary (or EOF)."""
     lines = piece.count(b"\n")

@@ -18,7 +18,9 @@ type. Other fields keep their inferred type, and a later value that does not fit
 is a bad record.
 
 A compressed file that is truncated, or is not in the format its suffix says, is an
-error naming the file and the line where decompression stopped.
+error naming the file and the line where decompression stopped. A file that is plainly
+not JSON lines (a Parquet or tar file, or a compressed one without ``.gz``/``.zst``, read
+with ``format="jsonl"``) is refused while indexing, before its bytes are counted as lines.
 """
 
 from __future__ import annotations
@@ -43,7 +45,13 @@ from shardwise.formats._jsonrules import (
     infer_schema,
     mixed_fields,
 )
-from shardwise.formats._lines import compression_of, count_records, iter_aligned, split_ranges
+from shardwise.formats._lines import (
+    check_is_text,
+    compression_of,
+    count_records,
+    iter_aligned,
+    split_ranges,
+)
 from shardwise.formats._writer import RollingWriter
 from shardwise.formats.base import OnError, Quarantine, TableFromBatches, Unit, suffixes_of
 
@@ -76,6 +84,7 @@ class JsonlFormat(TableFromBatches):
 
     def list_units(self, path: str, size: int) -> list[Unit]:
         """Cut the file into line-aligned ranges and count their records."""
+        check_is_text(path, self.storage_options)
         if compression_of(path) is not None:
             records = sum(count_records(p)[0] for p in iter_aligned(path, block_bytes=self.block_bytes, storage_options=self.storage_options))
             return [Unit(path, 0, records, size, 0, size, 1)]
