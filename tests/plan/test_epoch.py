@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ topo_st = st.builds(
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _plan_or_none(counts: list[int], t: Topology, **kw: int) -> EpochPlan | None:
+def _plan_or_none(counts: list[int], t: Topology, **kw: Any) -> EpochPlan | None:
     n = sum(counts)
     if n == 0 or (t.drop_last and n < t.slots * t.batch_size):
         with pytest.raises(PlanError):
@@ -43,7 +44,7 @@ def _all_samples(plan: EpochPlan) -> list[tuple[int, int]]:
 
 def _epoch_order(plan: EpochPlan) -> list[tuple[int, int]]:
     """The epoch's sample order before cutting: units permuted, rows permuted."""
-    out = []
+    out: list[tuple[int, int]] = []
     for seg in plan.stream.segments:
         perm = plan.row_perm(seg.unit)
         out.extend((seg.unit, int(r)) for r in perm[seg.positions()])

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardwise.plan import EpochPlan, Topology
+from shardwise.plan import EpochPlan, Mixing, Rule, Topology, make_plan
 from shardwise.plan.report import plan_report
 
 
@@ -37,3 +37,14 @@ def test_one_worker_reading_everything_has_no_amplification() -> None:
     r = plan_report(plan, np.array([1000, 2000, 3000]))
     assert r["read_amplification"] == 1.0 and r["peak_buffered_bytes"] == 6000
     assert r["samples_left_out"] == 0 and r["steps_per_rank"] == 12
+
+
+def test_report_of_mixed_and_canonical_plans() -> None:
+    counts = np.full(40, 30)
+    mixing = Mixing((0, 10, 40), (Rule(weight=1), Rule(weight=1)), batching="stratified")
+    for plan in (make_plan(counts, Topology(2, 2, 6), mixing=mixing, seed=1),
+                 make_plan(counts, Topology(2, 2, 4), canonical_workers=4, seed=1)):
+        report = plan_report(plan, np.full(40, 1000))
+        assert report["steps_per_rank"] == plan.batches_per_rank == len(plan.rank_batches(1))
+        assert report["read_amplification"] >= 1.0
+        assert report["peak_buffered_bytes"] >= 1000

@@ -2,5 +2,8 @@
 
 from shardwise.plan.budget import auto_interleave
 from shardwise.plan.epoch import EpochPlan, Resume, Topology, WorkerPlan
+from shardwise.plan.mix import Mixing, Rule
+from shardwise.plan.plans import Plan, make_plan, source_counts
 
-__all__ = ["EpochPlan", "Resume", "Topology", "WorkerPlan", "auto_interleave"]
+__all__ = ["EpochPlan", "Mixing", "Plan", "Resume", "Rule", "Topology", "WorkerPlan", "auto_interleave",
+           "make_plan", "source_counts"]

@@ -33,7 +33,7 @@ O(units) plus one window per worker, never O(samples consumed).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -57,6 +57,8 @@ class EpochPlan:
         epoch: epoch number; each epoch has a different order.
         shuffle: permute units, rows and windows (False: file order throughout).
         resumes: earlier interruptions of this epoch, oldest first.
+        base: the epoch's stream for the topology it started on (default: every unit
+            once, in the stratified order); mixing builds its own (see :mod:`.mix`).
     """
 
     def __init__(
@@ -68,6 +70,8 @@ class EpochPlan:
         epoch: int = 0,
         shuffle: bool = True,
         resumes: Sequence[Resume] = (),
+        base: Callable[[Topology], Stream] | None = None,
+        elastic: bool = False,
     ) -> None:
         self.counts = np.asarray(counts, dtype=np.int64)
         if self.counts.ndim != 1 or (self.counts < 0).any():
@@ -75,6 +79,7 @@ class EpochPlan:
         self.topology = topology
         self.seed, self.epoch, self.shuffle = int(seed), int(epoch), shuffle
         self.resumes = list(resumes)
+        self.base = base
         self.generation = 0
         self._row_perms: dict[int, np.ndarray] = {}
         self._continued = 0
@@ -82,7 +87,7 @@ class EpochPlan:
         self.stream = self._base_stream()
         for i, r in enumerate(self.resumes):
             last = i == len(self.resumes) - 1
-            if last and r.topology == self.topology:
+            if last and r.topology == self.topology and not elastic:
                 self._cut()
                 self._check(r, self.pieces)
                 self._continued = r.consumed_batches  # continue exactly: workers skip
@@ -96,6 +101,8 @@ class EpochPlan:
         n = len(self.counts)
         # the order the epoch started with, also when it resumes on another topology
         t = self.resumes[0].topology if self.resumes else self.topology
+        if self.base is not None:
+            return self.base(t)
         order = spread_order(self.counts, t.slots, t.interleave, rng_for(self.seed, self.epoch, UNITS)) if self.shuffle else np.arange(n)
         return unit_stream(self.counts, order)
 
@@ -177,6 +184,11 @@ class EpochPlan:
         wp.skip, wp.num_samples = done, self.samples_per_worker - done
         return wp
 
+    def slot_worker(self, slot: int) -> WorkerPlan:
+        """The whole piece of ``slot`` (``rank * num_workers + worker``) as first cut,
+        with nothing skipped (for plans composed of plans)."""
+        return self._worker(self.topology, self.pieces, slot)
+
     def rank_batches(self, rank: int) -> list[np.ndarray]:
         """The rank's batches as ``(batch_size, 2)`` arrays of ``(unit, row)``, in the
         DataLoader's round-robin order (small data, tests and tools)."""
@@ -195,4 +207,4 @@ class EpochPlan:
         previous = self.resumes[:-1] if self._continuation else list(self.resumes)
         point = Resume(self.topology, total)
         return EpochPlan(self.counts, topology or self.topology, seed=self.seed, epoch=self.epoch,
-                         shuffle=self.shuffle, resumes=[*previous, point])
+                         shuffle=self.shuffle, resumes=[*previous, point], base=self.base)

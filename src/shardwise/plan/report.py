@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from shardwise.plan.epoch import EpochPlan
+from shardwise.plan.plans import Plan
 
 __all__ = ["plan_report"]
 
 
-def plan_report(plan: EpochPlan, unit_bytes: np.ndarray, prefetch_windows: int = 2) -> dict[str, Any]:
+def plan_report(plan: Plan, unit_bytes: np.ndarray, prefetch_windows: int = 2) -> dict[str, Any]:
     """Summarise ``plan`` given each unit's size in bytes.
 
     ``read_amplification`` is bytes read by all workers over the bytes of units that
@@ -32,7 +32,7 @@ def plan_report(plan: EpochPlan, unit_bytes: np.ndarray, prefetch_windows: int =
             units = wp.units()
             used.update(units)
             read += int(unit_bytes[units].sum()) if units else 0
-            sizes = [int(unit_bytes[list(dict.fromkeys(s.unit for s in win))].sum()) for win in wp.windows()]
+            sizes = [int(unit_bytes[wu].sum()) for wu, _, _ in wp.iter_windows()]
             for i in range(len(sizes)):
                 peak = max(peak, sum(sizes[i : i + prefetch_windows]))
     useful = int(unit_bytes[sorted(used)].sum()) if used else 0

@@ -1,0 +1,167 @@
+"""Mixing sources (pure numpy): exact integer quotas per epoch and which samples fill them.
+
+Every source owns a range of the dataset's units. Per epoch each source contributes an
+exact integer quota of samples:
+
+* ``weight``: quotas split ``epoch_size`` (default: all samples of all sources) by the
+  largest-remainder rule (:func:`largest_remainder`): shares rounded down, the leftover
+  samples to the largest fractional parts, ties to the earlier source.
+* ``repeat`` / ``choose``: ``floor(size * repeat)`` or ``choose`` samples; with an
+  ``epoch_size`` these become the weights instead.
+
+The quotas are then scaled (largest remainder again) to a whole number of global batches,
+down with ``drop_last`` and up without it, so a fresh epoch neither drops nor pads.
+
+A quota of ``m * size + r`` (``r < size``) takes every sample of the source ``m`` times
+and ``r`` more: the next ``r`` of the source's fixed cyclic order of units, starting
+where the previous epoch's stopped. So upsampling shows every sample once before any
+twice, downsampling takes a different subset each epoch (every unit before any again),
+and a source smaller than its quota wraps around.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from shardwise.errors import ConfigError, PlanError
+from shardwise.plan.order import UNITS, rng_for, spread_order
+from shardwise.plan.stream import Segment, Stream
+from shardwise.plan.topology import Topology
+
+__all__ = ["Mixing", "Rule", "largest_remainder", "mixed_segments", "source_segments"]
+
+BATCHINGS = ("random", "stratified")
+CYCLE, MIX = 0x4379, 0x4D78  # seed stream names: a source's cyclic unit order, the epoch's mix
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How much of one source an epoch takes: exactly one of the three, or none (repeat 1)."""
+
+    weight: float | None = None
+    repeat: float | None = None
+    choose: int | None = None
+
+    def __post_init__(self) -> None:
+        given = [k for k in ("weight", "repeat", "choose") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ConfigError(f"give a source at most one of weight=, repeat=, choose= (got {given})")
+        for k in given:
+            v = getattr(self, k)
+            if not np.isfinite(v) or v < 0:
+                raise ConfigError(f"{k}= must be a finite number >= 0, got {v!r}")
+
+
+@dataclass(frozen=True)
+class Mixing:
+    """Sources of one dataset and how an epoch mixes them.
+
+    Attributes:
+        bounds: source ``s`` owns units ``bounds[s]:bounds[s + 1]`` (``len(rules) + 1`` entries).
+        rules: one :class:`Rule` per source.
+        epoch_size: samples per epoch before rounding to whole global batches (None: natural).
+        batching: ``"random"`` (sources mixed across the epoch) or ``"stratified"`` (every
+            batch holds each source's share).
+    """
+
+    bounds: tuple[int, ...]
+    rules: tuple[Rule, ...]
+    epoch_size: int | None = None
+    batching: str = "random"
+
+    def __post_init__(self) -> None:
+        if self.batching not in BATCHINGS:
+            raise ConfigError(f"batching must be 'random' or 'stratified', got {self.batching!r}")
+        if len(self.bounds) != len(self.rules) + 1 or not self.rules:
+            raise ConfigError("a mixing needs one rule per source and the sources' unit bounds")
+        weighted = {r.weight is not None for r in self.rules}
+        if len(weighted) > 1:
+            raise ConfigError("give weight= to every source or to none (then repeat= or choose=)")
+        if self.epoch_size is not None and self.epoch_size < 1:
+            raise ConfigError(f"epoch_size must be at least 1, got {self.epoch_size}")
+
+    def sizes(self, counts: np.ndarray) -> np.ndarray:
+        """Samples per source."""
+        ends = np.cumsum(np.concatenate([[0], np.asarray(counts, dtype=np.int64)]))
+        b = np.asarray(self.bounds)
+        return np.asarray(ends[b[1:]] - ends[b[:-1]], dtype=np.int64)
+
+    def quotas(self, counts: np.ndarray) -> np.ndarray:
+        """Each source's samples per epoch before rounding to whole global batches."""
+        sizes = self.sizes(counts)
+        if self.rules[0].weight is not None:
+            weights = np.array([r.weight for r in self.rules], dtype=np.float64) * (sizes > 0)
+            total = self.epoch_size if self.epoch_size is not None else int(sizes.sum())
+            return largest_remainder(total, weights)
+        natural = np.array([r.choose if r.choose is not None else int(np.floor(s * (1.0 if r.repeat is None else r.repeat)))
+                            for r, s in zip(self.rules, sizes.tolist())], dtype=np.int64) * (sizes > 0)
+        if self.epoch_size is not None:
+            return largest_remainder(self.epoch_size, natural.astype(np.float64))
+        return natural
+
+    def aligned_quotas(self, counts: np.ndarray, topology: Topology) -> np.ndarray:
+        """:meth:`quotas` scaled to a whole number of ``topology``'s global batches."""
+        q = self.quotas(counts)
+        quantum = topology.slots * topology.batch_size
+        total = int(q.sum())
+        aligned = (total // quantum if topology.drop_last else -(-total // quantum)) * quantum
+        if aligned == 0:
+            raise PlanError(f"the sources' quotas ({total} samples) are fewer than "
+                            f"world_size*num_workers*batch_size = {quantum}")
+        return q if aligned == total else largest_remainder(aligned, q.astype(np.float64))
+
+
+def largest_remainder(total: int, weights: np.ndarray | Sequence[float]) -> np.ndarray:
+    """``total`` split in integers proportional to ``weights``: shares rounded down, the
+    rest one each to the largest fractional parts (ties: the earlier index first)."""
+    w = np.asarray(weights, dtype=np.float64)
+    if total < 0 or (w < 0).any() or not np.isfinite(w).all():
+        raise ConfigError("largest_remainder needs a total >= 0 and finite weights >= 0")
+    if total and w.sum() <= 0:
+        raise PlanError("every source has weight 0 or no samples: nothing to mix")
+    if not total:
+        return np.zeros(len(w), dtype=np.int64)
+    exact = w / w.sum() * total
+    base = np.floor(exact).astype(np.int64)
+    rest = int(total - base.sum())
+    order = np.argsort(-(exact - base), kind="stable")
+    base[order[:rest]] += 1
+    return np.asarray(base, dtype=np.int64)
+
+
+def source_segments(counts: np.ndarray, lo: int, hi: int, quota: int, *, seed: int, epoch: int,
+                    source: int, shuffle: bool) -> list[Segment]:
+    """The segments of units ``lo:hi`` (one source) that fill ``quota`` samples this epoch."""
+    own = np.asarray(counts[lo:hi], dtype=np.int64)
+    size = int(own.sum())
+    if quota <= 0 or size == 0:
+        return []
+    passes, rest = divmod(int(quota), size)
+    order = rng_for(seed, source, CYCLE).permutation(len(own)) if shuffle else np.arange(len(own))
+    cycle = Stream([Segment(lo + int(u), 0, int(own[u])) for u in order])
+    start = (epoch * rest) % size  # the next `rest` of the cycle: where the last epoch stopped
+    return cycle.segments * passes + (cycle.slice(start, start + rest) if rest else [])
+
+
+def mixed_segments(mixing: Mixing, counts: np.ndarray, quotas: np.ndarray, sources: Sequence[int], *,
+                   seed: int, epoch: int, shuffle: bool) -> list[Segment]:
+    """The segments of ``sources`` filling ``quotas`` (indexed by source), concatenated."""
+    out: list[Segment] = []
+    for s in sources:
+        out.extend(source_segments(counts, mixing.bounds[s], mixing.bounds[s + 1], int(quotas[s]),
+                                   seed=seed, epoch=epoch, source=s, shuffle=shuffle))
+    return out
+
+
+def order_segments(segments: list[Segment], topology: Topology, *, seed: int, epoch: int,
+                   shuffle: bool, salt: int = 0) -> Stream:
+    """The epoch's stream of ``segments``: stratified over workers and windows
+    (:func:`~shardwise.plan.order.spread_order`), or as given without ``shuffle``."""
+    if not shuffle:
+        return Stream(segments)
+    sizes = np.fromiter((s.size for s in segments), dtype=np.int64, count=len(segments))
+    order = spread_order(sizes, topology.slots, topology.interleave, rng_for(seed, epoch, UNITS, MIX, salt))
+    return Stream([segments[i] for i in order.tolist()])

@@ -1,0 +1,75 @@
+"""One entry point for every kind of epoch plan (pure numpy): a single stream, mixed
+sources (random or stratified batches), and canonical workers on top of either."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+
+import numpy as np
+
+from shardwise.plan.canonical import CanonicalPlan
+from shardwise.plan.epoch import EpochPlan
+from shardwise.plan.mix import Mixing, mixed_segments, order_segments
+from shardwise.plan.strata import StratifiedPlan
+from shardwise.plan.stream import Stream
+from shardwise.plan.topology import Resume, Topology
+
+__all__ = ["Plan", "make_plan", "source_counts"]
+
+Plan = EpochPlan | StratifiedPlan | CanonicalPlan
+
+
+def make_plan(counts: Sequence[int] | np.ndarray, topology: Topology, *, seed: int = 0, epoch: int = 0,
+              shuffle: bool = True, resumes: Sequence[Resume] = (), mixing: Mixing | None = None,
+              canonical_workers: int | None = None) -> Plan:
+    """The plan of one epoch.
+
+    Args:
+        counts: samples per unit (of all sources, concatenated).
+        topology: ranks, workers, per-rank batch size, drop_last, interleave.
+        seed, epoch, shuffle, resumes: as for :class:`EpochPlan`.
+        mixing: the sources and their rules (None: every unit once).
+        canonical_workers: plan on a fixed grid so that every topology whose ranks x
+            workers divide it sees the same global batches (see :mod:`.canonical`).
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    if canonical_workers is not None:
+        inner = partial(_plain, counts, seed=seed, epoch=epoch, shuffle=shuffle, mixing=mixing)
+        return CanonicalPlan(topology, canonical_workers, inner, resumes=resumes)
+    return _plain(counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, mixing=mixing, resumes=resumes)
+
+
+def _plain(counts: np.ndarray, topology: Topology, *, seed: int, epoch: int, shuffle: bool,
+           mixing: Mixing | None, resumes: Sequence[Resume] = ()) -> EpochPlan | StratifiedPlan:
+    if mixing is None:
+        return EpochPlan(counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes)
+    if mixing.batching == "stratified":
+        return StratifiedPlan(counts, topology, mixing, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes)
+    base = partial(_mixed_stream, mixing, counts, seed=seed, epoch=epoch, shuffle=shuffle)
+    return EpochPlan(counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes, base=base)
+
+
+def _mixed_stream(mixing: Mixing, counts: np.ndarray, topology: Topology, *, seed: int, epoch: int,
+                  shuffle: bool) -> Stream:
+    quotas = mixing.aligned_quotas(counts, topology)
+    segments = mixed_segments(mixing, counts, quotas, range(len(mixing.rules)), seed=seed, epoch=epoch,
+                              shuffle=shuffle)
+    return order_segments(segments, topology, seed=seed, epoch=epoch, shuffle=shuffle)
+
+
+def source_counts(mixing: Mixing, counts: Sequence[int] | np.ndarray, topology: Topology,
+                  canonical_workers: int | None = None) -> list[int]:
+    """Samples each source gives to an epoch that starts on ``topology`` (its quotas after
+    rounding to whole global batches, or to whole stratified batches)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    t = topology
+    if canonical_workers is not None:
+        c = int(canonical_workers)
+        t = Topology(c, c, t.world_size * t.batch_size // c, t.drop_last, t.interleave)
+    if mixing.batching == "stratified":
+        plan = StratifiedPlan(counts, t, mixing)
+        per_batch = plan.shares(t.batch_size)
+        return [int(k) * plan.batches_per_worker * t.slots for k in per_batch.tolist()]
+    quotas: list[int] = mixing.aligned_quotas(counts, t).tolist()
+    return quotas
