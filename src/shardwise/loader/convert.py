@@ -35,7 +35,7 @@ from shardwise.errors import ConfigError, FormatError, PlanError
 from shardwise.formats import Unit
 from shardwise.loader.transport import NumpyColumn, RingBatch, active, string_column
 
-__all__ = ["Padding", "check_values", "rows", "runs", "split"]
+__all__ = ["Padding", "check_padding", "check_values", "column_to_numpy", "is_ragged", "pad", "rows", "runs", "split"]
 
 Padding = int | str | None  # None, "longest", or a fixed length
 
@@ -88,7 +88,7 @@ def split(run: pa.Table, size: int, fmt: str, pad_to: Padding = None) -> Iterato
     # here, and string columns keep their Arrow arrays so their buffers go as they are
     ring = fmt == "numpy" and active()
     padded = [name for name, col in zip(batch.schema.names, batch.columns)
-              if pad_to is not None and _ragged(col)]
+              if pad_to is not None and is_ragged(col.type)]
     columns = to_numpy(batch.drop_columns(padded), writable=not ring)
     strings = {name: col for name, col in zip(batch.schema.names, batch.columns)
                if ring and col.null_count == 0 and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type))}
@@ -104,9 +104,8 @@ def split(run: pa.Table, size: int, fmt: str, pad_to: Padding = None) -> Iterato
         yield out
 
 
-def _ragged(col: pa.Array) -> bool:
-    """A list column of numbers whose rows may differ in length."""
-    t = col.type
+def is_ragged(t: pa.DataType) -> bool:
+    """A list type of numbers whose rows may differ in length (padded under ``pad_to``)."""
     return (pa.types.is_list(t) or pa.types.is_large_list(t)) and _numeric(t.value_type)
 
 

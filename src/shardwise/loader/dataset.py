@@ -19,29 +19,26 @@ import inspect
 import time
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError, PlanError
-from shardwise.formats import OnError, Quarantine, check_format_options, check_on_error, unit_place
+from shardwise.formats import OnError, Quarantine, check_format_options, check_on_error
 from shardwise.index import OPEN_OPTIONS, DatasetIndex, open_dataset
 from shardwise.loader.channel import Seen, TopologyChannel
-from shardwise.loader.convert import Padding, check_padding, check_values, rows, runs, split
-from shardwise.loader.gather import Views, gather
+from shardwise.loader.convert import Padding, check_padding
 from shardwise.loader.placement import detect_placement
 from shardwise.loader.position import Position
-from shardwise.loader.prefetch import Prefetcher
 from shardwise.loader.reader import UnitReader, count_rows
+from shardwise.loader.stream import BatchFormat, Reading, serial_items
+from shardwise.loader.threaded import default_threads, threaded_batches
 from shardwise.loader.transport import NumpyColumn, setup_worker
-from shardwise.plan import EpochPlan, Resume, Topology, auto_interleave
+from shardwise.plan import EpochPlan, Resume, Topology, WorkerPlan, auto_interleave
 
 __all__ = ["NumpyColumn", "StreamingDatasetBase"]
 
-
-BatchFormat = Literal["numpy", "torch", "arrow"]
 STATE_VERSION = 1
 
 
@@ -80,6 +77,12 @@ class StreamingDatasetBase:
             (token ids) become 2-D arrays padded with zeros to the batch's longest row
             (``"longest"``) or to a fixed length (longer rows are cut there), each with a
             ``<column>_lengths`` column; ``None`` (default) leaves them as object arrays.
+        num_threads: threads that decode, gather and convert batches when a batched
+            dataset is iterated in the training process (``for batch in ds``, or a
+            DataLoader with ``num_workers=0``). Default: the CPUs of this process shared
+            by the node's ranks (``LOCAL_WORLD_SIZE``), at most 8.
+        pin_memory: in that in-process path, pin ``"torch"`` batches (each piece of a few
+            thousand rows once; batches are views of it) when CUDA is available.
         **open_options: passed to :func:`shardwise.open_dataset` (format, storage_options, ...).
     """
 
@@ -102,6 +105,8 @@ class StreamingDatasetBase:
         num_workers: int | None = None,
         on_error: OnError = "raise",
         pad_to: Padding = None,
+        num_threads: int | None = None,
+        pin_memory: bool = False,
         **open_options: Any,
     ) -> None:
         if batch_format not in (None, "numpy", "torch", "arrow"):
@@ -114,6 +119,11 @@ class StreamingDatasetBase:
         self.filter = filter
         self.batch_format = batch_format
         self.pad_to = check_padding(pad_to)
+        if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
+                                        or num_threads < 1):
+            raise ConfigError(f"num_threads must be an integer >= 1, got {num_threads!r}")
+        self.num_threads = num_threads or default_threads()
+        self.pin_memory = bool(pin_memory)
         self.shuffle_bytes = int(shuffle_bytes)
         self.interleave = int(interleave) if interleave is not None else self._auto_interleave()
         self.prefetch_bytes = int(prefetch_bytes)
@@ -252,50 +262,15 @@ class StreamingDatasetBase:
             self._position = Position(*here.where(), yielded)
             yield item
 
-    def _items(self, wp: Any) -> Iterator[tuple[Any, int]]:
-        """Samples (per-sample mode) or batches, each with its number of samples."""
-        tables = self._window_tables(wp, UnitReader(self.index, self.columns, self.filter, self.on_error))
-        if self.batch_format is None:
-            for table in tables:
-                for batch in table.to_batches(max_chunksize=1024):
-                    for row in rows(batch):
-                        yield row, 1
-            return
-        for run in runs(tables, self.batch_size):
-            for batch in split(run, self.batch_size, self.batch_format, self.pad_to):
-                yield batch, self.batch_size
-
-    def _window_tables(self, wp: Any, reader: UnitReader) -> Iterator[pa.Table]:
-        windows = list(wp.iter_windows())
-        units = self.index.units
-
-        def load(u: int) -> pa.Table:
-            # each unit as one contiguous table: gathers from chunked tables are slow
-            table = reader.read(u).combine_chunks()
-            if self.batch_format is None:  # values must become Python objects
-                check_values(table, units[u], unit_place(self.index.format, units[u]))
-            return table
-
-        def size(u: int) -> int:
-            return 2 * units[u].num_bytes  # decoded, as in _auto_interleave
-
-        # units are read ahead one at a time, across window boundaries: the next
-        # window's first units load while this one is consumed, under prefetch_bytes
-        prefetch = Prefetcher(load, size, budget_bytes=self.prefetch_bytes, max_ahead=2 * self.interleave + 2)
-        loaded_units = prefetch.iterate([u for window in windows for u in window[0]])
-        # rows are gathered a piece at a time, straight from the unit tables: a whole-window
-        # gather would stall this worker (and with it the DataLoader's round-robin) and
-        # hold a second copy of the window
-        piece = max(1, _PIECE_ROWS // self.batch_size) * self.batch_size
-        try:
-            for window_units, unit_ids, rows in windows:
-                loaded = {u: next(loaded_units) for u in window_units}
-                views: Views = {}
-                for start in range(0, len(rows), piece):
-                    yield gather(loaded, unit_ids[start : start + piece], rows[start : start + piece], views)
-                del loaded, views
-        finally:
-            loaded_units.close()
+    def _items(self, wp: WorkerPlan) -> Iterator[tuple[Any, int]]:
+        """Samples or batches, each with its number of samples: batches in the training
+        process on threads of its own, everything else as a DataLoader worker does."""
+        reading = Reading(self.index, self.columns, self.filter, self.on_error, self.batch_format,
+                          self.batch_size, self.interleave, self.prefetch_bytes, self.pad_to,
+                          self.num_threads, self.pin_memory)
+        if self.batch_format is not None and not _in_dataloader_worker():
+            return threaded_batches(reading, wp)
+        return serial_items(reading, wp)
 
     def __iter__(self) -> Iterator[Any]:
         placement = detect_placement(self.rank, self.world_size)
@@ -327,5 +302,3 @@ def _in_dataloader_worker() -> bool:
         return False
     return get_worker_info() is not None
 
-
-_PIECE_ROWS = 4096  # rows gathered at once from a window

@@ -6,7 +6,12 @@ concatenates the chunks), so rows are taken per unit and then put in order: for
 string and other variable-width columns with Arrow's ``take`` (a take per unit, then a
 second take to restore the order); for numeric columns and fixed-size lists of numbers
 without nulls -- ids, labels, embeddings, token windows -- with numpy's ``take`` (row
-copies into one buffer, then into order), two copies instead of three.
+copies into one buffer, then into order), two copies instead of three, and one when
+all rows come from one unit.
+
+:func:`gather_columns` hands the numeric columns out as the numpy arrays the rows were
+copied into (owned and writable: the in-process loader's batches are views of them);
+:func:`gather` makes one Arrow table of everything.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["Views", "gather"]
+__all__ = ["Columns", "Views", "column_to_arrow", "gather", "gather_columns"]
 
 Views = dict[tuple[int, int], "np.ndarray | None"]  # (unit, column) -> numpy view, or None: use Arrow
+Columns = list["np.ndarray | pa.ChunkedArray"]  # one per schema field: gathered by numpy, or by Arrow
 
 
 def gather(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, views: Views) -> pa.Table:
@@ -24,38 +30,45 @@ def gather(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, 
 
     ``views`` caches the numpy views of the unit tables' columns; keep one per window.
     """
-    first = int(unit_ids[0])
-    if (unit_ids == first).all():
-        return tables[first].take(pa.array(rows, type=pa.int64()))
+    schema = tables[int(unit_ids[0])].schema
+    columns = gather_columns(tables, unit_ids, rows, views)
+    arrays = [column_to_arrow(c, f.type) if isinstance(c, np.ndarray) else c for c, f in zip(columns, schema)]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, views: Views) -> Columns:
+    """The gathered rows column by column (see :func:`gather`): numbers and fixed-size
+    lists of numbers without nulls as new numpy arrays (2-D for lists), the rest as Arrow."""
     order = np.argsort(unit_ids, kind="stable")
     grouped = unit_ids[order]
     cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
     bounds = list(zip([0, *cuts], [*cuts, len(order)]))
     groups = [(int(grouped[a]), rows[order[a:b]]) for a, b in bounds]  # (unit, its rows in piece order)
-    back = np.empty(len(order), dtype=np.int64)
-    back[order] = np.arange(len(order))
-    schema = tables[first].schema
-    columns: list[pa.Array | pa.ChunkedArray | None] = []
+    back: np.ndarray | None = None
+    if len(groups) > 1:  # rows grouped by unit are put back in piece order
+        back = np.empty(len(order), dtype=np.int64)
+        back[order] = np.arange(len(order))
+    schema = tables[groups[0][0]].schema
+    columns: Columns = []
     by_arrow: list[int] = []
-    for i, field in enumerate(schema):
-        sources = [_view(views, tables, u, i) for u, _ in groups]
-        arrays = [s for s in sources if s is not None]
-        if len(arrays) < len(sources):
-            columns.append(None)
+    for i in range(len(schema)):
+        arrays = [a for a in (_view(views, tables, u, i) for u, _ in groups) if a is not None]
+        if len(arrays) < len(groups):
+            columns.append(pa.chunked_array([], type=schema.field(i).type))  # filled below
             by_arrow.append(i)
             continue
         by_unit = np.empty((len(rows), *arrays[0].shape[1:]), dtype=arrays[0].dtype)
         for (a, b), (_, picked), src in zip(bounds, groups, arrays):
             np.take(src, picked, axis=0, out=by_unit[a:b])
-        columns.append(_to_arrow(np.take(by_unit, back, axis=0), field.type))
+        columns.append(by_unit if back is None else np.take(by_unit, back, axis=0))
     if by_arrow:
         parts = [tables[u].select(by_arrow).take(pa.array(picked, type=pa.int64())) for u, picked in groups]
-        taken = pa.concat_tables(parts).combine_chunks().take(pa.array(back))
-        if len(by_arrow) == len(columns):
-            return taken
+        taken = pa.concat_tables(parts).combine_chunks()
+        if back is not None:
+            taken = taken.take(pa.array(back))
         for j, i in enumerate(by_arrow):
             columns[i] = taken.column(j)
-    return pa.Table.from_arrays(columns, schema=schema)
+    return columns
 
 
 def _view(views: Views, tables: dict[int, pa.Table], unit: int, column: int) -> np.ndarray | None:
@@ -86,7 +99,8 @@ def _numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
 
-def _to_arrow(values: np.ndarray, t: pa.DataType) -> pa.Array:
+def column_to_arrow(values: np.ndarray, t: pa.DataType) -> pa.Array:
+    """A column gathered by numpy as an Arrow array of type ``t`` (no copy)."""
     if pa.types.is_fixed_size_list(t):
         return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), type=t.value_type), type=t)
     return pa.array(values, type=t)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from typing import Generic, TypeVar
 
 from shardwise.errors import ConfigError
@@ -28,8 +29,10 @@ class Prefetcher(Generic[K, V]):
         load: the function reading one item (e.g. one unit).
         size_of_key: the estimated bytes of an item before it is read.
         budget_bytes: cap on estimated bytes held ahead of the consumer.
-        threads: reader threads.
+        threads: reader threads (of a pool of its own, made for each :meth:`iterate`).
         max_ahead: cap on the number of items loaded ahead.
+        executor: run the loads on this pool instead (shared with other work; it is
+            not shut down here).
     """
 
     def __init__(
@@ -40,6 +43,7 @@ class Prefetcher(Generic[K, V]):
         budget_bytes: int = 256 * 2**20,
         threads: int = 2,
         max_ahead: int = 8,
+        executor: Executor | None = None,
     ) -> None:
         if budget_bytes < 0 or threads < 1 or max_ahead < 1:
             raise ConfigError("budget_bytes must be >= 0, threads and max_ahead >= 1")
@@ -48,7 +52,13 @@ class Prefetcher(Generic[K, V]):
         self.budget_bytes = budget_bytes
         self.threads = threads
         self.max_ahead = max_ahead
+        self.executor = executor
         self.peak_bytes = 0
+
+    def _pool(self) -> AbstractContextManager[Executor]:
+        if self.executor is not None:
+            return nullcontext(self.executor)
+        return ThreadPoolExecutor(self.threads, thread_name_prefix="shardwise-prefetch")
 
     def iterate(self, keys: Iterable[K]) -> Generator[V, None, None]:
         """Yield the loaded items in the order of ``keys``."""
@@ -57,7 +67,7 @@ class Prefetcher(Generic[K, V]):
         it = iter(keys)
         waiting: list[K] = []  # a key read from `it` but not yet submitted (over budget)
         exhausted = False
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="shardwise-prefetch") as pool:
+        with self._pool() as pool:
             try:
                 while True:
                     while not exhausted and len(pending) < self.max_ahead:

@@ -1,0 +1,137 @@
+"""What one worker's piece of the plan becomes: its units read ahead, its rows gathered
+in plan order, and then samples or batches.
+
+:class:`Reading` holds everything about a dataset that reading needs (the index, the
+projection, the filter, the error policy, the batch format); :func:`serial_items` is the
+path of a DataLoader worker (one thread gathers and converts; two read ahead), and
+:mod:`shardwise.loader.threaded` the in-process one. Both take the
+:class:`~shardwise.plan.WorkerPlan` of the (rank, worker) to stream: the dataset's only
+seam with the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shardwise.errors import FormatError, ShardwiseError
+from shardwise.formats import OnError, unit_place
+from shardwise.index import DatasetIndex
+from shardwise.loader.convert import Padding, check_values, rows, runs, split
+from shardwise.loader.gather import Views, gather
+from shardwise.loader.prefetch import Prefetcher
+from shardwise.loader.reader import UnitReader
+from shardwise.plan import WorkerPlan
+
+__all__ = ["BatchFormat", "Reading", "serial_items"]
+
+BatchFormat = Literal["numpy", "torch", "arrow"]
+PIECE_ROWS = 4096  # rows gathered at once from a window (rounded to whole batches)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a dataset's units are read and what they become.
+
+    Attributes:
+        index: the dataset.
+        columns, filter, on_error: projection, row filter and bad-record policy.
+        batch_format: ``None`` (per-sample dicts) or a batch format.
+        batch_size: samples per batch.
+        interleave: units per window (bounds how far units are read ahead).
+        prefetch_bytes: read-ahead budget.
+        pad_to: padding of variable-length list columns in numpy/torch batches.
+        num_threads: threads of the in-process path.
+        pin_memory: pin torch batches of the in-process path (CUDA only).
+    """
+
+    index: DatasetIndex
+    columns: list[str] | None
+    filter: pc.Expression | None
+    on_error: OnError
+    batch_format: BatchFormat | None
+    batch_size: int
+    interleave: int
+    prefetch_bytes: int
+    pad_to: Padding = None
+    num_threads: int = 1
+    pin_memory: bool = False
+
+    def piece_rows(self) -> int:
+        """Rows gathered in one go: whole batches, about :data:`PIECE_ROWS`."""
+        return max(1, PIECE_ROWS // self.batch_size) * self.batch_size
+
+    def loader(self) -> Callable[[int], pa.Table]:
+        """A function reading one unit as one contiguous table; a unit that cannot be
+        read is a :class:`FormatError` naming its file and its place (row group, ...)."""
+        reader = UnitReader(self.index, self.columns, self.filter, self.on_error)
+        units = self.index.units
+        per_sample = self.batch_format is None
+
+        def load(u: int) -> pa.Table:
+            place = unit_place(self.index.format, units[u])
+            try:
+                # each unit as one contiguous table: gathers from chunked tables are slow
+                table = reader.read(u).combine_chunks()
+            except FormatError as exc:
+                if exc.path is not None and exc.location:
+                    raise
+                raise FormatError(exc.reason, units[u].path, place) from exc
+            except ShardwiseError:
+                raise
+            except (pa.ArrowException, OSError, ValueError, EOFError) as exc:
+                raise FormatError(f"cannot read this unit ({type(exc).__name__}: {exc})",
+                                  units[u].path, place) from exc
+            if per_sample:  # values must become Python objects
+                check_values(table, units[u], place)
+            return table
+
+        return load
+
+    def size(self, u: int) -> int:
+        """A unit's estimated decoded bytes (twice its stored size)."""
+        return 2 * self.index.units[u].num_bytes
+
+    def prefetcher(self, **kwargs: Any) -> Prefetcher[int, pa.Table]:
+        """Reads units ahead, across window boundaries, under ``prefetch_bytes``."""
+        return Prefetcher(self.loader(), self.size, budget_bytes=self.prefetch_bytes,
+                          max_ahead=2 * self.interleave + 2, **kwargs)
+
+
+def serial_items(reading: Reading, wp: WorkerPlan) -> Iterator[tuple[Any, int]]:
+    """Samples (per-sample mode) or batches, each with its number of samples."""
+    tables = window_tables(reading, wp)
+    if reading.batch_format is None:
+        for table in tables:
+            for batch in table.to_batches(max_chunksize=1024):
+                for row in rows(batch):
+                    yield row, 1
+        return
+    for run in runs(tables, reading.batch_size):
+        for batch in split(run, reading.batch_size, reading.batch_format, reading.pad_to):
+            yield batch, reading.batch_size
+
+
+def window_tables(reading: Reading, wp: WorkerPlan) -> Iterator[pa.Table]:
+    """The worker's rows in plan order, a piece of whole batches at a time."""
+    windows = list(wp.iter_windows())
+    # units are read ahead one at a time, across window boundaries: the next
+    # window's first units load while this one is consumed, under prefetch_bytes
+    loaded_units = reading.prefetcher().iterate([u for window in windows for u in window[0]])
+    # rows are gathered a piece at a time, straight from the unit tables: a whole-window
+    # gather would stall this worker (and with it the DataLoader's round-robin) and
+    # hold a second copy of the window
+    piece = reading.piece_rows()
+    try:
+        for window_units, unit_ids, order in windows:
+            loaded = {u: next(loaded_units) for u in window_units}
+            views: Views = {}
+            for start in range(0, len(order), piece):
+                yield gather(loaded, unit_ids[start : start + piece], order[start : start + piece], views)
+            del loaded, views
+    finally:
+        loaded_units.close()

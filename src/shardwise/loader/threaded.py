@@ -1,0 +1,196 @@
+"""The in-process fast path: batches made on a few native threads of the training process.
+
+Iterating a batched dataset in the training process (``for batch in ds:``,
+``DataLoader(ds, batch_size=None, num_workers=0)``, or ``iter_shard``) sends nothing
+between processes. One pool of ``num_threads`` threads does the work that releases the
+GIL: it decodes units (Arrow), and gathers each piece of a few thousand rows (whole
+batches) into new buffers in plan order (numpy ``take`` per unit, then into order) and
+converts it. The training thread only cuts batches out of finished pieces, as views:
+``batch["x"]`` of a numpy batch is a slice of the piece's gathered array, and a torch
+batch's tensors share the piece's buffers (``torch.from_numpy`` once per piece), so
+nothing is copied after the gather. Pieces are cut on the worker's grid of batches, so
+no batch straddles two pieces, even where a piece spans two windows.
+
+Pieces are handed out in order; at most ``2 * num_threads`` are gathered ahead, and
+units are read ahead under ``prefetch_bytes`` (as on the worker path). Leaving the
+loop early (``break``, then the iterator is garbage-collected) cancels what is queued
+and joins the threads; an error on a thread (a unit that cannot be read) is raised in
+the training loop as the :class:`~shardwise.errors.FormatError` naming file and unit.
+The batches are exactly those of the worker path for ``num_workers=1``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from shardwise.errors import PlanError
+from shardwise.loader.convert import column_to_numpy, is_ragged, pad
+from shardwise.loader.gather import Views, column_to_arrow, gather_columns
+from shardwise.loader.stream import Reading
+from shardwise.loader.transport import NumpyColumn
+from shardwise.plan import WorkerPlan
+
+__all__ = ["default_threads", "threaded_batches"]
+
+_log = logging.getLogger(__name__)
+Part = tuple[dict[int, pa.Table], Views, np.ndarray, np.ndarray]  # unit tables, views, unit ids, rows
+
+
+def default_threads() -> int:
+    """Threads per training process: the CPUs this process may use, shared by the ranks
+    of this node (``LOCAL_WORLD_SIZE``, as torchrun sets it), between 1 and 8."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    try:
+        local_ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        local_ranks = 1
+    return max(1, min(8, cpus // local_ranks))
+
+
+@dataclass
+class Piece:
+    """Rows of whole batches, converted: batches are cut out of it as views."""
+
+    rows: int
+    arrays: dict[str, Any] = field(default_factory=dict)  # numpy arrays or torch tensors
+    ragged: dict[str, pa.Array] = field(default_factory=dict)  # padded per batch
+    arrow: pa.RecordBatch | None = None
+
+
+def threaded_batches(reading: Reading, wp: WorkerPlan) -> Iterator[tuple[Any, int]]:
+    """The batches of ``wp`` made on ``reading.num_threads`` threads, each with its size."""
+    windows = list(wp.iter_windows())
+    lengths = [len(order) for _, _, order in windows]
+    if sum(lengths) % reading.batch_size:
+        raise PlanError(f"internal error: {sum(lengths) % reading.batch_size} samples left over "
+                        "after the last full batch")
+    maker = _Maker(reading)
+    pool = ThreadPoolExecutor(reading.num_threads, thread_name_prefix="shardwise-loader")
+    units = reading.prefetcher(executor=pool).iterate([u for w in windows for u in w[0]])
+    loaded: dict[int, tuple[dict[int, pa.Table], Views]] = {}  # window -> its tables, while needed
+    pending: deque[Future[Piece]] = deque()
+    try:
+        for piece in cut_pieces(lengths, reading.piece_rows()):
+            parts: list[Part] = []
+            for w, lo, hi in piece:
+                if w not in loaded:  # earlier windows are done: in-flight pieces hold their own
+                    loaded = {k: v for k, v in loaded.items() if k >= piece[0][0]}
+                    loaded[w] = ({u: next(units) for u in windows[w][0]}, {})
+                tables, views = loaded[w]
+                parts.append((tables, views, windows[w][1][lo:hi], windows[w][2][lo:hi]))
+            pending.append(pool.submit(maker.make, parts))
+            while len(pending) > 2 * reading.num_threads:
+                yield from maker.batches(pending.popleft().result())
+        while pending:
+            yield from maker.batches(pending.popleft().result())
+    finally:
+        for fut in pending:
+            fut.cancel()
+        units.close()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def cut_pieces(lengths: list[int], size: int) -> list[list[tuple[int, int, int]]]:
+    """Cut the rows of windows of ``lengths`` rows, taken one after the other, into pieces
+    of ``size`` rows (the last one shorter); each piece as ``(window, lo, hi)`` parts."""
+    pieces: list[list[tuple[int, int, int]]] = []
+    current: list[tuple[int, int, int]] = []
+    room = size
+    for w, n in enumerate(lengths):
+        lo = 0
+        while lo < n:
+            hi = min(n, lo + room)
+            current.append((w, lo, hi))
+            room -= hi - lo
+            lo = hi
+            if room == 0:
+                pieces.append(current)
+                current, room = [], size
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+class _Maker:
+    """Gathers and converts pieces (on pool threads) and cuts them into batches."""
+
+    def __init__(self, reading: Reading) -> None:
+        self.fmt = reading.batch_format
+        self.size = reading.batch_size
+        self.pad_to = reading.pad_to
+        self.pin = reading.pin_memory and self.fmt == "torch" and _cuda()
+        if reading.pin_memory and not self.pin:
+            _log.info("pin_memory=True has no effect here: batches are pinned only as torch "
+                      "tensors with CUDA available")
+
+    def make(self, parts: list[Part]) -> Piece:
+        """Gather ``parts`` into one piece and convert its columns once."""
+        if len(parts) == 1:
+            tables, views, unit_ids, order = parts[0]
+        else:  # a piece across windows: one gather (a unit in both is the same table)
+            tables = {u: t for p in parts for u, t in p[0].items()}
+            views = {}
+            unit_ids, order = np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts])
+        schema = next(iter(tables.values())).schema
+        columns = [c if isinstance(c, np.ndarray) else c.combine_chunks()
+                   for c in gather_columns(tables, unit_ids, order, views)]
+        piece = Piece(sum(len(p[2]) for p in parts))
+        if self.fmt == "arrow" or not len(schema):
+            arrays = [column_to_arrow(c, f.type) if isinstance(c, np.ndarray) else c
+                      for c, f in zip(columns, schema)]
+            piece.arrow = pa.Table.from_arrays(arrays, schema=schema).combine_chunks().to_batches()[0] \
+                if len(schema) else pa.record_batch([], schema=schema)
+            return piece
+        for f, col in zip(schema, columns):
+            if isinstance(col, np.ndarray):  # gathered into a buffer of its own: no copy
+                piece.arrays[f.name] = col
+            elif self.pad_to is not None and is_ragged(col.type):
+                piece.ragged[f.name] = col
+            else:
+                piece.arrays[f.name] = np.require(column_to_numpy(col), requirements="W")
+        piece.arrays = {k: self._package(v) for k, v in piece.arrays.items()}
+        return piece
+
+    def _package(self, arr: np.ndarray) -> Any:
+        if self.fmt == "numpy":
+            return arr.view(NumpyColumn)
+        if arr.dtype.kind not in "biuf":
+            return arr  # a list per batch, as on the worker path
+        import torch
+
+        tensor = torch.from_numpy(arr)
+        return tensor.pin_memory() if self.pin else tensor
+
+    def batches(self, piece: Piece) -> Iterator[tuple[Any, int]]:
+        """The piece's batches, as views of its columns."""
+        size = self.size
+        for a in range(0, piece.rows, size):
+            if piece.arrow is not None:
+                yield (piece.arrow.slice(a, size) if piece.arrow.num_columns else piece.arrow), size
+                continue
+            out = {k: v[a : a + size] if self.fmt == "numpy" or not isinstance(v, np.ndarray)
+                   else v[a : a + size].tolist() for k, v in piece.arrays.items()}
+            for name, col in piece.ragged.items():
+                values, lengths = pad(col.slice(a, size), self.pad_to)
+                out[name], out[f"{name}_lengths"] = self._package(values), self._package(lengths)
+            yield out, size
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())

@@ -1,0 +1,183 @@
+"""The in-process threaded path: the plan's batches exactly, the worker path's values,
+batches as views of the gathered buffers, threads gone after an early stop, and a
+corrupt unit raised in the loop naming file and unit."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from _loaderdata import make_parquet
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader
+
+import shardwise.loader.threaded as threaded
+from shardwise import ConfigError, FormatError, StreamingDataset
+from shardwise.loader.threaded import cut_pieces
+
+N = 3001
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_parquet(tmp_path_factory.mktemp("threaded") / "ds", N, files=5)
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Columns of many kinds, some with nulls in some row groups."""
+    root = tmp_path_factory.mktemp("typed")
+    rng = np.random.default_rng(1)
+    start = 0
+    for f, n in enumerate((400, 650, 300)):
+        ids = np.arange(start, start + n)
+        lens = rng.integers(0, 9, n)
+        table = pa.table({
+            "id": ids,
+            "x": (ids * 0.25).astype(np.float32),
+            "flag": ids % 3 == 0,
+            "score": pa.array([None if f == 1 and i % 5 == 0 else float(i) for i in ids]),
+            "text": [f"t{i}" * (i % 4) for i in ids],
+            "at": pa.array(ids * 1_000_000_007, pa.timestamp("ns")),
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, 4).astype(np.float16)), 4),
+            "tokens": pa.array([list(range(i, i + k)) for i, k in zip(ids.tolist(), lens.tolist())],
+                               pa.list_(pa.int32())),
+        })
+        pq.write_table(table, root / f"t{f}.parquet", row_group_size=int(rng.integers(90, 250)))
+        start += n
+    return root
+
+
+def _ids(batch: Any) -> list[int]:
+    ids = batch.column("id") if isinstance(batch, pa.RecordBatch) else batch["id"]
+    return [int(i) for i in (ids.to_pylist() if isinstance(ids, pa.Array) else ids)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(world=st.integers(1, 4), rank_seed=st.integers(0, 99), bs=st.integers(1, 300), interleave=st.integers(1, 9),
+       seed=st.integers(0, 9), shuffle=st.booleans(), drop_last=st.booleans(), threads=st.integers(1, 3),
+       fmt=st.sampled_from(["numpy", "torch", "arrow"]))
+def test_batches_are_the_plans_for_one_worker(data: Path, world: int, rank_seed: int, bs: int, interleave: int,
+                                              seed: int, shuffle: bool, drop_last: bool, threads: int,
+                                              fmt: str) -> None:
+    rank = rank_seed % world
+    ds = StreamingDataset(str(data), batch_size=bs, rank=rank, world_size=world, seed=seed, shuffle=shuffle,
+                          drop_last=drop_last, interleave=interleave, batch_format=fmt, num_threads=threads,
+                          columns=["id", "x"])
+    starts = np.cumsum([0, *ds.counts.tolist()])
+    expected = [[int(starts[u]) + int(r) for u, r in b] for b in ds.plan(num_workers=1).rank_batches(rank)]
+    assert [_ids(b) for b in ds] == expected
+
+
+@pytest.mark.parametrize(("fmt", "pad_to"), [("numpy", None), ("numpy", "longest"), ("torch", 6), ("arrow", None)])
+def test_values_equal_the_dataloader_worker_path(typed: Path, fmt: str, pad_to: Any) -> None:
+    def make() -> Any:
+        return StreamingDataset(str(typed), batch_size=32, seed=4, interleave=3, batch_format=fmt, pad_to=pad_to,
+                                prefetch_bytes=2**16)
+
+    here = list(make())
+    there = list(DataLoader(make(), batch_size=None, num_workers=1))
+    assert len(here) == len(there) == 1350 // 32
+    for a, b in zip(here, there):
+        if fmt == "arrow":
+            assert a.equals(b)
+            continue
+        assert list(a) == list(b)
+        for k in a:
+            if isinstance(a[k], torch.Tensor):
+                assert a[k].dtype == b[k].dtype and torch.allclose(a[k], b[k], rtol=0, atol=0, equal_nan=True), k
+            elif isinstance(a[k], list):
+                assert a[k] == b[k], k
+            else:
+                assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+                assert [repr(v) for v in a[k].tolist()] == [repr(v) for v in b[k].tolist()], k
+
+
+def test_torch_batches_share_storage_with_the_gathered_buffers(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gathered: list[np.ndarray] = []
+    original = threaded.gather_columns
+
+    def recording(*args: Any) -> Any:
+        columns = original(*args)
+        gathered.extend(c for c in columns if isinstance(c, np.ndarray))
+        return columns
+
+    monkeypatch.setattr(threaded, "gather_columns", recording)
+    ds = StreamingDataset(str(data), batch_size=64, interleave=2, batch_format="torch", columns=["id", "x"])
+    batches = list(ds)
+    buffers = {c.__array_interface__["data"][0]: c for c in gathered}
+    assert len(buffers) == len(gathered)  # each gather made new buffers
+    for batch in batches:
+        for name in ("id", "x"):
+            tensor = batch[name]
+            base = buffers.get(tensor.untyped_storage().data_ptr())
+            assert base is not None, "a batch tensor does not share the gathered buffer"
+            assert tensor.untyped_storage().nbytes() == base.nbytes  # a view of it, not a copy
+    numpy_batch = next(iter(StreamingDataset(str(data), batch_size=64, batch_format="numpy", columns=["id"])))
+    assert any(np.shares_memory(numpy_batch["id"], c) for c in gathered[-4:])
+    assert numpy_batch["id"].flags.writeable
+
+
+def _loader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(("shardwise-loader", "shardwise-prefetch"))]
+
+
+@pytest.mark.parametrize("through_dataloader", [False, True])
+def test_breaking_out_stops_the_threads_and_frees_the_units(data: Path, through_dataloader: bool) -> None:
+    ds = StreamingDataset(str(data), batch_size=16, interleave=2, batch_format="numpy", num_threads=3)
+    gc.collect()
+    before = pa.total_allocated_bytes()
+    source = DataLoader(ds, batch_size=None, num_workers=0) if through_dataloader else ds
+    for step, _ in enumerate(source):
+        if step == 5:
+            assert _loader_threads(), "the batches were not made on loader threads"
+            break
+    del source, _
+    gc.collect()
+    assert _loader_threads() == []
+    assert pa.total_allocated_bytes() - before < 2**16  # decoded units released
+
+
+@pytest.mark.timeout(120)
+def test_a_corrupt_unit_reaches_the_loop_naming_file_and_row_group(tmp_path: Path) -> None:
+    make_parquet(tmp_path, 2000, files=2)
+    victim = sorted(tmp_path.glob("*.parquet"))[1]
+    ds = StreamingDataset(str(tmp_path), batch_size=10, batch_format="numpy", shuffle=False, interleave=1)
+    meta = pq.ParquetFile(victim).metadata
+    col = meta.row_group(1).column(3)  # the text column's pages of row group 1
+    raw = bytearray(victim.read_bytes())
+    start = col.data_page_offset
+    raw[start : start + col.total_compressed_size] = b"\xff" * col.total_compressed_size
+    victim.write_bytes(bytes(raw))
+    with pytest.raises(FormatError, match=rf"{victim.name}.*row group 1"):
+        for _ in ds:
+            pass
+    gc.collect()
+    assert _loader_threads() == []
+
+
+def test_pieces_cover_the_windows_in_order() -> None:
+    pieces = cut_pieces([5, 0, 7, 3], 4)
+    assert [sum(hi - lo for _, lo, hi in p) for p in pieces] == [4, 4, 4, 3]
+    flat = [(w, i) for p in pieces for w, lo, hi in p for i in range(lo, hi)]
+    assert flat == [(w, i) for w, n in enumerate([5, 0, 7, 3]) for i in range(n)]
+
+
+def test_num_threads_is_checked_and_pin_memory_says_it_does_nothing_on_cpu(
+        data: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(ConfigError, match="num_threads"):
+        StreamingDataset(str(data), batch_format="numpy", num_threads=0)
+    ds = StreamingDataset(str(data), batch_size=8, batch_format="torch", pin_memory=True, columns=["id"])
+    with caplog.at_level(logging.INFO, logger="shardwise.loader.threaded"):
+        batch = next(iter(ds))
+    assert isinstance(batch["id"], torch.Tensor) and not batch["id"].is_pinned()
+    assert "pin_memory=True has no effect" in caplog.text
