@@ -409,3 +409,24 @@ def test_a_file_that_is_not_json_lines_is_refused_while_indexing(
         open_dataset(str(path), format="jsonl", progress=False)
     assert str(path) in str(info.value)
 
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_types_mixed_between_files_follow_one_rule_whatever_the_order(tmp_path: Path, first: str) -> None:
+    files = {"a": [{"v": 1, "n": None, "f": 1}, {"v": 2, "n": None, "f": 2}],
+             "b": [{"v": "x", "n": 7, "f": 2.5}, {"v": [1], "n": None, "f": 3}]}
+    for name, rows in files.items():  # the file named 0.jsonl is indexed first
+        (tmp_path / f"{0 if name == first else 1}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    index = open_dataset(str(tmp_path), progress=False)
+    assert [(f.name, f.type) for f in index.schema] == [("v", pa.string()), ("n", pa.int64()), ("f", pa.float64())]
+    got = sorted((str(r["v"]), r["n"], r["f"]) for r in StreamingDataset(index, shuffle=False, rank=0, world_size=1))
+    assert got == [("1", None, 1.0), ("2", None, 2.0), ("[1]", None, 3.0), ("x", 7, 2.5)]
+
+
+def test_a_field_seen_only_as_null_stores_later_values_as_json_text(tmp_path: Path) -> None:
+    path = tmp_path / "late.jsonl"
+    filler = "".join(json.dumps({"i": i, "v": None, "pad": "p" * 200}) + "\n" for i in range(12000))  # > 2 MiB
+    path.write_text(filler + json.dumps({"i": 12000, "v": 5, "pad": ""}) + "\n"
+                    + json.dumps({"i": 12001, "v": "s", "pad": ""}) + "\n")
+    rows = list(StreamingDataset(str(path), shuffle=False, rank=0, world_size=1, columns=["i", "v"]))
+    assert len(rows) == 12002 and rows[-2:] == [{"i": 12000, "v": "5"}, {"i": 12001, "v": "s"}]

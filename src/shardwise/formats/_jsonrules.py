@@ -3,12 +3,13 @@ and how a field whose values have several JSON types is typed (see ``jsonl.py``)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["MAX_DEPTH", "depth_bound", "exact_depth", "infer_schema", "mixed_fields"]
+__all__ = ["MAX_DEPTH", "depth_bound", "exact_depth", "infer_schema", "mixed_fields", "unify_fields"]
 
 MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have
 _OPEN = np.zeros(256, dtype=np.int8)
@@ -16,6 +17,7 @@ _OPEN[[ord("["), ord("{")]] = 1
 _OPEN[[ord("]"), ord("}")]] = -1
 _DEPTH_CHUNK = 1 << 18
 _MIXED = {b"shardwise.mixed": b"json"}  # field metadata: values of several JSON types
+_UNTYPED = {b"shardwise.mixed": b"null"}  # field metadata: only nulls seen (a string for now)
 
 
 def depth_bound(data: bytes) -> int:
@@ -65,9 +67,38 @@ def infer_schema(rows: list[dict[str, Any]]) -> pa.Schema:
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
             fields.append(pa.field(name, pa.string(), metadata=_MIXED))
             continue
-        fields.append(pa.field(name, pa.string() if pa.types.is_null(t) else t))
+        fields.append(pa.field(name, pa.string(), metadata=_UNTYPED) if pa.types.is_null(t) else pa.field(name, t))
     return pa.schema(fields)
 
 
+def _mark(f: pa.Field) -> bytes | None:
+    return f.metadata.get(b"shardwise.mixed") if f.metadata else None
+
+
 def mixed_fields(schema: pa.Schema) -> list[str]:
-    return [f.name for f in schema if f.metadata and f.metadata.get(b"shardwise.mixed") == b"json"]
+    """Fields that hold values of several JSON types, or whose type is unknown (only
+    nulls were seen): their non-string values are stored as JSON text."""
+    return [f.name for f in schema if _mark(f) in (b"json", b"null")]
+
+
+def unify_fields(schemas: Sequence[pa.Schema]) -> pa.Schema:
+    """The files' schemas as one, by the mixed-type rule: a field mixed in any file, or
+    typed differently in two, is mixed; one seen only as nulls takes the others' type."""
+    by_name: dict[str, list[pa.Field]] = {}
+    for schema in schemas:
+        for f in schema:
+            by_name.setdefault(f.name, []).append(f)
+    return pa.schema([_unify_field(name, fields) for name, fields in by_name.items()])
+
+
+def _unify_field(name: str, fields: list[pa.Field]) -> pa.Field:
+    if any(_mark(f) == b"json" for f in fields):
+        return pa.field(name, pa.string(), metadata=_MIXED)
+    typed = [f for f in fields if _mark(f) != b"null"]
+    if not typed:
+        return pa.field(name, pa.string(), metadata=_UNTYPED)
+    try:
+        one = pa.unify_schemas([pa.schema([f]) for f in typed], promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return pa.field(name, pa.string(), metadata=_MIXED)
+    return one.field(0)

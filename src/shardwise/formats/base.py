@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol
 
 import pyarrow as pa
 
-from shardwise.errors import ConfigError
+from shardwise.errors import ConfigError, FormatError
 
 OnError = Literal["raise", "skip"]
 
@@ -158,9 +158,31 @@ class Format(Protocol):
         ``use_threads=False`` decodes on the calling thread only."""
         ...
 
+    def unify_schemas(self, schemas: Sequence[pa.Schema], paths: Sequence[str]) -> pa.Schema:
+        """One schema for a dataset whose file ``paths[i]`` has ``schemas[i]``.
+
+        Raises:
+            FormatError: the schemas cannot be one, naming the first file that differs.
+        """
+        ...
+
     def open_writer(self, prefix: str, **options: object) -> ShardWriter:
         """Return a writer producing shards named ``{prefix}-{n:05d}.{ext}``."""
         ...
+
+
+def unify_permissive(schemas: Sequence[pa.Schema], paths: Sequence[str]) -> pa.Schema:
+    """Arrow's permissive unification (int32 and int64 give int64, a missing column is
+    null), or a :class:`FormatError` naming the first file whose schema differs."""
+    if not schemas:
+        return pa.schema([])
+    try:
+        return pa.unify_schemas(list(schemas), promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        for schema, path in zip(schemas, paths):
+            if not schema.equals(schemas[0]):
+                raise FormatError(f"schema does not match the first file's: {exc}", path) from exc
+        raise FormatError(f"schemas cannot be unified: {exc}") from exc
 
 
 class _ReadsUnits(Protocol):

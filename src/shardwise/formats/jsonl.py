@@ -10,12 +10,15 @@ not in the schema, a value that does not fit the schema's type, or a record nest
 deeper than ``MAX_DEPTH`` levels (such records crash Arrow's parser and exhaust
 Python's, so they never reach either).
 
-Mixed types: the schema is inferred from the first MiB of records. A field whose
-values there have different JSON types (``1`` and ``"a"``, or an array such as
-``[1, "a"]``) becomes a string column: strings are kept as they are and every other
-value is stored as its compact JSON text, so nothing is lost and each row has one
-type. Other fields keep their inferred type, and a later value that does not fit it
-is a bad record.
+Mixed types: each file's schema is inferred from its first MiB of records, and the
+dataset's schema unifies the files' (ints and floats give floats; a field only ever
+null there takes its type from the other files, or else is a string column that stores
+later non-string values as JSON text). A field whose values
+have different JSON types (``1`` and ``"a"``, or an array such as ``[1, "a"]``), in one
+file or between files, becomes a string column: strings are kept as they are and every
+other value is stored as its compact JSON text, so nothing is lost, each row has one
+type, and the files' order does not matter. Other fields keep their inferred type, and
+a later value that does not fit it is a bad record.
 
 A compressed file that is truncated, or is not in the format its suffix says, is an
 error naming the file and the line where decompression stopped. A file that is plainly
@@ -44,6 +47,7 @@ from shardwise.formats._jsonrules import (
     exact_depth,
     infer_schema,
     mixed_fields,
+    unify_fields,
 )
 from shardwise.formats._lines import (
     check_is_text,
@@ -124,6 +128,11 @@ class JsonlFormat(TableFromBatches):
                 if columns is not None:
                     table = table.select(list(columns))
                 yield from table.to_batches()
+
+    def unify_schemas(self, schemas: Sequence[pa.Schema], paths: Sequence[str]) -> pa.Schema:
+        """One schema for the dataset's files, by the mixed-type rule (module docstring):
+        a field typed differently in two files holds JSON text, whatever the files' order."""
+        return unify_fields(schemas)
 
     def open_writer(self, prefix: str, **options: Any) -> JsonlShardWriter:
         """Return a rolling writer of ``{prefix}-{n:05d}.jsonl[.gz|.zst]`` shards."""

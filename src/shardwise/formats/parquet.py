@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats._writer import RollingWriter
-from shardwise.formats.base import OnError, Quarantine, Unit, suffixes_of
+from shardwise.formats.base import OnError, Quarantine, Unit, suffixes_of, unify_permissive
 from shardwise.storage import open_arrow_input
 
 __all__ = ["ParquetFormat", "ParquetShardWriter"]
@@ -111,6 +111,10 @@ class ParquetFormat:
         finally:
             pf.close()
         return _conform(table, schema, columns, unit) if schema is not None else table
+
+    def unify_schemas(self, schemas: Sequence[pa.Schema], paths: Sequence[str]) -> pa.Schema:
+        """One schema for the dataset's files (Arrow's permissive unification)."""
+        return unify_permissive(schemas, paths)
 
     def open_writer(self, prefix: str, **options: Any) -> ParquetShardWriter:
         """Return a rolling writer of ``{prefix}-{n:05d}.parquet`` shards."""

@@ -27,6 +27,7 @@ from shardwise.formats.base import (
     Unit,
     check_on_error,
     suffixes_of,
+    unify_permissive,
 )
 from shardwise.storage import open_input
 
@@ -124,6 +125,10 @@ class WebDatasetFormat(TableFromBatches):
             m = s.fields.get(name)
             row[name] = None if m is None else s.data[name] if name in s.data else data.read(m)
         return row
+
+    def unify_schemas(self, schemas: Sequence[pa.Schema], paths: Sequence[str]) -> pa.Schema:
+        """``__key__`` and every field any shard has (all binary)."""
+        return unify_permissive(schemas, paths)
 
     def open_writer(self, prefix: str, **options: Any) -> WebDatasetShardWriter:
         """Return a rolling writer of ``{prefix}-{n:05d}.tar`` shards."""

@@ -16,7 +16,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardwise.errors import FormatError
 from shardwise.formats import (
     OnError,
     Unit,
@@ -121,7 +120,8 @@ def _build(
         files.append(FileEntry(fi.path, fi.size, fi.fingerprint, len(f_units), sum(u.num_samples for u in f_units)))
         units.extend(f_units)
         schemas.append(schema)
-    return DatasetIndex(fmt_name, files, units, _unify(schemas, infos), reused_files=len(reuse))
+    schema = get_format(fmt_name).unify_schemas(schemas, [fi.path for fi in infos])
+    return DatasetIndex(fmt_name, files, units, schema, reused_files=len(reuse))
 
 
 def _reusable(saved: DatasetIndex | None, infos: Iterable[FileInfo]) -> dict[str, tuple[list[Unit], pa.Schema]]:
@@ -138,15 +138,3 @@ def _reusable(saved: DatasetIndex | None, infos: Iterable[FileInfo]) -> dict[str
             out[fi.path] = (units_by_path.get(fi.path, []), saved.schema)
     return out
 
-
-def _unify(schemas: list[pa.Schema], infos: list[FileInfo]) -> pa.Schema:
-    if not schemas:
-        return pa.schema([])
-    try:
-        return pa.unify_schemas(schemas, promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        first = schemas[0]
-        for s, fi in zip(schemas, infos):
-            if not s.equals(first):
-                raise FormatError(f"schema does not match the first file's: {exc}", fi.path) from exc
-        raise FormatError(f"schemas cannot be unified: {exc}") from exc
