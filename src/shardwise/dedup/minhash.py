@@ -9,9 +9,16 @@ backend (``ctx.map``) through arrays in the stage's scratch space (``ctx.scratch
 2. *edges*: one task per partition sorts its records; every bucket of ``k`` documents
    yields ``k - 1`` edges to its smallest document (a star, never all pairs), optionally
    verified by exact Jaccard of the shingle sets;
-3. *components*: in memory with SciPy when the edges fit (``max_memory_edges``), else
-   distributed star contraction (:mod:`shardwise.dedup.components`); ``components=`` forces;
+3. *components*: in memory when the edges fit (``max_memory_edges`` and the memory
+   budget), else distributed star contraction over the partitioned edge files
+   (:mod:`shardwise.dedup.components`); ``components=`` forces;
 4. *filter*: each component keeps its first document in input order (task, row).
+
+Memory: every intermediate (bucket records, edges) lives in the stage's scratch space,
+partitioned so that one partition's records fit in half of ``memory_budget`` (bytes per
+process); verification keeps at most the other half of the tasks' keys in memory (least
+recently used out). A corpus larger than the budget takes more partitions and the
+distributed components; the output does not change.
 
 Doc ids are ``task << 32 | row``, so the smallest id is the first in input order on
 every backend and worker count. An audit table maps each removed document to the kept
@@ -21,6 +28,7 @@ one (``ctx.write_audit``: ``_dedup_<stage name>.parquet`` beside the output).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +45,8 @@ from shardwise.ops.text import _text
 __all__ = ["MinHashDedup"]
 
 RECORDS_PER_PARTITION = 2_000_000  # (band, hash, doc) records per edges task, at most ~48 MB
+RECORD_BYTES = 96  # per (band, hash, doc) record while a partition is sorted (copies, order)
+EDGE_BYTES = 128  # per edge while components are found in memory
 
 
 @dataclass(frozen=True)
@@ -48,9 +58,14 @@ class MinHashDedup(DedupOp):
     positives and false negatives; with ``verify=True`` false positives are checked away
     (they cost only time), so banding then weighs false negatives first: the fewest
     candidates that still make a pair at ``threshold`` a candidate 98% of the time.
-    ``partitions`` caps the edges tasks; ``components`` picks the connected-components
-    method (``auto``: in memory up to ``max_memory_edges`` edges, else distributed).
+    ``partitions`` caps the edges tasks unless the ``memory_budget`` (bytes per process
+    for the decision's steps) needs more; ``components`` picks the connected-components
+    method (``auto``: in memory up to ``max_memory_edges`` edges and the budget, else
+    distributed).
     """
+
+    #: shingling and signatures cost several times the reading of the rows
+    work_per_byte: ClassVar[float] = 4.0
 
     column: str = "text"
     tokenization: str = "word"
@@ -65,12 +80,14 @@ class MinHashDedup(DedupOp):
     components: str = "auto"
     partitions: int = 16
     max_memory_edges: int = 20_000_000
+    memory_budget: int = 2**30
 
     def __post_init__(self) -> None:
         _check(self.tokenization, self.ngram, self.num_perm, self.threshold, self.bands, self.rows,
                self.scheme, self.components)
-        if self.partitions < 1 or self.max_memory_edges < 0:
-            raise ConfigError("partitions must be >= 1 and max_memory_edges >= 0")
+        if self.partitions < 1 or self.max_memory_edges < 0 or self.memory_budget < 1:
+            raise ConfigError("partitions and memory_budget must be >= 1 and max_memory_edges >= 0, got "
+                              f"{self.partitions}, {self.memory_budget} and {self.max_memory_edges}")
 
     def banding(self) -> tuple[int, int]:
         """``(bands, rows)``: given, or chosen for the threshold."""
@@ -127,6 +144,7 @@ class _Stage:
     verify: bool
     threshold: float
     num_perm: int
+    cache_bytes: int
 
 
 def _bucket_name(task: int, part: int) -> str:
@@ -180,7 +198,7 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
         else:
             rejected = verified_stars(st.keys, st.threshold, st.num_perm, rec[:, 2],
                                       np.repeat(np.arange(len(sizes)), sizes), np.repeat(multi, sizes),
-                                      u_out, v_out)
+                                      u_out, v_out, max_bytes=st.cache_bytes)
     u = np.concatenate(u_out) if u_out else np.zeros(0, np.uint64)
     v = np.concatenate(v_out) if v_out else np.zeros(0, np.uint64)
     pairs = np.unique(np.stack([u, v], axis=1), axis=0) if len(u) else np.zeros((0, 2), np.uint64)
@@ -197,7 +215,8 @@ def _components(op: MinHashDedup, ctx: DedupContext, parts: int, n_edges: int) -
     """``(removed docs, their kept doc, mode)`` from the stored edges."""
     mode = op.components
     if mode == "auto":
-        mode = "memory" if n_edges <= op.max_memory_edges else "distributed"
+        fits = n_edges <= op.max_memory_edges and n_edges * EDGE_BYTES <= op.memory_budget
+        mode = "memory" if fits else "distributed"
     names = [_edges_name(p) for p in range(parts)]
     if mode == "memory":
         e = [ctx.scratch.load(n) for n in names]
@@ -205,17 +224,26 @@ def _components(op: MinHashDedup, ctx: DedupContext, parts: int, n_edges: int) -
         nodes, roots = components_in_memory(pairs[:, 0], pairs[:, 1])
         removed = nodes != roots
         return nodes[removed], roots[removed], mode
-    docs, kept = components_distributed(names, parts, ctx.map, ctx.scratch)
+    # partitions of the star rounds: each holds both directions of its share of the edges
+    cc_parts = min(parts, max(2, -(-n_edges * EDGE_BYTES // op.memory_budget)))
+    docs, kept = components_distributed(names, cc_parts, ctx.map, ctx.scratch)
     return docs, kept, mode
+
+
+def _partitions(op: MinHashDedup, records: int) -> int:
+    """Edges tasks: ``partitions`` is a ceiling (each edges task loads the signatures, and
+    verifying the shingles, of the candidates it meets, so small inputs use fewer, fuller
+    ones) unless one partition's records would not fit in half the memory budget."""
+    by_records = min(op.partitions, max(2, -(-records // RECORDS_PER_PARTITION)))
+    return max(by_records, -(-records * RECORD_BYTES // max(1, op.memory_budget // 2)))
 
 
 def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
     b, r = op.banding()
     rows_per_task = [len(ctx.keys.load(t, ["sig"]).get("sig", ())) for t in range(ctx.num_tasks)]
-    # ``partitions`` is a ceiling: each edges task loads the signatures (and, verifying,
-    # the shingles) of the candidates it meets, so small inputs use fewer, fuller ones
-    parts = min(op.partitions, max(2, -(-sum(rows_per_task) * b // RECORDS_PER_PARTITION)))
-    st = _Stage(ctx.keys, ctx.scratch, ctx.num_tasks, b, r, parts, op.verify, op.threshold, op.num_perm)
+    parts = _partitions(op, sum(rows_per_task) * b)
+    st = _Stage(ctx.keys, ctx.scratch, ctx.num_tasks, b, r, parts, op.verify, op.threshold, op.num_perm,
+                max(1, op.memory_budget // 2))
     live = ctx.map(_buckets, [(st, t) for t in range(ctx.num_tasks)], "minhash buckets")
     stats = ctx.map(_edges, [(st, p) for p in range(parts)], "minhash edges")
     n_edges = sum(s[0] for s in stats)

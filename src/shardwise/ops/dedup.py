@@ -24,7 +24,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -97,7 +97,15 @@ class DedupDecision:
 
 
 class DedupOp(abc.ABC):
-    """Base class of dedup operators (see the module docstring)."""
+    """Base class of dedup operators (see the module docstring).
+
+    ``work_per_byte`` is the CPU work of :meth:`keys` per input byte relative to reading
+    and writing the rows (1.0). The pipeline sizes its tasks by work, so a CPU-heavy
+    dedup on a small input still gets enough tasks to keep every core busy; tasks stay
+    defined by the data and the operators alone (the same on every backend).
+    """
+
+    work_per_byte: ClassVar[float] = 1.0
 
     @abc.abstractmethod
     def keys(self, batch: pa.RecordBatch) -> dict[str, np.ndarray]:

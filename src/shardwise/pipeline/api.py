@@ -29,7 +29,7 @@ from shardwise.ops.dedup import DedupOp
 from shardwise.parallel.base import BackendSpec, cpu_count
 from shardwise.pipeline.runner import RunResult, run_pipeline
 from shardwise.pipeline.sink import Sink
-from shardwise.pipeline.tasks import plan_tasks
+from shardwise.pipeline.tasks import MIN_SPLIT, plan_tasks
 
 __all__ = ["Pipeline", "read_jsonl", "read_parquet", "read_webdataset"]
 
@@ -117,15 +117,21 @@ class Pipeline:
             return self.source
         options = dict(self.read_options)
         if self.format == "jsonl":  # cut JSONL into byte ranges no larger than a task
-            options.setdefault("unit_bytes", min(32 * 2**20, self.task_bytes))
+            work = self._work()  # finer with a CPU-heavy operator: a small input still splits
+            unit = self.task_bytes if work <= 1.0 else int(self.task_bytes / work / MIN_SPLIT)
+            options.setdefault("unit_bytes", max(64 * 2**10, min(32 * 2**20, unit)))
         return open_dataset(self.source, self.format, progress=progress, **options)
+
+    def _work(self) -> float:
+        """CPU work per input byte of the heaviest operator (1.0: reading and writing)."""
+        return max([1.0, *(op.dedup.work_per_byte for op in self.ops if op.kind == "dedup")])
 
     def run(self, backend: BackendSpec = None, *, num_proc: int | None = None, progress: bool = True) -> RunResult:
         """Run on ``backend`` (default: the active one, else the local process pool)."""
         if self.sink is None:
             raise ConfigError("the pipeline has no output; call write_parquet()/write_jsonl()/write() first")
         index = self.index(progress)
-        tasks = plan_tasks(index, self.task_bytes, self.min_tasks)
+        tasks = plan_tasks(index, self.task_bytes, self.min_tasks, work=self._work())
         sink = self.sink
         if not sink.storage_options and index.storage_options and _protocol(sink.path) == _protocol(
                 index.files[0].path if index.files else ""):
