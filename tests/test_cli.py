@@ -119,3 +119,24 @@ def test_jsonl_on_parquet_files_without_suffix_is_refused_and_keeps_the_saved_in
     assert (tmp_path / "_shardwise_index.json").read_bytes() == saved
     assert main(["inspect", str(tmp_path), "--format", "parquet", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["samples"] == 100
+
+
+def test_inspect_skip_leaves_bad_samples_out_and_says_how_many(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name in ("a.txt", "../evil.txt", "c.txt", "a.json"):  # unsafe, then a key that comes back
+            info = tarfile.TarInfo(name)
+            info.size = 1
+            tf.addfile(info, io.BytesIO(b"x"))
+    (tmp_path / "s.tar").write_bytes(buf.getvalue())
+    assert main(["inspect", str(tmp_path / "s.tar")]) == 1
+    assert "member ../evil.txt" in capsys.readouterr().err
+    assert main(["inspect", str(tmp_path / "s.tar"), "--on-error", "skip", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["samples"], summary["skipped"]) == (2, 2)
+    assert main(["inspect", str(tmp_path / "s.tar"), "--on-error", "skip"]) == 0
+    assert "2 bad samples left out" in capsys.readouterr().out

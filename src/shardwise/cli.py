@@ -42,12 +42,16 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix).")
 @click.option("--refresh", is_flag=True, help="Ignore a saved index and re-read every file.")
+@click.option("--on-error", type=click.Choice(["raise", "skip"]), default="raise", show_default=True,
+              help="A bad sample found while indexing (WebDataset): refuse the shard, or leave it "
+                   "out of the counts.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def inspect(paths: tuple[str, ...], fmt: str | None, refresh: bool, as_json: bool) -> None:
+def inspect(paths: tuple[str, ...], fmt: str | None, refresh: bool, on_error: str, as_json: bool) -> None:
     """Index PATHS (files, directories, globs or URLs) and print a summary."""
+    from shardwise.formats import check_on_error
     from shardwise.index import open_dataset
 
-    index = open_dataset(list(paths), format=fmt, refresh=refresh)
+    index = open_dataset(list(paths), format=fmt, refresh=refresh, on_error=check_on_error(on_error))
     summary = index.summary()
     summary["index_location"] = index.location
     if as_json:
@@ -194,6 +198,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("files", f"{s['files']:,}"),
         ("units", f"{s['units']:,}"),
         ("samples", f"{s['samples']:,}"),
+        *([("skipped", f"{s['skipped']:,} bad samples left out (--on-error skip)")] if s.get("skipped") else []),
         ("bytes", f"{s['bytes']:,} ({_human_bytes(s['bytes'])})"),
         ("columns", ", ".join(s["columns"])),
     ]

@@ -289,7 +289,8 @@ def test_unsafe_members_are_refused_while_indexing_and_skipped_exactly(
     assert main(["inspect", str(path)]) == 1
     assert name.lstrip("/") in capsys.readouterr().err
     index = open_dataset(str(path), progress=False, on_error="skip")
-    assert index.num_samples == 9
+    assert index.num_samples == 9 and index.units[0].skipped == 1 and index.summary()["skipped"] == 1
+    assert open_dataset(str(path), progress=False, on_error="skip").units == index.units  # saved, reused
     ds = StreamingDataset(str(path), batch_size=1, shuffle=False, on_error="skip", rank=0, world_size=1)
     assert [s["__key__"] for s in ds] == [f"s{i:03d}" for i in range(9)]
     assert ds.quarantine.count == 1

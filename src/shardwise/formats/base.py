@@ -65,6 +65,9 @@ class Unit:
         end: one past the last byte (JSONL byte ranges; file size otherwise).
         first_line: 1-based line number of the unit's first line (JSONL), for
             error messages; 0 when not applicable.
+        skipped: bad samples found while indexing under ``on_error="skip"`` and left
+            out of ``num_samples`` (reading quarantines them); 0 for formats that find
+            bad records only when reading.
     """
 
     path: str
@@ -74,6 +77,7 @@ class Unit:
     start: int = 0
     end: int = 0
     first_line: int = 0
+    skipped: int = 0
 
 
 def unit_place(format_name: str, unit: Unit) -> str:

@@ -62,14 +62,16 @@ class WebDatasetFormat(TableFromBatches):
     def list_units(self, path: str, size: int) -> list[Unit]:
         """One unit per tar; counts the samples reading will yield, checking every header
         (a bad sample is an error naming the member, or left out under ``"skip"``)."""
-        n = 0
+        n = bad = 0
         with open_input(path, **self.storage_options) as f:
             for sample in iter_samples(path, f):
                 if sample.problem is None:
                     n += 1
                 elif self.on_error == "raise":
                     raise _problem(path, sample)
-        return [Unit(path, 0, n, size, 0, size, 0)]
+                else:
+                    bad += 1
+        return [Unit(path, 0, n, size, 0, size, 0, skipped=bad)]
 
     def read_schema(self, path: str) -> pa.Schema:
         """``__key__`` plus a binary column per field seen in the first samples."""

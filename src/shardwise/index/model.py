@@ -82,13 +82,15 @@ class DatasetIndex:
         return np.fromiter((u.num_samples for u in self.units), dtype=np.int64, count=len(self.units))
 
     def summary(self) -> dict[str, Any]:
-        """Totals and the smallest/largest unit, as plain values."""
+        """Totals and the smallest/largest unit, as plain values (``skipped``: bad samples
+        left out of ``samples`` while indexing under ``on_error="skip"``)."""
         counts = self.counts()
         out: dict[str, Any] = {
             "format": self.format,
             "files": len(self.files),
             "units": self.num_units,
             "samples": self.num_samples,
+            "skipped": sum(u.skipped for u in self.units),
             "bytes": self.num_bytes,
             "columns": self.schema.names,
         }
