@@ -56,18 +56,23 @@ _WORD_BYTE[48:58] = _WORD_BYTE[65:91] = _WORD_BYTE[97:123] = _WORD_BYTE[128:] = 
 _Q = np.uint64(0x9E3779B97F4A7C15)  # odd, so invertible modulo 2**64
 _Q_INV = np.uint64(pow(int(_Q), -1, 2**64))
 _SEGMENT = 1 << 20  # bytes hashed at once (bounds the power tables)
-_powers: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
+# (Q**j, Q**-j) as one tuple, replaced whole: tasks on the thread backend share it, and a
+# reader must never see one table grown and the other not yet
+_powers: tuple[np.ndarray, np.ndarray] = (np.ones(1, np.uint64), np.ones(1, np.uint64))
 
 
 def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     """``Q**j`` and ``Q**-j`` (mod 2**64) for ``j < n``: computed once per process for a
     whole segment (longer only for a single word over ``_SEGMENT`` bytes)."""
-    if len(_powers[0]) < n:
+    global _powers
+    tables = _powers
+    if len(tables[0]) < n:
         m = max(n, _SEGMENT + 1)
         with np.errstate(over="ignore"):
-            _powers[0] = np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(m - 1, _Q, np.uint64))])
-            _powers[1] = np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(m - 1, _Q_INV, np.uint64))])
-    return _powers[0], _powers[1]
+            tables = (np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(m - 1, _Q, np.uint64))]),
+                      np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(m - 1, _Q_INV, np.uint64))]))
+        _powers = tables
+    return tables
 
 
 def _word_hashes(norm: pa.Array, seed: int) -> tuple[np.ndarray, np.ndarray]:
