@@ -27,6 +27,7 @@ from shardwise.index import OPEN_OPTIONS, DatasetIndex, open_dataset
 from shardwise.ops.base import Op, get_op, make_op
 from shardwise.ops.dedup import DedupOp
 from shardwise.parallel.base import BackendSpec, cpu_count
+from shardwise.pipeline.hooks import after_run
 from shardwise.pipeline.runner import RunResult, run_pipeline
 from shardwise.pipeline.sink import Sink
 from shardwise.pipeline.tasks import MIN_SPLIT, plan_tasks
@@ -126,8 +127,12 @@ class Pipeline:
         """CPU work per input byte of the heaviest operator (1.0: reading and writing)."""
         return max([1.0, *(op.dedup.work_per_byte for op in self.ops if op.kind == "dedup")])
 
-    def run(self, backend: BackendSpec = None, *, num_proc: int | None = None, progress: bool = True) -> RunResult:
-        """Run on ``backend`` (default: the active one, else the local process pool)."""
+    def run(self, backend: BackendSpec = None, *, num_proc: int | None = None, progress: bool = True,
+            report: bool = True) -> RunResult:
+        """Run on ``backend`` (default: the active one, else the local process pool).
+
+        With ``report`` (and ``import shardwise``, which registers it), ``_report.html`` is
+        written beside the output's manifest once the run is published."""
         if self.sink is None:
             raise ConfigError("the pipeline has no output; call write_parquet()/write_jsonl()/write() first")
         index = self.index(progress)
@@ -136,8 +141,11 @@ class Pipeline:
         if not sink.storage_options and index.storage_options and _protocol(sink.path) == _protocol(
                 index.files[0].path if index.files else ""):
             sink = replace(sink, storage_options=dict(index.storage_options))
-        return run_pipeline(index, self.ops, sink, tasks, backend=backend, num_proc=num_proc,
-                            on_error=self.on_error, columns=self.columns, progress=progress)
+        result = run_pipeline(index, self.ops, sink, tasks, backend=backend, num_proc=num_proc,
+                              on_error=self.on_error, columns=self.columns, progress=progress)
+        if report:
+            after_run(result.manifest.rsplit("/", 1)[0], sink.storage_options)
+        return result
 
 
 @dataclass(frozen=True)

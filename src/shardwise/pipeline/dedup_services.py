@@ -10,14 +10,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from shardwise.ops.dedup import DedupContext
 from shardwise.parallel import BackendSpec, parallel_map
 from shardwise.pipeline.commit import Layout
-from shardwise.storage import atomic_write, join, open_input
+from shardwise.storage import atomic_write, join, open_input, resolve
 
-__all__ = ["Execution", "StorageScratch", "TaskKeyFiles", "dedup_context"]
+__all__ = ["Execution", "StorageScratch", "TaskKeyFiles", "audit_examples", "dedup_context"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -76,7 +77,7 @@ def dedup_context(layout: Layout, stage: int, name: str, num_tasks: int,
     opts = layout.storage_options
 
     def write_audit(table: pa.Table) -> str:
-        path = join(layout.root, f"_dedup_{_safe(name)}.parquet")
+        path = _audit_path(layout, name)
         buf = io.BytesIO()
         pq.write_table(table, buf)
         with atomic_write(path, **opts) as f:
@@ -90,3 +91,58 @@ def dedup_context(layout: Layout, stage: int, name: str, num_tasks: int,
 
 def _safe(name: str) -> str:
     return name.replace("#", "-")
+
+
+def _audit_path(layout: Layout, name: str) -> str:
+    return join(layout.root, f"_dedup_{_safe(name)}.parquet")
+
+
+EXAMPLE_CHARS = 400
+AUDIT_COLUMNS = ("removed_task", "removed_row", "kept_task", "kept_row")
+
+
+def audit_examples(layout: Layout, stage: int, name: str, column: str | None, clusters: int = 4,
+                   removed: int = 3) -> list[dict[str, Any]]:
+    """The ``column`` of the kept row and a few removed rows of the largest duplicate
+    clusters, from the audit table of the dedup ending ``stage`` (when it has the built-in
+    operators' :data:`AUDIT_COLUMNS`) and the stage's rows (read before they are
+    discarded). Texts are cut to :data:`EXAMPLE_CHARS` characters."""
+    opts = layout.storage_options
+    path = _audit_path(layout, name)
+    fs, local = resolve(path, **opts)
+    if column is None or not fs.exists(local):
+        return []
+    with open_input(path, **opts) as f:
+        audit = pq.read_table(io.BytesIO(f.read()))
+    if not set(AUDIT_COLUMNS) <= set(audit.column_names):  # a custom operator's own audit
+        return []
+    kept = np.stack([audit["kept_task"].to_numpy(), audit["kept_row"].to_numpy()], axis=1)
+    gone = np.stack([audit["removed_task"].to_numpy(), audit["removed_row"].to_numpy()], axis=1)
+    groups, first, counts = np.unique(kept, axis=0, return_index=True, return_counts=True)
+    rows = []
+    for g in np.lexsort((first, -counts))[:clusters]:  # largest first, then first seen
+        mine = gone[(kept == groups[g]).all(axis=1)][:removed]
+        rows.append(((int(groups[g][0]), int(groups[g][1])),
+                     [(int(t), int(r)) for t, r in mine], int(counts[g])))
+    texts = _stage_values(layout, stage, column, {p for r in rows for p in [r[0], *r[1]]})
+    return [{"kept": {"task": k[0], "row": k[1], "text": texts.get(k, "")}, "cluster_size": n + 1,
+             "removed": [{"task": t, "row": r, "text": texts.get((t, r), "")} for t, r in gone]}
+            for k, gone, n in rows]
+
+
+def _stage_values(layout: Layout, stage: int, column: str,
+                  wanted: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
+    """``column`` of the stage's rows ``(task, row)`` in ``wanted``, as short text."""
+    out: dict[tuple[int, int], str] = {}
+    for task in sorted({t for t, _ in wanted}):
+        with open_input(layout.stage_file(stage, task, "arrow"), **layout.storage_options) as f:
+            table = ipc.open_file(pa.BufferReader(f.read())).read_all()
+        if column not in table.column_names:
+            continue
+        values = table[column]
+        for t, r in wanted:
+            if t == task and r < len(values):
+                v = values[r].as_py()
+                text = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                out[(t, r)] = text[:EXAMPLE_CHARS]
+    return out

@@ -11,6 +11,7 @@ dedup decides, over all tasks in input order, which rows to keep.
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ from shardwise.index import MANIFEST_NAME, DatasetIndex
 from shardwise.ops.base import Op
 from shardwise.parallel import BackendSpec
 from shardwise.pipeline.commit import Layout, fingerprint
-from shardwise.pipeline.dedup_services import Execution, dedup_context
+from shardwise.pipeline.dedup_services import Execution, audit_examples, dedup_context
 from shardwise.pipeline.ledger import Ledger
 from shardwise.pipeline.sink import Sink
 from shardwise.pipeline.stages import Stage, plan_stages
@@ -97,17 +98,24 @@ def run_pipeline(
     stages = plan_stages(ops)
     run = Execution(backend, num_proc, progress)
     summaries: dict[str, Any] = {}
+    timings: list[dict[str, Any]] = []
     skipped = 0
     results: list[dict[str, Any]] = []
+    started = time.time()
     for stage in stages:
         if stage.index > 0:
             summaries[stage.after] = _decide(layout, stages[stage.index - 1], len(tasks), run)
+            timings[-1]["decide_seconds"] = summaries[stage.after]["seconds"]
         jobs = [Job(t, stage, tuple(p), index, sink, layout, on_error, tuple(columns) if columns else None)
                 for t, p in enumerate(tasks)]
         desc = f"stage {stage.index + 1}/{len(stages)}" if len(stages) > 1 else "tasks"
+        t0 = time.time()
         results = run.map(run_job, jobs, desc)
+        timings.append({"stage": stage.index, "operators": [*stage.names, *([stage.dedup_name] if stage.dedup else [])],
+                        "seconds": round(time.time() - t0, 6)})
         skipped += sum(1 for r in results if r.get("skipped"))
     manifest = _manifest(sorted(results, key=lambda r: r["task"]), ops, summaries, fp, len(tasks))
+    manifest.update({"started": started, "seconds": round(time.time() - started, 6), "stages": timings})
     layout.publish(manifest)
     if manifest["files"]:
         from shardwise.index import open_dataset
@@ -117,9 +125,11 @@ def run_pipeline(
 
 
 def _decide(layout: Layout, stage: Stage, num_tasks: int, run: Execution) -> dict[str, Any]:
-    """The dedup ending ``stage`` decides; its keep-masks start the next stage."""
+    """The dedup ending ``stage`` decides; its keep-masks start the next stage. Its summary
+    gets the time it took and a few examples of what it removed."""
     if stage.dedup is None:
         raise AssertionError("only a stage ending with a dedup has a decision")
+    t0 = time.time()
     ctx = dedup_context(layout, stage.index, stage.dedup_name, num_tasks, run)
     decision = stage.dedup.dedup.decide(ctx)
     for t, keep in enumerate(decision.masks):
@@ -127,7 +137,9 @@ def _decide(layout: Layout, stage: Stage, num_tasks: int, run: Execution) -> dic
         np.save(buf, np.asarray(keep, dtype=bool))
         with atomic_write(layout.stage_file(stage.index + 1, t, "keep.npy"), **layout.storage_options) as f:
             f.write(buf.getvalue())
-    return decision.summary
+    column = getattr(stage.dedup.dedup, "column", None)
+    examples = audit_examples(layout, stage.index, stage.dedup_name, column if isinstance(column, str) else None)
+    return {**decision.summary, "examples": examples, "seconds": round(time.time() - t0, 6)}
 
 
 def _manifest(final: list[dict[str, Any]], ops: Sequence[Op], summaries: dict[str, Any], fp: str,

@@ -54,27 +54,28 @@ def run_job(job: Job) -> dict[str, Any]:
     if exists(job.marker, opts):
         return {**read_json(job.marker, opts), "skipped": True}
     started = time.time()
-    ledger = _carried_ledger(job)
+    ledger, timings = _carried_ledger(job)
     q = Quarantine()
     batches, keep = _stage_input(job, q)
     result = _write_stage(job, _apply(job, batches, keep, ledger), ledger)
     ledger.quarantine(q.count, q.examples)
     result.update(ledger.to_json())
-    result.update({"task": job.task, "stage": job.stage.index, "started": started,
-                   "seconds": round(time.time() - started, 6)})
+    seconds = round(time.time() - started, 6)
+    result.update({"task": job.task, "stage": job.stage.index, "started": started, "seconds": seconds,
+                   "stages": [*timings, {"stage": job.stage.index, "started": started, "seconds": seconds}]})
     write_json(job.marker, result, opts)
     return result
 
 
-def _carried_ledger(job: Job) -> Ledger:
-    """The task's ledger from the earlier stages (a fresh one for stage 0)."""
+def _carried_ledger(job: Job) -> tuple[Ledger, list[dict[str, Any]]]:
+    """The task's ledger and per-stage times from the earlier stages (fresh for stage 0)."""
     if job.stage.index == 0:
         rows = sum(job.index.units[p.unit].num_samples if p.hi < 0 else p.hi - p.lo for p in job.pieces)
-        return Ledger(rows_in=rows)
+        return Ledger(rows_in=rows), []
     before = read_json(job.layout.stage_file(job.stage.index - 1, job.task, "done.json"), job.layout.storage_options)
     ledger = Ledger.from_json(before)
     ledger.rows_out = 0
-    return ledger
+    return ledger, list(before.get("stages", []))
 
 
 def _source_batches(job: Job, q: Quarantine) -> Iterator[pa.RecordBatch]:
