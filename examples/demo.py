@@ -8,6 +8,7 @@
    atomically with a manifest, then prints the accounting table.
 3. Streams the result through a simulated 4-rank x 2-worker DataLoader plan and shows
    that every rank gets the same number of steps and no article twice.
+4. Ends with the path of the run's report (``_report.html`` beside the manifest).
 
 Runs offline on a fresh machine.
 """
@@ -85,7 +86,9 @@ def main() -> int:
           f"{plan.num_left_out} left out (< {world}*{workers}*8)")
     assert len(seen) == len(set(seen))
     cmd = Path(sys.executable).with_name("shardwise")  # the venv's script, not one on PATH
-    print(f"\nnext: {cmd} inspect {OUT / 'clean'}\n      {cmd} plan {OUT / 'clean'} -w 4 -k 2 -b 8")
+    print(f"\nnext: {cmd} inspect {OUT / 'clean'}\n      {cmd} plan {OUT / 'clean'} -w 4 -k 2 -b 8 --html plan.html")
+    # the run wrote its report (ledger, times, shard sizes, duplicates) beside its manifest
+    print(f"\nreport: {Path(result.manifest).parent / '_report.html'}")
     return 0
 
 

@@ -20,9 +20,14 @@ from shardwise.errors import (
 from shardwise.index import DatasetIndex, open_dataset
 from shardwise.parallel import parallel_backend, parallel_map
 from shardwise.pipeline import read_jsonl, read_parquet, read_webdataset
+from shardwise.pipeline.hooks import on_run_published as _on_run_published
 from shardwise.prepare import prepare
+from shardwise.report import write_run_report as _write_run_report
 
 __version__ = "0.1.0"
+
+# every published run gets its _report.html (the pipeline cannot import the report layer)
+_on_run_published("report", _write_run_report)
 
 __all__ = [
     "CommitError",

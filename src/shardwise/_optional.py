@@ -19,6 +19,7 @@ _EXTRAS: dict[str, str] = {
     "gcsfs": "gcs",
     "scipy": "dedup",
     "aiohttp": "http",
+    "matplotlib": "report",
 }
 
 

@@ -75,9 +75,11 @@ def inspect(paths: tuple[str, ...], fmt: str | None, refresh: bool, on_error: st
 @click.option("--epoch", type=int, default=0, show_default=True)
 @click.option("--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="Also draw the plan view (steps per rank and worker, reads, memory) into this HTML file.")
 def plan(paths: tuple[str, ...], world_size: int, workers: int, batch_size: int, keep_last: bool,
          interleave: int | None, shuffle_mb: int, seed: int, epoch: int, fmt: str | None,
-         as_json: bool) -> None:
+         as_json: bool, html_out: str | None) -> None:
     """Show the loader plan for PATHS without reading data: steps per rank, samples left
     out or padded, read amplification and peak buffered bytes."""
     import numpy as np
@@ -94,6 +96,8 @@ def plan(paths: tuple[str, ...], world_size: int, workers: int, batch_size: int,
     report = plan_report(p, unit_bytes)
     report["samples_total"] = index.num_samples
     report["interleave"] = interleave
+    if html_out:
+        _write_plan_view(p, unit_bytes, html_out, " ".join(paths))
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
@@ -112,6 +116,36 @@ def plan(paths: tuple[str, ...], world_size: int, workers: int, batch_size: int,
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         click.echo(f"{key:<{width}}  {value}")
+    if html_out:
+        click.echo(f"plan view: {html_out}")
+
+
+def _write_plan_view(p: Any, unit_bytes: Any, out: str, what: str) -> None:
+    from shardwise.report import plan_view, render_plan
+
+    html = render_plan(plan_view(p, unit_bytes), title=f"shardwise plan view: {what}")
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(html)
+
+
+@cli.command()
+@click.argument("run_dir")
+@click.option("--format", "fmt", type=click.Choice(["html", "json"]), default="html", show_default=True,
+              help="html: write _report.html; json: print the report's numbers.")
+@click.option("--out", "-o", default=None, help="Where to write the HTML (default: RUN_DIR/_report.html).")
+def report(run_dir: str, fmt: str, out: str | None) -> None:
+    """Rebuild the report of the run published in RUN_DIR from its manifests."""
+    from shardwise.report import load_run, render_run, write_run_report
+
+    if fmt == "json":
+        click.echo(json.dumps(load_run(run_dir).to_json(), indent=1, sort_keys=True))
+        return
+    if out is None:
+        click.echo(f"report: {write_run_report(run_dir)}")
+        return
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(render_run(load_run(run_dir)))
+    click.echo(f"report: {out}")
 
 
 @cli.command()
@@ -162,6 +196,7 @@ def run(config: str, backend: str | None, num_proc: int | None, accounting: str 
     if result.skipped_tasks:
         click.echo(f"({result.skipped_tasks} of {result.tasks} tasks were already committed and skipped)")
     click.echo(f"manifest: {result.manifest}")
+    click.echo(f"report: {result.manifest.rsplit('/', 1)[0]}/_report.html")
     if accounting:
         with open(accounting, "w", encoding="utf-8") as f:
             json.dump({"rows_in": result.rows_in, "rows_out": result.rows_out, "dropped": result.dropped,

@@ -17,6 +17,9 @@ def test_demo_runs_the_real_pipeline_and_equal_ranks(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     assert "rows in" in out.stdout and "2,225" in out.stdout
     assert "unaccounted (must be 0)                              0" in out.stdout
+    last = out.stdout.strip().splitlines()[-1]
+    assert last == f"report: {(tmp_path / 'demo' / 'clean' / '_report.html').resolve()}"
+    assert 0 < Path(last.split(": ", 1)[1]).stat().st_size < 2 * 2**20
     steps = [line.split(":")[1].strip() for line in out.stdout.splitlines() if line.strip().startswith("rank ")]
     assert len(steps) == 4 and len(set(steps)) == 1
     frame = subprocess.run([sys.executable, str(ROOT / "examples" / "framework_loops.py"), str(tmp_path / "demo" / "clean")],
