@@ -97,7 +97,7 @@ def plan(paths: tuple[str, ...], world_size: int, workers: int, batch_size: int,
     report["samples_total"] = index.num_samples
     report["interleave"] = interleave
     if html_out:
-        _write_plan_view(p, unit_bytes, html_out, " ".join(paths))
+        _write_plan_view(p, unit_bytes, index.num_samples, html_out, " ".join(paths))
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
@@ -120,10 +120,10 @@ def plan(paths: tuple[str, ...], world_size: int, workers: int, batch_size: int,
         click.echo(f"plan view: {html_out}")
 
 
-def _write_plan_view(p: Any, unit_bytes: Any, out: str, what: str) -> None:
+def _write_plan_view(p: Any, unit_bytes: Any, samples: int, out: str, what: str) -> None:
     from shardwise.report import plan_view, render_plan
 
-    html = render_plan(plan_view(p, unit_bytes), title=f"shardwise plan view: {what}")
+    html = render_plan(plan_view(p, unit_bytes, samples_total=samples), title=f"shardwise plan view: {what}")
     with open(out, "w", encoding="utf-8") as f:
         f.write(html)
 

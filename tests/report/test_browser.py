@@ -104,7 +104,7 @@ def test_the_run_report_renders_with_the_manifest_numbers(browser: Any, run_dir:
 def test_the_plan_view_of_64_ranks_by_8_workers_renders(browser: Any, tmp_path: Path) -> None:
     counts = np.random.default_rng(0).integers(200, 2_000, size=1_500)
     plan = EpochPlan(counts, Topology(64, 8, 32, drop_last=False, interleave=8), seed=1)
-    view = plan_view(plan, counts * 300)
+    view = plan_view(plan, counts * 300, samples_total=int(counts.sum()))
     page = tmp_path / "plan.html"
     page.write_text(render_plan(view))
     _check_page(browser, page, tmp_path / "plan.png")

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardwise.report.model import DedupStage, RunReport, TaskTime, load_run
-from shardwise.report.plan_view import PlanView, plan_view, render_plan
+from shardwise.report.plan_view import PlanView, plan_view, render_plan, source_rows
 from shardwise.report.run_page import render_run
 from shardwise.storage import atomic_write, join
 
@@ -34,6 +34,7 @@ __all__ = [
     "plan_view",
     "render_plan",
     "render_run",
+    "source_rows",
     "write_run_report",
 ]
 

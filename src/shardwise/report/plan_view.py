@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 
 import shardwise.report.charts as charts
-from shardwise.plan import EpochPlan
+from shardwise.plan import EpochPlan, Mixing, Plan, Topology, source_counts
 from shardwise.plan.report import plan_report
 from shardwise.report.html import Section, key_values, page, table
 
-__all__ = ["PlanView", "plan_view", "render_plan"]
+__all__ = ["PlanView", "plan_view", "render_plan", "source_rows"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,8 @@ class PlanView:
         samples: ``[rank][worker]`` samples each worker yields this epoch.
         units: ``[rank][worker]`` units each worker reads.
         peak_bytes: ``[rank][worker]`` largest on-storage bytes of two consecutive windows.
-        padded: ``[rank][worker]`` repeated samples (``drop_last=False``).
+        padded: ``[rank][worker]`` repeated samples (``drop_last=False``; empty when the
+            plan kind does not place them by position, as for mixed or canonical plans).
         reads_per_unit: ``{workers reading a unit: units}`` over the units in use.
         sources: one row per source when sources are mixed (empty for one source).
     """
@@ -50,7 +51,7 @@ class PlanView:
         return out
 
 
-def _worker_numbers(plan: EpochPlan, unit_bytes: np.ndarray, prefetch_windows: int) -> tuple[np.ndarray, ...]:
+def _worker_numbers(plan: Plan, unit_bytes: np.ndarray, prefetch_windows: int) -> tuple[np.ndarray, ...]:
     t = plan.topology
     shape = (t.world_size, t.num_workers)
     samples, units, peak = np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64)
@@ -61,33 +62,54 @@ def _worker_numbers(plan: EpochPlan, unit_bytes: np.ndarray, prefetch_windows: i
             used = wp.units()
             samples[rank, w], units[rank, w] = wp.num_samples, len(used)
             readers[used] += 1
-            sizes = [int(unit_bytes[list(dict.fromkeys(s.unit for s in win))].sum()) for win in wp.windows()]
+            sizes = [int(unit_bytes[wu].sum()) for wu, _, _ in wp.iter_windows()]
             peak[rank, w] = max((sum(sizes[i : i + prefetch_windows]) for i in range(len(sizes))), default=0)
     return samples, units, peak, readers
 
 
-def _padded(plan: EpochPlan) -> np.ndarray:
+def _padded(plan: Plan) -> list[list[int]]:
     """Repeated samples per worker: the stream's last ``num_padded`` positions."""
+    if not isinstance(plan, EpochPlan):
+        return []
     t = plan.topology
     per = plan.samples_per_worker
     real = t.slots * per - plan.num_padded
     starts = np.arange(t.slots) * per
     pad = np.clip(starts + per, real, None) - np.clip(starts, real, None)
-    return pad.reshape(t.world_size, t.num_workers)
+    out: list[list[int]] = pad.reshape(t.world_size, t.num_workers).tolist()
+    return out
 
 
-def plan_view(plan: EpochPlan, unit_bytes: Sequence[int] | np.ndarray, *,
+def plan_view(plan: Plan, unit_bytes: Sequence[int] | np.ndarray, *, samples_total: int,
               sources: Sequence[Mapping[str, Any]] = (), prefetch_windows: int = 2) -> PlanView:
-    """The view of ``plan`` given each unit's size in bytes; ``sources`` are rows (name,
-    units, samples, quota...) of a mixed dataset, none for a single source."""
+    """The view of ``plan`` given each unit's size in bytes and the dataset's samples;
+    ``sources`` are rows (name, units, samples, quota...) of a mixed dataset, none for a
+    single source."""
     unit_bytes = np.asarray(unit_bytes, dtype=np.int64)
     summary = plan_report(plan, unit_bytes, prefetch_windows)
     summary.update({"interleave": plan.topology.interleave, "drop_last": plan.topology.drop_last,
-                    "samples_total": int(np.sum(plan.counts))})
+                    "samples_total": int(samples_total)})
     samples, units, peak, readers = _worker_numbers(plan, unit_bytes, prefetch_windows)
     counts = np.bincount(readers[readers > 0])
-    return PlanView(summary, samples.tolist(), units.tolist(), peak.tolist(), _padded(plan).tolist(),
+    return PlanView(summary, samples.tolist(), units.tolist(), peak.tolist(), _padded(plan),
                     {int(k): int(v) for k, v in enumerate(counts) if v}, [dict(s) for s in sources])
+
+
+def source_rows(mixing: Mixing, counts: Sequence[int] | np.ndarray, topology: Topology, *,
+                names: Sequence[str] = (), canonical_workers: int | None = None) -> list[dict[str, Any]]:
+    """The per-source rows of a mixed plan: units, samples stored, the rule, and the
+    samples the epoch takes from each (its exact quota)."""
+    sizes = mixing.sizes(np.asarray(counts, dtype=np.int64)).tolist()
+    epoch = source_counts(mixing, counts, topology, canonical_workers)
+    total = max(sum(epoch), 1)
+    rows = []
+    for s, rule in enumerate(mixing.rules):
+        given = {k: v for k, v in vars(rule).items() if v is not None}
+        rows.append({"source": names[s] if s < len(names) else f"source {s}",
+                     "units": mixing.bounds[s + 1] - mixing.bounds[s], "samples stored": sizes[s],
+                     "rule": ", ".join(f"{k}={v}" for k, v in given.items()) or "repeat=1",
+                     "samples this epoch": epoch[s], "share": f"{100 * epoch[s] / total:.2f}%"})
+    return rows
 
 
 def _mib(n: float) -> str:
