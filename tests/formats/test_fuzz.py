@@ -64,6 +64,7 @@ def _tar_bytes(n: int) -> bytes:
 
 
 ORIGINALS = {"a.jsonl": _jsonl_bytes(N), "a.jsonl.gz": gzip.compress(_jsonl_bytes(N), mtime=0),
+             "a.jsonl.zst": pa.compress(_jsonl_bytes(N), "zstd", asbytes=True),
              "a.parquet": _parquet_bytes(N), "a.tar": _tar_bytes(N),
              "a.tar.gz": gzip.compress(_tar_bytes(N), mtime=0)}
 ALL_ROWS = [str(i) for i in range(N)]  # ids, or tar keys without their "s" and zeros
@@ -139,7 +140,7 @@ def test_truncation_at_any_offset(name: str, data: st.DataObject, tmp_path_facto
     elif name == "a.tar":  # whole only if the members and one end-of-archive block survive
         whole = cut >= N * 1024 + 512
         assert raised == skipped == (Read(ALL_ROWS, 0) if whole else None)
-    else:  # a cut gzip stream or Parquet footer: nothing is trusted
+    else:  # a cut gzip or zstd stream, or Parquet footer: nothing is trusted
         assert raised is None and skipped is None
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shardwise.errors import FormatError
-from shardwise.formats import detect_format, get_format
+from shardwise.errors import ConfigError, FormatError
+from shardwise.formats import check_on_error, detect_format, get_format, guess_format
 
 
 def test_registry_names_aliases_and_errors() -> None:
@@ -19,3 +19,25 @@ def test_registry_names_aliases_and_errors() -> None:
     assert detect_format("s3://b/x.NDJSON.zst") == "jsonl"
     with pytest.raises(FormatError, match="pass format="):
         detect_format("x.csv")
+
+
+@pytest.mark.parametrize("path,name", [
+    ("a.parquet", "parquet"), ("a.PQ", "parquet"), ("s3://b/x.jsonl", "jsonl"), ("x.jsonl.gz", "jsonl"),
+    ("x.JSONL.ZST", "jsonl"), ("x.json", "jsonl"), ("x.json.gz", "jsonl"), ("x.json.zst", "jsonl"),
+    ("x.ndjson", "jsonl"), ("x.ndjson.gz", "jsonl"), ("x.ndjson.zst", "jsonl"), ("shard-0.tar", "webdataset"),
+    ("shard-0.tar.gz", "webdataset"), ("shard-0.TGZ", "webdataset"), ("x.gz", None), ("x.csv", None), ("tar", None),
+])
+def test_one_suffix_table_names_every_format(path: str, name: str | None) -> None:
+    assert guess_format(path) == name
+    if name is None:
+        with pytest.raises(FormatError, match=r"\.ndjson\.zst, \.tar, \.tar\.gz, \.tgz\); pass format="):
+            detect_format(path)
+    else:
+        assert detect_format(path) == name and path.lower().endswith(get_format(name).extensions)
+
+
+def test_on_error_is_checked_once_at_the_edge() -> None:
+    assert check_on_error("skip") == "skip" and check_on_error("raise") == "raise"
+    with pytest.raises(ConfigError, match="on_error must be 'raise' or 'skip', got 'ignore'"):
+        check_on_error("ignore")
+    assert issubclass(ConfigError, ValueError)

@@ -14,6 +14,7 @@ from typing import Any
 
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats.base import (
+    SUFFIXES,
     Format,
     OnError,
     Quarantine,
@@ -117,8 +118,5 @@ def detect_format(path: str) -> str:
     name = guess_format(path)
     if name is not None:
         return name
-    raise FormatError(
-        "unknown format (expected .parquet, .jsonl[.gz|.zst], .json, .ndjson, .tar, .tar.gz or .tgz); "
-        "pass format=... to choose one",
-        path,
-    )
+    known = ", ".join(suffix for suffix, _ in SUFFIXES)
+    raise FormatError(f"unknown format (expected one of {known}); pass format=... to choose one", path)
