@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from datagen.dedup_shapes import SHAPES
 from harness.cli import base_parser, chosen, maybe_worker
 from harness.report import Checks, earlier_results, fmt, git_info, machine, markdown, write_json
 from harness.runner import System, alternate, median_run, run_system
@@ -49,6 +50,7 @@ SYSTEMS = {s.name: s for s in [
     System("datatrove", "adapters.datatrove:dedup", env="peers"),
     System("data-juicer", "adapters.data_juicer:dedup", env="dj"),
 ]}
+SCALE = System("shardwise_scale", "adapters.shardwise_dedup:scale", kind="shardwise")
 LABELS = {"shardwise": "shardwise (verify=True)", "shardwise_noverify": "shardwise (verify=False)",
           "shardwise_18x7": "shardwise (verify=True, bands=18, rows=7)"}
 
@@ -150,51 +152,109 @@ def targets(results: list[dict[str, Any]], n: int) -> Checks:
     return checks
 
 
-def main(argv: list[str]) -> int:
-    ap = base_parser(__doc__, "10,000 documents instead of 60,000")
-    ap.add_argument("--docs", type=int, help="number of documents (overrides --quick)")
-    ap.add_argument("--out", help="JSON output path")
-    args = ap.parse_args(argv)
-    worker = maybe_worker(args, SYSTEMS)
-    if worker is not None:
-        return worker
+def run_shape(shape: str, n: int, names: list[str], args: Any, envs: dict[str, Any]) -> dict[str, Any]:
+    """One corpus shape: every system measured and scored; the shape's results block."""
     import json
 
-    from datagen.dedup_data import generate
+    from datagen.dedup_shapes import generate_shape
 
-    n = args.docs or (10_000 if args.quick else 60_000)
-    args.timeout = args.timeout or (900.0 if n <= 10_000 else 2400.0)
-    args.repeats = args.repeats or (1 if args.quick else 3)
-    args.idle_wait = args.idle_wait if args.idle_wait is not None else (0.0 if args.quick else 20.0)
-    out = Path(args.out) if args.out else HERE / "results" / ("dedup-quick.json" if args.quick else "dedup.json")
-    print(f"python {platform.python_version()}, cpus={os.cpu_count()}, {n:,} documents, word {CFG['ngram']}-grams, "
-          f"{CFG['num_perm']} permutations, threshold {CFG['threshold']}", flush=True)
-    t_start, git = time.perf_counter(), git_info(ROOT)
-    data = generate(n)
+    print(f"\n=== {shape} documents", flush=True)
+    data = generate_shape(shape, n)
     meta = json.loads((data / "meta.json").read_text())
-    names = chosen(ap, args.only, list(SYSTEMS))
-    envs = environments(names)
     results = measure(names, data, args, envs)
     truth = score(results, data, meta["planted"])
-    print("\n" + table(results, n) + "\n")
+    print(f"\n### {shape}: {n:,} documents, {meta['bytes'] / 2**20:.1f} MB\n\n{table(results, n)}\n")
     checks = targets(results, n)
     checks.print()
-    earlier = earlier_results(out, names, SYSTEMS, {"seconds": "end-to-end s", "precision": "precision",
-                                                    "recall": "recall"}) if args.only else {}
+    return {"docs": n, "data": {k: v for k, v in meta.items() if k != "planted"}
+            | {"planted": len(meta["planted"]), "dir": os.path.relpath(data, ROOT)},
+            "ground_truth": truth, "checks": checks.data,
+            "results": [{k: v for k, v in r.items() if k not in ("removed", "pairs")}
+                        | ({"docs_per_s": n / r["seconds"],
+                            "sig_docs_per_s": n / r["sig_seconds"] if r.get("sig_seconds") else None}
+                           if not r.get("error") else {}) for r in results]}
+
+
+def run_scale(n: int, args: Any) -> dict[str, Any]:
+    """The scale row: shardwise alone on ``n`` generated documents."""
+    from datagen.dedup_scale import generate_scale
+
+    print(f"\n=== scale: {n:,} generated documents", flush=True)
+    data = generate_scale(n)
+    r = run_system(Path(__file__).resolve(), SCALE, sys.executable, timeout=max(args.timeout, 7200.0),
+                   logdir=data, scratch=data,
+                   worker_kwargs={"data": str(data), "cfg": CFG, "memory_budget": args.memory_budget})
+    if r.get("error"):
+        print(f" failed: {r['error']}")
+        return r
+    checks = Checks()
+    print(f" {r['seconds']:.0f} s = {n / r['seconds']:,.0f} docs/s, removed {r['removed']:,}, peak RSS of all "
+          f"{r['max_procs']} processes {r['peak_rss_mb']:,.0f} MB, {r['tasks']} tasks")
+    checks.add("scale: peak RSS of every process together", r["peak_rss_mb"] / 1024, 4, at_most=True, unit=" GB")
+    for d, s in r["phases"]:
+        checks.note(f"  scale phase {d}: {s:.1f} s")
+    checks.print()
+    return r | {"docs_per_s": n / r["seconds"], "checks": checks.data}
+
+
+def overview(blocks: dict[str, dict[str, Any]]) -> Checks:
+    """One line per shape and target, and whether every shape meets it."""
+    checks = Checks()
+    every: dict[str, list[bool | None]] = {}
+    for block in blocks.values():
+        for label, c in block["checks"].items():
+            if label.startswith("shardwise") and c.get("target") is not None:
+                every.setdefault(label, []).append(c["met"])
+    for label, mets in every.items():
+        ok = None if len(mets) < len(blocks) or None in mets else all(mets)
+        checks.note(f"every shape: {label}: {'MET' if ok else 'n/a' if ok is None else 'NOT MET'}")
+        checks.data[f"every shape: {label}"] = {"met": ok}
+    return checks
+
+
+def main(argv: list[str]) -> int:
+    ap = base_parser(__doc__, "10,000 short and medium documents and 300 long ones, one round, no scale row")
+    ap.add_argument("--docs", type=int, help="documents of the short and medium shapes (overrides --quick)")
+    ap.add_argument("--shape", nargs="+", choices=list(SHAPES), help="corpus shapes (default: all three)")
+    ap.add_argument("--scale", type=int, help="documents of the scale row (default 5,000,000; 0: none; "
+                                               "--quick: none)")
+    ap.add_argument("--memory-budget", type=int, default=2**30, help="the scale row's memory_budget per process")
+    ap.add_argument("--out", help="JSON output path")
+    args = ap.parse_args(argv)
+    worker = maybe_worker(args, SYSTEMS | {SCALE.name: SCALE})
+    if worker is not None:
+        return worker
+    args.timeout = args.timeout or (900.0 if args.quick else 2400.0)
+    args.repeats = args.repeats or (1 if args.quick else 3)
+    args.idle_wait = args.idle_wait if args.idle_wait is not None else (0.0 if args.quick else 20.0)
+    scale = args.scale if args.scale is not None else (0 if args.quick else 5_000_000)
+    out = Path(args.out) if args.out else HERE / "results" / ("dedup-quick.json" if args.quick else "dedup.json")
+    print(f"python {platform.python_version()}, cpus={os.cpu_count()}, word {CFG['ngram']}-grams, "
+          f"{CFG['num_perm']} permutations, threshold {CFG['threshold']}", flush=True)
+    t_start, git = time.perf_counter(), git_info(ROOT)
+    names = chosen(ap, args.only, list(SYSTEMS))
+    envs = environments(names)
+    blocks = {}
+    for shape in args.shape or list(SHAPES):
+        n = SHAPES[shape]["quick" if args.quick else "docs"]
+        blocks[shape] = run_shape(shape, args.docs if args.docs and shape != "long" else n, names, args, envs)
+    print()
+    every = overview(blocks)
+    every.print()
+    scale_row = run_scale(scale, args) if scale else None
+    earlier = earlier_results(out, names, SYSTEMS, {"seconds": "end-to-end s"}) if args.only else {}
+    medium = blocks.get("medium", next(iter(blocks.values())))
     write_json(out, {
         "benchmark": "dedup", "quick": args.quick, "git": git, "machine": machine(),
-        "config": {"docs": n, **CFG, "timeout_s": args.timeout, "repeats": args.repeats,
+        "config": {**CFG, "timeout_s": args.timeout, "repeats": args.repeats,
                    "statistic": "median of the rounds (end to end), systems alternated within each round",
                    "idle_wait_s": args.idle_wait},
-        "data": {k: v for k, v in meta.items() if k != "planted"} | {"planted": len(meta["planted"]),
-                                                                     "dir": os.path.relpath(data, ROOT)},
-        "ground_truth": truth, "environments": {k: v[1] for k, v in envs.items() if k != "main"},
-        "env_errors": {k: v[2] for k, v in envs.items() if v[2]},
-        "results": [{k: v for k, v in r.items() if k not in ("removed", "pairs")}
-                    | ({"docs_per_s": n / r["seconds"],
-                        "sig_docs_per_s": n / r["sig_seconds"] if r.get("sig_seconds") else None}
-                       if not r.get("error") else {}) for r in results],
-        "checks": checks.data, "earlier_results": earlier, "total_s": time.perf_counter() - t_start,
+        "shapes": blocks, "every_shape": every.data, "scale": scale_row,
+        # the medium shape's block at the top level, where earlier results files had it
+        "data": medium["data"], "ground_truth": medium["ground_truth"], "results": medium["results"],
+        "checks": medium["checks"], "environments": {k: v[1] for k, v in envs.items() if k != "main"},
+        "env_errors": {k: v[2] for k, v in envs.items() if v[2]}, "earlier_results": earlier,
+        "total_s": time.perf_counter() - t_start,
     }, ROOT)
     return 0
 

@@ -56,7 +56,7 @@ def _audit_pairs(out: Path, summary: dict[str, Any], removed: list[int], n: int)
 
 
 def dedup(data: str, tmp: str, cfg: dict[str, Any], verify: bool = True, **options: Any) -> dict[str, Any]:
-    """The local backend with ``cfg["workers"]`` processes; input in 8 tasks."""
+    """The local backend with ``cfg["workers"]`` processes; tasks as the pipeline sizes them."""
     import pyarrow.parquet as pq
 
     import shardwise
@@ -65,11 +65,10 @@ def dedup(data: str, tmp: str, cfg: dict[str, Any], verify: bool = True, **optio
     phases: list[tuple[str, float]] = []
     _time_phases(phases)
     docs = Path(data) / "docs"
-    task_bytes = max(1, -(-sum(f.stat().st_size for f in docs.glob("*.jsonl")) // 8))
     out = Path(tmp) / "out"
     monitor = TreeMonitor().start()
     t0 = time.perf_counter()
-    r = (read_jsonl(str(docs), task_bytes=task_bytes)
+    r = (read_jsonl(str(docs))  # default task sizing (by the dedup's work)
          .dedup("minhash", column="text", ngram=cfg["ngram"], num_perm=cfg["num_perm"],
                 threshold=cfg["threshold"], verify=verify, **options)
          .write_parquet(str(out))
@@ -88,3 +87,28 @@ def dedup(data: str, tmp: str, cfg: dict[str, Any], verify: bool = True, **optio
         "note": note, "versions": {"shardwise": shardwise.__version__, "numpy": dist_version("numpy"),
                                    "pyarrow": dist_version("pyarrow")},
     }
+
+
+def scale(data: str, tmp: str, cfg: dict[str, Any], memory_budget: int) -> dict[str, Any]:
+    """The scale row: ``read_parquet().dedup("minhash", verify=True)`` with default task
+    sizing and ``memory_budget`` per process; docs/s, peak RSS of the tree, time per stage."""
+    import shardwise
+    from shardwise.pipeline import read_parquet
+
+    phases: list[tuple[str, float]] = []
+    _time_phases(phases)
+    out = Path(tmp) / "out"
+    monitor = TreeMonitor(interval=0.25).start()
+    t0 = time.perf_counter()
+    r = (read_parquet(str(Path(data) / "docs"))
+         .dedup("minhash", column="text", ngram=cfg["ngram"], num_perm=cfg["num_perm"], threshold=cfg["threshold"],
+                verify=True, memory_budget=memory_budget)
+         .write_parquet(str(out))
+         .run(backend="local", num_proc=cfg["workers"], progress=False))
+    seconds = time.perf_counter() - t0
+    monitor.stop()
+    summary = next(iter(json.loads(Path(r.manifest).read_text())["dedup"].values()))
+    return {"seconds": seconds, "docs": r.rows_in, "removed": r.rows_in - r.rows_out, "tasks": r.tasks,
+            "peak_rss_mb": monitor.peak_rss_mb, "max_procs": monitor.max_procs, "cpu_s": monitor.cpu_seconds,
+            "phases": phases, "summary": {k: v for k, v in summary.items() if k != "audit"},
+            "memory_budget": memory_budget, "versions": {"shardwise": shardwise.__version__}}
