@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _reportdata import write_corpus
+
 from shardwise.cli import main
 from shardwise.pipeline import RunResult, read_jsonl
 from shardwise.report import load_run, render_run
@@ -61,3 +63,33 @@ def test_without_matplotlib_the_report_is_tables_and_names_the_extra(run_dir: Pa
     full = render_run(load_run(str(run_dir)))
     for table_id in re.findall(r'<table id="([^"]+)"', full):
         assert f'<table id="{table_id}"' in html  # every table is still there
+
+
+def test_a_run_on_object_storage_writes_its_report_there(tmp_path: Path) -> None:
+    import fsspec
+    write_corpus(tmp_path / "raw")
+    out = "memory://bucket/report-test/out"
+    result = (read_jsonl(str(tmp_path / "raw"), on_error="skip").dedup(method="exact", column="text")
+              .write_parquet(out).run(backend="sequential", progress=False))
+    fs = fsspec.filesystem("memory")
+    try:
+        html = fs.cat("/bucket/report-test/out/_report.html").decode()
+        r = load_run(out)
+        assert (r.rows_in, r.rows_out, r.quarantined) == (result.rows_in, result.rows_out, result.quarantined)
+        assert html == render_run(r) and r.dedup[0].cluster_sizes
+    finally:
+        fs.rm("/bucket/report-test", recursive=True)
+
+
+def test_shardwise_run_prints_where_the_report_is(tmp_path: Path, capsys) -> None:
+    write_corpus(tmp_path / "raw")
+    (tmp_path / "config.yaml").write_text(
+        f"input: {{path: {tmp_path / 'raw'}, format: jsonl, on_error: skip}}\n"
+        "process:\n  - dedup: {method: exact, column: text}\n"
+        f"output: {{path: {tmp_path / 'clean'}, format: parquet}}\n"
+        "executor: {backend: sequential}\n")
+    assert main(["run", str(tmp_path / "config.yaml")]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"report: {tmp_path / 'clean' / '_report.html'}"
+    assert (tmp_path / "clean" / "_report.html").stat().st_size > 0
+    assert not list((tmp_path / "clean").glob("report*"))

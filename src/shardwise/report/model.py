@@ -45,6 +45,12 @@ class TaskTime:
         return min((s["started"] for s in self.stages), default=0.0)
 
     @property
+    def read(self) -> float:
+        """When the task's first stage (the one reading its input) finished."""
+        first = min(self.stages, key=lambda s: s["stage"], default=None)
+        return first["started"] + first["seconds"] if first else 0.0
+
+    @property
     def finished(self) -> float:
         return max((s["started"] + s["seconds"] for s in self.stages), default=0.0)
 
@@ -90,11 +96,12 @@ class RunReport:
         return sum(sum(r.values()) for r in self.dropped.values())
 
     def throughput(self, points: int = 50) -> list[list[float]]:
-        """``[seconds since the first task started, rows read by finished tasks]``."""
+        """``[seconds since the first task started, input rows read]``: a task's rows count
+        once its first stage (which reads them) has finished."""
         if not self.tasks:
             return []
         t0 = min(t.started for t in self.tasks)
-        ends = np.array([t.finished - t0 for t in self.tasks])
+        ends = np.array([t.read - t0 for t in self.tasks])
         rows = np.array([t.rows_in for t in self.tasks], dtype=np.int64)
         order = np.argsort(ends, kind="stable")
         done = np.cumsum(rows[order])

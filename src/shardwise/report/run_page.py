@@ -69,7 +69,8 @@ def _time(r: RunReport, missing: str | None) -> Section:
                               legend=[f"stage {i + 1}" for i in range(max(len(r.stages), 1))]))
         points = r.throughput()
         s.add(charts.line("throughput", [p[0] for p in points], [p[1] for p in points],
-                          title="rows read by finished tasks", xlabel="seconds since the first task started",
+                          title="input rows read over time (a task's rows count when its first stage ends)",
+                          xlabel="seconds since the first task started",
                           ylabel="rows"))
     rows = [(t.task, round(t.started - t0, 3), *[round(st["seconds"], 3) for st in t.stages], t.rows_in, t.rows_out)
             for t in r.tasks[:MAX_TABLE_ROWS]]
