@@ -136,6 +136,26 @@ def test_malformed_records_raise_or_are_quarantined(tmp_path: Path) -> None:
     assert any("line 12" in e[1] for e in result.quarantine_examples)
 
 
+def test_bad_tar_samples_raise_or_are_quarantined_and_counted(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name in ("a.txt", "../evil.txt", "c.txt", "a.json", "d.txt"):  # unsafe; a key back
+            info = tarfile.TarInfo(name)
+            info.size = 1
+            tf.addfile(info, io.BytesIO(b"x"))
+    (tmp_path / "s.tar").write_bytes(buf.getvalue())
+    with pytest.raises(FormatError, match="member ../evil.txt"):
+        shardwise.read_webdataset(str(tmp_path / "s.tar")).write_parquet(str(tmp_path / "o1")).run(
+            backend="thread", progress=False)
+    result = (shardwise.read_webdataset(str(tmp_path / "s.tar"), on_error="skip")
+              .write_parquet(str(tmp_path / "o2")).run(backend="thread", progress=False))
+    assert (result.rows_in, result.rows_out, result.quarantined) == (5, 3, 2)
+    _balanced(result)
+
+
 def test_readers_use_the_manifest_not_a_glob(reference: tuple[Path, Any], tmp_path: Path) -> None:
     out, result = reference
     stray = out / "part-99999-00000.parquet"

@@ -121,7 +121,7 @@ class Pipeline:
             work = self._work()  # finer with a CPU-heavy operator: a small input still splits
             unit = self.task_bytes if work <= 1.0 else int(self.task_bytes / work / MIN_SPLIT)
             options.setdefault("unit_bytes", max(64 * 2**10, min(32 * 2**20, unit)))
-        return open_dataset(self.source, self.format, progress=progress, **options)
+        return open_dataset(self.source, self.format, progress=progress, on_error=self.on_error, **options)
 
     def _work(self) -> float:
         """CPU work per input byte of the heaviest operator (1.0: reading and writing)."""

@@ -70,7 +70,8 @@ def run_job(job: Job) -> dict[str, Any]:
 def _carried_ledger(job: Job) -> tuple[Ledger, list[dict[str, Any]]]:
     """The task's ledger and per-stage times from the earlier stages (fresh for stage 0)."""
     if job.stage.index == 0:
-        rows = sum(job.index.units[p.unit].num_samples if p.hi < 0 else p.hi - p.lo for p in job.pieces)
+        units = job.index.units  # samples indexing left out (on_error="skip") are read and quarantined
+        rows = sum(units[p.unit].num_samples + units[p.unit].skipped if p.hi < 0 else p.hi - p.lo for p in job.pieces)
         return Ledger(rows_in=rows), []
     before = read_json(job.layout.stage_file(job.stage.index - 1, job.task, "done.json"), job.layout.storage_options)
     ledger = Ledger.from_json(before)
