@@ -81,8 +81,8 @@ class StreamingDatasetBase:
             dataset is iterated in the training process (``for batch in ds``, or a
             DataLoader with ``num_workers=0``). Default: the CPUs of this process shared
             by the node's ranks (``LOCAL_WORLD_SIZE``), at most 8.
-        pin_memory: in that in-process path, pin ``"torch"`` batches (each piece of a few
-            thousand rows once; batches are views of it) when CUDA is available.
+        pin_memory: in that in-process path, pin ``"torch"`` batches (each piece of about 16k
+            rows once; batches are views of it) when CUDA is available.
         **open_options: passed to :func:`shardwise.open_dataset` (format, storage_options, ...).
     """
 

@@ -59,7 +59,7 @@ def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.n
             continue
         by_unit = np.empty((len(rows), *arrays[0].shape[1:]), dtype=arrays[0].dtype)
         for (a, b), (_, picked), src in zip(bounds, groups, arrays):
-            np.take(src, picked, axis=0, out=by_unit[a:b])
+            np.take(src, picked, axis=0, out=by_unit[a:b], mode="clip")  # "raise" buffers `out`
         columns.append(by_unit if back is None else np.take(by_unit, back, axis=0))
     if by_arrow:
         parts = [tables[u].select(by_arrow).take(pa.array(picked, type=pa.int64())) for u, picked in groups]

@@ -61,9 +61,9 @@ class Reading:
     num_threads: int = 1
     pin_memory: bool = False
 
-    def piece_rows(self) -> int:
-        """Rows gathered in one go: whole batches, about :data:`PIECE_ROWS`."""
-        return max(1, PIECE_ROWS // self.batch_size) * self.batch_size
+    def piece_rows(self, rows: int = PIECE_ROWS) -> int:
+        """Rows gathered in one go: whole batches, about ``rows``."""
+        return max(1, rows // self.batch_size) * self.batch_size
 
     def loader(self) -> Callable[[int], pa.Table]:
         """A function reading one unit as one contiguous table; a unit that cannot be

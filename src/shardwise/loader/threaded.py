@@ -3,7 +3,7 @@
 Iterating a batched dataset in the training process (``for batch in ds:``,
 ``DataLoader(ds, batch_size=None, num_workers=0)``, or ``iter_shard``) sends nothing
 between processes. One pool of ``num_threads`` threads does the work that releases the
-GIL: it decodes units (Arrow), and gathers each piece of a few thousand rows (whole
+GIL: it decodes units (Arrow), and gathers each piece of about 16,384 rows (whole
 batches) into new buffers in plan order (numpy ``take`` per unit, then into order) and
 converts it. The training thread only cuts batches out of finished pieces, as views:
 ``batch["x"]`` of a numpy batch is a slice of the piece's gathered array, and a torch
@@ -42,6 +42,7 @@ from shardwise.plan import WorkerPlan
 __all__ = ["default_threads", "threaded_batches"]
 
 _log = logging.getLogger(__name__)
+PIECE_ROWS = 16384  # rows per piece (in whole batches): 4x the worker path's, for fewer, larger takes
 Part = tuple[dict[int, pa.Table], Views, np.ndarray, np.ndarray]  # unit tables, views, unit ids, rows
 
 
@@ -82,7 +83,7 @@ def threaded_batches(reading: Reading, wp: WorkerPlan) -> Iterator[tuple[Any, in
     loaded: dict[int, tuple[dict[int, pa.Table], Views]] = {}  # window -> its tables, while needed
     pending: deque[Future[Piece]] = deque()
     try:
-        for piece in cut_pieces(lengths, reading.piece_rows()):
+        for piece in cut_pieces(lengths, reading.piece_rows(PIECE_ROWS)):
             parts: list[Part] = []
             for w, lo, hi in piece:
                 if w not in loaded:  # earlier windows are done: in-flight pieces hold their own
