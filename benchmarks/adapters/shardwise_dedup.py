@@ -1,4 +1,7 @@
-"""shardwise's MinHash dedup: ``read_jsonl().dedup("minhash").write_parquet().run()``."""
+"""shardwise's MinHash dedup: ``read_jsonl().dedup("minhash").write_parquet().run()``.
+
+The HTML run report (``run(report=True)``, the default) is switched off: drawing its
+charts is not part of the work the peers are compared on."""
 
 from __future__ import annotations
 
@@ -72,7 +75,7 @@ def dedup(data: str, tmp: str, cfg: dict[str, Any], verify: bool = True, **optio
          .dedup("minhash", column="text", ngram=cfg["ngram"], num_perm=cfg["num_perm"],
                 threshold=cfg["threshold"], verify=verify, **options)
          .write_parquet(str(out))
-         .run(backend="local", num_proc=cfg["workers"], progress=False))
+         .run(backend="local", num_proc=cfg["workers"], progress=False, report=False))
     seconds = time.perf_counter() - t0
     monitor.stop()
     kept = set(pq.read_table(str(out), columns=["id"]).column("id").to_pylist())
@@ -104,7 +107,7 @@ def scale(data: str, tmp: str, cfg: dict[str, Any], memory_budget: int) -> dict[
          .dedup("minhash", column="text", ngram=cfg["ngram"], num_perm=cfg["num_perm"], threshold=cfg["threshold"],
                 verify=True, memory_budget=memory_budget)
          .write_parquet(str(out))
-         .run(backend="local", num_proc=cfg["workers"], progress=False))
+         .run(backend="local", num_proc=cfg["workers"], progress=False, report=False))
     seconds = time.perf_counter() - t0
     monitor.stop()
     summary = next(iter(json.loads(Path(r.manifest).read_text())["dedup"].values()))

@@ -1,4 +1,7 @@
-"""shardwise's cleaning pipeline: read_parquet -> apply x3 -> dedup("exact") -> write_parquet."""
+"""shardwise's cleaning pipeline: read_parquet -> apply x3 -> dedup("exact") -> write_parquet.
+
+The HTML run report (``run(report=True)``, the default) is switched off: drawing its
+charts is not part of the work the peers are compared on."""
 
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ def pipeline(data: Path, out: Path, nproc: int) -> dict[str, Any]:
             .write_parquet(str(out)))
     try:
         t0 = time.perf_counter()
-        res = pipe.run(backend=backend, progress=False)
+        res = pipe.run(backend=backend, progress=False, report=False)
         info["wall_s"] = time.perf_counter() - t0
     finally:
         backend.close()
