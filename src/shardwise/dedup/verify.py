@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shardwise.dedup.shingles import jaccard
 from shardwise.ops.dedup import TaskKeys
 
 __all__ = ["ROW_BITS", "TaskCache", "verified_stars"]
@@ -52,7 +51,6 @@ class _Shingles:
 
     def __init__(self, keys: TaskKeys, max_bytes: int) -> None:
         self.tasks = TaskCache(keys, ["sig", "shingles", "lengths"], max_bytes)
-        self.sets: dict[int, np.ndarray] = {}  # a candidate is met once per band it shares
 
     def sig_rows(self, docs: np.ndarray) -> np.ndarray:
         """The signatures of ``docs`` (one row each)."""
@@ -67,17 +65,64 @@ class _Shingles:
             out[m] = sig[row[m]]
         return out if out is not None else np.zeros((0, 0), np.uint64)
 
-    def get(self, doc: int) -> np.ndarray:
-        found = self.sets.get(doc)
-        if found is None:
-            found = self.sets[doc] = self._unique(doc)
-        return found
+    def sets_of(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The shingle sets of the sorted unique ``docs``: ``(values, starts, sizes)``, each
+        document's sorted unique shingles at ``values[starts[i]:starts[i] + sizes[i]]``."""
+        task = (docs >> np.uint64(ROW_BITS)).astype(np.int64)
+        row = (docs & np.uint64((1 << ROW_BITS) - 1)).astype(np.int64)
+        vals: list[np.ndarray] = []
+        owner: list[np.ndarray] = []
+        for t in np.unique(task):  # docs are sorted, so by task and then by row
+            d = self.tasks.get(int(t))
+            idx = np.flatnonzero(task == t)
+            lo, n = d["offsets"][row[idx]], d["lengths"][row[idx]]
+            vals.append(d["shingles"][_ranges(lo, n)])
+            owner.append(np.repeat(idx, n))
+        v = np.concatenate(vals) if vals else np.zeros(0, np.uint64)
+        o = np.concatenate(owner) if owner else np.zeros(0, np.int64)
+        order = np.lexsort((v, o))  # stored unsorted, with repeats: sort and drop them
+        v, o = v[order], o[order]
+        keep = np.ones(len(v), dtype=bool)
+        keep[1:] = (v[1:] != v[:-1]) | (o[1:] != o[:-1])
+        v, o = v[keep], o[keep]
+        sizes = np.bincount(o, minlength=len(docs))
+        return v, np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64), sizes
 
-    def _unique(self, doc: int) -> np.ndarray:
-        task, row = doc >> ROW_BITS, doc & ((1 << ROW_BITS) - 1)
-        d = self.tasks.get(task)
-        off = d["offsets"]
-        return np.unique(d["shingles"][off[row] : off[row + 1]])  # stored unsorted, with repeats
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every ``i``, concatenated."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return np.repeat(np.asarray(starts, np.int64) - first, lengths) + np.arange(total)
+
+
+PAIR_SHINGLES = 4_000_000  # shingles gathered at once by the exact check (~64 MB)
+
+
+def exact_similar(shingles: _Shingles, a: np.ndarray, b: np.ndarray, threshold: float) -> np.ndarray:
+    """Whether the exact Jaccard similarity of each pair ``(a[i], b[i])`` reaches
+    ``threshold``: both sets of every pair sorted together, equal neighbours counted, in
+    batches of about ``PAIR_SHINGLES`` shingles."""
+    out = np.zeros(len(a), dtype=bool)
+    docs = np.unique(np.concatenate([a, b]))
+    vals, starts, sizes = shingles.sets_of(docs)
+    ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
+    work = np.cumsum(sizes[ia] + sizes[ib])
+    lo = 0
+    while lo < len(a):
+        hi = max(lo + 1, int(np.searchsorted(work, (work[lo - 1] if lo else 0) + PAIR_SHINGLES, side="right")))
+        la, lb = sizes[ia[lo:hi]], sizes[ib[lo:hi]]
+        pair = np.concatenate([np.repeat(np.arange(hi - lo), la), np.repeat(np.arange(hi - lo), lb)])
+        v = np.concatenate([vals[_ranges(starts[ia[lo:hi]], la)], vals[_ranges(starts[ib[lo:hi]], lb)]])
+        order = np.lexsort((v, pair))
+        pair, v = pair[order], v[order]
+        same = (pair[1:] == pair[:-1]) & (v[1:] == v[:-1])
+        inter = np.bincount(pair[1:][same], minlength=hi - lo)
+        union = la + lb - inter
+        out[lo:hi] = np.where(union > 0, inter / np.maximum(union, 1) >= threshold, True)
+        lo = hi
+    return out
 
 
 def verified_stars(keys: TaskKeys, threshold: float, num_perm: int, doc: np.ndarray, group: np.ndarray,
@@ -90,13 +135,12 @@ def verified_stars(keys: TaskKeys, threshold: float, num_perm: int, doc: np.ndar
 
     A pair estimated (from the signatures) more than 4.5 standard deviations below the
     threshold is rejected, and one estimated as far above it accepted, without the exact
-    Jaccard check that decides the rest; every distinct pair is checked once. At most
+    Jaccard check that decides the rest (:func:`exact_similar`, vectorised). At most
     ``max_bytes`` of the tasks' keys are kept in memory at a time (:class:`TaskCache`).
     """
     shingles = _Shingles(keys, max_bytes)
     sigma = float(np.sqrt(threshold * (1 - threshold) / num_perm))
     floor, ceiling = threshold - 4.5 * sigma, threshold + 4.5 * sigma
-    checked: dict[tuple[int, int], bool] = {}
     rejected = 0
     active = active.copy()
     while True:
@@ -117,11 +161,8 @@ def verified_stars(keys: TaskKeys, threshold: float, num_perm: int, doc: np.ndar
         pairs, inverse = np.unique(np.stack([u, v], axis=1), axis=0, return_inverse=True)
         est = (shingles.sig_rows(pairs[:, 0]) == shingles.sig_rows(pairs[:, 1])).mean(axis=1)
         ok = est >= ceiling
-        for i in np.flatnonzero((est >= floor) & ~ok):
-            key = (int(pairs[i, 0]), int(pairs[i, 1]))
-            if key not in checked:
-                checked[key] = jaccard(shingles.get(key[1]), shingles.get(key[0])) >= threshold
-            ok[i] = checked[key]
+        unsure = np.flatnonzero((est >= floor) & ~ok)
+        ok[unsure] = exact_similar(shingles, pairs[unsure, 1], pairs[unsure, 0], threshold)
         ok_member = ok[inverse.ravel()]
         rejected += int((~ok_member).sum())
         u_out.append(u[ok_member])
