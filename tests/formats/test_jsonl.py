@@ -430,3 +430,12 @@ def test_a_field_seen_only_as_null_stores_later_values_as_json_text(tmp_path: Pa
                     + json.dumps({"i": 12001, "v": "s", "pad": ""}) + "\n")
     rows = list(StreamingDataset(str(path), shuffle=False, rank=0, world_size=1, columns=["i", "v"]))
     assert len(rows) == 12002 and rows[-2:] == [{"i": 12000, "v": "5"}, {"i": 12001, "v": "s"}]
+
+
+@pytest.mark.parametrize("bad_line", [False, True])
+def test_a_byte_order_mark_at_the_start_is_ignored_on_every_path(tmp_path: Path, bad_line: bool) -> None:
+    # a block with a bad line is parsed line by line: that path must read the BOM line alike
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"id": 0}\n{"id": 1}\n' + (b"{oops\n" if bad_line else b""))
+    ds = StreamingDataset(str(path), shuffle=False, on_error="skip", rank=0, world_size=1)
+    assert [r["id"] for r in ds] == [0, 1] and ds.quarantine.count == int(bad_line)

@@ -62,6 +62,7 @@ from shardwise.formats.base import OnError, Quarantine, TableFromBatches, Unit, 
 __all__ = ["JsonlFormat", "JsonlShardWriter"]
 
 _SAMPLE_BYTES = 1 << 20
+_BOM = b"\xef\xbb\xbf"
 _SURROGATE = re.compile(rb"\\[uU][dD][89a-fA-F]")
 
 
@@ -193,6 +194,8 @@ def _parse_lines(
 
 
 def _decode_line(raw: bytes, schema: pa.Schema | None) -> dict[str, Any]:
+    if raw.startswith(_BOM):  # as Arrow's parser does: editors put one at the start of a file
+        raw = raw[len(_BOM) :]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
