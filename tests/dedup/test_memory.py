@@ -96,6 +96,9 @@ def test_task_cache_stays_under_its_cap_and_reloads() -> None:
     assert keys.loads == [0, 1, 2, 1, 0]  # 0 was used again before 2 came, so 1 went first
     small = TaskCache(keys, ["sig"], max_bytes=1)
     assert (small.get(2)["sig"] == 2).all() and len(small.items) == 1  # the last one always stays
+    lazy = TaskCache(keys, ["sig", "lengths"], max_bytes=10**9)
+    assert set(lazy.get(1, ["sig"])) == {"sig"}  # the shingles are read only when asked for
+    assert set(lazy.get(1)) == {"sig", "lengths", "offsets"} and lazy.bytes == one
 
 
 def test_minhash_sizes_tasks_by_work(corpus: Path) -> None:

@@ -28,18 +28,21 @@ class TaskCache:
         self.bytes = 0
         self.loads = 0
 
-    def get(self, task: int) -> dict[str, np.ndarray]:
-        """Task ``task``'s arrays."""
+    def get(self, task: int, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Task ``task``'s arrays (at least ``names``, default all; the others are read
+        when first asked for)."""
         found = self.items.get(task)
-        if found is not None:
-            self.items.move_to_end(task)
-            return found
-        found = self.keys.load(task, self.names)
-        if "lengths" in found:  # where each document's shingles start
-            found["offsets"] = np.concatenate([[0], np.cumsum(found["lengths"])])
-        self.loads += 1
-        self.items[task] = found
-        self.bytes += sum(a.nbytes for a in found.values())
+        if found is None:
+            found = self.items[task] = {}
+        self.items.move_to_end(task)
+        missing = [n for n in (self.names if names is None else names) if n not in found]
+        if missing:
+            new = self.keys.load(task, missing)
+            if "lengths" in new:  # where each document's shingles start
+                new["offsets"] = np.concatenate([[0], np.cumsum(new["lengths"])])
+            self.loads += 1
+            found.update(new)
+            self.bytes += sum(a.nbytes for a in new.values())
         while self.bytes > self.max_bytes and len(self.items) > 1:
             _, old = self.items.popitem(last=False)
             self.bytes -= sum(a.nbytes for a in old.values())
@@ -58,7 +61,7 @@ class _Shingles:
         row = (docs & np.uint64((1 << ROW_BITS) - 1)).astype(np.int64)
         out: np.ndarray | None = None
         for t in np.unique(task):
-            sig = self.tasks.get(int(t))["sig"]
+            sig = self.tasks.get(int(t), ["sig"])["sig"]
             if out is None:
                 out = np.empty((len(docs), sig.shape[1]), dtype=sig.dtype)
             m = task == t
@@ -73,7 +76,7 @@ class _Shingles:
         vals: list[np.ndarray] = []
         owner: list[np.ndarray] = []
         for t in np.unique(task):  # docs are sorted, so by task and then by row
-            d = self.tasks.get(int(t))
+            d = self.tasks.get(int(t), ["shingles", "lengths"])
             idx = np.flatnonzero(task == t)
             lo, n = d["offsets"][row[idx]], d["lengths"][row[idx]]
             vals.append(d["shingles"][_ranges(lo, n)])
