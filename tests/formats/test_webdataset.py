@@ -438,3 +438,14 @@ def test_member_name_that_is_not_utf8_is_a_bad_sample(tmp_path: Path, suffix: st
     assert path.name in str(info.value)
     ds = StreamingDataset(str(path), batch_size=1, shuffle=False, on_error="skip", rank=0, world_size=1)
     assert [s["__key__"] for s in ds] == ["s000", "s002"] and ds.quarantine.count == 1
+
+
+def test_a_field_first_seen_late_in_a_shard_is_a_column(tmp_path: Path) -> None:
+    members = [(f"{i:04d}.{ext}", b"%d" % i, tarfile.REGTYPE)
+               for i in range(400) for ext in ("txt", "seg") if ext == "txt" or i == 350]
+    path = _typed_tar(tmp_path / "late.tar", members)
+    index = open_dataset(str(path), progress=False)
+    assert index.schema.names == ["__key__", "seg", "txt"]
+    assert get_format("webdataset").read_schema(str(path)) == index.schema
+    rows = list(StreamingDataset(index, shuffle=False, rank=0, world_size=1))
+    assert [r["__key__"] for r in rows if r["seg"] is not None] == ["0350"] and rows[350]["seg"] == b"350"

@@ -34,7 +34,6 @@ from shardwise.storage import open_input
 __all__ = ["WebDatasetFormat", "WebDatasetShardWriter"]
 
 KEY = "__key__"
-_SCHEMA_SAMPLES = 256
 
 
 class WebDatasetFormat(TableFromBatches):
@@ -58,31 +57,38 @@ class WebDatasetFormat(TableFromBatches):
         self.batch_rows = batch_rows
         self.storage_options = storage_options or {}
         self.on_error = check_on_error(on_error)
+        self._fields: dict[str, list[str]] = {}  # per shard, from list_units until read_schema
 
     def list_units(self, path: str, size: int) -> list[Unit]:
         """One unit per tar; counts the samples reading will yield, checking every header
         (a bad sample is an error naming the member, or left out under ``"skip"``)."""
+        n, bad, fields = self._scan(path, refuse=self.on_error == "raise")
+        self._fields[path] = fields  # read_schema, called next while indexing, needs no second pass
+        return [Unit(path, 0, n, size, 0, size, 0, skipped=bad)]
+
+    def _scan(self, path: str, refuse: bool) -> tuple[int, int, list[str]]:
+        """Every header of the shard: good samples, bad ones (an error if ``refuse``) and
+        the good samples' fields."""
         n = bad = 0
+        fields: dict[str, None] = {}
         with open_input(path, **self.storage_options) as f:
             for sample in iter_samples(path, f):
                 if sample.problem is None:
                     n += 1
-                elif self.on_error == "raise":
+                    fields.update(dict.fromkeys(sample.fields))
+                elif refuse:
                     raise _problem(path, sample)
                 else:
                     bad += 1
-        return [Unit(path, 0, n, size, 0, size, 0, skipped=bad)]
+        return n, bad, sorted(fields)
 
     def read_schema(self, path: str) -> pa.Schema:
-        """``__key__`` plus a binary column per field seen in the first samples."""
-        fields: dict[str, None] = {}
-        with open_input(path, **self.storage_options) as f:
-            for i, s in enumerate(iter_samples(path, f)):
-                if s.problem is None:
-                    fields.update(dict.fromkeys(s.fields))
-                if i >= _SCHEMA_SAMPLES:
-                    break
-        return pa.schema([pa.field(KEY, pa.string())] + [pa.field(k, pa.binary()) for k in sorted(fields)])
+        """``__key__`` plus a binary column per field any good sample of the shard has
+        (every header is read: a field first seen late in a shard is a column too)."""
+        fields = self._fields.pop(path, None)
+        if fields is None:
+            fields = self._scan(path, refuse=False)[2]
+        return pa.schema([pa.field(KEY, pa.string())] + [pa.field(k, pa.binary()) for k in fields])
 
     def read_unit(
         self,
