@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import _formatdata as fd
 import pytest
 
 from shardwise.errors import ConfigError, FormatError
@@ -41,3 +44,16 @@ def test_on_error_is_checked_once_at_the_edge() -> None:
     with pytest.raises(ConfigError, match="on_error must be 'raise' or 'skip', got 'ignore'"):
         check_on_error("ignore")
     assert issubclass(ConfigError, ValueError)
+
+
+@pytest.mark.parametrize("name", ["parquet", "jsonl", "webdataset"])
+def test_every_format_refuses_an_unknown_column(tmp_path: Path, name: str) -> None:
+    data = fd.wds_table(5) if name == "webdataset" else fd.table(5)
+    [written] = fd.write(name, str(tmp_path / "x"), data, batch_rows=5)
+    fmt = get_format(name)
+    [unit] = fd.units(name, [written.path])
+    for schema in (None, fmt.read_schema(written.path)):
+        with pytest.raises(ConfigError, match=r"unknown columns \['nope'\]; the dataset has \["):
+            list(fmt.read_unit(unit, columns=["nope"], schema=schema))
+        with pytest.raises(ConfigError, match=r"unknown columns \['nope'\]"):
+            fmt.read_table(unit, columns=["text" if name != "webdataset" else "txt", "nope"], schema=schema)

@@ -175,6 +175,17 @@ class Format(Protocol):
         ...
 
 
+def check_columns(columns: Sequence[str] | None, schema: pa.Schema) -> None:
+    """Refuse a projection naming a column the dataset does not have.
+
+    Raises:
+        ConfigError: ``unknown columns ['x']; the dataset has ['a', 'b']``.
+    """
+    missing = [c for c in columns or () if c not in schema.names]
+    if missing:
+        raise ConfigError(f"unknown columns {missing}; the dataset has {schema.names}")
+
+
 def unify_permissive(schemas: Sequence[pa.Schema], paths: Sequence[str]) -> pa.Schema:
     """Arrow's permissive unification (int32 and int64 give int64, a missing column is
     null), or a :class:`FormatError` naming the first file whose schema differs."""

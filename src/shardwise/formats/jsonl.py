@@ -57,7 +57,14 @@ from shardwise.formats._lines import (
     split_ranges,
 )
 from shardwise.formats._writer import RollingWriter
-from shardwise.formats.base import OnError, Quarantine, TableFromBatches, Unit, suffixes_of
+from shardwise.formats.base import (
+    OnError,
+    Quarantine,
+    TableFromBatches,
+    Unit,
+    check_columns,
+    suffixes_of,
+)
 
 __all__ = ["JsonlFormat", "JsonlShardWriter"]
 
@@ -118,6 +125,7 @@ class JsonlFormat(TableFromBatches):
         """Yield the unit's records in file order, block by block."""
         q = quarantine if quarantine is not None else Quarantine()
         schema = schema if schema is not None else self.read_schema(unit.path)
+        check_columns(columns, schema)
         end = None if compression_of(unit.path) else unit.end
         line = unit.first_line or 1
         for piece in iter_aligned(

@@ -10,7 +10,14 @@ import pyarrow.parquet as pq
 
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats._writer import RollingWriter
-from shardwise.formats.base import OnError, Quarantine, Unit, suffixes_of, unify_permissive
+from shardwise.formats.base import (
+    OnError,
+    Quarantine,
+    Unit,
+    check_columns,
+    suffixes_of,
+    unify_permissive,
+)
 from shardwise.storage import open_arrow_input
 
 __all__ = ["ParquetFormat", "ParquetShardWriter"]
@@ -98,6 +105,7 @@ class ParquetFormat:
         already read several units at once)."""
         pf = _open(unit.path, self.storage_options)
         try:
+            check_columns(columns, schema if schema is not None else pf.schema_arrow)
             try:
                 table = pf.read_row_group(unit.index, columns=list(columns) if columns is not None else None,
                                           use_threads=use_threads)

@@ -25,6 +25,7 @@ from shardwise.formats.base import (
     Quarantine,
     TableFromBatches,
     Unit,
+    check_columns,
     check_on_error,
     suffixes_of,
     unify_permissive,
@@ -102,10 +103,8 @@ class WebDatasetFormat(TableFromBatches):
         """Yield the tar's samples in order, ``batch_rows`` at a time."""
         q = quarantine if quarantine is not None else Quarantine()
         schema = schema if schema is not None else self.read_schema(unit.path)
+        check_columns(columns, schema)
         names = [KEY] + [c for c in (columns if columns is not None else schema.names) if c != KEY]
-        missing = [c for c in names if c not in schema.names]
-        if missing:
-            raise ConfigError(f"unknown columns {missing}; the shards have {schema.names}")
         out_schema = pa.schema([schema.field(c) for c in names])
         rows: list[dict[str, Any]] = []
         with open_input(unit.path, **self.storage_options) as f:
