@@ -122,10 +122,12 @@ def _die_with_parent() -> None:
         pass
 
 
-def start_weed(workdir: str, key: str, secret: str) -> tuple[subprocess.Popen[bytes], dict[str, int], Any]:
-    """Start ``weed mini`` with every service on a fresh port; return (process, ports, log)."""
+def start_weed(workdir: str, key: str, secret: str,
+               ports: dict[str, int] | None = None) -> tuple[subprocess.Popen[bytes], dict[str, int], Any]:
+    """Start ``weed mini`` with every service on a fresh port (or on ``ports``, to restart
+    a stopped server where clients expect it, over the same data); return (process, ports, log)."""
     names = ["master", "volume", "filer", "s3", "admin"]
-    ports = dict(zip(names, free_ports(len(names), set())))
+    ports = ports or dict(zip(names, free_ports(len(names), set())))
     data = os.path.join(workdir, "data")
     os.makedirs(data, exist_ok=True)
     args = [
@@ -155,7 +157,7 @@ def start_weed(workdir: str, key: str, secret: str) -> tuple[subprocess.Popen[by
         f"-admin.port.grpc={ports['admin'] + GRPC_OFFSET}",
     ]
     env = dict(os.environ, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)
-    log = open(os.path.join(workdir, "weed.log"), "wb")  # noqa: SIM115 - closed by the caller
+    log = open(os.path.join(workdir, "weed.log"), "ab")  # noqa: SIM115 - closed by the caller
     proc = subprocess.Popen(
         args,
         cwd=workdir,
@@ -181,6 +183,32 @@ def stop_weed(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
         proc.wait(timeout=10)
 
 
+def remove_weed_files(workdir: str, ports: dict[str, int]) -> None:
+    """Delete a stopped server's directory and the unix sockets weed names after its ports."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    for p in ports.values():
+        for port in (p, p + GRPC_OFFSET):
+            for path in glob.glob(os.path.join(tempfile.gettempdir(), f"seaweedfs-*-{port}.sock")):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+
+
+def wait_ready(proc: subprocess.Popen[bytes], workdir: str, ports: dict[str, int], key: str, secret: str) -> None:
+    """Wait until the S3 port answers signed requests; raise with the log's tail if weed exits."""
+    endpoint = f"http://127.0.0.1:{ports['s3']}"
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        if proc.poll() is not None:
+            with open(os.path.join(workdir, "weed.log"), errors="replace") as f:
+                tail = f.read()[-3000:]
+            raise RuntimeError(f"weed mini exited with {proc.returncode}:\n{tail}")
+        if _answers(ports["s3"]) and _s3_ready(endpoint, key, secret):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"weed mini S3 did not answer on {endpoint} within {START_TIMEOUT:.0f}s")
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[dict[str, Any]]:
     """A running SeaweedFS S3 endpoint; yields endpoint_url, key, secret, storage_options."""
@@ -189,18 +217,7 @@ def s3_server() -> Iterator[dict[str, Any]]:
     proc, ports, log = start_weed(workdir, key, secret)
     endpoint = f"http://127.0.0.1:{ports['s3']}"
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                log.flush()
-                with open(os.path.join(workdir, "weed.log"), errors="replace") as f:
-                    tail = f.read()[-3000:]
-                raise RuntimeError(f"weed mini exited with {proc.returncode}:\n{tail}")
-            if _answers(ports["s3"]) and _s3_ready(endpoint, key, secret):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"weed mini S3 did not answer on {endpoint} within {START_TIMEOUT:.0f}s")
-            time.sleep(0.2)
+        wait_ready(proc, workdir, ports, key, secret)
         yield {
             "endpoint_url": endpoint,
             "key": key,
@@ -210,10 +227,4 @@ def s3_server() -> Iterator[dict[str, Any]]:
     finally:
         stop_weed(proc)
         log.close()
-        shutil.rmtree(workdir, ignore_errors=True)
-        # unix sockets weed names after our ports in the system temp dir, if any remain
-        for p in ports.values():
-            for port in (p, p + GRPC_OFFSET):
-                for path in glob.glob(os.path.join(tempfile.gettempdir(), f"seaweedfs-*-{port}.sock")):
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
+        remove_weed_files(workdir, ports)

@@ -14,7 +14,7 @@ from typing import IO, Any
 import pyarrow as pa
 
 from shardwise.errors import FormatError
-from shardwise.storage import open_input
+from shardwise.storage import open_input, transient_in_chain
 
 _BLANK = re.compile(rb"^[ \t\r]*\n", re.M)
 COMPRESSION = {".gz": "gzip", ".zst": "zstd"}
@@ -97,7 +97,7 @@ def iter_aligned(
             try:
                 chunk = f.read(want)
             except (OSError, EOFError, ValueError, pa.ArrowException) as exc:
-                if codec is None:
+                if codec is None or transient_in_chain(exc):
                     raise
                 lines += carry.count(b"\n")
                 raise FormatError(f"cannot decompress {codec} data ({exc}): the file is truncated or is "

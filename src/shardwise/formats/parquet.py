@@ -18,7 +18,7 @@ from shardwise.formats.base import (
     suffixes_of,
     unify_permissive,
 )
-from shardwise.storage import open_arrow_input
+from shardwise.storage import open_arrow_input, transient_in_chain
 
 __all__ = ["ParquetFormat", "ParquetShardWriter"]
 
@@ -29,6 +29,8 @@ def _open(path: str, storage_options: dict[str, Any]) -> pq.ParquetFile:
         return pq.ParquetFile(f)
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         f.close()
+        if transient_in_chain(exc):  # a dropped connection, not a bad file: the caller may retry
+            raise
         raise FormatError(f"not a readable Parquet file ({exc})", path, "footer") from exc
 
 
@@ -110,6 +112,8 @@ class ParquetFormat:
                 table = pf.read_row_group(unit.index, columns=list(columns) if columns is not None else None,
                                           use_threads=use_threads)
             except (pa.ArrowInvalid, pa.ArrowException, OSError, IndexError) as exc:
+                if transient_in_chain(exc):  # a dropped connection, not a bad row group
+                    raise
                 err = FormatError(f"cannot decode row group ({exc})", unit.path, f"row group {unit.index}")
                 if on_error == "skip" and quarantine is not None:
                     for _ in range(unit.num_samples):

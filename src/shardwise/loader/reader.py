@@ -20,9 +20,12 @@ import pyarrow.compute as pc
 from shardwise.errors import ConfigError
 from shardwise.formats import OnError, Quarantine, get_format
 from shardwise.index import DatasetIndex, cache_root
-from shardwise.storage import atomic_write
+from shardwise.storage import atomic_write, transient_in_chain, with_retries
 
 __all__ = ["UnitReader", "count_rows"]
+
+# tries of one unit read on transient errors: backoff 0.2 s doubling, capped at 10 s
+UNIT_READ_ATTEMPTS = 9
 
 
 class UnitReader:
@@ -60,12 +63,26 @@ class UnitReader:
         return pa.schema([self.index.schema.field(c) for c in self.columns])
 
     def read(self, unit_id: int) -> pa.Table:
-        """Return unit ``unit_id`` (filtered and projected) as one table."""
+        """Return unit ``unit_id`` (filtered and projected) as one table.
+
+        A read that a dropped connection or an unreachable server interrupts is made again
+        from the start (backoff with jitter, about a minute in all), so an object store that
+        restarts mid-epoch costs time, never a sample; what a failed try quarantined is
+        not counted twice."""
+        def attempt() -> tuple[pa.Table, Quarantine]:
+            quarantine = Quarantine()
+            return self._read(unit_id, quarantine), quarantine
+
+        table, quarantine = with_retries(attempt, attempts=UNIT_READ_ATTEMPTS, retry_on=transient_in_chain)
+        self.quarantine.merge(quarantine)
+        return table
+
+    def _read(self, unit_id: int, quarantine: Quarantine) -> pa.Table:
         unit = self.index.units[unit_id]
         fmt = get_format(self.index.format, storage_options=self.index.storage_options)
         read_cols = None if self.filter is not None else self.columns
         schema = self.index.schema if read_cols is None else pa.schema([self.index.schema.field(c) for c in read_cols])
-        kwargs: dict[str, Any] = dict(columns=read_cols, on_error=self.on_error, quarantine=self.quarantine,
+        kwargs: dict[str, Any] = dict(columns=read_cols, on_error=self.on_error, quarantine=quarantine,
                                       schema=self.index.schema)
         # the loader reads units on threads of its own: no decode threads per unit
         table = fmt.read_table(unit, use_threads=False, **kwargs)

@@ -23,17 +23,19 @@ from shardwise.storage.paths import (
     open_input,
     resolve,
 )
-from shardwise.storage.retry import with_retries
+from shardwise.storage.retry import is_transient, transient_in_chain, with_retries
 
 __all__ = [
     "FileInfo",
     "atomic_write",
     "expand",
     "info",
+    "is_transient",
     "join",
     "named",
     "open_arrow_input",
     "open_input",
     "resolve",
+    "transient_in_chain",
     "with_retries",
 ]

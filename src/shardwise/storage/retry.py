@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from typing import TypeVar
 from shardwise.errors import ConfigError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Errors that are worth retrying: network hiccups, throttling, 5xx from object stores.
 _TRANSIENT_NAMES = {
@@ -24,9 +26,13 @@ _TRANSIENT_NAMES = {
     "ClientPayloadError",
     "ServerDisconnectedError",
     "IncompleteRead",
+    "ClientConnectionError",
+    "ClientConnectorError",
+    "ClientOSError",
     "SlowDown",
 }
-_TRANSIENT_TEXT = ("slow down", "throttl", "503", "500 internal", "timed out", "reset by peer")
+_TRANSIENT_TEXT = ("slow down", "throttl", "503", "500 internal", "timed out", "reset by peer",
+                   "cannot connect to host", "connect call failed", "could not connect to the endpoint")
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -38,6 +44,19 @@ def is_transient(exc: BaseException) -> bool:
             return True
     text = str(exc).lower()
     return any(t in text for t in _TRANSIENT_TEXT)
+
+
+def transient_in_chain(exc: BaseException) -> bool:
+    """True if ``exc`` or an exception it was raised from (``__cause__``/``__context__``)
+    is transient: a reader (Arrow, a decompressor) may wrap a dropped connection."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if is_transient(e):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def with_retries(
@@ -73,6 +92,8 @@ def with_retries(
         except Exception as exc:
             if attempt == attempts - 1 or not retry_on(exc):
                 raise
-            delay = min(max_delay, base_delay * (2**attempt))
-            sleep(delay * (0.5 + random.random() / 2))
+            delay = min(max_delay, base_delay * (2**attempt)) * (0.5 + random.random() / 2)
+            log.warning("retrying in %.1f s after a transient error (try %d of %d): %s: %s",
+                        delay, attempt + 1, attempts, type(exc).__name__, exc)
+            sleep(delay)
     raise AssertionError("unreachable")
