@@ -17,7 +17,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _s3server import s3_server  # noqa: F401  (session fixture: real SeaweedFS S3)
+from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS S3, a fresh bucket)
 
 from shardwise.errors import CommitError, EmptyDatasetError, StorageError
 from shardwise.formats import get_format
@@ -406,17 +406,6 @@ def _parquet_bytes(ids: list[int], row_group_size: int) -> bytes:
     table = pa.table({"id": pa.array(ids, pa.int64()), "text": [f"ü-{i}" for i in ids]})
     pq.write_table(table, buf, row_group_size=row_group_size)
     return buf.getvalue()
-
-
-@pytest.fixture
-def bucket(s3_server: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    import s3fs
-
-    fs = s3fs.S3FileSystem(**s3_server["storage_options"])
-    name = f"sw-{uuid.uuid4().hex[:12]}"
-    fs.mkdir(name)
-    yield name, fs
-    fs.rm(name, recursive=True)
 
 
 @pytest.fixture

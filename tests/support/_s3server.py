@@ -228,3 +228,15 @@ def s3_server() -> Iterator[dict[str, Any]]:
         stop_weed(proc)
         log.close()
         remove_weed_files(workdir, ports)
+
+
+@pytest.fixture
+def bucket(s3_server: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """A fresh bucket on the session's server, removed after the test: (name, s3fs filesystem)."""
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**s3_server["storage_options"])
+    name = f"sw-{uuid.uuid4().hex[:12]}"
+    fs.mkdir(name)
+    yield name, fs
+    fs.rm(name, recursive=True)
