@@ -104,3 +104,44 @@ def test_state_without_any_iteration_in_this_process_is_refused(data: Path) -> N
     assert ds.state_dict(consumed_batches=0)["resumes"] is not None  # the start is the start
     with pytest.raises(PlanError, match="cannot tell how many DataLoader workers"):
         ds.state_dict(consumed_batches=3)
+
+
+def _epoch_ids(loader: Any) -> list[int]:
+    return [i for b in loader for i in _ids(b)]
+
+
+@pytest.mark.parametrize(("mode", "first", "then"), [("numpy", 2, 1), (None, 2, 2)])
+def test_persistent_workers_follow_set_epoch_and_resume_in_a_later_epoch(
+        data: Path, mode: str | None, first: int, then: int) -> None:
+    """``persistent_workers=True`` workers keep the dataset they were started with: the
+    epoch set in the training process must still reach them, and a state saved in
+    epoch 1 resumes epoch 1 (before, every epoch streamed epoch 0's order)."""
+    def make() -> Any:
+        return StreamingDataset(str(data), batch_size=BATCH, seed=3, batch_format=mode)
+
+    def loader(ds: Any, workers: int) -> Any:
+        return DataLoader(ds, batch_size=None if mode else BATCH, num_workers=workers,
+                          prefetch_factor=4, persistent_workers=True)
+
+    ds = make()
+    ref = make()
+    ref.set_epoch(1)
+    epoch1 = _epoch_ids(DataLoader(ref, batch_size=None if mode else BATCH, num_workers=first))
+    persistent = loader(ds, first)
+    ds.set_epoch(0)
+    epoch0 = _epoch_ids(persistent)
+    ds.set_epoch(1)
+    before: list[int] = []
+    for step, batch in enumerate(persistent):
+        before += _ids(batch)
+        if step == 8:
+            state = ds.state_dict(consumed_batches=step + 1)
+            break
+    assert epoch0 != epoch1 and before == epoch1[:len(before)]
+    resumed = make()
+    resumed.load_state_dict(state)
+    everything = before + _epoch_ids(loader(resumed, then))
+    assert len(everything) == len(set(everything))
+    assert ROWS - len(everything) < (first + then) * BATCH
+    if first == then:
+        assert everything == epoch1

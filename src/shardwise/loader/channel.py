@@ -8,6 +8,12 @@ worker that starts iterating writes ``(world_size, num_workers)`` into it, and
 ``iter_shard``) is recorded on the object. The most recent of the two describes the
 batches consumed; when neither exists, the position cannot be known and ``state_dict``
 says so instead of guessing.
+
+The other way, ``set_epoch`` and ``load_state_dict`` in the training process write the
+epoch and resume point into a second file (numbered, the number also kept on the object);
+a worker that starts an iteration takes them from there when the number is newer than
+its own copy's. Without it, ``persistent_workers=True`` workers (which keep the dataset
+they were started with) would stream epoch 0's order in every epoch.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Seen", "TopologyChannel"]
 
@@ -60,8 +67,28 @@ class TopologyChannel:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def remove(self) -> None:
+    def publish(self, control: dict[str, Any]) -> None:
+        """Write the training process's epoch and resume point for its workers."""
+        tmp = f"{self.path}.control.{os.getpid()}.tmp"
         try:
-            os.unlink(self.path)
+            with open(tmp, "w") as f:
+                json.dump(control, f)
+            os.replace(tmp, f"{self.path}.control")
         except OSError:
-            pass
+            pass  # workers keep the dataset they were started with
+
+    def control(self) -> dict[str, Any] | None:
+        """What :meth:`publish` wrote last, if anything."""
+        try:
+            with open(f"{self.path}.control") as f:
+                d = json.load(f)
+            return d if isinstance(d, dict) else None
+        except (OSError, ValueError):
+            return None
+
+    def remove(self) -> None:
+        for path in (self.path, f"{self.path}.control"):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass

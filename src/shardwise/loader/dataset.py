@@ -143,6 +143,7 @@ class StreamingDatasetBase:
         self._seen: Seen | None = None  # the topology iterating in this process, if any
         self._position: Position | None = None  # what the current iteration yielded
         self._resume_at: Position | None = None  # a worker's own saved position
+        self._control = 0  # number of the last epoch/resume published to or taken from workers
         UnitReader(self.index, self.columns, self.filter, on_error)  # validate columns now
         self.topology(1)  # validate batch_size etc. now
         if not int(self.counts.sum()):
@@ -177,6 +178,27 @@ class StreamingDatasetBase:
         if epoch != self.epoch:
             self._resumes = []
         self.epoch = int(epoch)
+        self._publish()
+
+    def _publish(self) -> None:
+        """Tell DataLoader workers that keep their dataset (``persistent_workers=True``)
+        the epoch and resume point set in the training process."""
+        if _in_dataloader_worker():
+            return
+        self._control += 1
+        self._channel.publish({"n": self._control, "epoch": self.epoch,
+                               "resumes": [r.to_dict() for r in self._resumes]})
+
+    def _follow(self) -> None:
+        """In a DataLoader worker: take what the training process set since this copy of
+        the dataset was made."""
+        control = self._channel.control()
+        if control is not None and int(control["n"]) > self._control:
+            self._control = int(control["n"])
+            if int(control["epoch"]) != self.epoch:
+                self._resume_at = None
+            self.epoch = int(control["epoch"])
+            self._resumes = [Resume.from_dict(r) for r in control["resumes"]]
 
     def __len__(self) -> int:
         """Batches per rank (batched mode) or samples per rank (per-sample mode)."""
@@ -239,6 +261,7 @@ class StreamingDatasetBase:
         self._resumes = [Resume.from_dict(r) for r in state["resumes"]]
         self._resume_at = Position.from_dict(state["position"]) if "position" in state else None
         self.plan()  # fail now, not inside a worker
+        self._publish()
 
     # -- iteration --------------------------------------------------------------------
     def iter_shard(
@@ -246,6 +269,7 @@ class StreamingDatasetBase:
     ) -> Iterator[Any]:
         """Yield what one (rank, worker) consumes this epoch: samples or batches."""
         if _in_dataloader_worker():
+            self._follow()
             self._channel.announce(world_size, num_workers)
         else:
             self._seen = Seen(world_size, num_workers, time.time())
