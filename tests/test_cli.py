@@ -140,3 +140,22 @@ def test_inspect_skip_leaves_bad_samples_out_and_says_how_many(
     assert (summary["samples"], summary["skipped"]) == (2, 2)
     assert main(["inspect", str(tmp_path / "s.tar"), "--on-error", "skip"]) == 0
     assert "2 bad samples left out" in capsys.readouterr().out
+
+
+def test_plan_with_replication_is_cut_for_the_groups(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pq.write_table(pa.table({"id": list(range(1000))}), tmp_path / "a.parquet", row_group_size=90)
+    assert main(["plan", str(tmp_path), "-w", "8", "--replication", "2", "-k", "2", "-b", "16", "--json"]) == 0
+    grouped = json.loads(capsys.readouterr().out)
+    assert main(["plan", str(tmp_path), "-w", "4", "-k", "2", "-b", "16", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert (grouped["world_size"], grouped["groups"], grouped["replication"]) == (8, 4, 2)
+    for key in ("steps_per_rank", "samples_per_rank", "samples_left_out", "read_amplification"):
+        assert grouped[key] == plain[key]
+    html = tmp_path / "plan.html"
+    assert main(["plan", str(tmp_path), "-w", "8", "-r", "2", "-k", "2", "-b", "16", "--html", str(html)]) == 0
+    out = capsys.readouterr().out
+    assert "8 ranks in 4 groups of 2" in out and "per group" in out
+    page = html.read_text()
+    assert "4 groups of 2 ranks (8 ranks" in page and "0-3 (ranks 0-7)" in page
+    assert main(["plan", str(tmp_path), "-w", "6", "--replication", "4"]) == 2
+    assert "--replication" in capsys.readouterr().err

@@ -67,6 +67,9 @@ def inspect(paths: tuple[str, ...], fmt: str | None, refresh: bool, on_error: st
               help="DataLoader workers per rank (use 1 for num_workers=0).")
 @click.option("--batch-size", "-b", type=click.IntRange(min=1), default=1, show_default=True, help="Per-rank batch size.")
 @click.option("--keep-last", is_flag=True, help="Pad instead of dropping the remainder (drop_last=False).")
+@click.option("--replication", "-r", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Ranks per model-parallel group reading identical batches (StreamingDataset's "
+                   "replication=); must divide --world-size.")
 @click.option("--interleave", type=click.IntRange(min=1), default=None,
               help="Units mixed per worker (default: as StreamingDataset picks it from --shuffle-mb).")
 @click.option("--shuffle-mb", type=click.IntRange(min=1), default=512, show_default=True,
@@ -78,39 +81,50 @@ def inspect(paths: tuple[str, ...], fmt: str | None, refresh: bool, on_error: st
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Also draw the plan view (steps per rank and worker, reads, memory) into this HTML file.")
 def plan(paths: tuple[str, ...], world_size: int, workers: int, batch_size: int, keep_last: bool,
-         interleave: int | None, shuffle_mb: int, seed: int, epoch: int, fmt: str | None,
+         replication: int, interleave: int | None, shuffle_mb: int, seed: int, epoch: int, fmt: str | None,
          as_json: bool, html_out: str | None) -> None:
     """Show the loader plan for PATHS without reading data: steps per rank, samples left
-    out or padded, read amplification and peak buffered bytes."""
+    out or padded, read amplification and peak buffered bytes. With --replication R the
+    plan is cut for world-size / R groups (data-parallel ranks) whose R ranks read the same
+    batches."""
     import numpy as np
 
     from shardwise.index import open_dataset
     from shardwise.plan import EpochPlan, Topology, auto_interleave
     from shardwise.plan.report import plan_report
 
+    if world_size % replication:
+        raise click.BadParameter(f"{replication} does not divide --world-size {world_size}", param_hint="--replication")
+    groups = world_size // replication
     index = open_dataset(list(paths), format=fmt)
     unit_bytes = np.array([u.num_bytes for u in index.units])
     interleave = interleave or auto_interleave(unit_bytes, shuffle_mb * 2**20)
-    topo = Topology(world_size, workers, batch_size, not keep_last, interleave)
+    topo = Topology(groups, workers, batch_size, not keep_last, interleave)
     p = EpochPlan(index.counts(), topo, seed=seed, epoch=epoch)
     report = plan_report(p, unit_bytes)
     report["samples_total"] = index.num_samples
     report["interleave"] = interleave
+    report.update(world_size=world_size, replication=replication, groups=groups)
     if html_out:
-        _write_plan_view(p, unit_bytes, index.num_samples, html_out, " ".join(paths))
+        _write_plan_view(p, unit_bytes, index.num_samples, html_out, " ".join(paths), replication)
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
+    ranks = f"{world_size} ranks" if replication == 1 else (
+        f"{world_size} ranks in {groups} groups of {replication} (data-parallel ranks; "
+        "a group's ranks read the same batches)")
     rows = [
         ("samples", f"{index.num_samples:,} in {index.num_units:,} units"),
-        ("topology", f"{world_size} ranks x {workers} workers, batch {batch_size}, "
-                     f"interleave {interleave}"),
+        ("topology", f"{ranks} x {workers} workers, batch {batch_size}, interleave {interleave}"),
         ("steps per rank", f"{report['steps_per_rank']:,} (equal on every rank)"),
-        ("samples per rank", f"{report['samples_per_rank']:,}"),
+        ("samples per rank", f"{report['samples_per_rank']:,}"
+                             + (f" (per group: {groups} groups share the epoch)" if replication > 1 else "")),
         ("left out", f"{report['samples_left_out']:,}"),
         ("padded", f"{report['samples_padded']:,}"),
         ("read amplification", f"{report['read_amplification']:.3f}x (bytes read by all workers / "
-                               "bytes of the units used; 1.000x = each unit read once)"),
+                               "bytes of the units used; 1.000x = each unit read once)"
+                               + (f", per group: each of a group's {replication} ranks reads the "
+                                  "same units" if replication > 1 else "")),
         ("peak buffered", _human_bytes(report["peak_buffered_bytes"]) + " per worker (on-storage size)"),
     ]
     width = max(len(k) for k, _ in rows)
@@ -120,10 +134,11 @@ def plan(paths: tuple[str, ...], world_size: int, workers: int, batch_size: int,
         click.echo(f"plan view: {html_out}")
 
 
-def _write_plan_view(p: Any, unit_bytes: Any, samples: int, out: str, what: str) -> None:
+def _write_plan_view(p: Any, unit_bytes: Any, samples: int, out: str, what: str, replication: int = 1) -> None:
     from shardwise.report import plan_view, render_plan
 
-    html = render_plan(plan_view(p, unit_bytes, samples_total=samples), title=f"shardwise plan view: {what}")
+    view = plan_view(p, unit_bytes, samples_total=samples, replication=replication)
+    html = render_plan(view, title=f"shardwise plan view: {what}")
     with open(out, "w", encoding="utf-8") as f:
         f.write(html)
 

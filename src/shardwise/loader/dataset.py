@@ -29,6 +29,7 @@ from shardwise.formats import OnError, Quarantine, check_format_options, check_o
 from shardwise.index import OPEN_OPTIONS, DatasetIndex, open_dataset
 from shardwise.loader.channel import Seen, TopologyChannel
 from shardwise.loader.convert import Padding, check_padding
+from shardwise.loader.groups import data_parallel
 from shardwise.loader.placement import detect_placement
 from shardwise.loader.position import Position
 from shardwise.loader.reader import UnitReader, count_rows
@@ -66,7 +67,13 @@ class StreamingDatasetBase:
         shuffle_bytes: the per-worker memory that sets the default ``interleave``.
         prefetch_bytes: read-ahead budget per worker: units of the next window are read
             (on two threads) while the current one is consumed, up to this many bytes.
-        rank, world_size: override detection.
+        rank, world_size: override detection of the training rank and world size.
+        replication: ranks per model-parallel group (tensor/pipeline parallel): consecutive
+            groups of ``replication`` ranks read identical batches; the plan is cut for
+            ``world_size // replication`` data-parallel ranks (``ds.dp_rank``, ``ds.dp_size``).
+        dp_rank, dp_size: the data-parallel rank and size given directly, for other layouts.
+        device_mesh, dp_dim: a torch ``DeviceMesh`` and its data-parallel dimension (name or
+            index) giving ``dp_rank``/``dp_size``. Only one of these three ways may be used.
         num_workers: the DataLoader's ``num_workers`` (0 means in-process); needed by
             :meth:`state_dict` in the training process; detected inside workers.
         on_error: ``"raise"`` or ``"skip"`` for bad records. Under ``"skip"`` every unit is
@@ -107,6 +114,11 @@ class StreamingDatasetBase:
         pad_to: Padding = None,
         num_threads: int | None = None,
         pin_memory: bool = False,
+        replication: int | None = None,
+        dp_rank: int | None = None,
+        dp_size: int | None = None,
+        device_mesh: Any = None,
+        dp_dim: str | int | None = None,
         **open_options: Any,
     ) -> None:
         if batch_format not in (None, "numpy", "torch", "arrow"):
@@ -129,6 +141,9 @@ class StreamingDatasetBase:
         self.prefetch_bytes = int(prefetch_bytes)
         placement = detect_placement(rank, world_size, 0, 1)
         self.rank, self.world_size = placement.rank, placement.world_size
+        dp = data_parallel(self.rank, self.world_size, replication=replication, dp_rank=dp_rank,
+                           dp_size=dp_size, device_mesh=device_mesh, dp_dim=dp_dim)
+        self.dp_rank, self.dp_size = dp.rank, dp.size  # what the plan is cut for
         self.num_workers = max(1, num_workers) if num_workers is not None else None
         self._explicit_workers = num_workers is not None
         # plan from what reading yields: after the filter, and after quarantine under "skip"
@@ -159,9 +174,9 @@ class StreamingDatasetBase:
 
     # -- planning ---------------------------------------------------------------------
     def topology(self, num_workers: int | None = None, world_size: int | None = None) -> Topology:
-        """The topology of this dataset for ``num_workers`` workers per rank."""
+        """The topology of this dataset for ``num_workers`` workers per data-parallel rank."""
         return Topology(
-            world_size or self.world_size,
+            world_size or self.dp_size,
             num_workers or self.num_workers or 1,
             self.batch_size,
             self.drop_last,
@@ -243,7 +258,7 @@ class StreamingDatasetBase:
             latest = max(seen, key=lambda s: s.at)
             return latest.world_size, latest.num_workers
         if self._explicit_workers or consumed_batches == 0:
-            return self.world_size, self.num_workers or 1
+            return self.dp_size, self.num_workers or 1
         raise PlanError(
             "state_dict cannot tell how many DataLoader workers consumed these batches: this "
             "dataset was not iterated in this process and no worker reported; pass "
@@ -267,7 +282,12 @@ class StreamingDatasetBase:
     def iter_shard(
         self, rank: int, world_size: int, worker_id: int = 0, num_workers: int = 1
     ) -> Iterator[Any]:
-        """Yield what one (rank, worker) consumes this epoch: samples or batches."""
+        """Yield what one (rank, worker) consumes this epoch: samples or batches.
+
+        ``rank`` and ``world_size`` are data-parallel: with ``replication=`` (or
+        ``dp_rank=``/``dp_size=``, ``device_mesh=``) pass ``ds.dp_rank, ds.dp_size``; every
+        training rank of a group iterates the same ``rank`` and gets the same items.
+        """
         if _in_dataloader_worker():
             self._follow()
             self._channel.announce(world_size, num_workers)
@@ -305,7 +325,7 @@ class StreamingDatasetBase:
             )
         if _in_dataloader_worker():
             setup_worker(self.batch_format)
-        return self.iter_shard(placement.rank, placement.world_size, placement.worker_id, placement.num_workers)
+        return self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, placement.num_workers)
 
 
 def _open(source: Any, on_error: OnError, open_options: dict[str, Any]) -> DatasetIndex:

@@ -27,7 +27,8 @@ class PlanView:
 
     Attributes:
         summary: :func:`shardwise.plan.report.plan_report`'s numbers (plus ``interleave``,
-            ``drop_last`` and ``samples_total``).
+            ``drop_last``, ``samples_total`` and ``replication``). With ``replication`` R > 1
+            the plan's ranks are groups of R training ranks reading the same batches.
         samples: ``[rank][worker]`` samples each worker yields this epoch.
         units: ``[rank][worker]`` units each worker reads.
         peak_bytes: ``[rank][worker]`` largest on-storage bytes of two consecutive windows.
@@ -81,14 +82,16 @@ def _padded(plan: Plan) -> list[list[int]]:
 
 
 def plan_view(plan: Plan, unit_bytes: Sequence[int] | np.ndarray, *, samples_total: int,
-              sources: Sequence[Mapping[str, Any]] = (), prefetch_windows: int = 2) -> PlanView:
+              sources: Sequence[Mapping[str, Any]] = (), prefetch_windows: int = 2,
+              replication: int = 1) -> PlanView:
     """The view of ``plan`` given each unit's size in bytes and the dataset's samples;
     ``sources`` are rows (name, units, samples, quota...) of a mixed dataset, none for a
-    single source."""
+    single source; ``replication`` training ranks per rank of the plan (model-parallel
+    groups), to label ranks by group."""
     unit_bytes = np.asarray(unit_bytes, dtype=np.int64)
     summary = plan_report(plan, unit_bytes, prefetch_windows)
     summary.update({"interleave": plan.topology.interleave, "drop_last": plan.topology.drop_last,
-                    "samples_total": int(samples_total)})
+                    "samples_total": int(samples_total), "replication": int(replication)})
     samples, units, peak, readers = _worker_numbers(plan, unit_bytes, prefetch_windows)
     counts = np.bincount(readers[readers > 0])
     return PlanView(summary, samples.tolist(), units.tolist(), peak.tolist(), _padded(plan),
@@ -120,10 +123,21 @@ def render_plan(view: PlanView, title: str = "shardwise plan view") -> str:
     """The plan view as a self-contained HTML page."""
     missing = charts.plotting()
     s = view.summary
-    subtitle = (f"{s['world_size']} ranks x {s['workers_per_rank']} workers, batch {s['batch_size']}, "
+    subtitle = (f"{_ranks(s)} x {s['workers_per_rank']} workers, batch {s['batch_size']}, "
                 f"interleave {s['interleave']}, drop_last={s['drop_last']}")
     return page(title, subtitle, [_steps(view, missing), _edges(view), _reads(view, missing),
                                   _sources(view), _memory(view, missing)])
+
+
+def _ranks(s: Mapping[str, Any]) -> str:
+    r = s.get("replication", 1)
+    if r == 1:
+        return f"{s['world_size']} ranks"
+    return f"{s['world_size']} groups of {r} ranks ({s['world_size'] * r} ranks; a group's ranks read the same batches)"
+
+
+def _who(s: Mapping[str, Any]) -> str:
+    return "group" if s.get("replication", 1) > 1 else "rank"
 
 
 def _steps(v: PlanView, missing: str | None) -> Section:
@@ -136,20 +150,30 @@ def _steps(v: PlanView, missing: str | None) -> Section:
                         ("samples per worker", s["samples_per_rank"] // max(s["workers_per_rank"], 1))],
                        table_id="steps-summary"))
     if not missing:
-        sec.add(charts.heatmap("samples", v.samples, title="samples per (rank, worker): equal everywhere",
-                               xlabel="rank", ylabel="worker", unit="samples"))
-    return sec.add(table(["ranks", "steps", "samples", "fewest per worker", "most per worker"],
-                         _rank_ranges([(s["steps_per_rank"], sum(w), min(w), max(w)) for w in v.samples]),
+        sec.add(charts.heatmap("samples", v.samples, title=f"samples per ({_who(s)}, worker): equal everywhere",
+                               xlabel=_who(s), ylabel="worker", unit="samples"))
+    first = "ranks" if s.get("replication", 1) == 1 else "groups (their ranks)"
+    return sec.add(table([first, "steps", "samples", "fewest per worker", "most per worker"],
+                         _rank_ranges([(s["steps_per_rank"], sum(w), min(w), max(w)) for w in v.samples],
+                                      s.get("replication", 1)),
                          table_id="rank-table"))
 
 
-def _rank_ranges(rows: list[tuple[int, ...]]) -> list[tuple[object, ...]]:
-    """Consecutive ranks with the same numbers in one row (``0-63``)."""
+def _span(a: int, b: int) -> str:
+    return str(a) if a == b else f"{a}-{b}"
+
+
+def _rank_ranges(rows: list[tuple[int, ...]], replication: int = 1) -> list[tuple[object, ...]]:
+    """Consecutive ranks with the same numbers in one row (``0-63``); groups of
+    ``replication`` ranks are labelled with their training ranks (``0-1 (ranks 0-3)``)."""
     out: list[tuple[object, ...]] = []
     start = 0
     for r in range(1, len(rows) + 1):
         if r == len(rows) or rows[r] != rows[start]:
-            out.append((str(start) if r - 1 == start else f"{start}-{r - 1}", *rows[start]))
+            label = _span(start, r - 1)
+            if replication > 1:
+                label += f" (ranks {_span(start * replication, r * replication - 1)})"
+            out.append((label, *rows[start]))
             start = r
     return out
 
@@ -159,14 +183,14 @@ def _edges(v: PlanView) -> Section:
     sec = Section("Padding or dropping", "edges")
     if s["drop_last"]:
         sec.add(f"<p>drop_last=True: <b>{s['samples_left_out']:,}</b> samples are left out this epoch "
-                f"(always fewer than ranks x workers x batch = "
+                f"(always fewer than {_who(s)}s x workers x batch = "
                 f"{s['world_size'] * s['workers_per_rank'] * s['batch_size']:,}).</p>")
     else:
         sec.add(f"<p>drop_last=False: <b>{s['samples_padded']:,}</b> samples are repeated from the start "
                 "of the epoch's order to fill the last batches.</p>")
     padded = [(r, w, n) for r, row in enumerate(v.padded) for w, n in enumerate(row) if n]
     if padded:
-        sec.add(table(["rank", "worker", "padded samples"], padded, table_id="padded-table"))
+        sec.add(table([_who(s), "worker", "padded samples"], padded, table_id="padded-table"))
     return sec.add(key_values([("left out", s["samples_left_out"]), ("padded", s["samples_padded"])],
                               table_id="edges-table"))
 
@@ -175,7 +199,9 @@ def _reads(v: PlanView, missing: str | None) -> Section:
     sec = Section("Read amplification", "reads")
     sec.add(f"<p><b>{v.summary['read_amplification']:.3f}x</b>: bytes read by all workers over the bytes "
             "of the units in use (1.000x: every unit read once; a unit cut between two workers, or "
-            "padding, is read twice).</p>")
+            "padding, is read twice)" + (f"; per group: each of a group's {v.summary['replication']} ranks "
+                                         "reads the same units" if v.summary.get("replication", 1) > 1 else "")
+            + ".</p>")
     keys = sorted(v.reads_per_unit)
     if not missing and keys:
         sec.add(charts.bars("reads", [f"read by {k} worker(s)" for k in keys], [v.reads_per_unit[k] for k in keys],
@@ -183,7 +209,8 @@ def _reads(v: PlanView, missing: str | None) -> Section:
     sec.add(table(["workers reading the unit", "units"], [(k, v.reads_per_unit[k]) for k in keys],
                   table_id="reads-table"))
     if not missing:
-        sec.add(charts.heatmap("units", v.units, title="units read per (rank, worker)", xlabel="rank",
+        sec.add(charts.heatmap("units", v.units, title=f"units read per ({_who(v.summary)}, worker)",
+                               xlabel=_who(v.summary),
                                ylabel="worker", unit="units"))
     flat = [n for row in v.units for n in row]
     return sec.add(key_values([("fewest units per worker", min(flat, default=0)),
@@ -207,7 +234,8 @@ def _memory(v: PlanView, missing: str | None) -> Section:
             "usually larger.</p>")
     if not missing and flat:
         sec.add(charts.heatmap("memory", [[b / 2**20 for b in row] for row in v.peak_bytes],
-                               title="peak buffered bytes per (rank, worker)", xlabel="rank", ylabel="worker",
+                               title=f"peak buffered bytes per ({_who(v.summary)}, worker)",
+                               xlabel=_who(v.summary), ylabel="worker",
                                unit="MiB"))
     return sec.add(key_values([("smallest peak, bytes", min(flat, default=0)),
                                ("median peak, bytes", int(np.median(flat)) if flat else 0),
