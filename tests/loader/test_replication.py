@@ -128,3 +128,14 @@ def test_bad_combinations_are_config_errors_naming_the_arguments(index: DatasetI
                                                                   message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         StreamingDataset(index, rank=1, world_size=4, batch_size=4, **kw)
+
+
+def test_a_worker_position_saved_on_one_rank_of_a_group_resumes_the_other(index: DatasetIndex) -> None:
+    # torchdata's StatefulDataLoader saves each worker's own position (state_dict() without arguments)
+    a, b = _ranks(index, 4, 2, 2, 8, seed=2)[2:]
+    full = [s["id"] for s in a.iter_shard(a.dp_rank, a.dp_size, 1, 2)]
+    it = a.iter_shard(a.dp_rank, a.dp_size, 1, 2)
+    head = [next(it)["id"] for _ in range(37)]
+    b.load_state_dict(a.state_dict())
+    tail = [s["id"] for s in b.iter_shard(b.dp_rank, b.dp_size, 1, 2)]
+    assert head + tail == full and len(tail) == len(full) - 37 > 0
