@@ -22,6 +22,7 @@ EXPECTED = {
     "MissingExtraError",
     "PlanError",
     "ShardwiseError",
+    "Source",
     "StorageError",
     "TaskError",
     "UnsafeMemberError",

@@ -38,6 +38,7 @@ __all__ = [
     "MissingExtraError",
     "PlanError",
     "ShardwiseError",
+    "Source",
     "StorageError",
     "StreamingDataset",
     "TaskError",
@@ -61,6 +62,10 @@ def __getattr__(name: str) -> _Any:
         from shardwise.loader import StreamingDataset
 
         return StreamingDataset
+    if name == "Source":
+        from shardwise.loader.sources import Source
+
+        return Source
     raise AttributeError(f"module 'shardwise' has no attribute {name!r}")
 
 

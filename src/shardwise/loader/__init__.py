@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from shardwise.loader.dataset import NumpyColumn, StreamingDatasetBase
+from shardwise.loader.sources import Source
 
-__all__ = ["NumpyColumn", "StreamingDataset", "StreamingDatasetBase"]
+__all__ = ["NumpyColumn", "Source", "StreamingDataset", "StreamingDatasetBase"]
 
 _cls: type | None = None
 

@@ -25,18 +25,19 @@ import numpy as np
 import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError, PlanError
-from shardwise.formats import OnError, Quarantine, check_format_options, check_on_error
-from shardwise.index import OPEN_OPTIONS, DatasetIndex, open_dataset
-from shardwise.loader.channel import Seen, TopologyChannel
+from shardwise.formats import OnError, check_on_error
+from shardwise.loader.channel import Seen, TopologyChannel, in_dataloader_worker
 from shardwise.loader.convert import Padding, check_padding
 from shardwise.loader.groups import data_parallel
 from shardwise.loader.placement import detect_placement
 from shardwise.loader.position import Position
-from shardwise.loader.reader import UnitReader, count_rows
+from shardwise.loader.sources import check_not_empty, open_reader, open_source, read_counts
+from shardwise.loader.stats import epoch_stats, mixing_for, mixing_key
 from shardwise.loader.stream import BatchFormat, Reading, serial_items
 from shardwise.loader.threaded import default_threads, threaded_batches
 from shardwise.loader.transport import NumpyColumn, setup_worker
-from shardwise.plan import EpochPlan, Resume, Topology, WorkerPlan, auto_interleave
+from shardwise.plan import Plan, Resume, Topology, auto_interleave, make_plan
+from shardwise.plan.compose import WindowSource
 
 __all__ = ["NumpyColumn", "StreamingDatasetBase"]
 
@@ -47,7 +48,8 @@ class StreamingDatasetBase:
     """Stream a dataset to training with exact, equal per-rank shares.
 
     Args:
-        source: a path, glob, URL, list of them, or a :class:`DatasetIndex`.
+        source: a path, glob, URL, list of them, or a :class:`DatasetIndex`; or a list of
+            :class:`shardwise.Source` to mix sources (exact quotas per epoch, see README).
         batch_size: samples per batch of one rank.
         shuffle: shuffle units, rows in units and windows of units (seeded, per epoch).
         seed: base seed; identical inputs give identical order on every run.
@@ -90,6 +92,13 @@ class StreamingDatasetBase:
             by the node's ranks (``LOCAL_WORLD_SIZE``), at most 8.
         pin_memory: in that in-process path, pin ``"torch"`` batches (each piece of about 16k
             rows once; batches are views of it) when CUDA is available.
+        epoch_size: samples per epoch, split among the sources by their rules (default:
+            what the rules give), rounded to whole global batches.
+        batching: ``"random"`` (sources mixed across the epoch) or ``"stratified"`` (every
+            batch holds each source's share).
+        canonical_workers: ``C``: the global batches (samples and order) are the same on
+            every topology whose ``world_size * num_workers`` divides ``C``, for a fixed global
+            batch ``world_size * batch_size`` (a multiple of ``C``).
         **open_options: passed to :func:`shardwise.open_dataset` (format, storage_options, ...).
     """
 
@@ -119,12 +128,18 @@ class StreamingDatasetBase:
         dp_size: int | None = None,
         device_mesh: Any = None,
         dp_dim: str | int | None = None,
+        epoch_size: int | None = None,
+        batching: str = "random",
+        canonical_workers: int | None = None,
         **open_options: Any,
     ) -> None:
         if batch_format not in (None, "numpy", "torch", "arrow"):
             raise ConfigError(f"batch_format must be None, 'numpy', 'torch' or 'arrow', got {batch_format!r}")
         self.on_error = check_on_error(on_error)
-        self.index = _open(source, self.on_error, open_options)
+        self.index = open_source(source, self.on_error, open_options, columns,
+                                 tuple(inspect.signature(StreamingDatasetBase.__init__).parameters))
+        self.mixing = mixing_for(self.index, epoch_size, batching)
+        self.canonical_workers = None if canonical_workers is None else int(canonical_workers)
         self.batch_size = int(batch_size)
         self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
         self.columns = list(columns) if columns is not None else None
@@ -147,9 +162,7 @@ class StreamingDatasetBase:
         self.num_workers = max(1, num_workers) if num_workers is not None else None
         self._explicit_workers = num_workers is not None
         # plan from what reading yields: after the filter, and after quarantine under "skip"
-        self.counts, self.quarantine = (count_rows(self.index, filter, self.on_error)
-                                        if filter is not None or self.on_error == "skip"
-                                        else (self.index.counts(), Quarantine()))
+        self.counts, self.quarantine = read_counts(self.index, filter, self.on_error)
         self.epoch = 0
         self._counts_digest: str | None = None
         self._resumes: list[Resume] = []
@@ -159,13 +172,9 @@ class StreamingDatasetBase:
         self._position: Position | None = None  # what the current iteration yielded
         self._resume_at: Position | None = None  # a worker's own saved position
         self._control = 0  # number of the last epoch/resume published to or taken from workers
-        UnitReader(self.index, self.columns, self.filter, on_error)  # validate columns now
+        open_reader(self.index, self.columns, self.filter, on_error)  # validate columns now
         self.topology(1)  # validate batch_size etc. now
-        if not int(self.counts.sum()):
-            after = " after filter=" if filter is not None else ""
-            after += " after quarantining bad records" if self.quarantine.count else ""
-            where = ", ".join(f.path for f in self.index.files[:3]) + (" ..." if len(self.index.files) > 3 else "")
-            raise PlanError(f"nothing to stream: {where or 'the dataset'} has no samples{after}")
+        check_not_empty(self.index, self.counts, filter, self.quarantine)
 
     def _auto_interleave(self) -> int:
         """As many units as fit ``shuffle_bytes`` once decoded (taken as twice their
@@ -183,10 +192,17 @@ class StreamingDatasetBase:
             self.interleave,
         )
 
-    def plan(self, num_workers: int | None = None, world_size: int | None = None) -> EpochPlan:
+    def plan(self, num_workers: int | None = None, world_size: int | None = None) -> Plan:
         """The current epoch's plan (including a loaded resume point)."""
-        return EpochPlan(self.counts, self.topology(num_workers, world_size), seed=self.seed,
-                         epoch=self.epoch, shuffle=self.shuffle, resumes=self._resumes)
+        return make_plan(self.counts, self.topology(num_workers, world_size), seed=self.seed, epoch=self.epoch,
+                         shuffle=self.shuffle, resumes=self._resumes, mixing=self.mixing,
+                         canonical_workers=self.canonical_workers)
+
+    def stats(self) -> dict[str, Any]:
+        """This epoch's numbers: steps and samples per rank, and ``"per_source"``: each
+        source's rule and the exact samples this epoch takes from it."""
+        start = self._resumes[0].topology if self._resumes else self.topology()
+        return epoch_stats(self.index, self.mixing, self.counts, self.plan(), start, self.canonical_workers)
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (a new order); forgets a resume point of another epoch."""
@@ -198,7 +214,7 @@ class StreamingDatasetBase:
     def _publish(self) -> None:
         """Tell DataLoader workers that keep their dataset (``persistent_workers=True``)
         the epoch and resume point set in the training process."""
-        if _in_dataloader_worker():
+        if in_dataloader_worker():
             return
         self._control += 1
         self._channel.publish({"n": self._control, "epoch": self.epoch,
@@ -247,6 +263,8 @@ class StreamingDatasetBase:
         state = {"version": STATE_VERSION, "epoch": self.epoch, "seed": self.seed,
                  "shuffle": self.shuffle, "counts": self._digest(),
                  "resumes": [r.to_dict() for r in self._resumes]}
+        if (mixing := mixing_key(self.index, self.mixing, self.canonical_workers)) is not None:
+            state["mixing"] = mixing
         state.update(fields)
         return state
 
@@ -272,6 +290,9 @@ class StreamingDatasetBase:
             raise PlanError("the loader state was saved for a different dataset or filter")
         if state["seed"] != self.seed or state["shuffle"] != self.shuffle:
             raise PlanError("the loader state was saved with another seed or shuffle setting")
+        if state.get("mixing") != mixing_key(self.index, self.mixing, self.canonical_workers):
+            raise PlanError("the loader state was saved with other sources, epoch_size, batching or "
+                            "canonical_workers")
         self.epoch = int(state["epoch"])
         self._resumes = [Resume.from_dict(r) for r in state["resumes"]]
         self._resume_at = Position.from_dict(state["position"]) if "position" in state else None
@@ -288,7 +309,7 @@ class StreamingDatasetBase:
         ``dp_rank=``/``dp_size=``, ``device_mesh=``) pass ``ds.dp_rank, ds.dp_size``; every
         training rank of a group iterates the same ``rank`` and gets the same items.
         """
-        if _in_dataloader_worker():
+        if in_dataloader_worker():
             self._follow()
             self._channel.announce(world_size, num_workers)
         else:
@@ -306,13 +327,13 @@ class StreamingDatasetBase:
             self._position = Position(*here.where(), yielded)
             yield item
 
-    def _items(self, wp: WorkerPlan) -> Iterator[tuple[Any, int]]:
+    def _items(self, wp: WindowSource) -> Iterator[tuple[Any, int]]:
         """Samples or batches, each with its number of samples: batches in the training
         process on threads of its own, everything else as a DataLoader worker does."""
         reading = Reading(self.index, self.columns, self.filter, self.on_error, self.batch_format,
                           self.batch_size, self.interleave, self.prefetch_bytes, self.pad_to,
                           self.num_threads, self.pin_memory)
-        if self.batch_format is not None and not _in_dataloader_worker():
+        if self.batch_format is not None and not in_dataloader_worker():
             return threaded_batches(reading, wp)
         return serial_items(reading, wp)
 
@@ -323,26 +344,7 @@ class StreamingDatasetBase:
                 f"num_workers={self.num_workers} was given but the DataLoader runs "
                 f"{placement.num_workers} workers"
             )
-        if _in_dataloader_worker():
+        if in_dataloader_worker():
             setup_worker(self.batch_format)
         return self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, placement.num_workers)
-
-
-def _open(source: Any, on_error: OnError, open_options: dict[str, Any]) -> DatasetIndex:
-    """The dataset's index; options that neither open_dataset nor the format takes are
-    refused naming StreamingDataset and the nearest argument."""
-    if isinstance(source, DatasetIndex):
-        return source
-    own = (*inspect.signature(StreamingDatasetBase.__init__).parameters, *OPEN_OPTIONS)
-    check_format_options(open_options.get("format"),
-                         {k: v for k, v in open_options.items() if k not in OPEN_OPTIONS}, "StreamingDataset", own)
-    return open_dataset(source, on_error=on_error, **open_options)
-
-
-def _in_dataloader_worker() -> bool:
-    try:
-        from torch.utils.data import get_worker_info
-    except ImportError:
-        return False
-    return get_worker_info() is not None
 

@@ -19,13 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardwise.errors import FormatError, ShardwiseError
-from shardwise.formats import OnError, unit_place
+from shardwise.formats import OnError
 from shardwise.index import DatasetIndex
 from shardwise.loader.convert import Padding, check_values, rows, runs, split
 from shardwise.loader.gather import Views, gather
 from shardwise.loader.prefetch import Prefetcher
-from shardwise.loader.reader import UnitReader
-from shardwise.plan import WorkerPlan
+from shardwise.loader.sources import MixedIndex, open_reader, place_of
+from shardwise.plan.compose import WindowSource
 
 __all__ = ["BatchFormat", "Reading", "serial_items"]
 
@@ -38,7 +38,7 @@ class Reading:
     """How a dataset's units are read and what they become.
 
     Attributes:
-        index: the dataset.
+        index: the dataset (a :class:`MixedIndex` for several sources).
         columns, filter, on_error: projection, row filter and bad-record policy.
         batch_format: ``None`` (per-sample dicts) or a batch format.
         batch_size: samples per batch.
@@ -49,7 +49,7 @@ class Reading:
         pin_memory: pin torch batches of the in-process path (CUDA only).
     """
 
-    index: DatasetIndex
+    index: DatasetIndex | MixedIndex
     columns: list[str] | None
     filter: pc.Expression | None
     on_error: OnError
@@ -68,12 +68,12 @@ class Reading:
     def loader(self) -> Callable[[int], pa.Table]:
         """A function reading one unit as one contiguous table; a unit that cannot be
         read is a :class:`FormatError` naming its file and its place (row group, ...)."""
-        reader = UnitReader(self.index, self.columns, self.filter, self.on_error)
+        reader = open_reader(self.index, self.columns, self.filter, self.on_error)
         units = self.index.units
         per_sample = self.batch_format is None
 
         def load(u: int) -> pa.Table:
-            place = unit_place(self.index.format, units[u])
+            place = place_of(self.index, u)
             try:
                 # each unit as one contiguous table: gathers from chunked tables are slow
                 table = reader.read(u).combine_chunks()
@@ -102,7 +102,7 @@ class Reading:
                           max_ahead=2 * self.interleave + 2, **kwargs)
 
 
-def serial_items(reading: Reading, wp: WorkerPlan) -> Iterator[tuple[Any, int]]:
+def serial_items(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, int]]:
     """Samples (per-sample mode) or batches, each with its number of samples."""
     tables = window_tables(reading, wp)
     if reading.batch_format is None:
@@ -116,7 +116,7 @@ def serial_items(reading: Reading, wp: WorkerPlan) -> Iterator[tuple[Any, int]]:
             yield batch, reading.batch_size
 
 
-def window_tables(reading: Reading, wp: WorkerPlan) -> Iterator[pa.Table]:
+def window_tables(reading: Reading, wp: WindowSource) -> Iterator[pa.Table]:
     """The worker's rows in plan order, a piece of whole batches at a time."""
     windows = list(wp.iter_windows())
     # units are read ahead one at a time, across window boundaries: the next

@@ -37,7 +37,7 @@ from shardwise.loader.convert import column_to_numpy, is_ragged, pad
 from shardwise.loader.gather import Views, column_to_arrow, gather_columns
 from shardwise.loader.stream import Reading
 from shardwise.loader.transport import NumpyColumn
-from shardwise.plan import WorkerPlan
+from shardwise.plan.compose import WindowSource
 
 __all__ = ["default_threads", "threaded_batches"]
 
@@ -70,7 +70,7 @@ class Piece:
     arrow: pa.RecordBatch | None = None
 
 
-def threaded_batches(reading: Reading, wp: WorkerPlan) -> Iterator[tuple[Any, int]]:
+def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, int]]:
     """The batches of ``wp`` made on ``reading.num_threads`` threads, each with its size."""
     windows = list(wp.iter_windows())
     lengths = [len(order) for _, _, order in windows]
