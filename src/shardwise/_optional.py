@@ -20,6 +20,7 @@ _EXTRAS: dict[str, str] = {
     "scipy": "dedup",
     "aiohttp": "http",
     "matplotlib": "report",
+    "nvidia": "dali",
 }
 
 

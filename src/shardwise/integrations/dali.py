@@ -1,0 +1,224 @@
+"""NVIDIA DALI: one external source per DALI Python worker, each over its own shards.
+
+DALI's parallel external source does not tell a source which worker runs it, but it
+runs every *iterable* source in a dedicated worker process of its own (sources are
+assigned to workers in turn). :class:`DaliSource` therefore hands one rank ``K``
+picklable iterables, one per worker (``py_num_workers=K``): source ``k`` streams the
+(rank, k) piece of the epoch's :class:`~shardwise.plan.EpochPlan` and yields exactly
+``per_worker`` samples per iteration (``batch=True``). Pieces are consecutive, equal
+and disjoint across ranks x workers, so every source on every rank yields the same
+number of batches and raises ``StopIteration`` on the same iteration: DALI pipelines
+on all ranks run the same number of iterations. :meth:`DaliSource.merge` joins the
+``K`` outputs of an iteration into the rank's batch of ``K * per_worker`` samples.
+
+Epochs: every ``iter()`` of a source starts the next epoch (``cycle="raise"``: DALI
+calls ``iter()`` again after ``pipe.reset()``, which its iterators do at an epoch's
+end), counted per process from :meth:`DaliSource.set_epoch`'s epoch.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from shardwise._optional import require
+from shardwise.errors import ConfigError, PlanError
+from shardwise.integrations._arrays import column_arrays, column_spec
+from shardwise.loader import StreamingDatasetBase
+
+__all__ = ["DaliSource", "WorkerSource"]
+
+
+class WorkerSource:
+    """The iterable of one (rank, DALI worker): ``per_worker`` samples per ``next()``.
+
+    Each item is a tuple with one entry per column (for ``num_outputs=len(columns)``):
+    a list of per-sample arrays or one dense array (see :mod:`._arrays`). Picklable, so
+    DALI can send it to a worker started with ``spawn``. Each ``iter()`` in a process
+    starts that process's next epoch.
+    """
+
+    def __init__(self, ds: StreamingDatasetBase, rank: int, worker: int, num_workers: int,
+                 columns: Sequence[str]) -> None:
+        self._ds = ds
+        self.rank, self.worker, self.num_workers = rank, worker, num_workers
+        self.columns = list(columns)
+        self.start_epoch = ds.epoch
+        self._iters: dict[int, int] = {}  # pid -> iter() calls: a forked copy counts its own
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        pid = os.getpid()
+        n = self._iters.get(pid, 0)
+        self._iters[pid] = n + 1
+        return self._epoch(self.start_epoch + n)
+
+    def __len__(self) -> int:
+        """Batches this source yields in the epoch it started on."""
+        return self._ds.plan().batches_per_rank // self.num_workers
+
+    def _epoch(self, epoch: int) -> Iterator[tuple[Any, ...]]:
+        ds = self._ds
+        ds.set_epoch(epoch)  # keeps a loaded resume point of this epoch
+        per_worker = ds.batch_size
+        for batch in ds.iter_shard(self.rank, ds.world_size, self.worker, self.num_workers):
+            if batch.num_rows != per_worker:
+                raise PlanError(f"DALI source {self.worker} of rank {self.rank} got {batch.num_rows} "
+                                f"samples, not per_worker={per_worker}")
+            yield tuple(column_arrays(c, batch.column(c)) for c in self.columns)
+
+
+class DaliSource:
+    """One rank's ``K`` DALI external sources over a dataset (WebDataset shards or any format).
+
+    Args:
+        source: a path, glob, URL (``s3://...``), list of them, or a ``DatasetIndex``.
+        per_worker: samples every source adds to each batch; the DALI pipeline's
+            ``batch_size``. The rank's merged batch holds ``num_workers * per_worker``.
+        num_workers: sources, one per DALI Python worker (``py_num_workers``).
+        columns: columns to output, in order (WebDataset fields like ``"jpg"``, ``"cls"``,
+            or ``"__key__"``); binary and string columns arrive as ``uint8`` arrays.
+        rank, world_size: this rank; default from ``torch.distributed`` or ``RANK`` /
+            ``WORLD_SIZE``, else 0 of 1.
+        seed: base seed: the same seed and epoch give the same order on every run.
+        shuffle: shuffle shards, samples in shards and windows of shards per epoch.
+        drop_last: ``True`` leaves out the epoch's remainder, fewer than
+            ``world_size * num_workers * per_worker`` samples (a different one each
+            epoch); ``False`` pads it with samples repeated from the start of the
+            epoch's order so every sample is seen at least once.
+        **options: passed to :class:`~shardwise.loader.StreamingDataset` (``filter``,
+            ``on_error``, ``interleave``, ``storage_options``, ``format``, ...).
+
+    Raises:
+        MissingExtraError: DALI is not installed.
+    """
+
+    def __init__(self, source: Any, *, per_worker: int, num_workers: int, columns: Sequence[str],
+                 rank: int | None = None, world_size: int | None = None, seed: int = 0,
+                 shuffle: bool = True, drop_last: bool = True, **options: Any) -> None:
+        require("nvidia.dali", "DaliSource")
+        for name, value in (("per_worker", per_worker), ("num_workers", num_workers)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if isinstance(columns, str) or not columns:
+            raise ConfigError(f"columns must be a non-empty list of column names, got {columns!r}")
+        self.columns = list(columns)
+        self.num_workers, self.per_worker = num_workers, per_worker
+        options.setdefault("num_threads", 1)  # each DALI worker is a process of its own
+        self.dataset = StreamingDatasetBase(
+            source, batch_size=per_worker, batch_format="arrow", num_workers=num_workers,
+            columns=self.columns, rank=rank, world_size=world_size, seed=seed, shuffle=shuffle,
+            drop_last=drop_last, **options)
+        self.rank, self.world_size = self.dataset.rank, self.dataset.world_size
+        schema = self.dataset.index.schema
+        self.specs = {c: column_spec(c, schema.field(c).type) for c in self.columns}
+
+    # -- the sources ------------------------------------------------------------------
+    def sources(self) -> list[WorkerSource]:
+        """``num_workers`` fresh sources from the current epoch (and loaded state)."""
+        return [WorkerSource(copy.copy(self.dataset), self.rank, k, self.num_workers, self.columns)
+                for k in range(self.num_workers)]
+
+    def external_sources(self, **kwargs: Any) -> list[tuple[Any, ...]]:
+        """Call ``nvidia.dali.fn.external_source`` once per source (inside a pipeline definition).
+
+        Defaults: ``batch=True, parallel=True, cycle="raise"``, ``num_outputs``, ``dtype``
+        and ``ndim`` from the columns; ``kwargs`` override them.
+
+        Returns:
+            Per source, a tuple of data nodes, one per column.
+        """
+        fn = require("nvidia.dali.fn", "DaliSource.external_sources")
+        types = require("nvidia.dali.types", "DaliSource.external_sources")
+        opts: dict[str, Any] = {
+            "batch": True, "parallel": True, "cycle": "raise", "num_outputs": len(self.columns),
+            "dtype": [types.to_dali_type(self.specs[c][0]) for c in self.columns],
+            "ndim": [self.specs[c][1] for c in self.columns],
+        }
+        opts.update(kwargs)
+        return [tuple(fn.external_source(source=s, **opts)) for s in self.sources()]
+
+    # -- epochs, sizes and resume -----------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self.dataset.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the sources made after this start with (before building the pipeline)."""
+        self.dataset.set_epoch(epoch)
+
+    @property
+    def iterations(self) -> int:
+        """Iterations of the current epoch, the same on every rank (from a resume point, if loaded)."""
+        return self.dataset.plan().batches_per_rank // self.num_workers
+
+    @property
+    def batch_size(self) -> int:
+        """The rank's merged batch: ``num_workers * per_worker`` samples."""
+        return self.num_workers * self.per_worker
+
+    def state_dict(self, iterations: int) -> dict[str, Any]:
+        """The position after ``iterations`` pipeline iterations of the current epoch."""
+        if not 0 <= iterations <= self.iterations:
+            raise PlanError(f"iterations must be in [0, {self.iterations}], got {iterations}")
+        return self.dataset.state_dict(consumed_batches=iterations * self.num_workers)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue an epoch from :meth:`state_dict` (before building the pipeline); also on
+        another number of ranks, workers or ``per_worker`` (what was consumed is not repeated)."""
+        self.dataset.load_state_dict(state)
+
+    # -- outputs ----------------------------------------------------------------------
+    def merge(self, outputs: Sequence[Any] | Mapping[str, Any]) -> list[Any] | dict[str, Any]:
+        """Join one iteration's outputs of the ``num_workers`` sources into the rank's batch.
+
+        Args:
+            outputs: ``pipe.run()``'s outputs, source-major (every output of source 0, then
+                of source 1, ...), as DALI ``TensorList``s, numpy arrays or torch tensors;
+                or a mapping (e.g. a DALI framework iterator's dict) whose keys are
+                :meth:`output_names`.
+
+        Returns:
+            A list with one merged output per source output (a mapping: a dict keyed by
+            the base names), each a numpy array or torch tensor when the parts are dense
+            (a list of per-sample arrays otherwise), source 0's samples first.
+        """
+        k = self.num_workers
+        if isinstance(outputs, Mapping):
+            names = list(dict.fromkeys(key.rsplit("_w", 1)[0] for key in outputs))
+            return {n: _concat([outputs[f"{n}_w{i}"] for i in range(k)]) for n in names}
+        outs = list(outputs)
+        if not outs or len(outs) % k:
+            raise ConfigError(f"expected the outputs of {k} sources (a multiple of {k}), got {len(outs)}")
+        per = len(outs) // k
+        return [_concat([outs[i * per + j] for i in range(k)]) for j in range(per)]
+
+    def output_names(self, names: Sequence[str]) -> list[str]:
+        """Names of every source's outputs for a framework iterator's ``output_map``:
+        ``names`` per source, suffixed ``_w<k>``, in the order :meth:`merge` expects."""
+        return [f"{n}_w{i}" for i in range(self.num_workers) for n in names]
+
+
+def _concat(parts: list[Any]) -> Any:
+    """Concatenate one output of every source along the batch (first) dimension."""
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    if all(type(p).__module__.startswith("torch") for p in parts):
+        return require("torch").cat(parts)
+    samples: list[np.ndarray] = []
+    dense = True
+    for p in parts:
+        if hasattr(p, "as_cpu"):
+            p = p.as_cpu()
+        if hasattr(p, "is_dense_tensor"):
+            dense = dense and bool(p.is_dense_tensor())
+            samples.extend(np.array(t) for t in p)
+        else:
+            dense = False
+            samples.extend(np.asarray(t) for t in p)
+    if dense and samples and len({s.shape for s in samples}) == 1:
+        return np.stack(samples)
+    return samples
