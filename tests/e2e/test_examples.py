@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,3 +28,18 @@ def test_demo_runs_the_real_pipeline_and_equal_ranks(tmp_path: Path) -> None:
                            capture_output=True, text=True, env=env, timeout=300)
     assert frame.returncode == 0, frame.stderr[-3000:]
     assert "steps per rank over 2 epochs" in frame.stdout
+
+
+@pytest.mark.engine
+def test_dali_example_streams_every_sample_once_per_epoch(tmp_path: Path) -> None:
+    env = dict(os.environ, SHARDWISE_CACHE_DIR=str(tmp_path / "c"))
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "dali_webdataset.py"), "--per-worker", "4"],
+                         capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    ranks = [line for line in lines if line.startswith("rank ")]
+    assert len(ranks) == 4 and len({line.split(": ", 1)[1] for line in ranks}) == 1, ranks
+    assert "11 iterations of 8 (2 workers x 4), images (8, 8, 3)" in ranks[0]
+    for epoch in range(2):
+        assert f"epoch {epoch}: 176 samples, each once: True, left out by drop_last: 0 of 176" in lines
+    assert "a new order each epoch: True" in lines
