@@ -139,3 +139,56 @@ def test_a_worker_position_saved_on_one_rank_of_a_group_resumes_the_other(index:
     b.load_state_dict(a.state_dict())
     tail = [s["id"] for s in b.iter_shard(b.dp_rank, b.dp_size, 1, 2)]
     assert head + tail == full and len(tail) == len(full) - 37 > 0
+
+
+SPAN = 100_000  # in the mixed data, source s holds ids s * SPAN + i
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path_factory.mktemp("mixed")
+    for s, (n, group) in enumerate([(900, 110), (260, 40)]):
+        (root / f"s{s}").mkdir()
+        pq.write_table(pa.table({"id": s * SPAN + np.arange(n)}), root / f"s{s}" / "p.parquet", row_group_size=group)
+    return [str(root / "s0"), str(root / "s1")]
+
+
+def _global(mixed: list[str], world: int, repl: int, workers: int, state: dict[str, Any] | None = None,
+            **kw: Any) -> list[list[int]]:
+    """Every step's global batch (one batch per group, in group order), checking that the ranks
+    of each group get the same batches in DataLoader order (worker batches taken in turn)."""
+    runs = []
+    for r in range(world):
+        ds = _mixed_rank(mixed, r, world, repl, workers, **kw)
+        if state is not None:
+            ds.load_state_dict(state)
+        per = [[b["id"].tolist() for b in ds.iter_shard(ds.dp_rank, ds.dp_size, w, workers)] for w in range(workers)]
+        runs.append([per[j % workers][j // workers] for j in range(sum(map(len, per)))])
+    assert all(runs[r] == runs[r - r % repl] for r in range(world))
+    return [[i for g in range(0, world, repl) for i in runs[g][step]] for step in range(len(runs[0]))]
+
+
+def _mixed_rank(mixed: list[str], rank: int, world: int, repl: int, workers: int, **kw: Any) -> Any:
+    from shardwise import Source
+
+    return StreamingDataset([Source(mixed[0], weight=2.0), Source(mixed[1], weight=1.0)], rank=rank,
+                            world_size=world, replication=repl, batch_size=12 // (world // repl),
+                            num_workers=workers, batch_format="numpy", seed=4, **kw)
+
+
+def test_replication_composes_with_mixing_and_canonical_workers(mixed: list[str]) -> None:
+    kw = {"epoch_size": 600, "batching": "stratified", "canonical_workers": 4}
+    first = _global(mixed, 1, 1, 1, **kw)
+    # 600 rounds down to the canonical grid (4 x 4 workers x 3 samples = 48): 48 global batches of 12
+    assert len(first) == 48 and all(len(b) == 12 for b in first)
+    for s, quota in enumerate((384, 192)):  # weights 2:1, exact; stratified: every batch holds 8 + 4
+        assert sum(i // SPAN == s for b in first for i in b) == quota
+        assert all(sum(i // SPAN == s for i in b) == quota // 48 for b in first)
+    for world, repl, workers in [(4, 2, 2), (8, 4, 1), (4, 1, 1), (8, 2, 1), (4, 4, 4)]:
+        assert _global(mixed, world, repl, workers, **kw) == first, (world, repl, workers)
+    # a state saved on one rank of 2 groups of 2 resumes 4 groups of 1 with the same global batches
+    state = _mixed_rank(mixed, 3, 4, 2, 2, **kw).state_dict(consumed_batches=17)
+    assert _global(mixed, 4, 1, 1, state, **kw) == first[17:]
