@@ -80,18 +80,23 @@ def _load(d: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _id(row: dict[str, Any]) -> int:
+    """A written document's id: datatrove's writer leaves out falsy fields, so id 0 has none."""
+    return int(row.get("id", 0))
+
+
 def _pairs(kept_rows: list[dict[str, Any]], removed_rows: list[dict[str, Any]]) -> list[list[int]]:
     """(removed, kept) pairs from the cluster ids datatrove saves in the metadata."""
     root_of: dict[int, int] = {}
     for r in kept_rows:
         c = r.get("metadata", {}).get("minhash_cluster_id", -1)
         if c != -1:
-            root_of[c] = int(r["id"])
+            root_of[c] = _id(r)
     out = []
     for r in removed_rows:
         c = r.get("metadata", {}).get("minhash_cluster_id", -1)
         if c in root_of:
-            out.append([int(r["id"]), root_of[c]])
+            out.append([_id(r), root_of[c]])
     return out
 
 
@@ -112,7 +117,7 @@ def dedup(data: str, tmp: str, cfg: dict[str, Any]) -> dict[str, Any]:
     if not removed_rows and not kept_rows:
         raise RuntimeError("datatrove wrote no documents")
     return {"seconds": seconds, "sig_seconds": phases[0][1], "sig_procs": cfg["workers"],
-            "removed": sorted(int(r["id"]) for r in removed_rows), "pairs": _pairs(kept_rows, removed_rows),
+            "removed": sorted(_id(r) for r in removed_rows), "pairs": _pairs(kept_rows, removed_rows),
             "peak_rss_mb": monitor.peak_rss_mb, "max_procs": monitor.max_procs, "cpu_s": monitor.cpu_seconds,
             "phases": phases, "summary": {"kept": len(kept_rows)},
             "versions": {"datatrove": dist_version("datatrove"), "numpy": dist_version("numpy")}}

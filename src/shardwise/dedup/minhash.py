@@ -184,8 +184,7 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
     v_out: list[np.ndarray] = []
     rejected = 0
     if len(rec):
-        order = np.lexsort((rec[:, 2], rec[:, 1], rec[:, 0]))
-        rec = rec[order]
+        rec = rec[_bucket_order(rec)]
         key_change = (rec[1:, 0] != rec[:-1, 0]) | (rec[1:, 1] != rec[:-1, 1])
         starts = np.concatenate([[0], np.nonzero(key_change)[0] + 1])
         sizes = np.diff(np.concatenate([starts, [len(rec)]]))
@@ -204,6 +203,18 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
     pairs = np.unique(np.stack([u, v], axis=1), axis=0) if len(u) else np.zeros((0, 2), np.uint64)
     st.scratch.save(_edges_name(p), pairs)
     return len(pairs), rejected, len(rec)
+
+
+def _bucket_order(rec: np.ndarray) -> np.ndarray:
+    """The order of ``(band, hash, doc)`` records by bucket, each bucket's documents in
+    order. Records come in document order (tasks in order, each task's rows in order), so
+    a stable sort by hash alone does it unless two bands share a hash value (a band's
+    hash depends on the band: almost never; then a sort by all three)."""
+    order = np.argsort(rec[:, 1], kind="stable")
+    h, band = rec[order, 1], rec[order, 0]
+    if ((h[1:] == h[:-1]) & (band[1:] != band[:-1])).any() or (np.diff(rec[:, 2].view(np.int64)) < 0).any():
+        order = np.lexsort((rec[:, 2], rec[:, 1], rec[:, 0]))
+    return order
 
 
 def _split_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

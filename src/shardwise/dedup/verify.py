@@ -68,27 +68,20 @@ class _Shingles:
             out[m] = sig[row[m]]
         return out if out is not None else np.zeros((0, 0), np.uint64)
 
-    def sets_of(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The shingle sets of the sorted unique ``docs``: ``(values, starts, sizes)``, each
-        document's sorted unique shingles at ``values[starts[i]:starts[i] + sizes[i]]``."""
+    def values_of(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The shingles of the sorted unique ``docs`` as stored (any order, repeats kept):
+        ``(values, starts, sizes)``, document ``i``'s at ``values[starts[i]:starts[i] + sizes[i]]``."""
         task = (docs >> np.uint64(ROW_BITS)).astype(np.int64)
         row = (docs & np.uint64((1 << ROW_BITS) - 1)).astype(np.int64)
         vals: list[np.ndarray] = []
-        owner: list[np.ndarray] = []
+        sizes = np.zeros(len(docs), dtype=np.int64)
         for t in np.unique(task):  # docs are sorted, so by task and then by row
             d = self.tasks.get(int(t), ["shingles", "lengths"])
             idx = np.flatnonzero(task == t)
             lo, n = d["offsets"][row[idx]], d["lengths"][row[idx]]
             vals.append(d["shingles"][_ranges(lo, n)])
-            owner.append(np.repeat(idx, n))
+            sizes[idx] = n
         v = np.concatenate(vals) if vals else np.zeros(0, np.uint64)
-        o = np.concatenate(owner) if owner else np.zeros(0, np.int64)
-        order = np.lexsort((v, o))  # stored unsorted, with repeats: sort and drop them
-        v, o = v[order], o[order]
-        keep = np.ones(len(v), dtype=bool)
-        keep[1:] = (v[1:] != v[:-1]) | (o[1:] != o[:-1])
-        v, o = v[keep], o[keep]
-        sizes = np.bincount(o, minlength=len(docs))
         return v, np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64), sizes
 
 
@@ -100,32 +93,77 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(np.asarray(starts, np.int64) - first, lengths) + np.arange(total)
 
 
-PAIR_SHINGLES = 4_000_000  # shingles gathered at once by the exact check (~64 MB)
+PAIR_SHINGLES = 4_000_000  # shingles gathered at once by the exact check (~32 MB of keys)
+
+
+def _codes(values: np.ndarray, bits: int) -> np.ndarray:
+    """Codes of ``bits`` bits for ``values``: equal values get equal codes, distinct
+    ones distinct codes. The top ``bits`` bits of each value when those already tell
+    every distinct value apart (shingles are hashes, so short of ``2**(bits / 2)``
+    distinct ones they nearly always do: one sort checks), else its rank among the
+    distinct values (an argsort)."""
+    s = np.sort(values)
+    top = s >> np.uint64(64 - bits)
+    distinct = s[1:] != s[:-1]
+    if not (distinct & (top[1:] == top[:-1])).any():
+        return values >> np.uint64(64 - bits)
+    order = np.argsort(values)
+    rank = np.zeros(len(s), dtype=np.uint64)
+    np.cumsum(distinct, out=rank[1:])
+    codes = np.empty(len(s), dtype=np.uint64)
+    codes[order] = rank
+    return codes
 
 
 def exact_similar(shingles: _Shingles, a: np.ndarray, b: np.ndarray, threshold: float) -> np.ndarray:
-    """Whether the exact Jaccard similarity of each pair ``(a[i], b[i])`` reaches
-    ``threshold``: both sets of every pair sorted together, equal neighbours counted, in
-    batches of about ``PAIR_SHINGLES`` shingles."""
+    """Whether the exact Jaccard similarity of the shingle sets of each pair ``(a[i], b[i])``
+    reaches ``threshold``.
+
+    Every shingle of the documents involved gets a code that tells distinct shingles
+    apart in the bits a key leaves it (:func:`_codes`); then, in batches of about
+    ``PAIR_SHINGLES`` shingles, each shingle of a pair becomes one integer ``(pair,
+    code, side)``, and a single sort of those puts repeats (dropped: the sets) and the
+    shingles common to both sides (the intersection) next to each other.
+    """
     out = np.zeros(len(a), dtype=bool)
     docs = np.unique(np.concatenate([a, b]))
-    vals, starts, sizes = shingles.sets_of(docs)
+    vals, starts, sizes = shingles.values_of(docs)
+    pair_bits = max(1, len(a).bit_length())
+    code_bits = 63 - pair_bits  # and one bit for the side
+    if len(vals) >= 1 << code_bits:
+        raise ValueError("too many shingles for one exact check")  # callers pass far fewer
+    codes = _codes(vals, code_bits)
     ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
     work = np.cumsum(sizes[ia] + sizes[ib])
     lo = 0
     while lo < len(a):
         hi = max(lo + 1, int(np.searchsorted(work, (work[lo - 1] if lo else 0) + PAIR_SHINGLES, side="right")))
-        la, lb = sizes[ia[lo:hi]], sizes[ib[lo:hi]]
-        pair = np.concatenate([np.repeat(np.arange(hi - lo), la), np.repeat(np.arange(hi - lo), lb)])
-        v = np.concatenate([vals[_ranges(starts[ia[lo:hi]], la)], vals[_ranges(starts[ib[lo:hi]], lb)]])
-        order = np.lexsort((v, pair))
-        pair, v = pair[order], v[order]
-        same = (pair[1:] == pair[:-1]) & (v[1:] == v[:-1])
-        inter = np.bincount(pair[1:][same], minlength=hi - lo)
-        union = la + lb - inter
-        out[lo:hi] = np.where(union > 0, inter / np.maximum(union, 1) >= threshold, True)
+        out[lo:hi] = _similar_batch(codes, code_bits, starts, sizes, ia[lo:hi], ib[lo:hi], threshold)
         lo = hi
     return out
+
+
+def _similar_batch(codes: np.ndarray, code_bits: int, starts: np.ndarray, sizes: np.ndarray, ia: np.ndarray,
+                   ib: np.ndarray, threshold: float) -> np.ndarray:
+    """:func:`exact_similar` of one batch of pairs (documents by index into ``starts``)."""
+    n = len(ia)
+    la, lb = sizes[ia], sizes[ib]
+    shift = np.uint64(code_bits + 1)
+    key = np.concatenate([
+        (np.repeat(np.arange(n, dtype=np.uint64), la) << shift) | (codes[_ranges(starts[ia], la)] << np.uint64(1)),
+        (np.repeat(np.arange(n, dtype=np.uint64), lb) << shift) | (codes[_ranges(starts[ib], lb)] << np.uint64(1))
+        | np.uint64(1)])
+    key.sort()
+    if len(key):
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])]  # a set: repeats dropped
+    pair = (key >> shift).astype(np.int64)
+    side_b = (key & np.uint64(1)).astype(bool)
+    size_a = np.bincount(pair[~side_b], minlength=n)
+    size_b = np.bincount(pair[side_b], minlength=n)
+    common = (key[1:] >> np.uint64(1)) == (key[:-1] >> np.uint64(1))  # the same shingle on both sides
+    inter = np.bincount(pair[1:][common], minlength=n)
+    union = size_a + size_b - inter
+    return np.where(union > 0, inter / np.maximum(union, 1) >= threshold, True)
 
 
 def verified_stars(keys: TaskKeys, threshold: float, num_perm: int, doc: np.ndarray, group: np.ndarray,

@@ -1,0 +1,77 @@
+"""The exact Jaccard check of verification against Python sets, and the bucket order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardwise.dedup import verify
+from shardwise.dedup.minhash import _bucket_order
+from shardwise.dedup.verify import ROW_BITS, _Shingles, exact_similar
+
+
+class _Keys:
+    def __init__(self, tasks: list[dict[str, np.ndarray]]) -> None:
+        self.tasks = tasks
+
+    def load(self, task: int, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        return {k: v for k, v in self.tasks[task].items() if names is None or k in names}
+
+
+def _doc(task: int, row: int) -> int:
+    return task << ROW_BITS | row
+
+
+@given(docs=st.lists(st.lists(st.lists(st.integers(0, 40), max_size=25), min_size=1, max_size=8),
+                     min_size=1, max_size=3),
+       spread=st.booleans(), batch=st.integers(1, 400), threshold=st.sampled_from([0.2, 0.5, 0.8]),
+       data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: bool, batch: int,
+                                          threshold: float, data: st.DataObject) -> None:
+    # spread: hash-like values (top bits tell them apart); else small integers (the
+    # check falls back to ranks); repeats within a document are allowed, as stored
+    mult = np.uint64(0x9E3779B97F4A7C15 if spread else 1)
+    tasks = [{"shingles": np.array([x for d in t for x in d], dtype=np.uint64) * mult,
+              "lengths": np.array([len(d) for d in t], dtype=np.int64)} for t in docs]
+    ids = [(t, r) for t, rows in enumerate(docs) for r in range(len(rows))]
+    pairs = data.draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)), min_size=1, max_size=30))
+    a = np.array([_doc(*p) for p, _ in pairs], dtype=np.uint64)
+    b = np.array([_doc(*q) for _, q in pairs], dtype=np.uint64)
+    old = verify.PAIR_SHINGLES
+    verify.PAIR_SHINGLES = batch
+    try:
+        got = exact_similar(_Shingles(_Keys(tasks), 1 << 30), a, b, threshold)
+    finally:
+        verify.PAIR_SHINGLES = old
+    for (p, q), ok in zip(pairs, got):
+        x, y = set(docs[p[0]][p[1]]), set(docs[q[0]][q[1]])
+        union = len(x | y)
+        assert ok == (union == 0 or len(x & y) / union >= threshold)
+
+
+def test_bucket_order_groups_by_band_and_hash_with_documents_in_order() -> None:
+    rng = np.random.default_rng(0)
+    for collide in (False, True):
+        n = 2_000
+        doc = np.sort(rng.integers(0, 300, n)).astype(np.uint64)
+        band = rng.integers(0, 4, n).astype(np.uint64)
+        h = rng.integers(0, 50, n).astype(np.uint64)
+        if not collide:  # a band's hashes apart from every other band's, as band_hashes makes them
+            h = h * np.uint64(4) + band
+        rec = np.stack([band, h, doc], axis=1)
+        got = rec[_bucket_order(rec)]
+        want = rec[np.lexsort((rec[:, 2], rec[:, 1], rec[:, 0]))]
+        # the same buckets, each holding the same documents in the same order
+        def buckets(r: np.ndarray) -> dict[tuple[int, int], list[int]]:
+            out: dict[tuple[int, int], list[int]] = {}
+            for bb, hh, d in r.tolist():
+                out.setdefault((bb, hh), []).append(d)
+            return out
+        assert buckets(got) == buckets(want)
+        keys = [tuple(x) for x in got[:, :2].tolist()]
+        runs = [k for i, k in enumerate(keys) if i == 0 or k != keys[i - 1]]
+        assert len(runs) == len(set(runs)), "a bucket's records are contiguous"
