@@ -159,3 +159,30 @@ def test_plan_with_replication_is_cut_for_the_groups(tmp_path: Path, capsys: pyt
     assert "4 groups of 2 ranks (8 ranks" in page and "0-3 (ranks 0-7)" in page
     assert main(["plan", str(tmp_path), "-w", "6", "--replication", "4"]) == 2
     assert "--replication" in capsys.readouterr().err
+
+
+def test_plan_with_sources_prints_each_sources_exact_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from shardwise import Source, StreamingDataset
+
+    pq.write_table(pa.table({"id": list(range(1000))}), tmp_path / "web.parquet", row_group_size=90)
+    (tmp_path / "code.jsonl").write_text("".join(json.dumps({"id": 5000 + i}) + "\n" for i in range(130)))
+    web, code = str(tmp_path / "web.parquet"), str(tmp_path / "code.jsonl")
+    args = ["plan", "-s", f"{web}:weight=3,name=web", "-s", f"{code}:weight=1,name=code", "--epoch-size", "700",
+            "--batching", "stratified", "-w", "2", "-k", "2", "-b", "8"]
+    assert main([*args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    ds = StreamingDataset([Source(web, weight=3, name="web"), Source(code, weight=1, name="code")], epoch_size=700,
+                          batching="stratified", world_size=2, num_workers=2, batch_size=8)
+    expected = [s["samples"] for s in ds.stats()["per_source"]]
+    assert [r["samples this epoch"] for r in report["sources"]] == expected == [504, 168]  # 21 batches of 6 + 2 per worker
+    assert report["steps_per_rank"] == ds.stats()["steps_per_rank"]
+    html = tmp_path / "plan.html"
+    assert main([*args, "--html", str(html)]) == 0
+    out = capsys.readouterr().out
+    assert "source web" in out and "504 samples this epoch" in out and "source code" in out
+    assert "code" in html.read_text()
+    assert main(["plan", "-s", f"{web}:repeat=0.5", "--canonical-workers", "4", "-w", "2", "-k", "2", "-b", "8"]) == 0
+    assert "canonical workers" in capsys.readouterr().out
+    assert main(["plan", web, "-s", code]) == 2
+    assert main(["plan", "-s", f"{web}:wieght=3"]) == 1
+    assert "wieght" in capsys.readouterr().err
