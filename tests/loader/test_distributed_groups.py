@@ -88,3 +88,9 @@ def test_device_mesh_data_parallel_dimension_by_name(tmp_path: Path) -> None:
         assert not set(step[0]) & set(step[2])
     for a, b in zip(got["dptp"]["steps"], got["tpdp"]["steps"], strict=True):
         assert b[0] == b[2] == a[0] and b[1] == b[3] == a[2]  # the same plan, other ranks
+    assert got["flat"] == [[r, 4] for r in range(4)]
+    assert got["errors"] == {
+        "{'dp_dim': 'pp'}": "dp_dim='pp' is not a dimension of device_mesh= (its dimensions: ['tp', 'dp'])",
+        "{}": "device_mesh= has 2 dimensions ('tp', 'dp'); pass dp_dim= naming the data-parallel one",
+        "{'dp_dim': 2}": "dp_dim must name a dimension of device_mesh= (['tp', 'dp']), got 2",
+    }

@@ -5,7 +5,8 @@
 - ``groups``: 2 groups of 2 (``replication=2``), DataLoader(num_workers=2): a whole epoch 0, then
   epoch 1 up to step ``RESUME_AT``; rank 0 alone saves the state to STATE;
 - ``resume``: 4 groups of 1, every rank loads STATE (saved by one rank) and ends epoch 1;
-- ``mesh``: a 2 x 2 ``DeviceMesh`` named ("dp", "tp") and one named ("tp", "dp").
+- ``mesh``: a 2 x 2 ``DeviceMesh`` named ("dp", "tp") and one named ("tp", "dp"), the errors of
+  a wrong ``dp_dim=``, and a 1-D mesh without ``dp_dim=``.
 
 Every step's batch ids are all-gathered (the two ranks of a group are compared at every step);
 rank 0 writes what was gathered to OUT as JSON.
@@ -23,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader
 
-from shardwise import StreamingDataset
+from shardwise import ConfigError, StreamingDataset
 
 RESUME_AT = 9
 BATCH = 16
@@ -79,6 +80,14 @@ def mesh(data: str) -> dict[str, Any]:
         m = init_device_mesh("cpu", (2, 2), mesh_dim_names=names)
         ds = _dataset(data, device_mesh=m, dp_dim="dp")
         out["".join(names)] = {"dp": _gather([ds.dp_rank, ds.dp_size]), "steps": _steps(ds, 5)}
+    out["errors"] = {}
+    for kw in ({"dp_dim": "pp"}, {}, {"dp_dim": 2}):  # on the ("tp", "dp") mesh
+        try:
+            _dataset(data, device_mesh=m, **kw)
+        except ConfigError as exc:
+            out["errors"][repr(kw)] = str(exc)
+    flat = init_device_mesh("cpu", (4,))  # one dimension: dp_dim may be left out
+    out["flat"] = _gather([*map(int, [_dataset(data, device_mesh=flat).dp_rank, flat.size()])])
     return out
 
 
