@@ -269,6 +269,41 @@ def resplit(source: tuple[str, ...], out: str, target_mb: float, fmt: str | None
         click.echo(f"quarantined {result.quarantined:,} bad records (examples in the manifest)")
 
 
+@cli.group()
+def cache() -> None:
+    """Check or empty a node-local unit cache (the cache_dir given to StreamingDataset)."""
+
+
+@cache.command("verify")
+@click.argument("directory")
+@click.option("--keep", is_flag=True, help="Only report bad entries; do not delete them.")
+def cache_verify(directory: str, keep: bool) -> None:
+    """Check every entry of DIRECTORY (record, length, checksum); delete bad ones. Exits 1
+    when a bad entry was found."""
+    from shardwise.storage.cache_admin import verify_cache
+
+    report = verify_cache(directory, remove=not keep)
+    for path, reason in report.bad:
+        click.echo(f"bad: {path}: {reason}")
+    click.echo(f"{report.checked} entries checked, {len(report.bad)} bad, {report.removed} removed, "
+               f"{report.stale} leftovers of dead processes removed")
+    if report.bad:
+        raise click.exceptions.Exit(EXIT_ERROR)
+
+
+@cache.command("clear")
+@click.argument("directory")
+@click.option("--all", "everything", is_flag=True,
+              help="Also remove entries a running process leases (it keeps what it already read).")
+def cache_clear(directory: str, everything: bool) -> None:
+    """Remove the entries of DIRECTORY that no running process reads."""
+    from shardwise.storage.cache_admin import clear_cache
+
+    report = clear_cache(directory, all=everything)
+    click.echo(f"removed {report.removed} entries ({_human_bytes(report.removed_bytes)}); "
+               f"kept {report.kept_leased} in use")
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     rows = [
         ("format", s["format"]),
@@ -294,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (used by the console script)."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        cli.main(args=argv, prog_name="shardwise", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="shardwise", standalone_mode=False)
+        if isinstance(code, int) and not isinstance(code, bool) and code:  # a command's own exit code
+            return code
     except click.exceptions.Abort:
         click.echo("interrupted", err=True)
         return EXIT_INTERRUPTED

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 import time
 import weakref
 from collections.abc import Iterator, Sequence
@@ -26,18 +27,21 @@ import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError, PlanError
 from shardwise.formats import OnError, check_on_error
+from shardwise.index import cache_root
+from shardwise.loader.cached import default_budget
 from shardwise.loader.channel import Seen, TopologyChannel, in_dataloader_worker
 from shardwise.loader.convert import Padding, check_padding
 from shardwise.loader.groups import data_parallel
 from shardwise.loader.placement import detect_placement
 from shardwise.loader.position import Position
-from shardwise.loader.sources import check_not_empty, open_reader, open_source, read_counts
+from shardwise.loader.sources import Source, check_not_empty, open_reader, open_source, read_counts
 from shardwise.loader.stats import epoch_stats, mixing_for, mixing_key
 from shardwise.loader.stream import BatchFormat, Reading, serial_items
 from shardwise.loader.threaded import default_threads, threaded_batches
 from shardwise.loader.transport import NumpyColumn, setup_worker
 from shardwise.plan import Plan, Resume, Topology, auto_interleave, make_plan
 from shardwise.plan.compose import WindowSource
+from shardwise.storage.cache import NodeCache
 
 __all__ = ["NumpyColumn", "StreamingDatasetBase"]
 
@@ -92,6 +96,14 @@ class StreamingDatasetBase:
             by the node's ranks (``LOCAL_WORLD_SIZE``), at most 8.
         pin_memory: in that in-process path, pin ``"torch"`` batches (each piece of about 16k
             rows once; batches are views of it) when CUDA is available.
+        cache_dir: a node-local directory shared by every rank, DataLoader worker and job of
+            this node: remote units (S3, GCS, HTTP, ...) are downloaded into its ``units``
+            directory at most once per node and read from there (and the dataset's index is
+            kept there). Local files are read where they are. Default: no unit cache, unless
+            ``cache_bytes`` is given (then ``$SHARDWISE_CACHE_DIR`` or ``~/.cache/shardwise``).
+        cache_bytes: the unit cache's budget on disk (least recently used entries no process
+            reads are evicted to stay under it). Default with ``cache_dir``: half the free
+            space of its filesystem when the dataset is opened.
         epoch_size: samples per epoch, split among the sources by their rules (default:
             what the rules give), rounded to whole global batches.
         batching: ``"random"`` (sources mixed across the epoch) or ``"stratified"`` (every
@@ -131,11 +143,18 @@ class StreamingDatasetBase:
         epoch_size: int | None = None,
         batching: str = "random",
         canonical_workers: int | None = None,
+        cache_dir: str | None = None,
+        cache_bytes: int | None = None,
         **open_options: Any,
     ) -> None:
         if batch_format not in (None, "numpy", "torch", "arrow"):
             raise ConfigError(f"batch_format must be None, 'numpy', 'torch' or 'arrow', got {batch_format!r}")
         self.on_error = check_on_error(on_error)
+        self.cache = _node_cache(cache_dir, cache_bytes)
+        sources = isinstance(source, Source) or (isinstance(source, (list, tuple))
+                                                 and any(isinstance(s, Source) for s in source))
+        if cache_dir is not None and not sources:  # the index is kept there too
+            open_options = dict(open_options, cache_dir=cache_dir)
         self.index = open_source(source, self.on_error, open_options, columns,
                                  tuple(inspect.signature(StreamingDatasetBase.__init__).parameters))
         self.mixing = mixing_for(self.index, epoch_size, batching)
@@ -332,7 +351,7 @@ class StreamingDatasetBase:
         process on threads of its own, everything else as a DataLoader worker does."""
         reading = Reading(self.index, self.columns, self.filter, self.on_error, self.batch_format,
                           self.batch_size, self.interleave, self.prefetch_bytes, self.pad_to,
-                          self.num_threads, self.pin_memory)
+                          self.num_threads, self.pin_memory, self.cache)
         if self.batch_format is not None and not in_dataloader_worker():
             return threaded_batches(reading, wp)
         return serial_items(reading, wp)
@@ -348,3 +367,12 @@ class StreamingDatasetBase:
             setup_worker(self.batch_format)
         return self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, placement.num_workers)
 
+
+def _node_cache(cache_dir: str | None, cache_bytes: int | None) -> NodeCache | None:
+    """The node-local unit cache asked for, if any (see ``cache_dir``/``cache_bytes``)."""
+    if cache_dir is None and cache_bytes is None:
+        return None
+    root = os.path.join(os.path.dirname(cache_root(cache_dir)), "units")
+    if cache_bytes is None:
+        cache_bytes = default_budget(root)
+    return NodeCache(root, cache_bytes)

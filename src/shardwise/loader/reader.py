@@ -7,6 +7,7 @@ numbered among the unit's *matching* rows, so the plan works on matched counts
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -20,7 +21,9 @@ import pyarrow.compute as pc
 from shardwise.errors import ConfigError
 from shardwise.formats import OnError, Quarantine, get_format
 from shardwise.index import DatasetIndex, cache_root
+from shardwise.loader.cached import UnitCache
 from shardwise.storage import atomic_write, transient_in_chain, with_retries
+from shardwise.storage.cache import NodeCache
 
 __all__ = ["UnitReader", "count_rows"]
 
@@ -36,6 +39,7 @@ class UnitReader:
         columns: columns to keep (all when None).
         filter: a ``pyarrow.compute`` expression; rows not matching are left out.
         on_error: ``"raise"`` or ``"skip"`` for bad records (see the formats).
+        cache: read remote units through this node-local cache.
     """
 
     def __init__(
@@ -44,6 +48,7 @@ class UnitReader:
         columns: Sequence[str] | None = None,
         filter: pc.Expression | None = None,
         on_error: OnError = "raise",
+        cache: NodeCache | None = None,
     ) -> None:
         if columns is not None:
             missing = [c for c in columns if c not in index.schema.names]
@@ -54,6 +59,20 @@ class UnitReader:
         self.filter = filter
         self.on_error = on_error
         self.quarantine = Quarantine()
+        self.cache = cache
+        self._units: Any = None  # a UnitCache, made on first read (in the worker)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_units"} | {"_units": None}
+
+    def _served(self, unit_id: int) -> contextlib.AbstractContextManager[None]:
+        """Serves the unit's reads from the node cache (a no-op without one)."""
+        if self.cache is None:
+            return contextlib.nullcontext()
+        if self._units is None:
+            self._units = UnitCache(self.index, self.cache)
+        served: contextlib.AbstractContextManager[None] = self._units.serve(self.index.units[unit_id])
+        return served
 
     @property
     def schema(self) -> pa.Schema:
@@ -85,7 +104,8 @@ class UnitReader:
         kwargs: dict[str, Any] = dict(columns=read_cols, on_error=self.on_error, quarantine=quarantine,
                                       schema=self.index.schema)
         # the loader reads units on threads of its own: no decode threads per unit
-        table = fmt.read_table(unit, use_threads=False, **kwargs)
+        with self._served(unit_id):
+            table = fmt.read_table(unit, use_threads=False, **kwargs)
         if table is None:
             table = schema.empty_table()
         if self.filter is not None:

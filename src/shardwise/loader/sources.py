@@ -30,6 +30,7 @@ from shardwise.formats import OnError, Quarantine, Unit, check_format_options, u
 from shardwise.index import OPEN_OPTIONS, DatasetIndex, FileEntry, open_dataset
 from shardwise.loader.reader import UnitReader, count_rows
 from shardwise.plan import Mixing, Rule
+from shardwise.storage.cache import NodeCache
 
 __all__ = ["MixedIndex", "MixedReader", "Source", "check_not_empty", "open_reader", "open_source", "place_of", "read_counts"]
 
@@ -214,7 +215,8 @@ class MixedReader:
     (picklable; same interface as :class:`~shardwise.loader.reader.UnitReader`)."""
 
     def __init__(self, index: MixedIndex, columns: Sequence[str] | None = None,
-                 filter: pc.Expression | None = None, on_error: OnError = "raise") -> None:
+                 filter: pc.Expression | None = None, on_error: OnError = "raise",
+                 cache: NodeCache | None = None) -> None:
         names = index.schema.names
         if columns is not None:
             missing = [c for c in columns if c not in names]
@@ -223,7 +225,7 @@ class MixedReader:
         self.index = index
         self.columns = list(columns) if columns is not None else list(names)
         self.schema = pa.schema([index.schema.field(c) for c in self.columns])
-        self.readers = [UnitReader(ix, [ren[c] for c in self.columns], filter, on_error)
+        self.readers = [UnitReader(ix, [ren[c] for c in self.columns], filter, on_error, cache)
                         for ix, ren in zip(index.indexes, index.renames)]
         self.quarantine = Quarantine()
 
@@ -239,11 +241,11 @@ class MixedReader:
 
 
 def open_reader(index: DatasetIndex | MixedIndex, columns: Sequence[str] | None, filter: pc.Expression | None,
-                on_error: OnError) -> UnitReader | MixedReader:
-    """The reader of ``index``'s units."""
+                on_error: OnError, cache: NodeCache | None = None) -> UnitReader | MixedReader:
+    """The reader of ``index``'s units (remote ones through ``cache``, if given)."""
     if isinstance(index, MixedIndex):
-        return MixedReader(index, columns, filter, on_error)
-    return UnitReader(index, columns, filter, on_error)
+        return MixedReader(index, columns, filter, on_error, cache)
+    return UnitReader(index, columns, filter, on_error, cache)
 
 
 def place_of(index: DatasetIndex | MixedIndex, unit: int) -> str:

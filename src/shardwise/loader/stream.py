@@ -26,6 +26,7 @@ from shardwise.loader.gather import Views, gather
 from shardwise.loader.prefetch import Prefetcher
 from shardwise.loader.sources import MixedIndex, open_reader, place_of
 from shardwise.plan.compose import WindowSource
+from shardwise.storage.cache import NodeCache
 
 __all__ = ["BatchFormat", "Reading", "serial_items"]
 
@@ -47,6 +48,7 @@ class Reading:
         pad_to: padding of variable-length list columns in numpy/torch batches.
         num_threads: threads of the in-process path.
         pin_memory: pin torch batches of the in-process path (CUDA only).
+        cache: the node-local cache remote units are read through, if any.
     """
 
     index: DatasetIndex | MixedIndex
@@ -60,6 +62,7 @@ class Reading:
     pad_to: Padding = None
     num_threads: int = 1
     pin_memory: bool = False
+    cache: NodeCache | None = None
 
     def piece_rows(self, rows: int = PIECE_ROWS) -> int:
         """Rows gathered in one go: whole batches, about ``rows``."""
@@ -68,7 +71,7 @@ class Reading:
     def loader(self) -> Callable[[int], pa.Table]:
         """A function reading one unit as one contiguous table; a unit that cannot be
         read is a :class:`FormatError` naming its file and its place (row group, ...)."""
-        reader = open_reader(self.index, self.columns, self.filter, self.on_error)
+        reader = open_reader(self.index, self.columns, self.filter, self.on_error, self.cache)
         units = self.index.units
         per_sample = self.batch_format is None
 

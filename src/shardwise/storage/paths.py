@@ -14,6 +14,7 @@ from fsspec.core import url_to_fs
 
 from shardwise._optional import require
 from shardwise.errors import EmptyDatasetError, StorageError
+from shardwise.storage.overlay import overlay_for
 from shardwise.storage.retry import with_retries
 
 _PROTOCOL_EXTRAS = {"http": ("aiohttp", "HTTP access"), "https": ("aiohttp", "HTTP access"), "s3": ("s3fs", "S3 access"), "s3a": ("s3fs", "S3 access"), "gs": ("gcsfs", "GCS access"), "gcs": ("gcsfs", "GCS access")}
@@ -179,7 +180,11 @@ def info(url: str, **storage_options: Any) -> FileInfo:
 
 
 def open_input(url: str, mode: str = "rb", **storage_options: Any) -> IO[bytes]:
-    """Open a file for reading, retrying the open on transient errors."""
+    """Open a file for reading, retrying the open on transient errors (or from a node
+    cache's entries while the loader serves this URL from them)."""
+    served = overlay_for(url)
+    if served is not None:
+        return served()
     fs, path = resolve(url, **storage_options)
     with named(url):
         opened: IO[bytes] = with_retries(partial(fs.open, path, mode))

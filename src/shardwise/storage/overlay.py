@@ -1,0 +1,112 @@
+"""Serve reads of a remote file from byte ranges already in memory (a cache's entries).
+
+While :func:`serving` is active on a thread, :func:`shardwise.storage.open_input` of that
+URL returns a :class:`SparseFile`: reads inside the given pieces come from memory; a read
+that leaves them is fetched from the remote file itself (one ranged read), so a reader
+never gets wrong bytes, only a slower read (counted in ``SparseFile.misses``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import io
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import IO
+
+__all__ = ["SparseFile", "overlay_for", "serving"]
+
+RangeReader = Callable[[int, int], bytes]
+_SERVED: ContextVar[dict[str, Callable[[], IO[bytes]]] | None] = ContextVar("shardwise_served", default=None)
+
+
+class SparseFile(io.RawIOBase):
+    """A read-only, seekable file of ``size`` bytes made of in-memory pieces.
+
+    Args:
+        size: the whole file's size.
+        pieces: ``(offset, data)`` pairs, not overlapping.
+        fallback: reads ``[start, end)`` of the real file, for reads outside the pieces.
+    """
+
+    def __init__(self, size: int, pieces: list[tuple[int, bytes]], fallback: RangeReader | None = None) -> None:
+        super().__init__()
+        self._size = size
+        self._pieces = sorted(pieces, key=lambda p: p[0])
+        self._starts = [p[0] for p in self._pieces]
+        self._fallback = fallback
+        self._pos = 0
+        self.misses = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def size(self) -> int:
+        """The whole file's size."""
+        return self._size
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.read(len(buffer))
+        memoryview(buffer)[: len(data)] = data
+        return len(data)
+
+    def read(self, n: int | None = -1) -> bytes:
+        end = self._size if n is None or n < 0 else min(self._size, self._pos + n)
+        out: list[bytes] = []
+        while self._pos < end:
+            chunk = self._from_memory(self._pos, end) or self._from_remote(self._pos, end)
+            out.append(chunk)
+            self._pos += len(chunk)
+        return b"".join(out)
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def _from_memory(self, start: int, end: int) -> bytes:
+        i = bisect.bisect_right(self._starts, start) - 1
+        if i >= 0:
+            off, data = self._pieces[i]
+            if start < off + len(data):
+                return data[start - off : min(end, off + len(data))]
+        return b""
+
+    def _from_remote(self, start: int, end: int) -> bytes:
+        i = bisect.bisect_right(self._starts, start)
+        stop = min(end, self._starts[i]) if i < len(self._starts) else end
+        if self._fallback is None:
+            raise OSError(f"bytes {start}-{stop} are not in the cached pieces and no remote file was given")
+        self.misses += 1
+        data = self._fallback(start, stop)
+        if not data:
+            raise EOFError(f"unexpected end of the remote file at byte {start}")
+        return data
+
+
+@contextlib.contextmanager
+def serving(url: str, opener: Callable[[], IO[bytes]]) -> Iterator[None]:
+    """While active (on this thread or task), opening ``url`` calls ``opener`` instead."""
+    current = dict(_SERVED.get() or {})
+    current[url] = opener
+    token = _SERVED.set(current)
+    try:
+        yield
+    finally:
+        _SERVED.reset(token)
+
+
+def overlay_for(url: str) -> Callable[[], IO[bytes]] | None:
+    """The opener :func:`serving` installed for ``url``, if any."""
+    served = _SERVED.get()
+    return None if served is None else served.get(url)
