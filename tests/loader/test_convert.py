@@ -159,3 +159,47 @@ def test_without_padding_ragged_lists_stay_object_arrays_and_bad_pad_is_refused(
     for bad in (0, -1, "short", True):
         with pytest.raises(ConfigError, match="pad_to"):
             _dataset(path, batch_size=16, batch_format="numpy", pad_to=bad)
+
+
+def _rows_by_id(batches: list[Any]) -> dict[str, list[Any]]:
+    """Each column of numpy batches as Python values, in id order."""
+    order = np.argsort(np.concatenate([np.asarray(b["id"]) for b in batches]))
+    out: dict[str, list[Any]] = {}
+    for name in batches[0]:
+        values = [v for b in batches for v in np.asarray(b[name], dtype=object).tolist()]
+        out[name] = [values[i] for i in order]
+    return out
+
+
+def _same(a: list[Any], b: list[Any]) -> bool:
+    """Equal lists, a float NaN (a null in a numeric column) equal to itself."""
+    def key(v: Any) -> Any:
+        return "NaN" if isinstance(v, float) and v != v else v
+    return [key(v) for v in a] == [key(v) for v in b]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_numpy_batches_carry_every_type_exactly_through_worker_transport(
+        every_type: tuple[Path, pa.Table], workers: int) -> None:
+    """Every column's values, not just a few, through the in-process threads and through
+    DataLoader workers (shared-memory rings), shuffled: the values of the Parquet table,
+    by the batch rules (nulls in numbers as pyarrow's to_numpy gives them)."""
+    from torch.utils.data import DataLoader
+
+    path, table = every_type
+    ds = StreamingDataset(str(path), batch_size=4, shuffle=True, seed=2, rank=0, world_size=1, batch_format="numpy")
+    got = _rows_by_id(list(DataLoader(ds, batch_size=None, num_workers=workers)))
+    assert got["id"] == list(range(N))
+    for name in table.column_names:
+        column = table.column(name).combine_chunks()
+        if pa.types.is_time(column.type):
+            want = column.cast(pa.int32() if pa.types.is_time32(column.type) else pa.int64()).to_pylist()
+        elif pa.types.is_fixed_size_list(column.type):
+            want = column.to_pylist()
+            got[name] = np.array(got[name]).tolist()
+        elif pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            want = column.to_pylist()
+            got[name] = [None if v is None else list(v) for v in got[name]]
+        else:
+            want = column.to_numpy(zero_copy_only=False).tolist()
+        assert _same(got[name], want), name

@@ -169,10 +169,11 @@ def _reduce_objects(arr: np.ndarray) -> Any:
     """A 1-D array of Python strings as an Arrow large_string array, or None."""
     import pyarrow as pa
 
-    try:
-        return pa.array(arr, type=pa.large_string(), from_pandas=False)
+    try:  # inferred, not given: with a string type given, Arrow also takes UTF-8 bytes
+        got = pa.array(arr, from_pandas=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        return None  # not all str
+        return None  # mixed objects
+    return got if isinstance(got, pa.Array) else None  # str only (bytes stay bytes)
 
 
 def _strings_parts(strings: Any) -> tuple[np.ndarray, np.ndarray] | None:
