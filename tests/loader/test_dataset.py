@@ -266,3 +266,35 @@ def test_default_interleave_is_sized_by_shuffle_bytes(data: Path) -> None:
     big = StreamingDataset(str(data), batch_size=8, world_size=1, rank=0, shuffle_bytes=2**40)
     assert big.interleave == 64  # bounded whatever the budget
     assert StreamingDataset(str(data), batch_size=8, world_size=1, rank=0, interleave=3).interleave == 3
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"batch_size": 2.5}, "batch_size must be an integer"),
+    ({"batch_size": "8"}, "batch_size must be an integer"),
+    ({"seed": "x"}, "seed must be an integer"),
+    ({"drop_last": "no"}, "drop_last must be True or False"),
+    ({"shuffle": 0}, "shuffle must be True or False"),
+    ({"num_workers": -1}, "num_workers must be at least 0"),
+    ({"interleave": 0}, "interleave must be at least 1"),
+    ({"columns": "id"}, "columns must be a list of column names"),
+    ({"filter": "id > 3"}, "filter must be a pyarrow.compute expression"),
+    ({"filter": pc.field("nope") > 3}, "does not apply to the dataset's columns"),
+    ({"pad_to": "longest"}, "pad_to='longest' pads numpy or torch batches"),
+])
+def test_bad_arguments_are_config_errors_naming_them(data: Path, kwargs: dict[str, Any], match: str) -> None:
+    """A wrong type or value is refused naming the argument: never coerced silently
+    (batch_size=2.5 was 2, drop_last="no" was true) nor a raw ValueError/ArrowInvalid."""
+    with pytest.raises(shardwise.ConfigError, match=match):
+        StreamingDataset(str(data), rank=0, world_size=1, **kwargs)
+
+
+def test_bad_epochs_and_states_are_config_errors(data: Path) -> None:
+    ds = StreamingDataset(str(data), batch_size=np.int64(4), seed=np.int64(3), rank=0, world_size=1, num_workers=1)
+    assert ds.batch_size == 4 and ds.seed == 3  # numpy integers are integers
+    for call in (lambda: ds.set_epoch("a"), lambda: ds.set_epoch(-1), lambda: ds.state_dict(consumed_batches="3"),
+                 lambda: ds.load_state_dict(None), lambda: ds.load_state_dict({**ds.state_dict(0), "resumes": [{"x": 1}]}),
+                 lambda: ds.load_state_dict({**ds.state_dict(0), "epoch": "one"})):
+        with pytest.raises(shardwise.ConfigError):
+            call()
+    with pytest.raises(shardwise.ConfigError, match="iterable of items"):
+        shardwise.parallel_map(abs, 5)

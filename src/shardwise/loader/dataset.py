@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from shardwise.errors import ConfigError, PlanError
 from shardwise.formats import OnError, check_on_error
 from shardwise.index import cache_root
+from shardwise.loader._args import check_bool, check_columns, check_filter, check_int, check_state
 from shardwise.loader.cached import default_budget
 from shardwise.loader.channel import Seen, TopologyChannel, in_dataloader_worker
 from shardwise.loader.convert import Padding, check_padding
@@ -150,6 +151,9 @@ class StreamingDatasetBase:
         if batch_format not in (None, "numpy", "torch", "arrow"):
             raise ConfigError(f"batch_format must be None, 'numpy', 'torch' or 'arrow', got {batch_format!r}")
         self.on_error = check_on_error(on_error)
+        if pad_to is not None and batch_format not in ("numpy", "torch"):
+            raise ConfigError(f"pad_to={pad_to!r} pads numpy or torch batches; batch_format is {batch_format!r}")
+        columns = check_columns(columns)
         self.cache = _node_cache(cache_dir, cache_bytes)
         sources = isinstance(source, Source) or (isinstance(source, (list, tuple))
                                                  and any(isinstance(s, Source) for s in source))
@@ -158,11 +162,12 @@ class StreamingDatasetBase:
         self.index = open_source(source, self.on_error, open_options, columns,
                                  tuple(inspect.signature(StreamingDatasetBase.__init__).parameters))
         self.mixing = mixing_for(self.index, epoch_size, batching)
-        self.canonical_workers = None if canonical_workers is None else int(canonical_workers)
-        self.batch_size = int(batch_size)
-        self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
-        self.columns = list(columns) if columns is not None else None
-        self.filter = filter
+        self.canonical_workers = check_int("canonical_workers", canonical_workers, 1, optional=True)
+        self.batch_size = check_int("batch_size", batch_size, 1)
+        self.shuffle, self.drop_last = check_bool("shuffle", shuffle), check_bool("drop_last", drop_last)
+        self.seed = check_int("seed", seed)
+        self.columns = columns
+        self.filter = check_filter(filter, [ix.schema for ix in getattr(self.index, "indexes", [self.index])])
         self.batch_format = batch_format
         self.pad_to = check_padding(pad_to)
         if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
@@ -170,14 +175,16 @@ class StreamingDatasetBase:
             raise ConfigError(f"num_threads must be an integer >= 1, got {num_threads!r}")
         self.num_threads = num_threads or default_threads()
         self.pin_memory = bool(pin_memory)
-        self.shuffle_bytes = int(shuffle_bytes)
-        self.interleave = int(interleave) if interleave is not None else self._auto_interleave()
-        self.prefetch_bytes = int(prefetch_bytes)
+        self.shuffle_bytes = check_int("shuffle_bytes", shuffle_bytes, 1)
+        interleave = check_int("interleave", interleave, 1, optional=True)
+        self.interleave = interleave if interleave is not None else self._auto_interleave()
+        self.prefetch_bytes = check_int("prefetch_bytes", prefetch_bytes, 0)
         placement = detect_placement(rank, world_size, 0, 1)
         self.rank, self.world_size = placement.rank, placement.world_size
         dp = data_parallel(self.rank, self.world_size, replication=replication, dp_rank=dp_rank,
                            dp_size=dp_size, device_mesh=device_mesh, dp_dim=dp_dim)
         self.dp_rank, self.dp_size = dp.rank, dp.size  # what the plan is cut for
+        num_workers = check_int("num_workers", num_workers, 0, optional=True)
         self.num_workers = max(1, num_workers) if num_workers is not None else None
         self._explicit_workers = num_workers is not None
         # plan from what reading yields: after the filter, and after quarantine under "skip"
@@ -225,9 +232,10 @@ class StreamingDatasetBase:
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (a new order); forgets a resume point of another epoch."""
+        epoch = check_int("epoch", epoch, 0)
         if epoch != self.epoch:
             self._resumes = []
-        self.epoch = int(epoch)
+        self.epoch = epoch
         self._publish()
 
     def _publish(self) -> None:
@@ -272,6 +280,7 @@ class StreamingDatasetBase:
         """
         if consumed_batches is None:
             return self._state(position=(self._position or Position(self.epoch, 0, 1, 0, 1)).to_dict())
+        consumed_batches = check_int("consumed_batches", consumed_batches)
         world_size, num_workers = self._consumer(consumed_batches)
         p = self.plan(num_workers, world_size)
         if not 0 <= consumed_batches <= p.batches_per_rank:
@@ -303,18 +312,23 @@ class StreamingDatasetBase:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a saved position, on this or another topology (elastic resume)."""
+        check_state(state)
         if state.get("version") != STATE_VERSION:
             raise PlanError(f"unsupported loader state version {state.get('version')!r}")
-        if state["counts"] != self._digest():
+        if state.get("counts") != self._digest():
             raise PlanError("the loader state was saved for a different dataset or filter")
-        if state["seed"] != self.seed or state["shuffle"] != self.shuffle:
+        if state.get("seed") != self.seed or state.get("shuffle") != self.shuffle:
             raise PlanError("the loader state was saved with another seed or shuffle setting")
         if state.get("mixing") != mixing_key(self.index, self.mixing, self.canonical_workers):
             raise PlanError("the loader state was saved with other sources, epoch_size, batching or "
                             "canonical_workers")
-        self.epoch = int(state["epoch"])
-        self._resumes = [Resume.from_dict(r) for r in state["resumes"]]
-        self._resume_at = Position.from_dict(state["position"]) if "position" in state else None
+        try:
+            epoch = int(state["epoch"])
+            resumes = [Resume.from_dict(r) for r in state["resumes"]]
+            at = Position.from_dict(state["position"]) if "position" in state else None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"not a loader state written by state_dict: {type(exc).__name__} {exc}") from exc
+        self.epoch, self._resumes, self._resume_at = epoch, resumes, at
         self.plan()  # fail now, not inside a worker
         self._publish()
 

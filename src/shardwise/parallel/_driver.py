@@ -185,6 +185,10 @@ def imap_unordered(
         TaskError: a task's worker was lost ``max_retries + 1`` times, or the exception
             could not be sent back; carries the item's index and the remote traceback.
     """
+    if not callable(fn):
+        raise ConfigError(f"parallel_map needs a function of one item first, got {type(fn).__name__}")
+    if not isinstance(items, Iterable):
+        raise ConfigError(f"parallel_map needs an iterable of items, got {type(items).__name__}")
     inst = _resolve(backend)
     slots = inst.slots()
     parallelism = slots if num_proc in (None, -1) else max(1, min(int(num_proc), slots))

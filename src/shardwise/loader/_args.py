@@ -1,0 +1,73 @@
+"""Checks of ``StreamingDataset``'s arguments at the public edge: a wrong type or value is
+a :class:`ConfigError` naming the argument, never a silent coercion (``batch_size=2.5``
+becoming 2, ``drop_last="no"`` being true) or a raw ``ValueError`` from deep inside."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shardwise.errors import ConfigError
+
+__all__ = ["check_bool", "check_columns", "check_filter", "check_int", "check_state"]
+
+
+def check_int(name: str, value: Any, minimum: int | None = None, optional: bool = False) -> Any:
+    """An integer (numpy's too; not a bool, float or string) of at least ``minimum``."""
+    if optional and value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    return int(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``True`` or ``False`` (numpy booleans too), nothing merely truthy."""
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        raise ConfigError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_columns(columns: Sequence[str] | None) -> list[str] | None:
+    """A list of column names; a single name given as a string is refused (it would be
+    read as one column per character)."""
+    if columns is None:
+        return None
+    if isinstance(columns, (str, bytes)) or not all(isinstance(c, str) for c in columns):
+        raise ConfigError(f"columns must be a list of column names, got {columns!r}")
+    return list(columns)
+
+
+def check_filter(expression: Any, schemas: Sequence[pa.Schema]) -> pc.Expression | None:
+    """A ``pyarrow.compute`` expression that applies to the dataset's schema (each
+    source's, when sources are mixed: the filter is applied to each before mixing)."""
+    if expression is None:
+        return None
+    if not isinstance(expression, pc.Expression):
+        raise ConfigError(f"filter must be a pyarrow.compute expression (e.g. pc.field('label') == 3), "
+                          f"got {type(expression).__name__} {expression!r}")
+    for schema in schemas:
+        try:
+            schema.empty_table().filter(expression)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise ConfigError(f"filter {expression} does not apply to the dataset's columns "
+                              f"{schema.names}: {exc}") from exc
+    return expression
+
+
+_STATE_KEYS = {"version": int, "epoch": int, "seed": int, "shuffle": bool, "counts": str, "resumes": list}
+
+
+def check_state(state: Any) -> None:
+    """A loader state as ``state_dict`` writes it (keys and their types)."""
+    if not isinstance(state, dict):
+        raise ConfigError(f"load_state_dict takes the dict state_dict returned, got {type(state).__name__}")
+    for key, kind in _STATE_KEYS.items():
+        if key in state and not isinstance(state[key], kind):
+            raise ConfigError(f"loader state field {key!r} must be {kind.__name__}, got {state[key]!r}")
