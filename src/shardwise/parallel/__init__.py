@@ -20,6 +20,7 @@ from shardwise.parallel._driver import (
     parallel_backend,
     parallel_map,
     register_backend,
+    step_backends,
 )
 from shardwise.parallel._task import report
 from shardwise.parallel.base import Backend, BackendSpec, Session, WorkerLost
@@ -37,4 +38,5 @@ __all__ = [
     "parallel_map",
     "register_backend",
     "report",
+    "step_backends",
 ]

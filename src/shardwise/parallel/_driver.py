@@ -13,7 +13,7 @@ import itertools
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
@@ -30,6 +30,7 @@ __all__ = [
     "parallel_backend",
     "parallel_map",
     "register_backend",
+    "step_backends",
 ]
 
 T = TypeVar("T")
@@ -45,6 +46,8 @@ _REGISTRY: dict[str, str | type[Backend]] = {
     "dask": "shardwise.parallel.dask_backend:DaskBackend",
 }
 _ACTIVE: contextvars.ContextVar[Backend | None] = contextvars.ContextVar("shardwise_backend", default=None)
+# backends chosen for named steps only (``parallel_backend(..., steps=[...])``)
+_STEPS: contextvars.ContextVar[dict[str, Backend] | None] = contextvars.ContextVar("shardwise_steps", default=None)
 _SHARED: dict[str, Backend] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -99,27 +102,47 @@ def active_backend() -> Backend | None:
 
 
 @contextlib.contextmanager
-def parallel_backend(backend: str | Backend, n_jobs: int | None = -1, **options: Any) -> Iterator[Backend]:
+def parallel_backend(backend: str | Backend, n_jobs: int | None = -1, *, steps: Sequence[str] | None = None,
+                     **options: Any) -> Iterator[Backend]:
     """Run shardwise's parallel work inside the block on ``backend``.
 
     Applies to every call that does not pass ``backend=`` itself, including calls made
     deep inside shardwise (``open_dataset``, pipeline runs). Blocks nest; leaving one
     restores the previous backend and releases what this one started.
 
+    With ``steps=`` the backend applies to those named steps only (for
+    :func:`shardwise.prepare`: ``"download"``, ``"convert"``, ``"index"``, and
+    ``"prepare"`` for convert and index); every other parallel call inside the block keeps
+    the backend it had outside it (the local process pool by default).
+
     Args:
         backend: a name from :func:`known_backends` or a :class:`Backend` instance.
         n_jobs: parallelism; ``-1`` means all cores of the machine or slots of the cluster.
+        steps: the names of the steps this backend runs (default: all parallel work).
         **options: backend options (e.g. ``client=`` for dask, ``spark=`` for spark).
     """
+    if steps is not None and (isinstance(steps, str) or not steps or not all(isinstance(s, str) for s in steps)):
+        raise ConfigError(f"steps must be a non-empty list of step names, got {steps!r}")
     owned = not isinstance(backend, Backend)
     inst = backend if isinstance(backend, Backend) else get_backend(backend, n_jobs, **options)
-    token = _ACTIVE.set(inst)
+    if steps is None:
+        token: contextvars.Token[Any] = _ACTIVE.set(inst)
+    else:
+        token = _STEPS.set({**(_STEPS.get() or {}), **dict.fromkeys(steps, inst)})
     try:
         yield inst
     finally:
-        _ACTIVE.reset(token)
+        if steps is None:
+            _ACTIVE.reset(token)
+        else:
+            _STEPS.reset(token)
         if owned:
             inst.close()
+
+
+def step_backends() -> dict[str, Backend]:
+    """The backends the enclosing ``parallel_backend(..., steps=[...])`` blocks chose, by step."""
+    return dict(_STEPS.get() or {})
 
 
 def _resolve(backend: BackendSpec) -> Backend:

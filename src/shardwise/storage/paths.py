@@ -150,6 +150,11 @@ def named(url: str) -> Iterator[None]:
     except Exception as exc:
         names = {c.__name__ for c in type(exc).__mro__}
         text = f"{type(exc).__name__}: {exc}"
+        status = getattr(exc, "status", None)  # an HTTP server's answer (aiohttp)
+        if status in (404, 410):
+            raise StorageError(f"file not found: {url} (HTTP {status})", url) from exc
+        if status in (401, 403):
+            raise StorageError(f"access denied to {url} (HTTP {status})", url, refused=True) from exc
         if names & set(_NO_CREDENTIALS):
             raise StorageError(
                 f"no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
