@@ -33,7 +33,7 @@ from shardwise.index import MANIFEST_NAME, DatasetIndex
 from shardwise.ops.base import Op
 from shardwise.pipeline.sink import Sink
 from shardwise.pipeline.tasks import Piece
-from shardwise.storage import atomic_write, join, open_input, resolve
+from shardwise.storage import atomic_write, join, named, open_input, require_bucket, resolve
 
 __all__ = ["WORK", "Layout", "fingerprint", "read_json", "write_json"]
 
@@ -55,7 +55,9 @@ def write_json(url: str, data: Any, storage_options: dict[str, Any], *, indent: 
 
 def exists(url: str, storage_options: dict[str, Any]) -> bool:
     fs, path = resolve(url, **storage_options)
-    return bool(fs.exists(path))
+    fs.invalidate_cache(path)  # other processes write here: never answer from an old listing
+    with named(url):  # no credentials or access denied: refused at once, naming the URL
+        return bool(fs.exists(path))
 
 
 def fingerprint(index: DatasetIndex, ops: Sequence[Op], sink: Sink, tasks: Sequence[Sequence[Piece]]) -> str:
@@ -133,6 +135,8 @@ class Layout:
         """Claim the staging root for this pipeline; a root left by another pipeline's
         unfinished run is discarded (nothing in it was ever published)."""
         opts = self.storage_options
+        if not self.local:
+            require_bucket(self.final, **opts)
         marker = self.work(FINGERPRINT)
         if exists(marker, opts) and read_json(marker, opts).get("fingerprint") == fp:
             _clean_temporaries(self.root, opts)
@@ -156,6 +160,7 @@ class Layout:
             os.replace(self.root, self.final)
             return
         _, root = resolve(self.root, **opts)
+        fs.invalidate_cache()  # the workers wrote these files: list and read them afresh
         for path in sorted(fs.find(root)):
             rel = path[len(root.rstrip("/")) + 1:]
             if not rel.startswith(WORK + "/"):
@@ -167,6 +172,7 @@ class Layout:
 def _clean_temporaries(root: str, storage_options: dict[str, Any]) -> None:
     """Remove temporary files a crashed run left behind (never committed, never read)."""
     fs, path = resolve(root, **storage_options)
+    fs.invalidate_cache(path)
     if not fs.exists(path):
         return
     for p in fs.find(path):

@@ -31,7 +31,7 @@ from shardwise.parallel import BackendSpec, parallel_backend
 from shardwise.pipeline import RunResult
 from shardwise.prepare.download import PART_BYTES, Download, download, is_remote
 from shardwise.prepare.steps import backend_for, expand_steps
-from shardwise.storage import expand, join, named, open_input, resolve
+from shardwise.storage import expand, join, named, open_input, require_bucket, resolve
 
 __all__ = ["PrepareResult", "prepare"]
 
@@ -184,6 +184,7 @@ def prepare(
     if part_bytes < 1:
         raise ConfigError(f"part_bytes must be at least 1, got {part_bytes}")
     opts = storage_options or {}
+    require_bucket(out, **opts)
     files = _expand(sources, out, opts)
     raw, data = join(out, "raw"), join(out, "data")
     if "download" in run:

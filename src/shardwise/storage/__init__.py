@@ -9,6 +9,7 @@ Public helpers (all take a local path or a URL such as ``s3://b/k``, ``gs://``,
 - :func:`open_input` -> a seekable binary file, with retries on transient errors
 - :func:`open_arrow_input` -> the same for Arrow readers (a native file when local)
 - :func:`atomic_write` -> context manager writing to a temp name, committing on success
+- :func:`require_bucket` -> refuse an output in a bucket that does not exist
 - :func:`with_retries` -> call a function with exponential backoff on transient errors
 """
 
@@ -21,6 +22,7 @@ from shardwise.storage.paths import (
     named,
     open_arrow_input,
     open_input,
+    require_bucket,
     resolve,
 )
 from shardwise.storage.retry import is_transient, transient_in_chain, with_retries
@@ -35,6 +37,7 @@ __all__ = [
     "named",
     "open_arrow_input",
     "open_input",
+    "require_bucket",
     "resolve",
     "transient_in_chain",
     "with_retries",

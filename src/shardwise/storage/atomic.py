@@ -9,14 +9,15 @@ to the final key and the temporary key deleted; a reader listing with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from shardwise.errors import CommitError, ConfigError
-from shardwise.storage.paths import resolve
+from shardwise.errors import CommitError, ConfigError, StorageError
+from shardwise.storage.paths import named, resolve
 from shardwise.storage.retry import with_retries
 
 
@@ -52,24 +53,35 @@ def atomic_write(url: str, mode: str = "wb", *, durable: bool = True, **storage_
     if local:
         os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
     tmp = temp_name(path)
+    with named(url):
+        f = with_retries(lambda: fs.open(tmp, mode))
     try:
-        with fs.open(tmp, mode) as f:
-            yield f
-            if local and durable and hasattr(f, "flush"):
-                f.flush()
-                try:
-                    os.fsync(f.fileno())
-                except (AttributeError, OSError, ValueError):
-                    pass
+        yield f
+        if local and durable and hasattr(f, "flush"):
+            f.flush()
+            try:
+                os.fsync(f.fileno())
+            except (AttributeError, OSError, ValueError):
+                pass
+        with named(url):  # an object store's upload happens here: a refusal names the URL
+            f.close()
     except BaseException:
+        with contextlib.suppress(Exception):
+            f.close()
         _remove_quietly(fs, tmp)
         raise
     try:
         if local:
             os.replace(tmp, path)
         else:
-            with_retries(lambda: fs.copy(tmp, path))
-            with_retries(lambda: fs.rm(tmp))
+            with named(url):
+                with_retries(lambda: fs.copy(tmp, path))
+                with_retries(lambda: fs.rm(tmp))
+    except StorageError as exc:
+        _remove_quietly(fs, tmp)
+        if exc.refused or "not found" in str(exc) or "no such bucket" in str(exc):
+            raise
+        raise CommitError(f"could not commit {url}: {exc}", url) from exc
     except Exception as exc:
         _remove_quietly(fs, tmp)
         raise CommitError(f"could not commit {url}: {exc}", url) from exc

@@ -146,6 +146,9 @@ def named(url: str) -> Iterator[None]:
     try:
         yield
     except FileNotFoundError as exc:
+        if "bucket does not exist" in str(exc) or "NoSuchBucket" in str(exc):
+            bucket = url.split("://", 1)[-1].split("/", 1)[0]
+            raise StorageError(f"no such bucket {bucket!r}: {url}", url) from exc
         raise StorageError(f"file not found: {url}", url) from exc
     except Exception as exc:
         names = {c.__name__ for c in type(exc).__mro__}
@@ -164,6 +167,30 @@ def named(url: str) -> Iterator[None]:
             raise StorageError(f"access denied to {url} ({exc}); check the credentials and the "
                                "bucket's policy", url, refused=True) from exc
         raise
+
+
+def require_bucket(url: str, **storage_options: Any) -> None:
+    """Refuse an object-store output whose bucket does not exist (some servers would create
+    it on the first write), naming the URL; no-op for local paths.
+
+    Raises:
+        StorageError: no such bucket, no credentials or access denied.
+    """
+    if _protocol(url) in ("file", "memory"):
+        return
+    fs, path = resolve(url, **storage_options)
+    bucket = path.split("/", 1)[0]
+    with named(url):
+        found = with_retries(partial(fs.exists, bucket))
+    if not found:  # or hidden by a refusal, which listing it tells apart
+        try:
+            with named(url):
+                fs.invalidate_cache(bucket)
+                fs.ls(bucket)
+        except StorageError as exc:
+            if exc.refused:
+                raise
+        raise StorageError(f"no such bucket {bucket!r}: {url}", url)
 
 
 def _hidden(path: str) -> bool:
