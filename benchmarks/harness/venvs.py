@@ -25,12 +25,15 @@ class Venv:
         packages: pip requirement strings installed into it.
         modules: distribution name -> a module that must import (checked before each run).
         install_timeout: seconds pip may take (None: no limit).
+        no_deps: requirements installed afterwards with ``--no-deps`` (a peer whose declared
+            dependencies are far more than it imports; ``packages`` lists what it needs).
     """
 
     path: Path
     packages: tuple[str, ...]
     modules: dict[str, str] = field(default_factory=dict)
     install_timeout: float | None = None
+    no_deps: tuple[str, ...] = ()
 
     @property
     def python(self) -> Path:
@@ -56,6 +59,10 @@ def _install(venv: Venv) -> str:
                                stdout=lf, stderr=subprocess.STDOUT, timeout=venv.install_timeout)
     except subprocess.TimeoutExpired:
         return f"pip install did not finish in {venv.install_timeout:.0f} s"
+    if r.returncode == 0 and venv.no_deps:
+        with open(log, "a") as lf:
+            r = subprocess.run([str(venv.python), "-m", "pip", "install", "-q", "--no-deps", *venv.no_deps],
+                               stdout=lf, stderr=subprocess.STDOUT, timeout=venv.install_timeout)
     if r.returncode != 0:
         lines = [ln for ln in log.read_text().splitlines() if ln.strip() and "is ignored" not in ln]
         return f"pip install failed: {(lines or ['?'])[-1][:200]}"

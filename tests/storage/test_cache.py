@@ -218,3 +218,28 @@ def test_clear_keeps_what_a_live_process_reads(tmp_path: Path, capsys: pytest.Ca
     assert report.removed == 1 and os.listdir(os.path.join(root, "entries")) == []
     _kill(holder)
     assert main(["cache", "verify", str(tmp_path / "nothing-here")]) == 1
+
+
+def test_sparse_file_serves_pieces_and_reads_the_gaps_remotely() -> None:
+    import random
+
+    from shardwise.storage.overlay import SparseFile
+
+    blob = bytes(random.Random(0).randrange(256) for _ in range(5000))
+    asked: list[tuple[int, int]] = []
+
+    def remote(a: int, b: int) -> bytes:
+        asked.append((a, b))
+        return blob[a:b]
+
+    f = SparseFile(len(blob), [(4, blob[4:1200]), (3000, blob[3000:]), (1100, blob[1100:1500])], remote)
+    rng = random.Random(1)
+    for _ in range(300):
+        a = rng.randrange(len(blob) + 10)
+        n = rng.randrange(-1, 2500)
+        f.seek(a)
+        want = blob[a:] if n < 0 else blob[a : a + n]
+        assert f.read(n) == want and f.tell() == min(len(blob), a + len(want)) or a >= len(blob)
+    assert asked and all(b <= 1100 or a >= 1500 for a, b in asked if a < 3000)  # only the gaps
+    f.seek(0, 2)
+    assert f.tell() == 5000 and f.read(10) == b""

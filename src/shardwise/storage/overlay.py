@@ -79,7 +79,7 @@ class SparseFile(io.RawIOBase):
         if i >= 0:
             off, data = self._pieces[i]
             if start < off + len(data):
-                return data[start - off : min(end, off + len(data))]
+                return data[start - off : min(end, off + len(data)) - off]
         return b""
 
     def _from_remote(self, start: int, end: int) -> bytes:
