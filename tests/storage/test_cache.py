@@ -239,7 +239,7 @@ def test_sparse_file_serves_pieces_and_reads_the_gaps_remotely() -> None:
         n = rng.randrange(-1, 2500)
         f.seek(a)
         want = blob[a:] if n < 0 else blob[a : a + n]
-        assert f.read(n) == want and f.tell() == min(len(blob), a + len(want)) or a >= len(blob)
+        assert (f.read(n) == want and f.tell() == min(len(blob), a + len(want))) or a >= len(blob)
     assert asked and all(b <= 1100 or a >= 1500 for a, b in asked if a < 3000)  # only the gaps
     f.seek(0, 2)
     assert f.tell() == 5000 and f.read(10) == b""
