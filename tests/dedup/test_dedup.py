@@ -297,6 +297,23 @@ def test_word_hashes_match_regex_words(texts: list[str | None]) -> None:
     assert len(set(by_word.values())) == len(by_word)  # no collisions among these words
 
 
+@given(st.lists(st.one_of(st.none(), st.lists(st.sampled_from([*_WORDY, "_", "!", "“", "！"]),
+                                              max_size=30).map("".join)), min_size=1, max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_char_normalisation_matches_its_definition(texts: list[str | None]) -> None:
+    """``tokenization="char"`` shingles NFKC, lower-cased text with every run of
+    characters outside letters and digits as one space, trimmed, in every row (ASCII or
+    not)."""
+    import pyarrow.compute as pc
+
+    from shardwise.dedup.shingles import _normalise_chars
+
+    arr = pa.array(texts, pa.string())
+    ref = pc.utf8_trim_whitespace(pc.replace_substring_regex(
+        pc.utf8_lower(pc.utf8_normalize(pc.fill_null(arr, ""), "NFKC")), r"[^\pL\pN]+", " "))
+    assert _normalise_chars(arr).to_pylist() == ref.to_pylist()
+
+
 @given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=120))
 @settings(max_examples=100, deadline=None)
 def test_numpy_components_equal_scipy(edges: list[tuple[int, int]]) -> None:
