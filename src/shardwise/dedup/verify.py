@@ -120,19 +120,26 @@ def exact_similar(shingles: _Shingles, a: np.ndarray, b: np.ndarray, threshold: 
     reaches ``threshold``.
 
     Every shingle of the documents involved gets a code that tells distinct shingles
-    apart in the bits a key leaves it (:func:`_codes`); then, in batches of about
+    apart in the bits a key leaves it (:func:`_codes`), and one sort of ``(document,
+    code)`` makes each document's set, in order. Then, in batches of about
     ``PAIR_SHINGLES`` shingles, each shingle of a pair becomes one integer ``(pair,
-    code, side)``, and a single sort of those puts repeats (dropped: the sets) and the
-    shingles common to both sides (the intersection) next to each other.
+    code, side)``: the first sides of the batch come in order and so do the second, so
+    a stable sort merges two sorted runs, and the shingles common to both sides of a pair
+    end up next to each other.
     """
     out = np.zeros(len(a), dtype=bool)
     docs = np.unique(np.concatenate([a, b]))
     vals, starts, sizes = shingles.values_of(docs)
-    pair_bits = max(1, len(a).bit_length())
-    code_bits = 63 - pair_bits  # and one bit for the side
+    code_bits = 63 - max(1, len(a).bit_length(), len(docs).bit_length())  # and one bit for the side
     if len(vals) >= 1 << code_bits:
         raise ValueError("too many shingles for one exact check")  # callers pass far fewer
-    codes = _codes(vals, code_bits)
+    sets = (np.repeat(np.arange(len(docs), dtype=np.uint64), sizes) << np.uint64(code_bits)) | _codes(vals, code_bits)
+    sets.sort()
+    if len(sets):
+        sets = sets[np.concatenate([[True], sets[1:] != sets[:-1]])]  # repeats dropped
+    sizes = np.bincount((sets >> np.uint64(code_bits)).astype(np.int64), minlength=len(docs))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    codes = sets & np.uint64((1 << code_bits) - 1)
     ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
     work = np.cumsum(sizes[ia] + sizes[ib])
     lo = 0
@@ -145,7 +152,7 @@ def exact_similar(shingles: _Shingles, a: np.ndarray, b: np.ndarray, threshold: 
 
 def _similar_batch(codes: np.ndarray, code_bits: int, starts: np.ndarray, sizes: np.ndarray, ia: np.ndarray,
                    ib: np.ndarray, threshold: float) -> np.ndarray:
-    """:func:`exact_similar` of one batch of pairs (documents by index into ``starts``)."""
+    """:func:`exact_similar` of one batch of pairs (documents by index into the sets)."""
     n = len(ia)
     la, lb = sizes[ia], sizes[ib]
     shift = np.uint64(code_bits + 1)
@@ -153,16 +160,10 @@ def _similar_batch(codes: np.ndarray, code_bits: int, starts: np.ndarray, sizes:
         (np.repeat(np.arange(n, dtype=np.uint64), la) << shift) | (codes[_ranges(starts[ia], la)] << np.uint64(1)),
         (np.repeat(np.arange(n, dtype=np.uint64), lb) << shift) | (codes[_ranges(starts[ib], lb)] << np.uint64(1))
         | np.uint64(1)])
-    key.sort()
-    if len(key):
-        key = key[np.concatenate([[True], key[1:] != key[:-1]])]  # a set: repeats dropped
-    pair = (key >> shift).astype(np.int64)
-    side_b = (key & np.uint64(1)).astype(bool)
-    size_a = np.bincount(pair[~side_b], minlength=n)
-    size_b = np.bincount(pair[side_b], minlength=n)
+    key.sort(kind="stable")  # two sorted runs: a merge
     common = (key[1:] >> np.uint64(1)) == (key[:-1] >> np.uint64(1))  # the same shingle on both sides
-    inter = np.bincount(pair[1:][common], minlength=n)
-    union = size_a + size_b - inter
+    inter = np.bincount((key[1:][common] >> shift).astype(np.int64), minlength=n)
+    union = la + lb - inter
     return np.where(union > 0, inter / np.maximum(union, 1) >= threshold, True)
 
 
