@@ -119,8 +119,9 @@ class Pipeline:
         options = dict(self.read_options)
         if self.format == "jsonl":  # cut JSONL into byte ranges no larger than a task
             work = self._work()  # finer with a CPU-heavy operator: a small input still splits
-            # (no finer than 64 KiB for that reason; a task_bytes the user chose is kept)
-            unit = self.task_bytes if work <= 1.0 else max(64 * 2**10, int(self.task_bytes / work / MIN_SPLIT))
+            # (no finer than 64 KiB for that reason; a task_bytes the user chose is kept); units
+            # of half the finest task, so that files' remainders do not leave fewer units than tasks
+            unit = self.task_bytes if work <= 1.0 else max(64 * 2**10, int(self.task_bytes / work / MIN_SPLIT / 2))
             options.setdefault("unit_bytes", min(32 * 2**20, self.task_bytes, unit))
         return open_dataset(self.source, self.format, progress=progress, on_error=self.on_error, **options)
 

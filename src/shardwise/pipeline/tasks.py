@@ -34,7 +34,9 @@ def plan_tasks(index: DatasetIndex, target_bytes: int, min_tasks: int = 1, work:
     """Group the dataset's units into at least ``min_tasks`` tasks of about ``target_bytes``
     of work: input bytes times ``work``, the CPU cost per byte of the heaviest operator
     (1.0: reading and writing), so a CPU-heavy stage on a small input still gets tasks
-    for every core. Nothing here depends on the backend or the worker count."""
+    for every core. Past ``MIN_SPLIT`` tasks, their number is a multiple of it (unless
+    ``min_tasks`` asks for a count), so 2, 4 or 8 workers get equal shares. Nothing here
+    depends on the backend or the worker count."""
     units = index.units
     if not units:
         return []
@@ -43,6 +45,8 @@ def plan_tasks(index: DatasetIndex, target_bytes: int, min_tasks: int = 1, work:
     # at least MIN_SPLIT tasks once there is enough work (so even a modest input keeps
     # every core of a small machine busy), but none under MIN_TASK_BYTES for that reason
     n = max(min_tasks, math.ceil(total / max(target_bytes, 1)), min(MIN_SPLIT, int(total // MIN_TASK_BYTES)), 1)
+    if n > MIN_SPLIT and min_tasks <= 1:  # whole waves for 2, 4 or 8 workers (9 tasks on 2 cores
+        n = -(-n // MIN_SPLIT) * MIN_SPLIT  # would leave one idle for the last); a count asked for is kept
     if index.format == "parquet":
         return _split_rows(index, n)
     n = min(n, len(units))
