@@ -17,8 +17,8 @@ from typing import Any
 
 from harness.monitor import TreeMonitor
 
-__all__ = ["BATCH", "BUFFER", "EMB_DIM", "NUM_LABELS", "PREFETCH", "WORKERS", "Consumer", "dict_batches",
-           "epoch", "parquet_files", "tar_files"]
+__all__ = ["BATCH", "BUFFER", "EMB_DIM", "NUM_LABELS", "PREFETCH", "WORKERS", "Consumer", "columns", "dict_batches",
+           "emb_dim", "epoch", "parquet_files", "tar_files"]
 
 NUM_LABELS = 10
 EMB_DIM = 64
@@ -39,12 +39,12 @@ def to_numpy(x: Any) -> Any:
     return x if isinstance(x, np.ndarray) else np.asarray(x)
 
 
-def emb_matrix(x: Any) -> Any:
-    """``emb`` of a batch as a (rows, 64) float32 matrix, whatever the loader gave."""
+def emb_matrix(x: Any, dim: int = EMB_DIM) -> Any:
+    """``emb`` of a batch as a (rows, dim) float32 matrix, whatever the loader gave."""
     import numpy as np
 
     if isinstance(x, (list, tuple)):
-        if len(x) and hasattr(x[0], "numpy") and len(x) == EMB_DIM and x[0].ndim == 1 and len(x[0]) != EMB_DIM:
+        if len(x) and hasattr(x[0], "numpy") and len(x) == dim and x[0].ndim == 1 and len(x[0]) != dim:
             import torch  # default_collate of per-sample lists: a list of 64 column tensors
 
             return torch.stack(list(x), dim=1).numpy()
@@ -65,8 +65,9 @@ def describe(x: Any) -> str:
 class Consumer:
     """The common per-batch work and the statistics: rows, shuffle TVD, output types."""
 
-    def __init__(self, global_hist: Any) -> None:
+    def __init__(self, global_hist: Any, dim: int = EMB_DIM) -> None:
         self.p = global_hist
+        self.dim = dim
         self.rows = self.batches = self.tvd_n = self.text_bytes = 0
         self.tvd_sum = self.emb_sum = 0.0
         self.types: dict[str, str] = {}
@@ -84,11 +85,12 @@ class Consumer:
         if not self.types:
             self.types = {"label": describe(labels), "emb": describe(emb), "text": describe(text)}
         lab = to_numpy(labels).astype(np.int64, copy=False).reshape(-1)
-        m = emb_matrix(emb)
-        if m.shape != (len(lab), EMB_DIM):
-            raise RuntimeError(f"emb has shape {m.shape}, expected {(len(lab), EMB_DIM)}")
+        m = emb_matrix(emb, self.dim)
+        if m.shape != (len(lab), self.dim):
+            raise RuntimeError(f"emb has shape {m.shape}, expected {(len(lab), self.dim)}")
         self.emb_sum += float(m[:, 0].sum())
-        self.text_bytes += len(text[0]) + len(text[-1])  # touch the text column
+        if text is not None:  # the data has a text column: touch it
+            self.text_bytes += len(text[0]) + len(text[-1])
         n = len(lab)
         self.rows += n
         self.batches += 1
@@ -106,6 +108,20 @@ class Consumer:
         return self.tvd_sum / self.tvd_n if self.tvd_n else None
 
 
+def _meta(data: Path) -> dict[str, Any]:
+    return json.loads((data / "meta.json").read_text())  # type: ignore[no-any-return]
+
+
+def columns(data: Path) -> list[str]:
+    """The columns every loader reads from this data set (its shape's)."""
+    return list(_meta(data).get("columns", ["id", "label", "text", "emb"]))
+
+
+def emb_dim(data: Path) -> int:
+    """The width of the data set's ``emb`` column."""
+    return int(_meta(data).get("emb_dim", EMB_DIM))
+
+
 def parquet_files(data: Path) -> list[str]:
     """The data set's Parquet files."""
     return sorted(str(p) for p in (data / "parquet").glob("*.parquet"))
@@ -119,7 +135,7 @@ def tar_files(data: Path) -> list[str]:
 def dict_batches(it: Any, consume: Consumer) -> None:
     """Consume batches that are dicts of columns, until the end or the time cap."""
     for b in it:
-        consume(b["label"], b["emb"], b["text"])
+        consume(b["label"], b["emb"], b.get("text"))
         if consume.done:
             break
 
@@ -131,8 +147,8 @@ def epoch(data: str, tmp: str, setup: str, time_cap: float = float("inf")) -> di
     module, _, func = setup.partition(":")
     make: Setup = getattr(importlib.import_module(module), func)
     root = Path(data)
-    hist = np.asarray(json.loads((root / "meta.json").read_text())["label_hist"], dtype=np.float64)
-    consume = Consumer(hist / hist.sum())
+    hist = np.asarray(_meta(root)["label_hist"], dtype=np.float64)
+    consume = Consumer(hist / hist.sum(), emb_dim(root))
     info: dict[str, Any] = {}
     monitor = TreeMonitor().start()
     go = make(root, consume, info)

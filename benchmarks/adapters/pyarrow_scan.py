@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from adapters.loader_common import BATCH, EMB_DIM, Consumer, parquet_files
+from adapters.loader_common import BATCH, Consumer, columns, emb_dim, parquet_files
 
 __all__ = ["pipeline", "raw_scan", "raw_scan_256"]
 
@@ -17,14 +17,17 @@ def raw_scan(data: Path, consume: Consumer, info: dict[str, Any], batch_size: in
     import pyarrow.parquet as pq
 
     info["batch_rows"] = batch_size
+    cols, dim = columns(data), emb_dim(data)
+    text = "text" in cols
 
     def go() -> None:
         for f in parquet_files(data):
-            for rb in pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=["id", "label", "text", "emb"]):
+            for rb in pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=cols):
                 emb = rb.column("emb")
-                mat = emb.values.to_numpy().reshape(len(emb), EMB_DIM)  # no nulls: zero-copy
+                mat = emb.values.to_numpy().reshape(len(emb), dim)  # no nulls: zero-copy
                 rb.column("id").to_numpy()
-                consume(rb.column("label").to_numpy(), mat, rb.column("text").to_numpy(zero_copy_only=False))
+                consume(rb.column("label").to_numpy(), mat,
+                        rb.column("text").to_numpy(zero_copy_only=False) if text else None)
 
     return go
 

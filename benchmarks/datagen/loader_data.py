@@ -1,9 +1,13 @@
 """The loader benchmark's data: label-sorted rows as Parquet files and WebDataset shards.
 
-``id`` int64, ``label`` int64 (10 labels, sorted), ``text`` (random ASCII, 150-450 bytes)
-and ``emb`` ``fixed_size_list<float32>[64]``, in 16 Parquet files whose row groups have
-random sizes of 5k-40k rows; the same rows as 16 tar shards (``<key>.json`` with id and
-label, ``<key>.txt``, ``<key>.npy``).
+Two shapes, both sorted by label, in Parquet files whose row groups have random sizes
+of 5k-40k rows:
+
+* ``text``: ``id`` int64, ``label`` int64 (10 labels), ``text`` (random ASCII, 150-450
+  bytes) and ``emb`` ``fixed_size_list<float32>[64]`` in 16 files; the same rows as 16
+  tar shards (``<key>.json`` with id and label, ``<key>.txt``, ``<key>.npy``);
+* ``emb``: ``id``, ``label`` and ``emb`` ``fixed_size_list<float32>[128]`` in 6 files,
+  no text and no tar shards.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,25 +24,47 @@ from adapters.loader_common import EMB_DIM, NUM_LABELS
 from datagen import DATA_ROOT
 from datagen.reuse import fresh_dir, reusable
 
-__all__ = ["DATA_VERSION", "generate"]
+__all__ = ["DATA_VERSION", "SHAPES", "Shape", "generate"]
 
-NUM_FILES = 16
 DATA_VERSION = 1  # bump when the generated data changes
 
 
-def generate(rows: int, seed: int = 0) -> Path:
-    """Create (or reuse) the Parquet files and WebDataset shards of ``rows`` rows."""
+@dataclass(frozen=True)
+class Shape:
+    """One shape of the loader data: its files, embedding width and whether it has text."""
+
+    name: str
+    files: int
+    emb_dim: int
+    text: bool
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns every loader reads."""
+        return ["id", "label", "text", "emb"] if self.text else ["id", "label", "emb"]
+
+    def directory(self, rows: int) -> Path:
+        """Where data of ``rows`` rows of this shape lives."""
+        return DATA_ROOT / (f"loader-{rows}" if self.name == "text" else f"loader-{self.name}-{rows}")
+
+
+SHAPES = {s.name: s for s in (Shape("text", 16, EMB_DIM, True), Shape("emb", 6, 128, False))}
+
+
+def generate(rows: int, seed: int = 0, shape: str = "text") -> Path:
+    """Create (or reuse) the Parquet files (and WebDataset shards) of ``rows`` rows."""
     import numpy as np
 
-    out = DATA_ROOT / f"loader-{rows}"
+    sh = SHAPES[shape]
+    out = sh.directory(rows)
     if reusable(out, DATA_VERSION, rows=rows):
         return out
-    fresh_dir(out, "parquet", "wds")
+    fresh_dir(out, "parquet", *(["wds"] if sh.text else []))
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    bounds = np.linspace(0, rows, NUM_FILES + 1).astype(np.int64)
+    bounds = np.linspace(0, rows, sh.files + 1).astype(np.int64)
     plans = []
-    for i in range(NUM_FILES):
+    for i in range(sh.files):
         lo, hi = int(bounds[i]), int(bounds[i + 1])
         sizes: list[int] = []
         left = hi - lo
@@ -45,7 +72,7 @@ def generate(rows: int, seed: int = 0) -> Path:
             s = min(left, int(rng.integers(5_000, 40_001)))
             sizes.append(s)
             left -= s
-        plans.append((i, lo, hi, sizes, seed * 1000 + i, rows, str(out)))
+        plans.append((i, lo, hi, sizes, seed * 1000 + i, rows, str(out), sh))
     # two processes: the files are independent
     import multiprocessing as mp
 
@@ -55,11 +82,14 @@ def generate(rows: int, seed: int = 0) -> Path:
     meta = {
         "version": DATA_VERSION,
         "rows": rows,
-        "files": NUM_FILES,
+        "shape": sh.name,
+        "files": sh.files,
+        "columns": sh.columns,
+        "emb_dim": sh.emb_dim,
         "row_groups": int(sum(groups)),
         "label_hist": labels_hist.tolist(),
         "parquet_bytes": sum(p.stat().st_size for p in (out / "parquet").glob("*.parquet")),
-        "wds_bytes": sum(p.stat().st_size for p in (out / "wds").glob("*.tar")),
+        "wds_bytes": sum(p.stat().st_size for p in (out / "wds").glob("*.tar")) if sh.text else 0,
         "generate_s": time.perf_counter() - t0,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
@@ -69,7 +99,7 @@ def generate(rows: int, seed: int = 0) -> Path:
     return out
 
 
-def _rows(lo: int, hi: int, total: int, rng: Any) -> Any:
+def _rows(lo: int, hi: int, total: int, rng: Any, sh: Shape) -> Any:
     """The rows ``[lo, hi)`` of the data set as an Arrow table (label sorted)."""
     import numpy as np
     import pyarrow as pa
@@ -77,15 +107,24 @@ def _rows(lo: int, hi: int, total: int, rng: Any) -> Any:
     n = hi - lo
     ids = np.arange(lo, hi, dtype=np.int64)
     labels = ids * NUM_LABELS // total  # sorted by label, equal label counts
+    if not sh.text:
+        emb = rng.standard_normal((n, sh.emb_dim), dtype=np.float32)
+        return pa.table({"id": ids, "label": labels, "emb": _fixed(emb)}), emb
     lengths = rng.integers(150, 451, n)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz      ABCDEFGHIJ0123456789.,", dtype=np.uint8)
     chars = alphabet[rng.integers(0, len(alphabet), int(offsets[-1]))]
     text = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes()))
-    emb = rng.standard_normal((n, EMB_DIM), dtype=np.float32)
-    emb_arr = pa.FixedSizeListArray.from_arrays(pa.array(emb.reshape(-1)), EMB_DIM)
-    return pa.table({"id": ids, "label": labels, "text": text, "emb": emb_arr}), emb
+    emb = rng.standard_normal((n, sh.emb_dim), dtype=np.float32)  # drawn after the text, as ever
+    return pa.table({"id": ids, "label": labels, "text": text, "emb": _fixed(emb)}), emb
+
+
+def _fixed(emb: Any) -> Any:
+    """A (rows, dim) float32 matrix as a fixed-size-list column."""
+    import pyarrow as pa
+
+    return pa.FixedSizeListArray.from_arrays(pa.array(emb.reshape(-1)), emb.shape[1])
 
 
 def _write_file(plan: tuple[Any, ...]) -> int:
@@ -95,14 +134,16 @@ def _write_file(plan: tuple[Any, ...]) -> int:
     import numpy as np
     import pyarrow.parquet as pq
 
-    i, lo, hi, sizes, seed, total, out = plan
+    i, lo, hi, sizes, seed, total, out, sh = plan
     rng = np.random.default_rng(seed)
-    table, emb = _rows(lo, hi, total, rng)
+    table, emb = _rows(lo, hi, total, rng, sh)
     with pq.ParquetWriter(os.path.join(out, "parquet", f"part-{i:02d}.parquet"), table.schema) as w:
         start = 0
         for s in sizes:
             w.write_table(table.slice(start, s), row_group_size=s)
             start += s
+    if not sh.text:
+        return len(sizes)
     # WebDataset: one tar per parquet file, <key>.json / <key>.txt / <key>.npy
     buf = io.BytesIO()
     np.save(buf, emb[0])

@@ -100,7 +100,7 @@ def write_json(path: Path, payload: dict[str, Any], root: Path) -> None:
 
 
 def earlier_results(path: Path, measured: Iterable[str], names: Iterable[str],
-                    columns: dict[str, str]) -> dict[str, Any]:
+                    columns: dict[str, str], section: str | None = None) -> dict[str, Any]:
     """Print the rows of an earlier results file that were not measured now, apart.
 
     Args:
@@ -108,6 +108,8 @@ def earlier_results(path: Path, measured: Iterable[str], names: Iterable[str],
         measured: the names measured in this invocation (their old rows are not shown).
         names: every name the benchmark knows (others in the file are ignored).
         columns: result key -> column title, for the printed table.
+        section: for a file of several sections (``{"shapes": {section: {"results": ...}}}``),
+            the one to read; its rows are printed under its name.
 
     Returns:
         ``{"created": date, "results": {name: row}}`` of what was printed (empty if none).
@@ -118,7 +120,7 @@ def earlier_results(path: Path, measured: Iterable[str], names: Iterable[str],
         old = json.loads(path.read_text())
     except ValueError:
         return {}
-    rows = old.get("results", {})
+    rows = old.get("results", {}) if section is None else old.get("shapes", {}).get(section, {}).get("results", {})
     if isinstance(rows, list):
         rows = {r.get("name") or r.get("backend"): r for r in rows}
     skip, known = set(measured), set(names)
@@ -126,7 +128,8 @@ def earlier_results(path: Path, measured: Iterable[str], names: Iterable[str],
     if not kept:
         return {}
     created = old.get("created", "?")
-    print(f"\nearlier results (run of {created}; not measured now, so not in any ratio):\n")
+    where = f" [{section}]" if section else ""
+    print(f"\nearlier results{where} (run of {created}; not measured now, so not in any ratio):\n")
     print(markdown(["system", *columns.values()],
                    ([k, *(_cell(v.get(c)) for c in columns)] for k, v in kept.items()),
                    right=range(1, len(columns) + 1)))

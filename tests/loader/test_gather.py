@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardwise.loader.gather import Views, gather
+from shardwise.loader.gather import Views, gather, gather_columns
 
 _EMB = pa.list_(pa.field("element", pa.float32()), 3)
 
@@ -54,3 +54,25 @@ def test_gather_equals_take_on_the_concatenated_units(sizes: list[int], picks: i
         assert all(views[(int(u), 4)] is None and views[(int(u), 5)] is None for u in set(unit_ids.tolist()))
     again = gather(tables, unit_ids, rows, views)
     assert again.equals(expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(1, 30), min_size=1, max_size=5), picks=st.integers(1, 80),
+       seed=st.integers(0, 2**32 - 1))
+def test_strings_as_objects_equal_the_gathered_arrow_columns(sizes: list[int], picks: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    tables = {}
+    for u, n in enumerate(sizes):
+        t = _unit(u, n, nulls=u % 2 == 1)
+        blob = pa.array([None if i % 5 == 0 else bytes([u, i % 256]) for i in range(n)], type=pa.large_binary())
+        tables[u] = t.append_column("blob", blob).combine_chunks()
+    unit_ids = rng.choice(np.array(sorted(tables)), picks)
+    rows = np.array([rng.integers(tables[int(u)].num_rows) for u in unit_ids], dtype=np.int64)
+    expected = gather(tables, unit_ids, rows, {})
+    columns = gather_columns(tables, unit_ids, rows, {}, objects=True)
+    for name in ("text", "blob"):
+        got = columns[expected.schema.get_field_index(name)]
+        assert isinstance(got, np.ndarray) and got.dtype == object and got.flags.writeable
+        assert got.tolist() == expected.column(name).to_pylist()
+    flag = columns[expected.schema.get_field_index("flag")]
+    assert isinstance(flag, pa.ChunkedArray) and flag.equals(expected.column("flag"))  # not a string: Arrow

@@ -106,8 +106,8 @@ def test_torch_batches_share_storage_with_the_gathered_buffers(data: Path, monke
     gathered: list[np.ndarray] = []
     original = threaded.gather_columns
 
-    def recording(*args: Any) -> Any:
-        columns = original(*args)
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        columns = original(*args, **kwargs)
         gathered.extend(c for c in columns if isinstance(c, np.ndarray))
         return columns
 

@@ -5,9 +5,11 @@ interleaved. Arrow has no fast take across tables (a take on a chunked array fir
 concatenates the chunks), so rows are taken per unit and then put in order: for
 string and other variable-width columns with Arrow's ``take`` (a take per unit, then a
 second take to restore the order); for numeric columns and fixed-size lists of numbers
-without nulls -- ids, labels, embeddings, token windows -- with numpy's ``take`` (row
-copies into one buffer, then into order), two copies instead of three, and one when
-all rows come from one unit.
+without nulls -- ids, labels, embeddings, token windows -- with numpy's ``take`` (each
+unit's rows copied into a small scratch buffer that stays in cache, then scattered to
+their places in the piece), and one copy when all rows come from one unit. For numpy
+and torch batches, strings become Python objects unit by unit and only the objects are
+put in order.
 
 :func:`gather_columns` hands the numeric columns out as the numpy arrays the rows were
 copied into (owned and writable: the in-process loader's batches are views of them);
@@ -36,39 +38,76 @@ def gather(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, 
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, views: Views) -> Columns:
+def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, views: Views,
+                   objects: bool = False) -> Columns:
     """The gathered rows column by column (see :func:`gather`): numbers and fixed-size
-    lists of numbers without nulls as new numpy arrays (2-D for lists), the rest as Arrow."""
+    lists of numbers without nulls as new numpy arrays (2-D for lists), the rest as Arrow.
+    With ``objects``, string and binary columns come as numpy arrays of Python objects
+    (what numpy and torch batches hold), converted unit by unit and put in order."""
     order = np.argsort(unit_ids, kind="stable")
     grouped = unit_ids[order]
     cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
     bounds = list(zip([0, *cuts], [*cuts, len(order)]))
     groups = [(int(grouped[a]), rows[order[a:b]]) for a, b in bounds]  # (unit, its rows in piece order)
-    back: np.ndarray | None = None
-    if len(groups) > 1:  # rows grouped by unit are put back in piece order
-        back = np.empty(len(order), dtype=np.int64)
-        back[order] = np.arange(len(order))
     schema = tables[groups[0][0]].schema
     columns: Columns = []
     by_arrow: list[int] = []
-    for i in range(len(schema)):
+    for i, f in enumerate(schema):
         arrays = [a for a in (_view(views, tables, u, i) for u, _ in groups) if a is not None]
-        if len(arrays) < len(groups):
-            columns.append(pa.chunked_array([], type=schema.field(i).type))  # filled below
+        if len(arrays) == len(groups):
+            columns.append(_take_numeric(arrays, groups, bounds, order, len(rows)))
+        elif objects and _text(f.type):
+            columns.append(_take_objects([tables[u].column(i) for u, _ in groups], groups, bounds, order))
+        else:
+            columns.append(pa.chunked_array([], type=f.type))  # filled below
             by_arrow.append(i)
-            continue
-        by_unit = np.empty((len(rows), *arrays[0].shape[1:]), dtype=arrays[0].dtype)
-        for (a, b), (_, picked), src in zip(bounds, groups, arrays):
-            np.take(src, picked, axis=0, out=by_unit[a:b], mode="clip")  # "raise" buffers `out`
-        columns.append(by_unit if back is None else np.take(by_unit, back, axis=0))
     if by_arrow:
         parts = [tables[u].select(by_arrow).take(pa.array(picked, type=pa.int64())) for u, picked in groups]
         taken = pa.concat_tables(parts).combine_chunks()
-        if back is not None:
+        if len(groups) > 1:  # rows grouped by unit are put back in piece order
+            back = np.empty(len(order), dtype=np.int64)
+            back[order] = np.arange(len(order))
             taken = taken.take(pa.array(back))
         for j, i in enumerate(by_arrow):
             columns[i] = taken.column(j)
     return columns
+
+
+def _text(t: pa.DataType) -> bool:
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t))
+
+
+def _take_objects(cols: list[pa.ChunkedArray], groups: list[tuple[int, np.ndarray]],
+                  bounds: list[tuple[int, int]], order: np.ndarray) -> np.ndarray:
+    """Rows of a string or binary column of several units as one object array in piece
+    order: each unit's rows taken and converted, then their objects put in place."""
+    def objects_of(col: pa.ChunkedArray, picked: np.ndarray) -> np.ndarray:
+        return col.take(pa.array(picked, type=pa.int64())).to_numpy(zero_copy_only=False)
+
+    if len(groups) == 1:
+        return np.require(objects_of(cols[0], groups[0][1]), requirements="W")
+    out = np.empty(len(order), dtype=object)
+    for (a, b), (_, picked), col in zip(bounds, groups, cols):
+        out[order[a:b]] = objects_of(col, picked)
+    return out
+
+
+def _take_numeric(arrays: list[np.ndarray], groups: list[tuple[int, np.ndarray]], bounds: list[tuple[int, int]],
+                  order: np.ndarray, n: int) -> np.ndarray:
+    """Rows of several units' numpy views into one new array in piece order: each unit's
+    rows taken into a small scratch buffer (cache-resident) and scattered to their places,
+    instead of a whole piece in unit order taken again into piece order."""
+    out = np.empty((n, *arrays[0].shape[1:]), dtype=arrays[0].dtype)
+    if len(groups) == 1:
+        np.take(arrays[0], groups[0][1], axis=0, out=out, mode="clip")  # "raise" buffers `out`
+        return out
+    scratch = np.empty((max(b - a for a, b in bounds), *out.shape[1:]), dtype=out.dtype)
+    for (a, b), (_, picked), src in zip(bounds, groups, arrays):
+        part = scratch[: b - a]
+        np.take(src, picked, axis=0, out=part, mode="clip")
+        out[order[a:b]] = part
+    return out
 
 
 def _view(views: Views, tables: dict[int, pa.Table], unit: int, column: int) -> np.ndarray | None:

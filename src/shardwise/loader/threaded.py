@@ -146,7 +146,7 @@ class _Maker:
             unit_ids, order = np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts])
         schema = next(iter(tables.values())).schema
         columns = [c if isinstance(c, np.ndarray) else c.combine_chunks()
-                   for c in gather_columns(tables, unit_ids, order, views)]
+                   for c in gather_columns(tables, unit_ids, order, views, objects=self.fmt != "arrow")]
         piece = Piece(sum(len(p[2]) for p in parts))
         if self.fmt == "arrow" or not len(schema):
             arrays = [column_to_arrow(c, f.type) if isinstance(c, np.ndarray) else c
