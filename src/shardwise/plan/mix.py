@@ -141,7 +141,8 @@ def source_segments(counts: np.ndarray, lo: int, hi: int, quota: int, *, seed: i
         return []
     passes, rest = divmod(int(quota), size)
     order = rng_for(seed, source, CYCLE).permutation(len(own)) if shuffle else np.arange(len(own))
-    cycle = Stream([Segment(lo + int(u), 0, int(own[u])) for u in order])
+    sizes = own[order]
+    cycle = Stream([Segment(lo + u, 0, n) for u, n in zip(order.tolist(), sizes.tolist())], sizes)
     start = (epoch * rest) % size  # the next `rest` of the cycle: where the last epoch stopped
     return cycle.segments * passes + (cycle.slice(start, start + rest) if rest else [])
 
@@ -164,4 +165,4 @@ def order_segments(segments: list[Segment], topology: Topology, *, seed: int, ep
         return Stream(segments)
     sizes = np.fromiter((s.size for s in segments), dtype=np.int64, count=len(segments))
     order = spread_order(sizes, topology.slots, topology.interleave, rng_for(seed, epoch, UNITS, MIX, salt))
-    return Stream([segments[i] for i in order.tolist()])
+    return Stream([segments[i] for i in order.tolist()], sizes[order])

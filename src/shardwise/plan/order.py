@@ -72,13 +72,14 @@ def _deal(sizes: np.ndarray, bins: int, rng: np.random.Generator) -> np.ndarray:
     """The bin of each item (given in file order): items are taken in runs of ``bins``,
     shuffled inside each run, and each goes to the bin with the fewest samples so far."""
     n = len(sizes)
-    out = np.zeros(n, dtype=np.int64)
     if bins <= 1 or n == 0:
-        return out
+        return np.zeros(n, dtype=np.int64)
     heap = [(0, int(t), b) for b, t in enumerate(rng.permutation(bins))]  # ties: a random bin order
     sizes_list = sizes.tolist()
+    out = [0] * n
+    pop, push = heapq.heappop, heapq.heappush
     for i in np.lexsort((rng.random(n), np.arange(n) // bins)).tolist():
-        total, t, b = heapq.heappop(heap)
+        total, t, b = pop(heap)
         out[i] = b
-        heapq.heappush(heap, (total + sizes_list[i], t, b))
-    return out
+        push(heap, (total + sizes_list[i], t, b))
+    return np.asarray(out, dtype=np.int64)

@@ -19,7 +19,7 @@ from shardwise.errors import PlanError
 __all__ = ["Segment", "Stream", "unit_stream"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Segment:
     """Positions ``[lo, hi)`` of unit ``unit``, or the explicit positions ``rows``."""
 
@@ -48,9 +48,14 @@ class Segment:
 class Stream:
     """An ordered list of segments with O(log n) random cutting by offset."""
 
-    def __init__(self, segments: list[Segment]) -> None:
-        self.segments = [s for s in segments if s.size > 0]
-        sizes = np.fromiter((s.size for s in self.segments), dtype=np.int64, count=len(self.segments))
+    def __init__(self, segments: list[Segment], sizes: np.ndarray | None = None) -> None:
+        """``sizes``: the segments' sizes when the caller has them (saves a pass)."""
+        if sizes is None:
+            sizes = np.fromiter((s.size for s in segments), dtype=np.int64, count=len(segments))
+        keep = np.flatnonzero(sizes > 0)
+        if len(keep) < len(segments):
+            segments, sizes = [segments[i] for i in keep.tolist()], sizes[keep]
+        self.segments = segments
         self.ends = np.cumsum(sizes)
 
     @property
@@ -80,4 +85,5 @@ class Stream:
 
 def unit_stream(counts: np.ndarray, order: np.ndarray) -> Stream:
     """Whole units in ``order`` (a permutation of unit ids)."""
-    return Stream([Segment(int(u), 0, int(counts[u])) for u in order])
+    sizes = np.asarray(counts, dtype=np.int64)[order]
+    return Stream([Segment(u, 0, n) for u, n in zip(np.asarray(order).tolist(), sizes.tolist())], sizes)
