@@ -4,7 +4,6 @@ writes the bytes a local run writes. Endpoint and credentials come from the AWS 
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,30 +13,14 @@ from typing import Any
 
 import pytest
 from _pipeline_common import build, make_input
-from _s3server import bucket, s3_server  # noqa: F401
+from _s3server import aws_env, bucket, s3_server, upload  # noqa: F401
+from _s3server import published_parts as parts
 
 import shardwise
 from shardwise import StorageError
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 SCRIPT = Path(__file__).parent.parent / "support" / "_s3_pipeline_run.py"
-
-
-def aws_env(server: dict[str, Any]) -> dict[str, str]:
-    """The environment of a process that reaches the test server through the AWS variables."""
-    return {**os.environ, "AWS_ACCESS_KEY_ID": server["key"], "AWS_SECRET_ACCESS_KEY": server["secret"],
-            "AWS_ENDPOINT_URL": server["endpoint_url"], "AWS_DEFAULT_REGION": "us-east-1"}
-
-
-def upload(fs: Any, local: Path, prefix: str) -> None:
-    for path in sorted(local.iterdir()):
-        fs.put_file(str(path), f"{prefix}/{path.name}")
-
-
-def parts(fs: Any, prefix: str) -> dict[str, bytes]:
-    """The published data files under ``prefix`` (bucket/key form)."""
-    return {p.rsplit("/", 1)[-1]: fs.cat_file(p) for p in sorted(fs.find(prefix))
-            if p.rsplit("/", 1)[-1].startswith("part-") and "/_work/" not in p}
 
 
 def test_killed_s3_run_then_rerun_is_identical_to_a_local_run(tmp_path: Path, s3_server: dict[str, Any],

@@ -38,10 +38,25 @@ def _slow(batch: Any) -> Any:
     return batch
 
 
-def build(src: str, out: str, slow: bool = False, on_error: str = "raise") -> Pipeline:
+def note_node(batch: Any, notes_dir: str) -> Any:
+    """Leave a file naming the Ray node this batch ran on (the batch is unchanged)."""
+    import os
+    import uuid
+
+    import ray
+
+    node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else "driver"
+    with open(os.path.join(notes_dir, f"{node}.{uuid.uuid4().hex}"), "w"):
+        pass
+    return batch
+
+
+def build(src: str, out: str, slow: bool = False, on_error: str = "raise", notes_dir: str | None = None) -> Pipeline:
     p = read_jsonl(src, task_bytes=40_000, on_error=on_error)
     if slow:
         p = p.map(_slow)
+    if notes_dir:
+        p = p.map(note_node, notes_dir=notes_dir)
     return (p.apply("normalize_text", column="text", lowercase=True)
              .apply("strip_urls", column="text")
              .apply("word_count_filter", column="text", min=3)

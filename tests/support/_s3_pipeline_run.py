@@ -7,6 +7,7 @@ connects to a running Ray cluster with ``ray.init(address=ADDRESS)``.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from _pipeline_common import build
@@ -19,5 +20,6 @@ if __name__ == "__main__":
 
         ray.init(address=backend.removeprefix("ray://"), log_to_driver=False)
         backend = "ray"
-    result = build(src, out, slow=slow).run(backend=backend, progress=False)
+    notes = os.environ.get("SHARDWISE_TEST_NOTES_DIR")  # where tasks note the Ray node they ran on
+    result = build(src, out, slow=slow, notes_dir=notes).run(backend=backend, progress=False)
     print(f"rows_out={result.rows_out} skipped={result.skipped_tasks}")

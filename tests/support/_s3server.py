@@ -240,3 +240,22 @@ def bucket(s3_server: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     fs.mkdir(name)
     yield name, fs
     fs.rm(name, recursive=True)
+
+
+def aws_env(server: dict[str, Any]) -> dict[str, str]:
+    """The environment of a process that reaches ``server`` through the usual AWS variables."""
+    return {**os.environ, "AWS_ACCESS_KEY_ID": server["key"], "AWS_SECRET_ACCESS_KEY": server["secret"],
+            "AWS_ENDPOINT_URL": server["endpoint_url"], "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def upload(fs: Any, local: str | os.PathLike[str], prefix: str) -> None:
+    """Copy the files of the local directory ``local`` to ``prefix`` (``bucket/key``)."""
+    for name in sorted(os.listdir(local)):
+        fs.put_file(os.path.join(local, name), f"{prefix}/{name}")
+
+
+def published_parts(fs: Any, prefix: str) -> dict[str, bytes]:
+    """The published ``part-*`` data files under ``prefix`` (``bucket/key``), by name."""
+    fs.invalidate_cache()
+    return {p.rsplit("/", 1)[-1]: fs.cat_file(p) for p in sorted(fs.find(prefix))
+            if p.rsplit("/", 1)[-1].startswith("part-") and "/_work/" not in p}

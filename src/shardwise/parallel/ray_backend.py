@@ -50,7 +50,14 @@ class _RaySession(Session):
         self.fn_ref = ray.put(fn)
         self.retry_on = retry_on
         self.refs: dict[Any, int] = {}
-        self.counter = ray.remote(num_cpus=0)(_Counter).remote()
+        self.counter = self._new_counter()
+
+    def _new_counter(self) -> Any:
+        """The counter actor, on the driver's own node: losing a worker node loses no count."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(), soft=True)
+        return self.ray.remote(num_cpus=0)(_Counter).options(scheduling_strategy=here).remote()
 
     def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
         self.refs[self.remote.remote(self.fn_ref, self.retry_on, list(chunk), self.counter)] = chunk_id
@@ -69,7 +76,11 @@ class _RaySession(Session):
         return out
 
     def counters(self) -> int:
-        return int(self.ray.get(self.counter.take.remote()))
+        try:
+            return int(self.ray.get(self.counter.take.remote(), timeout=30))
+        except Exception:  # noqa: BLE001 - the actor's node died: count on with a new one
+            self.counter = self._new_counter()
+            return 0
 
     def close(self, cancel: bool) -> None:
         if cancel:
