@@ -15,8 +15,8 @@ backend (``ctx.map``) through arrays in the stage's scratch space (``ctx.scratch
 4. *filter*: each component keeps its first document in input order (task, row).
 
 Memory: every intermediate (bucket records, edges) lives in the stage's scratch space,
-partitioned so that one partition's records fit in half of ``memory_budget`` (bytes per
-process); verification keeps at most the other half of the tasks' keys in memory (least
+partitioned so that one partition's records fit in a quarter of ``memory_budget`` (bytes
+per process); verification keeps at most another quarter of the tasks' keys in memory (least
 recently used out). A corpus larger than the budget takes more partitions and the
 distributed components; the output does not change.
 
@@ -47,6 +47,7 @@ __all__ = ["MinHashDedup"]
 RECORDS_PER_PARTITION = 2_000_000  # (band, hash, doc) records per edges task, at most ~48 MB
 RECORD_BYTES = 96  # per (band, hash, doc) record while a partition is sorted (copies, order)
 EDGE_BYTES = 128  # per edge while components are found in memory
+BUDGET_SHARE = 4  # a partition's records, and the verification cache, each get 1/4 of the budget
 
 
 @dataclass(frozen=True)
@@ -244,9 +245,10 @@ def _components(op: MinHashDedup, ctx: DedupContext, parts: int, n_edges: int) -
 def _partitions(op: MinHashDedup, records: int) -> int:
     """Edges tasks: ``partitions`` is a ceiling (each edges task loads the signatures, and
     verifying the shingles, of the candidates it meets, so small inputs use fewer, fuller
-    ones) unless one partition's records would not fit in half the memory budget."""
+    ones) unless one partition's records would not fit in a quarter of the memory budget
+    (the rest: the verification cache, the candidates' shingles, the interpreter)."""
     by_records = min(op.partitions, max(2, -(-records // RECORDS_PER_PARTITION)))
-    return max(by_records, -(-records * RECORD_BYTES // max(1, op.memory_budget // 2)))
+    return max(by_records, -(-records * RECORD_BYTES // max(1, op.memory_budget // BUDGET_SHARE)))
 
 
 def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
@@ -254,7 +256,7 @@ def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
     rows_per_task = [len(ctx.keys.load(t, ["sig"]).get("sig", ())) for t in range(ctx.num_tasks)]
     parts = _partitions(op, sum(rows_per_task) * b)
     st = _Stage(ctx.keys, ctx.scratch, ctx.num_tasks, b, r, parts, op.verify, op.threshold, op.num_perm,
-                max(1, op.memory_budget // 2))
+                max(1, op.memory_budget // BUDGET_SHARE))
     live = ctx.map(_buckets, [(st, t) for t in range(ctx.num_tasks)], "minhash buckets")
     stats = ctx.map(_edges, [(st, p) for p in range(parts)], "minhash edges")
     n_edges = sum(s[0] for s in stats)
