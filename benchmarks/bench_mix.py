@@ -35,7 +35,9 @@ from harness.venvs import Venv, ensure_venv
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-PEERS = Venv(HERE / ".venv-mosaic", ("torch", "mosaicml-streaming", "numpy<2.2", "xxhash<4", "transformers", "psutil"),
+# what mosaicml-streaming 0.13 imports at `import streaming` (it imports transformers, torchvision, PIL...)
+PEERS = Venv(HERE / ".venv-mosaic", ("torch", "torchvision", "mosaicml-streaming", "numpy<2.2", "xxhash<4",
+                                     "transformers", "brotli", "pillow", "catalogue", "psutil"),
              {"mosaicml-streaming": "streaming", "psutil": "psutil"})
 SCALE = {"units": 10**6, "samples": 10**9, "ranks": 4096, "workers": 8, "batch": 32}
 QUICK = {"units": 10**4, "samples": 10**7, "ranks": 256, "workers": 8, "batch": 32}

@@ -160,6 +160,10 @@ def test_types_are_unified_and_paths_and_sources_do_not_mix(srcs: dict[str, Path
         Source(str(srcs["web"]), weight=1.0, repeat=2.0)
     with pytest.raises(ConfigError, match="weight= to every source or to none"):
         StreamingDataset(_sources(srcs, web={"weight": 1.0}, code={}))
+    with pytest.raises(ConfigError, match="on_error= to StreamingDataset"):
+        Source(str(srcs["web"]), on_error="skip")
+    with pytest.raises(ConfigError, match="Source"):
+        StreamingDataset([Source(str(srcs["web"]), unit_bites=5)])
     with pytest.raises(ConfigError, match="distinct names"):
         StreamingDataset([Source(str(srcs["web"]), name="x"), Source(str(srcs["tiny"]), name="x")])
 
@@ -212,3 +216,16 @@ def test_canonical_workers_give_the_same_global_batches_on_every_divisor_topolog
     assert len(first) == 48 and all(len(b) == 12 for b in first)
     for topo, batches in runs.items():
         assert batches == first, topo
+
+
+def test_a_filter_applies_to_every_source_and_quotas_stay_exact(srcs: dict[str, Path]) -> None:
+    import pyarrow.compute as pc
+
+    ds = StreamingDataset(_sources(srcs, web={"repeat": 1.0}, code={"choose": 50}), batch_size=10,
+                          filter=(pc.field("id") < 500) | (pc.field("id") >= SPAN + 100), world_size=1, batch_format="numpy", drop_last=False)
+    stats = ds.stats()["per_source"]
+    assert [s["samples_stored"] for s in stats] == [500, 130]
+    ids = [i for b in _rank_batches(ds, 0, 1, 1) for i in b]
+    assert all(i < 500 or i >= SPAN + 100 for i in ids)
+    assert Counter(i // SPAN for i in ids) == {0: stats[0]["samples"], 1: stats[1]["samples"]}
+    assert sum(s["samples"] for s in stats) == 550

@@ -67,6 +67,8 @@ class Source:
         self.columns: dict[str, str] | None = (None if columns is None else dict(columns)
                                                if isinstance(columns, Mapping) else {c: c for c in columns})
         self.name = name if name is not None else _describe(path)
+        if "on_error" in open_options:
+            raise ConfigError("give on_error= to StreamingDataset: it applies to every source")
         self.open_options = open_options
 
     def __repr__(self) -> str:
