@@ -3,6 +3,8 @@ sources (random or stratified batches), and canonical workers on top of either."
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from collections.abc import Sequence
 from functools import partial
 
@@ -50,8 +52,26 @@ def _plain(counts: np.ndarray, topology: Topology, *, seed: int, epoch: int, shu
     return EpochPlan(counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes, base=base)
 
 
+# the last few epoch streams built: a resume (or state_dict, which plans and then resumes)
+# rebuilds the plan of the epoch it interrupts, and the stream is its costly part
+_STREAMS: OrderedDict[tuple[object, ...], Stream] = OrderedDict()
+_STREAMS_KEPT = 2
+
+
 def _mixed_stream(mixing: Mixing, counts: np.ndarray, topology: Topology, *, seed: int, epoch: int,
                   shuffle: bool) -> Stream:
+    key = (mixing, hashlib.sha1(counts.tobytes()).hexdigest(), len(counts), topology, seed, epoch, shuffle)
+    stream = _STREAMS.get(key)
+    if stream is None:
+        stream = _STREAMS[key] = _build_mixed_stream(mixing, counts, topology, seed=seed, epoch=epoch,
+                                                     shuffle=shuffle)
+        while len(_STREAMS) > _STREAMS_KEPT:
+            _STREAMS.popitem(last=False)
+    return stream
+
+
+def _build_mixed_stream(mixing: Mixing, counts: np.ndarray, topology: Topology, *, seed: int, epoch: int,
+                        shuffle: bool) -> Stream:
     quotas = mixing.aligned_quotas(counts, topology)
     segments = mixed_segments(mixing, counts, quotas, range(len(mixing.rules)), seed=seed, epoch=epoch,
                               shuffle=shuffle)
