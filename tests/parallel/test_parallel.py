@@ -125,7 +125,7 @@ def test_progress_reaches_total(backend: Backend, capsys: pytest.CaptureFixture[
     assert "300/300" in err
 
 
-@pytest.mark.parametrize("name", ["local", "thread", "ray"])
+@pytest.mark.parametrize("name", ["local", "thread", "ray", "spark", "dask"])
 def test_task_counter_reported(name: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -> None:
     from _engines import make_backend
 
@@ -137,6 +137,35 @@ def test_task_counter_reported(name: str, request: pytest.FixtureRequest, capsys
         b.close()
     assert out == [1000, 2000, 3000]
     assert "6000rows" in capsys.readouterr().err.replace(" ", "")
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("name", ["ray", "spark", "dask"])
+def test_counters_arrive_while_the_task_runs(name: str, request: pytest.FixtureRequest) -> None:
+    from _engines import make_backend
+    from _tasks import trickle
+
+    b = make_backend(name, request)
+    session = b.open(trickle, (), 1)
+    try:
+        session.submit(0, [(0, 60)])  # six seconds of reports
+        seen, finished = 0, []
+        deadline = time.monotonic() + 120
+        while not finished and time.monotonic() < deadline:
+            finished = session.wait(0.3)
+            if not finished:
+                seen += session.counters()
+                if 0 < seen < 60:
+                    break  # part of the count arrived while the task was still running
+        assert 0 < seen < 60 and not finished, (seen, finished)
+        while not finished:
+            finished = session.wait(0.5)
+        time.sleep(0.5)
+        seen += session.counters()
+        assert seen == 60
+    finally:
+        session.close(cancel=True)
+        b.close()
 
 
 def test_imap_unordered_streams_with_bounded_in_flight() -> None:

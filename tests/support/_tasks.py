@@ -74,6 +74,16 @@ def counting(n: int) -> int:
     return n
 
 
+def trickle(n: int) -> int:
+    """Report one unit every 0.1 s, ``n`` times (a task whose counter grows while it runs)."""
+    from shardwise.parallel import report
+
+    for _ in range(n):
+        report(1)
+        time.sleep(0.1)
+    return n
+
+
 class Unpicklable(Exception):
     def __init__(self, handle: object) -> None:
         super().__init__("holds a lock")

@@ -106,8 +106,9 @@ def set_reporter(fn: Callable[[int], None] | None) -> None:
 def report(n: int = 1) -> None:
     """Add ``n`` to the running counter of the current task (rows, bytes, ...).
 
-    Shown as a second progress figure on backends that stream counters (local, thread,
-    sequential, ray); a no-op elsewhere, so functions can call it unconditionally.
+    Shown as a second progress figure while the task runs on the local, thread, sequential,
+    ray, spark and dask backends; a no-op where nothing listens (joblib), so functions can
+    call it unconditionally.
     """
     if _reporter is not None:
         _reporter(n)

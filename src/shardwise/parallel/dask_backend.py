@@ -7,6 +7,8 @@ started and closed with the backend.
 
 from __future__ import annotations
 
+import threading
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,8 +19,21 @@ from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_
 __all__ = ["DaskBackend"]
 
 
-def _job(fn: Any, retry_on: Any, chunk: Sequence[tuple[int, Any]]) -> Any:
-    return run_chunk(fn, chunk, retry_on)
+def _job(fn: Any, retry_on: Any, chunk: Sequence[tuple[int, Any]], topic: str) -> Any:
+    """Run a chunk; what it passes to ``report`` goes to the driver as events on ``topic``
+    (worker -> scheduler -> the subscribed client), batched every 0.2 s."""
+    from distributed import get_worker
+
+    from shardwise.parallel import _task
+
+    worker = get_worker()
+    sink = _task.Throttled(lambda n: worker.log_event(topic, n))
+    _task.set_reporter(sink)
+    try:
+        return run_chunk(fn, chunk, retry_on)
+    finally:
+        sink.flush()
+        _task.set_reporter(None)
 
 
 class _DaskSession(Session):
@@ -29,6 +44,20 @@ class _DaskSession(Session):
         self.fn_future = self._scatter()
         self.retry_on = retry_on
         self.futures: dict[Any, int] = {}
+        # running tasks' counters arrive as events on a topic of this session
+        self.topic = f"shardwise-progress-{uuid.uuid4().hex[:12]}"
+        self._count = 0
+        self._lock = threading.Lock()
+        client.subscribe_topic(self.topic, self._on_event)
+
+    def _on_event(self, event: tuple[float, Any]) -> None:
+        with self._lock:
+            self._count += int(event[1])
+
+    def counters(self) -> int:
+        with self._lock:
+            n, self._count = self._count, 0
+        return n
 
     def _scatter(self) -> Any:
         [fut] = self.client.scatter([self.fn], broadcast=True, hash=False)
@@ -37,7 +66,8 @@ class _DaskSession(Session):
     def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
         if self.fn_future.status != "finished":  # its holder died: scatter again
             self.fn_future = self._scatter()
-        fut = self.client.submit(_job, self.fn_future, self.retry_on, list(chunk), pure=False, retries=0)
+        fut = self.client.submit(_job, self.fn_future, self.retry_on, list(chunk), self.topic, pure=False,
+                                 retries=0)
         self.futures[fut] = chunk_id
 
     def wait(self, timeout: float) -> list[Finished]:
@@ -64,6 +94,10 @@ class _DaskSession(Session):
         if cancel and self.futures:
             self.client.cancel(list(self.futures))
         self.futures.clear()
+        try:
+            self.client.unsubscribe_topic(self.topic)
+        except Exception:  # noqa: BLE001 - the client is already closed
+            pass
 
 
 class DaskBackend(Backend):

@@ -19,7 +19,8 @@ from typing import Any
 
 from shardwise._optional import require
 from shardwise.errors import ShardwiseError
-from shardwise.parallel._task import by_value, run_chunk
+from shardwise.parallel._counter import CounterServer, run_chunk_counted
+from shardwise.parallel._task import by_value
 from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_count
 
 __all__ = ["SparkBackend"]
@@ -34,12 +35,17 @@ class _SparkSession(Session):
         self.group = f"shardwise-{uuid.uuid4().hex[:12]}"
         self.pool = ThreadPoolExecutor(parallelism, "shardwise-spark")
         self.futures: dict[Future[Any], int] = {}
+        # running tasks send their counters to the driver's host, which executors reach
+        self.counter = CounterServer(sc.getConf().get("spark.driver.host") or "127.0.0.1")
 
     def _job(self, chunk: Sequence[tuple[int, Any]]) -> Any:
         self.sc.setJobGroup(self.group, "shardwise parallel_map", interruptOnCancel=True)
-        fn_bc, retry_on = self.fn_bc, self.retry_on
+        fn_bc, retry_on, address = self.fn_bc, self.retry_on, self.counter.address
         rdd = self.sc.parallelize([list(chunk)], 1)
-        return rdd.map(lambda ch: run_chunk(pickle.loads(fn_bc.value), ch, retry_on)).collect()[0]
+        return rdd.map(lambda ch: run_chunk_counted(pickle.loads(fn_bc.value), ch, retry_on, address)).collect()[0]
+
+    def counters(self) -> int:
+        return self.counter.take()
 
     def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
         self.futures[self.pool.submit(self._job, chunk)] = chunk_id
@@ -61,6 +67,7 @@ class _SparkSession(Session):
         if cancel:
             self.sc.cancelJobGroup(self.group)
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.counter.close()
         try:
             self.fn_bc.unpersist()
         except Exception:  # noqa: BLE001 - context already stopped
