@@ -21,7 +21,9 @@ and a source smaller than its quota wraps around.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +33,7 @@ from shardwise.plan.order import UNITS, rng_for, spread_order
 from shardwise.plan.stream import Segment, Stream
 from shardwise.plan.topology import Topology
 
-__all__ = ["Mixing", "Rule", "largest_remainder", "mixed_segments", "source_segments"]
+__all__ = ["Mixing", "Rule", "counts_key", "kept_stream", "largest_remainder", "mixed_segments", "source_segments"]
 
 BATCHINGS = ("random", "stratified")
 CYCLE, MIX = 0x4379, 0x4D78  # seed stream names: a source's cyclic unit order, the epoch's mix
@@ -166,3 +168,24 @@ def order_segments(segments: list[Segment], topology: Topology, *, seed: int, ep
     sizes = np.fromiter((s.size for s in segments), dtype=np.int64, count=len(segments))
     order = spread_order(sizes, topology.slots, topology.interleave, rng_for(seed, epoch, UNITS, MIX, salt))
     return Stream([segments[i] for i in order.tolist()], sizes[order])
+
+
+# the last few epoch streams built: a resume (or a state_dict, which plans and then resumes)
+# plans the interrupted epoch again, and its stream is the costly part
+_STREAMS: OrderedDict[tuple[object, ...], Stream] = OrderedDict()
+STREAMS_KEPT = 4
+
+
+def counts_key(counts: np.ndarray) -> str:
+    """A digest of per-unit counts, for :func:`kept_stream` keys."""
+    return hashlib.sha1(np.ascontiguousarray(counts, dtype=np.int64).tobytes()).hexdigest()
+
+
+def kept_stream(key: tuple[object, ...], build: Callable[[], Stream]) -> Stream:
+    """The stream ``build`` makes, kept for the same ``key`` (streams are never modified)."""
+    stream = _STREAMS.get(key)
+    if stream is None:
+        stream = _STREAMS[key] = build()
+        while len(_STREAMS) > STREAMS_KEPT:
+            _STREAMS.popitem(last=False)
+    return stream

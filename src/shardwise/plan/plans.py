@@ -3,8 +3,6 @@ sources (random or stratified batches), and canonical workers on top of either."
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
 from collections.abc import Sequence
 from functools import partial
 
@@ -12,7 +10,7 @@ import numpy as np
 
 from shardwise.plan.canonical import CanonicalPlan
 from shardwise.plan.epoch import EpochPlan
-from shardwise.plan.mix import Mixing, mixed_segments, order_segments
+from shardwise.plan.mix import Mixing, counts_key, kept_stream, mixed_segments, order_segments
 from shardwise.plan.strata import StratifiedPlan
 from shardwise.plan.stream import Stream
 from shardwise.plan.topology import Resume, Topology
@@ -52,22 +50,11 @@ def _plain(counts: np.ndarray, topology: Topology, *, seed: int, epoch: int, shu
     return EpochPlan(counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes, base=base)
 
 
-# the last few epoch streams built: a resume (or state_dict, which plans and then resumes)
-# rebuilds the plan of the epoch it interrupts, and the stream is its costly part
-_STREAMS: OrderedDict[tuple[object, ...], Stream] = OrderedDict()
-_STREAMS_KEPT = 2
-
-
 def _mixed_stream(mixing: Mixing, counts: np.ndarray, topology: Topology, *, seed: int, epoch: int,
                   shuffle: bool) -> Stream:
-    key = (mixing, hashlib.sha1(counts.tobytes()).hexdigest(), len(counts), topology, seed, epoch, shuffle)
-    stream = _STREAMS.get(key)
-    if stream is None:
-        stream = _STREAMS[key] = _build_mixed_stream(mixing, counts, topology, seed=seed, epoch=epoch,
-                                                     shuffle=shuffle)
-        while len(_STREAMS) > _STREAMS_KEPT:
-            _STREAMS.popitem(last=False)
-    return stream
+    key = (mixing, counts_key(counts), topology, seed, epoch, shuffle)
+    return kept_stream(key, partial(_build_mixed_stream, mixing, counts, topology, seed=seed, epoch=epoch,
+                                    shuffle=shuffle))
 
 
 def _build_mixed_stream(mixing: Mixing, counts: np.ndarray, topology: Topology, *, seed: int, epoch: int,

@@ -27,7 +27,14 @@ from shardwise.plan.compose import (
     round_robin_count,
 )
 from shardwise.plan.epoch import EpochPlan
-from shardwise.plan.mix import Mixing, largest_remainder, order_segments, source_segments
+from shardwise.plan.mix import (
+    Mixing,
+    counts_key,
+    kept_stream,
+    largest_remainder,
+    order_segments,
+    source_segments,
+)
 from shardwise.plan.stream import Stream
 from shardwise.plan.topology import Resume, Topology
 
@@ -87,6 +94,10 @@ class StratifiedPlan:
         """Source ``source``'s samples for an epoch that started on ``t`` (a source's topology)."""
         whole = self.resumes[0].topology if self.resumes else self.topology
         quota = int(self.shares(whole.batch_size)[source]) * self._batches(whole) * whole.slots
+        key = (self.mixing, counts_key(self.counts), source, quota, t, self.seed, self.epoch, self.shuffle)
+        return kept_stream(key, partial(self._build, source, quota, t))
+
+    def _build(self, source: int, quota: int, t: Topology) -> Stream:
         b = self.mixing.bounds
         segs = source_segments(self.counts, b[source], b[source + 1], quota, seed=self.seed,
                                epoch=self.epoch, source=source, shuffle=self.shuffle)
