@@ -74,13 +74,19 @@ class Stream:
             a, b = start - base, min(stop - base, total)
             first = int(np.searchsorted(self.ends, a, side="right"))
             last = int(np.searchsorted(self.ends, b, side="left"))
-            for i in range(first, last + 1):
-                seg_start = int(self.ends[i - 1]) if i else 0
-                lo, hi = max(a, seg_start) - seg_start, min(b, int(self.ends[i])) - seg_start
-                if hi > lo:
-                    out.append(self.segments[i].cut(lo, hi))
+            out.extend(self._cut(first, a, b))
+            if last > first:  # the segments in between are whole: taken as they are
+                out.extend(self.segments[first + 1 : last])
+                out.extend(self._cut(last, a, b))
             start = base + b
         return out
+
+
+    def _cut(self, i: int, a: int, b: int) -> list[Segment]:
+        """The part of segment ``i`` inside stream offsets ``[a, b)`` (none if empty)."""
+        seg_start = int(self.ends[i - 1]) if i else 0
+        lo, hi = max(a, seg_start) - seg_start, min(b, int(self.ends[i])) - seg_start
+        return [self.segments[i].cut(lo, hi)] if hi > lo else []
 
 
 def unit_stream(counts: np.ndarray, order: np.ndarray) -> Stream:
