@@ -32,8 +32,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TORCH = "torch==2.13.0"  # pinned: an unpinned install may pull the CUDA build
 VENVS = {
-    "mosaic": Venv(HERE / ".venv-s3-mosaic", (TORCH, "numpy", "pyarrow", "boto3", "tqdm", "xxhash", "zstd",
-                                              "brotli", "psutil"),
+    # what mosaicml-streaming imports (installed --no-deps: its declared dependencies pull
+    # every cloud SDK); torchvision forces the torch it was built for
+    "mosaic": Venv(HERE / ".venv-s3-mosaic", ("torch==2.15.0", "torchvision==0.29.2", "numpy>=1.21.5,<2.2",
+                                              "pyarrow", "boto3", "tqdm", "xxhash>=3,<4", "zstd", "brotli",
+                                              "python-snappy", "pillow", "catalogue", "transformers>=4.21.3,<5",
+                                              "psutil"),
                    {"mosaicml-streaming": "streaming", "torch": "torch", "boto3": "boto3"},
                    no_deps=("mosaicml-streaming",)),
     "litdata": Venv(HERE / ".venv-s3-litdata", (TORCH, "litdata", "numpy", "pyarrow", "boto3", "psutil"),
@@ -163,7 +167,7 @@ def measure(names: list[str], data: Path, s3: dict[str, Any], args: Any, logdir:
 
 
 def main(argv: list[str]) -> int:
-    ap = base_parser(__doc__, "200,000 rows instead of 1,000,000, one round")
+    ap = base_parser(__doc__, "50,000 rows instead of 200,000, one round instead of three")
     ap.add_argument("--rows", type=int, help="rows of the data set (overrides --quick)")
     args = ap.parse_args(argv)
     worker = maybe_worker(args, SYSTEMS | {f"{n}_convert": System(f"{n}_convert", t, env=e)
@@ -174,7 +178,7 @@ def main(argv: list[str]) -> int:
 
     from datagen.loader_data import generate
 
-    rows = args.rows or (200_000 if args.quick else 1_000_000)
+    rows = args.rows or (50_000 if args.quick else 200_000)
     names = chosen(ap, args.only, list(SYSTEMS))
     args.timeout = args.timeout or 1800.0
     args.idle_wait = args.idle_wait if args.idle_wait is not None else 0.0
@@ -214,7 +218,7 @@ def main(argv: list[str]) -> int:
               f"{'' if 'error' not in c else ' FAILED: ' + c['error']} (not in any row above)")
     checks = targets(results, parquet_bytes)
     checks.print()
-    out = HERE / "results" / ("s3.json" if rows == 1_000_000 else "s3-quick.json" if rows == 200_000
+    out = HERE / "results" / ("s3.json" if rows == 200_000 else "s3-quick.json" if rows == 50_000
                               else f"s3-{rows}.json")
     write_json(out, {"rows": rows, "parquet_bytes": parquet_bytes, "machine": machine(), "peer_versions": versions,
                      "repeats": args.repeats, "statistic": "median (cold rows/s), rounds alternated",

@@ -205,10 +205,13 @@ def litdata_read(data: str, tmp: str, s3: dict[str, Any]) -> dict[str, Any]:
     """``litdata.StreamingDataset("s3://...")`` with a fresh cache dir, ``StreamingDataLoader``."""
     import litdata
     from litdata import StreamingDataLoader, StreamingDataset
+    from litdata.streaming import downloader
     from litdata.streaming.resolver import Dir
 
     os.environ.update(AWS_ACCESS_KEY_ID=s3["key"], AWS_SECRET_ACCESS_KEY=s3["secret"],
-                      AWS_ENDPOINT_URL=s3["endpoint"], AWS_DEFAULT_REGION="us-east-1")
+                      AWS_ENDPOINT_URL=s3["endpoint"], AWS_DEFAULT_REGION="us-east-1", AWS_ALLOW_HTTP="true")
+    # its Rust S3 client refuses plain http unless told; the server is on loopback
+    downloader._OBSTORE_CLIENT_OPTIONS = dict(downloader._OBSTORE_CLIENT_OPTIONS, allow_http=True)
     local = os.path.join(tmp, "litdata-cache")
     t0 = time.perf_counter()
     ds = StreamingDataset(Dir(path=local, url=f"s3://{s3['bucket']}/litdata"), shuffle=True, seed=0,

@@ -1,8 +1,8 @@
 """Read units of a remote dataset through the node-local cache.
 
 Which bytes a unit needs: a Parquet row group is the byte range of its column chunks
-plus the file's footer (the footer an entry of its own, shared by the file's row
-groups); a JSONL unit is its byte range; a compressed JSONL file and a tar shard are
+plus the file's footer (the last 64 KiB, an entry of its own shared by the file's row
+groups; a row group's own entry stops where it starts, so no byte is fetched twice); a JSONL unit is its byte range; a compressed JSONL file and a tar shard are
 read whole. While a unit is read, those entries are leased and the format's reader is
 served from them (see :mod:`shardwise.storage.overlay`), so formats need no change and
 errors still name the URL.
@@ -112,7 +112,9 @@ class UnitCache:
             self._row_groups[unit.path] = _row_group_ranges(SparseFile(size, [(e.start, d) for e, d in footer],
                                                                        partial(self._read_remote, unit.path)))
         start, end = self._row_groups[unit.path][unit.index]
-        return [e for e, _ in footer] + [self._extent(unit.path, start, end)]
+        end = min(end, min(e.start for e, _ in footer))  # bytes the footer's entries hold come from there
+        tail = [self._extent(unit.path, start, end)] if end > start else []
+        return [e for e, _ in footer] + tail
 
     def _footer(self, url: str, size: int, stack: contextlib.ExitStack) -> list[tuple[Extent, bytes]]:
         """The footer's entries (the last 64 KiB, and the rest of a larger footer)."""
