@@ -112,7 +112,7 @@ class UnitCache:
             self._row_groups[unit.path] = _row_group_ranges(SparseFile(size, [(e.start, d) for e, d in footer],
                                                                        partial(self._read_remote, unit.path)))
         start, end = self._row_groups[unit.path][unit.index]
-        end = min(end, min(e.start for e, _ in footer))  # bytes the footer's entries hold come from there
+        end = min(end, *(e.start for e, _ in footer))  # bytes the footer's entries hold come from there
         tail = [self._extent(unit.path, start, end)] if end > start else []
         return [e for e, _ in footer] + tail
 
