@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,16 @@ def test_demo_runs_the_real_pipeline_and_equal_ranks(tmp_path: Path) -> None:
     assert 0 < Path(last.split(": ", 1)[1]).stat().st_size < 2 * 2**20
     steps = [line.split(":")[1].strip() for line in out.stdout.splitlines() if line.strip().startswith("rank ")]
     assert len(steps) == 4 and len(set(steps)) == 1
+    # the "next:" hint's commands run as printed (no shardwise on PATH: the venv's own script)
+    lines = out.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("next: "))
+    hints = [lines[start].removeprefix("next: ").strip(), lines[start + 1].strip()]
+    assert [h.split()[1] for h in hints] == ["inspect", "plan"]
+    for hint in hints:
+        ran = subprocess.run(shlex.split(hint), capture_output=True, text=True, env=dict(env, PATH="/usr/bin:/bin"),
+                             timeout=300, cwd=tmp_path)
+        assert ran.returncode == 0 and ran.stdout.strip(), (hint, ran.stderr[-2000:])
+    assert (tmp_path / "plan.html").stat().st_size > 0
     frame = subprocess.run([sys.executable, str(ROOT / "examples" / "framework_loops.py"), str(tmp_path / "demo" / "clean")],
                            capture_output=True, text=True, env=env, timeout=300)
     assert frame.returncode == 0, frame.stderr[-3000:]
