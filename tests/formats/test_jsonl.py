@@ -226,6 +226,46 @@ def test_truncated_or_fake_compressed_jsonl_names_the_file(tmp_path: Path) -> No
         assert "a.jsonl.gz" in str(info.value) and "line " in str(info.value)
 
 
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_truncated_compressed_jsonl_under_skip_keeps_what_came_before(tmp_path: Path, codec: str) -> None:
+    """Under on_error="skip" a damaged compressed file gives its records up to the damage
+    and one quarantined record naming the line where decompression stopped (counted as
+    skipped while indexing); under "raise" it is the same error naming that line."""
+    good = "".join(json.dumps({"id": i, "text": f"row {i} " * (i % 9)}) + "\n" for i in range(20_000)).encode()
+    packed = gzip.compress(good) if codec == "gzip" else pa.compress(good, "zstd", asbytes=True)
+    suffix = ".gz" if codec == "gzip" else ".zst"
+    (tmp_path / f"a.jsonl{suffix}").write_bytes(packed[: len(packed) * 2 // 3])
+    (tmp_path / "b.jsonl").write_text('{"id": 99999, "text": "b"}\n')
+    with pytest.raises(FormatError, match="line [1-9][0-9]+") as info:
+        open_dataset(str(tmp_path), progress=False)
+    stopped = int(str(info.value).split("line ")[1].split(":")[0])
+    index = open_dataset(str(tmp_path), progress=False, on_error="skip", refresh=True)
+    assert index.summary()["skipped"] == 1 and index.num_samples == stopped - 1 + 1 > 1000
+    ds = StreamingDataset(index, shuffle=False, rank=0, world_size=1, on_error="skip")
+    assert [int(r["id"]) for r in ds] == [*range(stopped - 1), 99999]
+    assert ds.quarantine.count == 1
+    where = ds.quarantine.examples[0]
+    assert where[0].endswith(f"a.jsonl{suffix}") and where[1] == f"line {stopped}" and "rest of the file" in where[2]
+
+
+@pytest.mark.parametrize("text", ["null", "\n\n\n\n\n\nnull", '{"a": 1}\nnull\n{"a": 2}', '  null\n{"a": 3}',
+                                  '{"a": 1}\n7\n"x"\n[1]\ntrue'])
+def test_lines_that_are_not_objects_are_bad_records_and_never_crash_arrow(tmp_path: Path, text: str) -> None:
+    """Arrow's JSON parser crashes the interpreter on a `null` line at the start of a block
+    and reads it as a row of nulls after an object: such lines never reach it."""
+    (tmp_path / "r.jsonl").write_text(text)
+    lines = text.split("\n")
+    objects = [json.loads(x) for x in lines if x.strip().startswith("{")]
+    bad = [i + 1 for i, x in enumerate(lines) if x.strip() and not x.strip().startswith("{")]
+    with pytest.raises(FormatError, match=f"line {bad[0]}: expected a JSON object"):
+        list(StreamingDataset(str(tmp_path), shuffle=False, rank=0, world_size=1, refresh=True))
+    if not objects:
+        return
+    ds = StreamingDataset(str(tmp_path), shuffle=False, rank=0, world_size=1, on_error="skip", refresh=True)
+    assert [dict(r) for r in ds] == objects
+    assert [e[1] for e in ds.quarantine.examples] == [f"line {n}" for n in bad]
+
+
 # --------------------------------------------------------------------------- writer
 
 

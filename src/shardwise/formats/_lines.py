@@ -8,7 +8,7 @@ counts always equal what a full read yields.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import pyarrow as pa
@@ -80,11 +80,16 @@ def iter_aligned(
     end: int | None = None,
     block_bytes: int = 8 * 2**20,
     storage_options: dict[str, Any] | None = None,
+    on_truncated: Callable[[FormatError], None] | None = None,
 ) -> Iterator[bytes]:
     """Yield pieces of ``[start, end)`` that each end on a line boundary.
 
     Memory stays at about two blocks plus the longest line. ``end=None`` reads to
-    the end (the only choice for compressed files, which are read whole).
+    the end (the only choice for compressed files, which are read whole). A compressed
+    file whose decompression fails is a :class:`FormatError` naming the line where it
+    stopped, or, given ``on_truncated``, the error is handed to it and the pieces end
+    there (the line cut by the damage is not yielded): the same place for every read
+    with the same ``block_bytes``.
     """
     f = _open_stream(path, start, storage_options or {})
     codec = compression_of(path)
@@ -93,31 +98,52 @@ def iter_aligned(
         remaining = None if end is None else end - start
         carry = b""
         while remaining is None or remaining > 0:
-            want = block_bytes if remaining is None else min(block_bytes, remaining)
-            try:
-                chunk = f.read(want)
-            except (OSError, EOFError, ValueError, pa.ArrowException) as exc:
-                if codec is None or transient_in_chain(exc):
-                    raise
-                lines += carry.count(b"\n")
-                raise FormatError(f"cannot decompress {codec} data ({exc}): the file is truncated or is "
-                                  f"not {codec}-compressed", path, f"line {lines + 1}") from None
-            if not chunk:
-                break
+            chunk, failed = _read(f, block_bytes if remaining is None else min(block_bytes, remaining), codec)
             if remaining is not None:
                 remaining -= len(chunk)
             data = carry + chunk
             cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                carry = data
-                continue
             carry = data[cut:]
-            lines += data.count(b"\n", 0, cut)
-            yield data[:cut]
+            if cut:
+                lines += data.count(b"\n", 0, cut)
+                yield data[:cut]
+            if failed is not None:
+                error = FormatError(f"cannot decompress {codec} data ({failed}): the file is truncated or is "
+                                    f"not {codec}-compressed", path, f"line {lines + 1}")
+                if on_truncated is None:
+                    raise error from None
+                on_truncated(error)
+                return
+            if not chunk:
+                break
         if carry:
             yield carry
     finally:
         f.close()
+
+
+_STEP = 1 << 16  # compressed files are read in steps: a damaged one keeps what came before
+
+
+def _read(f: IO[bytes], want: int, codec: str | None) -> tuple[bytes, BaseException | None]:
+    """Up to ``want`` bytes; for a compressed file, what was decompressed before it
+    failed and the failure (a transient storage error is raised as it is)."""
+    if codec is None:
+        return f.read(want), None
+    parts: list[bytes] = []
+    got = 0
+    while got < want:
+        try:
+            part = f.read(min(_STEP, want - got))
+        except (OSError, EOFError, ValueError, pa.ArrowException) as exc:
+            if transient_in_chain(exc):
+                raise
+            return b"".join(parts), exc
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts), None
 
 
 def split_ranges(

@@ -21,7 +21,9 @@ type, and the files' order does not matter. Other fields keep their inferred typ
 a later value that does not fit it is a bad record.
 
 A compressed file that is truncated, or is not in the format its suffix says, is an
-error naming the file and the line where decompression stopped. A file that is plainly
+error naming the file and the line where decompression stopped; under ``on_error="skip"``
+the records before that line are kept and the rest of the file is one quarantined
+(and, while indexing, skipped) record naming that line. A file that is plainly
 not JSON lines (a Parquet or tar file, or a compressed one without ``.gz``/``.zst``, read
 with ``format="jsonl"``) is refused while indexing, before its bytes are counted as lines.
 """
@@ -37,6 +39,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 
@@ -63,6 +66,7 @@ from shardwise.formats.base import (
     TableFromBatches,
     Unit,
     check_columns,
+    check_on_error,
     suffixes_of,
 )
 
@@ -86,27 +90,34 @@ class JsonlFormat(TableFromBatches):
     extensions = suffixes_of("jsonl")
 
     def __init__(
-        self, unit_bytes: int = 32 * 2**20, block_bytes: int = 8 * 2**20, storage_options: dict[str, Any] | None = None
+        self, unit_bytes: int = 32 * 2**20, block_bytes: int = 8 * 2**20, storage_options: dict[str, Any] | None = None,
+        on_error: OnError = "raise",
     ) -> None:
         if unit_bytes < 1 or block_bytes < 1:
             raise ConfigError("unit_bytes and block_bytes must be >= 1")
         self.unit_bytes = unit_bytes
         self.block_bytes = block_bytes
         self.storage_options = storage_options or {}
+        self.on_error = check_on_error(on_error)
 
     def list_units(self, path: str, size: int) -> list[Unit]:
         """Cut the file into line-aligned ranges and count their records."""
         check_is_text(path, self.storage_options)
         if compression_of(path) is not None:
-            records = sum(count_records(p)[0] for p in iter_aligned(path, block_bytes=self.block_bytes, storage_options=self.storage_options))
-            return [Unit(path, 0, records, size, 0, size, 1)]
+            damaged: list[FormatError] = []
+            keep = damaged.append if self.on_error == "skip" else None
+            records = sum(count_records(p)[0] for p in iter_aligned(
+                path, block_bytes=self.block_bytes, storage_options=self.storage_options, on_truncated=keep))
+            return [Unit(path, 0, records, size, 0, size, 1, skipped=len(damaged))]
         ranges = split_ranges(path, size, self.unit_bytes, self.block_bytes, self.storage_options)
         return [Unit(path, i, n, e - s, s, e, line) for i, (s, e, n, line) in enumerate(ranges)]
 
     def read_schema(self, path: str) -> pa.Schema:
         """Infer the schema from the first MiB of records (null-only columns become strings)."""
         sample = b""
-        for piece in iter_aligned(path, block_bytes=_SAMPLE_BYTES, storage_options=self.storage_options):
+        # a damaged compressed file: the types of what can be read (reading says the rest)
+        for piece in iter_aligned(path, block_bytes=_SAMPLE_BYTES, storage_options=self.storage_options,
+                                  on_truncated=lambda error: None):
             sample += piece
             if len(sample) >= _SAMPLE_BYTES:
                 break
@@ -128,8 +139,12 @@ class JsonlFormat(TableFromBatches):
         check_columns(columns, schema)
         end = None if compression_of(unit.path) else unit.end
         line = unit.first_line or 1
+        def damaged(error: FormatError) -> None:
+            q.add(unit.path, error.location or "", f"{error.reason}; the rest of the file is left out")
+
         for piece in iter_aligned(
-            unit.path, start=unit.start, end=end, block_bytes=self.block_bytes, storage_options=self.storage_options
+            unit.path, start=unit.start, end=end, block_bytes=self.block_bytes, storage_options=self.storage_options,
+            on_truncated=damaged if on_error == "skip" else None,
         ):
             table = _parse_block(piece, schema, unit.path, line, on_error, q)
             line += piece.count(b"\n")
@@ -152,7 +167,9 @@ def _parse_block(
     block: bytes, schema: pa.Schema, path: str, first_line: int, on_error: OnError, q: Quarantine
 ) -> pa.Table | None:
     """Fast path with pyarrow.json; per-line fallback to locate bad records."""
-    if depth_bound(block) > MAX_DEPTH:  # never hand deep nesting to Arrow's parser
+    # never hand Arrow's parser deep nesting, nor a line that is not an object: a `null`
+    # line crashes it at the start of a block and becomes a row of nulls after an object
+    if depth_bound(block) > MAX_DEPTH or not _objects_only(block):
         good, _ = _parse_lines(block, schema, path, first_line, on_error, q)
         return good
     try:
@@ -163,6 +180,17 @@ def _parse_block(
     except (UnicodeDecodeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         good, _ = _parse_lines(block, schema, path, first_line, on_error, q)
         return good
+
+
+def _objects_only(block: bytes) -> bool:
+    """Every line of ``block`` starts with ``{`` or is empty (a BOM may open the block);
+    otherwise (also for indented or whitespace-only lines) the lines are parsed one by one."""
+    if not block:
+        return True
+    data = np.frombuffer(block, dtype=np.uint8)
+    first = data[np.flatnonzero(data[:-1] == 10) + 1]
+    head = block[:1] in (b"{", b"\n") or block.startswith(_BOM + b"{")
+    return head and bool(np.all((first == 123) | (first == 10)))
 
 
 class _BadRecord(Exception):
