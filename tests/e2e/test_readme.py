@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _daliwds import make_shards
 from _s3server import s3_server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +78,8 @@ def _upload(server: dict[str, Any], local: Path) -> None:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory, s3_server: dict[str, Any]) -> Iterator[Path]:
-    """Local ``raw/`` plus the bucket ``bucket`` holding ``clean/``, ``corpus/`` and ``raw/``."""
+    """Local ``raw/`` plus the bucket ``bucket`` holding ``clean/``, ``corpus/``, ``raw/`` and
+    ``shards/`` (WebDataset tar shards)."""
     root = tmp_path_factory.mktemp("readme")
     _raw_jsonl(root)
     rng = random.Random(1)
@@ -88,6 +90,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, s3_server: dict[str, Any
             table = _token_table(rng, 700 + 150 * f, f * 10_000)
             pq.write_table(table, staged / name / f"part-{f}.parquet", row_group_size=200)
     shutil.copytree(root / "raw", staged / "raw")
+    make_shards(staged / "shards", [40, 13, 57, 26])  # WebDataset: jpg + cls
     _upload(s3_server, staged)
     shutil.rmtree(staged)
     yield root

@@ -148,3 +148,11 @@ def test_bad_arguments_and_missing_dali(shards: str, monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "nvidia.dali", None)
     with pytest.raises(MissingExtraError, match=r'pip install "shardwise\[dali\]"'):
         _src(shards)
+
+
+def test_a_model_parallel_group_gets_the_same_sources(shards: str) -> None:
+    group = [_src(shards, r, world_size=4, replication=2) for r in (2, 3)]
+    assert [s.rank for s in group[0].sources()] == [1, 1, 1]
+    assert [_epoch(ws) for ws in group[0].sources()] == [_epoch(ws) for ws in group[1].sources()]
+    other = _src(shards, 0, world_size=4, replication=2).sources()[0]
+    assert not {x for b in _epoch(other) for x in b} & {x for b in _epoch(group[0].sources()[0]) for x in b}

@@ -18,7 +18,9 @@ end), counted per process from :meth:`DaliSource.set_epoch`'s epoch.
 
 from __future__ import annotations
 
+import atexit
 import copy
+import multiprocessing.util
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -42,10 +44,11 @@ class WorkerSource:
     starts that process's next epoch.
     """
 
-    def __init__(self, ds: StreamingDatasetBase, rank: int, worker: int, num_workers: int,
+    def __init__(self, ds: StreamingDatasetBase, worker: int, num_workers: int,
                  columns: Sequence[str]) -> None:
         self._ds = ds
-        self.rank, self.worker, self.num_workers = rank, worker, num_workers
+        self.rank = ds.dp_rank  # the data-parallel rank (the rank unless model-parallel groups)
+        self.worker, self.num_workers = worker, num_workers
         self.columns = list(columns)
         self.start_epoch = ds.epoch
         self._iters: dict[int, int] = {}  # pid -> iter() calls: a forked copy counts its own
@@ -64,7 +67,7 @@ class WorkerSource:
         ds = self._ds
         ds.set_epoch(epoch)  # keeps a loaded resume point of this epoch
         per_worker = ds.batch_size
-        for batch in ds.iter_shard(self.rank, ds.world_size, self.worker, self.num_workers):
+        for batch in ds.iter_shard(self.rank, ds.dp_size, self.worker, self.num_workers):
             if batch.num_rows != per_worker:
                 raise PlanError(f"DALI source {self.worker} of rank {self.rank} got {batch.num_rows} "
                                 f"samples, not per_worker={per_worker}")
@@ -90,7 +93,8 @@ class DaliSource:
             epoch); ``False`` pads it with samples repeated from the start of the
             epoch's order so every sample is seen at least once.
         **options: passed to :class:`~shardwise.loader.StreamingDataset` (``filter``,
-            ``on_error``, ``interleave``, ``storage_options``, ``format``, ...).
+            ``on_error``, ``interleave``, ``storage_options``, ``format``, ``replication``
+            for model-parallel groups, ...).
 
     Raises:
         MissingExtraError: DALI is not installed.
@@ -119,7 +123,7 @@ class DaliSource:
     # -- the sources ------------------------------------------------------------------
     def sources(self) -> list[WorkerSource]:
         """``num_workers`` fresh sources from the current epoch (and loaded state)."""
-        return [WorkerSource(copy.copy(self.dataset), self.rank, k, self.num_workers, self.columns)
+        return [WorkerSource(copy.copy(self.dataset), k, self.num_workers, self.columns)
                 for k in range(self.num_workers)]
 
     def external_sources(self, **kwargs: Any) -> list[tuple[Any, ...]]:
@@ -132,6 +136,7 @@ class DaliSource:
             Per source, a tuple of data nodes, one per column.
         """
         fn = require("nvidia.dali.fn", "DaliSource.external_sources")
+        _shutdown_pipelines_before_joining_workers()
         types = require("nvidia.dali.types", "DaliSource.external_sources")
         opts: dict[str, Any] = {
             "batch": True, "parallel": True, "cycle": "raise", "num_outputs": len(self.columns),
@@ -200,6 +205,26 @@ class DaliSource:
         """Names of every source's outputs for a framework iterator's ``output_map``:
         ``names`` per source, suffixed ``_w<k>``, in the order :meth:`merge` expects."""
         return [f"{n}_w{i}" for i in range(self.num_workers) for n in names]
+
+
+_EXIT_HOOKED = False
+
+
+def _shutdown_pipelines_before_joining_workers() -> None:
+    """At exit, shut DALI pipelines down before ``multiprocessing`` joins its children.
+
+    DALI's Python workers are non-daemonic and leave only when their pipeline shuts down,
+    which DALI does in an exit handler. Exit handlers run last-registered first, so when
+    ``multiprocessing.util`` (which joins every child at exit) is first imported after
+    ``nvidia.dali`` -- as reading ``s3://`` through s3fs does -- a script whose pipeline is
+    still alive at exit hangs there. Registering DALI's shutdown again, now that
+    ``multiprocessing.util`` is imported (at the top of this module), puts it first.
+    """
+    global _EXIT_HOOKED
+    shutdown = getattr(require("nvidia.dali.pipeline"), "_shutdown_pipelines", None)
+    if not _EXIT_HOOKED and shutdown is not None and multiprocessing.util is not None:
+        atexit.register(shutdown)
+        _EXIT_HOOKED = True
 
 
 def _concat(parts: list[Any]) -> Any:
