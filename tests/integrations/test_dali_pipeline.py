@@ -103,3 +103,36 @@ def test_from_the_s3_server_equals_local(tmp_path: Path, s3_server: dict[str, An
     remote = _run(remote_srcs, 1)[0]
     _check_epoch(remote, 4)
     assert [r["merged"] for r in remote] == [r["merged"] for r in local]
+
+
+SCRIPT = """
+import sys
+from nvidia.dali import fn, pipeline_def  # DALI's exit handler first
+mp_util_before = "multiprocessing.util" in sys.modules
+from shardwise.integrations.dali import DaliSource
+
+src = DaliSource(sys.argv[1], num_workers=2, per_worker=4, columns=["jpg", "cls"])
+
+@pipeline_def(batch_size=4, num_threads=1, device_id=None, py_num_workers=2, py_start_method="spawn")
+def pipe():
+    return tuple(out for outs in src.external_sources() for out in outs)
+
+if __name__ == "__main__":
+    p = pipe()  # alive at exit: its workers must still be shut down before they are joined
+    p.build()
+    p.run()
+    print("ran", mp_util_before)
+"""
+
+
+def test_a_script_with_a_live_pipeline_exits(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    make_shards(tmp_path / "wds", [20, 12])
+    (tmp_path / "live.py").write_text(SCRIPT)
+    out = subprocess.run([sys.executable, str(tmp_path / "live.py"), str(tmp_path / "wds")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[:2] == ["ran", "False"]  # the import order that used to hang
