@@ -168,6 +168,15 @@ def test_counters_arrive_while_the_task_runs(name: str, request: pytest.FixtureR
         b.close()
 
 
+@pytest.mark.parametrize("name", ["sequential", "thread", "local"])
+def test_an_exception_whose_cause_does_not_pickle_still_arrives_as_itself(name: str) -> None:
+    from _tasks import ChainPickled, fail_with_unpicklable_cause
+
+    with pytest.raises(ChainPickled, match="item 3 failed") as info:
+        parallel_map(fail_with_unpicklable_cause, [3], backend=name, progress=False)
+    assert "Unpicklable" in info.value.remote_traceback  # type: ignore[attr-defined]
+
+
 def test_imap_unordered_streams_with_bounded_in_flight() -> None:
     pulled = itertools.count()
     state = {"max_ahead": 0, "yielded": 0}

@@ -116,3 +116,22 @@ def fail_after_marker(batch, *, marker_dir: str):  # type: ignore[no-untyped-def
     if os.path.exists(os.path.join(marker_dir, "fail")):
         raise RuntimeError("simulated failure in the middle of a run")
     return batch
+
+
+class ChainPickled(Exception):
+    """Pickles its cause along, as tblib's pickling hook does for every exception."""
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (_rebuild_chained, (self.args, self.__cause__))
+
+
+def _rebuild_chained(args, cause):  # type: ignore[no-untyped-def]
+    exc = ChainPickled(*args)
+    exc.__cause__ = cause
+    return exc
+
+
+def fail_with_unpicklable_cause(x: int) -> int:
+    import threading
+
+    raise ChainPickled(f"item {x} failed") from Unpicklable(threading.Lock())

@@ -88,12 +88,27 @@ def main_not_reimported() -> Iterator[None]:
         main.__spec__ = None
 
 
-def _pickled(exc: BaseException) -> bytes | None:
+def _try_pickle(exc: BaseException) -> bytes | None:
     try:
         blob = pickle.dumps(exc)
         pickle.loads(blob)
     except Exception:  # noqa: BLE001 - not every exception survives pickling
         return None
+    return blob
+
+
+def _pickled(exc: BaseException) -> bytes | None:
+    """The exception pickled; if that fails, without its chain (a pickling hook such as
+    tblib's sends ``__cause__`` along, and a library's cause may not pickle, e.g. an HTTP
+    error holding its response headers; the remote traceback still shows the chain)."""
+    blob = _try_pickle(exc)
+    if blob is None:
+        chain = exc.__cause__, exc.__context__, exc.__traceback__
+        exc.__cause__ = exc.__context__ = exc.__traceback__ = None
+        try:
+            blob = _try_pickle(exc)
+        finally:
+            exc.__cause__, exc.__context__, exc.__traceback__ = chain
     return blob
 
 

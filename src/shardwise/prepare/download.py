@@ -147,6 +147,7 @@ def _kept_parts(fs: Any, parts: str) -> list[tuple[int, str]]:
     """The parts of an earlier run that continue each other from offset 0 (others are
     deleted, as is every part written for another size of the source)."""
     base = parts.rsplit("/", 1)[0]
+    fs.invalidate_cache(base)  # an earlier run in another process wrote them: list afresh
     found = sorted(fs.find(base, detail=True).items()) if fs.exists(base) else []
     kept: list[tuple[int, str]] = []
     end = 0
@@ -162,6 +163,7 @@ def _kept_parts(fs: Any, parts: str) -> list[tuple[int, str]]:
 
 def _to_store(job: Download, src_fs: Any, src: str, size: int | None) -> int:
     fs, dest = resolve(job.dest, **job.dest_options)
+    fs.invalidate_cache(dest)
     with named(job.dest):
         done = with_retries(partial(fs.exists, dest))
     if done and (size is None or int(fs.info(dest).get("size") or 0) == size):
@@ -207,6 +209,7 @@ def _assemble(job: Download, fs: Any, parts: str, size: int | None) -> None:
     """Stream the parts, in order, into the final key through a temporary key; publish
     only if size and checksum match."""
     hasher = _Hasher(job.url, job.checksum)
+    fs.invalidate_cache(parts)
     names = sorted(p for p in fs.find(parts) if p.rsplit("/", 1)[-1].isdigit())
     with named(job.dest), atomic_write(job.dest, **job.dest_options) as out:
         for p in names:
