@@ -84,7 +84,13 @@ def test_skip_streams_every_readable_record_once_with_exact_counts(fmt: str, tmp
         list(StreamingDataset(str(path), shuffle=False, rank=0, world_size=1))
     ds = StreamingDataset(str(path), batch_size=1, on_error="skip", rank=0, world_size=1)
     assert int(ds.counts.sum()) == len(good)
-    assert ds.quarantine.count >= 1 and all(str(tmp_path) in e[0] for e in ds.quarantine.examples)
+    # exactly what was left out, each place once: two lines, one tar member, one row group's 100 rows
+    expected = {"jsonl": (2, [("p0.jsonl", "line 38"), ("p2.jsonl", "line 6")]),
+                "webdataset": (1, [("shard-1.tar", "member ../s0061.id")]),
+                "parquet": (100, [("d.parquet", "row group 2")])}[fmt]
+    assert ds.quarantine.count == expected[0]
+    assert sorted((Path(p).name, where) for p, where, _ in ds.quarantine.examples) == expected[1]
+    assert all(str(tmp_path) in e[0] and e[2] for e in ds.quarantine.examples)
     got = [i for sample in ds for i in _ids(sample)]
     assert sorted(got) == sorted(good)
     # through a DataLoader with two workers, batched, every rank and worker equal

@@ -103,9 +103,9 @@ class Quarantine:
     examples: list[tuple[str, str, str]] = field(default_factory=list)
     max_examples: int = 20
 
-    def add(self, path: str, location: str, reason: str) -> None:
-        """Record one bad record."""
-        self.count += 1
+    def add(self, path: str, location: str, reason: str, count: int = 1) -> None:
+        """Record one bad record (or ``count`` of them in one place: a row group's rows)."""
+        self.count += count
         if len(self.examples) < self.max_examples:
             self.examples.append((path, location, reason))
 

@@ -116,8 +116,8 @@ class ParquetFormat:
                     raise
                 err = FormatError(f"cannot decode row group ({exc})", unit.path, f"row group {unit.index}")
                 if on_error == "skip" and quarantine is not None:
-                    for _ in range(unit.num_samples):
-                        quarantine.add(unit.path, f"row group {unit.index}", err.reason)
+                    quarantine.add(unit.path, f"row group {unit.index}", f"{err.reason} ({unit.num_samples} rows)",
+                                   count=unit.num_samples)
                     return None
                 raise err from exc
         finally:
