@@ -39,17 +39,19 @@ def blocks(lang: str) -> list[str]:
 
 
 def _words(rng: random.Random, n: int) -> str:
-    vocab = ["data", "shard", "rank", "worker", "epoch", "batch", "token", "corpus", "filter", "stream", "order", "plan"]
-    return " ".join(rng.choice(vocab) for _ in range(n))
+    return " ".join("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 7)))
+                    for _ in range(n))
 
 
 def _raw_jsonl(root: Path) -> None:
+    """Enough documents that the README's `shardwise plan clean/ -w 64 -k 8 -b 32` has a
+    batch for every rank and worker (more than 16,384 rows survive the pipeline)."""
     rng = random.Random(0)
     (root / "raw").mkdir()
     for f in range(3):
         lines = []
-        for i in range(400):
-            text = _words(rng, rng.randint(2, 40)) + (" see https://example.org/x" if i % 7 == 0 else "")
+        for i in range(7000):
+            text = _words(rng, rng.randint(3, 40)) + (" see https://example.org/x" if i % 7 == 0 else "")
             lines.append(json.dumps({"id": f * 1000 + i, "text": text}))
         lines[5] = lines[4]  # an exact duplicate
         lines[9] = '{"id": 9, "text": "broken'  # a malformed line, quarantined under on_error="skip"
@@ -149,6 +151,14 @@ def test_yaml_block_runs_with_shardwise_run(index: int, workspace: Path, tmp_pat
     manifest = json.loads((cwd / "clean" / "_manifest.json").read_text())
     assert manifest["rows_out"] > 0 and manifest["quarantined"] >= 3
     assert "quarantined" in proc.stdout
+    # the README's shardwise command lines that work on such an output (report, plan) run too
+    commands = [line.split("#")[0].split() for body in blocks("bash") for line in body.splitlines()
+                if line.startswith("shardwise ") and " clean/" in line]
+    assert len(commands) >= 3, commands
+    for command in commands:
+        ran = _run([str(cli), *command[1:]], cwd, _env(s3_server, tmp_path))
+        assert ran.stdout.strip(), command
+    assert (cwd / "plan.html").stat().st_size > 0 and (cwd / "clean" / "_report.html").stat().st_size > 0
 
 
 def test_install_lines_name_extras_that_exist() -> None:
