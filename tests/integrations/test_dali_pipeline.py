@@ -136,3 +136,30 @@ def test_a_script_with_a_live_pipeline_exits(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split()[:2] == ["ran", "False"]  # the import order that used to hang
+
+
+def test_the_pytorch_iterator_and_merge_by_name(tmp_path: Path) -> None:
+    from nvidia.dali import fn, pipeline_def
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+    make_shards(tmp_path / "wds", [24] * 4)  # 96 = 2 ranks x 2 workers x 4 x 6
+    src = DaliSource(str(tmp_path / "wds"), rank=1, world_size=RANKS, num_workers=WORKERS,
+                     per_worker=PER_WORKER, columns=["jpg"], seed=0)
+
+    @pipeline_def(batch_size=PER_WORKER, num_threads=1, device_id=None, py_num_workers=WORKERS,
+                  py_start_method="spawn")
+    def pipe() -> tuple[Any, ...]:
+        return tuple(fn.decoders.image(jpg, device="cpu") for (jpg,) in src.external_sources())
+
+    p = pipe()
+    p.build()
+    loader = DALIGenericIterator(p, src.output_names(["image"]), auto_reset=True)
+    for _ in range(2):
+        steps = 0
+        for (out,) in loader:
+            assert set(out) == {"image_w0", "image_w1"}
+            merged = src.merge(out)
+            assert isinstance(merged, dict) and tuple(merged["image"].shape) == (8, 8, 8, 3)
+            assert (merged["image"][:PER_WORKER] == out["image_w0"]).all()
+            steps += 1
+        assert steps == src.iterations == 6

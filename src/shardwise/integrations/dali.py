@@ -13,7 +13,9 @@ on all ranks run the same number of iterations. :meth:`DaliSource.merge` joins t
 
 Epochs: every ``iter()`` of a source starts the next epoch (``cycle="raise"``: DALI
 calls ``iter()`` again after ``pipe.reset()``, which its iterators do at an epoch's
-end), counted per process from :meth:`DaliSource.set_epoch`'s epoch.
+end), counted per process from :meth:`DaliSource.set_epoch`'s epoch. Resume:
+:meth:`DaliSource.state_dict` after ``n`` iterations, :meth:`DaliSource.load_state_dict`
+before building the pipeline (DALI's own checkpointing does not cover iterable sources).
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ class WorkerSource:
         n = self._iters.get(pid, 0)
         self._iters[pid] = n + 1
         return self._epoch(self.start_epoch + n)
+
+    def __repr__(self) -> str:
+        return (f"WorkerSource(rank={self.rank}, worker={self.worker} of {self.num_workers}, "
+                f"per_worker={self._ds.batch_size}, columns={self.columns})")
 
     def __len__(self) -> int:
         """Batches this source yields in the epoch it started on."""
