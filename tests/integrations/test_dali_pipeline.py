@@ -163,3 +163,16 @@ def test_the_pytorch_iterator_and_merge_by_name(tmp_path: Path) -> None:
             assert (merged["image"][:PER_WORKER] == out["image_w0"]).all()
             steps += 1
         assert steps == src.iterations == 6
+
+
+def test_resume_in_a_new_pipeline_continues_the_epoch(tmp_path: Path) -> None:
+    make_shards(tmp_path / "wds", [30, 11, 25, 30])  # 96: 6 iterations of 16 across 2 ranks
+    full_src = _sources(str(tmp_path / "wds"))[0]
+    (full,) = _run([full_src], 1)[0]
+    state = full_src.state_dict(iterations=2)
+    resumed_src = _sources(str(tmp_path / "wds"))[0]
+    resumed_src.load_state_dict(state)
+    assert resumed_src.iterations == full["iterations"] - 2 == 4
+    (rest,) = _run([resumed_src], 1)[0]
+    assert rest["merged"] == full["merged"][2 * WORKERS * PER_WORKER :]
+    assert all(b == f[2:] for b, f in zip(rest["per_source"], full["per_source"]))
