@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from shardwise.dedup import verify
 from shardwise.dedup.minhash import _bucket_order
-from shardwise.dedup.verify import ROW_BITS, _Shingles, exact_similar
+from shardwise.dedup.verify import ROW_BITS, _Candidates, _Shingles, exact_similar
 
 
 class _Keys:
@@ -36,17 +36,23 @@ def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: b
     # check falls back to ranks); repeats within a document are allowed, as stored
     mult = np.uint64(0x9E3779B97F4A7C15 if spread else 1)
     tasks = [{"shingles": np.array([x for d in t for x in d], dtype=np.uint64) * mult,
-              "lengths": np.array([len(d) for d in t], dtype=np.int64)} for t in docs]
+              "lengths": np.array([len(d) for d in t], dtype=np.int64),
+              "sig": np.zeros((len(t), 4), dtype=np.uint64)} for t in docs]
     ids = [(t, r) for t, rows in enumerate(docs) for r in range(len(rows))]
     pairs = data.draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)), min_size=1, max_size=30))
     a = np.array([_doc(*p) for p, _ in pairs], dtype=np.uint64)
     b = np.array([_doc(*q) for _, q in pairs], dtype=np.uint64)
     old = verify.PAIR_SHINGLES
     verify.PAIR_SHINGLES = batch
-    try:
-        got = exact_similar(_Shingles(_Keys(tasks), 1 << 30), a, b, threshold)
+    keys = _Keys(tasks)
+    gathered = _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 1 << 30)
+    assert gathered is not None
+    try:  # from a cache of whole tasks, and from the candidates gathered once: the same
+        got = exact_similar(_Shingles(keys, 1 << 30), a, b, threshold)
+        assert (exact_similar(gathered, a, b, threshold) == got).all()
     finally:
         verify.PAIR_SHINGLES = old
+    assert _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 0) is None  # past its cap: not gathered
     for (p, q), ok in zip(pairs, got):
         x, y = set(docs[p[0]][p[1]]), set(docs[q[0]][q[1]])
         union = len(x | y)

@@ -85,6 +85,52 @@ class _Shingles:
         return v, np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64), sizes
 
 
+class _Candidates:
+    """The signatures and shingles of a fixed set of documents (sorted unique ``docs``),
+    gathered in one pass over the tasks, each task's keys read once: what a verifying edges
+    task needs when its candidates fit in its share of the memory budget (a cache of whole
+    tasks would read every task again in every round once they do not all fit)."""
+
+    def __init__(self, docs: np.ndarray, sig: np.ndarray, values: np.ndarray, sizes: np.ndarray) -> None:
+        self.docs, self.sig, self.values, self.sizes = docs, sig, values, sizes
+        self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+
+    @classmethod
+    def gather(cls, keys: TaskKeys, docs: np.ndarray, max_bytes: int) -> _Candidates | None:
+        """The rows of ``docs``, or None once they pass ``max_bytes``."""
+        task = (docs >> np.uint64(ROW_BITS)).astype(np.int64)
+        row = (docs & np.uint64((1 << ROW_BITS) - 1)).astype(np.int64)
+        sigs: list[np.ndarray] = []
+        vals: list[np.ndarray] = []
+        sizes: list[np.ndarray] = []
+        used = 0
+        for t in np.unique(task):  # docs are sorted, so by task and then by row
+            d = keys.load(int(t), ["sig", "shingles", "lengths"])
+            r = row[task == t]
+            starts = np.concatenate([[0], np.cumsum(d["lengths"])])[r]
+            n = d["lengths"][r].astype(np.int64)
+            sigs.append(d["sig"][r])
+            vals.append(d["shingles"][_ranges(starts, n)])
+            sizes.append(n)
+            used += sigs[-1].nbytes + vals[-1].nbytes + n.nbytes
+            if used > max_bytes:
+                return None
+        if not sigs:
+            return cls(docs, np.zeros((0, 0), np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64))
+        return cls(docs, np.concatenate(sigs), np.concatenate(vals), np.concatenate(sizes))
+
+    def sig_rows(self, docs: np.ndarray) -> np.ndarray:
+        """The signatures of ``docs`` (one row each; all among the gathered ones)."""
+        return self.sig[np.searchsorted(self.docs, docs)]
+
+    def values_of(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """As :meth:`_Shingles.values_of`, for sorted unique ``docs`` among the gathered ones."""
+        i = np.searchsorted(self.docs, docs)
+        sizes = self.sizes[i]
+        return (self.values[_ranges(self.starts[i], sizes)], np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64),
+                sizes)
+
+
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every ``i``, concatenated."""
     lengths = np.asarray(lengths, dtype=np.int64)
@@ -115,7 +161,7 @@ def _codes(values: np.ndarray, bits: int) -> np.ndarray:
     return codes
 
 
-def exact_similar(shingles: _Shingles, a: np.ndarray, b: np.ndarray, threshold: float) -> np.ndarray:
+def exact_similar(shingles: _Shingles | _Candidates, a: np.ndarray, b: np.ndarray, threshold: float) -> np.ndarray:
     """Whether the exact Jaccard similarity of the shingle sets of each pair ``(a[i], b[i])``
     reaches ``threshold``.
 
@@ -177,10 +223,12 @@ def verified_stars(keys: TaskKeys, threshold: float, num_perm: int, doc: np.ndar
 
     A pair estimated (from the signatures) more than 4.5 standard deviations below the
     threshold is rejected, and one estimated as far above it accepted, without the exact
-    Jaccard check that decides the rest (:func:`exact_similar`, vectorised). At most
-    ``max_bytes`` of the tasks' keys are kept in memory at a time (:class:`TaskCache`).
-    """
-    shingles = _Shingles(keys, max_bytes)
+    Jaccard check that decides the rest (:func:`exact_similar`, vectorised). The
+    candidates' signatures and shingles are gathered once when they fit in ``max_bytes``
+    (:class:`_Candidates`); else at most ``max_bytes`` of the tasks' keys are kept in
+    memory at a time (:class:`TaskCache`)."""
+    gathered = _Candidates.gather(keys, np.unique(doc[active]), max_bytes)
+    shingles: _Shingles | _Candidates = gathered if gathered is not None else _Shingles(keys, max_bytes)
     sigma = float(np.sqrt(threshold * (1 - threshold) / num_perm))
     floor, ceiling = threshold - 4.5 * sigma, threshold + 4.5 * sigma
     rejected = 0
