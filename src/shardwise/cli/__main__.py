@@ -1,0 +1,7 @@
+"""``python -m shardwise.cli``."""
+
+import sys
+
+from shardwise.cli import main
+
+sys.exit(main())
