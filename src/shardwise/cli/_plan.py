@@ -81,6 +81,29 @@ def plan(paths: tuple[str, ...], sources: tuple[str, ...], epoch_size: int | Non
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
+    lines = _summary_lines(report, index, workers, batch_size, canonical_workers)
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        click.echo(f"{key:<{width}}  {value}")
+    if html_out:
+        click.echo(f"plan view: {html_out}")
+
+
+def _write_plan_view(p: Any, unit_bytes: Any, samples: int, out: str, what: str, replication: int = 1,
+                     sources: Any = ()) -> None:
+    from shardwise.report import plan_view, render_plan
+
+    view = plan_view(p, unit_bytes, samples_total=samples, replication=replication, sources=sources)
+    html = render_plan(view, title=f"shardwise plan view: {what}")
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(html)
+
+
+def _summary_lines(report: dict[str, Any], index: Any, workers: int, batch_size: int,
+                   canonical_workers: int | None) -> list[tuple[str, str]]:
+    """The plan report as (label, text) lines for the terminal."""
+    world_size, replication, groups = report["world_size"], report["replication"], report["groups"]
+    interleave, rows = report["interleave"], report["sources"]
     ranks = f"{world_size} ranks" if replication == 1 else (
         f"{world_size} ranks in {groups} groups of {replication} (data-parallel ranks; "
         "a group's ranks read the same batches)")
@@ -103,18 +126,4 @@ def plan(paths: tuple[str, ...], sources: tuple[str, ...], epoch_size: int | Non
     if canonical_workers:
         lines.append(("canonical workers", f"{canonical_workers} (the same global batches on every topology "
                                            "whose ranks x workers divide it)"))
-    width = max(len(k) for k, _ in lines)
-    for key, value in lines:
-        click.echo(f"{key:<{width}}  {value}")
-    if html_out:
-        click.echo(f"plan view: {html_out}")
-
-
-def _write_plan_view(p: Any, unit_bytes: Any, samples: int, out: str, what: str, replication: int = 1,
-                     sources: Any = ()) -> None:
-    from shardwise.report import plan_view, render_plan
-
-    view = plan_view(p, unit_bytes, samples_total=samples, replication=replication, sources=sources)
-    html = render_plan(view, title=f"shardwise plan view: {what}")
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(html)
+    return lines

@@ -14,7 +14,6 @@ per-sample Python objects; use ``DataLoader(ds, batch_size=None)``.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import os
 import time
@@ -28,7 +27,7 @@ import pyarrow.compute as pc
 from shardwise.errors import ConfigError, PlanError
 from shardwise.formats import OnError, check_on_error
 from shardwise.index import cache_root
-from shardwise.loader._args import check_bool, check_columns, check_filter, check_int, check_state
+from shardwise.loader._args import check_bool, check_columns, check_filter, check_int
 from shardwise.loader.cached import default_budget
 from shardwise.loader.channel import Seen, TopologyChannel, in_dataloader_worker
 from shardwise.loader.convert import Padding, check_padding
@@ -36,20 +35,18 @@ from shardwise.loader.groups import data_parallel
 from shardwise.loader.placement import detect_placement
 from shardwise.loader.position import Position
 from shardwise.loader.sources import Source, check_not_empty, open_reader, open_source, read_counts
-from shardwise.loader.stats import epoch_stats, mixing_for, mixing_key
+from shardwise.loader.state import LoaderState
+from shardwise.loader.stats import epoch_stats, mixing_for
 from shardwise.loader.stream import BatchFormat, Reading, serial_items
 from shardwise.loader.threaded import default_threads, threaded_batches
 from shardwise.loader.transport import NumpyColumn, setup_worker
-from shardwise.plan import Plan, Resume, Topology, auto_interleave, make_plan
+from shardwise.plan import Plan, Topology, auto_interleave, make_plan
 from shardwise.plan.compose import WindowSource
 from shardwise.storage.cache import NodeCache
 
 __all__ = ["NumpyColumn", "StreamingDatasetBase"]
 
-STATE_VERSION = 1
-
-
-class StreamingDatasetBase:
+class StreamingDatasetBase(LoaderState):
     """Stream a dataset to training with exact, equal per-rank shares.
 
     Args:
@@ -153,54 +150,65 @@ class StreamingDatasetBase:
         self.on_error = check_on_error(on_error)
         if pad_to is not None and batch_format not in ("numpy", "torch"):
             raise ConfigError(f"pad_to={pad_to!r} pads numpy or torch batches; batch_format is {batch_format!r}")
-        columns = check_columns(columns)
+        self.columns = check_columns(columns)
         self.cache = _node_cache(cache_dir, cache_bytes)
-        sources = isinstance(source, Source) or (isinstance(source, (list, tuple))
-                                                 and any(isinstance(s, Source) for s in source))
-        if cache_dir is not None and not sources:  # the index is kept there too
-            open_options = dict(open_options, cache_dir=cache_dir)
-        self.index = open_source(source, self.on_error, open_options, columns,
-                                 tuple(inspect.signature(StreamingDatasetBase.__init__).parameters))
-        self.mixing = mixing_for(self.index, epoch_size, batching)
+        self._open(source, cache_dir, open_options, epoch_size, batching)
         self.canonical_workers = check_int("canonical_workers", canonical_workers, 1, optional=True)
         self.batch_size = check_int("batch_size", batch_size, 1)
         self.shuffle, self.drop_last = check_bool("shuffle", shuffle), check_bool("drop_last", drop_last)
         self.seed = check_int("seed", seed)
-        self.columns = columns
         self.filter = check_filter(filter, [ix.schema for ix in getattr(self.index, "indexes", [self.index])])
         self.batch_format = batch_format
         self.pad_to = check_padding(pad_to)
-        if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
-                                        or num_threads < 1):
-            raise ConfigError(f"num_threads must be an integer >= 1, got {num_threads!r}")
-        self.num_threads = num_threads or default_threads()
+        self.num_threads = _check_threads(num_threads)
         self.pin_memory = bool(pin_memory)
         self.shuffle_bytes = check_int("shuffle_bytes", shuffle_bytes, 1)
         interleave = check_int("interleave", interleave, 1, optional=True)
         self.interleave = interleave if interleave is not None else self._auto_interleave()
         self.prefetch_bytes = check_int("prefetch_bytes", prefetch_bytes, 0)
+        self._place(rank, world_size, num_workers, dict(replication=replication, dp_rank=dp_rank,
+                                                        dp_size=dp_size, device_mesh=device_mesh, dp_dim=dp_dim))
+        # plan from what reading yields: after the filter, and after quarantine under "skip"
+        self.counts, self.quarantine = read_counts(self.index, filter, self.on_error)
+        self._start_state()
+        open_reader(self.index, self.columns, self.filter, on_error)  # validate columns now
+        self.topology(1)  # validate batch_size etc. now
+        check_not_empty(self.index, self.counts, filter, self.quarantine)
+
+    def _open(self, source: Any, cache_dir: str | None, open_options: dict[str, Any],
+              epoch_size: int | None, batching: str) -> None:
+        """The index of the source (or of every :class:`Source`) and the mixing rules."""
+        sources = isinstance(source, Source) or (isinstance(source, (list, tuple))
+                                                 and any(isinstance(s, Source) for s in source))
+        if cache_dir is not None and not sources:  # the index is kept there too
+            open_options = dict(open_options, cache_dir=cache_dir)
+        self.index = open_source(source, self.on_error, open_options, self.columns,
+                                 tuple(inspect.signature(StreamingDatasetBase.__init__).parameters))
+        self.mixing = mixing_for(self.index, epoch_size, batching)
+
+    def _place(self, rank: int | None, world_size: int | None, num_workers: int | None,
+               groups: dict[str, Any]) -> None:
+        """The training rank and world size (given or detected), the data-parallel ones the
+        plan is cut for, and the DataLoader workers if given."""
         placement = detect_placement(rank, world_size, 0, 1)
         self.rank, self.world_size = placement.rank, placement.world_size
-        dp = data_parallel(self.rank, self.world_size, replication=replication, dp_rank=dp_rank,
-                           dp_size=dp_size, device_mesh=device_mesh, dp_dim=dp_dim)
+        dp = data_parallel(self.rank, self.world_size, **groups)
         self.dp_rank, self.dp_size = dp.rank, dp.size  # what the plan is cut for
         num_workers = check_int("num_workers", num_workers, 0, optional=True)
         self.num_workers = max(1, num_workers) if num_workers is not None else None
         self._explicit_workers = num_workers is not None
-        # plan from what reading yields: after the filter, and after quarantine under "skip"
-        self.counts, self.quarantine = read_counts(self.index, filter, self.on_error)
+
+    def _start_state(self) -> None:
+        """Epoch 0, no resume point, and the channel DataLoader workers report through."""
         self.epoch = 0
-        self._counts_digest: str | None = None
-        self._resumes: list[Resume] = []
+        self._counts_digest = None
+        self._resumes = []
         self._channel = TopologyChannel.new()  # where DataLoader workers say how many they are
         weakref.finalize(self, self._channel.remove)
-        self._seen: Seen | None = None  # the topology iterating in this process, if any
-        self._position: Position | None = None  # what the current iteration yielded
-        self._resume_at: Position | None = None  # a worker's own saved position
+        self._seen = None  # the topology iterating in this process, if any
+        self._position = None  # what the current iteration yielded
+        self._resume_at = None  # a worker's own saved position
         self._control = 0  # number of the last epoch/resume published to or taken from workers
-        open_reader(self.index, self.columns, self.filter, on_error)  # validate columns now
-        self.topology(1)  # validate batch_size etc. now
-        check_not_empty(self.index, self.counts, filter, self.quarantine)
 
     def _auto_interleave(self) -> int:
         """As many units as fit ``shuffle_bytes`` once decoded (taken as twice their
@@ -238,99 +246,10 @@ class StreamingDatasetBase:
         self.epoch = epoch
         self._publish()
 
-    def _publish(self) -> None:
-        """Tell DataLoader workers that keep their dataset (``persistent_workers=True``)
-        the epoch and resume point set in the training process."""
-        if in_dataloader_worker():
-            return
-        self._control += 1
-        self._channel.publish({"n": self._control, "epoch": self.epoch,
-                               "resumes": [r.to_dict() for r in self._resumes]})
-
-    def _follow(self) -> None:
-        """In a DataLoader worker: take what the training process set since this copy of
-        the dataset was made."""
-        control = self._channel.control()
-        if control is not None and int(control["n"]) > self._control:
-            self._control = int(control["n"])
-            if int(control["epoch"]) != self.epoch:
-                self._resume_at = None
-            self.epoch = int(control["epoch"])
-            self._resumes = [Resume.from_dict(r) for r in control["resumes"]]
-
     def __len__(self) -> int:
         """Batches per rank (batched mode) or samples per rank (per-sample mode)."""
         p = self.plan()
         return p.batches_per_rank if self.batch_format else p.samples_per_rank
-
-    # -- state ------------------------------------------------------------------------
-    def _digest(self) -> str:
-        if self._counts_digest is None:  # asked for after every batch by StatefulDataLoader
-            self._counts_digest = hashlib.sha1(self.counts.tobytes()).hexdigest()[:16]
-        return self._counts_digest
-
-    def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
-        """The position after ``consumed_batches`` batches of this rank in this epoch.
-
-        Counted from the start of the epoch, or from the loaded state's position when the
-        epoch was resumed. Every rank saves the same state (ranks advance together).
-        Without ``consumed_batches`` (as torchdata's ``StatefulDataLoader`` calls it, in
-        each worker), the state is this worker's own position: the samples its current
-        iteration yielded.
-        """
-        if consumed_batches is None:
-            return self._state(position=(self._position or Position(self.epoch, 0, 1, 0, 1)).to_dict())
-        consumed_batches = check_int("consumed_batches", consumed_batches)
-        world_size, num_workers = self._consumer(consumed_batches)
-        p = self.plan(num_workers, world_size)
-        if not 0 <= consumed_batches <= p.batches_per_rank:
-            raise PlanError(f"consumed_batches must be in [0, {p.batches_per_rank}], got {consumed_batches}")
-        return self._state(resumes=[r.to_dict() for r in p.resume(consumed_batches).resumes])
-
-    def _state(self, **fields: Any) -> dict[str, Any]:
-        state = {"version": STATE_VERSION, "epoch": self.epoch, "seed": self.seed,
-                 "shuffle": self.shuffle, "counts": self._digest(),
-                 "resumes": [r.to_dict() for r in self._resumes]}
-        if (mixing := mixing_key(self.index, self.mixing, self.canonical_workers)) is not None:
-            state["mixing"] = mixing
-        state.update(fields)
-        return state
-
-    def _consumer(self, consumed_batches: int) -> tuple[int, int]:
-        """(world_size, num_workers) of whatever iterated this dataset most recently: a
-        DataLoader's workers (through the channel) or this process itself."""
-        seen = [s for s in (self._seen, self._channel.read()) if s is not None]
-        if seen:
-            latest = max(seen, key=lambda s: s.at)
-            return latest.world_size, latest.num_workers
-        if self._explicit_workers or consumed_batches == 0:
-            return self.dp_size, self.num_workers or 1
-        raise PlanError(
-            "state_dict cannot tell how many DataLoader workers consumed these batches: this "
-            "dataset was not iterated in this process and no worker reported; pass "
-            "num_workers= (the DataLoader's, 1 for num_workers=0) to StreamingDataset")
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from a saved position, on this or another topology (elastic resume)."""
-        check_state(state)
-        if state.get("version") != STATE_VERSION:
-            raise PlanError(f"unsupported loader state version {state.get('version')!r}")
-        if state.get("counts") != self._digest():
-            raise PlanError("the loader state was saved for a different dataset or filter")
-        if state.get("seed") != self.seed or state.get("shuffle") != self.shuffle:
-            raise PlanError("the loader state was saved with another seed or shuffle setting")
-        if state.get("mixing") != mixing_key(self.index, self.mixing, self.canonical_workers):
-            raise PlanError("the loader state was saved with other sources, epoch_size, batching or "
-                            "canonical_workers")
-        try:
-            epoch = int(state["epoch"])
-            resumes = [Resume.from_dict(r) for r in state["resumes"]]
-            at = Position.from_dict(state["position"]) if "position" in state else None
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"not a loader state written by state_dict: {type(exc).__name__} {exc}") from exc
-        self.epoch, self._resumes, self._resume_at = epoch, resumes, at
-        self.plan()  # fail now, not inside a worker
-        self._publish()
 
     # -- iteration --------------------------------------------------------------------
     def iter_shard(
@@ -390,3 +309,11 @@ def _node_cache(cache_dir: str | None, cache_bytes: int | None) -> NodeCache | N
     if cache_bytes is None:
         cache_bytes = default_budget(root)
     return NodeCache(root, cache_bytes)
+
+
+def _check_threads(num_threads: int | None) -> int:
+    """``num_threads`` as given (an integer >= 1), or the default for this process."""
+    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
+                                    or num_threads < 1):
+        raise ConfigError(f"num_threads must be an integer >= 1, got {num_threads!r}")
+    return num_threads or default_threads()
