@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardwise.loader.gather import Views, gather, gather_columns
+from shardwise.loader.gather import Views, gather, gather_columns, unit_views
 
 _EMB = pa.list_(pa.field("element", pa.float32()), 3)
 
@@ -76,3 +76,20 @@ def test_strings_as_objects_equal_the_gathered_arrow_columns(sizes: list[int], p
         assert got.tolist() == expected.column(name).to_pylist()
     flag = columns[expected.schema.get_field_index("flag")]
     assert isinstance(flag, pa.ChunkedArray) and flag.equals(expected.column("flag"))  # not a string: Arrow
+
+
+def test_unit_views_convert_strings_once_and_gathers_reuse_them() -> None:
+    tables = {u: _unit(u, 12, nulls=False).combine_chunks() for u in range(3)}
+    text = tables[0].schema.get_field_index("text")
+    views: Views = {}
+    for u in tables:
+        views.update(unit_views(tables, u, objects=True))
+    prepared = views[(1, text)]
+    assert isinstance(prepared, np.ndarray) and prepared.dtype == object
+    assert prepared.tolist() == tables[1].column("text").to_pylist()
+    unit_ids = np.array([2, 1, 1, 0, 2], dtype=np.int64)
+    rows = np.array([3, 0, 11, 5, 5], dtype=np.int64)
+    got = gather_columns(tables, unit_ids, rows, views, objects=True)[text]
+    assert got.tolist() == [tables[int(u)].column("text")[int(r)].as_py() for u, r in zip(unit_ids, rows)]
+    assert got[1] is prepared[0]  # the unit's objects, put in order: not converted again
+    assert unit_views(tables, 0)[(0, text)] is None  # without objects: strings stay with Arrow

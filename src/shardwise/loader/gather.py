@@ -8,8 +8,9 @@ second take to restore the order); for numeric columns and fixed-size lists of n
 without nulls -- ids, labels, embeddings, token windows -- with numpy's ``take`` (each
 unit's rows copied into a small scratch buffer that stays in cache, then scattered to
 their places in the piece), and one copy when all rows come from one unit. For numpy
-and torch batches, strings become Python objects unit by unit and only the objects are
-put in order.
+and torch batches, each unit's strings become Python objects once (as a scan converts
+them; :func:`unit_views` does it on the thread that read the unit) and pieces take
+only the objects, the same way as numbers.
 
 :func:`gather_columns` hands the numeric columns out as the numpy arrays the rows were
 copied into (owned and writable: the in-process loader's batches are views of them);
@@ -21,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["Columns", "Views", "column_to_arrow", "gather", "gather_columns"]
+__all__ = ["Columns", "Views", "column_to_arrow", "gather", "gather_columns", "unit_views"]
 
 Views = dict[tuple[int, int], "np.ndarray | None"]  # (unit, column) -> numpy view, or None: use Arrow
 Columns = list["np.ndarray | pa.ChunkedArray"]  # one per schema field: gathered by numpy, or by Arrow
@@ -43,7 +44,8 @@ def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.n
     """The gathered rows column by column (see :func:`gather`): numbers and fixed-size
     lists of numbers without nulls as new numpy arrays (2-D for lists), the rest as Arrow.
     With ``objects``, string and binary columns come as numpy arrays of Python objects
-    (what numpy and torch batches hold), converted unit by unit and put in order."""
+    (what numpy and torch batches hold), converted once per unit (cached in ``views``,
+    which must then always be used with ``objects``) and put in order."""
     order = np.argsort(unit_ids, kind="stable")
     grouped = unit_ids[order]
     cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
@@ -53,11 +55,9 @@ def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.n
     columns: Columns = []
     by_arrow: list[int] = []
     for i, f in enumerate(schema):
-        arrays = [a for a in (_view(views, tables, u, i) for u, _ in groups) if a is not None]
+        arrays = [a for a in (_view(views, tables, u, i, objects) for u, _ in groups) if a is not None]
         if len(arrays) == len(groups):
             columns.append(_take_numeric(arrays, groups, bounds, order, len(rows)))
-        elif objects and _text(f.type):
-            columns.append(_take_objects([tables[u].column(i) for u, _ in groups], groups, bounds, order))
         else:
             columns.append(pa.chunked_array([], type=f.type))  # filled below
             by_arrow.append(i)
@@ -78,21 +78,6 @@ def _text(t: pa.DataType) -> bool:
             or pa.types.is_large_binary(t))
 
 
-def _take_objects(cols: list[pa.ChunkedArray], groups: list[tuple[int, np.ndarray]],
-                  bounds: list[tuple[int, int]], order: np.ndarray) -> np.ndarray:
-    """Rows of a string or binary column of several units as one object array in piece
-    order: each unit's rows taken and converted, then their objects put in place."""
-    def objects_of(col: pa.ChunkedArray, picked: np.ndarray) -> np.ndarray:
-        return col.take(pa.array(picked, type=pa.int64())).to_numpy(zero_copy_only=False)
-
-    if len(groups) == 1:
-        return np.require(objects_of(cols[0], groups[0][1]), requirements="W")
-    out = np.empty(len(order), dtype=object)
-    for (a, b), (_, picked), col in zip(bounds, groups, cols):
-        out[order[a:b]] = objects_of(col, picked)
-    return out
-
-
 def _take_numeric(arrays: list[np.ndarray], groups: list[tuple[int, np.ndarray]], bounds: list[tuple[int, int]],
                   order: np.ndarray, n: int) -> np.ndarray:
     """Rows of several units' numpy views into one new array in piece order: each unit's
@@ -110,11 +95,23 @@ def _take_numeric(arrays: list[np.ndarray], groups: list[tuple[int, np.ndarray]]
     return out
 
 
-def _view(views: Views, tables: dict[int, pa.Table], unit: int, column: int) -> np.ndarray | None:
+def _view(views: Views, tables: dict[int, pa.Table], unit: int, column: int, objects: bool) -> np.ndarray | None:
     key = (unit, column)
     if key not in views:
-        views[key] = _numeric_view(tables[unit].column(column))
+        col = tables[unit].column(column)
+        views[key] = col.to_numpy() if objects and _text(col.type) else _numeric_view(col)
     return views[key]
+
+
+def unit_views(tables: dict[int, pa.Table], unit: int, objects: bool = False) -> Views:
+    """The numpy arrays :func:`gather_columns` takes the rows of ``unit`` from, computed
+    ahead (e.g. on the thread that read the unit): zero-copy views of its numeric
+    columns and, with ``objects``, its string and binary columns as Python objects
+    (converted once per unit, as a scan converts them, instead of once per piece)."""
+    views: Views = {}
+    for i in range(tables[unit].num_columns):
+        _view(views, tables, unit, i, objects)
+    return views
 
 
 def _numeric_view(col: pa.ChunkedArray) -> np.ndarray | None:

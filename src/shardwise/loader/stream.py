@@ -99,9 +99,10 @@ class Reading:
         """A unit's estimated decoded bytes (twice its stored size)."""
         return 2 * self.index.units[u].num_bytes
 
-    def prefetcher(self, **kwargs: Any) -> Prefetcher[int, pa.Table]:
-        """Reads units ahead, across window boundaries, under ``prefetch_bytes``."""
-        return Prefetcher(self.loader(), self.size, budget_bytes=self.prefetch_bytes,
+    def prefetcher(self, load: Callable[[int], Any] | None = None, **kwargs: Any) -> Prefetcher[int, Any]:
+        """Reads units ahead, across window boundaries, under ``prefetch_bytes``, with
+        ``load`` (default: :meth:`loader`'s)."""
+        return Prefetcher(load or self.loader(), self.size, budget_bytes=self.prefetch_bytes,
                           max_ahead=2 * self.interleave + 2, **kwargs)
 
 

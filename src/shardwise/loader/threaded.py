@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from shardwise.errors import PlanError
 from shardwise.loader.convert import column_to_numpy, is_ragged, pad
-from shardwise.loader.gather import Views, column_to_arrow, gather_columns
+from shardwise.loader.gather import Views, column_to_arrow, gather_columns, unit_views
 from shardwise.loader.stream import Reading
 from shardwise.loader.transport import NumpyColumn
 from shardwise.plan.compose import WindowSource
@@ -79,7 +79,7 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
                         "after the last full batch")
     maker = _Maker(reading)
     pool = ThreadPoolExecutor(reading.num_threads, thread_name_prefix="shardwise-loader")
-    units = reading.prefetcher(executor=pool).iterate([u for w in windows for u in w[0]])
+    units = reading.prefetcher(_unit_loader(reading), executor=pool).iterate([u for w in windows for u in w[0]])
     loaded: dict[int, tuple[dict[int, pa.Table], Views]] = {}  # window -> its tables, while needed
     pending: deque[Future[Piece]] = deque()
     try:
@@ -88,7 +88,10 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
             for w, lo, hi in piece:
                 if w not in loaded:  # earlier windows are done: in-flight pieces hold their own
                     loaded = {k: v for k, v in loaded.items() if k >= piece[0][0]}
-                    loaded[w] = ({u: next(units) for u in windows[w][0]}, {})
+                    loaded[w] = ({}, {})
+                    for u in windows[w][0]:
+                        loaded[w][0][u], views = next(units)
+                        loaded[w][1].update(views)
                 tables, views = loaded[w]
                 parts.append((tables, views, windows[w][1][lo:hi], windows[w][2][lo:hi]))
             pending.append(pool.submit(maker.make, parts))
@@ -101,6 +104,19 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
             fut.cancel()
         units.close()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _unit_loader(reading: Reading) -> Callable[[int], tuple[pa.Table, Views]]:
+    """Reads a unit and prepares what gathers take from it (its numeric views and, for
+    numpy and torch batches, its strings as Python objects) on the reading thread."""
+    load = reading.loader()
+    objects = reading.batch_format != "arrow"
+
+    def load_unit(u: int) -> tuple[pa.Table, Views]:
+        table = load(u)
+        return table, unit_views({u: table}, u, objects)
+
+    return load_unit
 
 
 def cut_pieces(lengths: list[int], size: int) -> list[list[tuple[int, int, int]]]:
@@ -142,7 +158,7 @@ class _Maker:
             tables, views, unit_ids, order = parts[0]
         else:  # a piece across windows: one gather (a unit in both is the same table)
             tables = {u: t for p in parts for u, t in p[0].items()}
-            views = {}
+            views = {k: v for p in parts for k, v in p[1].items()}
             unit_ids, order = np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts])
         schema = next(iter(tables.values())).schema
         columns = [c if isinstance(c, np.ndarray) else c.combine_chunks()
