@@ -90,7 +90,7 @@ class UnitCache:
             pieces = [piece for extent in self._extents(unit, stack)
                       if (piece := self._lease(stack, unit.path, extent)) is not None]
             reader = partial(self._read_remote, unit.path)
-            with serving(unit.path, lambda: SparseFile(size, pieces, reader)):  # type: ignore[arg-type,return-value]
+            with serving(unit.path, lambda: SparseFile(size, pieces, reader, unit.path)):  # type: ignore[arg-type,return-value]
                 yield
 
     def _lease(self, stack: contextlib.ExitStack, url: str, extent: Extent) -> tuple[int, bytes] | None:
@@ -110,7 +110,7 @@ class UnitCache:
         footer = self._footer(unit.path, size, stack)
         if unit.path not in self._row_groups:
             self._row_groups[unit.path] = _row_group_ranges(SparseFile(size, [(e.start, d) for e, d in footer],
-                                                                       partial(self._read_remote, unit.path)))
+                                                                       partial(self._read_remote, unit.path), unit.path))
         start, end = self._row_groups[unit.path][unit.index]
         end = min(end, *(e.start for e, _ in footer))  # bytes the footer's entries hold come from there
         tail = [self._extent(unit.path, start, end)] if end > start else []

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import IO
 
+from shardwise.errors import StorageError
+
 __all__ = ["SparseFile", "overlay_for", "serving"]
 
 RangeReader = Callable[[int, int], bytes]
@@ -28,10 +30,18 @@ class SparseFile(io.RawIOBase):
         size: the whole file's size.
         pieces: ``(offset, data)`` pairs, not overlapping.
         fallback: reads ``[start, end)`` of the real file, for reads outside the pieces.
+        url: the real file's URL, named by errors.
+
+    Raises:
+        StorageError: from ``read``, naming the URL and the byte range, when a range is
+            neither in the pieces nor readable from the real file (an ``OSError`` too, so
+            code that reads file objects handles it as one).
     """
 
-    def __init__(self, size: int, pieces: list[tuple[int, bytes]], fallback: RangeReader | None = None) -> None:
+    def __init__(self, size: int, pieces: list[tuple[int, bytes]], fallback: RangeReader | None = None,
+                 url: str = "<cached file>") -> None:
         super().__init__()
+        self._url = url
         self._size = size
         self._pieces = sorted(pieces, key=lambda p: p[0])
         self._starts = [p[0] for p in self._pieces]
@@ -86,11 +96,14 @@ class SparseFile(io.RawIOBase):
         i = bisect.bisect_right(self._starts, start)
         stop = min(end, self._starts[i]) if i < len(self._starts) else end
         if self._fallback is None:
-            raise OSError(f"bytes {start}-{stop} are not in the cached pieces and no remote file was given")
+            raise StorageError(f"{self._url}: bytes {start}-{stop} are not in the cached pieces and no remote file "
+                               "was given",
+                               self._url)
         self.misses += 1
         data = self._fallback(start, stop)
         if not data:
-            raise EOFError(f"unexpected end of the remote file at byte {start}")
+            raise StorageError(f"{self._url}: the remote file ends at byte {start}, before the {self._size} bytes it had when "
+                               "it was indexed (it changed since: index the dataset again)", self._url)
         return data
 
 
