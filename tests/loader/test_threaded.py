@@ -181,3 +181,33 @@ def test_num_threads_is_checked_and_pin_memory_says_it_does_nothing_on_cpu(
         batch = next(iter(ds))
     assert isinstance(batch["id"], torch.Tensor) and not batch["id"].is_pinned()
     assert "pin_memory=True has no effect" in caplog.text
+
+
+def test_first_units_are_read_while_the_order_is_worked_out(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shardwise.plan.worker import WorkerPlan
+
+    ds = StreamingDataset(str(data), batch_size=32, interleave=3, batch_format="numpy", seed=4)
+    starts = np.cumsum([0, *ds.counts.tolist()])
+    expected = [[int(starts[u]) + int(r) for u, r in b] for b in ds.plan(num_workers=1).rank_batches(0)]
+    reading = threading.Event()
+    seen: list[bool] = []
+    original_load, original_windows = threaded._unit_loader, WorkerPlan.iter_windows
+
+    def recording_loader(*args: Any) -> Any:
+        load = original_load(*args)
+
+        def load_unit(u: int) -> Any:
+            reading.set()
+            return load(u)
+
+        return load_unit
+
+    def windows(self: WorkerPlan) -> Any:
+        seen.append(reading.wait(10))  # a unit is being read before the order exists
+        return original_windows(self)
+
+    monkeypatch.setattr(threaded, "_unit_loader", recording_loader)
+    monkeypatch.setattr(WorkerPlan, "iter_windows", windows)
+    got = [_ids(b) for b in ds]
+    assert seen == [True]
+    assert got == expected  # the plan's batches

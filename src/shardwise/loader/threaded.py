@@ -12,7 +12,10 @@ nothing is copied after the gather. Pieces are cut on the worker's grid of batch
 no batch straddles two pieces, even where a piece spans two windows.
 
 Pieces are handed out in order; at most ``2 * num_threads`` are gathered ahead, and
-units are read ahead under ``prefetch_bytes`` (as on the worker path). Leaving the
+units are read ahead under ``prefetch_bytes`` (as on the worker path), the first ones
+while the training thread works out the plan's order (on a fresh start). As each unit
+is read, its string columns become Python objects on that thread, once (for numpy and
+torch batches), so gathers only put objects in order. Leaving the
 loop early (``break``, then the iterator is garbage-collected) cancels what is queued
 and joins the threads; an error on a thread (a unit that cannot be read) is raised in
 the training loop as the :class:`~shardwise.errors.FormatError` naming file and unit.
@@ -24,7 +27,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +46,7 @@ __all__ = ["default_threads", "threaded_batches"]
 
 _log = logging.getLogger(__name__)
 PIECE_ROWS = 16384  # rows per piece (in whole batches): 4x the worker path's, for fewer, larger takes
+_Loaded = tuple[pa.Table, Views]  # a unit's table and what gathers take from it
 Part = tuple[dict[int, pa.Table], Views, np.ndarray, np.ndarray]  # unit tables, views, unit ids, rows
 
 
@@ -72,17 +76,20 @@ class Piece:
 
 def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, int]]:
     """The batches of ``wp`` made on ``reading.num_threads`` threads, each with its size."""
-    windows = list(wp.iter_windows())
-    lengths = [len(order) for _, _, order in windows]
-    if sum(lengths) % reading.batch_size:
-        raise PlanError(f"internal error: {sum(lengths) % reading.batch_size} samples left over "
-                        "after the last full batch")
     maker = _Maker(reading)
     pool = ThreadPoolExecutor(reading.num_threads, thread_name_prefix="shardwise-loader")
-    units = reading.prefetcher(_unit_loader(reading), executor=pool).iterate([u for w in windows for u in w[0]])
-    loaded: dict[int, tuple[dict[int, pa.Table], Views]] = {}  # window -> its tables, while needed
+    load = _unit_loader(reading)
+    early = _read_early(reading, wp, pool, load)
+    units: Generator[tuple[pa.Table, Views], None, None] | None = None
     pending: deque[Future[Piece]] = deque()
     try:
+        windows = list(wp.iter_windows())  # the plan's order, worked out while the first units are read
+        lengths = [len(order) for _, _, order in windows]
+        if sum(lengths) % reading.batch_size:
+            raise PlanError(f"internal error: {sum(lengths) % reading.batch_size} samples left over "
+                            "after the last full batch")
+        units = reading.prefetcher(_reuse(early, load), executor=pool).iterate([u for w in windows for u in w[0]])
+        loaded: dict[int, tuple[dict[int, pa.Table], Views]] = {}  # window -> its tables, while needed
         for piece in cut_pieces(lengths, reading.piece_rows(PIECE_ROWS)):
             parts: list[Part] = []
             for w, lo, hi in piece:
@@ -102,17 +109,45 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
     finally:
         for fut in pending:
             fut.cancel()
-        units.close()
-        pool.shutdown(wait=True, cancel_futures=True)
+        if units is not None:
+            units.close()
+        pool.shutdown(wait=True, cancel_futures=True)  # also what was read early and not used
 
 
-def _unit_loader(reading: Reading) -> Callable[[int], tuple[pa.Table, Views]]:
+def _read_early(reading: Reading, wp: WindowSource, pool: ThreadPoolExecutor,
+                load: Callable[[int], _Loaded]) -> dict[int, Future[_Loaded]]:
+    """Start reading the worker's first units (under ``prefetch_bytes``) before its order
+    is worked out, on a fresh start (a resumed worker may skip its first units)."""
+    early: dict[int, Future[_Loaded]] = {}
+    if wp.skip:
+        return early
+    held = 0
+    for u in wp.units()[: 2 * reading.interleave + 2]:
+        held += reading.size(u)
+        if early and held > reading.prefetch_bytes:
+            break
+        early[u] = pool.submit(load, u)
+    return early
+
+
+def _reuse(early: dict[int, Future[_Loaded]], load: Callable[[int], _Loaded]) -> Callable[[int], _Loaded]:
+    """``load``, taking a unit read early where there is one (once)."""
+    def load_unit(u: int) -> _Loaded:
+        fut = early.pop(u, None)
+        if fut is None or fut.cancel():  # not read early, or not started yet: read it here
+            return load(u)
+        return fut.result()  # running on another thread, or done
+
+    return load_unit
+
+
+def _unit_loader(reading: Reading) -> Callable[[int], _Loaded]:
     """Reads a unit and prepares what gathers take from it (its numeric views and, for
     numpy and torch batches, its strings as Python objects) on the reading thread."""
     load = reading.loader()
     objects = reading.batch_format != "arrow"
 
-    def load_unit(u: int) -> tuple[pa.Table, Views]:
+    def load_unit(u: int) -> _Loaded:
         table = load(u)
         return table, unit_views({u: table}, u, objects)
 
