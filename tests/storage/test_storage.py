@@ -628,3 +628,13 @@ def test_s3_refusals_fail_fast_naming_the_url(s3_server: dict[str, Any], bucket:
             assert not is_transient(info.value.__cause__ or info.value)  # refused at once, never retried
     finally:
         _forget_s3_clients()
+
+
+def test_s3_filesystems_of_a_process_share_one_botocore_session() -> None:
+    from shardwise.storage.paths import resolve
+
+    a, _ = resolve("s3://bucket/a.parquet", key="k", secret="s", client_kwargs={"endpoint_url": "http://127.0.0.1:1"})
+    b, _ = resolve("s3://other/b.parquet", key="k2", secret="s2")
+    assert a is not b and a.session is b.session  # parsed once, inherited by forked workers
+    c, _ = resolve("s3://bucket/a.parquet", profile="someone")
+    assert c.session is not a.session  # a named profile keeps a session of its own

@@ -50,11 +50,27 @@ def resolve(url: str, **storage_options: Any) -> tuple[fsspec.AbstractFileSystem
     proto = _protocol(url)
     if proto in _PROTOCOL_EXTRAS:
         require(*_PROTOCOL_EXTRAS[proto])
+    if proto in ("s3", "s3a") and "session" not in storage_options and "profile" not in storage_options:
+        storage_options = {**storage_options, "session": _s3_session()}
     try:
         fs, path = url_to_fs(url, **storage_options)
     except (ValueError, ImportError) as exc:
         raise StorageError(f"cannot open {url!r}: {exc}", url) from exc
     return fs, path
+
+
+_SESSION: list[Any] = []
+
+
+def _s3_session() -> Any:
+    """One botocore session per process for S3 clients made without a profile: a new
+    session parses botocore's endpoint and service descriptions again (about half a
+    second of CPU), and a forked DataLoader worker inherits this one, already loaded."""
+    if not _SESSION:
+        from aiobotocore.session import AioSession
+
+        _SESSION.append(AioSession())
+    return _SESSION[0]
 
 
 def _unstrip(fs: fsspec.AbstractFileSystem, original: str, path: str) -> str:
