@@ -74,12 +74,21 @@ def _deal(sizes: np.ndarray, bins: int, rng: np.random.Generator) -> np.ndarray:
     n = len(sizes)
     if bins <= 1 or n == 0:
         return np.zeros(n, dtype=np.int64)
-    heap = [(0, int(t), b) for b, t in enumerate(rng.permutation(bins))]  # ties: a random bin order
-    sizes_list = sizes.tolist()
-    out = [0] * n
+    # a bin's heap key packs (samples so far, tie rank): ints compare faster than tuples and
+    # order alike. The list starts in bin order, as the frozen plans were made (pop and push
+    # on it exactly as before, so the same bin comes off every time)
+    rank = rng.permutation(bins)  # ties: a random bin order
+    shift = int(bins).bit_length()
+    bin_of = np.empty(bins, dtype=np.int64)
+    bin_of[rank] = np.arange(bins)
+    heap = rank.tolist()
+    sizes_list = [int(x) << shift for x in sizes.tolist()]
+    mask = (1 << shift) - 1
+    picked = [0] * n
     pop, push = heapq.heappop, heapq.heappush
     for i in np.lexsort((rng.random(n), np.arange(n) // bins)).tolist():
-        total, t, b = pop(heap)
-        out[i] = b
-        push(heap, (total + sizes_list[i], t, b))
-    return np.asarray(out, dtype=np.int64)
+        key = pop(heap)
+        picked[i] = key & mask
+        push(heap, key + sizes_list[i])
+    out: np.ndarray = bin_of[np.asarray(picked, dtype=np.int64)]
+    return out

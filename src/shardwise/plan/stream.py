@@ -10,7 +10,7 @@ are bounded by one window of one worker.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -19,9 +19,11 @@ from shardwise.errors import PlanError
 __all__ = ["Segment", "Stream", "unit_stream"]
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """Positions ``[lo, hi)`` of unit ``unit``, or the explicit positions ``rows``."""
+class Segment(NamedTuple):
+    """Positions ``[lo, hi)`` of unit ``unit``, or the explicit positions ``rows``.
+
+    A named tuple: a plan at scale makes a million of them, and a tuple is built several
+    times faster than a frozen dataclass."""
 
     unit: int
     lo: int
