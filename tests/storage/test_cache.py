@@ -26,7 +26,7 @@ from _cachework import (
 
 from shardwise.cli import main
 from shardwise.errors import ConfigError
-from shardwise.storage.cache import Extent, NodeCache, read_entry
+from shardwise.storage.cache import EntryView, Extent, NodeCache, read_entry
 from shardwise.storage.cache_admin import clear_cache, verify_cache
 from shardwise.storage.lease import boot_id, is_alive, owner_id
 
@@ -201,6 +201,27 @@ def test_a_corrupted_entry_is_downloaded_again_not_used(tmp_path: Path) -> None:
     with cache.lease(extent(7), lambda: slow_fetch(7, delay=0)) as data:
         assert data == payload(7)
     assert cache.stats.bad_entries == 1 and cache.stats.downloads == 2
+
+
+def test_a_hit_reads_only_the_ranges_asked_and_checks_the_crc_once_per_process(tmp_path: Path) -> None:
+    root = str(tmp_path / "c")
+    cache = NodeCache(root, 10**7)
+    with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)):
+        pass
+    entry = Path(root) / "entries" / extent(8).key
+    with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)) as data:  # first hit: CRC-32 checked
+        assert isinstance(data, EntryView) and len(data) == SIZE
+        assert data[100:110] == payload(8)[100:110] and data[-4:] == payload(8)[-4:]
+    blob = entry.read_bytes()
+    entry.write_bytes(blob[:5] + bytes([blob[5] ^ 0xFF]) + blob[6:])  # in place: same file, same size
+    with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)) as data:
+        assert data is not None and data[1000:1010] == payload(8)[1000:1010]  # record checked, CRC not again
+    assert cache.stats.bad_entries == 0 and cache.stats.downloads == 1
+    result = str(tmp_path / "new-process")
+    p = _start(lease_all, root, 10**7, [8], result)  # a new process checks the CRC before first use
+    p.join(60)
+    assert p.exitcode == 0 and Path(result).read_text() == "1 0"  # found bad, downloaded again
+    assert read_entry(str(entry), extent(8)) == payload(8)
 
 
 def test_clear_keeps_what_a_live_process_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,7 +22,7 @@ from shardwise.formats import Unit
 from shardwise.index import DatasetIndex
 from shardwise.storage import named, resolve, with_retries
 from shardwise.storage.cache import Extent, NodeCache
-from shardwise.storage.overlay import SparseFile, serving
+from shardwise.storage.overlay import Bytes, SparseFile, serving
 
 __all__ = ["UnitCache", "default_budget", "fetch_range"]
 
@@ -93,7 +93,7 @@ class UnitCache:
             with serving(unit.path, lambda: SparseFile(size, pieces, reader, unit.path)):  # type: ignore[arg-type,return-value]
                 yield
 
-    def _lease(self, stack: contextlib.ExitStack, url: str, extent: Extent) -> tuple[int, bytes] | None:
+    def _lease(self, stack: contextlib.ExitStack, url: str, extent: Extent) -> tuple[int, Bytes] | None:
         data = stack.enter_context(self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end)))
         return None if data is None else (extent.start, data)
 
@@ -116,7 +116,7 @@ class UnitCache:
         tail = [self._extent(unit.path, start, end)] if end > start else []
         return [e for e, _ in footer] + tail
 
-    def _footer(self, url: str, size: int, stack: contextlib.ExitStack) -> list[tuple[Extent, bytes]]:
+    def _footer(self, url: str, size: int, stack: contextlib.ExitStack) -> list[tuple[Extent, Bytes]]:
         """The footer's entries (the last 64 KiB, and the rest of a larger footer)."""
         tail = self._extent(url, max(0, size - FOOTER_READ), size)
         tail_data = self._leased(stack, url, tail)
@@ -127,7 +127,7 @@ class UnitCache:
             out.append((head, self._leased(stack, url, head)))
         return out
 
-    def _leased(self, stack: contextlib.ExitStack, url: str, extent: Extent) -> bytes:
+    def _leased(self, stack: contextlib.ExitStack, url: str, extent: Extent) -> Bytes:
         data = stack.enter_context(self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end)))
         return data if data is not None else self._read_remote(url, extent.start, extent.end)
 

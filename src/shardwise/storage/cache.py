@@ -36,7 +36,7 @@ from typing import Any
 from shardwise.errors import ConfigError, StorageError
 from shardwise.storage.lease import FileLock, is_alive, owner_id
 
-__all__ = ["CacheStats", "Extent", "NodeCache"]
+__all__ = ["CacheStats", "EntryView", "Extent", "NodeCache"]
 
 MAGIC = b"SWCACHE1"
 JOURNAL_MAX = 4 * 2**20
@@ -92,32 +92,105 @@ class BadEntry(Exception):
     """An entry whose record, length or checksum does not match."""
 
 
-def read_entry(path: str, extent: Extent | None = None) -> bytes:
-    """The verified bytes of the entry at ``path`` (checked against ``extent`` if given).
+CRC_STEP = 8 * 2**20
+_VERIFIED: set[tuple[str, int, int, int]] = set()  # (path, device, inode, size) whose CRC-32 matched here
+
+
+class EntryView:
+    """The bytes of one entry, read from its open file on demand (``os.pread``): slicing
+    reads only that range, so a reader that needs some columns of a row group reads those.
+
+    Args:
+        fd: the entry file, open for reading (closed by :meth:`close`).
+        length: bytes of data (the record after them is not part of the view).
+        path: the entry's path, for errors.
+    """
+
+    def __init__(self, fd: int, length: int, path: str) -> None:
+        self._fd = fd
+        self._length = length
+        self.path = path
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: slice) -> bytes:
+        start, stop, _ = index.indices(self._length)
+        want = max(0, stop - start)
+        data = os.pread(self._fd, want, start) if want else b""
+        if len(data) != want:
+            raise StorageError(f"cache entry {self.path} shrank while in use (read {len(data)} of {want} bytes "
+                               f"at {start})", self.path)
+        return data
+
+    def __bytes__(self) -> bytes:
+        return self[:]
+
+    def __eq__(self, other: object) -> bool:
+        return bytes(self) == other if isinstance(other, (bytes, bytearray, memoryview, EntryView)) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def close(self) -> None:
+        """Close the entry's file."""
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+def open_entry(path: str, extent: Extent | None = None, *, check_crc: bool = True) -> EntryView:
+    """An entry's data, after its record is checked (and its CRC-32, if ``check_crc``).
 
     Raises:
         BadEntry: a missing or wrong record, a wrong length, or a checksum mismatch.
     """
-    with open(path, "rb") as f:
-        blob = f.read()
-    if len(blob) < 16 or blob[-8:] != MAGIC:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        view = _checked(fd, path, extent, check_crc)
+    except BaseException:
+        os.close(fd)
+        raise
+    return view
+
+
+def _checked(fd: int, path: str, extent: Extent | None, check_crc: bool) -> EntryView:
+    total = os.fstat(fd).st_size
+    tail = os.pread(fd, 16, max(0, total - 16))
+    if len(tail) < 16 or tail[-8:] != MAGIC:
         raise BadEntry("no record at the end (truncated or not a cache entry)")
-    size = int.from_bytes(blob[-16:-8], "little")
-    if size > len(blob) - 16:
+    size = int.from_bytes(tail[:8], "little")
+    if size > total - 16:
         raise BadEntry("record length is larger than the file")
     try:
-        rec = json.loads(blob[-16 - size : -16])
+        rec = json.loads(os.pread(fd, size, total - 16 - size))
     except ValueError as exc:
         raise BadEntry(f"unreadable record ({exc})") from None
-    data = blob[: len(blob) - 16 - size]
-    if not isinstance(rec, dict) or rec.get("length") != len(data):
-        raise BadEntry(f"{len(data)} bytes, the record says {rec.get('length') if isinstance(rec, dict) else '?'}")
-    if f"{zlib.crc32(data):08x}" != rec.get("crc32"):
-        raise BadEntry("checksum mismatch")
+    length = total - 16 - size
+    if not isinstance(rec, dict) or rec.get("length") != length:
+        raise BadEntry(f"{length} bytes, the record says {rec.get('length') if isinstance(rec, dict) else '?'}")
     found = Extent(str(rec.get("source")), int(rec.get("start", -1)), int(rec.get("end", -1)), str(rec.get("version")))
     if found.key != os.path.basename(path) or (extent is not None and found != extent):
         raise BadEntry("the record names another range or object version")
-    return data
+    if check_crc:
+        crc = 0
+        for lo in range(0, length, CRC_STEP):
+            crc = zlib.crc32(os.pread(fd, min(CRC_STEP, length - lo), lo), crc)
+        if f"{crc:08x}" != rec.get("crc32"):
+            raise BadEntry("checksum mismatch")
+    return EntryView(fd, length, path)
+
+
+def read_entry(path: str, extent: Extent | None = None) -> bytes:
+    """The verified bytes of the entry at ``path`` (record, length and CRC-32 checked,
+    and the record checked against ``extent`` if given).
+
+    Raises:
+        BadEntry: a missing or wrong record, a wrong length, or a checksum mismatch.
+    """
+    view = open_entry(path, extent)
+    try:
+        return bytes(view)
+    finally:
+        view.close()
 
 
 class NodeCache:
@@ -172,11 +245,12 @@ class NodeCache:
 
     # -- reading ----------------------------------------------------------------------
     @contextlib.contextmanager
-    def lease(self, extent: Extent, fetch: Callable[[], Iterable[bytes]]) -> Iterator[bytes | None]:
+    def lease(self, extent: Extent, fetch: Callable[[], Iterable[bytes]]) -> Iterator[bytes | EntryView | None]:
         """Hold ``extent``'s entry for a ``with`` block: yields its verified bytes
-        (downloading them with ``fetch`` if no process of this node has), or None when it
-        cannot be cached now (larger than the budget, no room, or another process's
-        download of it is stuck): then the caller reads the range itself."""
+        (downloading them with ``fetch`` if no process of this node has; an entry found
+        on disk is an :class:`EntryView`, read on demand until the block ends), or None
+        when it cannot be cached now (larger than the budget, no room, or another
+        process's download of it is stuck): then the caller reads the range itself."""
         self._check_fork()
         if extent.length <= 0:
             yield b""
@@ -185,10 +259,12 @@ class NodeCache:
         try:
             yield data
         finally:
+            if isinstance(data, EntryView):
+                data.close()
             if data is not None:
                 self._unlease(extent.key)
 
-    def _acquire(self, extent: Extent, fetch: Callable[[], Iterable[bytes]]) -> bytes | None:
+    def _acquire(self, extent: Extent, fetch: Callable[[], Iterable[bytes]]) -> bytes | EntryView | None:
         found = self._hit(extent)
         if found is not None:
             return found
@@ -202,17 +278,22 @@ class NodeCache:
         finally:
             lock.release()
 
-    def _hit(self, extent: Extent) -> bytes | None:
+    def _hit(self, extent: Extent) -> EntryView | None:
+        """The entry, leased, if it is on disk and good. Its record is checked at every
+        hit; its CRC-32 the first time this process uses this file (entries never change
+        once renamed into place: a new download is a new file)."""
         key = extent.key
         path = self._path("entries", key)
         with self._global().held(shared=True):
             try:
-                inode = os.stat(path).st_ino
+                st = os.stat(path)
             except FileNotFoundError:
                 return None
             self._lease(key)
+        inode, seen = st.st_ino, (path, st.st_dev, st.st_ino, st.st_size)
         try:
-            data = read_entry(path, extent)
+            data = open_entry(path, extent, check_crc=seen not in _VERIFIED)
+            _VERIFIED.add(seen)
         except (BadEntry, OSError):
             self._unlease(key)
             self.stats.bad_entries += 1

@@ -13,13 +13,23 @@ import contextlib
 import io
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import IO
+from typing import IO, Protocol
 
 from shardwise.errors import StorageError
 
-__all__ = ["SparseFile", "overlay_for", "serving"]
+__all__ = ["Bytes", "SparseFile", "overlay_for", "serving"]
 
 RangeReader = Callable[[int, int], bytes]
+
+
+class Bytes(Protocol):
+    """What a piece is: ``bytes``, or anything with a length that slices into bytes
+    (a cache entry read on demand)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: slice, /) -> bytes: ...
+
 _SERVED: ContextVar[dict[str, Callable[[], IO[bytes]]] | None] = ContextVar("shardwise_served", default=None)
 
 
@@ -28,7 +38,8 @@ class SparseFile(io.RawIOBase):
 
     Args:
         size: the whole file's size.
-        pieces: ``(offset, data)`` pairs, not overlapping.
+        pieces: ``(offset, data)`` pairs, not overlapping (only the ranges read are
+            sliced out of ``data``).
         fallback: reads ``[start, end)`` of the real file, for reads outside the pieces.
         url: the real file's URL, named by errors.
 
@@ -38,7 +49,7 @@ class SparseFile(io.RawIOBase):
             code that reads file objects handles it as one).
     """
 
-    def __init__(self, size: int, pieces: list[tuple[int, bytes]], fallback: RangeReader | None = None,
+    def __init__(self, size: int, pieces: list[tuple[int, Bytes]], fallback: RangeReader | None = None,
                  url: str = "<cached file>") -> None:
         super().__init__()
         self._url = url
