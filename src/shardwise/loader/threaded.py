@@ -143,13 +143,19 @@ def _reuse(early: dict[int, Future[_Loaded]], load: Callable[[int], _Loaded]) ->
 
 def _unit_loader(reading: Reading) -> Callable[[int], _Loaded]:
     """Reads a unit and prepares what gathers take from it (its numeric views and, for
-    numpy and torch batches, its strings as Python objects) on the reading thread."""
+    numpy and torch batches, its strings as Python objects) on the reading thread. A
+    column that became Python objects is not kept twice: its Arrow data is let go."""
     load = reading.loader()
     objects = reading.batch_format != "arrow"
 
     def load_unit(u: int) -> _Loaded:
         table = load(u)
-        return table, unit_views({u: table}, u, objects)
+        views = unit_views({u: table}, u, objects)
+        for i, f in enumerate(table.schema):
+            view = views[(u, i)]
+            if view is not None and view.dtype == object:  # gathers take the objects only
+                table = table.set_column(i, f, pa.nulls(table.num_rows, f.type))
+        return table, views
 
     return load_unit
 
