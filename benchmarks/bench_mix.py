@@ -16,6 +16,10 @@ Rows (each a measured subprocess; see ``benchmarks/README.md``):
   ``get_shuffle``, ``get_partitions``) under a 6 GiB address-space cap (peer venv).
 * ``proportions-random`` / ``proportions-stratified``: the realised share of every source
   per epoch and per global batch (8 ranks x 2 workers x 32, 2x10^5 samples in 2,000 units).
+* ``stream-shardwise-{random,stratified}-{dl,inproc}`` / ``stream-mosaic-{random,stratified}-dl``:
+  one epoch of the same three mixed sources (Parquet; converted once to MDS for Mosaic,
+  timed apart) through 2 DataLoader workers (shardwise also in the process): rows/s, CPU s,
+  peak RSS, realised shares per epoch and per batch (``adapters/mix_stream.py``).
 
 Writes ``benchmarks/results/mix.json`` (``mix-quick.json`` with ``--quick``).
 """
