@@ -6,76 +6,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from _httpserver import http_files
 
 from shardwise import StorageError, UnsupportedError
 from shardwise.cli import main
 from shardwise.prepare import prepare
 
 
-class _Files(BaseHTTPRequestHandler):
-    root: Path
-    served: list[tuple[str, int]]  # (path, first byte of a ranged GET, or -1 for a plain GET)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def _file(self) -> Path | None:
-        path = self.root / self.path.lstrip("/")
-        return path if path.is_file() else None
-
-    def do_HEAD(self) -> None:
-        f = self._file()
-        if f is None:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(f.stat().st_size))
-        self.send_header("Accept-Ranges", "bytes")
-        self.end_headers()
-
-    def do_GET(self) -> None:
-        f = self._file()
-        if f is None:
-            self.send_error(404)
-            return
-        data = f.read_bytes()
-        start, end = 0, len(data) - 1
-        rng = self.headers.get("Range")
-        if rng:
-            a, _, b = rng.removeprefix("bytes=").partition("-")
-            start = int(a)
-            end = min(int(b), end) if b else end
-            self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
-        else:
-            self.send_response(200)
-        body = data[start : end + 1]
-        self.served.append((self.path, start if rng else -1))
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Accept-Ranges", "bytes")
-        self.end_headers()
-        self.wfile.write(body)
-
-
 @pytest.fixture
 def http_root(tmp_path: Path) -> Iterator[tuple[str, Path, list[tuple[str, int]]]]:
     root = tmp_path / "www"
     root.mkdir()
-    served: list[tuple[str, int]] = []
-    handler = type("H", (_Files,), {"root": root, "served": served})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", root, served
-    server.shutdown()
-    server.server_close()
+    with http_files(root) as served:
+        yield served.base, root, served.gets
 
 
 def _jsonl(path: Path, start: int, n: int) -> None:
