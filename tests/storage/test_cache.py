@@ -26,8 +26,9 @@ from _cachework import (
 
 from shardwise.cli import main
 from shardwise.errors import ConfigError
-from shardwise.storage.cache import EntryView, Extent, NodeCache, read_entry
+from shardwise.storage.cache import NodeCache
 from shardwise.storage.cache_admin import clear_cache, verify_cache
+from shardwise.storage.cache_entry import EntryView, Extent, read_entry
 from shardwise.storage.lease import boot_id, is_alive, owner_id
 
 CTX = mp.get_context("spawn")

@@ -9,7 +9,8 @@ import os
 import time
 from collections.abc import Iterator
 
-from shardwise.storage.cache import Extent, NodeCache
+from shardwise.storage.cache import NodeCache
+from shardwise.storage.cache_entry import Extent
 
 SIZE = 50_000
 

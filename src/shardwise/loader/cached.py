@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 from shardwise.formats import Unit
 from shardwise.index import DatasetIndex
 from shardwise.storage import named, resolve, with_retries
-from shardwise.storage.cache import Extent, NodeCache
+from shardwise.storage.cache import NodeCache
+from shardwise.storage.cache_entry import Extent
 from shardwise.storage.overlay import Bytes, SparseFile, serving
 
 __all__ = ["UnitCache", "default_budget", "fetch_range"]

@@ -1,78 +1,23 @@
-"""A node-local cache of byte ranges of remote objects, shared by every process of a node.
-
-Ranks, DataLoader workers and concurrent jobs that point at the same directory share
-it. The protocol (all of it survives ``kill -9`` of any process at any moment):
-
-- An entry is one file, ``entries/<key>``: the bytes, then a record (source, range,
-  version, length, CRC-32). The key is a hash of the source URL (with its endpoint),
-  the byte range and the object's version (ETag or mtime, and size), so jobs and
-  datasets never collide and a changed object is a new entry.
-- A download holds an ``flock`` on ``locks/<key>`` (others wanting it wait, then find
-  it), writes ``tmp/<key>.<bytes>.<owner>.part``, fsyncs and renames it into place. A
-  killed downloader's lock is released by the kernel; its part file is stale (its owner
-  is dead) and is deleted by the next process that accounts for space. Entries are
-  trusted only after their length and CRC-32 match the record.
-- A reader holds a lease, ``leases/<key>.<owner>``, while it reads an entry. Eviction
-  (least recently used first) never removes a leased entry; leases of dead processes or
-  of an earlier boot (see :mod:`shardwise.storage.lease`) are ignored and removed.
-- ``budget_bytes`` bounds entries plus reserved downloads on disk: room is made under an
-  exclusive lock before a download starts. When everything on disk is leased, the
-  download waits up to ``wait_seconds`` for room, then reads the range without caching.
-"""
+"""The node cache protocol: byte ranges of remote objects downloaded once per node and shared by its processes."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from shardwise.errors import ConfigError, StorageError
-from shardwise.storage.lease import FileLock, is_alive, owner_id
+from shardwise.errors import ConfigError
+from shardwise.storage.cache_dir import append_journal, read_journal, scan_dir
+from shardwise.storage.cache_entry import BadEntry, EntryView, Extent, open_entry, write_entry
+from shardwise.storage.lease import FileLock, owner_id
 
-__all__ = ["CacheStats", "EntryView", "Extent", "NodeCache"]
+__all__ = ["CacheStats", "NodeCache"]
 
-MAGIC = b"SWCACHE1"
-JOURNAL_MAX = 4 * 2**20
-
-
-@dataclass(frozen=True)
-class Extent:
-    """A byte range ``[start, end)`` of one version of one object.
-
-    Attributes:
-        source: the object's URL (with the endpoint, when one is not implied by it).
-        start, end: the range.
-        version: what changes when the object changes (ETag or mtime, and size).
-    """
-
-    source: str
-    start: int
-    end: int
-    version: str
-
-    @property
-    def length(self) -> int:
-        """Bytes in the range."""
-        return self.end - self.start
-
-    @property
-    def key(self) -> str:
-        """The entry's name: a hash of everything above."""
-        text = f"{self.source}\n{self.start}\n{self.end}\n{self.version}"
-        return hashlib.sha256(text.encode()).hexdigest()[:40]
-
-    def record(self, crc: int) -> bytes:
-        """The trailer written after the bytes: a JSON record, its length, the magic."""
-        body = json.dumps({"source": self.source, "start": self.start, "end": self.end,
-                           "version": self.version, "length": self.length, "crc32": f"{crc:08x}"}).encode()
-        return body + len(body).to_bytes(8, "little") + MAGIC
+_VERIFIED: set[tuple[str, int, int, int]] = set()  # (path, device, inode, size) whose CRC-32 matched here
 
 
 @dataclass
@@ -88,113 +33,27 @@ class CacheStats:
     uncached_bytes: int = 0
 
 
-class BadEntry(Exception):
-    """An entry whose record, length or checksum does not match."""
-
-
-CRC_STEP = 8 * 2**20
-_VERIFIED: set[tuple[str, int, int, int]] = set()  # (path, device, inode, size) whose CRC-32 matched here
-
-
-class EntryView:
-    """The bytes of one entry, read from its open file on demand (``os.pread``): slicing
-    reads only that range, so a reader that needs some columns of a row group reads those.
-
-    Args:
-        fd: the entry file, open for reading (closed by :meth:`close`).
-        length: bytes of data (the record after them is not part of the view).
-        path: the entry's path, for errors.
-    """
-
-    def __init__(self, fd: int, length: int, path: str) -> None:
-        self._fd = fd
-        self._length = length
-        self.path = path
-
-    def __len__(self) -> int:
-        return self._length
-
-    def __getitem__(self, index: slice) -> bytes:
-        start, stop, _ = index.indices(self._length)
-        want = max(0, stop - start)
-        data = os.pread(self._fd, want, start) if want else b""
-        if len(data) != want:
-            raise StorageError(f"cache entry {self.path} shrank while in use (read {len(data)} of {want} bytes "
-                               f"at {start})", self.path)
-        return data
-
-    def __bytes__(self) -> bytes:
-        return self[:]
-
-    def __eq__(self, other: object) -> bool:
-        return bytes(self) == other if isinstance(other, (bytes, bytearray, memoryview, EntryView)) else NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def close(self) -> None:
-        """Close the entry's file."""
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
-
-
-def open_entry(path: str, extent: Extent | None = None, *, check_crc: bool = True) -> EntryView:
-    """An entry's data, after its record is checked (and its CRC-32, if ``check_crc``).
-
-    Raises:
-        BadEntry: a missing or wrong record, a wrong length, or a checksum mismatch.
-    """
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        view = _checked(fd, path, extent, check_crc)
-    except BaseException:
-        os.close(fd)
-        raise
-    return view
-
-
-def _checked(fd: int, path: str, extent: Extent | None, check_crc: bool) -> EntryView:
-    total = os.fstat(fd).st_size
-    tail = os.pread(fd, 16, max(0, total - 16))
-    if len(tail) < 16 or tail[-8:] != MAGIC:
-        raise BadEntry("no record at the end (truncated or not a cache entry)")
-    size = int.from_bytes(tail[:8], "little")
-    if size > total - 16:
-        raise BadEntry("record length is larger than the file")
-    try:
-        rec = json.loads(os.pread(fd, size, total - 16 - size))
-    except ValueError as exc:
-        raise BadEntry(f"unreadable record ({exc})") from None
-    length = total - 16 - size
-    if not isinstance(rec, dict) or rec.get("length") != length:
-        raise BadEntry(f"{length} bytes, the record says {rec.get('length') if isinstance(rec, dict) else '?'}")
-    found = Extent(str(rec.get("source")), int(rec.get("start", -1)), int(rec.get("end", -1)), str(rec.get("version")))
-    if found.key != os.path.basename(path) or (extent is not None and found != extent):
-        raise BadEntry("the record names another range or object version")
-    if check_crc:
-        crc = 0
-        for lo in range(0, length, CRC_STEP):
-            crc = zlib.crc32(os.pread(fd, min(CRC_STEP, length - lo), lo), crc)
-        if f"{crc:08x}" != rec.get("crc32"):
-            raise BadEntry("checksum mismatch")
-    return EntryView(fd, length, path)
-
-
-def read_entry(path: str, extent: Extent | None = None) -> bytes:
-    """The verified bytes of the entry at ``path`` (record, length and CRC-32 checked,
-    and the record checked against ``extent`` if given).
-
-    Raises:
-        BadEntry: a missing or wrong record, a wrong length, or a checksum mismatch.
-    """
-    view = open_entry(path, extent)
-    try:
-        return bytes(view)
-    finally:
-        view.close()
-
-
 class NodeCache:
     """A size-bounded, crash-safe cache of byte ranges in a directory of this node.
+
+    Ranks, DataLoader workers and concurrent jobs that point at the same directory share
+    it. The protocol (all of it survives ``kill -9`` of any process at any moment):
+
+    - An entry is one file, ``entries/<key>``: the bytes, then a record (source, range,
+      version, length, CRC-32). The key is a hash of the source URL (with its endpoint),
+      the byte range and the object's version (ETag or mtime, and size), so jobs and
+      datasets never collide and a changed object is a new entry.
+    - A download holds an ``flock`` on ``locks/<key>`` (others wanting it wait, then find
+      it), writes ``tmp/<key>.<bytes>.<owner>.part``, fsyncs and renames it into place. A
+      killed downloader's lock is released by the kernel; its part file is stale (its owner
+      is dead) and is deleted by the next process that accounts for space. Entries are
+      trusted only after their length and CRC-32 match the record.
+    - A reader holds a lease, ``leases/<key>.<owner>``, while it reads an entry. Eviction
+      (least recently used first) never removes a leased entry; leases of dead processes or
+      of an earlier boot (see :mod:`shardwise.storage.lease`) are ignored and removed.
+    - ``budget_bytes`` bounds entries plus reserved downloads on disk: room is made under an
+      exclusive lock before a download starts. When everything on disk is leased, the
+      download waits up to ``wait_seconds`` for room, then reads the range without caching.
 
     Args:
         root: the cache directory (shared by every process that should share entries).
@@ -332,7 +191,7 @@ class NodeCache:
             self.stats.read_through += 1
             return None
         try:
-            data = self._write_part(part, extent, fetch)
+            data = write_entry(part, extent, fetch())
             with self._global().held():
                 os.replace(part, self._path("entries", key))
                 self._lease(key)
@@ -345,43 +204,15 @@ class NodeCache:
         self._journal("download", extent.key, extent.source, extent.length, extent.start)
         return data
 
-    def _write_part(self, part: str, extent: Extent, fetch: Callable[[], Iterable[bytes]]) -> bytes:
-        chunks: list[bytes] = []
-        crc = 0
-        with open(part, "wb") as f:
-            for chunk in fetch():
-                f.write(chunk)
-                crc = zlib.crc32(chunk, crc)
-                chunks.append(chunk)
-            data = b"".join(chunks)
-            if len(data) != extent.length:
-                raise StorageError(f"got {len(data)} bytes of {extent.source} [{extent.start}, {extent.end}), "
-                                   f"expected {extent.length}", extent.source)
-            f.write(extent.record(crc))
-            f.flush()
-            os.fsync(f.fileno())
-        return data
-
     def note_uncached(self, source: str, nbytes: int) -> None:
         """Count (and journal) bytes read from the remote object outside any entry."""
         self.stats.uncached_bytes += nbytes
         self._journal("uncached", "", source, nbytes)
 
     def _journal(self, kind: str, key: str, source: str, nbytes: int, start: int = -1) -> None:
-        """Append one line per fetch to the node's journal (``journal.log``), so what every
-        process of the node fetched can be counted afterwards."""
-        path = os.path.join(self.root, "journal.log")
-        line = json.dumps({"t": round(time.time(), 3), "pid": os.getpid(), "kind": kind, "key": key,
-                           "source": source, "start": start, "bytes": nbytes}) + "\n"
-        with contextlib.suppress(OSError):
-            if os.path.getsize(path) > JOURNAL_MAX:
-                os.replace(path, path + ".1")
-        with contextlib.suppress(OSError):
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            try:
-                os.write(fd, line.encode())
-            finally:
-                os.close(fd)
+        """Record one fetch in the node's journal, so what every process of the node
+        fetched can be counted afterwards."""
+        append_journal(self.root, {"kind": kind, "key": key, "source": source, "start": start, "bytes": nbytes})
 
     def _reserve(self, key: str, need: int) -> str | None:
         """A part file counted as ``need`` bytes, once there is room; None if there is none."""
@@ -422,51 +253,4 @@ class NodeCache:
 
     def journal(self) -> list[dict[str, Any]]:
         """Every download recorded on this node (most recent few MiB)."""
-        out: list[dict[str, Any]] = []
-        for name in ("journal.log.1", "journal.log"):
-            with contextlib.suppress(OSError), open(os.path.join(self.root, name), encoding="utf-8") as f:
-                out.extend(json.loads(line) for line in f if line.strip())
-        return out
-
-
-@dataclass
-class Scan:
-    """What a cache directory holds: entries ``(mtime, size, key)``, leased keys, and the
-    bytes of entries plus live reservations."""
-
-    entries: list[tuple[float, int, str]]
-    leased: set[str]
-    used: int
-
-
-def scan_dir(root: str, clean: bool = False) -> Scan:
-    """Look at a cache directory; ``clean`` removes leases and part files of dead owners."""
-    alive: dict[str, bool] = {}
-
-    def live(owner: str) -> bool:
-        if owner not in alive:
-            alive[owner] = is_alive(owner)
-        return alive[owner]
-
-    entries = []
-    for e in os.scandir(os.path.join(root, "entries")):
-        with contextlib.suppress(FileNotFoundError):
-            st = e.stat()
-            entries.append((st.st_mtime, st.st_size, e.name))
-    leased: set[str] = set()
-    for e in os.scandir(os.path.join(root, "leases")):
-        key, _, owner = e.name.partition(".")
-        if live(owner):
-            leased.add(key)
-        elif clean:
-            with contextlib.suppress(OSError):
-                os.unlink(e.path)
-    reserved = 0
-    for e in os.scandir(os.path.join(root, "tmp")):
-        parts = e.name.split(".")
-        if len(parts) == 4 and parts[1].isdigit() and live(parts[2]):
-            reserved += int(parts[1])
-        elif clean:
-            with contextlib.suppress(OSError):
-                os.unlink(e.path)
-    return Scan(entries, leased, sum(s for _, s, _ in entries) + reserved)
+        return read_journal(self.root)

@@ -7,7 +7,8 @@ import os
 from dataclasses import dataclass, field
 
 from shardwise.errors import StorageError
-from shardwise.storage.cache import BadEntry, read_entry, scan_dir
+from shardwise.storage.cache_dir import scan_dir
+from shardwise.storage.cache_entry import BadEntry, read_entry
 from shardwise.storage.lease import FileLock
 
 __all__ = ["ClearReport", "VerifyReport", "cache_directory", "clear_cache", "verify_cache"]

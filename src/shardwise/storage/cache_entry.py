@@ -1,0 +1,178 @@
+"""The on-disk format of one cache entry (its bytes, then a CRC-32 record) and its verification."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from shardwise.errors import StorageError
+
+__all__ = ["BadEntry", "EntryView", "Extent", "open_entry", "read_entry", "write_entry"]
+
+MAGIC = b"SWCACHE1"
+CRC_STEP = 8 * 2**20
+
+
+@dataclass(frozen=True)
+class Extent:
+    """A byte range ``[start, end)`` of one version of one object.
+
+    Attributes:
+        source: the object's URL (with the endpoint, when one is not implied by it).
+        start, end: the range.
+        version: what changes when the object changes (ETag or mtime, and size).
+    """
+
+    source: str
+    start: int
+    end: int
+    version: str
+
+    @property
+    def length(self) -> int:
+        """Bytes in the range."""
+        return self.end - self.start
+
+    @property
+    def key(self) -> str:
+        """The entry's name: a hash of everything above."""
+        text = f"{self.source}\n{self.start}\n{self.end}\n{self.version}"
+        return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+    def record(self, crc: int) -> bytes:
+        """The trailer written after the bytes: a JSON record, its length, the magic."""
+        body = json.dumps({"source": self.source, "start": self.start, "end": self.end,
+                           "version": self.version, "length": self.length, "crc32": f"{crc:08x}"}).encode()
+        return body + len(body).to_bytes(8, "little") + MAGIC
+
+
+
+class BadEntry(Exception):
+    """An entry whose record, length or checksum does not match."""
+
+
+
+class EntryView:
+    """The bytes of one entry, read from its open file on demand (``os.pread``): slicing
+    reads only that range, so a reader that needs some columns of a row group reads those.
+
+    Args:
+        fd: the entry file, open for reading (closed by :meth:`close`).
+        length: bytes of data (the record after them is not part of the view).
+        path: the entry's path, for errors.
+    """
+
+    def __init__(self, fd: int, length: int, path: str) -> None:
+        self._fd = fd
+        self._length = length
+        self.path = path
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: slice) -> bytes:
+        start, stop, _ = index.indices(self._length)
+        want = max(0, stop - start)
+        data = os.pread(self._fd, want, start) if want else b""
+        if len(data) != want:
+            raise StorageError(f"cache entry {self.path} shrank while in use (read {len(data)} of {want} bytes "
+                               f"at {start})", self.path)
+        return data
+
+    def __bytes__(self) -> bytes:
+        return self[:]
+
+    def __eq__(self, other: object) -> bool:
+        return bytes(self) == other if isinstance(other, (bytes, bytearray, memoryview, EntryView)) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def close(self) -> None:
+        """Close the entry's file."""
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+def open_entry(path: str, extent: Extent | None = None, *, check_crc: bool = True) -> EntryView:
+    """An entry's data, after its record is checked (and its CRC-32, if ``check_crc``).
+
+    Raises:
+        BadEntry: a missing or wrong record, a wrong length, or a checksum mismatch.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        view = _checked(fd, path, extent, check_crc)
+    except BaseException:
+        os.close(fd)
+        raise
+    return view
+
+
+def _checked(fd: int, path: str, extent: Extent | None, check_crc: bool) -> EntryView:
+    total = os.fstat(fd).st_size
+    tail = os.pread(fd, 16, max(0, total - 16))
+    if len(tail) < 16 or tail[-8:] != MAGIC:
+        raise BadEntry("no record at the end (truncated or not a cache entry)")
+    size = int.from_bytes(tail[:8], "little")
+    if size > total - 16:
+        raise BadEntry("record length is larger than the file")
+    try:
+        rec = json.loads(os.pread(fd, size, total - 16 - size))
+    except ValueError as exc:
+        raise BadEntry(f"unreadable record ({exc})") from None
+    length = total - 16 - size
+    if not isinstance(rec, dict) or rec.get("length") != length:
+        raise BadEntry(f"{length} bytes, the record says {rec.get('length') if isinstance(rec, dict) else '?'}")
+    found = Extent(str(rec.get("source")), int(rec.get("start", -1)), int(rec.get("end", -1)), str(rec.get("version")))
+    if found.key != os.path.basename(path) or (extent is not None and found != extent):
+        raise BadEntry("the record names another range or object version")
+    if check_crc:
+        crc = 0
+        for lo in range(0, length, CRC_STEP):
+            crc = zlib.crc32(os.pread(fd, min(CRC_STEP, length - lo), lo), crc)
+        if f"{crc:08x}" != rec.get("crc32"):
+            raise BadEntry("checksum mismatch")
+    return EntryView(fd, length, path)
+
+
+def read_entry(path: str, extent: Extent | None = None) -> bytes:
+    """The verified bytes of the entry at ``path`` (record, length and CRC-32 checked,
+    and the record checked against ``extent`` if given).
+
+    Raises:
+        BadEntry: a missing or wrong record, a wrong length, or a checksum mismatch.
+    """
+    view = open_entry(path, extent)
+    try:
+        return bytes(view)
+    finally:
+        view.close()
+
+
+def write_entry(path: str, extent: Extent, chunks: Iterable[bytes]) -> bytes:
+    """Write ``extent``'s bytes from ``chunks`` and their record to ``path``, synced to disk;
+    returns the bytes.
+
+    Raises:
+        StorageError: the chunks do not add up to the extent's length.
+    """
+    parts: list[bytes] = []
+    crc = 0
+    with open(path, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk)
+            crc = zlib.crc32(chunk, crc)
+            parts.append(chunk)
+        data = b"".join(parts)
+        if len(data) != extent.length:
+            raise StorageError(f"got {len(data)} bytes of {extent.source} [{extent.start}, {extent.end}), "
+                               f"expected {extent.length}", extent.source)
+        f.write(extent.record(crc))
+        f.flush()
+        os.fsync(f.fileno())
+    return data
