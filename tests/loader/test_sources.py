@@ -205,6 +205,26 @@ def test_resume_continues_exactly_on_the_same_and_another_topology(srcs: dict[st
                          epoch_size=480, batching=batching, seed=5).load_state_dict(state)
 
 
+def test_a_state_of_another_plan_layout_is_refused_clearly(srcs: dict[str, Path]) -> None:
+    def make(batching: str) -> Any:
+        return StreamingDataset(_sources(srcs, web={"weight": 1.0}, code={"weight": 1.0}), batch_size=6,
+                                epoch_size=480, batching=batching, seed=5, num_workers=1)
+    for batching, layout in (("random", 2), ("stratified", 1)):
+        state = make(batching).state_dict(consumed_batches=3)
+        assert state["mixing"]["layout"] == layout
+        make(batching).load_state_dict(state)
+        # as saved before plans recorded a layout: random mixed epochs were dealt differently then
+        del state["mixing"]["layout"]
+        if batching == "random":
+            with pytest.raises(PlanError, match=r"plan layout 1, this version's is 2.*set_epoch"):
+                make(batching).load_state_dict(state)
+        else:  # stratified plans did not change: such a state still resumes
+            make(batching).load_state_dict(state)
+        state["mixing"]["layout"] = 3
+        with pytest.raises(PlanError, match="plan layout 3"):
+            make(batching).load_state_dict(state)
+
+
 def test_canonical_workers_give_the_same_global_batches_on_every_divisor_topology(srcs: dict[str, Path]) -> None:
     def make(world: int) -> Any:
         return lambda: StreamingDataset(_sources(srcs, web={"weight": 2.0}, code={"weight": 1.0}),

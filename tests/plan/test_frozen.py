@@ -1,7 +1,9 @@
 """A frozen digest of many plans: random counts, topologies, seeds, epochs, shuffles, and
 resumes on the same and on other topologies. Any change to what a plan yields (even an
 order that still meets every contract) changes it: such a change breaks the resume of
-every saved loader state, so it must be deliberate (update the digest and say so)."""
+every saved loader state, so it must be deliberate (update the digest and say so, and
+raise the layout saved states record: ``shardwise.plan.deal.DEAL_VERSION`` for random
+mixed plans, which a state of another layout then refuses to resume)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from shardwise.plan import EpochPlan, Topology
+from shardwise.plan import EpochPlan, Plan, Topology
+from shardwise.plan.deal import DEAL_VERSION
+from shardwise.plan.mix import Mixing, Rule
+from shardwise.plan.plans import make_plan
 
 FROZEN = "f4c6343c39b2e0ebcb02c8a596f9f479b3079b9e1c8902ad06be21ecb8c7dd75"
+# mixed plans, random (layout 2: every source dealt to every worker in proportion) and stratified
+FROZEN_MIXED = "3d17e3fb7a486e9839bd7985b53817bb0e9c1790b95515c9bae7acd3fc04ed9d"
 
 
 def _topology(rng: np.random.Generator) -> Topology:
@@ -20,7 +27,7 @@ def _topology(rng: np.random.Generator) -> Topology:
                     bool(rng.integers(0, 2)), int(rng.integers(1, 5)))
 
 
-def _feed(h: Any, p: EpochPlan) -> None:
+def _feed(h: Any, p: Plan) -> None:
     for r in range(p.topology.world_size):
         for b in p.rank_batches(r):
             h.update(b.tobytes())
@@ -54,3 +61,26 @@ def test_plans_are_frozen() -> None:
             _feed(h, q)
             h.update(str((q.num_left_out, q.num_padded, q.batches_per_rank, q.generation)).encode())
     assert h.hexdigest() == FROZEN
+
+
+def test_mixed_plans_are_frozen() -> None:
+    assert DEAL_VERSION == 2  # a new layout needs a new FROZEN_MIXED, and the other way round
+    h = hashlib.sha256()
+    rng = np.random.default_rng(7)
+    for i in range(30):
+        sources = int(rng.integers(1, 4))
+        sizes = [int(rng.integers(1, 6)) for _ in range(sources)]
+        counts = rng.integers(0, 40, size=sum(sizes))
+        bounds = tuple(np.cumsum([0, *sizes]).tolist())
+        rules = tuple(Rule(weight=float(rng.integers(1, 5))) for _ in range(sources))
+        mixing = Mixing(bounds, rules, int(rng.integers(20, 200)), ("random", "stratified")[i % 2])
+        t = _topology(rng)
+        try:
+            p = make_plan(counts, t, seed=int(rng.integers(0, 100)), epoch=int(rng.integers(0, 3)),
+                          shuffle=bool(rng.integers(0, 4)), mixing=mixing)
+            _feed(h, p)
+            k = int(rng.integers(0, p.batches_per_rank + 1))
+            _feed(h, p.resume(k, _topology(rng) if rng.integers(0, 2) else None))
+        except Exception as e:
+            h.update(repr(type(e)).encode())
+    assert h.hexdigest() == FROZEN_MIXED

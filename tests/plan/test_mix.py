@@ -4,6 +4,7 @@ wrap-around, equal steps and resume, as properties over random sources and topol
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest
@@ -123,3 +124,44 @@ def test_mixed_resume_same_and_other_topology(units: list[list[int]], t: Topolog
     after = _samples(plan.resume(k, t2))
     # nothing consumed is repeated beyond what the plan holds; nothing is invented
     assert Counter(before) + Counter(after) <= Counter(_samples(plan))
+
+
+def _worker_sources(plan: Any, source_of: np.ndarray) -> list[np.ndarray]:
+    """The source of each sample each (rank, worker) yields, in order."""
+    t = plan.topology
+    return [source_of[plan.worker(r, w).pairs()[:, 0]] for r in range(t.world_size) for w in range(t.num_workers)]
+
+
+@SETTINGS
+@given(units=sources_st, data=st.data(), t=topo_st, seed=st.integers(0, 5), epoch=st.integers(0, 5))
+def test_random_mix_deals_every_source_to_every_worker_in_proportion(units: list[list[int]], data: st.DataObject,
+                                                                     t: Topology, seed: int, epoch: int) -> None:
+    counts, bounds, source_of = _setup(units)
+    mixing = Mixing(bounds, tuple(data.draw(rule_st) for _ in units))
+    try:
+        plan = make_plan(counts, t, seed=seed, epoch=epoch, mixing=mixing)
+    except PlanError:
+        return
+    quotas = np.array(source_counts(mixing, counts, t))
+    per_worker = np.array([np.bincount(s, minlength=len(units)) for s in _worker_sources(plan, source_of)])
+    # a DataLoader batch comes from one worker: each worker holds every source's share, to one sample
+    assert (per_worker >= quotas // t.slots).all() and (per_worker <= -(-quotas // t.slots)).all()
+    assert per_worker.sum(axis=0).tolist() == quotas.tolist()
+
+
+def test_random_mix_batches_of_each_worker_have_the_sources_shares() -> None:
+    # units of uneven sizes (as row groups of files of uneven lengths are): dealing whole units
+    # by size gave one DataLoader worker 16% of the third source and the other 24%
+    sizes = [[10_000] * 15, [10_000] * 3 + [3_334] + [10_000] * 3 + [3_333] * 2 + [10_000] * 3,
+             [6_667, 10_000, 6_667, 10_000, 6_666]]
+    counts, bounds, source_of = _setup(sizes)
+    weights = np.array([0.4, 0.4, 0.2])
+    mixing = Mixing(bounds, tuple(Rule(weight=w) for w in weights), epoch_size=300_000)
+    t = Topology(1, 2, 256, True, 64)
+    for epoch in range(3):
+        plan = make_plan(counts, t, seed=0, epoch=epoch, mixing=mixing)
+        for src in _worker_sources(plan, source_of):
+            assert np.abs(np.bincount(src, minlength=3) / len(src) - weights).max() < 1e-4
+            batches = src[: len(src) // 256 * 256].reshape(-1, 256)
+            shares = np.stack([(batches == s).mean(axis=1) for s in range(3)], axis=1)
+            assert np.abs(shares - weights).mean() < 0.005  # each batch a stratified sample of its worker

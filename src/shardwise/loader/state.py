@@ -113,6 +113,21 @@ class LoaderState:
             "dataset was not iterated in this process and no worker reported; pass "
             "num_workers= (the DataLoader's, 1 for num_workers=0) to StreamingDataset")
 
+    def _check_mixing(self, saved: Any) -> None:
+        """The saved sources, rules and plan layout are this dataset's."""
+        now = mixing_key(self.index, self.mixing, self.canonical_workers)
+        if isinstance(saved, dict) and now is not None:
+            was = saved.get("layout", 1)  # states saved before plans had a layout: 1
+            if was != now["layout"]:
+                raise PlanError(
+                    f"the loader state was saved by a shardwise version whose plans lay out this epoch "
+                    f"differently (plan layout {was}, this version's is {now['layout']}), so it cannot "
+                    "continue that epoch exactly; start a new epoch instead (set_epoch) of loading it")
+            saved = {**saved, "layout": was}
+        if saved != now:
+            raise PlanError("the loader state was saved with other sources, epoch_size, batching or "
+                            "canonical_workers")
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a saved position, on this or another topology (elastic resume)."""
         check_state(state)
@@ -122,9 +137,7 @@ class LoaderState:
             raise PlanError("the loader state was saved for a different dataset or filter")
         if state.get("seed") != self.seed or state.get("shuffle") != self.shuffle:
             raise PlanError("the loader state was saved with another seed or shuffle setting")
-        if state.get("mixing") != mixing_key(self.index, self.mixing, self.canonical_workers):
-            raise PlanError("the loader state was saved with other sources, epoch_size, batching or "
-                            "canonical_workers")
+        self._check_mixing(state.get("mixing"))
         try:
             epoch = int(state["epoch"])
             resumes = [Resume.from_dict(r) for r in state["resumes"]]

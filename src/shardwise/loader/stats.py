@@ -10,6 +10,7 @@ from shardwise.errors import ConfigError
 from shardwise.index import DatasetIndex
 from shardwise.loader.sources import MixedIndex
 from shardwise.plan import Mixing, Plan, Rule, Topology, source_counts
+from shardwise.plan.deal import DEAL_VERSION
 
 __all__ = ["epoch_stats", "mixing_for", "mixing_key"]
 
@@ -28,15 +29,18 @@ def mixing_for(index: DatasetIndex | MixedIndex, epoch_size: int | None, batchin
 
 def mixing_key(index: DatasetIndex | MixedIndex, mixing: Mixing | None,
                canonical_workers: int | None) -> dict[str, Any] | None:
-    """What a saved state must agree on besides the counts: the sources and their rules
-    (None without mixing or canonical workers: the state is today's)."""
+    """What a saved state must agree on besides the counts: the sources and their rules,
+    and the ``layout`` of the plan (random mixed plans: how sources are dealt to workers,
+    :data:`~shardwise.plan.deal.DEAL_VERSION`; 1 otherwise, and in states saved before
+    there was one). None without mixing or canonical workers: the state is today's."""
     if mixing is None and canonical_workers is None:
         return None
     names = [s.name for s in index.sources] if isinstance(index, MixedIndex) else []
     return {"sources": names, "bounds": list(mixing.bounds) if mixing else [],
             "rules": [[r.weight, r.repeat, r.choose] for r in mixing.rules] if mixing else [],
             "epoch_size": mixing.epoch_size if mixing else None,
-            "batching": mixing.batching if mixing else "random", "canonical_workers": canonical_workers}
+            "batching": mixing.batching if mixing else "random", "canonical_workers": canonical_workers,
+            "layout": DEAL_VERSION if mixing and mixing.batching == "random" else 1}
 
 
 def epoch_stats(index: DatasetIndex | MixedIndex, mixing: Mixing | None, counts: np.ndarray, plan: Plan,

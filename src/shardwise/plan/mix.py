@@ -29,14 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from shardwise.errors import ConfigError, PlanError
+from shardwise.plan.deal import MIX, source_arrays
 from shardwise.plan.order import UNITS, rng_for, spread_order
-from shardwise.plan.stream import Segment, Stream
+from shardwise.plan.stream import Segment, Stream, range_segments
 from shardwise.plan.topology import Topology
 
-__all__ = ["Mixing", "Rule", "counts_key", "kept_stream", "largest_remainder", "mixed_segments", "source_segments"]
+__all__ = ["Mixing", "Rule", "counts_key", "kept_stream", "largest_remainder", "order_segments", "source_segments"]
 
 BATCHINGS = ("random", "stratified")
-CYCLE, MIX = 0x4379, 0x4D78  # seed stream names: a source's cyclic unit order, the epoch's mix
 
 
 @dataclass(frozen=True)
@@ -136,27 +136,10 @@ def largest_remainder(total: int, weights: np.ndarray | Sequence[float]) -> np.n
 
 def source_segments(counts: np.ndarray, lo: int, hi: int, quota: int, *, seed: int, epoch: int,
                     source: int, shuffle: bool) -> list[Segment]:
-    """The segments of units ``lo:hi`` (one source) that fill ``quota`` samples this epoch."""
-    own = np.asarray(counts[lo:hi], dtype=np.int64)
-    size = int(own.sum())
-    if quota <= 0 or size == 0:
-        return []
-    passes, rest = divmod(int(quota), size)
-    order = rng_for(seed, source, CYCLE).permutation(len(own)) if shuffle else np.arange(len(own))
-    sizes = own[order]
-    cycle = Stream([Segment(lo + u, 0, n) for u, n in zip(order.tolist(), sizes.tolist())], sizes)
-    start = (epoch * rest) % size  # the next `rest` of the cycle: where the last epoch stopped
-    return cycle.segments * passes + (cycle.slice(start, start + rest) if rest else [])
-
-
-def mixed_segments(mixing: Mixing, counts: np.ndarray, quotas: np.ndarray, sources: Sequence[int], *,
-                   seed: int, epoch: int, shuffle: bool) -> list[Segment]:
-    """The segments of ``sources`` filling ``quotas`` (indexed by source), concatenated."""
-    out: list[Segment] = []
-    for s in sources:
-        out.extend(source_segments(counts, mixing.bounds[s], mixing.bounds[s + 1], int(quotas[s]),
-                                   seed=seed, epoch=epoch, source=s, shuffle=shuffle))
-    return out
+    """The segments of units ``lo:hi`` (one source) that fill ``quota`` samples this epoch
+    (:func:`~shardwise.plan.deal.source_arrays` as segments)."""
+    return range_segments(*source_arrays(counts, lo, hi, quota, seed=seed, epoch=epoch, source=source,
+                                         shuffle=shuffle))
 
 
 def order_segments(segments: list[Segment], topology: Topology, *, seed: int, epoch: int,

@@ -9,8 +9,9 @@ from functools import partial
 import numpy as np
 
 from shardwise.plan.canonical import CanonicalPlan
+from shardwise.plan.deal import dealt_stream
 from shardwise.plan.epoch import EpochPlan
-from shardwise.plan.mix import Mixing, counts_key, kept_stream, mixed_segments, order_segments
+from shardwise.plan.mix import Mixing, counts_key, kept_stream
 from shardwise.plan.strata import StratifiedPlan
 from shardwise.plan.stream import Stream
 from shardwise.plan.topology import Resume, Topology
@@ -60,9 +61,7 @@ def _mixed_stream(mixing: Mixing, counts: np.ndarray, topology: Topology, *, see
 def _build_mixed_stream(mixing: Mixing, counts: np.ndarray, topology: Topology, *, seed: int, epoch: int,
                         shuffle: bool) -> Stream:
     quotas = mixing.aligned_quotas(counts, topology)
-    segments = mixed_segments(mixing, counts, quotas, range(len(mixing.rules)), seed=seed, epoch=epoch,
-                              shuffle=shuffle)
-    return order_segments(segments, topology, seed=seed, epoch=epoch, shuffle=shuffle)
+    return dealt_stream(counts, mixing.bounds, quotas, topology.slots, seed=seed, epoch=epoch, shuffle=shuffle)
 
 
 def source_counts(mixing: Mixing, counts: Sequence[int] | np.ndarray, topology: Topology,

@@ -10,13 +10,14 @@ are bounded by one window of one worker.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
 
 from shardwise.errors import PlanError
 
-__all__ = ["Segment", "Stream", "unit_stream"]
+__all__ = ["Segment", "Stream", "range_segments", "unit_stream"]
 
 
 class Segment(NamedTuple):
@@ -95,3 +96,8 @@ def unit_stream(counts: np.ndarray, order: np.ndarray) -> Stream:
     """Whole units in ``order`` (a permutation of unit ids)."""
     sizes = np.asarray(counts, dtype=np.int64)[order]
     return Stream([Segment(u, 0, n) for u, n in zip(np.asarray(order).tolist(), sizes.tolist())], sizes)
+
+
+def range_segments(unit: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[Segment]:
+    """Segments ``unit[i], lo[i]:hi[i]`` (built from tuples: a plan at scale makes a million)."""
+    return list(map(Segment._make, zip(unit.tolist(), lo.tolist(), hi.tolist(), repeat(None))))
