@@ -40,7 +40,7 @@ import numpy as np
 from shardwise.errors import PlanError
 from shardwise.plan.cut import Cut, cut, delivered
 from shardwise.plan.order import ROWS, UNITS, rng_for, spread_order, stratified_order
-from shardwise.plan.stream import Segment, Stream, unit_stream
+from shardwise.plan.stream import PartedStream, Segment, Stream, unit_stream
 from shardwise.plan.topology import Resume, Topology
 from shardwise.plan.worker import WorkerPlan
 
@@ -84,7 +84,7 @@ class EpochPlan:
         self._row_perms: dict[int, np.ndarray] = {}
         self._continued = 0
         self._continuation = False
-        self.stream = self._base_stream()
+        self.stream: Stream | PartedStream = self._base_stream()
         for i, r in enumerate(self.resumes):
             last = i == len(self.resumes) - 1
             if last and r.topology == self.topology and not elastic:
@@ -115,15 +115,22 @@ class EpochPlan:
             )
 
     def _elastic(self, r: Resume) -> None:
-        """Replace the stream by what ``r.topology`` had not delivered after the interruption."""
-        pieces = cut(self.stream.size, r.topology, fresh=self.generation == 0)
+        """Replace the stream by what ``r.topology`` had not delivered after the interruption:
+        one part per worker it had, each built only when a worker's piece reaches it."""
+        t, stream = r.topology, self.stream
+        pieces = cut(stream.size, t, fresh=self.generation == 0)
         self._check(r, pieces)
-        remaining: list[Segment] = []
-        for slot in range(r.topology.slots):
-            done = delivered(slot, r.consumed_batches, r.topology.num_workers) * r.topology.batch_size
-            remaining.extend(self._worker(r.topology, pieces, slot).remaining_segments(done))
+        per = pieces.samples_per_worker
+        first = np.arange(t.slots, dtype=np.int64) % t.num_workers  # delivered(), for every slot
+        done = np.maximum(0, -(-(r.consumed_batches - first) // t.num_workers)) * t.batch_size
+        orders = _Orders(self)  # this generation's seeds: the parts are built later
+
+        def left(slot: int) -> list[Segment]:
+            wp = WorkerPlan(orders, t, slot, stream.slice(slot * per, (slot + 1) * per), 0, per)
+            return wp.remaining_segments(int(done[slot]))
+
         self.generation += 1
-        self.stream = Stream(remaining)
+        self.stream = PartedStream(per - done, left)
 
     def _cut(self) -> None:
         # an elastic resume may legitimately have little left
@@ -208,3 +215,14 @@ class EpochPlan:
         point = Resume(self.topology, total)
         return EpochPlan(self.counts, topology or self.topology, seed=self.seed, epoch=self.epoch,
                          shuffle=self.shuffle, resumes=[*previous, point], base=self.base)
+
+
+class _Orders:
+    """A plan's seeds and row orders as they are in its current generation."""
+
+    def __init__(self, plan: EpochPlan) -> None:
+        self.seed, self.epoch, self.generation, self.shuffle = plan.seed, plan.epoch, plan.generation, plan.shuffle
+        self._plan = plan
+
+    def row_perm(self, unit: int) -> np.ndarray:
+        return self._plan.row_perm(unit)
