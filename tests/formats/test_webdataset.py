@@ -360,6 +360,47 @@ def test_truncated_tar_is_a_format_error(tmp_path: Path, cut: int) -> None:
     assert unit.num_samples == 3
 
 
+# (cut, samples kept under on_error="skip"): the sample in progress at the damage is lost
+# with the rest of the shard (more of its members may have followed), counted once
+_SKIP_CUTS = [(512 + 300, 0), (1536 * 2 + 200, 0), (1536 * 3, 1), (1536 * 5 + 700, 2), (1536 * 6, 2)]
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["tar", "tar.gz"])
+@pytest.mark.parametrize(("cut", "kept"), _SKIP_CUTS, ids=["first-data", "later-header", "boundary", "last-data", "no-end"])
+def test_truncated_plain_tar_under_skip_keeps_the_samples_before_the_cut(tmp_path: Path, cut: int, kept: int, gz: bool) -> None:
+    _, data = _three_sample_tar(tmp_path)
+    path = tmp_path / ("cut.tar.gz" if gz else "cut.tar")
+    path.write_bytes(gzip.compress(data[:cut], mtime=0) if gz else data[:cut])
+    fmt = get_format("webdataset", on_error="skip")
+    if gz:  # nothing of a damaged compressed shard is trusted: an error under "skip" too
+        with pytest.raises(FormatError, match="cut.tar.gz"):
+            fmt.list_units(str(path), path.stat().st_size)
+        return
+    (unit,) = fmt.list_units(str(path), path.stat().st_size)
+    assert (unit.num_samples, unit.skipped) == (kept, 1)
+    q = Quarantine()
+    rows = [r for b in fmt.read_unit(unit, on_error="skip", quarantine=q) for r in b.to_pylist()]
+    assert [r["__key__"] for r in rows] == [f"{k:04d}" for k in range(kept)]
+    assert all(r["jpg"] == bytes([k]) * 700 == r["json"] for k, r in enumerate(rows))
+    assert q.count == 1
+    (where_path, where, reason) = q.examples[0]
+    assert where_path == str(path) and "truncated" in reason and "rest of the shard" in reason
+    assert where  # a place in the file: a header offset, a member or the end
+    with pytest.raises(FormatError, match="cut.tar"):  # the default policy still refuses it
+        get_format("webdataset").list_units(str(path), path.stat().st_size)
+
+
+def test_truncated_shard_under_skip_streams_the_rest_of_the_dataset(tmp_path: Path) -> None:
+    _, data = _three_sample_tar(tmp_path)
+    (tmp_path / "a.tar").write_bytes(data)
+    (tmp_path / "b.tar").write_bytes(data[: 1536 * 5 + 700])
+    (tmp_path / "full.tar").unlink()
+    index = open_dataset(str(tmp_path), progress=False, on_error="skip")
+    assert index.num_samples == 5
+    ds = StreamingDataset(str(tmp_path), batch_size=1, seed=1, rank=0, world_size=1, on_error="skip")
+    assert sorted(s["__key__"] for s in ds) == ["0000", "0000", "0001", "0001", "0002"]
+
+
 def test_tar_cut_inside_member_data_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "cut.tar"
     with tarfile.open(path, "w") as tf:

@@ -61,6 +61,11 @@ class RawSample:
     problem: str | None = None
     member: str = ""
     unsafe: bool = False  # the problem is a member that could escape or is not a file
+    place: str = ""  # where a bad sample's problem is, when not at a member
+
+    def where(self) -> str:
+        """The place of this sample's problem, for errors and the quarantine."""
+        return self.place or f"member {self.member}"
 
 
 def is_compressed(tar_path: str) -> bool:
@@ -69,7 +74,7 @@ def is_compressed(tar_path: str) -> bool:
     return lower.endswith((".tar.gz", ".tgz"))
 
 
-def iter_samples(tar_path: str, f: IO[bytes], keep_data: bool = False) -> Iterator[RawSample]:
+def iter_samples(tar_path: str, f: IO[bytes], keep_data: bool = False, tolerate: bool = False) -> Iterator[RawSample]:
     """Group consecutive members with the same key into samples (headers only).
 
     A sample's members must be adjacent: a key that comes back after another key
@@ -78,6 +83,13 @@ def iter_samples(tar_path: str, f: IO[bytes], keep_data: bool = False) -> Iterat
     sample is bad too. Directories are ignored. A compressed shard is read as one
     stream; with ``keep_data`` each safe member's bytes are kept on its sample (memory:
     one sample), since a stream cannot seek back to them.
+
+    A shard cut short or damaged after its first header is an error naming the place;
+    for a plain tar with ``tolerate`` (``on_error="skip"``) the samples before the damage
+    are yielded and the sample in progress there, with the rest of the shard, is one last
+    bad sample (its members may be cut, or more of them may have followed). A compressed
+    shard stays an error: what it decompressed to is only known good once gzip's CRC at
+    its end checks, and damage anywhere before can decode to plausible members.
     """
     stream = is_compressed(tar_path)
     # gzip.GzipFile checks the stream's length and CRC at its end
@@ -103,10 +115,23 @@ def iter_samples(tar_path: str, f: IO[bytes], keep_data: bool = False) -> Iterat
             _check_stream_end(tar_path, source, tf)
         else:
             _check_complete(tar_path, f, tf)
+    except FormatError as exc:
+        if not tolerate or stream or isinstance(exc, UnsafeMemberError):
+            raise
+        yield _damaged(current, exc)
+        return
     finally:
         tf.close()
     if current is not None:
         yield current
+
+
+def _damaged(current: RawSample | None, exc: FormatError) -> RawSample:
+    """The last, bad sample of a damaged shard: the one in progress and all after it."""
+    sample = RawSample(current.key if current is not None else "")
+    sample.problem = f"{exc.reason}; this sample and the rest of the shard are lost"
+    sample.place = exc.location or "end of file"
+    return sample
 
 
 def _members(tar_path: str, tf: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
@@ -243,4 +268,4 @@ def _check_complete(tar_path: str, f: IO[bytes], tf: tarfile.TarFile) -> None:
 
 def unsafe(tar_path: str, sample: RawSample) -> UnsafeMemberError:
     """The error for a sample holding an unsafe member."""
-    return UnsafeMemberError(f"unsafe tar member ({sample.problem})", tar_path, f"member {sample.member}")
+    return UnsafeMemberError(f"unsafe tar member ({sample.problem})", tar_path, sample.where())

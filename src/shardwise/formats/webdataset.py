@@ -4,7 +4,9 @@ Rows have a ``__key__`` string column and one binary column per field (the membe
 name after the key: ``0001.jpg`` -> field ``jpg``), null where a sample lacks it.
 Counting reads only tar headers (member data are skipped with seeks). Unsafe
 members (absolute paths, ``..``, links, devices, FIFOs) raise UnsafeMemberError,
-or under ``on_error="skip"`` the sample holding them is quarantined and counted.
+or under ``on_error="skip"`` the sample holding them is quarantined and counted. A
+plain tar cut short or damaged past its first header is an error naming the place, or
+under ``"skip"`` its samples before the damage are kept and the rest is one bad sample.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class WebDatasetFormat(TableFromBatches):
         n = bad = 0
         fields: dict[str, None] = {}
         with open_input(path, **self.storage_options) as f:
-            for sample in iter_samples(path, f):
+            for sample in iter_samples(path, f, tolerate=not refuse):
                 if sample.problem is None:
                     n += 1
                     fields.update(dict.fromkeys(sample.fields))
@@ -109,7 +111,7 @@ class WebDatasetFormat(TableFromBatches):
         rows: list[dict[str, Any]] = []
         with open_input(unit.path, **self.storage_options) as f:
             data = _DataReader(unit.path, f)
-            for sample in iter_samples(unit.path, f, keep_data=True):
+            for sample in iter_samples(unit.path, f, keep_data=True, tolerate=on_error == "skip"):
                 row = self._row(unit.path, sample, names, data, on_error, q)
                 if row is not None:
                     rows.append(row)
@@ -125,7 +127,7 @@ class WebDatasetFormat(TableFromBatches):
         if s.problem is not None:
             if on_error == "raise":
                 raise _problem(path, s)
-            q.add(path, f"member {s.member}", s.problem)
+            q.add(path, s.where(), s.problem)
             return None
         row: dict[str, Any] = {KEY: s.key}
         for name in names[1:]:
@@ -146,7 +148,7 @@ def _problem(path: str, s: RawSample) -> FormatError:
     """The error for a bad sample: unsafe members name the member, others the key."""
     if s.unsafe:
         return unsafe(path, s)
-    return FormatError(s.problem or "bad sample", path, f"member {s.member}")
+    return FormatError(s.problem or "bad sample", path, s.where())
 
 
 class _DataReader:
