@@ -120,6 +120,22 @@ def test_per_sample_values_outside_python_datetime_name_file_unit_and_column(tmp
     assert np.concatenate([b["when"] for b in batches])[20] == np.datetime64(3_000_000, "D")
 
 
+@pytest.mark.parametrize("batch_format", [None, "numpy", "torch"])
+@pytest.mark.parametrize("large", [False, True])
+def test_strings_that_are_not_utf8_name_file_unit_and_column(tmp_path: Path, batch_format: str | None,
+                                                              large: bool) -> None:
+    # Parquet readers do not check UTF-8: a damaged file (or a careless writer) can hold such bytes
+    raw = pa.array([b"ok"] * 20 + [b"\xb4bad"] + [b"ok"] * 19, pa.large_binary() if large else pa.binary())
+    text = raw.view(pa.large_string() if large else pa.string())
+    pq.write_table(pa.table({"id": list(range(40)), "text": text}), tmp_path / "u.parquet", row_group_size=16)
+    with pytest.raises(FormatError) as info:
+        list(_dataset(tmp_path / "u.parquet", batch_size=4, batch_format=batch_format))
+    message = str(info.value)
+    assert "u.parquet" in message and "row group 1" in message and "'text'" in message and "UTF-8" in message
+    arrow = list(_dataset(tmp_path / "u.parquet", batch_size=4, batch_format="arrow"))  # passed on as stored
+    assert sum(b.num_rows for b in arrow) == 40
+
+
 def test_int96_timestamps_from_spark_stream_exactly(tmp_path: Path) -> None:
     ns = [1_600_000_000_000_000_001 + 1000 * k for k in range(12)]
     pq.write_table(pa.table({"id": list(range(12)), "ts": pa.array(ns, pa.timestamp("ns"))}),

@@ -12,8 +12,9 @@ rule per type so every row of a column has the same kind of value:
 - everything else (strings, binary, decimals, lists, structs, maps, dictionaries): what
   ``pyarrow``'s ``to_pylist`` gives.
 
-A date or timestamp outside the years 1-9999 cannot be a ``datetime``: it is a
-:class:`FormatError` naming the file, the unit and the column (see :func:`check_values`).
+A date or timestamp outside the years 1-9999 cannot be a ``datetime``, nor can bytes that
+are not UTF-8 be a ``str`` (in per-sample values and numpy or torch batches alike): each
+is a :class:`FormatError` naming the file, the unit and the column (see :func:`check_values`).
 
 Batches (``"numpy"``/``"torch"``) turn numeric columns into arrays without copies where
 Arrow allows, dates and timestamps into ``datetime64``, times of day into integer counts
@@ -178,11 +179,19 @@ def _nullable(col: pa.Array, values: list[Any]) -> list[Any]:
     return [None if null else v for v, null in zip(values, nulls)]
 
 
-def check_values(table: pa.Table, unit: Unit, where: str) -> None:
-    """Refuse a unit whose dates, timestamps or durations cannot be Python objects (years
-    outside 1-9999), naming the file, the unit (``where``) and the column."""
+def check_values(table: pa.Table, unit: Unit, where: str, *, dates: bool = True) -> None:
+    """Refuse a unit whose values cannot be Python objects, naming the file, the unit
+    (``where``) and the column: strings that are not UTF-8 (Parquet readers do not check
+    it, and a damaged file can hold such bytes) and, with ``dates``, dates, timestamps or
+    durations outside the years 1-9999."""
     for name, col in zip(table.column_names, table.columns):
-        bounds = _python_bounds(col.type)
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            try:
+                col.validate(full=True)  # about 20 ms per GB of text
+            except pa.ArrowInvalid as exc:
+                raise FormatError(f"column {name!r} ({col.type}) holds bytes that are not UTF-8 text ({exc})",
+                                  unit.path, where) from exc
+        bounds = _python_bounds(col.type) if dates else None
         if bounds is None or col.null_count == len(col):
             continue
         limits = pc.min_max(col.cast(pa.int32() if pa.types.is_date32(col.type) else pa.int64()))

@@ -74,6 +74,7 @@ class Reading:
         reader = open_reader(self.index, self.columns, self.filter, self.on_error, self.cache)
         units = self.index.units
         per_sample = self.batch_format is None
+        python_values = self.batch_format != "arrow"
 
         def load(u: int) -> pa.Table:
             place = place_of(self.index, u)
@@ -89,8 +90,8 @@ class Reading:
             except (pa.ArrowException, OSError, ValueError, EOFError) as exc:
                 raise FormatError(f"cannot read this unit ({type(exc).__name__}: {exc})",
                                   units[u].path, place) from exc
-            if per_sample:  # values must become Python objects
-                check_values(table, units[u], place)
+            if python_values:  # strings (and, per sample, dates) must become Python objects
+                check_values(table, units[u], place, dates=per_sample)
             return table
 
         return load
