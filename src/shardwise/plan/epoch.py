@@ -28,7 +28,9 @@ Resumption: :meth:`EpochPlan.resume` after ``k`` batches per rank. With the same
 topology the epoch continues exactly (each worker skips what it already delivered);
 with another world size, worker count or batch size, the samples not yet consumed
 form a new stream that is cut again, so nothing consumed is repeated. Both are
-O(units) plus one window per worker, never O(samples consumed).
+O(units) plus, for each worker asked for, the windows it reads, never O(samples
+consumed): the new stream is one part per interrupted worker, built only when a piece
+reaches it (:class:`~shardwise.plan.stream.PartedStream`).
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ class EpochPlan:
         shuffle: permute units, rows and windows (False: file order throughout).
         resumes: earlier interruptions of this epoch, oldest first.
         base: the epoch's stream for the topology it started on (default: every unit
-            once, in the stratified order); mixing builds its own (see :mod:`.mix`).
+            once, in the stratified order); mixing builds its own (see :mod:`.deal`
+            and :mod:`.strata`).
     """
 
     def __init__(
