@@ -108,6 +108,39 @@ def test_cached_dataloader_equals_local_and_fetches_each_unit_once(
     assert len(_fetches(cache_dir)) == len(fetched)  # the warm epoch fetched nothing
 
 
+def test_a_file_of_one_row_group_comes_in_one_request(s3_server: dict[str, Any], bucket: tuple[str, Any],
+                                                      tmp_path: Path) -> None:
+    name, fs = bucket
+    root = tmp_path / "local"
+    root.mkdir()
+    noise = np.random.default_rng(1).integers(0, 256, (ROWS, 600), dtype=np.uint8)  # row groups > 64 KiB
+    t = _table("parquet").append_column("noise", pa.array([r.tobytes() for r in noise], pa.binary()))
+    for k in range(3):  # three files of one row group, one of four
+        pq.write_table(t.slice(k * 400, 400), str(root / f"one-{k}.parquet"))
+    pq.write_table(t.slice(1200, 800), str(root / "four.parquet"), row_group_size=200)
+    for p in sorted(root.iterdir()):
+        fs.put(str(p), f"{name}/single/{p.name}")
+    cache_dir = tmp_path / "cache"
+    local = StreamingDataset(str(root), num_workers=2, **_common("parquet"))
+    remote = StreamingDataset(f"s3://{name}/single", storage_options=s3_server["storage_options"],
+                              cache_dir=str(cache_dir), cache_bytes=10**8, num_workers=2, **_common("parquet"))
+    assert _epoch(remote) == _epoch(local)
+    files = {f.path.rsplit("/", 1)[1]: f.size for f in remote.index.files}
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for f in _fetches(cache_dir):
+        by_file.setdefault(f["source"].rsplit("/", 1)[1], []).append(f)
+    for k in range(3):  # footer and row group together: the whole file, one ranged read, one entry
+        assert [(f["start"], f["bytes"]) for f in by_file[f"one-{k}.parquet"]] == [(0, files[f"one-{k}.parquet"])]
+    four = by_file["four.parquet"]  # its footer once, then each row group by its own range
+    assert len(four) == 5 and sum(f["bytes"] for f in four) <= files["four.parquet"]
+    entries = sorted(os.listdir(cache_dir / "units" / "entries"))
+    assert len(entries) == 3 + 5 and sorted(os.listdir(cache_dir / "units" / "verified")) == entries
+    for ds in (local, remote):
+        ds.set_epoch(1)
+    assert _epoch(remote) == _epoch(local)
+    assert len(_fetches(cache_dir)) == 3 + 5  # nothing on the warm epoch
+
+
 def test_a_resume_fetches_nothing_already_cached(s3_server: dict[str, Any], bucket: tuple[str, Any],
                                                  tmp_path: Path) -> None:
     name, fs = bucket

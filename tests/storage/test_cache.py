@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from _cachework import (
 
 from shardwise.cli import main
 from shardwise.errors import ConfigError
+from shardwise.storage import cache_entry
 from shardwise.storage.cache import NodeCache
 from shardwise.storage.cache_admin import clear_cache, verify_cache
 from shardwise.storage.cache_entry import EntryView, Extent, read_entry
@@ -204,25 +206,70 @@ def test_a_corrupted_entry_is_downloaded_again_not_used(tmp_path: Path) -> None:
     assert cache.stats.bad_entries == 1 and cache.stats.downloads == 2
 
 
-def test_a_hit_reads_only_the_ranges_asked_and_checks_the_crc_once_per_process(tmp_path: Path) -> None:
+class _CountingZlib:
+    """``zlib`` for the entry module, counting the bytes its checksum passes read."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def crc32(self, data: bytes, value: int = 0) -> int:
+        self.bytes += len(data)
+        return zlib.crc32(data, value)
+
+
+def test_a_hit_reads_only_the_ranges_asked_and_the_crc_once_per_node(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     root = str(tmp_path / "c")
     cache = NodeCache(root, 10**7)
     with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)):
         pass
-    entry = Path(root) / "entries" / extent(8).key
-    with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)) as data:  # first hit: CRC-32 checked
+    counting = _CountingZlib()
+    monkeypatch.setattr(cache_entry, "zlib", counting)
+    with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)) as data:  # downloaded here: no pass
         assert isinstance(data, EntryView) and len(data) == SIZE
         assert data[100:110] == payload(8)[100:110] and data[-4:] == payload(8)[-4:]
-    blob = entry.read_bytes()
-    entry.write_bytes(blob[:5] + bytes([blob[5] ^ 0xFF]) + blob[6:])  # in place: same file, same size
-    with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)) as data:
-        assert data is not None and data[1000:1010] == payload(8)[1000:1010]  # record checked, CRC not again
-    assert cache.stats.bad_entries == 0 and cache.stats.downloads == 1
+    assert counting.bytes == 0
     result = str(tmp_path / "new-process")
-    p = _start(lease_all, root, 10**7, [8], result)  # a new process checks the CRC before first use
+    p = _start(lease_all, root, 10**7, [8], result)  # another process: a hit, trusted (and counted by it)
     p.join(60)
-    assert p.exitcode == 0 and Path(result).read_text() == "1 0"  # found bad, downloaded again
+    assert p.exitcode == 0 and Path(result).read_text() == "0 1"
+    (Path(root) / "verified" / extent(8).key).unlink()  # nobody vouches for the file now
+    with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)) as data:
+        assert data is not None and bytes(data) == payload(8)
+    assert counting.bytes == SIZE  # checked once, and recorded again
+    with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)) as data:
+        assert data is not None and data[:10] == payload(8)[:10]
+    assert counting.bytes == SIZE and cache.stats.downloads == 1 and cache.stats.bad_entries == 0
+
+
+@pytest.mark.parametrize("change", ["in place", "replaced", "truncated"])
+def test_an_entry_changed_since_it_was_verified_is_checked_and_fetched_again(tmp_path: Path, change: str) -> None:
+    root = str(tmp_path / "c")
+    cache = NodeCache(root, 10**7)
+    for _ in range(2):  # downloaded, then a hit: the node's record names this file
+        with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)):
+            pass
+    entry = Path(root) / "entries" / extent(8).key
+    blob = entry.read_bytes()
+    bad = blob[:5] + bytes([blob[5] ^ 0xFF]) + blob[6:]
+    if change == "in place":  # same file, same size, the record still matches
+        with open(entry, "r+b") as f:
+            f.write(bad[:6])
+    elif change == "replaced":
+        entry.with_suffix(".new").write_bytes(bad)
+        os.replace(entry.with_suffix(".new"), entry)
+    else:
+        entry.write_bytes(blob[: len(blob) // 2])
+    result = str(tmp_path / "new-process")
+    p = _start(lease_all, root, 10**7, [8], result)  # a new process finds it bad and downloads it again
+    p.join(60)
+    assert p.exitcode == 0 and Path(result).read_text() == "1 0"
     assert read_entry(str(entry), extent(8)) == payload(8)
+    with open(entry, "r+b") as f:  # and so does a process that used it before
+        f.write(bad[:6])
+    with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)) as data:
+        assert data is not None and bytes(data) == payload(8)
+    assert cache.stats.bad_entries == 1 and cache.stats.downloads == 2
 
 
 def test_clear_keeps_what_a_live_process_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,17 +1,20 @@
 """Read units of a remote dataset through the node-local cache.
 
-Which bytes a unit needs: a Parquet row group is the byte range of its column chunks
-plus the file's footer (the last 64 KiB, an entry of its own shared by the file's row
-groups; a row group's own entry stops where it starts, so no byte is fetched twice); a JSONL unit is its byte range; a compressed JSONL file and a tar shard are
-read whole. While a unit is read, those entries are leased and the format's reader is
-served from them (see :mod:`shardwise.storage.overlay`), so formats need no change and
-errors still name the URL.
+Which bytes a unit needs: a Parquet row group of a file with several is the byte range
+of its column chunks plus the file's footer (the last 64 KiB, an entry of its own shared
+by the file's row groups; a row group's own entry stops where it starts, so no byte is
+fetched twice); the only row group of a file is read with its footer in one request, as
+one entry (the whole file); a JSONL unit is its byte range; a compressed JSONL file and
+a tar shard are read whole. While a unit is read, those entries are leased and the
+format's reader is served from them (see :mod:`shardwise.storage.overlay`), so formats
+need no change and errors still name the URL.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections import Counter
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -67,6 +70,7 @@ class UnitCache:
         self._files = {f.path: f for f in index.files}
         self._endpoint = _endpoint(self.options)
         self._row_groups: dict[str, list[tuple[int, int]]] = {}
+        self._units_in = Counter(u.path for u in index.units)
 
     def cached(self, url: str) -> bool:
         """True for remote files (local files are read where they are)."""
@@ -105,7 +109,7 @@ class UnitCache:
 
     def _extents(self, unit: Unit, stack: contextlib.ExitStack) -> list[Extent]:
         size = self._files[unit.path].size
-        if self.index.format != "parquet":
+        if self.index.format != "parquet" or self._units_in[unit.path] == 1:
             start, end = (unit.start, unit.end) if unit.end > unit.start else (0, size)
             return [self._extent(unit.path, start, end)]
         footer = self._footer(unit.path, size, stack)

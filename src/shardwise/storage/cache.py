@@ -12,13 +12,19 @@ from typing import Any
 
 from shardwise.errors import ConfigError
 from shardwise.storage.cache_dir import append_journal, read_journal, scan_dir
-from shardwise.storage.cache_entry import BadEntry, EntryView, Extent, open_entry, write_entry
+from shardwise.storage.cache_entry import (
+    BadEntry,
+    EntryView,
+    Extent,
+    forget_verified,
+    is_verified,
+    mark_verified,
+    open_entry,
+    write_entry,
+)
 from shardwise.storage.lease import FileLock, owner_id
 
 __all__ = ["CacheStats", "NodeCache"]
-
-_VERIFIED: set[tuple[str, int, int, int]] = set()  # (path, device, inode, size) whose CRC-32 matched here
-
 
 @dataclass
 class CacheStats:
@@ -47,7 +53,9 @@ class NodeCache:
       it), writes ``tmp/<key>.<bytes>.<owner>.part``, fsyncs and renames it into place. A
       killed downloader's lock is released by the kernel; its part file is stale (its owner
       is dead) and is deleted by the next process that accounts for space. Entries are
-      trusted only after their length and CRC-32 match the record.
+      trusted only after their length and CRC-32 match the record; ``verified/<key>``
+      then names the file so checked (device, inode, size, mtime), and other processes
+      skip the CRC-32 pass while the entry is still that file.
     - A reader holds a lease, ``leases/<key>.<owner>``, while it reads an entry. Eviction
       (least recently used first) never removes a leased entry; leases of dead processes or
       of an earlier boot (see :mod:`shardwise.storage.lease`) are ignored and removed.
@@ -74,7 +82,7 @@ class NodeCache:
         self.budget_bytes = budget_bytes
         self.wait_seconds = wait_seconds
         self.lock_timeout = lock_timeout
-        for sub in ("entries", "tmp", "leases", "locks"):
+        for sub in ("entries", "tmp", "leases", "locks", "verified"):
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
         self._reset()
 
@@ -139,8 +147,8 @@ class NodeCache:
 
     def _hit(self, extent: Extent) -> EntryView | None:
         """The entry, leased, if it is on disk and good. Its record is checked at every
-        hit; its CRC-32 the first time this process uses this file (entries never change
-        once renamed into place: a new download is a new file)."""
+        hit; its CRC-32 unless a process of this node checked this very file before (see
+        :func:`~shardwise.storage.cache_entry.is_verified`)."""
         key = extent.key
         path = self._path("entries", key)
         with self._global().held(shared=True):
@@ -149,19 +157,17 @@ class NodeCache:
             except FileNotFoundError:
                 return None
             self._lease(key)
-        inode, seen = st.st_ino, (path, st.st_dev, st.st_ino, st.st_size)
         try:
-            data = open_entry(path, extent, check_crc=seen not in _VERIFIED)
-            _VERIFIED.add(seen)
+            data = open_entry(path, extent, check_crc=not is_verified(path, st))
         except (BadEntry, OSError):
             self._unlease(key)
             self.stats.bad_entries += 1
             with self._global().held(), contextlib.suppress(OSError):
-                if os.stat(path).st_ino == inode:  # not a good copy written since
+                if os.stat(path).st_ino == st.st_ino:  # not a good copy written since
                     os.unlink(path)  # never trusted: downloaded again under the entry's lock
+                    forget_verified(path)
             return None
-        with contextlib.suppress(OSError):
-            os.utime(path)  # least recently used goes first
+        mark_verified(path)  # least recently used goes first; the next use skips the CRC-32
         self.stats.hits += 1
         return data
 
@@ -195,6 +201,7 @@ class NodeCache:
             with self._global().held():
                 os.replace(part, self._path("entries", key))
                 self._lease(key)
+            mark_verified(self._path("entries", key))  # its CRC-32 is of these very bytes
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(part)
@@ -241,6 +248,7 @@ class NodeCache:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._path("entries", key))
+                forget_verified(self._path("entries", key))
                 used -= size
                 self.stats.evictions += 1
         return used + need <= self.budget_bytes

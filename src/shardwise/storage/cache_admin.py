@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from shardwise.errors import StorageError
 from shardwise.storage.cache_dir import scan_dir
-from shardwise.storage.cache_entry import BadEntry, read_entry
+from shardwise.storage.cache_entry import BadEntry, forget_verified, mark_verified, read_entry
 from shardwise.storage.lease import FileLock
 
 __all__ = ["ClearReport", "VerifyReport", "cache_directory", "clear_cache", "verify_cache"]
@@ -74,6 +74,7 @@ def verify_cache(path: str, *, remove: bool = True) -> VerifyReport:
         entry = os.path.join(root, "entries", name)
         try:
             read_entry(entry)
+            mark_verified(entry, keep_time=True)
         except FileNotFoundError:
             continue  # evicted meanwhile
         except (BadEntry, OSError) as exc:
@@ -83,6 +84,7 @@ def verify_cache(path: str, *, remove: bool = True) -> VerifyReport:
                     if name not in scan_dir(root).leased:
                         with contextlib.suppress(FileNotFoundError):
                             os.unlink(entry)
+                            forget_verified(entry)
                             report.removed += 1
         report.checked += 1
     return report
@@ -102,6 +104,7 @@ def clear_cache(path: str, *, all: bool = False) -> ClearReport:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(root, "entries", key))
+                forget_verified(os.path.join(root, "entries", key))
                 report.removed += 1
                 report.removed_bytes += size
         for name in os.listdir(os.path.join(root, "locks")):

@@ -6,13 +6,15 @@ import contextlib
 import hashlib
 import json
 import os
+import time
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shardwise.errors import StorageError
 
-__all__ = ["BadEntry", "EntryView", "Extent", "open_entry", "read_entry", "write_entry"]
+__all__ = ["BadEntry", "EntryView", "Extent", "forget_verified", "is_verified", "mark_verified", "open_entry",
+           "read_entry", "write_entry"]
 
 MAGIC = b"SWCACHE1"
 CRC_STEP = 8 * 2**20
@@ -176,3 +178,52 @@ def write_entry(path: str, extent: Extent, chunks: Iterable[bytes]) -> bytes:
         f.flush()
         os.fsync(f.fileno())
     return data
+
+
+# -- the node's record of checked entries ----------------------------------------------
+# A CRC-32 pass reads a whole entry; once one process of the node has made it, the others
+# trust the entry while it is the same file: ``verified/<key>`` holds the identity (device,
+# inode, size, mtime in ns) the entry had when it was checked or last used. The mtime is
+# set to an exact nanosecond then (not the kernel's coarse clock a write stamps), so a
+# file replaced, truncated or written to since has another identity and is checked again.
+
+
+def _identity(st: os.stat_result) -> str:
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _marker(path: str) -> str:
+    entries, key = os.path.split(path)
+    return os.path.join(os.path.dirname(entries), "verified", key)
+
+
+def is_verified(path: str, st: os.stat_result) -> bool:
+    """True if the entry at ``path``, now ``st``, is the file whose checksum was checked."""
+    try:
+        with open(_marker(path), "rb") as f:
+            return f.read(128).decode("ascii", "replace") == _identity(st)
+    except OSError:
+        return False
+
+
+def mark_verified(path: str, keep_time: bool = False) -> None:
+    """Record that the entry at ``path`` is good as it is now (after a checksum pass, its
+    download, or a use while its identity still matched). Its mtime becomes now (what
+    least-recently-used eviction orders by), or with ``keep_time`` moves by 1 ns. A
+    failure only costs a checksum pass later."""
+    with contextlib.suppress(OSError):
+        st = os.stat(path)
+        t = st.st_mtime_ns + 1 if keep_time else time.time_ns()
+        os.utime(path, ns=(t, t))
+        data = _identity(os.stat(path)).encode()
+        fd = os.open(_marker(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+
+def forget_verified(path: str) -> None:
+    """Remove the record of the entry at ``path`` (it was deleted or found bad)."""
+    with contextlib.suppress(OSError):
+        os.unlink(_marker(path))
