@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from shardwise.ops.dedup import DedupContext
 from shardwise.parallel import BackendSpec, parallel_map
+from shardwise.pipeline._npzmap import map_npz
 from shardwise.pipeline.commit import Layout
 from shardwise.storage import atomic_write, join, open_input, resolve
 
@@ -46,11 +47,22 @@ class TaskKeyFiles:
     storage_options: dict[str, Any]
 
     def load(self, task: int, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-        """Task ``task``'s arrays; members are read from the file as needed."""
+        """Task ``task``'s arrays; members are read from the file as needed. On local
+        disk they are read-only maps of the file: only the rows a caller indexes are read."""
+        fs, local = resolve(self.paths[task], **self.storage_options)
+        if "file" in _protocols(fs):
+            mapped = map_npz(local, names)
+            if mapped is not None:
+                return mapped
         with open_input(self.paths[task], **self.storage_options) as f:
             data = np.load(f)
             wanted = data.files if names is None else [n for n in names if n in data.files]
             return {k: data[k] for k in wanted}
+
+
+def _protocols(fs: Any) -> tuple[str, ...]:
+    proto = fs.protocol
+    return (proto,) if isinstance(proto, str) else tuple(proto)
 
 
 @dataclass(frozen=True)
