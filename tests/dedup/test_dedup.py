@@ -271,7 +271,10 @@ def test_char_tokenization_finds_char_level_near_duplicates(tmp_path: Path) -> N
     assert kept == {0, 2}
 
 
-_WORDY = list("aZ09 ,.-'\t\n") + ["é", "É", "ß", "ﬁ", "²", "—", "\u00a0", "\u3000", "日本", "Ω"]
+# with combining marks (U+0301 composes with an ASCII letter before it under NFKC, alone it
+# is no letter) and Hangul jamo (compose with each other)
+_WORDY = list("aeZ09 ,.-'\t\n") + ["é", "É", "ß", "ﬁ", "²", "—", "\u00a0", "\u3000", "日本", "Ω", "\u0301",
+                                    "\u0327", "\u1100", "\u1161", "\u212a"]
 
 
 @given(st.lists(st.one_of(st.none(), st.lists(st.sampled_from(_WORDY), max_size=30).map("".join)),
@@ -336,3 +339,20 @@ def test_numpy_components_equal_scipy(edges: list[tuple[int, int]]) -> None:
     n3, r3 = comp.components_in_memory(chain[:-1], chain[1:])
     assert len(n3) == 10_000 and (r3 == 0).all()
 
+
+
+@given(st.lists(st.one_of(st.none(), st.lists(st.sampled_from([*_WORDY, "_", "!", "“", "！"]),
+                                              max_size=40).map("".join)), min_size=1, max_size=12),
+       st.booleans(), st.integers(0, 2))
+@settings(max_examples=200, deadline=None)
+def test_piecewise_normalisation_equals_whole_rows(texts: list[str | None], large: bool, cut: int) -> None:
+    """Running the Unicode kernels on the pieces around non-ASCII characters only gives
+    the text they give on whole rows (also for large strings and sliced arrays)."""
+    import pyarrow.compute as pc
+
+    from shardwise.dedup.shingles import _normalise
+
+    arr = pa.array(texts, pa.large_string() if large else pa.string()).slice(min(cut, len(texts) - 1))
+    ref = pc.replace_substring_regex(pc.utf8_lower(pc.utf8_normalize(pc.fill_null(arr, ""), "NFKC")),
+                                     r"[^\x00-\x7f\pL\pN]+", " ")
+    assert _normalise(arr).to_pylist() == ref.to_pylist()
