@@ -27,15 +27,17 @@ def _doc(task: int, row: int) -> int:
 
 @given(docs=st.lists(st.lists(st.lists(st.integers(0, 40), max_size=25), min_size=1, max_size=8),
                      min_size=1, max_size=3),
-       spread=st.booleans(), batch=st.integers(1, 400), threshold=st.sampled_from([0.2, 0.5, 0.8]),
+       spread=st.sampled_from(["hash", "small", "top"]), batch=st.integers(1, 400), threshold=st.sampled_from([0.2, 0.5, 0.8]),
        data=st.data())
-@settings(max_examples=60, deadline=None)
-def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: bool, batch: int,
+@settings(max_examples=150, deadline=None)
+def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: str, batch: int,
                                           threshold: float, data: st.DataObject) -> None:
-    # spread: hash-like values (top bits tell them apart); else small integers (the
-    # check falls back to ranks); repeats within a document are allowed, as stored
-    mult = np.uint64(0x9E3779B97F4A7C15 if spread else 1)
-    tasks = [{"shingles": np.array([x for d in t for x in d], dtype=np.uint64) * mult,
+    # spread: hash-like values, small integers, or the largest values (2**64 - 1 included,
+    # the value rows are filled with); repeats within a document are allowed, as stored
+    def value(x: int) -> int:
+        return {"hash": x * 0x9E3779B97F4A7C15 % 2**64, "small": x, "top": 2**64 - 1 - x}[spread]
+
+    tasks = [{"shingles": np.array([value(x) for d in t for x in d], dtype=np.uint64),
               "lengths": np.array([len(d) for d in t], dtype=np.int64),
               "sig": np.zeros((len(t), 4), dtype=np.uint64)} for t in docs]
     ids = [(t, r) for t, rows in enumerate(docs) for r in range(len(rows))]

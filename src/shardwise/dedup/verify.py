@@ -4,7 +4,7 @@ Jaccard similarity reaches the threshold (documents are ``task << ROW_BITS | row
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -139,78 +139,76 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(np.asarray(starts, np.int64) - first, lengths) + np.arange(total)
 
 
-PAIR_SHINGLES = 4_000_000  # shingles gathered at once by the exact check (~32 MB of keys)
-
-
-def _codes(values: np.ndarray, bits: int) -> np.ndarray:
-    """Codes of ``bits`` bits for ``values``: equal values get equal codes, distinct
-    ones distinct codes. The top ``bits`` bits of each value when those already tell
-    every distinct value apart (shingles are hashes, so short of ``2**(bits / 2)``
-    distinct ones they nearly always do: one sort checks), else its rank among the
-    distinct values (an argsort)."""
-    s = np.sort(values)
-    top = s >> np.uint64(64 - bits)
-    distinct = s[1:] != s[:-1]
-    if not (distinct & (top[1:] == top[:-1])).any():
-        return values >> np.uint64(64 - bits)
-    order = np.argsort(values)
-    rank = np.zeros(len(s), dtype=np.uint64)
-    np.cumsum(distinct, out=rank[1:])
-    codes = np.empty(len(s), dtype=np.uint64)
-    codes[order] = rank
-    return codes
+PAIR_SHINGLES = 1 << 21  # shingles sorted at once by the exact check (rows of a 2-D array, ~16 MB)
+_PAD = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def exact_similar(shingles: _Shingles | _Candidates, a: np.ndarray, b: np.ndarray, threshold: float) -> np.ndarray:
     """Whether the exact Jaccard similarity of the shingle sets of each pair ``(a[i], b[i])``
     reaches ``threshold``.
 
-    Every shingle of the documents involved gets a code that tells distinct shingles
-    apart in the bits a key leaves it (:func:`_codes`), and one sort of ``(document,
-    code)`` makes each document's set, in order. Then, in batches of about
-    ``PAIR_SHINGLES`` shingles, each shingle of a pair becomes one integer ``(pair,
-    code, side)``: the first sides of the batch come in order and so do the second, so
-    a stable sort merges two sorted runs, and the shingles common to both sides of a pair
-    end up next to each other.
+    Each document's shingles are sorted in a row of a 2-D array, many documents of about
+    the same length at once (``np.sort`` along rows: sorting ``n`` shingles costs ``log n``
+    of the document, not of all of them), and repeats dropped; then each pair's two sets,
+    side by side in one row, are sorted the same way, and equal neighbours are the
+    shingles they share. Rows are filled past their length with the largest value, so a
+    row's first ``length`` entries, sorted, are its own (a tie with a shingle of that
+    value is the same value): the full 64-bit shingles are compared, nothing is coded.
     """
-    out = np.zeros(len(a), dtype=bool)
     docs = np.unique(np.concatenate([a, b]))
     vals, starts, sizes = shingles.values_of(docs)
-    code_bits = 63 - max(1, len(a).bit_length(), len(docs).bit_length())  # and one bit for the side
-    if len(vals) >= 1 << code_bits:
-        raise ValueError("too many shingles for one exact check")  # callers pass far fewer
-    sets = (np.repeat(np.arange(len(docs), dtype=np.uint64), sizes) << np.uint64(code_bits)) | _codes(vals, code_bits)
-    sets.sort()
-    if len(sets):
-        sets = sets[np.concatenate([[True], sets[1:] != sets[:-1]])]  # repeats dropped
-    sizes = np.bincount((sets >> np.uint64(code_bits)).astype(np.int64), minlength=len(docs))
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    codes = sets & np.uint64((1 << code_bits) - 1)
+    sets, set_starts, set_sizes = _unique_sets(vals, starts, sizes)
     ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
-    work = np.cumsum(sizes[ia] + sizes[ib])
-    lo = 0
-    while lo < len(a):
-        hi = max(lo + 1, int(np.searchsorted(work, (work[lo - 1] if lo else 0) + PAIR_SHINGLES, side="right")))
-        out[lo:hi] = _similar_batch(codes, code_bits, starts, sizes, ia[lo:hi], ib[lo:hi], threshold)
-        lo = hi
-    return out
-
-
-def _similar_batch(codes: np.ndarray, code_bits: int, starts: np.ndarray, sizes: np.ndarray, ia: np.ndarray,
-                   ib: np.ndarray, threshold: float) -> np.ndarray:
-    """:func:`exact_similar` of one batch of pairs (documents by index into the sets)."""
-    n = len(ia)
-    la, lb = sizes[ia], sizes[ib]
-    shift = np.uint64(code_bits + 1)
-    key = np.concatenate([
-        (np.repeat(np.arange(n, dtype=np.uint64), la) << shift) | (codes[_ranges(starts[ia], la)] << np.uint64(1)),
-        (np.repeat(np.arange(n, dtype=np.uint64), lb) << shift) | (codes[_ranges(starts[ib], lb)] << np.uint64(1))
-        | np.uint64(1)])
-    key.sort(kind="stable")  # two sorted runs: a merge
-    common = (key[1:] >> np.uint64(1)) == (key[:-1] >> np.uint64(1))  # the same shingle on both sides
-    inter = np.bincount((key[1:][common] >> shift).astype(np.int64), minlength=n)
+    la, lb = set_sizes[ia], set_sizes[ib]
+    inter = np.zeros(len(a), dtype=np.int64)
+    for rows, m, n in _sorted_rows(sets, [(set_starts[ia], la), (set_starts[ib], lb)]):
+        common = (m[:, 1:] == m[:, :-1]) & (np.arange(1, m.shape[1]) < n[:, None])
+        inter[rows] = common.sum(axis=1)
     union = la + lb - inter
     return np.where(union > 0, inter / np.maximum(union, 1) >= threshold, True)
+
+
+def _unique_sets(vals: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each segment ``vals[starts[i]:starts[i] + sizes[i]]`` sorted without repeats:
+    ``(sets, set_starts, set_sizes)`` (the segments in any order in ``sets``)."""
+    out: list[np.ndarray] = []
+    set_starts = np.zeros(len(sizes), dtype=np.int64)
+    set_sizes = np.zeros(len(sizes), dtype=np.int64)
+    at = 0
+    for rows, m, n in _sorted_rows(vals, [(starts, sizes)]):
+        keep = np.arange(m.shape[1]) < n[:, None]
+        keep[:, 1:] &= m[:, 1:] != m[:, :-1]
+        counts = keep.sum(axis=1)
+        set_sizes[rows] = counts
+        set_starts[rows] = at + np.concatenate([[0], np.cumsum(counts)[:-1]])
+        out.append(m[keep])
+        at += int(counts.sum())
+    return (np.concatenate(out) if out else np.zeros(0, np.uint64)), set_starts, set_sizes
+
+
+def _sorted_rows(vals: np.ndarray, sides: Sequence[tuple[np.ndarray, np.ndarray]]
+                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``(rows, m, n)`` over chunks of about ``PAIR_SHINGLES`` entries: row ``i`` of ``m``
+    holds, sorted, the ranges ``vals[s:s + length]`` of every ``(s, length)`` in ``sides``
+    at ``rows[i]`` (``n[i]`` entries, then the largest value). Rows go in length order, so
+    the rows of one chunk are about as long and little of ``m`` is filler."""
+    total = sum((np.asarray(length, np.int64) for _, length in sides), np.zeros(len(sides[0][1]), np.int64))
+    order = np.argsort(total, kind="stable")
+    lo = 0
+    while lo < len(order):
+        widths = np.maximum(total[order[lo : lo + PAIR_SHINGLES]], 1)
+        hi = lo + max(1, int(np.searchsorted(widths * np.arange(1, len(widths) + 1), PAIR_SHINGLES, side="right")))
+        rows, n = order[lo:hi], total[order[lo:hi]]
+        m = np.full((len(rows), max(1, int(n.max()))), _PAD, dtype=np.uint64)
+        col = np.arange(m.shape[1])
+        before = np.zeros(len(rows), dtype=np.int64)
+        for s, length in sides:
+            part = np.asarray(length, np.int64)[rows]
+            m[(col >= before[:, None]) & (col < (before + part)[:, None])] = vals[_ranges(np.asarray(s)[rows], part)]
+            before += part
+        m.sort(axis=1)
+        yield rows, m, n
+        lo = hi
 
 
 def verified_stars(keys: TaskKeys, threshold: float, num_perm: int, doc: np.ndarray, group: np.ndarray,
