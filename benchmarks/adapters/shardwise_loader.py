@@ -100,7 +100,7 @@ def dataloader_ceiling(data: Path, consume: Consumer, info: dict[str, Any]) -> C
     import pyarrow.parquet as pq
     from torch.utils.data import IterableDataset
 
-    from shardwise.loader import transport
+    from shardwise.loader import process
     from shardwise.loader.convert import split
 
     files = parquet_files(data)
@@ -110,7 +110,7 @@ def dataloader_ceiling(data: Path, consume: Consumer, info: dict[str, Any]) -> C
 
     class Prebuilt(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore]
         def __iter__(self) -> Any:
-            transport.setup_worker("numpy")  # what shardwise does in a DataLoader worker
+            process.setup_worker("numpy")  # what shardwise does in a DataLoader worker
             batches = list(split(table, BATCH, "numpy"))
             for j in range(total // BATCH // WORKERS):
                 yield batches[j % len(batches)]

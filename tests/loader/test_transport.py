@@ -16,14 +16,14 @@ import pytest
 from torch.utils.data import DataLoader
 
 from shardwise import StreamingDataset
-from shardwise.loader import NumpyColumn, transport
+from shardwise.loader import NumpyColumn, _ring, transport
 
 
 @pytest.fixture()
 def ring(monkeypatch: pytest.MonkeyPatch) -> Any:
     """This process as a worker with a small ring; unregistered afterwards."""
     monkeypatch.setattr(transport, "RING_BYTES", 1 << 16)
-    monkeypatch.setattr(transport, "WAIT_S", 0.05)
+    monkeypatch.setattr(_ring, "WAIT_S", 0.05)
     monkeypatch.setattr(transport, "_ring", None)
     ForkingPickler.register(NumpyColumn, transport._reduce)
     ForkingPickler.register(transport.RingBatch, transport._reduce_batch)

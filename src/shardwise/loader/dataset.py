@@ -34,12 +34,13 @@ from shardwise.loader.convert import Padding, check_padding
 from shardwise.loader.groups import data_parallel
 from shardwise.loader.placement import detect_placement
 from shardwise.loader.position import Position
+from shardwise.loader.process import setup_worker
 from shardwise.loader.sources import Source, check_not_empty, open_reader, open_source, read_counts
 from shardwise.loader.state import LoaderState
 from shardwise.loader.stats import epoch_stats, mixing_for
 from shardwise.loader.stream import BatchFormat, Reading, serial_items
 from shardwise.loader.threaded import default_threads, threaded_batches
-from shardwise.loader.transport import NumpyColumn, setup_worker
+from shardwise.loader.transport import NumpyColumn
 from shardwise.plan import Plan, Topology, auto_interleave, make_plan
 from shardwise.plan.compose import WindowSource
 from shardwise.storage.cache import NodeCache

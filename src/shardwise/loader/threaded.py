@@ -15,7 +15,9 @@ Pieces are handed out in order; at most ``2 * num_threads`` are gathered ahead, 
 units are read ahead under ``prefetch_bytes`` (as on the worker path), the first ones
 while the training thread works out the plan's order (on a fresh start). As each unit
 is read, its string columns become Python objects on that thread, once (for numpy and
-torch batches), so gathers only put objects in order. Leaving the
+torch batches), so gathers only put objects in order. Like a DataLoader worker, the
+process then allocates Arrow memory with jemalloc (see :mod:`shardwise.loader.process`;
+``ARROW_DEFAULT_MEMORY_POOL`` opts out). Leaving the
 loop early (``break``, then the iterator is garbage-collected) cancels what is queued
 and joins the threads; an error on a thread (a unit that cannot be read) is raised in
 the training loop as the :class:`~shardwise.errors.FormatError` naming file and unit.
@@ -38,6 +40,7 @@ import pyarrow as pa
 from shardwise.errors import PlanError
 from shardwise.loader.convert import column_to_numpy, is_ragged, pad
 from shardwise.loader.gather import Views, column_to_arrow, gather_columns, unit_views
+from shardwise.loader.process import prefer_jemalloc
 from shardwise.loader.stream import Reading
 from shardwise.loader.transport import NumpyColumn
 from shardwise.plan.compose import WindowSource
@@ -76,6 +79,7 @@ class Piece:
 
 def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, int]]:
     """The batches of ``wp`` made on ``reading.num_threads`` threads, each with its size."""
+    prefer_jemalloc()  # as in DataLoader workers: see the module docstring
     maker = _Maker(reading)
     pool = ThreadPoolExecutor(reading.num_threads, thread_name_prefix="shardwise-loader")
     load = _unit_loader(reading)

@@ -21,7 +21,7 @@ again. This is only used by :class:`multiprocessing` pickling inside a DataLoade
 (``ForkingPickler``); a batch pickled in any other way is pickled by value.
 
 The worker never waits long: a column larger than half the ring, a ring that stays full
-for :data:`WAIT_S` (the trainer is slow to consume), or anything that cannot go through
+for a second (the trainer is slow to consume), or anything that cannot go through
 the ring is sent by value instead, so the transport only ever changes the speed.
 Linux only (``memfd``); elsewhere, or with ``SHARDWISE_SHM=0``, batches go by value.
 """
@@ -30,18 +30,15 @@ from __future__ import annotations
 
 import mmap
 import os
-import secrets
-import time
 from typing import Any
 
 import numpy as np
 
-__all__ = ["NumpyColumn", "RingBatch", "active", "setup_worker", "string_column"]
+from shardwise.loader._ring import HEADER, Ring, aligned
+
+__all__ = ["NumpyColumn", "RingBatch", "active", "enable", "string_column"]
 
 RING_BYTES = 32 * 2**20  # per worker
-WAIT_S = 1.0  # longest wait for space before a column goes by value
-_ALIGN = 64  # regions, and the columns inside a batch's region, start at multiples of this
-_HEADER = 64  # int64 slots: [0] bytes consumed (written by the reader), [1] token, [2] size
 
 
 class NumpyColumn(np.ndarray):
@@ -53,80 +50,22 @@ class NumpyColumn(np.ndarray):
 
     _sw_arrow: Any = None  # the Arrow array a string column was made from, if any
 
-
-class _Ring:
-    """The worker's side: a ``memfd`` ring written at increasing positions."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.fd = os.memfd_create("shardwise-batches", os.MFD_CLOEXEC)
-        os.ftruncate(self.fd, _HEADER + size)
-        self.map = mmap.mmap(self.fd, _HEADER + size)
-        self.header = np.frombuffer(self.map, dtype=np.int64, count=_HEADER // 8)
-        self.data = np.frombuffer(self.map, dtype=np.uint8, offset=_HEADER)
-        self.token = secrets.randbits(62)
-        self.header[1], self.header[2] = self.token, size
-        self.pos = 0
-        self.pid = os.getpid()
-
-    def reserve(self, n: int) -> int | None:
-        """The position of ``n`` free bytes, or None (too large, or full for too long)."""
-        if n > self.size // 2:
-            return None
-        start = -(-self.pos // _ALIGN) * _ALIGN
-        if start % self.size + n > self.size:  # regions never wrap around the end
-            start += self.size - start % self.size
-        deadline = None
-        while start + n - int(self.header[0]) > self.size:
-            now = time.monotonic()
-            deadline = deadline or now + WAIT_S
-            if now > deadline:
-                return None
-            time.sleep(0.0002)
-        self.pos = start + n
-        return start
-
-    def put(self, parts: list[np.ndarray]) -> tuple[int, int] | None:
-        """Write ``parts`` one after the other, each at a multiple of ``_ALIGN``; return
-        ``(start, size)`` of the region, or None (see :meth:`reserve`)."""
-        offsets, end = [], 0
-        for p in parts:
-            offsets.append(end)
-            end += _aligned(p.nbytes)
-        start = self.reserve(end)
-        if start is None:
-            return None
-        o = start % self.size
-        for off, p in zip(offsets, parts):
-            raw = p.reshape(-1).view(np.uint8)
-            self.data[o + off : o + off + raw.size] = raw
-        return start, end
-
-
-def _aligned(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
-
-
 class RingBatch(dict[str, Any]):
     """A batch (column name -> :class:`NumpyColumn`) that crosses to the training process
     as one region of the ring: one reservation, one reference and one rebuild per batch
     instead of one per column. It arrives as a plain ``dict``."""
 
-
-_ring: _Ring | None = None
+_ring: Ring | None = None
 _active = False
 
-
-def _worker_ring() -> _Ring:
+def _worker_ring() -> Ring:
     global _ring
     if _ring is None or _ring.pid != os.getpid():  # a forked child makes its own
-        _ring = _Ring(RING_BYTES)
+        _ring = Ring(RING_BYTES)
     return _ring
-
 
 def _by_value(arr: np.ndarray) -> NumpyColumn:
     return arr.view(NumpyColumn)
-
 
 def _layout(col: NumpyColumn) -> tuple[tuple[Any, ...], list[np.ndarray]] | None:
     """How a column goes into a ring region: its spec (see :func:`_rebuild_batch`) and the
@@ -144,7 +83,6 @@ def _layout(col: NumpyColumn) -> tuple[tuple[Any, ...], list[np.ndarray]] | None
         return None
     return ("s", len(got[0]) - 1, got[1].nbytes), list(got)
 
-
 def _put(layouts: list[tuple[Any, ...]], parts: list[np.ndarray]) -> tuple[Any, tuple[Any, ...]] | None:
     """Write ``parts`` into this worker's ring; the reduction that rebuilds them, or None."""
     try:
@@ -156,14 +94,12 @@ def _put(layouts: list[tuple[Any, ...]], parts: list[np.ndarray]) -> tuple[Any, 
         return None
     return _rebuild_batch, (ring.pid, ring.fd, ring.token, *placed, layouts)
 
-
 def _reduce(col: NumpyColumn) -> tuple[Any, tuple[Any, ...]]:
     layout = _layout(col)
     reduced = _put([("", *layout[0])], layout[1]) if layout is not None else None
     if reduced is None:
         return _by_value, (np.ascontiguousarray(col.view(np.ndarray)),)
     return _rebuild_column, reduced[1]
-
 
 def _reduce_objects(arr: np.ndarray) -> Any:
     """A 1-D array of Python strings as an Arrow large_string array, or None."""
@@ -174,7 +110,6 @@ def _reduce_objects(arr: np.ndarray) -> Any:
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
         return None  # mixed objects
     return got if isinstance(got, pa.Array) else None  # str only (bytes stay bytes)
-
 
 def _strings_parts(strings: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """An Arrow string array (no nulls) as int64 offsets from 0 and its bytes."""
@@ -189,7 +124,6 @@ def _strings_parts(strings: Any) -> tuple[np.ndarray, np.ndarray] | None:
     first, last = int(offsets[0]), int(offsets[-1])
     data = np.frombuffer(data_buf, dtype=np.uint8)[first:last] if data_buf is not None else np.empty(0, np.uint8)
     return offsets.astype(np.int64) - first, data
-
 
 def _reduce_batch(batch: RingBatch) -> tuple[Any, tuple[Any, ...]]:
     """All columns of a batch into one ring region; anything else in it goes by value."""
@@ -210,10 +144,8 @@ def _reduce_batch(batch: RingBatch) -> tuple[Any, tuple[Any, ...]]:
                                   for name, col in batch.items()],)
     return reduced
 
-
 def _batch_by_value(specs: list[tuple[str, str, Any]]) -> dict[str, Any]:
     return {name: value.view(NumpyColumn) if kind == "o" else value for name, kind, value in specs}
-
 
 def string_column(values: np.ndarray, strings: Any) -> NumpyColumn:
     """``values`` (Python strings) as a read-only column that remembers ``strings``, the
@@ -223,15 +155,12 @@ def string_column(values: np.ndarray, strings: Any) -> NumpyColumn:
     col._sw_arrow = strings
     return col
 
-
 def active() -> bool:
     """Whether this process sends numpy batches through its ring (set up by setup_worker)."""
     return _active
 
-
 # -- the training process's side ---------------------------------------------------------
 _maps: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, int]] = {}
-
 
 def _attach(pid: int, fd: int, token: int) -> tuple[np.ndarray, np.ndarray, int]:
     key = (pid, fd, token)
@@ -245,12 +174,11 @@ def _attach(pid: int, fd: int, token: int) -> tuple[np.ndarray, np.ndarray, int]
             m = mmap.mmap(handle, size)
         finally:
             os.close(handle)
-        header = np.frombuffer(m, dtype=np.int64, count=_HEADER // 8)
+        header = np.frombuffer(m, dtype=np.int64, count=HEADER // 8)
         if int(header[1]) != token:
             raise RuntimeError(f"shared-memory ring of DataLoader worker {pid} was replaced")
-        got = _maps[key] = (header, np.frombuffer(m, dtype=np.uint8, offset=_HEADER), int(header[2]))
+        got = _maps[key] = (header, np.frombuffer(m, dtype=np.uint8, offset=HEADER), int(header[2]))
     return got
-
 
 def _alive(pid: int) -> bool:
     try:
@@ -261,11 +189,9 @@ def _alive(pid: int) -> bool:
         return True
     return True
 
-
 def _rebuild_column(pid: int, fd: int, token: int, start: int, nbytes: int, specs: list[tuple[Any, ...]]) -> NumpyColumn:
     column: NumpyColumn = _rebuild_batch(pid, fd, token, start, nbytes, specs)[""]
     return column
-
 
 def _arrow_strings(offsets: np.ndarray, data: np.ndarray, length: int) -> NumpyColumn:
     """Python strings from int64 offsets and bytes in the ring (copied: the ring is reused)."""
@@ -273,7 +199,6 @@ def _arrow_strings(offsets: np.ndarray, data: np.ndarray, length: int) -> NumpyC
 
     strings = pa.Array.from_buffers(pa.large_string(), length, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     return strings.to_numpy(zero_copy_only=False).view(NumpyColumn)
-
 
 def _rebuild_batch(pid: int, fd: int, token: int, start: int, nbytes: int, specs: list[tuple[Any, ...]]) -> dict[str, Any]:
     header, data, size = _attach(pid, fd, token)
@@ -288,36 +213,22 @@ def _rebuild_batch(pid: int, fd: int, token: int, start: int, nbytes: int, specs
             arr = np.empty(spec[3], dtype=np.dtype(spec[2]))
             n = arr.nbytes
             arr.reshape(-1).view(np.uint8)[:] = region[off : off + n]
-            off += _aligned(n)
+            off += aligned(n)
             out[name] = arr.view(NumpyColumn)
         else:  # "s": offsets, then bytes
             length, text_bytes = spec[2], spec[3]
             offsets_n = (length + 1) * 8
-            data_at = off + _aligned(offsets_n)
+            data_at = off + aligned(offsets_n)
             out[name] = _arrow_strings(region[off : off + offsets_n], region[data_at : data_at + text_bytes], length)
-            off = data_at + _aligned(text_bytes)
+            off = data_at + aligned(text_bytes)
     header[0] = start + nbytes  # this space may be written again
     return out
 
-
-def setup_worker(batch_format: str | None) -> None:
-    """Prepare a DataLoader worker process for streaming.
-
-    Sends its :class:`NumpyColumn` columns through shared memory when ``multiprocessing``
-    pickles them (numpy batches), and, unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses
-    otherwise, makes jemalloc Arrow's allocator in this process where pyarrow has it:
-    the default allocator returns the memory of every decoded unit to the system and
-    faults it back in (zeroing huge pages) for the next one, which costs about a third
-    of a worker's time.
-    """
-    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
-        import pyarrow as pa
-
-        try:
-            pa.set_memory_pool(pa.jemalloc_memory_pool())
-        except (NotImplementedError, pa.ArrowNotImplementedError):
-            pass
-    if batch_format != "numpy" or os.environ.get("SHARDWISE_SHM", "1") == "0" or not hasattr(os, "memfd_create"):
+def enable() -> None:
+    """Send :class:`NumpyColumn` columns and :class:`RingBatch` batches through shared
+    memory when ``multiprocessing`` pickles them in this process (a DataLoader worker);
+    not with ``SHARDWISE_SHM=0`` or without ``memfd`` (they then go by value)."""
+    if os.environ.get("SHARDWISE_SHM", "1") == "0" or not hasattr(os, "memfd_create"):
         return
     from multiprocessing.reduction import ForkingPickler
 
