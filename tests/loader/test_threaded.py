@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
+import shardwise.loader.scatter as scatter
 import shardwise.loader.threaded as threaded
 from shardwise import ConfigError, FormatError, StreamingDataset
 from shardwise.loader.threaded import cut_pieces
@@ -102,26 +103,81 @@ def test_values_equal_the_dataloader_worker_path(typed: Path, fmt: str, pad_to: 
                 assert [repr(v) for v in a[k].tolist()] == [repr(v) for v in b[k].tolist()], k
 
 
+@pytest.mark.parametrize("fmt", ["numpy", "torch"])
+def test_windows_built_in_order_and_gathered_give_the_worker_paths_values(typed: Path, fmt: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # numbers, a fixed-size list, strings: windows are built in plan order, except those with
+    # a unit whose "score" has nulls (gathered by pieces); pieces span both kinds
+    built: list[bool] = []
+    original = scatter.WindowColumns.result
+
+    def recording(self: Any) -> Any:
+        columns = original(self)
+        built.append(columns is not None)
+        return columns
+
+    monkeypatch.setattr(scatter.WindowColumns, "result", recording)
+    monkeypatch.setattr(threaded, "PIECE_ROWS", 64)
+
+    def make() -> Any:
+        return StreamingDataset(str(typed), batch_size=16, seed=2, interleave=2, batch_format=fmt,
+                                columns=["id", "x", "score", "text", "emb"], prefetch_bytes=2**16)
+
+    here = list(make())
+    there = list(DataLoader(make(), batch_size=None, num_workers=1))
+    assert True in built and False in built
+    assert len(here) == len(there) == 1350 // 16
+    for a, b in zip(here, there):
+        assert list(a) == list(b)
+        for k in a:
+            if isinstance(a[k], list):
+                assert a[k] == b[k], k
+            else:
+                x, y = np.asarray(a[k]), np.asarray(b[k])
+                assert x.dtype == y.dtype and x.shape == y.shape, k
+                assert [repr(v) for v in x.tolist()] == [repr(v) for v in y.tolist()], k
+
+
+def _inside(ptr: int, nbytes: int, bases: list[np.ndarray]) -> bool:
+    return any(base.ctypes.data <= ptr and ptr + nbytes <= base.ctypes.data + base.nbytes for base in bases)
+
+
 def test_torch_batches_share_storage_with_the_gathered_buffers(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    gathered: list[np.ndarray] = []
-    original = threaded.gather_columns
+    gathered: list[np.ndarray] = []  # what rows were gathered into: pieces, or windows in plan order
+    packaged: list[np.ndarray] = []  # what batches are cut from
+    original, original_result, original_package = (threaded.gather_columns, scatter.WindowColumns.result,
+                                                    threaded._Maker._package)
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         columns = original(*args, **kwargs)
         gathered.extend(c for c in columns if isinstance(c, np.ndarray))
         return columns
 
+    def recording_result(self: Any) -> Any:
+        columns = original_result(self)
+        gathered.extend(columns or [])
+        return columns
+
+    def recording_package(self: Any, arr: np.ndarray) -> Any:
+        packaged.append(arr)
+        return original_package(self, arr)
+
     monkeypatch.setattr(threaded, "gather_columns", recording)
+    monkeypatch.setattr(scatter.WindowColumns, "result", recording_result)
+    monkeypatch.setattr(threaded._Maker, "_package", recording_package)
+    monkeypatch.setattr(threaded, "PIECE_ROWS", 128)  # many pieces of these 3,001 rows
     ds = StreamingDataset(str(data), batch_size=64, interleave=2, batch_format="torch", columns=["id", "x"])
     batches = list(ds)
-    buffers = {c.__array_interface__["data"][0]: c for c in gathered}
-    assert len(buffers) == len(gathered)  # each gather made new buffers
+    assert gathered and len({c.ctypes.data for c in gathered}) == len(gathered)  # new buffers each time
     for batch in batches:
         for name in ("id", "x"):
             tensor = batch[name]
-            base = buffers.get(tensor.untyped_storage().data_ptr())
-            assert base is not None, "a batch tensor does not share the gathered buffer"
-            assert tensor.untyped_storage().nbytes() == base.nbytes  # a view of it, not a copy
+            ptr, nbytes = tensor.data_ptr(), tensor.numel() * tensor.element_size()
+            assert _inside(ptr, nbytes, packaged), "a batch tensor is not a view of its piece"
+            assert tensor.untyped_storage().data_ptr() in {p.ctypes.data for p in packaged}  # no copy
+    # pieces are views of the gathered buffers, except where a piece spans two windows (joined once)
+    joined = [p for p in packaged if not _inside(p.ctypes.data, p.nbytes, gathered)]
+    assert len(joined) < 2 * ds.index.num_units and len(joined) < len(packaged) / 2
     numpy_batch = next(iter(StreamingDataset(str(data), batch_size=64, batch_format="numpy", columns=["id"])))
     assert any(np.shares_memory(numpy_batch["id"], c) for c in gathered[-4:])
     assert numpy_batch["id"].flags.writeable

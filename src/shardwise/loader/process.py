@@ -1,17 +1,15 @@
-"""What streaming sets up in the process it runs in: Arrow's allocator, and in a
-DataLoader worker the shared-memory transport of numpy batches.
+"""What streaming sets up in a DataLoader worker process: Arrow's allocator, and the
+shared-memory transport of numpy batches.
 
-Both loader paths decode units and keep them (a window of them) while their rows are
-gathered. With pyarrow's default allocator (mimalloc) the memory of decoded units is
-given back to the system and faulted in again, on huge pages where the allocator asks
-for them, and on the 2-core benchmark machine that cost 2-4 CPU seconds of kernel time
-per epoch of 1 GB, about as much as decoding; jemalloc cost 1.0-1.8. So both paths
-make jemalloc Arrow's default allocator in their process (a DataLoader worker, or the
-training process when it iterates a batched dataset itself), unless the environment
-variable ``ARROW_DEFAULT_MEMORY_POOL`` is set, which keeps pyarrow's own choice (set
-it, e.g. to ``mimalloc``, to opt out). pyarrow offers no way to give its Parquet reader
-a pool of its own, hence the process-wide setting; buffers already allocated stay
-valid, each freed by the pool that made it.
+In a worker, pyarrow's default allocator (mimalloc) returned the memory of every
+decoded unit to the system and faulted it back in (zeroing huge pages) for the next
+one, which cost about a third of a worker's time on the 2-core benchmark machine; so a
+worker makes
+jemalloc Arrow's default allocator in its process, unless the environment variable
+``ARROW_DEFAULT_MEMORY_POOL`` is set (which keeps pyarrow's choice). The training
+process is left alone: its in-process path lets each unit go as soon as its rows are
+in place (see :mod:`shardwise.loader.scatter`), and there the default allocator, which
+keeps freed memory for the next unit, is the faster one.
 """
 
 from __future__ import annotations

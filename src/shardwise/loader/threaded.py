@@ -3,21 +3,23 @@
 Iterating a batched dataset in the training process (``for batch in ds:``,
 ``DataLoader(ds, batch_size=None, num_workers=0)``, or ``iter_shard``) sends nothing
 between processes. One pool of ``num_threads`` threads does the work that releases the
-GIL: it decodes units (Arrow), and gathers each piece of about 16,384 rows (whole
-batches) into new buffers in plan order (numpy ``take`` per unit, then into order) and
-converts it. The training thread only cuts batches out of finished pieces, as views:
-``batch["x"]`` of a numpy batch is a slice of the piece's gathered array, and a torch
-batch's tensors share the piece's buffers (``torch.from_numpy`` once per piece), so
-nothing is copied after the gather. Pieces are cut on the worker's grid of batches, so
-no batch straddles two pieces, even where a piece spans two windows.
+GIL: it decodes units (Arrow) and, for numpy and torch batches of numbers, fixed-size
+lists and strings, writes each unit's rows straight to their places in columns of the
+whole window in plan order as soon as the unit is read, then lets the unit go (see
+:mod:`shardwise.loader.scatter`); pieces of about 16,384 rows (whole batches) are then
+views of those columns. Other windows (Arrow batches, variable-length lists, a unit
+with nulls in a column of numbers) are gathered a piece at a time on the pool (numpy
+``take`` per unit, then into order) and converted. The training thread only cuts
+batches out of finished pieces, as views: ``batch["x"]`` of a numpy batch is a slice of
+the piece's array, and a torch batch's tensors share the piece's buffers
+(``torch.from_numpy`` once per piece), so nothing is copied after the gather. Pieces
+are cut on the worker's grid of batches, so no batch straddles two pieces; a piece
+spanning two windows is joined once.
 
-Pieces are handed out in order; at most ``2 * num_threads`` are gathered ahead, and
-units are read ahead under ``prefetch_bytes`` (as on the worker path), the first ones
-while the training thread works out the plan's order (on a fresh start). As each unit
-is read, its string columns become Python objects on that thread, once (for numpy and
-torch batches), so gathers only put objects in order. Like a DataLoader worker, the
-process then allocates Arrow memory with jemalloc (see :mod:`shardwise.loader.process`;
-``ARROW_DEFAULT_MEMORY_POOL`` opts out). Leaving the
+Units are read ahead under ``prefetch_bytes`` (as on the worker path), the first ones
+while the training thread works out the plan's order (on a fresh start); at most
+``2 * num_threads`` pieces are gathered ahead. As each unit is read, its string columns
+become Python objects on that thread, once (for numpy and torch batches). Leaving the
 loop early (``break``, then the iterator is garbage-collected) cancels what is queued
 and joins the threads; an error on a thread (a unit that cannot be read) is raised in
 the training loop as the :class:`~shardwise.errors.FormatError` naming file and unit.
@@ -40,7 +42,7 @@ import pyarrow as pa
 from shardwise.errors import PlanError
 from shardwise.loader.convert import column_to_numpy, is_ragged, pad
 from shardwise.loader.gather import Views, column_to_arrow, gather_columns, unit_views
-from shardwise.loader.process import prefer_jemalloc
+from shardwise.loader.scatter import Window, load_window
 from shardwise.loader.stream import Reading
 from shardwise.loader.transport import NumpyColumn
 from shardwise.plan.compose import WindowSource
@@ -79,7 +81,6 @@ class Piece:
 
 def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, int]]:
     """The batches of ``wp`` made on ``reading.num_threads`` threads, each with its size."""
-    prefer_jemalloc()  # as in DataLoader workers: see the module docstring
     maker = _Maker(reading)
     pool = ThreadPoolExecutor(reading.num_threads, thread_name_prefix="shardwise-loader")
     load = _unit_loader(reading)
@@ -93,19 +94,18 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
             raise PlanError(f"internal error: {sum(lengths) % reading.batch_size} samples left over "
                             "after the last full batch")
         units = reading.prefetcher(_reuse(early, load), executor=pool).iterate([u for w in windows for u in w[0]])
-        loaded: dict[int, tuple[dict[int, pa.Table], Views]] = {}  # window -> its tables, while needed
+        loaded: dict[int, Window] = {}  # window -> its tables or columns, while needed
         for piece in cut_pieces(lengths, reading.piece_rows(PIECE_ROWS)):
-            parts: list[Part] = []
-            for w, lo, hi in piece:
+            for w, _, _ in piece:
                 if w not in loaded:  # earlier windows are done: in-flight pieces hold their own
                     loaded = {k: v for k, v in loaded.items() if k >= piece[0][0]}
-                    loaded[w] = ({}, {})
-                    for u in windows[w][0]:
-                        loaded[w][0][u], views = next(units)
-                        loaded[w][1].update(views)
-                tables, views = loaded[w]
-                parts.append((tables, views, windows[w][1][lo:hi], windows[w][2][lo:hi]))
-            pending.append(pool.submit(maker.make, parts))
+                    loaded[w] = load_window(windows[w], units, pool, reading.batch_format, load)
+            if all(loaded[w].columns is not None for w, _, _ in piece):
+                done: Future[Piece] = Future()
+                done.set_result(maker.cut([(loaded[w], lo, hi) for w, lo, hi in piece]))
+                pending.append(done)
+            else:
+                pending.append(pool.submit(maker.make_mixed, [(loaded[w], lo, hi) for w, lo, hi in piece]))
             while len(pending) > 2 * reading.num_threads:
                 yield from maker.batches(pending.popleft().result())
         while pending:
@@ -196,6 +196,32 @@ class _Maker:
         if reading.pin_memory and not self.pin:
             _log.info("pin_memory=True has no effect here: batches are pinned only as torch "
                       "tensors with CUDA available")
+
+    def cut(self, parts: list[tuple[Window, int, int]]) -> Piece:
+        """A piece of windows built in plan order: views of their columns (one copy
+        where a piece spans two windows)."""
+        win = parts[0][0]
+        assert win.schema is not None
+        if len(parts) == 1:
+            columns = [c[parts[0][1] : parts[0][2]] for c in win.columns or []]
+        else:
+            columns = [np.concatenate([(w.columns or [])[i][lo:hi] for w, lo, hi in parts])
+                       for i in range(len(win.schema))]
+        piece = Piece(sum(hi - lo for _, lo, hi in parts))
+        piece.arrays = {f.name: self._package(c) for f, c in zip(win.schema, columns)}
+        return piece
+
+    def make_mixed(self, parts: list[tuple[Window, int, int]]) -> Piece:
+        """A piece from windows gathered by pieces (and perhaps windows built in order:
+        made apart and joined)."""
+        if all(w.columns is None for w, _, _ in parts):
+            return self.make([(w.tables, w.views, w.unit_ids[lo:hi], w.rows[lo:hi]) for w, lo, hi in parts])
+        subs = [self.cut([p]) if p[0].columns is not None else self.make_mixed([p]) for p in parts]
+        piece = Piece(sum(s.rows for s in subs))
+        for name in subs[0].arrays:
+            values = [s.arrays[name] for s in subs]
+            piece.arrays[name] = self._package(np.concatenate([np.asarray(v) for v in values]))
+        return piece
 
     def make(self, parts: list[Part]) -> Piece:
         """Gather ``parts`` into one piece and convert its columns once."""
