@@ -52,7 +52,9 @@ def describe_exit(code: int | None) -> str:
 class WorkerProcess:
     """One worker: a child interpreter, its socket and the tail of its stderr."""
 
-    def __init__(self) -> None:
+    def __init__(self, wait: bool = True) -> None:
+        """Start the worker; with ``wait`` (the default) return once it is ready, else
+        call :meth:`wait_ready` before sending it work (several start side by side)."""
         ours, theirs = socket.socketpair()
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         try:
@@ -69,9 +71,11 @@ class WorkerProcess:
         self._forward.start()
         self.pid = self.proc.pid
         self.conn.send_bytes(pickle.dumps(("init", list(sys.path))))
-        self._wait_ready()
+        if wait:
+            self.wait_ready()
 
-    def _wait_ready(self) -> None:
+    def wait_ready(self) -> None:
+        """Block until the worker is ready for tasks; raise :class:`WorkerStartError` if it dies first."""
         if self.conn.poll(START_TIMEOUT):
             try:
                 kind, _ = pickle.loads(self.conn.recv_bytes())

@@ -32,8 +32,8 @@ __all__ = ["LocalBackend", "SequentialBackend", "ThreadBackend"]
 class _Worker:
     """A pool worker (see :mod:`shardwise.parallel._procs`) and the chunk it holds."""
 
-    def __init__(self) -> None:
-        self.proc = WorkerProcess()
+    def __init__(self, wait: bool = True) -> None:
+        self.proc = WorkerProcess(wait)
         self.conn = self.proc.conn
         self.fn_key = -1
         self.chunk_id: int | None = None
@@ -139,9 +139,15 @@ class LocalBackend(Backend):
                 if w not in alive:
                     w.stop(kill=True)
             taken, self._idle = alive[:n], alive[n:]
-        while len(taken) < n:
-            taken.append(_Worker())
-        return taken
+        fresh = [_Worker(wait=False) for _ in range(n - len(taken))]  # interpreters start side by side
+        try:
+            for w in fresh:
+                w.proc.wait_ready()
+        except BaseException:
+            for w in fresh:
+                w.proc.kill()
+            raise
+        return taken + fresh
 
     def _return_workers(self, workers: list[_Worker]) -> None:
         with self._lock:
