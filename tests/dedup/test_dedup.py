@@ -356,3 +356,16 @@ def test_piecewise_normalisation_equals_whole_rows(texts: list[str | None], larg
     ref = pc.replace_substring_regex(pc.utf8_lower(pc.utf8_normalize(pc.fill_null(arr, ""), "NFKC")),
                                      r"[^\x00-\x7f\pL\pN]+", " ")
     assert _normalise(arr).to_pylist() == ref.to_pylist()
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2**64 - 1) | st.integers(0, 5)), max_size=60))
+@settings(max_examples=100, deadline=None)
+def test_unique_pairs_equals_numpy_unique_rows(rows: list[tuple[int, int]]) -> None:
+    from shardwise.dedup.components import unique_pairs
+
+    u = np.array([a for a, _ in rows], dtype=np.uint64)
+    v = np.array([b for _, b in rows], dtype=np.uint64)
+    pairs, inverse = unique_pairs(u, v)
+    want, want_inverse = np.unique(np.stack([u, v], axis=1).reshape(-1, 2), axis=0, return_inverse=True)
+    assert pairs.shape == want.shape and (pairs == want).all()
+    assert (inverse == want_inverse.ravel()).all()

@@ -33,7 +33,7 @@ from typing import ClassVar
 import numpy as np
 import pyarrow as pa
 
-from shardwise.dedup.components import components_distributed, components_in_memory
+from shardwise.dedup.components import components_distributed, components_in_memory, unique_pairs
 from shardwise.dedup.lsh import band_hashes, optimal_bands, recall_bands
 from shardwise.dedup.shingles import doc_shingles
 from shardwise.dedup.signatures import EMPTY, MAX_PERM, signatures
@@ -169,10 +169,12 @@ def _buckets(args: tuple[_Stage, int]) -> int:
     band = np.broadcast_to(np.arange(b, dtype=np.uint64), h.shape).ravel()
     hh = h.ravel()
     doc = np.repeat(ids, b)
-    part = hh % np.uint64(st.parts)
-    for p in range(st.parts):
-        m = part == np.uint64(p)
-        st.scratch.save(_bucket_name(task, p), np.stack([band[m], hh[m], doc[m]], axis=1))
+    part = (hh % np.uint64(st.parts)).astype(np.min_scalar_type(st.parts))
+    order = np.argsort(part, kind="stable")  # a radix sort: each partition's records in document order
+    rec = np.stack([band[order], hh[order], doc[order]], axis=1)
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=st.parts))])
+    for p in range(st.parts):  # one pass over the records, not one per partition
+        st.scratch.save(_bucket_name(task, p), rec[bounds[p] : bounds[p + 1]])
     return len(live)
 
 
@@ -201,7 +203,7 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
                                       u_out, v_out, max_bytes=st.cache_bytes)
     u = np.concatenate(u_out) if u_out else np.zeros(0, np.uint64)
     v = np.concatenate(v_out) if v_out else np.zeros(0, np.uint64)
-    pairs = np.unique(np.stack([u, v], axis=1), axis=0) if len(u) else np.zeros((0, 2), np.uint64)
+    pairs = unique_pairs(u, v)[0]
     st.scratch.save(_edges_name(p), pairs)
     return len(pairs), rejected, len(rec)
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from shardwise.dedup.components import unique_pairs
 from shardwise.ops.dedup import TaskKeys
 
 __all__ = ["ROW_BITS", "TaskCache", "verified_stars"]
@@ -246,7 +247,7 @@ def verified_stars(keys: TaskKeys, threshold: float, num_perm: int, doc: np.ndar
         active[idx[first | alone]] = False
         if len(u) == 0:
             break
-        pairs, inverse = np.unique(np.stack([u, v], axis=1), axis=0, return_inverse=True)
+        pairs, inverse = unique_pairs(u, v)
         est = (shingles.sig_rows(pairs[:, 0]) == shingles.sig_rows(pairs[:, 1])).mean(axis=1)
         ok = est >= ceiling
         unsure = np.flatnonzero((est >= floor) & ~ok)
