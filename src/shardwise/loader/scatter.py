@@ -85,8 +85,14 @@ class WindowColumns:
             assert a is not None and out is not None
             if a.dtype != out.dtype or a.shape[1:] != out.shape[1:]:
                 return False
+            if a.dtype.hasobject:
+                out[at] = a[picked]
+                continue
+            scratch = np.empty((min(BLOCK_ROWS, len(at)), *a.shape[1:]), dtype=a.dtype)
             for s in range(0, len(at), BLOCK_ROWS):
-                out[at[s : s + BLOCK_ROWS]] = a[picked[s : s + BLOCK_ROWS]]
+                part = scratch[: len(at[s : s + BLOCK_ROWS])]
+                np.take(a, picked[s : s + BLOCK_ROWS], axis=0, out=part, mode="clip")  # "raise" buffers `out`
+                out[at[s : s + BLOCK_ROWS]] = part
         return True
 
     def result(self) -> list[np.ndarray] | None:

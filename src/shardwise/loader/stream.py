@@ -100,11 +100,13 @@ class Reading:
         """A unit's estimated decoded bytes (twice its stored size)."""
         return 2 * self.index.units[u].num_bytes
 
-    def prefetcher(self, load: Callable[[int], Any] | None = None, **kwargs: Any) -> Prefetcher[int, Any]:
+    def prefetcher(self, load: Callable[[int], Any] | None = None, max_ahead: int | None = None,
+                   **kwargs: Any) -> Prefetcher[int, Any]:
         """Reads units ahead, across window boundaries, under ``prefetch_bytes``, with
-        ``load`` (default: :meth:`loader`'s)."""
+        ``load`` (default: :meth:`loader`'s), at most ``max_ahead`` at a time (default:
+        two windows' worth)."""
         return Prefetcher(load or self.loader(), self.size, budget_bytes=self.prefetch_bytes,
-                          max_ahead=2 * self.interleave + 2, **kwargs)
+                          max_ahead=max_ahead or 2 * self.interleave + 2, **kwargs)
 
 
 def serial_items(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, int]]:
