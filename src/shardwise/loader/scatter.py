@@ -10,11 +10,12 @@ scatter per unit and column, in blocks that stay in cache) on a pool thread as s
 the unit is read, while the next units decode; once the last unit is written, pieces
 and batches are views of these columns: nothing is copied again.
 
-This is used for numpy and torch batches whose columns all have numpy views in every
-unit (numbers and fixed-size lists of numbers without nulls, strings and binary as
-Python objects). A unit where a column has none (nulls in a number column) makes the
-window fall back to gathering pieces from the unit tables, which are kept until the
-window is complete for that reason.
+This is used for numpy and torch batches whose columns are numbers, fixed-size lists of
+numbers, strings or binary. Strings are taken from each unit's Arrow array in the order
+they are written and made Python objects there, once (as a scan makes them). Each unit
+is let go as soon as its rows are written, so its memory serves the next units' reads.
+A unit with nulls in a column of numbers (no numpy view) makes the window fall back to
+gathering pieces from the unit tables, read again for that.
 """
 
 from __future__ import annotations
@@ -42,52 +43,58 @@ def scatterable(schema: pa.Schema, batch_format: str | None) -> bool:
 
 
 def _kind(t: pa.DataType) -> bool:
+    if _text(t):
+        return True
     if pa.types.is_fixed_size_list(t):
         t = t.value_type
-    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def _text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
 
 
 class WindowColumns:
     """The columns of one window in plan order, written unit by unit on ``pool``.
 
+    Numbers are copied from the unit's numpy views; strings and binary are taken from
+    the unit's Arrow array in the order they are written and only then made Python
+    objects (one object per sample, made once, written once).
+
     Args:
         unit_ids, rows: the window's order (sample ``i`` is row ``rows[i]`` of unit
             ``unit_ids[i]``).
-        width: the number of columns.
+        schema: the units' schema.
         pool: where the units' rows are written.
     """
 
-    def __init__(self, unit_ids: np.ndarray, rows: np.ndarray, width: int, pool: Executor) -> None:
+    def __init__(self, unit_ids: np.ndarray, rows: np.ndarray, schema: pa.Schema, pool: Executor) -> None:
         self.n = len(unit_ids)
-        self.width = width
+        self.text = [_text(f.type) for f in schema]
         self.pool = pool
-        self.columns: list[np.ndarray | None] = [None] * width
+        self.columns: list[np.ndarray | None] = [np.empty(self.n, dtype=object) if t else None for t in self.text]
         self.places: Future[dict[int, tuple[np.ndarray, np.ndarray]]] = pool.submit(_places, unit_ids, rows)
         self.writes: list[Future[bool]] = []
 
-    def add(self, unit: int, views: dict[tuple[int, int], np.ndarray | None]) -> None:
-        """Write ``unit``'s rows (from its numpy ``views``) on the pool."""
-        arrays = [views.get((unit, i)) for i in range(self.width)]
+    def add(self, unit: int, table: pa.Table, views: Views) -> None:
+        """Write ``unit``'s rows (from its numpy ``views`` and Arrow strings) on the pool."""
+        arrays = [table.column(i) if t else views.get((unit, i)) for i, t in enumerate(self.text)]
         for i, a in enumerate(arrays):
-            if a is not None and self.columns[i] is None:  # made lazily: faulted in by the writers
+            if isinstance(a, np.ndarray) and self.columns[i] is None:  # made lazily: filled by the writers
                 self.columns[i] = _empty((self.n, *a.shape[1:]), a.dtype)
         self.writes.append(self.pool.submit(self._write, unit, arrays))
 
-    def _write(self, unit: int, arrays: list[np.ndarray | None]) -> bool:
+    def _write(self, unit: int, arrays: list[Any]) -> bool:
         places = self.places.result().get(unit)
         if places is None:
             return True
-        if any(a is None for a in arrays):
-            return False
         at, picked = places
         for a, out in zip(arrays, self.columns):
-            assert a is not None and out is not None
-            if a.dtype != out.dtype or a.shape[1:] != out.shape[1:]:
-                return False
-            if a.dtype.hasobject:
-                out[at] = a[picked]
+            if isinstance(a, pa.ChunkedArray) and out is not None:
+                out[at] = a.take(pa.array(picked)).to_numpy()  # objects made in the order written
                 continue
+            if a is None or out is None or a.dtype != out.dtype or a.shape[1:] != out.shape[1:]:
+                return False
             scratch = np.empty((min(BLOCK_ROWS, len(at)), *a.shape[1:]), dtype=a.dtype)
             for s in range(0, len(at), BLOCK_ROWS):
                 part = scratch[: len(at[s : s + BLOCK_ROWS])]
@@ -163,9 +170,9 @@ def load_window(window: tuple[list[int], np.ndarray, np.ndarray], units: Iterato
             table, views = next(units)
             win.schema = table.schema
             if build is None and not win.tables and scatterable(win.schema, batch_format):
-                build = WindowColumns(unit_ids, rows, len(win.schema), pool)
+                build = WindowColumns(unit_ids, rows, win.schema, pool)
             if build is not None:
-                build.add(u, views)
+                build.add(u, table, views)
             else:
                 win.tables[u] = table
                 win.views.update(views)
