@@ -5,6 +5,7 @@ becoming 2, ``drop_last="no"`` being true) or a raw ``ValueError`` from deep ins
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +14,8 @@ import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError
 
-__all__ = ["check_bool", "check_columns", "check_filter", "check_int", "check_state"]
+__all__ = ["check_bool", "check_columns", "check_filter", "check_int", "check_state", "check_threads",
+           "default_threads"]
 
 
 def check_int(name: str, value: Any, minimum: int | None = None, optional: bool = False) -> Any:
@@ -71,3 +73,25 @@ def check_state(state: Any) -> None:
     for key, kind in _STATE_KEYS.items():
         if key in state and not isinstance(state[key], kind):
             raise ConfigError(f"loader state field {key!r} must be {kind.__name__}, got {state[key]!r}")
+
+
+def default_threads() -> int:
+    """Threads per training process: the CPUs this process may use, shared by the ranks
+    of this node (``LOCAL_WORLD_SIZE``, as torchrun sets it), between 1 and 8."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    try:
+        local_ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        local_ranks = 1
+    return max(1, min(8, cpus // local_ranks))
+
+
+def check_threads(num_threads: int | None) -> int:
+    """``num_threads`` as given (an integer >= 1), or the default for this process."""
+    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
+                                    or num_threads < 1):
+        raise ConfigError(f"num_threads must be an integer >= 1, got {num_threads!r}")
+    return num_threads or default_threads()

@@ -22,13 +22,13 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from shardwise.formats import Unit
-from shardwise.index import DatasetIndex
+from shardwise.index import DatasetIndex, cache_root
 from shardwise.storage import named, resolve, with_retries
 from shardwise.storage.cache import NodeCache
 from shardwise.storage.cache_entry import Extent
 from shardwise.storage.overlay import Bytes, SparseFile, serving
 
-__all__ = ["UnitCache", "default_budget", "fetch_range"]
+__all__ = ["UnitCache", "default_budget", "fetch_range", "node_cache"]
 
 FOOTER_READ = 64 * 2**10  # what Arrow reads first from the end of a Parquet file
 FETCH_CHUNK = 16 * 2**20
@@ -153,3 +153,14 @@ def _row_group_ranges(f: SparseFile) -> list[tuple[int, int]]:
             ends.append(first + col.total_compressed_size)
         out.append((min(starts), max(ends)) if starts else (0, 0))
     return out
+
+
+def node_cache(cache_dir: str | None, cache_bytes: int | None) -> NodeCache | None:
+    """The node-local unit cache asked for, if any (see ``cache_dir``/``cache_bytes`` of
+    :class:`~shardwise.loader.StreamingDataset`)."""
+    if cache_dir is None and cache_bytes is None:
+        return None
+    root = os.path.join(os.path.dirname(cache_root(cache_dir)), "units")
+    if cache_bytes is None:
+        cache_bytes = default_budget(root)
+    return NodeCache(root, cache_bytes)

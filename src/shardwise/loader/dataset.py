@@ -6,16 +6,14 @@ With torch installed the class is also a ``torch.utils.data.IterableDataset``: i
 it inside a ``DataLoader`` detects the rank from ``torch.distributed`` (or ``RANK`` /
 ``WORLD_SIZE``) and the worker from ``get_worker_info()``.
 
-Per-sample mode (``batch_format=None``) yields dicts; use ``DataLoader(ds,
-batch_size=<the same batch_size>)``. Batched mode (``"numpy"``, ``"torch"``, ``"arrow"``)
-yields whole per-rank batches built with Arrow ``take`` and zero-copy slices, with no
-per-sample Python objects; use ``DataLoader(ds, batch_size=None)``.
-"""
+Per-sample mode (``batch_format=None``) yields dicts; use ``DataLoader(ds, batch_size=<the
+same batch_size>)``. Batched mode (``"numpy"``, ``"torch"``, ``"arrow"``) yields whole
+per-rank batches: iterate it directly (:mod:`shardwise.loader.threaded`) or in
+``DataLoader(ds, batch_size=None)``."""
 
 from __future__ import annotations
 
 import inspect
-import os
 import time
 import weakref
 from collections.abc import Iterator, Sequence
@@ -26,9 +24,8 @@ import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError, PlanError
 from shardwise.formats import OnError, check_on_error
-from shardwise.index import cache_root
-from shardwise.loader._args import check_bool, check_columns, check_filter, check_int
-from shardwise.loader.cached import default_budget
+from shardwise.loader._args import check_bool, check_columns, check_filter, check_int, check_threads
+from shardwise.loader.cached import node_cache
 from shardwise.loader.channel import Seen, TopologyChannel, in_dataloader_worker
 from shardwise.loader.convert import Padding, check_padding
 from shardwise.loader.groups import data_parallel
@@ -39,13 +36,13 @@ from shardwise.loader.sources import Source, check_not_empty, open_reader, open_
 from shardwise.loader.state import LoaderState
 from shardwise.loader.stats import epoch_stats, mixing_for
 from shardwise.loader.stream import BatchFormat, Reading, serial_items
-from shardwise.loader.threaded import default_threads, threaded_batches
+from shardwise.loader.threaded import threaded_batches
 from shardwise.loader.transport import NumpyColumn
 from shardwise.plan import Plan, Topology, auto_interleave, make_plan
 from shardwise.plan.compose import WindowSource
-from shardwise.storage.cache import NodeCache
 
 __all__ = ["NumpyColumn", "StreamingDatasetBase"]
+
 
 class StreamingDatasetBase(LoaderState):
     """Stream a dataset to training with exact, equal per-rank shares.
@@ -152,7 +149,7 @@ class StreamingDatasetBase(LoaderState):
         if pad_to is not None and batch_format not in ("numpy", "torch"):
             raise ConfigError(f"pad_to={pad_to!r} pads numpy or torch batches; batch_format is {batch_format!r}")
         self.columns = check_columns(columns)
-        self.cache = _node_cache(cache_dir, cache_bytes)
+        self.cache = node_cache(cache_dir, cache_bytes)
         self._open(source, cache_dir, open_options, epoch_size, batching)
         self.canonical_workers = check_int("canonical_workers", canonical_workers, 1, optional=True)
         self.batch_size = check_int("batch_size", batch_size, 1)
@@ -161,7 +158,7 @@ class StreamingDatasetBase(LoaderState):
         self.filter = check_filter(filter, [ix.schema for ix in getattr(self.index, "indexes", [self.index])])
         self.batch_format = batch_format
         self.pad_to = check_padding(pad_to)
-        self.num_threads = _check_threads(num_threads)
+        self.num_threads = check_threads(num_threads)
         self.pin_memory = bool(pin_memory)
         self.shuffle_bytes = check_int("shuffle_bytes", shuffle_bytes, 1)
         interleave = check_int("interleave", interleave, 1, optional=True)
@@ -293,28 +290,9 @@ class StreamingDatasetBase(LoaderState):
     def __iter__(self) -> Iterator[Any]:
         placement = detect_placement(self.rank, self.world_size)
         if self._explicit_workers and placement.num_workers != (self.num_workers or 1) and placement.num_workers > 1:
-            raise PlanError(
-                f"num_workers={self.num_workers} was given but the DataLoader runs "
-                f"{placement.num_workers} workers"
-            )
+            raise PlanError(f"num_workers={self.num_workers} was given but the DataLoader runs "
+                            f"{placement.num_workers} workers")
         if in_dataloader_worker():
             setup_worker(self.batch_format)
         return self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, placement.num_workers)
 
-
-def _node_cache(cache_dir: str | None, cache_bytes: int | None) -> NodeCache | None:
-    """The node-local unit cache asked for, if any (see ``cache_dir``/``cache_bytes``)."""
-    if cache_dir is None and cache_bytes is None:
-        return None
-    root = os.path.join(os.path.dirname(cache_root(cache_dir)), "units")
-    if cache_bytes is None:
-        cache_bytes = default_budget(root)
-    return NodeCache(root, cache_bytes)
-
-
-def _check_threads(num_threads: int | None) -> int:
-    """``num_threads`` as given (an integer >= 1), or the default for this process."""
-    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
-                                    or num_threads < 1):
-        raise ConfigError(f"num_threads must be an integer >= 1, got {num_threads!r}")
-    return num_threads or default_threads()

@@ -29,7 +29,6 @@ The batches are exactly those of the worker path for ``num_workers=1``.
 from __future__ import annotations
 
 import logging
-import os
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,26 +46,12 @@ from shardwise.loader.stream import Reading
 from shardwise.loader.transport import NumpyColumn
 from shardwise.plan.compose import WindowSource
 
-__all__ = ["default_threads", "threaded_batches"]
+__all__ = ["threaded_batches"]
 
 _log = logging.getLogger(__name__)
 PIECE_ROWS = 16384  # rows per piece (in whole batches): 4x the worker path's, for fewer, larger takes
 _Loaded = tuple[pa.Table, Views]  # a unit's table and what gathers take from it
 Part = tuple[dict[int, pa.Table], Views, np.ndarray, np.ndarray]  # unit tables, views, unit ids, rows
-
-
-def default_threads() -> int:
-    """Threads per training process: the CPUs this process may use, shared by the ranks
-    of this node (``LOCAL_WORLD_SIZE``, as torchrun sets it), between 1 and 8."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    try:
-        local_ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-    except ValueError:
-        local_ranks = 1
-    return max(1, min(8, cpus // local_ranks))
 
 
 @dataclass
