@@ -130,7 +130,11 @@ def _empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
 
 def _places(unit_ids: np.ndarray, rows: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """For each unit: where its samples go in the window, and which of its rows they are."""
-    order = np.argsort(unit_ids, kind="stable")
+    units = np.unique(unit_ids)
+    if len(units) <= 1 << 16:  # the window's own unit numbers: numpy sorts 16-bit keys by radix, 2x faster
+        order = np.argsort(np.searchsorted(units, unit_ids).astype(np.uint16), kind="stable")
+    else:
+        order = np.argsort(unit_ids, kind="stable")
     grouped = unit_ids[order]
     cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
     out: dict[int, Any] = {}

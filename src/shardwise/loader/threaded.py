@@ -112,7 +112,7 @@ def _read_early(reading: Reading, wp: WindowSource, pool: ThreadPoolExecutor,
     if wp.skip:
         return early
     held = 0
-    for u in wp.units()[: _ahead(reading)]:
+    for u in wp.units()[: 2 * reading.interleave + 2]:  # the pool would idle until the order is known
         held += reading.size(u)
         if early and held > reading.prefetch_bytes:
             break
