@@ -141,6 +141,45 @@ def test_a_file_of_one_row_group_comes_in_one_request(s3_server: dict[str, Any],
     assert len(_fetches(cache_dir)) == 3 + 5  # nothing on the warm epoch
 
 
+def test_set_epoch_downloads_the_first_units_of_every_worker_while_they_start(
+        s3_server: dict[str, Any], bucket: tuple[str, Any], tmp_path: Path) -> None:
+    name, fs = bucket
+    url = _upload(fs, name, tmp_path / "local", "parquet", "ds")
+    local = StreamingDataset(str(tmp_path / "local"), num_workers=2, **_common("parquet"))
+    unit = max(u.num_bytes for u in local.index.units)
+    cache_dir = tmp_path / "cache"
+    remote = StreamingDataset(url, storage_options=s3_server["storage_options"], cache_dir=str(cache_dir),
+                              cache_bytes=10**8, num_workers=2, prefetch_bytes=unit, **_common("parquet"))
+    remote.set_epoch(0)  # a head start of one unit's bytes per worker: each worker's first unit
+    assert remote._head is not None
+    remote._head.join(60)
+    fetched = _fetches(cache_dir)
+    assert {f["pid"] for f in fetched} == {os.getpid()}
+    firsts = {remote.plan(2).worker(0, w).units()[0] for w in range(2)}
+    sizes = {f.path: f.size for f in remote.index.files}
+    row_groups = {(f["source"].split("|", 1)[1], f["start"]) for f in fetched
+                  if f["start"] + f["bytes"] < sizes[f["source"].split("|", 1)[1]]}  # not a footer
+    assert len(row_groups) == len(firsts) == 2
+    assert _epoch(remote) == _epoch(local)
+    keys = [f["key"] for f in _fetches(cache_dir)]
+    assert len(keys) == len(set(keys))  # nothing fetched twice, by the workers or the head start
+    wide = StreamingDataset(url, storage_options=s3_server["storage_options"], cache_dir=str(tmp_path / "c2"),
+                            cache_bytes=10**8, num_workers=2, **_common("parquet"))
+    for ds in (wide, local):
+        ds.set_epoch(1)  # workers start at once, while the head start (all units) is under way
+    assert _epoch(wide) == _epoch(local)
+    assert wide._head is not None
+    wide._head.join(60)
+    fetched = _fetches(tmp_path / "c2")
+    assert len({f["key"] for f in fetched}) == len(fetched)
+    assert sum(f["bytes"] for f in fetched) <= sum(f.size for f in wide.index.files)
+    assert os.getpid() in {f["pid"] for f in fetched}
+    wide.set_epoch(2)
+    wide._head.join(60)
+    assert _epoch(wide) == (local.set_epoch(2) or _epoch(local))
+    assert len(_fetches(tmp_path / "c2")) == len(fetched)  # a warm epoch: nothing fetched
+
+
 def test_a_resume_fetches_nothing_already_cached(s3_server: dict[str, Any], bucket: tuple[str, Any],
                                                  tmp_path: Path) -> None:
     name, fs = bucket

@@ -72,7 +72,8 @@ class UnitCache:
         self._row_groups: dict[str, list[tuple[int, int]]] = {}
         self._units_in = Counter(u.path for u in index.units)
 
-    def cached(self, url: str) -> bool:
+    @staticmethod
+    def cached(url: str) -> bool:
         """True for remote files (local files are read where they are)."""
         return "://" in url and not url.startswith("file://")
 

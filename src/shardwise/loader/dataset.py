@@ -17,6 +17,7 @@ import inspect
 import time
 import weakref
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from shardwise.loader.cached import node_cache
 from shardwise.loader.channel import Seen, TopologyChannel, in_dataloader_worker
 from shardwise.loader.convert import Padding, check_padding
 from shardwise.loader.groups import data_parallel
+from shardwise.loader.headstart import HeadStart, head_start
 from shardwise.loader.placement import detect_placement
 from shardwise.loader.position import Position
 from shardwise.loader.process import setup_worker
@@ -207,6 +209,7 @@ class StreamingDatasetBase(LoaderState):
         self._position = None  # what the current iteration yielded
         self._resume_at = None  # a worker's own saved position
         self._control = 0  # number of the last epoch/resume published to or taken from workers
+        self._head: HeadStart | None = None  # the training process's downloads ahead of its workers
 
     def _auto_interleave(self) -> int:
         """As many units as fit ``shuffle_bytes`` once decoded (taken as twice their
@@ -243,6 +246,17 @@ class StreamingDatasetBase(LoaderState):
             self._resumes = []
         self.epoch = epoch
         self._publish()
+        self._head_start()
+
+    def _head_start(self) -> None:
+        """Fill the node cache with this epoch's first units while workers start (see
+        :func:`~shardwise.loader.headstart.head_start`)."""
+        workers = self.num_workers or 1
+        self._head = head_start(self._head, self.index, self.cache, partial(self.plan, workers), self.dp_rank,
+                                workers, self.prefetch_bytes, bool(self._resumes))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__ | {"_head": None}  # its threads stay in this process
 
     def __len__(self) -> int:
         """Batches per rank (batched mode) or samples per rank (per-sample mode)."""

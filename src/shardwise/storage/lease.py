@@ -133,6 +133,8 @@ class FileLock:
         if self.remove:
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
+        with contextlib.suppress(OSError):  # for every copy of the descriptor: a process forked
+            fcntl.flock(fd, fcntl.LOCK_UN)  # while it was held must not keep holding it
         os.close(fd)
 
     @contextlib.contextmanager
