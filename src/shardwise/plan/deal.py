@@ -39,6 +39,7 @@ __all__ = ["DEAL_VERSION", "dealt_stream", "slot_shares", "source_arrays"]
 # cannot resume (1: whole units dealt by size, before this module; 2: dealt in proportion)
 DEAL_VERSION = 2
 CYCLE, MIX, DEAL = 0x4379, 0x4D78, 0x446C  # seed stream names
+MAX_SEGMENTS = 2**28  # pieces of one source in one epoch: more could not be planned in memory
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]  # unit, lo, hi of each segment
 
 
@@ -53,6 +54,10 @@ def source_arrays(counts: np.ndarray, lo: int, hi: int, quota: int, *, seed: int
     if quota <= 0 or size == 0:
         return empty, empty, empty
     passes, rest = divmod(int(quota), size)
+    if passes * len(own) > MAX_SEGMENTS:
+        raise PlanError(f"the source of units {lo}:{hi} ({size} samples) would be read {passes} times per "
+                        f"epoch for its quota of {quota} samples, too many to plan; give it a smaller "
+                        "weight, repeat or choose, or a larger share of the data")
     order = rng_for(seed, source, CYCLE).permutation(len(own)) if shuffle else np.arange(len(own))
     sizes = own[order]
     keep = sizes > 0

@@ -22,6 +22,8 @@ and a source smaller than its quota wraps around.
 from __future__ import annotations
 
 import hashlib
+import math
+import numbers
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ from shardwise.plan.topology import Topology
 __all__ = ["Mixing", "Rule", "counts_key", "kept_stream", "largest_remainder", "order_segments", "source_segments"]
 
 BATCHINGS = ("random", "stratified")
+MAX_SAMPLES = 2**62  # more samples than any epoch holds; larger counts would overflow int64
 
 
 @dataclass(frozen=True)
@@ -53,8 +56,29 @@ class Rule:
             raise ConfigError(f"give a source at most one of weight=, repeat=, choose= (got {given})")
         for k in given:
             v = getattr(self, k)
-            if not np.isfinite(v) or v < 0:
-                raise ConfigError(f"{k}= must be a finite number >= 0, got {v!r}")
+            kind = numbers.Integral if k == "choose" else numbers.Real
+            if isinstance(v, bool) or not isinstance(v, kind):
+                raise ConfigError(f"{k}= must be a {'whole ' if k == 'choose' else ''}number, got {v!r}")
+            x = float(v) if k != "choose" or v < MAX_SAMPLES else float(MAX_SAMPLES)
+            if not math.isfinite(x) or x < 0 or (k != "weight" and x >= MAX_SAMPLES):
+                raise ConfigError(f"{k}= must be a finite number >= 0{'' if k == 'weight' else ' (below 2**62)'}, "
+                                  f"got {v!r}")
+
+    def natural(self, size: int) -> int:
+        """Samples per epoch of a source of ``size`` samples by ``repeat``/``choose`` alone:
+        ``floor(size * repeat)``, where a product within a few float roundings of a whole
+        number is that number (``0.57`` of 100 samples is 57, not the 56 of the float
+        product 56.99999999999999), or ``choose``."""
+        if self.choose is not None:
+            return int(self.choose)
+        if self.repeat is None:
+            return int(size)
+        product = float(size) * float(self.repeat)
+        near = round(product)
+        n = near if abs(product - near) <= 8 * np.finfo(np.float64).eps * max(product, 1.0) else math.floor(product)
+        if n >= MAX_SAMPLES:
+            raise ConfigError(f"repeat={self.repeat!r} of {size} samples is {n} samples per epoch, too many")
+        return n
 
 
 @dataclass(frozen=True)
@@ -82,8 +106,9 @@ class Mixing:
         weighted = {r.weight is not None for r in self.rules}
         if len(weighted) > 1:
             raise ConfigError("give weight= to every source or to none (then repeat= or choose=)")
-        if self.epoch_size is not None and self.epoch_size < 1:
-            raise ConfigError(f"epoch_size must be at least 1, got {self.epoch_size}")
+        e = self.epoch_size
+        if e is not None and (isinstance(e, bool) or not isinstance(e, numbers.Integral) or not 1 <= e < MAX_SAMPLES):
+            raise ConfigError(f"epoch_size must be a whole number of samples, at least 1 (and below 2**62), got {e!r}")
 
     def sizes(self, counts: np.ndarray) -> np.ndarray:
         """Samples per source."""
@@ -98,10 +123,11 @@ class Mixing:
             weights = np.array([r.weight for r in self.rules], dtype=np.float64) * (sizes > 0)
             total = self.epoch_size if self.epoch_size is not None else int(sizes.sum())
             return largest_remainder(total, weights)
-        natural = np.array([r.choose if r.choose is not None else int(np.floor(s * (1.0 if r.repeat is None else r.repeat)))
-                            for r, s in zip(self.rules, sizes.tolist())], dtype=np.int64) * (sizes > 0)
+        natural = np.array([r.natural(s) for r, s in zip(self.rules, sizes.tolist())], dtype=np.int64) * (sizes > 0)
         if self.epoch_size is not None:
             return largest_remainder(self.epoch_size, natural.astype(np.float64))
+        if sum(natural.tolist()) >= MAX_SAMPLES:
+            raise ConfigError(f"the sources' rules ask for {sum(natural.tolist())} samples per epoch, too many")
         return natural
 
     def aligned_quotas(self, counts: np.ndarray, topology: Topology) -> np.ndarray:
@@ -122,10 +148,13 @@ def largest_remainder(total: int, weights: np.ndarray | Sequence[float]) -> np.n
     w = np.asarray(weights, dtype=np.float64)
     if total < 0 or (w < 0).any() or not np.isfinite(w).all():
         raise ConfigError("largest_remainder needs a total >= 0 and finite weights >= 0")
-    if total and w.sum() <= 0:
+    if total and not (w > 0).any():
         raise PlanError("every source has weight 0 or no samples: nothing to mix")
     if not total:
         return np.zeros(len(w), dtype=np.int64)
+    with np.errstate(over="ignore"):
+        if not np.isfinite(w.sum()):  # weights near the float maximum: their sum overflows
+            w = w / w.max()
     exact = w / w.sum() * total
     base = np.floor(exact).astype(np.int64)
     rest = int(total - base.sum())
