@@ -249,3 +249,23 @@ def test_a_filter_applies_to_every_source_and_quotas_stay_exact(srcs: dict[str, 
     assert all(i < 500 or i >= SPAN + 100 for i in ids)
     assert Counter(i // SPAN for i in ids) == {0: stats[0]["samples"], 1: stats[1]["samples"]}
     assert sum(s["samples"] for s in stats) == 550
+
+
+def test_canonical_resume_with_another_interleave_continues_the_same_global_batches(srcs: dict[str, Path]) -> None:
+    def make(world: int, workers: int, interleave: int, state: dict[str, Any] | None = None) -> Any:
+        def build() -> Any:
+            ds = StreamingDataset(_sources(srcs, web={"weight": 2.0}, code={"weight": 1.0}), batch_size=12 // world,
+                                  epoch_size=600, seed=9, world_size=world, num_workers=workers, canonical_workers=4,
+                                  interleave=interleave, batch_format="numpy")
+            if state is not None:
+                ds.load_state_dict(state)
+            return ds
+        return build
+    full = _global_batches(make(2, 2, 4), 2, 2)
+    state = make(2, 2, 4)().state_dict(consumed_batches=10)
+    # a smaller machine, a smaller interleave: the grid keeps the one the epoch started with
+    assert _global_batches(make(1, 4, 2, state), 1, 4) == full[10:]
+    again = make(1, 4, 2, state)().state_dict(consumed_batches=7)
+    assert [r["topology"]["interleave"] for r in again["resumes"]] == [4, 2]
+    assert _global_batches(make(4, 1, 3, again), 4, 1) == full[17:]
+

@@ -12,7 +12,10 @@ thus: rank ``r`` holds inner ranks ``r * C/N`` to ``(r + 1) * C/N - 1`` (its bat
 rank's steps ``w, w + W, ...`` (round-robin), that is the cells of inner workers
 ``c = i % C`` for those steps. So a worker reads only the units of the ``C*C/(N*W)``
 cells it serves. Resuming after global step ``s`` on any such topology continues at
-step ``s``: the global sequence never changes. The memory of a worker grows with the
+step ``s``: the global sequence never changes. The grid keeps the ``drop_last`` and
+``interleave`` of the topology the epoch started on (a resume with other values would
+otherwise order the grid differently and repeat or skip samples), so a resumed state
+records that first topology as well as the last one. The memory of a worker grows with the
 cells it serves; keep ``C`` as small as the topologies you need allow.
 """
 
@@ -80,7 +83,8 @@ class CanonicalPlan:
         if self.global_batch % c:
             raise PlanError(f"canonical_workers={c} must divide the global batch "
                             f"world_size*batch_size = {self.global_batch}")
-        self.grid = Topology(c, c, self.global_batch // c, t.drop_last, t.interleave)
+        first = self.resumes[0].topology if self.resumes else t  # the grid the epoch started with
+        self.grid = Topology(c, c, self.global_batch // c, first.drop_last, first.interleave)
         self._inner_factory = inner
         self.inner = inner(self.grid)
         self.consumed_batches = self.resumes[-1].consumed_batches if self.resumes else 0
@@ -132,5 +136,6 @@ class CanonicalPlan:
         if not 0 <= consumed_batches <= self.batches_per_rank:
             raise PlanError(f"consumed_batches must be in [0, {self.batches_per_rank}], got {consumed_batches}")
         point = Resume(self.topology, self.consumed_batches + consumed_batches)
+        origin = self.resumes[:1] if self.resumes and self.resumes[0].topology != point.topology else []
         return CanonicalPlan(topology or self.topology, self.canonical_workers, self._inner_factory,
-                             resumes=[point])
+                             resumes=[*origin, point])
