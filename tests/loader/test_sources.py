@@ -269,3 +269,13 @@ def test_canonical_resume_with_another_interleave_continues_the_same_global_batc
     assert [r["topology"]["interleave"] for r in again["resumes"]] == [4, 2]
     assert _global_batches(make(4, 1, 3, again), 4, 1) == full[17:]
 
+
+def test_bad_source_rules_and_seeds_are_config_errors(srcs: dict[str, Path]) -> None:
+    with pytest.raises(ConfigError, match="weight= must be a number"):
+        Source(str(srcs["web"]), weight="0.5")
+    with pytest.raises(ConfigError, match="repeat= must be a finite number"):
+        Source(str(srcs["web"]), repeat=float("nan"))
+    with pytest.raises(ConfigError, match="seed must be at least 0"):
+        StreamingDataset(_sources(srcs, web={}, code={}), seed=-1)
+    ds = StreamingDataset(_sources(srcs, web={"repeat": 0.57}, tiny={}), batch_size=1)
+    assert [s["quota"] for s in ds.stats()["per_source"]] == [570, 5]  # floor(1000 * 0.57), not 569

@@ -34,8 +34,8 @@ from shardwise.cli._app import cli, human_bytes
               help="Units mixed per worker (default: as StreamingDataset picks it from --shuffle-mb).")
 @click.option("--shuffle-mb", type=click.IntRange(min=1), default=512, show_default=True,
               help="Per-worker memory for mixing units (StreamingDataset's shuffle_bytes).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--epoch", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--epoch", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,

@@ -156,7 +156,7 @@ class StreamingDatasetBase(LoaderState):
         self.canonical_workers = check_int("canonical_workers", canonical_workers, 1, optional=True)
         self.batch_size = check_int("batch_size", batch_size, 1)
         self.shuffle, self.drop_last = check_bool("shuffle", shuffle), check_bool("drop_last", drop_last)
-        self.seed = check_int("seed", seed)
+        self.seed = check_int("seed", seed, 0)
         self.filter = check_filter(filter, [ix.schema for ix in getattr(self.index, "indexes", [self.index])])
         self.batch_format = batch_format
         self.pad_to = check_padding(pad_to)

@@ -81,6 +81,8 @@ class EpochPlan:
             raise PlanError("counts must be a 1-D array of non-negative sample counts")
         self.topology = topology
         self.seed, self.epoch, self.shuffle = int(seed), int(epoch), shuffle
+        if self.seed < 0 or self.epoch < 0:
+            raise PlanError(f"seed and epoch must be >= 0, got seed={self.seed}, epoch={self.epoch}")
         self.resumes = list(resumes)
         self.base = base
         self.generation = 0
