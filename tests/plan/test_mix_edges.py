@@ -258,3 +258,16 @@ def test_quotas_are_exact_for_decimal_repeats_and_huge_weights() -> None:
     assert largest_remainder(10, [1e308, 1e308]).tolist() == [5, 5]
     assert largest_remainder(10, [1e308, 1e308, 0.0]).tolist() == [5, 5, 0]
     assert largest_remainder(7, [0.999, 0.001]).tolist() == [7, 0]
+
+
+def test_canonical_stratified_shares_are_rounded_in_the_cell_batch() -> None:
+    # a global batch of 10 on C=2: cells of 5 samples split 4 + 0 + 1 (the rank's own batch
+    # of 10 would hold 7 + 1 + 2); the plan and its counts agree on it, as the README says
+    counts, bounds, source_of = _setup([[300, 400], [5], [130]])
+    mixing = Mixing(bounds, (Rule(weight=0.7), Rule(weight=0.1), Rule(weight=0.2)), 1000, "stratified")
+    for c, want in ((None, [700, 100, 200]), (2, [800, 0, 200])):
+        t = Topology(1, 1, 10)
+        plan = make_plan(counts, t, seed=1, mixing=mixing, canonical_workers=c)
+        got = _samples(_ranks(plan))
+        assert source_counts(mixing, counts, t, canonical_workers=c) == want
+        assert np.bincount(source_of[[u for u, _ in got.elements()]], minlength=3).tolist() == want
