@@ -279,3 +279,13 @@ def test_bad_source_rules_and_seeds_are_config_errors(srcs: dict[str, Path]) -> 
         StreamingDataset(_sources(srcs, web={}, code={}), seed=-1)
     ds = StreamingDataset(_sources(srcs, web={"repeat": 0.57}, tiny={}), batch_size=1)
     assert [s["quota"] for s in ds.stats()["per_source"]] == [570, 5]  # floor(1000 * 0.57), not 569
+
+
+def test_a_state_with_numpy_numbers_in_the_rules_is_json_and_loads_back(srcs: dict[str, Path]) -> None:
+    def make() -> Any:
+        return StreamingDataset(_sources(srcs, web={"weight": np.float32(0.7)}, code={"weight": np.float64(0.3)}),
+                                epoch_size=np.int64(480), batch_size=6, seed=np.int64(5), num_workers=1)
+    state = make().state_dict(consumed_batches=3)
+    make().load_state_dict(json.loads(json.dumps(state)))  # was: float32 is not JSON serializable
+    counts = make().stats()["per_source"]
+    assert [s["samples"] for s in counts] == [336, 144] and type(counts[0]["weight"]) is float

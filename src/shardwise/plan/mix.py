@@ -63,6 +63,8 @@ class Rule:
             if not math.isfinite(x) or x < 0 or (k != "weight" and x >= MAX_SAMPLES):
                 raise ConfigError(f"{k}= must be a finite number >= 0{'' if k == 'weight' else ' (below 2**62)'}, "
                                   f"got {v!r}")
+            # plain Python numbers (not numpy's): saved states hold them and must stay JSON
+            object.__setattr__(self, k, int(v) if k == "choose" else x)
 
     def natural(self, size: int) -> int:
         """Samples per epoch of a source of ``size`` samples by ``repeat``/``choose`` alone:
@@ -109,6 +111,8 @@ class Mixing:
         e = self.epoch_size
         if e is not None and (isinstance(e, bool) or not isinstance(e, numbers.Integral) or not 1 <= e < MAX_SAMPLES):
             raise ConfigError(f"epoch_size must be a whole number of samples, at least 1 (and below 2**62), got {e!r}")
+        if e is not None:
+            object.__setattr__(self, "epoch_size", int(e))
 
     def sizes(self, counts: np.ndarray) -> np.ndarray:
         """Samples per source."""
