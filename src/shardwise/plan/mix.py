@@ -64,7 +64,7 @@ class Rule:
                 raise ConfigError(f"{k}= must be a finite number >= 0{'' if k == 'weight' else ' (below 2**62)'}, "
                                   f"got {v!r}")
             # plain Python numbers (not numpy's): saved states hold them and must stay JSON
-            object.__setattr__(self, k, int(v) if k == "choose" else x)
+            object.__setattr__(self, k, int(getattr(self, k)) if k == "choose" else x)
 
     def natural(self, size: int) -> int:
         """Samples per epoch of a source of ``size`` samples by ``repeat``/``choose`` alone:
