@@ -5,7 +5,7 @@ exact integer quota of samples:
 
 * ``weight``: quotas split ``epoch_size`` (default: all samples of all sources) by the
   largest-remainder rule (:func:`largest_remainder`): shares rounded down, the leftover
-  samples to the largest fractional parts, ties to the earlier source.
+  samples to the largest fractional parts (float64), ties to the earlier source.
 * ``repeat`` / ``choose``: ``floor(size * repeat)`` or ``choose`` samples; with an
   ``epoch_size`` these become the weights instead.
 
@@ -148,7 +148,8 @@ class Mixing:
 
 def largest_remainder(total: int, weights: np.ndarray | Sequence[float]) -> np.ndarray:
     """``total`` split in integers proportional to ``weights``: shares rounded down, the
-    rest one each to the largest fractional parts (ties: the earlier index first)."""
+    rest one each to the largest fractional parts, computed in float64 (ties, equal in
+    float64, go to the earlier index; parts equal only in exact arithmetic may not tie)."""
     w = np.asarray(weights, dtype=np.float64)
     if total < 0 or (w < 0).any() or not np.isfinite(w).all():
         raise ConfigError("largest_remainder needs a total >= 0 and finite weights >= 0")
