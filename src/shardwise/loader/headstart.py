@@ -24,9 +24,10 @@ FORK_WAIT = 5.0  # seconds a fork waits for the downloads in progress
 
 class _ForkGate:
     """Keeps the head start's threads still while this process forks (a DataLoader
-    starting its workers): a thread caught in the middle of a download may hold locks
-    (an import's, a library's) that the child would then wait on forever. A fork waits
-    for the units in progress (at most ``FORK_WAIT`` seconds); none starts until it is done."""
+    starting its workers): a thread caught planning or downloading may hold locks (a
+    module's import lock, a library's) that the child would then wait on forever. A fork
+    waits for the work in progress (at most ``FORK_WAIT`` seconds); none starts until it
+    is done."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -117,11 +118,12 @@ class HeadStart:
 
     def _run(self, units: UnitCache, queue: _Queue, stop: threading.Event) -> None:
         while not stop.is_set():
-            u = queue.next()
-            if u is None:
-                return
-            with _GATE.working(), contextlib.suppress(Exception), units.serve(self.index.units[u]):
-                pass  # its entries are downloaded (or found) and leased, then let go
+            with _GATE.working():  # planning too: it may import (a numpy submodule, ...)
+                u = queue.next()
+                if u is None:
+                    return
+                with contextlib.suppress(Exception), units.serve(self.index.units[u]):
+                    pass  # its entries are downloaded (or found) and leased, then let go
 
 
 def head_start(previous: HeadStart | None, index: Any, cache: NodeCache | None, plan: Callable[[], Plan],
