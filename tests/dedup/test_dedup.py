@@ -369,3 +369,30 @@ def test_unique_pairs_equals_numpy_unique_rows(rows: list[tuple[int, int]]) -> N
     want, want_inverse = np.unique(np.stack([u, v], axis=1).reshape(-1, 2), axis=0, return_inverse=True)
     assert pairs.shape == want.shape and (pairs == want).all()
     assert (inverse == want_inverse.ravel()).all()
+
+
+@given(st.lists(st.lists(st.sampled_from(["a", "b", "c", "dd", "é", "x1"]), max_size=12).map(" ".join),
+                min_size=1, max_size=8), st.integers(1, 6), st.booleans())
+@settings(max_examples=100, deadline=None)
+def test_rolling_shingle_hashes_equal_a_per_window_reference(texts: list[str], ngram: int, unique: bool) -> None:
+    """The n-gram hashes formed over the whole token array at once (one pass per token of
+    the window) equal the polynomial of each window computed one window at a time; a
+    document shorter than ``ngram`` is one shingle of all its tokens."""
+    from shardwise.dedup.shingles import _POLY, _mix, _tokens, doc_shingles
+
+    tok, off = _tokens(pa.array(texts), "word", 0)
+    want: list[list[int]] = []
+    for d in range(len(texts)):
+        t = [int(x) for x in tok[off[d] : off[d + 1]]]
+        windows = [t[i : i + ngram] for i in range(len(t) - ngram + 1)] if len(t) >= ngram else [t] if t else []
+        hashes = []
+        for w in windows:
+            h = 0
+            for x in w:
+                h = (h * int(_POLY) + x) % 2**64
+            h = h if len(t) >= ngram else h ^ 0x5348
+            hashes.append(int(_mix(np.array([h], dtype=np.uint64))[0]))
+        want.append(sorted(set(hashes)) if unique else hashes)
+    sh, offsets = doc_shingles(pa.array(texts), ngram=ngram, unique=unique)
+    got = [sh[offsets[d] : offsets[d + 1]].tolist() for d in range(len(texts))]
+    assert got == want
