@@ -14,7 +14,6 @@ INTERNAL = {
     ("loader/transport.py", "RuntimeError"),  # a worker's ring replaced under it: a bug, not input
     ("pipeline/runner.py", "AssertionError"),  # a dedup decision asked of a stage without a dedup
     ("storage/retry.py", "AssertionError"),  # unreachable end of the retry loop
-    ("dedup/verify.py", "ValueError"),  # 2**(63 - pair bits) shingles in one exact check: callers pass far fewer
     ("__init__.py", "AttributeError"),  # module __getattr__: the protocol Python expects
     ("loader/__init__.py", "AttributeError"),  # module __getattr__: the protocol Python expects
 }
