@@ -85,14 +85,19 @@ def test_budget_holds_and_a_leased_entry_is_never_evicted(tmp_path: Path) -> Non
     holder = _start(hold_lease, root, budget, 0, str(tmp_path / "ready"))
     wait_for(str(tmp_path / "ready"))
     peak, stop = [0], threading.Event()
+    cache = NodeCache(root, budget)
 
     def sample() -> None:
+        # under the node's lock (shared) the listing is one moment: eviction and reservation
+        # happen under it exclusively; a listing without it can count an entry about to be
+        # evicted together with the part that replaces it
         while not stop.is_set():
-            peak[0] = max(peak[0], disk_bytes(root))
+            with cache._global().held(shared=True):
+                peak[0] = max(peak[0], disk_bytes(root))
+            time.sleep(0.001)
 
     sampler = threading.Thread(target=sample)
     sampler.start()
-    cache = NodeCache(root, budget)
     try:
         for i in range(1, 30):
             with cache.lease(extent(i), lambda i=i: slow_fetch(i, delay=0.002)) as data:
