@@ -108,11 +108,34 @@ class UnitCache:
         self.cache.note_uncached(url, len(data))
         return data
 
+    def _whole(self, unit: Unit) -> Extent | None:
+        """The unit's one entry, unless it is a row group of a file with several."""
+        if self.index.format == "parquet" and self._units_in[unit.path] > 1:
+            return None
+        start, end = (unit.start, unit.end) if unit.end > unit.start else (0, self._files[unit.path].size)
+        return self._extent(unit.path, start, end)
+
+    def is_cached(self, unit: Unit) -> bool:
+        """True if every entry ``unit`` needs is on disk now (nothing is read or leased);
+        False also when that is not known without reading its file's footer."""
+        if not self.cached(unit.path) or unit.path not in self._files:
+            return True
+        whole = self._whole(unit)
+        if whole is not None:
+            return self.cache.has(whole)
+        ranges = self._row_groups.get(unit.path)
+        if ranges is None:
+            return False
+        size = self._files[unit.path].size
+        tail = self._extent(unit.path, max(0, size - FOOTER_READ), size)
+        start, end = ranges[unit.index][0], min(ranges[unit.index][1], tail.start)
+        return self.cache.has(tail) and (end <= start or self.cache.has(self._extent(unit.path, start, end)))
+
     def _extents(self, unit: Unit, stack: contextlib.ExitStack) -> list[Extent]:
         size = self._files[unit.path].size
-        if self.index.format != "parquet" or self._units_in[unit.path] == 1:
-            start, end = (unit.start, unit.end) if unit.end > unit.start else (0, size)
-            return [self._extent(unit.path, start, end)]
+        whole = self._whole(unit)
+        if whole is not None:
+            return [whole]
         footer = self._footer(unit.path, size, stack)
         if unit.path not in self._row_groups:
             self._row_groups[unit.path] = _row_group_ranges(SparseFile(size, [(e.start, d) for e, d in footer],

@@ -84,15 +84,15 @@ class HeadStart:
         self.cache = cache
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._units = UnitCache(index, cache)  # kept: what it learns of files' footers
 
     def start(self, plan: Callable[[], Plan], rank: int, num_workers: int, budget_bytes: int) -> None:
         """Stop the previous epoch's head start; begin this one (``plan`` is called on a
         thread of its own, so planning a large dataset does not hold up the caller)."""
         self.stop()
         self._stop = threading.Event()
-        units = UnitCache(self.index, self.cache)
         queue = _Queue(lambda: self._heads(plan(), rank, num_workers, budget_bytes))
-        self._threads = [threading.Thread(target=self._run, args=(units, queue, self._stop), daemon=True,
+        self._threads = [threading.Thread(target=self._run, args=(self._units, queue, self._stop), daemon=True,
                                           name=f"shardwise-headstart-{i}") for i in range(THREADS)]
         for t in self._threads:
             t.start()
@@ -122,7 +122,10 @@ class HeadStart:
                 u = queue.next()
                 if u is None:
                     return
-                with contextlib.suppress(Exception), units.serve(self.index.units[u]):
+                unit = self.index.units[u]
+                if units.is_cached(unit):  # a warm epoch costs a stat per unit, nothing more
+                    continue
+                with contextlib.suppress(Exception), units.serve(unit):
                     pass  # its entries are downloaded (or found) and leased, then let go
 
 

@@ -254,6 +254,10 @@ class NodeCache:
         return used + need <= self.budget_bytes
 
     # -- the whole cache --------------------------------------------------------------
+    def has(self, extent: Extent) -> bool:
+        """True if ``extent``'s entry is on disk now (not checked, not leased)."""
+        return os.path.exists(self._path("entries", extent.key))
+
     def usage(self) -> int:
         """Bytes of entries and reserved downloads now (what the budget bounds)."""
         with self._global().held(shared=True):
