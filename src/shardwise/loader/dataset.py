@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import inspect
 import time
-import weakref
 from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
@@ -27,7 +26,7 @@ from shardwise.errors import ConfigError, PlanError
 from shardwise.formats import OnError, check_on_error
 from shardwise.loader._args import check_bool, check_columns, check_filter, check_int, check_threads
 from shardwise.loader.cached import node_cache
-from shardwise.loader.channel import Seen, TopologyChannel, in_dataloader_worker
+from shardwise.loader.channel import Seen, in_dataloader_worker
 from shardwise.loader.convert import Padding, check_padding
 from shardwise.loader.groups import data_parallel
 from shardwise.loader.headstart import HeadStart, head_start
@@ -171,6 +170,7 @@ class StreamingDatasetBase(LoaderState):
         # plan from what reading yields: after the filter, and after quarantine under "skip"
         self.counts, self.quarantine = read_counts(self.index, filter, self.on_error)
         self._start_state()
+        self._head: HeadStart | None = None  # the training process's downloads ahead of its workers
         open_reader(self.index, self.columns, self.filter, on_error)  # validate columns now
         self.topology(1)  # validate batch_size etc. now
         check_not_empty(self.index, self.counts, filter, self.quarantine)
@@ -197,19 +197,6 @@ class StreamingDatasetBase(LoaderState):
         num_workers = check_int("num_workers", num_workers, 0, optional=True)
         self.num_workers = max(1, num_workers) if num_workers is not None else None
         self._explicit_workers = num_workers is not None
-
-    def _start_state(self) -> None:
-        """Epoch 0, no resume point, and the channel DataLoader workers report through."""
-        self.epoch = 0
-        self._counts_digest = None
-        self._resumes = []
-        self._channel = TopologyChannel.new()  # where DataLoader workers say how many they are
-        weakref.finalize(self, self._channel.remove)
-        self._seen = None  # the topology iterating in this process, if any
-        self._position = None  # what the current iteration yielded
-        self._resume_at = None  # a worker's own saved position
-        self._control = 0  # number of the last epoch/resume published to or taken from workers
-        self._head: HeadStart | None = None  # the training process's downloads ahead of its workers
 
     def _auto_interleave(self) -> int:
         """As many units as fit ``shuffle_bytes`` once decoded (taken as twice their

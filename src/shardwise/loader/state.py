@@ -7,6 +7,7 @@ rules that turn them into a saved state and back (exact and elastic resume)."""
 from __future__ import annotations
 
 import hashlib
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,6 +47,18 @@ class LoaderState:
 
     if TYPE_CHECKING:
         def plan(self, num_workers: int | None = None, world_size: int | None = None) -> Plan: ...
+
+    def _start_state(self) -> None:
+        """Epoch 0, no resume point, and the channel DataLoader workers report through."""
+        self.epoch = 0
+        self._counts_digest = None
+        self._resumes = []
+        self._channel = TopologyChannel.new()  # where DataLoader workers say how many they are
+        weakref.finalize(self, self._channel.remove)
+        self._seen = None  # the topology iterating in this process, if any
+        self._position = None  # what the current iteration yielded
+        self._resume_at = None  # a worker's own saved position
+        self._control = 0  # number of the last epoch/resume published to or taken from workers
 
     def _publish(self) -> None:
         """Tell DataLoader workers that keep their dataset (``persistent_workers=True``)
