@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from shardwise.dedup import verify
 from shardwise.dedup.minhash import _bucket_order
-from shardwise.dedup.verify import ROW_BITS, _Candidates, _Shingles, exact_similar
+from shardwise.dedup.verify import ROW_BITS, _Candidates, _Shingles, exact_similar, shingle_sets
 
 
 class _Keys:
@@ -33,13 +33,17 @@ def _doc(task: int, row: int) -> int:
 def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: str, batch: int,
                                           threshold: float, data: st.DataObject) -> None:
     # spread: hash-like values, small integers, or the largest values (2**64 - 1 included,
-    # the value rows are filled with); repeats within a document are allowed, as stored
+    # the value rows are filled with); repeats within a document are allowed in the text
     def value(x: int) -> int:
         return {"hash": x * 0x9E3779B97F4A7C15 % 2**64, "small": x, "top": 2**64 - 1 - x}[spread]
 
-    tasks = [{"shingles": np.array([value(x) for d in t for x in d], dtype=np.uint64),
-              "lengths": np.array([len(d) for d in t], dtype=np.int64),
-              "sig": np.zeros((len(t), 4), dtype=np.uint64)} for t in docs]
+    tasks = []
+    for t in docs:  # stored as the operator stores them: each document's set
+        sets, lengths = shingle_sets(np.array([value(x) for d in t for x in d], dtype=np.uint64),
+                                     np.concatenate([[0], np.cumsum([len(d) for d in t])]).astype(np.int64))
+        assert list(lengths) == [len(set(d)) for d in t]
+        assert sets.tolist() == [v for d in t for v in sorted({value(x) for x in d})]
+        tasks.append({"shingles": sets, "lengths": lengths, "sig": np.zeros((len(t), 4), dtype=np.uint64)})
     ids = [(t, r) for t, rows in enumerate(docs) for r in range(len(rows))]
     pairs = data.draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)), min_size=1, max_size=30))
     a = np.array([_doc(*p) for p, _ in pairs], dtype=np.uint64)

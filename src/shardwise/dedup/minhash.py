@@ -37,7 +37,7 @@ from shardwise.dedup.components import components_distributed, components_in_mem
 from shardwise.dedup.lsh import band_hashes, optimal_bands, recall_bands
 from shardwise.dedup.shingles import doc_shingles
 from shardwise.dedup.signatures import EMPTY, MAX_PERM, signatures
-from shardwise.dedup.verify import ROW_BITS, verified_stars
+from shardwise.dedup.verify import ROW_BITS, shingle_sets, verified_stars
 from shardwise.errors import ConfigError
 from shardwise.ops.dedup import DedupContext, DedupDecision, DedupOp, Scratch, TaskKeys
 from shardwise.ops.text import _text
@@ -100,12 +100,12 @@ class MinHashDedup(DedupOp):
 
     def keys(self, batch: pa.RecordBatch) -> dict[str, np.ndarray]:
         """Signatures (and, verifying, the shingles) of every row."""
-        # repeats do not change a minimum, and verification takes unique sets itself
+        # repeats do not change a minimum; verification stores each document's set
         sh, off = doc_shingles(_text(batch, self.column), tokenization=self.tokenization,
                                ngram=self.ngram, seed=self.seed, unique=False)
         out = {"sig": signatures(sh, off, num_perm=self.num_perm, seed=self.seed, scheme=self.scheme)}
-        if self.verify:
-            out["shingles"], out["lengths"] = sh, np.diff(off)
+        if self.verify:  # each document's set, sorted once here, so that the pair check only merges
+            out["shingles"], out["lengths"] = shingle_sets(sh, off)
         return out
 
     def decide(self, ctx: DedupContext) -> DedupDecision:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from typing import Literal
 
 import numpy as np
 
 from shardwise.dedup.components import unique_pairs
 from shardwise.ops.dedup import TaskKeys
 
-__all__ = ["ROW_BITS", "TaskCache", "verified_stars"]
+__all__ = ["ROW_BITS", "TaskCache", "shingle_sets", "verified_stars"]
 
 ROW_BITS = 32
 
@@ -70,7 +71,7 @@ class _Shingles:
         return out if out is not None else np.zeros((0, 0), np.uint64)
 
     def values_of(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The shingles of the sorted unique ``docs`` as stored (any order, repeats kept):
+        """The shingle sets of the sorted unique ``docs`` as stored:
         ``(values, starts, sizes)``, document ``i``'s at ``values[starts[i]:starts[i] + sizes[i]]``."""
         task = (docs >> np.uint64(ROW_BITS)).astype(np.int64)
         row = (docs & np.uint64((1 << ROW_BITS) - 1)).astype(np.int64)
@@ -146,27 +147,35 @@ _PAD = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 def exact_similar(shingles: _Shingles | _Candidates, a: np.ndarray, b: np.ndarray, threshold: float) -> np.ndarray:
     """Whether the exact Jaccard similarity of the shingle sets of each pair ``(a[i], b[i])``
-    reaches ``threshold``.
+    reaches ``threshold``; the documents' shingles are stored as sets (sorted, no repeats:
+    :func:`shingle_sets`).
 
-    Each document's shingles are sorted in a row of a 2-D array, many documents of about
-    the same length at once (``np.sort`` along rows: sorting ``n`` shingles costs ``log n``
-    of the document, not of all of them), and repeats dropped; then each pair's two sets,
-    side by side in one row, are sorted the same way, and equal neighbours are the
-    shingles they share. Rows are filled past their length with the largest value, so a
-    row's first ``length`` entries, sorted, are its own (a tie with a shingle of that
-    value is the same value): the full 64-bit shingles are compared, nothing is coded.
+    Each pair's two sets, side by side in a row of a 2-D array (many pairs of about the
+    same size at once), are merged by a stable sort along the rows (two sorted runs: a
+    linear merge), and equal neighbours are the shingles they share. Rows are filled past
+    their length with the largest value, so a row's first ``length`` entries, sorted, are
+    its own (a tie with a shingle of that value is the same value): the full 64-bit
+    shingles are compared, nothing is coded.
     """
     docs = np.unique(np.concatenate([a, b]))
-    vals, starts, sizes = shingles.values_of(docs)
-    sets, set_starts, set_sizes = _unique_sets(vals, starts, sizes)
+    sets, starts, sizes = shingles.values_of(docs)
     ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
-    la, lb = set_sizes[ia], set_sizes[ib]
+    la, lb = sizes[ia], sizes[ib]
     inter = np.zeros(len(a), dtype=np.int64)
-    for rows, m, n in _sorted_rows(sets, [(set_starts[ia], la), (set_starts[ib], lb)]):
+    for rows, m, n in _sorted_rows(sets, [(starts[ia], la), (starts[ib], lb)], kind="stable"):
         common = (m[:, 1:] == m[:, :-1]) & (np.arange(1, m.shape[1]) < n[:, None])
         inter[rows] = common.sum(axis=1)
     union = la + lb - inter
     return np.where(union > 0, inter / np.maximum(union, 1) >= threshold, True)
+
+
+def shingle_sets(shingles: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's shingles ``shingles[offsets[i]:offsets[i + 1]]`` as a set, sorted
+    without repeats: ``(sets, lengths)``, the documents in order (what verification
+    stores, once per document, so that its pair check only merges)."""
+    starts = np.asarray(offsets[:-1], np.int64)
+    sets, set_starts, set_sizes = _unique_sets(shingles, starts, np.diff(offsets).astype(np.int64))
+    return sets[_ranges(set_starts, set_sizes)], set_sizes
 
 
 def _unique_sets(vals: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -187,12 +196,13 @@ def _unique_sets(vals: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tup
     return (np.concatenate(out) if out else np.zeros(0, np.uint64)), set_starts, set_sizes
 
 
-def _sorted_rows(vals: np.ndarray, sides: Sequence[tuple[np.ndarray, np.ndarray]]
-                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _sorted_rows(vals: np.ndarray, sides: Sequence[tuple[np.ndarray, np.ndarray]],
+                 kind: Literal["quicksort", "stable"] = "quicksort") -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``(rows, m, n)`` over chunks of about ``PAIR_SHINGLES`` entries: row ``i`` of ``m``
-    holds, sorted, the ranges ``vals[s:s + length]`` of every ``(s, length)`` in ``sides``
-    at ``rows[i]`` (``n[i]`` entries, then the largest value). Rows go in length order, so
-    the rows of one chunk are about as long and little of ``m`` is filler."""
+    holds, sorted (by ``kind``: ``stable`` merges sorted ranges in linear time), the
+    ranges ``vals[s:s + length]`` of every ``(s, length)`` in ``sides`` at ``rows[i]``
+    (``n[i]`` entries, then the largest value). Rows go in length order, so the rows of
+    one chunk are about as long and little of ``m`` is filler."""
     total = sum((np.asarray(length, np.int64) for _, length in sides), np.zeros(len(sides[0][1]), np.int64))
     order = np.argsort(total, kind="stable")
     lo = 0
@@ -207,7 +217,7 @@ def _sorted_rows(vals: np.ndarray, sides: Sequence[tuple[np.ndarray, np.ndarray]
             part = np.asarray(length, np.int64)[rows]
             m[(col >= before[:, None]) & (col < (before + part)[:, None])] = vals[_ranges(np.asarray(s)[rows], part)]
             before += part
-        m.sort(axis=1)
+        m.sort(axis=1, kind=kind)
         yield rows, m, n
         lo = hi
 
