@@ -70,6 +70,9 @@ class StreamingDatasetBase(LoaderState):
         shuffle_bytes: the per-worker memory that sets the default ``interleave``.
         prefetch_bytes: read-ahead budget per worker: units of the next window are read
             (on two threads) while the current one is consumed, up to this many bytes.
+            With a node cache (``cache_dir``) over remote files, ``set_epoch`` also has
+            the training process download each worker's first units, up to this many
+            bytes per worker, while the workers start.
         rank, world_size: override detection of the training rank and world size.
         replication: ranks per model-parallel group (tensor/pipeline parallel): consecutive
             groups of ``replication`` ranks read identical batches; the plan is cut for
