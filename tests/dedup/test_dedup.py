@@ -250,10 +250,49 @@ def test_giant_cluster_of_50000_copies_is_linear(tmp_path: Path) -> None:
 def test_parameters() -> None:
     b, r = optimal_bands(0.8, 128)
     assert b * r <= 128 and 5 <= r <= 20
+    assert recall_bands(0.8, 128) == (15, 8)
     for t, k in [(0.8, 128), (0.7, 128), (0.9, 256), (0.5, 64)]:  # verified runs: recall first
         vb, vr = recall_bands(t, k)
-        assert vb * vr <= k and 1 - (1 - t**vr) ** vb >= 0.98
-        assert 1 - (1 - t ** (vr + 1)) ** (k // (vr + 1)) < 0.98  # the fewest candidates that reach it
+        assert vb * vr <= k and _mean_recall(t, vb, vr) >= 0.99
+        assert _mean_recall(t, vb - 1, vr) < 0.99  # the fewest bands that reach it
+        # every banding with more rows (fewer false candidates at a given band count) misses it
+        assert all(_mean_recall(t, k // r, r) < 0.99 for r in range(vr + 1, k + 1))
+
+
+def _mean_recall(t: float, b: int, r: int) -> float:
+    """The chance to become a candidate, averaged over similarities uniform in [t, 1]."""
+    s = np.linspace(t, 1.0, 201)
+    return float(np.trapezoid(1 - (1 - s**r) ** b, s)) / (1 - t)
+
+
+def test_recall_banding_finds_planted_pairs_with_fewer_false_candidates() -> None:
+    # 600 planted pairs of 200-shingle sets, Jaccard spread over [0.8, 1], and 600 pairs at 0.6
+    from shardwise.dedup.lsh import band_hashes
+
+    rng = np.random.default_rng(7)
+    n, size = 600, 200
+    base = rng.integers(0, 2**63, (n, size), dtype=np.uint64)
+
+    def variant(jac: np.ndarray) -> np.ndarray:
+        # replace k shingles of each set: J = (size - k) / (size + k)
+        k = np.round(size * (1 - jac) / (1 + jac)).astype(np.int64)
+        out = base.copy()
+        mask = np.arange(size) < k[:, None]
+        out[mask] = rng.integers(0, 2**63, int(mask.sum()), dtype=np.uint64)
+        return out
+
+    def candidate_share(other: np.ndarray, b: int, r: int) -> float:
+        both = np.concatenate([base, other]).ravel()
+        off = np.arange(0, 2 * n * size + 1, size)
+        sig = signatures(both, off, num_perm=128, seed=3)
+        h = band_hashes(sig, b, r)
+        return float((h[:n] == h[n:]).any(axis=1).mean())
+
+    near, far = variant(rng.uniform(0.8, 1.0, n)), variant(np.full(n, 0.6))
+    b, r = recall_bands(0.8, 128)
+    assert candidate_share(near, b, r) >= 0.97  # 0.99 expected
+    # fewer candidates at similarity 0.6 than the former 18 x 7 (0.40 and 0.22 expected)
+    assert candidate_share(far, b, r) < candidate_share(far, 18, 7) - 0.1
     with pytest.raises(ConfigError, match="bands \\* rows"):
         read_jsonl("x").dedup("minhash", bands=20, rows=10)
     with pytest.raises(ConfigError, match="tokenization"):

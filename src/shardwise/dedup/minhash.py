@@ -57,8 +57,9 @@ class MinHashDedup(DedupOp):
 
     Without ``bands``/``rows``, banding minimises the equally weighted areas of false
     positives and false negatives; with ``verify=True`` false positives are checked away
-    (they cost only time), so banding then weighs false negatives first: the fewest
-    candidates that still make a pair at ``threshold`` a candidate 98% of the time.
+    (they cost a check), so banding then weighs false negatives first: the fewest
+    false candidates among the bandings whose expected recall over similarities from
+    ``threshold`` to 1 is at least 99% (:func:`~shardwise.dedup.lsh.recall_bands`).
     ``partitions`` caps the edges tasks unless the ``memory_budget`` (bytes per process
     for the decision's steps) needs more; ``components`` picks the connected-components
     method (``auto``: in memory up to ``max_memory_edges`` edges and the budget, else
