@@ -184,7 +184,8 @@ def test_torch_batches_share_storage_with_the_gathered_buffers(data: Path, monke
 
 
 def _loader_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith(("shardwise-loader", "shardwise-prefetch"))]
+    names = ("shardwise-loader", "shardwise-prefetch", "shardwise-columns")
+    return [t for t in threading.enumerate() if t.name.startswith(names)]
 
 
 @pytest.mark.parametrize("through_dataloader", [False, True])

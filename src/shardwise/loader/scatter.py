@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import mmap
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
+from concurrent.futures import CancelledError, Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from shardwise.errors import ShardwiseError
 from shardwise.loader.gather import Views
 
-__all__ = ["Window", "WindowColumns", "load_window", "scatterable"]
+__all__ = ["Window", "WindowColumns", "columns_ahead", "load_window", "scatterable"]
 
 BLOCK_ROWS = 4096  # rows written per numpy call: each unit's block stays in cache
 
@@ -66,10 +67,14 @@ class WindowColumns:
             ``unit_ids[i]``).
         schema: the units' schema.
         pool: where the units' rows are written.
+        ready: number columns made ahead by :func:`columns_ahead`, used where their
+            shape and type are the window's.
     """
 
-    def __init__(self, unit_ids: np.ndarray, rows: np.ndarray, schema: pa.Schema, pool: Executor) -> None:
+    def __init__(self, unit_ids: np.ndarray, rows: np.ndarray, schema: pa.Schema, pool: Executor,
+                 ready: Future[dict[int, np.ndarray]] | None = None) -> None:
         self.n = len(unit_ids)
+        self.ready = ready
         self.text = [_text(f.type) for f in schema]
         self.pool = pool
         self.columns: list[np.ndarray | None] = [np.empty(self.n, dtype=object) if t else None for t in self.text]
@@ -81,8 +86,16 @@ class WindowColumns:
         arrays = [table.column(i) if t else views.get((unit, i)) for i, t in enumerate(self.text)]
         for i, a in enumerate(arrays):
             if isinstance(a, np.ndarray) and self.columns[i] is None:  # made lazily: filled by the writers
-                self.columns[i] = _empty((self.n, *a.shape[1:]), a.dtype)
+                self.columns[i] = self._column(i, a)
         self.writes.append(self.pool.submit(self._write, unit, arrays))
+
+    def _column(self, i: int, a: np.ndarray) -> np.ndarray:
+        """A new column ``i`` for values like ``a``: the one made ahead, if it fits."""
+        shape = (self.n, *a.shape[1:])
+        made = self.ready.result().get(i) if self.ready is not None else None
+        if made is not None and made.shape == shape and made.dtype == a.dtype:
+            return made
+        return _empty(shape, a.dtype)
 
     def _write(self, unit: int, arrays: list[Any]) -> bool:
         places = self.places.result().get(unit)
@@ -118,14 +131,32 @@ class WindowColumns:
 
 def _empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
     """A new array for a window's column; one of numbers has its pages mapped at once
-    (``MAP_POPULATE``, on the training thread, which waits for the units anyway)
-    instead of faulted in one by one by the writers: on the 2-core benchmark machine that
+    (``MAP_POPULATE``, on the training thread or ahead on a thread of its own, see
+    :func:`columns_ahead`) instead of faulted in one by one by the writers: on the 2-core benchmark machine that
     took the window's kernel time from 0.6-1.5 to 0.3-0.5 CPU s per GB."""
     nbytes = int(np.prod(shape)) * dtype.itemsize
     if dtype.hasobject or nbytes == 0 or not hasattr(mmap, "MAP_POPULATE"):
         return np.empty(shape, dtype=dtype)
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE
     return np.frombuffer(mmap.mmap(-1, nbytes, flags=flags), dtype=dtype).reshape(shape)
+
+
+def columns_ahead(n: int, first: Future[tuple[pa.Table, Views]], unit: int) -> dict[int, np.ndarray]:
+    """The number columns of a window of ``n`` rows whose first unit ``unit`` is being
+    read (``first``), by column: started before the window's order is worked out, their
+    pages are mapped on a thread of their own while the training thread works it out
+    (instead of after it, while the decoding threads wait for the order). None are
+    made when that unit cannot be read (its error is raised where it is taken)."""
+    try:
+        table, views = first.result()
+    except (ShardwiseError, CancelledError):  # cancelled: read again where it is taken
+        return {}
+    out: dict[int, np.ndarray] = {}
+    for i, f in enumerate(table.schema):
+        view = views.get((unit, i))
+        if not _text(f.type) and view is not None and not view.dtype.hasobject:
+            out[i] = _empty((n, *view.shape[1:]), view.dtype)
+    return out
 
 
 def _places(unit_ids: np.ndarray, rows: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -160,9 +191,11 @@ class Window:
 
 def load_window(window: tuple[list[int], np.ndarray, np.ndarray], units: Iterator[tuple[pa.Table, Views]],
                  pool: Executor, batch_format: str | None,
-                 reload: Callable[[int], tuple[pa.Table, Views]]) -> Window:
+                 reload: Callable[[int], tuple[pa.Table, Views]],
+                 ready: Future[dict[int, np.ndarray]] | None = None) -> Window:
     """Takes the window's units from ``units`` (read ahead on ``pool``) and, where
-    :func:`scatterable`, writes their rows into columns in plan order as they arrive,
+    :func:`scatterable`, writes their rows into columns in plan order (those ``ready``
+    where they fit) as they arrive,
     letting each unit go once its rows are written (its memory then serves the next
     units' reads). A window that cannot be built so is gathered by pieces: its units
     are read again with ``reload``."""
@@ -174,7 +207,7 @@ def load_window(window: tuple[list[int], np.ndarray, np.ndarray], units: Iterato
             table, views = next(units)
             win.schema = table.schema
             if build is None and not win.tables and scatterable(win.schema, batch_format):
-                build = WindowColumns(unit_ids, rows, win.schema, pool)
+                build = WindowColumns(unit_ids, rows, win.schema, pool, ready)
             if build is not None:
                 build.add(u, table, views)
             else:

@@ -41,7 +41,7 @@ import pyarrow as pa
 from shardwise.errors import PlanError
 from shardwise.loader.convert import column_to_numpy, is_ragged, pad
 from shardwise.loader.gather import Views, column_to_arrow, gather_columns, unit_views
-from shardwise.loader.scatter import Window, load_window, scatterable
+from shardwise.loader.scatter import Window, columns_ahead, load_window, scatterable
 from shardwise.loader.stream import Reading
 from shardwise.loader.transport import NumpyColumn
 from shardwise.plan.compose import WindowSource
@@ -70,6 +70,7 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
     pool = ThreadPoolExecutor(reading.num_threads, thread_name_prefix="shardwise-loader")
     load = _unit_loader(reading)
     early = _read_early(reading, wp, pool, load)
+    ahead, ready = _columns_ahead(reading, wp, early)
     units: Generator[tuple[pa.Table, Views], None, None] | None = None
     pending: deque[Future[Piece]] = deque()
     try:
@@ -85,7 +86,8 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
             for w, _, _ in piece:
                 if w not in loaded:  # earlier windows are done: in-flight pieces hold their own
                     loaded = {k: v for k, v in loaded.items() if k >= piece[0][0]}
-                    loaded[w] = load_window(windows[w], units, pool, reading.batch_format, load)
+                    loaded[w] = load_window(windows[w], units, pool, reading.batch_format, load, ready)
+                    ready = None  # columns made ahead are the first window's (or nobody's)
             if all(loaded[w].columns is not None for w, _, _ in piece):
                 done: Future[Piece] = Future()
                 done.set_result(maker.cut([(loaded[w], lo, hi) for w, lo, hi in piece]))
@@ -102,6 +104,8 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
         if units is not None:
             units.close()
         pool.shutdown(wait=True, cancel_futures=True)  # also what was read early and not used
+        if ahead is not None:
+            ahead.shutdown(wait=True)
 
 
 def _read_early(reading: Reading, wp: WindowSource, pool: ThreadPoolExecutor,
@@ -118,6 +122,20 @@ def _read_early(reading: Reading, wp: WindowSource, pool: ThreadPoolExecutor,
             break
         early[u] = pool.submit(load, u)
     return early
+
+
+def _columns_ahead(reading: Reading, wp: WindowSource, early: dict[int, Future[_Loaded]]
+                   ) -> tuple[ThreadPoolExecutor | None, Future[dict[int, np.ndarray]] | None]:
+    """On a fresh start of a worker whose units all fit one window (its rows: the
+    window's), the window's number columns made on a thread of its own (mapping their
+    pages is about 0.35 CPU s per GB) while the training thread works out the order:
+    that thread, and the decoding threads once the early reads are done, would otherwise
+    run alone. Returns the thread's pool (to shut down) and the columns."""
+    if not early or reading.batch_format not in ("numpy", "torch") or len(wp.units()) > reading.interleave:
+        return None, None
+    first = next(iter(early))
+    ahead = ThreadPoolExecutor(1, thread_name_prefix="shardwise-columns")
+    return ahead, ahead.submit(columns_ahead, wp.num_samples, early[first], first)
 
 
 def _ahead(reading: Reading) -> int:
