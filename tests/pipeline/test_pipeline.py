@@ -227,3 +227,44 @@ def test_resplit_balances_files(reference: tuple[Path, Any], tmp_path: Path) -> 
     assert sum(rows) == result.rows_out
     again = read_parquet(str(tmp_path / "rs")).index()
     assert again.num_samples == result.rows_out
+
+
+def test_small_input_runs_in_the_driver_with_the_pool_output(src: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from shardwise.parallel.local import LocalBackend
+    from shardwise.pipeline import runner
+
+    opened: list[int] = []
+    real_open = LocalBackend.open
+
+    def counting_open(self: LocalBackend, *a: Any, **kw: Any) -> Any:
+        opened.append(1)
+        return real_open(self, *a, **kw)
+
+    monkeypatch.setattr(LocalBackend, "open", counting_open)
+
+    def run(out: Path, backend: str | None) -> Any:  # shardwise's own operators only, a MinHash decision too
+        return (read_jsonl(str(src), task_bytes=40_000).apply("normalize_text", column="text")
+                .dedup("minhash", column="text", verify=True).write_parquet(str(out))
+                .run(backend=backend, progress=False, report=False))
+
+    small = run(tmp_path / "driver", None)
+    assert small.tasks > 1 and not opened  # under IN_DRIVER_WORK: no pool session at all
+    run(tmp_path / "driver-local", "local")
+    assert not opened
+    monkeypatch.setattr(runner, "IN_DRIVER_WORK", 0)
+    pooled = run(tmp_path / "pool", None)
+    assert opened  # the stage maps and the dedup's maps went to the pool
+    assert pooled.rows_out == small.rows_out < small.rows_in
+    assert _files(tmp_path / "pool") == _files(tmp_path / "driver") == _files(tmp_path / "driver-local")
+    # a user function keeps the pool (its crash must not take the driver down)
+    opened.clear()
+    monkeypatch.setattr(runner, "IN_DRIVER_WORK", 2**40)
+    read_jsonl(str(src)).map(_upper).write_parquet(str(tmp_path / "user")).run(progress=False, report=False)
+    assert opened
+
+
+def _upper(batch: Any) -> Any:
+    import pyarrow.compute as pc
+
+    return batch.set_column(batch.schema.get_field_index("text"), "text", pc.utf8_upper(batch.column("text")))

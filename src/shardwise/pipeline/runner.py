@@ -21,7 +21,7 @@ import numpy as np
 from shardwise.formats import OnError
 from shardwise.index import MANIFEST_NAME, DatasetIndex
 from shardwise.ops.base import Op
-from shardwise.parallel import BackendSpec
+from shardwise.parallel import BackendSpec, active_backend
 from shardwise.pipeline.commit import Layout, fingerprint
 from shardwise.pipeline.dedup_services import Execution, audit_examples, dedup_context
 from shardwise.pipeline.ledger import Ledger
@@ -34,6 +34,10 @@ from shardwise.storage import atomic_write, join
 __all__ = ["RunResult", "Sink", "run_pipeline"]
 
 MANIFEST_VERSION = 2
+#: estimated work (input bytes x the heaviest operator's work per byte) up to which a run on
+#: the local pool runs its tasks in the driver: serially, that much work takes about as
+#: long (~0.5 s) as starting the pool's worker interpreters and their imports
+IN_DRIVER_WORK = 32 * 2**20
 
 
 @dataclass
@@ -96,7 +100,7 @@ def run_pipeline(
         return RunResult.from_manifest(done, manifest_path, done["tasks"])
     layout.begin(fp)
     stages = plan_stages(ops)
-    run = Execution(backend, num_proc, progress)
+    run = Execution(_backend_for(backend, index, ops), num_proc, progress)
     summaries: dict[str, Any] = {}
     timings: list[dict[str, Any]] = []
     skipped = 0
@@ -122,6 +126,20 @@ def run_pipeline(
 
         open_dataset(layout.final, format=sink.format, progress=False, storage_options=sink.storage_options)
     return RunResult.from_manifest(manifest, manifest_path, skipped // max(len(stages), 1))
+
+
+def _backend_for(backend: BackendSpec, index: DatasetIndex, ops: Sequence[Op]) -> BackendSpec:
+    """``backend``, except that a small input (:data:`IN_DRIVER_WORK`) bound for the local
+    pool (``backend`` None or ``"local"``, no :func:`~shardwise.parallel_backend` block)
+    runs in the driver when every operator is shardwise's own: a pool could not pay for
+    its start. User functions keep the pool (a crash in one is a worker's, and retried).
+    The tasks are the same, so is the output."""
+    if backend not in (None, "local") or (backend is None and active_backend() is not None):
+        return backend
+    if not all(str(getattr(getattr(op.fn, "fn", op.fn), "__module__", "")).startswith("shardwise.") for op in ops):
+        return backend
+    work = max([1.0, *(op.dedup.work_per_byte for op in ops if op.kind == "dedup" and op.dedup is not None)])
+    return "sequential" if index.num_bytes * work <= IN_DRIVER_WORK else backend
 
 
 def _decide(layout: Layout, stage: Stage, num_tasks: int, run: Execution) -> dict[str, Any]:
