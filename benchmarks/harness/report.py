@@ -113,6 +113,8 @@ def earlier_results(path: Path, measured: Iterable[str], names: Iterable[str],
 
     Returns:
         ``{"created": date, "results": {name: row}}`` of what was printed (empty if none).
+        When the file's own run has no such rows, the earlier results it kept (with their
+        own date) are carried on, so repeated runs of a few rows do not lose the others.
     """
     if not path.exists():
         return {}
@@ -120,20 +122,26 @@ def earlier_results(path: Path, measured: Iterable[str], names: Iterable[str],
         old = json.loads(path.read_text())
     except ValueError:
         return {}
-    rows = old.get("results", {}) if section is None else old.get("shapes", {}).get(section, {}).get("results", {})
-    if isinstance(rows, list):
-        rows = {r.get("name") or r.get("backend"): r for r in rows}
+    part = old if section is None else old.get("shapes", {}).get(section, {})
     skip, known = set(measured), set(names)
-    kept = {k: v for k, v in rows.items() if k in known and k not in skip and not v.get("error")}
+    kept, created = _rows(part.get("results", {}), skip, known), old.get("created", "?")
+    if not kept and part.get("earlier_results"):
+        kept, created = _rows(part["earlier_results"].get("results", {}), skip, known), \
+            part["earlier_results"].get("created", "?")
     if not kept:
         return {}
-    created = old.get("created", "?")
     where = f" [{section}]" if section else ""
     print(f"\nearlier results{where} (run of {created}; not measured now, so not in any ratio):\n")
     print(markdown(["system", *columns.values()],
                    ([k, *(_cell(v.get(c)) for c in columns)] for k, v in kept.items()),
                    right=range(1, len(columns) + 1)))
     return {"created": created, "results": kept}
+
+
+def _rows(rows: Any, skip: set[str], known: set[str]) -> dict[str, Any]:
+    if isinstance(rows, list):
+        rows = {r.get("name") or r.get("backend"): r for r in rows}
+    return {k: v for k, v in rows.items() if k in known and k not in skip and not v.get("error")}
 
 
 def _cell(v: Any) -> str:

@@ -64,6 +64,18 @@ def test_earlier_results_are_printed_apart_with_their_date(tmp_path: Path,
     assert earlier_results(tmp_path / "none.json", [], ["a"], {"s": "s"}) == {}
 
 
+def test_earlier_results_a_file_kept_are_carried_on_when_its_own_run_has_none_of_the_others(
+        tmp_path: Path) -> None:
+    path = tmp_path / "old.json"
+    older = {"created": "2026-01-01T00:00:00", "results": {"peer": {"s": 7.0}}}
+    path.write_text(json.dumps({"created": "2026-01-02T00:00:00", "shapes": {"x": {
+        "results": {"a": {"s": 1.0}}, "earlier_results": older}}}))
+    assert earlier_results(path, ["a"], ["a", "peer"], {"s": "s"}, section="x") == older
+    # rows of the file's own run come first, with its date
+    assert earlier_results(path, [], ["a", "peer"], {"s": "s"}, section="x") == {
+        "created": "2026-01-02T00:00:00", "results": {"a": {"s": 1.0}}}
+
+
 def test_only_takes_spaces_or_commas() -> None:
     ap = base_parser("Title.\n\nMore.", "small")
     args = ap.parse_args(["--only", "b,c", "a"])
