@@ -269,12 +269,7 @@ class StreamingDatasetBase(LoaderState):
         else:
             self._seen = Seen(world_size, num_workers, time.time())
         wp = self.plan(num_workers, world_size).worker(rank, worker_id)
-        here = Position(self.epoch, rank, world_size, worker_id, num_workers)
-        if self._resume_at is not None and self._resume_at.where() == here.where():
-            done = min(self._resume_at.samples, wp.num_samples)  # this worker's own progress
-            wp.skip, wp.num_samples = wp.skip + done, wp.num_samples - done
-            here = Position(*here.where(), done)
-        self._resume_at, self._position = None, here
+        here = self._start_at(wp, Position(self.epoch, rank, world_size, worker_id, num_workers))
         yielded = here.samples
         for item, n in self._items(wp):
             yielded += n  # counted as handed over: a state taken now includes this item

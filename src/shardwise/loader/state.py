@@ -20,6 +20,7 @@ from shardwise.loader.position import Position
 from shardwise.loader.sources import MixedIndex
 from shardwise.loader.stats import mixing_key
 from shardwise.plan import Mixing, Plan, Resume
+from shardwise.plan.compose import WindowSource
 
 STATE_VERSION = 1
 
@@ -59,6 +60,16 @@ class LoaderState:
         self._position = None  # what the current iteration yielded
         self._resume_at = None  # a worker's own saved position
         self._control = 0  # number of the last epoch/resume published to or taken from workers
+
+    def _start_at(self, wp: WindowSource, here: Position) -> Position:
+        """Where the worker ``wp`` at ``here`` starts: after its own progress when the
+        resume point is this very worker's (``wp`` then skips it), else at its start."""
+        if self._resume_at is not None and self._resume_at.where() == here.where():
+            done = min(self._resume_at.samples, wp.num_samples)
+            wp.skip, wp.num_samples = wp.skip + done, wp.num_samples - done
+            here = Position(*here.where(), done)
+        self._resume_at, self._position = None, here
+        return here
 
     def _publish(self) -> None:
         """Tell DataLoader workers that keep their dataset (``persistent_workers=True``)
