@@ -59,15 +59,20 @@ def _write_dataset(local: Path, fs: Any, bucket: str) -> None:
         fs.put(str(local / f"part-{f}.parquet"), f"{bucket}/ds/part-{f}.parquet")
 
 
-def _restart_later(server: dict[str, Any], down_s: float) -> threading.Thread:
-    """Stop the server now; start it again on the same ports after ``down_s`` seconds.
+def _restart_later(server: dict[str, Any], retried: threading.Event) -> threading.Thread:
+    """Stop the server now; start it again on the same ports once the loader has logged a
+    retry of its own (after at least 2 s, at most 40 s).
 
-    The thread that starts it lives until the test ends: the server is tied to the
-    thread that started it (it gets SIGTERM when that thread exits)."""
+    Waiting for the retry, not for a fixed time, keeps the test independent of how long
+    the storage client's own retries last. The thread that starts the server lives until
+    the test ends: the server is tied to the thread that started it (it gets SIGTERM when
+    that thread exits)."""
     stop_weed(server["proc"])
+    down_since = time.monotonic()
 
     def back() -> None:
-        time.sleep(down_s)
+        retried.wait(40.0)
+        time.sleep(max(0.0, 2.0 - (time.monotonic() - down_since)))
         proc, _, log = start_weed(server["workdir"], server["key"], server["secret"], server["ports"])
         server["proc"] = proc
         server["logs"].append(log)
@@ -77,6 +82,18 @@ def _restart_later(server: dict[str, Any], down_s: float) -> threading.Thread:
     t = threading.Thread(target=back, daemon=True)
     t.start()
     return t
+
+
+class _RetrySeen(logging.Handler):
+    """Sets an event when the loader logs that it retries a read."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.event = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "retrying" in record.getMessage():
+            self.event.set()
 
 
 def _ids(ds: StreamingDataset, on_step: Any = None) -> list[int]:
@@ -103,14 +120,21 @@ def test_a_server_restart_mid_epoch_loses_and_repeats_nothing(own_server: dict[s
     common: dict[str, Any] = dict(batch_size=500, seed=3, batch_format="numpy", num_threads=1,
                                   prefetch_bytes=4096, shuffle_bytes=4096)
     expected = _ids(StreamingDataset(str(tmp_path / "local"), **common))
-    ds = StreamingDataset(f"s3://{bucket}/ds", storage_options=own_server["storage_options"], **common)
+    # one try per request inside the client, so its own retries (a second or two) cannot ride out the outage
+    options = own_server["storage_options"] | {"config_kwargs": {"retries": {"max_attempts": 1}}}
+    ds = StreamingDataset(f"s3://{bucket}/ds", storage_options=options, **common)
     threads: list[threading.Thread] = []
+    seen = _RetrySeen()
+    logging.getLogger("shardwise").addHandler(seen)
 
     def outage(step: int) -> None:
-        if step == 40:  # a quarter of the epoch in, the server goes away for 8 s (longer than s3fs's own retries)
-            threads.append(_restart_later(own_server, down_s=8.0))
+        if step == 40:  # a quarter of the epoch in, the server goes away until the loader retries
+            threads.append(_restart_later(own_server, seen.event))
 
-    got = _ids(ds, outage)
+    try:
+        got = _ids(ds, outage)
+    finally:
+        logging.getLogger("shardwise").removeHandler(seen)
     assert threads, "the outage never happened"
     deadline = time.monotonic() + 60
     while not own_server.get("started") and time.monotonic() < deadline:
@@ -119,7 +143,8 @@ def test_a_server_restart_mid_epoch_loses_and_repeats_nothing(own_server: dict[s
                own_server["secret"])
     assert len(got) == len(expected) == FILES * ROWS_PER_FILE
     assert got == expected  # same samples, same order, none lost or repeated
-    assert any("retrying" in r.getMessage() for r in caplog.records), "no read met the outage"
+    assert seen.event.is_set(), "no read met the outage"
+    assert any("retrying" in r.getMessage() for r in caplog.records)
     assert os.path.getsize(os.path.join(own_server["workdir"], "weed.log")) > 0
 
 
