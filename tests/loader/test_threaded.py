@@ -138,6 +138,28 @@ def test_windows_built_in_order_and_gathered_give_the_worker_paths_values(typed:
                 assert [repr(v) for v in x.tolist()] == [repr(v) for v in y.tolist()], k
 
 
+@pytest.mark.parametrize("path", ["direct", "dataloader-0", "dataloader-1"])
+def test_torch_string_columns_are_numpy_object_arrays_on_every_path(typed: Path, path: str) -> None:
+    # strings (and variable-length lists, without pad_to) of torch batches: one numpy object
+    # array per batch, which torch's default_convert passes as it is (a list it would walk);
+    # timestamps, which no tensor holds, stay a list of their values
+    ds = StreamingDataset(str(typed), batch_size=16, seed=3, interleave=2, batch_format="torch",
+                          columns=["id", "text", "tokens", "at"], prefetch_bytes=2**16)
+    if path == "direct":
+        batches = list(ds)
+    else:
+        batches = list(DataLoader(ds, batch_size=None, num_workers=int(path[-1])))
+    assert len(batches) == 1350 // 16
+    for batch in batches:
+        ids = batch["id"].tolist()
+        assert isinstance(batch["id"], torch.Tensor)
+        for name in ("text", "tokens"):
+            assert type(batch[name]) is np.ndarray and batch[name].dtype == object and batch[name].shape == (16,)
+        assert batch["text"].tolist() == [f"t{i}" * (i % 4) for i in ids]
+        assert all(list(v) == list(range(i, i + len(v))) for i, v in zip(ids, batch["tokens"]))
+        assert isinstance(batch["at"], list) and batch["at"] == [i * 1_000_000_007 for i in ids]
+
+
 def _inside(ptr: int, nbytes: int, bases: list[np.ndarray]) -> bool:
     return any(base.ctypes.data <= ptr and ptr + nbytes <= base.ctypes.data + base.nbytes for base in bases)
 

@@ -36,7 +36,8 @@ from shardwise.errors import ConfigError, FormatError, PlanError
 from shardwise.formats import Unit
 from shardwise.loader.transport import NumpyColumn, RingBatch, active, string_column
 
-__all__ = ["Padding", "check_padding", "check_values", "column_to_numpy", "is_ragged", "pad", "rows", "runs", "split"]
+__all__ = ["Padding", "check_padding", "check_values", "column_to_numpy", "is_ragged", "pad", "rows", "runs", "split",
+           "torch_other"]
 
 Padding = int | str | None  # None, "longest", or a fixed length
 
@@ -233,4 +234,12 @@ def _package(columns: dict[str, np.ndarray], fmt: str) -> dict[str, Any]:
     from shardwise._optional import require
 
     torch = require("torch", 'batch_format="torch"')
-    return {k: torch.from_numpy(v) if v.dtype.kind in "biuf" else v.tolist() for k, v in columns.items()}
+    return {k: torch.from_numpy(v) if v.dtype.kind in "biuf" else torch_other(v) for k, v in columns.items()}
+
+
+def torch_other(values: np.ndarray) -> Any:
+    """A column of a torch batch that is not a tensor: Python objects (strings, binary,
+    lists, ...) stay a numpy object array (torch's ``default_convert`` passes it as it
+    is; a list it would walk element by element); dates and durations, which a tensor
+    cannot hold, become a list of their Python values."""
+    return values if values.dtype == object else values.tolist()

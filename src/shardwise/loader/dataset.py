@@ -62,6 +62,8 @@ class StreamingDatasetBase(LoaderState):
         batch_format: ``None`` for per-sample dicts, or ``"numpy"``, ``"torch"``, ``"arrow"``.
             ``"numpy"`` is the fastest through a DataLoader with workers: its arrays
             (:class:`NumpyColumn`) travel through one shared-memory ring per worker.
+            ``"torch"`` gives numbers as tensors and columns of Python objects (strings,
+            binary, lists) as numpy object arrays, as ``"numpy"`` does.
         interleave: units mixed together by one worker: memory is about ``interleave``
             decoded units per worker; more units mix better (on data sorted by label, 4
             units give batches of a few labels, all of a worker's units batches that

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.errors import PlanError
-from shardwise.loader.convert import column_to_numpy, is_ragged, pad
+from shardwise.loader.convert import column_to_numpy, is_ragged, pad, torch_other
 from shardwise.loader.gather import Views, column_to_arrow, gather_columns, unit_views
 from shardwise.loader.scatter import Window, columns_ahead, load_window, scatterable
 from shardwise.loader.stream import Reading
@@ -268,7 +268,7 @@ class _Maker:
         if self.fmt == "numpy":
             return arr.view(NumpyColumn)
         if arr.dtype.kind not in "biuf":
-            return arr  # a list per batch, as on the worker path
+            return arr  # sliced per batch as on the worker path (see convert.torch_other)
         import torch
 
         tensor = torch.from_numpy(arr)
@@ -282,7 +282,7 @@ class _Maker:
                 yield (piece.arrow.slice(a, size) if piece.arrow.num_columns else piece.arrow), size
                 continue
             out = {k: v[a : a + size] if self.fmt == "numpy" or not isinstance(v, np.ndarray)
-                   else v[a : a + size].tolist() for k, v in piece.arrays.items()}
+                   else torch_other(v[a : a + size]) for k, v in piece.arrays.items()}
             for name, col in piece.ragged.items():
                 values, lengths = pad(col.slice(a, size), self.pad_to)
                 out[name], out[f"{name}_lengths"] = self._package(values), self._package(lengths)
