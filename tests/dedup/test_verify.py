@@ -8,9 +8,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shardwise.dedup import sets as sets_module
 from shardwise.dedup import verify
 from shardwise.dedup.minhash import _bucket_order
-from shardwise.dedup.verify import ROW_BITS, _Candidates, _Shingles, exact_similar, shingle_sets
+from shardwise.dedup.sets import shingle_sets
+from shardwise.dedup.verify import ROW_BITS, _Candidates, _Shingles, exact_similar
 
 
 class _Keys:
@@ -28,10 +30,10 @@ def _doc(task: int, row: int) -> int:
 @given(docs=st.lists(st.lists(st.lists(st.integers(0, 40), max_size=25), min_size=1, max_size=8),
                      min_size=1, max_size=3),
        spread=st.sampled_from(["hash", "small", "top"]), batch=st.integers(1, 400), threshold=st.sampled_from([0.2, 0.5, 0.8]),
-       data=st.data())
+       loop_from=st.sampled_from([0, 10, 2048]), data=st.data())
 @settings(max_examples=150, deadline=None)
 def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: str, batch: int,
-                                          threshold: float, data: st.DataObject) -> None:
+                                          threshold: float, loop_from: int, data: st.DataObject) -> None:
     # spread: hash-like values, small integers, or the largest values (2**64 - 1 included,
     # the value rows are filled with); repeats within a document are allowed in the text
     def value(x: int) -> int:
@@ -48,8 +50,8 @@ def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: s
     pairs = data.draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)), min_size=1, max_size=30))
     a = np.array([_doc(*p) for p, _ in pairs], dtype=np.uint64)
     b = np.array([_doc(*q) for _, q in pairs], dtype=np.uint64)
-    old = verify.PAIR_SHINGLES
-    verify.PAIR_SHINGLES = batch
+    old = sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM
+    sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM = batch, loop_from  # pairs one by one, or in rows
     keys = _Keys(tasks)
     gathered = _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 1 << 30)
     assert gathered is not None
@@ -57,12 +59,30 @@ def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: s
         got = exact_similar(_Shingles(keys, 1 << 30), a, b, threshold)
         assert (exact_similar(gathered, a, b, threshold) == got).all()
     finally:
-        verify.PAIR_SHINGLES = old
+        sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM = old
     assert _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 0) is None  # past its cap: not gathered
     for (p, q), ok in zip(pairs, got):
         x, y = set(docs[p[0]][p[1]]), set(docs[q[0]][q[1]])
         union = len(x | y)
         assert ok == (union == 0 or len(x & y) / union >= threshold)
+
+
+@given(lengths=st.lists(st.one_of(st.integers(0, 8), st.integers(60, 300)), min_size=1, max_size=12), spread=st.integers(1, 2**64 - 1),
+       seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_shingle_sets_of_short_and_long_documents_equal_python_sets(lengths: list[int], spread: int,
+                                                                    seed: int) -> None:
+    # documents over LOOP_FROM shingles are sorted one by one, shorter ones in rows: both
+    # give each document's sorted set, with repeats and the largest value included
+    rng = np.random.default_rng(seed)
+    docs = [rng.integers(0, max(1, n // 2 + 1), n).astype(np.uint64) * np.uint64(spread % 2**64) for n in lengths]
+    docs = [np.where(d % np.uint64(7) == 0, np.uint64(2**64 - 1), d) for d in docs]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    flat = np.concatenate(docs) if docs else np.zeros(0, np.uint64)
+    got, got_lengths = shingle_sets(flat, offsets)
+    assert got_lengths.tolist() == [len(set(d.tolist())) for d in docs]
+    assert got.tolist() == [v for d in docs for v in sorted(set(d.tolist()))]
+    assert flat.tolist() == np.concatenate(docs).tolist()  # the input is left as it was
 
 
 def test_bucket_order_groups_by_band_and_hash_with_documents_in_order() -> None:

@@ -35,9 +35,10 @@ import pyarrow as pa
 
 from shardwise.dedup.components import components_distributed, components_in_memory, unique_pairs
 from shardwise.dedup.lsh import band_hashes, optimal_bands, recall_bands
+from shardwise.dedup.sets import shingle_sets
 from shardwise.dedup.shingles import doc_shingles
 from shardwise.dedup.signatures import EMPTY, MAX_PERM, signatures
-from shardwise.dedup.verify import ROW_BITS, shingle_sets, verified_stars
+from shardwise.dedup.verify import ROW_BITS, verified_stars
 from shardwise.errors import ConfigError
 from shardwise.ops.dedup import DedupContext, DedupDecision, DedupOp, Scratch, TaskKeys
 from shardwise.ops.text import _text

@@ -1,0 +1,96 @@
+"""Shingle sets as sorted arrays: building them for many documents at once, and counting
+what two of them share (the exact Jaccard check of verification).
+
+A document's set is its shingle hashes sorted without repeats. Documents of more than
+:data:`LOOP_FROM` shingles are sorted one by one in place (a sort of a few hundred or
+thousand values that stay in cache costs a few nanoseconds each, and the call's overhead
+is small next to it); shorter ones side by side in rows of a 2-D array sorted along its
+rows, many at once, where one call per document would cost more than its sort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Literal
+
+import numpy as np
+
+__all__ = ["LOOP_FROM", "PAIR_SHINGLES", "ranges", "shared_count", "shingle_sets", "sorted_rows", "take_ranges"]
+
+LOOP_FROM = 64  # shingles from which a document (or a pair) is handled on its own
+PAIR_SHINGLES = 1 << 21  # entries of the 2-D arrays sorted at once (~16 MB)
+_PAD = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every ``i``, concatenated."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return np.repeat(np.asarray(starts, np.int64) - first, lengths) + np.arange(int(lengths.sum()))
+
+
+def take_ranges(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``values[starts[i]:starts[i] + lengths[i]]`` of every ``i``, concatenated: by slices
+    when the ranges are long (no index array as long as the result), else by one index."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if len(lengths) and int(lengths.sum()) >= LOOP_FROM * len(lengths):
+        return np.concatenate([values[s : s + n] for s, n in zip(np.asarray(starts).tolist(), lengths.tolist())])
+    return values[ranges(starts, lengths)]
+
+
+def shingle_sets(shingles: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's shingles ``shingles[offsets[i]:offsets[i + 1]]`` as a set, sorted
+    without repeats: ``(sets, lengths)``, the documents in order (what verification
+    stores, once per document, so that its pair check only merges)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    lengths = np.diff(offsets)
+    s = np.array(shingles, dtype=np.uint64)  # a copy, sorted in place document by document
+    big = np.flatnonzero(lengths > LOOP_FROM)
+    for a, b in zip(offsets[big].tolist(), offsets[big + 1].tolist()):
+        s[a:b].sort()
+    small = np.flatnonzero((lengths > 1) & (lengths <= LOOP_FROM))
+    for rows, m, n in sorted_rows(s, [(offsets[small], lengths[small])]):
+        s[ranges(offsets[small[rows]], n)] = m[np.arange(m.shape[1]) < n[:, None]]
+    keep = np.ones(len(s), dtype=bool)
+    keep[1:] = s[1:] != s[:-1]
+    keep[offsets[:-1][lengths > 0]] = True  # a document's first shingle is always its own
+    kept = np.concatenate([[0], np.cumsum(keep)])
+    return s[keep], (kept[offsets[1:]] - kept[offsets[:-1]]).astype(np.int64)
+
+
+def sorted_rows(vals: np.ndarray, sides: Sequence[tuple[np.ndarray, np.ndarray]],
+                kind: Literal["quicksort", "stable"] = "quicksort") -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``(rows, m, n)`` over chunks of about ``PAIR_SHINGLES`` entries: row ``i`` of ``m``
+    holds, sorted (by ``kind``: ``stable`` merges sorted ranges in linear time), the
+    ranges ``vals[s:s + length]`` of every ``(s, length)`` in ``sides`` at ``rows[i]``
+    (``n[i]`` entries, then the largest value). Rows go in length order, so the rows of
+    one chunk are about as long and little of ``m`` is filler."""
+    total = sum((np.asarray(length, np.int64) for _, length in sides), np.zeros(len(sides[0][1]), np.int64))
+    order = np.argsort(total, kind="stable")
+    lo = 0
+    while lo < len(order):
+        widths = np.maximum(total[order[lo : lo + PAIR_SHINGLES]], 1)
+        hi = lo + max(1, int(np.searchsorted(widths * np.arange(1, len(widths) + 1), PAIR_SHINGLES, side="right")))
+        rows, n = order[lo:hi], total[order[lo:hi]]
+        m = np.full((len(rows), max(1, int(n.max()))), _PAD, dtype=np.uint64)
+        col = np.arange(m.shape[1])
+        before = np.zeros(len(rows), dtype=np.int64)
+        for s, length in sides:
+            part = np.asarray(length, np.int64)[rows]
+            m[(col >= before[:, None]) & (col < (before + part)[:, None])] = vals[ranges(np.asarray(s)[rows], part)]
+            before += part
+        m.sort(axis=1, kind=kind)
+        yield rows, m, n
+        lo = hi
+
+
+def shared_count(a: np.ndarray, b: np.ndarray) -> int:
+    """How many values two sorted unique arrays share (each value of the shorter one
+    looked up in the longer one)."""
+    if len(a) > len(b):
+        a, b = b, a
+    if len(a) == 0:
+        return 0
+    at = np.searchsorted(b, a)
+    at[at == len(b)] = 0
+    return int(np.count_nonzero(b[at] == a))
