@@ -1,11 +1,13 @@
 """The ``minhash_dedup`` operator: near-duplicate removal with MinHash-LSH.
 
 Per task (inside the pipeline's task): shingles and signatures of every row
-(:mod:`shardwise.dedup.shingles`). Then, in :meth:`MinHashDedup.decide`, on the pipeline's
-backend (``ctx.map``) through arrays in the stage's scratch space (``ctx.scratch``):
+(:mod:`shardwise.dedup.shingles`, :mod:`shardwise.dedup.signatures`), of which only the
+hash of each band is kept (and, verifying, each row's shingle set). Then, in
+:meth:`MinHashDedup.decide`, on the pipeline's backend (``ctx.map``) through arrays in the
+stage's scratch space (``ctx.scratch``):
 
-1. *buckets*: one task per input task hashes each band of each signature and writes the
-   ``(band, hash, doc)`` records into ``partitions`` files by hash;
+1. *buckets*: one task per input task writes the ``(band, hash, doc)`` records of its
+   rows into ``partitions`` files by hash;
 2. *edges*: one task per partition sorts its records; every bucket of ``k`` documents
    yields ``k - 1`` edges to its smallest document (a star, never all pairs), optionally
    verified by exact Jaccard of the shingle sets;
@@ -27,6 +29,7 @@ one (``ctx.write_audit``: ``_dedup_<stage name>.parquet`` beside the output).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -37,7 +40,7 @@ from shardwise.dedup.components import components_distributed, components_in_mem
 from shardwise.dedup.lsh import band_hashes, optimal_bands, recall_bands
 from shardwise.dedup.sets import shingle_sets
 from shardwise.dedup.shingles import doc_shingles
-from shardwise.dedup.signatures import EMPTY, MAX_PERM, signatures
+from shardwise.dedup.signatures import MAX_PERM, signatures
 from shardwise.dedup.verify import ROW_BITS, verified_stars
 from shardwise.errors import ConfigError
 from shardwise.ops.dedup import DedupContext, DedupDecision, DedupOp, Scratch, TaskKeys
@@ -96,23 +99,33 @@ class MinHashDedup(DedupOp):
         """``(bands, rows)``: given, or chosen for the threshold."""
         if self.bands is not None and self.rows is not None:
             return self.bands, self.rows
-        if self.verify:  # false positives are checked away: favour recall
-            return recall_bands(self.threshold, self.num_perm)
-        return optimal_bands(self.threshold, self.num_perm)
+        return _chosen_banding(self.threshold, self.num_perm, self.verify)
 
     def keys(self, batch: pa.RecordBatch) -> dict[str, np.ndarray]:
-        """Signatures (and, verifying, the shingles) of every row."""
+        """The band hashes of every row's signature (what the buckets need: 8 bytes per
+        band, not 8 per signature value), each row's number of shingles, and, verifying,
+        each row's shingle set."""
         # repeats do not change a minimum; verification stores each document's set
         sh, off = doc_shingles(_text(batch, self.column), tokenization=self.tokenization,
                                ngram=self.ngram, seed=self.seed, unique=False)
-        out = {"sig": signatures(sh, off, num_perm=self.num_perm, seed=self.seed, scheme=self.scheme)}
+        sig = signatures(sh, off, num_perm=self.num_perm, seed=self.seed, scheme=self.scheme)
+        out = {"bands": band_hashes(sig, *self.banding())}
         if self.verify:  # each document's set, sorted once here, so that the pair check only merges
             out["shingles"], out["lengths"] = shingle_sets(sh, off)
+        else:
+            out["lengths"] = np.diff(off)
         return out
 
     def decide(self, ctx: DedupContext) -> DedupDecision:
         """Buckets, edges, components and the first document of each cluster kept."""
         return _decide(self, ctx)
+
+
+@functools.lru_cache(maxsize=64)
+def _chosen_banding(threshold: float, num_perm: int, verify: bool) -> tuple[int, int]:
+    """The banding for ``threshold`` (for recall when verifying: false positives are then
+    checked away, they cost a check); computed once per process, not once per batch."""
+    return recall_bands(threshold, num_perm) if verify else optimal_bands(threshold, num_perm)
 
 
 def _check(tokenization: str, ngram: int, num_perm: int, threshold: float, bands: int | None,
@@ -146,7 +159,6 @@ class _Stage:
     parts: int
     verify: bool
     threshold: float
-    num_perm: int
     cache_bytes: int
 
 
@@ -159,14 +171,13 @@ def _edges_name(part: int) -> str:
 
 
 def _buckets(args: tuple[_Stage, int]) -> int:
-    """Band hashes of one task's signatures, stored by hash partition."""
+    """The band hashes of one task's documents, stored by hash partition."""
     st, task = args
-    b, r = st.bands, st.rows
-    sig = st.keys.load(task, ["sig"]).get("sig")
-    if sig is None or len(sig) == 0:
-        sig = np.zeros((0, b * r), np.uint64)
-    live = np.nonzero(sig[:, 0] != EMPTY)[0]  # documents without shingles never match
-    h = band_hashes(sig[live], b, r)
+    b = st.bands
+    keys = st.keys.load(task, ["bands", "lengths"])
+    bands = keys.get("bands", np.zeros((0, b), np.uint64))
+    live = np.flatnonzero(keys.get("lengths", np.zeros(0, np.int64)) > 0)  # documents without shingles never match
+    h = bands[live]
     ids = (np.uint64(task) << np.uint64(ROW_BITS)) | live.astype(np.uint64)
     band = np.broadcast_to(np.arange(b, dtype=np.uint64), h.shape).ravel()
     hh = h.ravel()
@@ -200,7 +211,7 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
             u_out.append(rec[is_member, 2])
             v_out.append(group_min[is_member])
         else:
-            rejected = verified_stars(st.keys, st.threshold, st.num_perm, rec[:, 2],
+            rejected = verified_stars(st.keys, st.threshold, rec[:, 2],
                                       np.repeat(np.arange(len(sizes)), sizes), np.repeat(multi, sizes),
                                       u_out, v_out, max_bytes=st.cache_bytes)
     u = np.concatenate(u_out) if u_out else np.zeros(0, np.uint64)
@@ -257,9 +268,9 @@ def _partitions(op: MinHashDedup, records: int) -> int:
 
 def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
     b, r = op.banding()
-    rows_per_task = [len(ctx.keys.load(t, ["sig"]).get("sig", ())) for t in range(ctx.num_tasks)]
+    rows_per_task = [len(ctx.keys.load(t, ["lengths"]).get("lengths", ())) for t in range(ctx.num_tasks)]
     parts = _partitions(op, sum(rows_per_task) * b)
-    st = _Stage(ctx.keys, ctx.scratch, ctx.num_tasks, b, r, parts, op.verify, op.threshold, op.num_perm,
+    st = _Stage(ctx.keys, ctx.scratch, ctx.num_tasks, b, r, parts, op.verify, op.threshold,
                 max(1, op.memory_budget // BUDGET_SHARE))
     live = ctx.map(_buckets, [(st, t) for t in range(ctx.num_tasks)], "minhash buckets")
     stats = ctx.map(_edges, [(st, p) for p in range(parts)], "minhash edges")

@@ -52,22 +52,10 @@ class TaskCache:
 
 
 class _Shingles:
-    """Random access to the signatures and shingle sets of documents within a memory cap."""
+    """Random access to the shingle sets of documents within a memory cap."""
 
     def __init__(self, keys: TaskKeys, max_bytes: int) -> None:
-        self.tasks = TaskCache(keys, ["sig", "shingles", "lengths"], max_bytes)
-
-    def sig_rows(self, docs: np.ndarray) -> np.ndarray:
-        """The signatures of ``docs`` (one row each)."""
-        task, row = _split(docs)
-        out: np.ndarray | None = None
-        for t in np.unique(task):
-            sig = self.tasks.get(int(t), ["sig"])["sig"]
-            if out is None:
-                out = np.empty((len(docs), sig.shape[1]), dtype=sig.dtype)
-            m = task == t
-            out[m] = sig[row[m]]
-        return out if out is not None else np.zeros((0, 0), np.uint64)
+        self.tasks = TaskCache(keys, ["shingles", "lengths"], max_bytes)
 
     def sizes_of(self, docs: np.ndarray) -> np.ndarray:
         """The set sizes of the sorted unique ``docs``."""
@@ -100,41 +88,35 @@ def _split(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Candidates:
-    """The signatures and shingles of a fixed set of documents (sorted unique ``docs``),
+    """The shingle sets of a fixed set of documents (sorted unique ``docs``),
     gathered in one pass over the tasks, each task's keys read once: what a verifying edges
     task needs when its candidates fit in its share of the memory budget (a cache of whole
     tasks would read every task again in every round once they do not all fit)."""
 
-    def __init__(self, docs: np.ndarray, sig: np.ndarray, values: np.ndarray, sizes: np.ndarray) -> None:
-        self.docs, self.sig, self.values, self.sizes = docs, sig, values, sizes
+    def __init__(self, docs: np.ndarray, values: np.ndarray, sizes: np.ndarray) -> None:
+        self.docs, self.values, self.sizes = docs, values, sizes
         self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 
     @classmethod
     def gather(cls, keys: TaskKeys, docs: np.ndarray, max_bytes: int) -> _Candidates | None:
         """The rows of ``docs``, or None once they pass ``max_bytes``."""
         task, row = _split(docs)
-        sigs: list[np.ndarray] = []
         vals: list[np.ndarray] = []
         sizes: list[np.ndarray] = []
         used = 0
         for t in np.unique(task):  # docs are sorted, so by task and then by row
-            d = keys.load(int(t), ["sig", "shingles", "lengths"])
+            d = keys.load(int(t), ["shingles", "lengths"])
             r = row[task == t]
             starts = np.concatenate([[0], np.cumsum(d["lengths"])])[r]
             n = d["lengths"][r].astype(np.int64)
-            sigs.append(d["sig"][r])
             vals.append(take_ranges(d["shingles"], starts, n))
             sizes.append(n)
-            used += sigs[-1].nbytes + vals[-1].nbytes + n.nbytes
+            used += vals[-1].nbytes + n.nbytes
             if used > max_bytes:
                 return None
-        if not sigs:
-            return cls(docs, np.zeros((0, 0), np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64))
-        return cls(docs, np.concatenate(sigs), np.concatenate(vals), np.concatenate(sizes))
-
-    def sig_rows(self, docs: np.ndarray) -> np.ndarray:
-        """The signatures of ``docs`` (one row each; all among the gathered ones)."""
-        return self.sig[np.searchsorted(self.docs, docs)]
+        if not vals:
+            return cls(docs, np.zeros(0, np.uint64), np.zeros(0, np.int64))
+        return cls(docs, np.concatenate(vals), np.concatenate(sizes))
 
     def sizes_of(self, docs: np.ndarray) -> np.ndarray:
         """The set sizes of the sorted unique ``docs`` (all among the gathered ones)."""
@@ -191,26 +173,21 @@ def _intersections(sets: np.ndarray, sa: np.ndarray, la: np.ndarray, sb: np.ndar
         inter[small[rows]] = common.sum(axis=1)
 
 
-def verified_stars(keys: TaskKeys, threshold: float, num_perm: int, doc: np.ndarray, group: np.ndarray,
-                   active: np.ndarray, u_out: list[np.ndarray], v_out: list[np.ndarray],
-                   max_bytes: int = 2**62) -> int:
+def verified_stars(keys: TaskKeys, threshold: float, doc: np.ndarray, group: np.ndarray, active: np.ndarray,
+                   u_out: list[np.ndarray], v_out: list[np.ndarray], max_bytes: int = 2**62) -> int:
     """Star edges of each bucket to its smallest document, kept only when the pair really
     is similar; members rejected by their root form the next star of the bucket, and so
     on. ``doc`` is sorted within each ``group`` (bucket). Vectorised by rounds; returns the
     number of rejected pairs.
 
-    A pair estimated (from the signatures) more than 4.5 standard deviations below the
-    threshold is rejected without a look at its shingles (it can only cost recall, and
-    rarely: its similarity is almost surely under the threshold); every other pair is kept
-    only if its exact Jaccard similarity reaches the threshold (:func:`exact_similar`), so
-    no pair under the threshold is ever joined. The
-    candidates' signatures and shingles are gathered once when they fit in ``max_bytes``
-    (:class:`_Candidates`); else at most ``max_bytes`` of the tasks' keys are kept in
-    memory at a time (:class:`TaskCache`)."""
+    Every pair is kept only if the exact Jaccard similarity of its shingle sets reaches
+    the threshold (:func:`exact_similar`), so no pair under it is ever joined; a pair is
+    never taken or left on its signatures' word (the check is a linear merge, or ruled out
+    by the sizes alone). The candidates' shingles are gathered once when they fit in
+    ``max_bytes`` (:class:`_Candidates`); else at most ``max_bytes`` of the tasks' keys
+    are kept in memory at a time (:class:`TaskCache`)."""
     gathered = _Candidates.gather(keys, np.unique(doc[active]), max_bytes)
     shingles: _Shingles | _Candidates = gathered if gathered is not None else _Shingles(keys, max_bytes)
-    sigma = float(np.sqrt(threshold * (1 - threshold) / num_perm))
-    floor = threshold - 4.5 * sigma
     rejected = 0
     active = active.copy()
     while True:
@@ -229,10 +206,7 @@ def verified_stars(keys: TaskKeys, threshold: float, num_perm: int, doc: np.ndar
         if len(u) == 0:
             break
         pairs, inverse = unique_pairs(u, v)
-        est = (shingles.sig_rows(pairs[:, 0]) == shingles.sig_rows(pairs[:, 1])).mean(axis=1)
-        ok = est >= floor
-        ok[ok] = exact_similar(shingles, pairs[ok, 1], pairs[ok, 0], threshold)
-        ok_member = ok[inverse.ravel()]
+        ok_member = exact_similar(shingles, pairs[:, 1], pairs[:, 0], threshold)[inverse.ravel()]
         rejected += int((~ok_member).sum())
         u_out.append(u[ok_member])
         v_out.append(v[ok_member])
