@@ -86,3 +86,33 @@ def test_columns_ahead_take_the_first_units_types_and_nothing_from_a_unit_that_f
     cancelled: Future[Any] = Future()
     cancelled.cancel()
     assert columns_ahead(11, failed, 7) == {} and columns_ahead(11, cancelled, 7) == {}
+
+
+@pytest.mark.parametrize("kind", ["whole", "partial", "repeated"])
+def test_window_columns_hold_each_sample_at_its_place_from_whole_and_partial_units(kind: str) -> None:
+    # a unit all of whose rows are in the window once is written in one pass, the others
+    # (some rows elsewhere, or rows repeated as a repeated source's are) block by block:
+    # both put row rows[i] of unit unit_ids[i] at place i, strings as the same objects
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shardwise.loader.scatter import WindowColumns
+
+    rng = np.random.default_rng(5)
+    tables = {u: pa.table({"id": np.arange(n) + 1000 * u,
+                           "s": [None if i % 7 == 3 else f"u{u}r{i}" for i in range(n)],
+                           "e": pa.FixedSizeListArray.from_arrays(pa.array(np.arange(2 * n, dtype=np.float32)), 2)})
+              for u, n in ((3, 9000), (5, 10), (8, 4500))}
+    pairs = [(u, r) for u, t in tables.items() for r in range(t.num_rows) if not (kind != "whole" and u == 3 and r % 3)]
+    if kind == "repeated":  # as many rows of unit 3 as it has, a third of them three times
+        pairs += [(3, r) for r in range(9000) if r % 3 == 0] * 2
+    order = rng.permutation(len(pairs))
+    unit_ids = np.array([pairs[i][0] for i in order])
+    rows = np.array([pairs[i][1] for i in order])
+    with ThreadPoolExecutor(2) as pool:
+        build = WindowColumns(unit_ids, rows, tables[3].schema, pool)
+        for u, t in tables.items():
+            build.add(u, unit_views({u: t}, u, True))
+        ids, strings, emb = build.result() or []
+    assert ids.tolist() == [1000 * u + r for u, r in zip(unit_ids.tolist(), rows.tolist())]
+    assert strings.tolist() == [tables[u].column("s")[r].as_py() for u, r in zip(unit_ids.tolist(), rows.tolist())]
+    assert emb.tolist() == [[2 * r, 2 * r + 1] for r in rows.tolist()]

@@ -11,8 +11,11 @@ the unit is read, while the next units decode; once the last unit is written, pi
 and batches are views of these columns: nothing is copied again.
 
 This is used for numpy and torch batches whose columns are numbers, fixed-size lists of
-numbers, strings or binary. Strings are taken from each unit's Arrow array in the order
-they are written and made Python objects there, once (as a scan makes them). Each unit
+numbers, strings or binary. Strings become Python objects on the thread that read the
+unit, once, in the unit's order (by Arrow's own conversion, as a scan makes them; also
+for the units read before the window's order is known), and are written like numbers.
+A unit all of whose rows are in the window (the usual case) is written in one pass,
+its rows read in order and each stored at its place. Each unit
 is let go as soon as its rows are written, so its memory serves the next units' reads.
 A unit with nulls in a column of numbers (no numpy view) makes the window fall back to
 gathering pieces from the unit tables, read again for that.
@@ -58,9 +61,9 @@ def _text(t: pa.DataType) -> bool:
 class WindowColumns:
     """The columns of one window in plan order, written unit by unit on ``pool``.
 
-    Numbers are copied from the unit's numpy views; strings and binary are taken from
-    the unit's Arrow array in the order they are written and only then made Python
-    objects (one object per sample, made once, written once).
+    Every column is copied from the unit's numpy views (strings and binary: arrays of
+    the Python objects made when the unit was read; see
+    :func:`~shardwise.loader.gather.unit_views`).
 
     Args:
         unit_ids, rows: the window's order (sample ``i`` is row ``rows[i]`` of unit
@@ -81,9 +84,9 @@ class WindowColumns:
         self.places: Future[dict[int, tuple[np.ndarray, np.ndarray]]] = pool.submit(_places, unit_ids, rows)
         self.writes: list[Future[bool]] = []
 
-    def add(self, unit: int, table: pa.Table, views: Views) -> None:
-        """Write ``unit``'s rows (from its numpy ``views`` and Arrow strings) on the pool."""
-        arrays = [table.column(i) if t else views.get((unit, i)) for i, t in enumerate(self.text)]
+    def add(self, unit: int, views: Views) -> None:
+        """Write ``unit``'s rows (from its numpy ``views``) on the pool."""
+        arrays = [views.get((unit, i)) for i in range(len(self.text))]
         for i, a in enumerate(arrays):
             if isinstance(a, np.ndarray) and self.columns[i] is None:  # made lazily: filled by the writers
                 self.columns[i] = self._column(i, a)
@@ -97,22 +100,19 @@ class WindowColumns:
             return made
         return _empty(shape, a.dtype)
 
-    def _write(self, unit: int, arrays: list[Any]) -> bool:
+    def _write(self, unit: int, arrays: list[np.ndarray | None]) -> bool:
         places = self.places.result().get(unit)
         if places is None:
             return True
         at, picked = places
+        whole = _each_row_once(at, picked, len(arrays[0]) if arrays and arrays[0] is not None else -1)
         for a, out in zip(arrays, self.columns):
-            if isinstance(a, pa.ChunkedArray) and out is not None:
-                out[at] = a.take(pa.array(picked)).to_numpy()  # objects made in the order written
-                continue
             if a is None or out is None or a.dtype != out.dtype or a.shape[1:] != out.shape[1:]:
                 return False
-            scratch = np.empty((min(BLOCK_ROWS, len(at)), *a.shape[1:]), dtype=a.dtype)
-            for s in range(0, len(at), BLOCK_ROWS):
-                part = scratch[: len(at[s : s + BLOCK_ROWS])]
-                np.take(a, picked[s : s + BLOCK_ROWS], axis=0, out=part, mode="clip")  # "raise" buffers `out`
-                out[at[s : s + BLOCK_ROWS]] = part
+            if whole is not None:
+                out[whole] = a
+            else:
+                _scatter(out, a, at, picked)
         return True
 
     def result(self) -> list[np.ndarray] | None:
@@ -127,6 +127,29 @@ class WindowColumns:
         """Cancel the writes not started yet."""
         for f in self.writes:
             f.cancel()
+
+
+def _each_row_once(at: np.ndarray, picked: np.ndarray, n: int) -> np.ndarray | None:
+    """Where each of a unit's ``n`` rows goes when the window holds every one of them
+    once (it is then written in one pass), else None (some are elsewhere, or repeated)."""
+    if len(picked) != n:
+        return None
+    seen = np.zeros(n, dtype=np.bool_)
+    seen[picked] = True
+    if not seen.all():  # a repeated source's unit: some rows twice, some not at all
+        return None
+    where = np.empty(n, dtype=np.intp)
+    where[picked] = at
+    return where
+
+
+def _scatter(out: np.ndarray, a: np.ndarray, at: np.ndarray, picked: np.ndarray) -> None:
+    """``out[at] = a[picked]`` for some of a unit's rows, in blocks of rows that stay in cache."""
+    scratch = np.empty((min(BLOCK_ROWS, len(at)), *a.shape[1:]), dtype=a.dtype)
+    for s in range(0, len(at), BLOCK_ROWS):
+        part = scratch[: len(at[s : s + BLOCK_ROWS])]
+        np.take(a, picked[s : s + BLOCK_ROWS], axis=0, out=part, mode="clip")  # "raise" buffers `out`
+        out[at[s : s + BLOCK_ROWS]] = part
 
 
 def _empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
@@ -209,7 +232,7 @@ def load_window(window: tuple[list[int], np.ndarray, np.ndarray], units: Iterato
             if build is None and not win.tables and scatterable(win.schema, batch_format):
                 build = WindowColumns(unit_ids, rows, win.schema, pool, ready)
             if build is not None:
-                build.add(u, table, views)
+                build.add(u, views)
             else:
                 win.tables[u] = table
                 win.views.update(views)

@@ -41,7 +41,7 @@ import pyarrow as pa
 from shardwise.errors import PlanError
 from shardwise.loader.convert import column_to_numpy, is_ragged, pad, torch_other
 from shardwise.loader.gather import Views, column_to_arrow, gather_columns, unit_views
-from shardwise.loader.scatter import Window, columns_ahead, load_window, scatterable
+from shardwise.loader.scatter import Window, columns_ahead, load_window
 from shardwise.loader.stream import Reading
 from shardwise.loader.transport import NumpyColumn
 from shardwise.plan.compose import WindowSource
@@ -157,16 +157,15 @@ def _reuse(early: dict[int, Future[_Loaded]], load: Callable[[int], _Loaded]) ->
 
 
 def _unit_loader(reading: Reading) -> Callable[[int], _Loaded]:
-    """Reads a unit and prepares what gathers take from it (its numeric views and, for
-    numpy and torch batches gathered by pieces, its strings as Python objects) on the
-    reading thread. A column that became Python objects is not kept twice: its Arrow
-    data is let go."""
+    """Reads a unit and prepares what gathers and window columns take from it (its
+    numeric views and, for numpy and torch batches, its strings as Python objects) on
+    the reading thread, also while the window's order is still being worked out. A
+    column that became Python objects is not kept twice: its Arrow data is let go."""
     load = reading.loader()
+    objects = reading.batch_format != "arrow"
 
     def load_unit(u: int) -> _Loaded:
         table = load(u)
-        # strings of a window built in order become objects as they are written in order
-        objects = reading.batch_format != "arrow" and not scatterable(table.schema, reading.batch_format)
         views = unit_views({u: table}, u, objects)
         for i, f in enumerate(table.schema):
             view = views[(u, i)]
