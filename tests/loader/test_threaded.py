@@ -307,3 +307,52 @@ def test_strings_turned_into_objects_are_not_kept_twice(typed: Path, fmt: str, c
     # numpy and torch batches, windows built in order or gathered by pieces alike
     assert table.schema == reading.loader()(1).schema and table.column("text").null_count == table.num_rows
     assert views[(1, 1)].tolist() == original.to_pylist()  # the only copy: Python objects
+
+
+@pytest.mark.parametrize("interleave", [64, 2])
+def test_one_window_reads_on_past_the_budget_until_its_order_is_known(data: Path, interleave: int,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # prefetch_bytes=1: one unit early; a worker whose units make one window reads on, a unit
+    # after another, up to half of the window's bytes, while its order is worked out
+    import time
+
+    from shardwise.plan.worker import WorkerPlan
+
+    ds = StreamingDataset(str(data), batch_size=32, interleave=interleave, batch_format="numpy", seed=4,
+                          prefetch_bytes=1)
+    units = ds.plan(num_workers=1).worker(0, 0).units()
+    read: list[int] = []
+    early: list[list[int]] = []
+    original_load, original_windows = threaded._unit_loader, WorkerPlan.iter_windows
+
+    def recording_loader(*args: Any) -> Any:
+        load = original_load(*args)
+
+        def load_unit(u: int) -> Any:
+            read.append(u)
+            return load(u)
+
+        return load_unit
+
+    def windows(self: WorkerPlan) -> Any:
+        last, deadline = -1, time.monotonic() + 10
+        while len(read) != last and time.monotonic() < deadline:  # until no more reads start
+            last = len(read)
+            time.sleep(0.3)
+        if not early:  # the loader's (the plan's batches below ask too)
+            early.append(list(read))
+        return original_windows(self)
+
+    monkeypatch.setattr(threaded, "_unit_loader", recording_loader)
+    monkeypatch.setattr(WorkerPlan, "iter_windows", windows)
+    got = [_ids(b) for b in ds]
+    starts = np.cumsum([0, *ds.counts.tolist()])
+    assert got == [[int(starts[u]) + int(r) for u, r in b] for b in ds.plan(num_workers=1).rank_batches(0)]
+    size = {u: 2 * ds.index.units[u].num_bytes for u in units}
+    if interleave == 2:  # several windows: the budget only
+        assert early == [units[:1]]
+        return
+    n = len(early[0])
+    assert early[0] == units[:n] and 2 < n < len(units)
+    assert sum(size[u] for u in units[:n]) <= sum(size.values()) // 2 < sum(size[u] for u in units[: n + 1])
+    assert sorted(read) == sorted(units)  # each unit read once

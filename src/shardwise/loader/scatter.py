@@ -184,19 +184,30 @@ def columns_ahead(n: int, first: Future[tuple[pa.Table, Views]], unit: int) -> d
 
 def _places(unit_ids: np.ndarray, rows: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """For each unit: where its samples go in the window, and which of its rows they are."""
-    units = np.unique(unit_ids)
+    units, counts = _units_of(unit_ids)
     if len(units) <= 1 << 16:  # the window's own unit numbers: numpy sorts 16-bit keys by radix, 2x faster
-        order = np.argsort(np.searchsorted(units, unit_ids).astype(np.uint16), kind="stable")
+        rank = np.zeros(int(units[-1]) + 1 if len(units) else 0, dtype=np.uint16)
+        rank[units] = np.arange(len(units))
+        order = np.argsort(rank[unit_ids], kind="stable")
     else:
         order = np.argsort(unit_ids, kind="stable")
-    grouped = unit_ids[order]
-    cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
+    ends = np.cumsum(counts).tolist()
     out: dict[int, Any] = {}
-    for a, b in zip([0, *cuts], [*cuts, len(order)]):
-        if b > a:
-            at = order[a:b]
-            out[int(grouped[a])] = (at, rows[at])
+    for u, a, b in zip(units.tolist(), [0, *ends[:-1]], ends):
+        at = order[a:b]
+        out[u] = (at, rows[at])
     return out
+
+
+def _units_of(unit_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The window's units (ascending) and their samples: counted (one pass, no sort)
+    when unit numbers are not much larger than the window."""
+    if len(unit_ids) and int(unit_ids.max()) < 4 * len(unit_ids) + (1 << 16) and int(unit_ids.min()) >= 0:
+        counts = np.bincount(unit_ids)
+        units = np.flatnonzero(counts)
+        return units, counts[units]
+    units, counts = np.unique(unit_ids, return_counts=True)
+    return units, counts
 
 
 @dataclass
