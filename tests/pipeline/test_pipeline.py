@@ -253,10 +253,13 @@ def test_small_input_runs_in_the_driver_with_the_pool_output(src: Path, tmp_path
     run(tmp_path / "driver-local", "local")
     assert not opened
     monkeypatch.setattr(runner, "IN_DRIVER_WORK", 0)
-    pooled = run(tmp_path / "pool", None)
+    pooled = run(tmp_path / "pool", None)  # under CALLER_SLOT_WORK: the driver is one of the pool's slots
     assert opened  # the stage maps and the dedup's maps went to the pool
     assert pooled.rows_out == small.rows_out < small.rows_in
+    monkeypatch.setattr(runner, "CALLER_SLOT_WORK", 0)
+    run(tmp_path / "workers", "local")  # workers only
     assert _files(tmp_path / "pool") == _files(tmp_path / "driver") == _files(tmp_path / "driver-local")
+    assert _files(tmp_path / "workers") == _files(tmp_path / "pool")
     # a user function keeps the pool (its crash must not take the driver down)
     opened.clear()
     monkeypatch.setattr(runner, "IN_DRIVER_WORK", 2**40)

@@ -11,6 +11,7 @@ caller has threads (tokenizers, Arrow thread pools, gRPC).
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing.connection as mpc
 import pickle
 import queue
@@ -21,12 +22,13 @@ from concurrent.futures import wait as futures_wait
 from typing import Any
 
 from shardwise.parallel import _task
+from shardwise.parallel._caller import CallerSlot
 from shardwise.parallel._procs import WorkerProcess
 from shardwise.parallel._task import Outcome, by_value, run_chunk
 from shardwise.parallel._worker import dumps
 from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_count
 
-__all__ = ["LocalBackend", "SequentialBackend", "ThreadBackend"]
+__all__ = ["LocalBackend", "SequentialBackend", "ThreadBackend", "caller_pool"]
 
 
 class _Worker:
@@ -34,6 +36,7 @@ class _Worker:
 
     def __init__(self, wait: bool = True) -> None:
         self.proc = WorkerProcess(wait)
+        self.ready = wait  # else: its "ready" message is still to come
         self.conn = self.proc.conn
         self.fn_key = -1
         self.chunk_id: int | None = None
@@ -55,32 +58,57 @@ class _LocalSession(Session):
         backend._fn_key += 1
         self.key = backend._fn_key
         self.blob = dumps(("fn", self.key, by_value((fn, retry_on))))
-        self.workers = backend._take_workers(parallelism)
-        self.pending: list[tuple[int, Sequence[tuple[int, Any]]]] = []
         self.count = 0
+        self._count_lock = threading.Lock()
+        here = bool(backend.options.get("caller_slot")) and parallelism > 1
+        self.here = CallerSlot(fn, retry_on, self._add) if here else None
+        # with the caller as a slot, chunks start there while the workers are starting
+        self.workers = backend._take_workers(parallelism - 1 if here else parallelism, wait=not here)
+        self.pending: list[tuple[int, Sequence[tuple[int, Any]]]] = []
+
+    def _add(self, n: int) -> None:
+        with self._count_lock:
+            self.count += n
 
     def _dispatch(self) -> None:
         for w in self.workers:
             if not self.pending:
                 return
-            if w.chunk_id is None:
+            if w.ready and w.chunk_id is None:
                 chunk_id, chunk = self.pending.pop(0)
                 if w.fn_key != self.key:
                     w.conn.send_bytes(self.blob)
                     w.fn_key = self.key
                 w.conn.send_bytes(dumps(("chunk", self.key, chunk_id, chunk)))
                 w.chunk_id = chunk_id
+        if self.pending and self.here is not None and self.here.chunk_id is None:
+            self.here.start(*self.pending.pop(0))
 
     def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
         self.pending.append((chunk_id, chunk))
         self._dispatch()
 
     def wait(self, timeout: float) -> list[Finished]:
-        busy = [w for w in self.workers if w.chunk_id is not None]
-        if not busy:
+        handles: list[Any] = [w.conn for w in self.workers if w.chunk_id is not None or not w.ready]
+        if self.here is not None and self.here.chunk_id is not None:
+            handles.append(self.here.signal)
+        if not handles:
             return []
-        handles: list[Any] = [w.conn for w in busy]
         ready = set(mpc.wait(handles, timeout))
+        for w in self.workers:
+            if not w.ready and w.conn in ready:
+                w.proc.wait_ready()  # its "ready" (or WorkerStartError if it died first)
+                w.ready = True
+        done: list[Finished] = []
+        if self.here is not None and self.here.signal in ready:
+            done.append(self.here.finish())
+        done.extend(self._collect(ready))
+        self._dispatch()
+        return done
+
+    def _collect(self, ready: set[Any]) -> list[Finished]:
+        """Finished chunks of the workers whose sockets are ``ready``; a lost worker's
+        chunk is reported lost and the worker replaced."""
         done: list[Finished] = []
         for i, w in enumerate(list(self.workers)):
             if w.chunk_id is None or w.conn not in ready:
@@ -90,7 +118,7 @@ class _LocalSession(Session):
                 while w.conn.poll():
                     msg = pickle.loads(w.conn.recv_bytes())
                     if msg[0] == "count":
-                        self.count += msg[1]
+                        self._add(msg[1])
                     elif msg[0] == "done":
                         done.append((msg[1], msg[2]))
                         w.chunk_id = None
@@ -102,11 +130,11 @@ class _LocalSession(Session):
                 done.append((w.chunk_id, WorkerLost(w.proc.describe())))
                 w.stop(kill=True)
                 self.workers[i] = _Worker()
-        self._dispatch()
         return done
 
     def counters(self) -> int:
-        n, self.count = self.count, 0
+        with self._count_lock:
+            n, self.count = self.count, 0
         return n
 
     def close(self, cancel: bool) -> None:
@@ -115,11 +143,17 @@ class _LocalSession(Session):
                 if w.chunk_id is not None:
                     w.stop(kill=True)
                     self.workers[i] = _Worker()
+        if self.here is not None:
+            self.here.close()
         self.backend._return_workers(self.workers)
 
 
 class LocalBackend(Backend):
-    """A pool of worker processes on this machine (the default backend)."""
+    """A pool of worker processes on this machine (the default backend).
+
+    With the option ``caller_slot=True`` the calling process is one of the ``n_jobs``
+    slots: one worker process fewer is started, and the caller runs chunks on a thread
+    while the workers start (for shardwise's own tasks; see :func:`caller_pool`)."""
 
     name = "local"
 
@@ -132,7 +166,9 @@ class LocalBackend(Backend):
     def slots(self) -> int:
         return self.n_jobs or cpu_count()
 
-    def _take_workers(self, n: int) -> list[_Worker]:
+    def _take_workers(self, n: int, wait: bool = True) -> list[_Worker]:
+        """``n`` workers, idle ones first; with ``wait`` all ready for work, else fresh
+        ones may still be starting (:attr:`_Worker.ready` says)."""
         with self._lock:
             alive = [w for w in self._idle if w.proc.is_alive()]
             for w in self._idle:
@@ -141,8 +177,10 @@ class LocalBackend(Backend):
             taken, self._idle = alive[:n], alive[n:]
         fresh = [_Worker(wait=False) for _ in range(n - len(taken))]  # interpreters start side by side
         try:
-            for w in fresh:
-                w.proc.wait_ready()
+            for w in (taken + fresh) if wait else ():
+                if not w.ready:
+                    w.proc.wait_ready()
+                    w.ready = True
         except BaseException:
             for w in fresh:
                 w.proc.kill()
@@ -161,6 +199,21 @@ class LocalBackend(Backend):
             idle, self._idle = self._idle, []
         for w in idle:
             w.stop(kill=False)
+
+
+_caller_pool: LocalBackend | None = None
+_caller_pool_lock = threading.Lock()
+
+
+def caller_pool() -> LocalBackend:
+    """The process-wide ``LocalBackend(caller_slot=True)`` (closed at exit): the pool a
+    pipeline of shardwise's own operators uses for a mid-sized input."""
+    global _caller_pool
+    with _caller_pool_lock:
+        if _caller_pool is None:
+            _caller_pool = LocalBackend(caller_slot=True)
+            atexit.register(_caller_pool.close)
+        return _caller_pool
 
 
 class _ExecutorSession(Session):

@@ -38,6 +38,10 @@ MANIFEST_VERSION = 2
 #: the local pool runs its tasks in the driver: serially, that much work takes about as
 #: long (~0.5 s) as starting the pool's worker interpreters and their imports
 IN_DRIVER_WORK = 32 * 2**20
+#: estimated work up to which such a run takes the calling process as one of the pool's
+#: slots (one worker interpreter fewer to start); above, a worker's start is too small a
+#: share of the run to matter, and the driver stays out of the work
+CALLER_SLOT_WORK = 2**30
 
 
 @dataclass
@@ -129,17 +133,27 @@ def run_pipeline(
 
 
 def _backend_for(backend: BackendSpec, index: DatasetIndex, ops: Sequence[Op]) -> BackendSpec:
-    """``backend``, except that a small input (:data:`IN_DRIVER_WORK`) bound for the local
-    pool (``backend`` None or ``"local"``, no :func:`~shardwise.parallel_backend` block)
-    runs in the driver when every operator is shardwise's own: a pool could not pay for
-    its start. User functions keep the pool (a crash in one is a worker's, and retried).
-    The tasks are the same, so is the output."""
+    """``backend``, except on the local pool (``backend`` None or ``"local"``, no
+    :func:`~shardwise.parallel_backend` block) when every operator is shardwise's own: a
+    small input (:data:`IN_DRIVER_WORK`) runs in the driver, as a pool could not pay for
+    its start, and a mid-sized one (:data:`CALLER_SLOT_WORK`) on a pool with the driver as
+    one of its slots (:func:`~shardwise.parallel.local.caller_pool`). User functions keep
+    the pool (a crash in one is a worker's, and retried). The tasks are the same, so is
+    the output."""
     if backend not in (None, "local") or (backend is None and active_backend() is not None):
         return backend
     if not all(str(getattr(getattr(op.fn, "fn", op.fn), "__module__", "")).startswith("shardwise.") for op in ops):
         return backend
-    work = max([1.0, *(op.dedup.work_per_byte for op in ops if op.kind == "dedup" and op.dedup is not None)])
-    return "sequential" if index.num_bytes * work <= IN_DRIVER_WORK else backend
+    work = index.num_bytes * max([1.0, *(op.dedup.work_per_byte for op in ops
+                                         if op.kind == "dedup" and op.dedup is not None)])
+    if work <= IN_DRIVER_WORK:
+        return "sequential"
+    if work > CALLER_SLOT_WORK:
+        return backend
+    # imported here: a worker process that imports the pipeline never needs the pool
+    from shardwise.parallel.local import caller_pool
+
+    return caller_pool()
 
 
 def _decide(layout: Layout, stage: Stage, num_tasks: int, run: Execution) -> dict[str, Any]:
