@@ -53,6 +53,8 @@ def main(fd: int) -> None:
         if msg[0] == "fn":
             fns.clear()
             fns[msg[1]] = _load_fn(msg[2])
+            if len(msg) > 3 and msg[3]:  # the driver waits for it before sending chunks
+                conn.send_bytes(dumps(("loaded", msg[1])))
         elif msg[0] == "chunk":
             _, key, chunk_id, chunk = msg
             fn, retry_on = fns[key]

@@ -14,17 +14,14 @@ from __future__ import annotations
 import atexit
 import multiprocessing.connection as mpc
 import pickle
-import queue
 import threading
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
-from concurrent.futures import wait as futures_wait
 from typing import Any
 
-from shardwise.parallel import _task
 from shardwise.parallel._caller import CallerSlot
-from shardwise.parallel._procs import WorkerProcess
-from shardwise.parallel._task import Outcome, by_value, run_chunk
+from shardwise.parallel._inprocess import SequentialBackend, ThreadBackend
+from shardwise.parallel._procs import WorkerProcess, WorkerStartError
+from shardwise.parallel._task import by_value
 from shardwise.parallel._worker import dumps
 from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_count
 
@@ -36,7 +33,8 @@ class _Worker:
 
     def __init__(self, wait: bool = True) -> None:
         self.proc = WorkerProcess(wait)
-        self.ready = wait  # else: its "ready" message is still to come
+        self.started = wait  # its "ready" message has come (else still to come)
+        self.ready = wait  # it may be sent chunks (a warming worker: once its "loaded" came)
         self.conn = self.proc.conn
         self.fn_key = -1
         self.chunk_id: int | None = None
@@ -52,6 +50,22 @@ class _Worker:
         self.proc.close()
 
 
+def _warm_up(w: _Worker) -> None:
+    """A starting worker's next message: "ready" (it started; raises
+    :class:`WorkerStartError` if it died first), then "loaded" (it may take chunks)."""
+    if not w.started:
+        w.proc.wait_ready()
+        w.started = True
+        if not w.conn.poll():
+            return
+    try:
+        kind = pickle.loads(w.conn.recv_bytes())[0]
+    except (EOFError, OSError):
+        w.proc.join(1)
+        raise WorkerStartError(f"a local worker process died while loading its function: {w.proc.describe()}") from None
+    w.ready = kind == "loaded"
+
+
 class _LocalSession(Session):
     def __init__(self, backend: LocalBackend, fn: Any, retry_on: Any, parallelism: int) -> None:
         self.backend = backend
@@ -65,6 +79,10 @@ class _LocalSession(Session):
         # with the caller as a slot, chunks start there while the workers are starting
         self.workers = backend._take_workers(parallelism - 1 if here else parallelism, wait=not here)
         self.pending: list[tuple[int, Sequence[tuple[int, Any]]]] = []
+        for w in self.workers:  # a starting worker loads the function (its imports) before taking chunks
+            if not w.ready:
+                w.conn.send_bytes(dumps(("fn", self.key, by_value((fn, retry_on)), True)))
+                w.fn_key = self.key
 
     def _add(self, n: int) -> None:
         with self._count_lock:
@@ -97,8 +115,7 @@ class _LocalSession(Session):
         ready = set(mpc.wait(handles, timeout))
         for w in self.workers:
             if not w.ready and w.conn in ready:
-                w.proc.wait_ready()  # its "ready" (or WorkerStartError if it died first)
-                w.ready = True
+                _warm_up(w)
         done: list[Finished] = []
         if self.here is not None and self.here.signal in ready:
             done.append(self.here.finish())
@@ -178,9 +195,9 @@ class LocalBackend(Backend):
         fresh = [_Worker(wait=False) for _ in range(n - len(taken))]  # interpreters start side by side
         try:
             for w in (taken + fresh) if wait else ():
-                if not w.ready:
+                if not w.started:
                     w.proc.wait_ready()
-                    w.ready = True
+                w.started = w.ready = True  # a "loaded" still to come is skipped like any other message
         except BaseException:
             for w in fresh:
                 w.proc.kill()
@@ -214,79 +231,3 @@ def caller_pool() -> LocalBackend:
             _caller_pool = LocalBackend(caller_slot=True)
             atexit.register(_caller_pool.close)
         return _caller_pool
-
-
-class _ExecutorSession(Session):
-    def __init__(self, executor: ThreadPoolExecutor | None, fn: Any, retry_on: Any) -> None:
-        self.executor = executor
-        self.fn = fn
-        self.retry_on = retry_on
-        self.futures: dict[Future[list[Outcome]], int] = {}
-        self.queue: queue.SimpleQueue[tuple[int, Sequence[tuple[int, Any]]]] = queue.SimpleQueue()
-        self.count = 0
-        self._lock = threading.Lock()
-
-    def _add(self, n: int) -> None:
-        with self._lock:
-            self.count += n
-
-    def _run(self, chunk: Sequence[tuple[int, Any]]) -> list[Outcome]:
-        _task.set_reporter(self._add)
-        return run_chunk(self.fn, chunk, self.retry_on)
-
-    def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
-        if self.executor is None:
-            self.queue.put((chunk_id, chunk))
-        else:
-            self.futures[self.executor.submit(self._run, chunk)] = chunk_id
-
-    def wait(self, timeout: float) -> list[Finished]:
-        if self.executor is None:
-            try:
-                chunk_id, chunk = self.queue.get_nowait()
-            except queue.Empty:
-                return []
-            return [(chunk_id, self._run(chunk))]
-        if not self.futures:
-            return []
-        done, _ = futures_wait(list(self.futures), timeout, return_when=FIRST_COMPLETED)
-        return [(self.futures.pop(f), f.result()) for f in done]
-
-    def counters(self) -> int:
-        with self._lock:
-            n, self.count = self.count, 0
-        return n
-
-    def close(self, cancel: bool) -> None:
-        _task.set_reporter(None)
-        for f in self.futures:
-            f.cancel()
-        if self.executor is not None:
-            self.executor.shutdown(wait=True, cancel_futures=True)
-
-
-class ThreadBackend(Backend):
-    """Threads in the caller's process: for I/O-bound work and functions that release the GIL."""
-
-    name = "thread"
-
-    def slots(self) -> int:
-        return self.n_jobs or max(4, cpu_count() * 4)
-
-    def open(self, fn: Any, retry_on: Any, parallelism: int) -> Session:
-        return _ExecutorSession(ThreadPoolExecutor(parallelism, "shardwise"), fn, retry_on)
-
-    def default_chunksize(self, n_items: int | None, parallelism: int) -> int:
-        return 1
-
-
-class SequentialBackend(Backend):
-    """One item after another in the caller's process: for debugging and tiny inputs."""
-
-    name = "sequential"
-
-    def slots(self) -> int:
-        return 1
-
-    def open(self, fn: Any, retry_on: Any, parallelism: int) -> Session:
-        return _ExecutorSession(None, fn, retry_on)
