@@ -21,7 +21,7 @@
   (``k`` hashes per shingle), for comparison with other tools.
 
 ``"oph"`` computes the same values in one of two ways, chosen per document by its number
-of shingles ``n``. Up to ``k / 2``: each shingle's row of ``k`` ranks comes from a small
+of shingles ``n``. Up to ``k``: each shingle's row of ``k`` ranks comes from a small
 table (one or two bytes per bin) and every bin takes the smallest (rank, place in hash
 order), ``n * k`` byte operations for all the documents of one length at once. Above:
 each shingle fills its first bin, then in round ``t`` every shingle visits its ``t``-th
@@ -47,7 +47,7 @@ _GOLDEN = 0x9E3779B97F4A7C15
 MAX_PERM = 1 << 15  # bins and rotations add up in 16 bits
 _CHUNK = 1 << 21  # elements of a temporary (documents x shingles x bins) array
 _ORDERS = 1 << 18  # bin orders, rounded down to (power of two) * k: at least 2**17
-_TABLE_UP_TO = 0.5  # documents of at most this times num_perm shingles go by the rank table
+_TABLE_UP_TO = 1.0  # documents of at most this times num_perm shingles go by the rank table (medium texts: -18% CPU against 0.5)
 
 
 @dataclass(frozen=True)
