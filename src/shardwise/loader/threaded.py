@@ -17,8 +17,7 @@ are cut on the worker's grid of batches, so no batch straddles two pieces; a pie
 spanning two windows is joined once.
 
 Units are read ahead, ``2 * num_threads`` at a time under ``prefetch_bytes``, the first ones
-while the training thread works out the plan's order (on a fresh start; see
-:mod:`shardwise.loader.early`); at most
+while the training thread works out the plan's order (on a fresh start); at most
 ``2 * num_threads`` pieces are gathered ahead. As each unit is read, its string columns
 become Python objects on that thread, once (for numpy and torch batches). Leaving the
 loop early (``break``, then the iterator is garbage-collected) cancels what is queued
@@ -41,7 +40,6 @@ import pyarrow as pa
 
 from shardwise.errors import PlanError
 from shardwise.loader.convert import column_to_numpy, is_ragged, pad, torch_other
-from shardwise.loader.early import EarlyReads
 from shardwise.loader.gather import Views, column_to_arrow, gather_columns, unit_views
 from shardwise.loader.scatter import Window, columns_ahead, load_window
 from shardwise.loader.stream import Reading
@@ -71,13 +69,12 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
     maker = _Maker(reading)
     pool = ThreadPoolExecutor(reading.num_threads, thread_name_prefix="shardwise-loader")
     load = _unit_loader(reading)
-    early = EarlyReads(reading, wp, pool, load)
+    early = _read_early(reading, wp, pool, load)
     ahead, ready = _columns_ahead(reading, wp, early)
     units: Generator[tuple[pa.Table, Views], None, None] | None = None
     pending: deque[Future[Piece]] = deque()
     try:
         windows = list(wp.iter_windows())  # the plan's order, worked out while the first units are read
-        early.stop()
         lengths = [len(order) for _, _, order in windows]
         if sum(lengths) % reading.batch_size:
             raise PlanError(f"internal error: {sum(lengths) % reading.batch_size} samples left over "
@@ -111,18 +108,34 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
             ahead.shutdown(wait=True)
 
 
-def _columns_ahead(reading: Reading, wp: WindowSource, early: EarlyReads
+def _read_early(reading: Reading, wp: WindowSource, pool: ThreadPoolExecutor,
+                load: Callable[[int], _Loaded]) -> dict[int, Future[_Loaded]]:
+    """Start reading the worker's first units (under ``prefetch_bytes``) before its order
+    is worked out, on a fresh start (a resumed worker may skip its first units)."""
+    early: dict[int, Future[_Loaded]] = {}
+    if wp.skip:
+        return early
+    held = 0
+    for u in wp.units()[: 2 * reading.interleave + 2]:  # the pool would idle until the order is known
+        held += reading.size(u)
+        if early and held > reading.prefetch_bytes:
+            break
+        early[u] = pool.submit(load, u)
+    return early
+
+
+def _columns_ahead(reading: Reading, wp: WindowSource, early: dict[int, Future[_Loaded]]
                    ) -> tuple[ThreadPoolExecutor | None, Future[dict[int, np.ndarray]] | None]:
     """On a fresh start of a worker whose units all fit one window (its rows: the
     window's), the window's number columns made on a thread of its own (mapping their
     pages is about 0.35 CPU s per GB) while the training thread works out the order:
     that thread, and the decoding threads once the early reads are done, would otherwise
     run alone. Returns the thread's pool (to shut down) and the columns."""
-    first = early.first()
-    if first is None or reading.batch_format not in ("numpy", "torch") or len(wp.units()) > reading.interleave:
+    if not early or reading.batch_format not in ("numpy", "torch") or len(wp.units()) > reading.interleave:
         return None, None
+    first = next(iter(early))
     ahead = ThreadPoolExecutor(1, thread_name_prefix="shardwise-columns")
-    return ahead, ahead.submit(columns_ahead, wp.num_samples, first[1], first[0])
+    return ahead, ahead.submit(columns_ahead, wp.num_samples, early[first], first)
 
 
 def _ahead(reading: Reading) -> int:
@@ -132,14 +145,13 @@ def _ahead(reading: Reading) -> int:
     return 2 * reading.num_threads
 
 
-def _reuse(early: EarlyReads, load: Callable[[int], _Loaded]) -> Callable[[int], _Loaded]:
+def _reuse(early: dict[int, Future[_Loaded]], load: Callable[[int], _Loaded]) -> Callable[[int], _Loaded]:
     """``load``, taking a unit read early where there is one (once)."""
     def load_unit(u: int) -> _Loaded:
-        fut = early.take(u)
+        fut = early.pop(u, None)
         if fut is None or fut.cancel():  # not read early, or not started yet: read it here
             return load(u)
-        result: _Loaded = fut.result()  # running on another thread, or done
-        return result
+        return fut.result()  # running on another thread, or done
 
     return load_unit
 
