@@ -435,3 +435,12 @@ def test_rolling_shingle_hashes_equal_a_per_window_reference(texts: list[str], n
     sh, offsets = doc_shingles(pa.array(texts), ngram=ngram, unique=unique)
     got = [sh[offsets[d] : offsets[d + 1]].tolist() for d in range(len(texts))]
     assert got == want
+
+
+def test_word_bytes_by_comparisons_equal_the_table() -> None:
+    from shardwise.dedup.shingles import _WORD_BYTE, _word_bytes
+
+    every = np.arange(256, dtype=np.uint8)
+    assert (_word_bytes(every) == _WORD_BYTE[every]).all()
+    assert _word_bytes(np.frombuffer(b"aZ09 _-\xc3\xa9", dtype=np.uint8)).tolist() == [
+        True, True, True, True, False, False, False, True, True]

@@ -160,6 +160,33 @@ def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     return tables
 
 
+def _word_bytes(buf: np.ndarray) -> np.ndarray:
+    """``_WORD_BYTE[buf]`` by comparisons, which run several times faster than a table
+    lookup per byte: ``[0-9A-Za-z]`` (``| 32`` folds ``A-Z`` onto ``a-z`` and nothing else
+    onto it) and every byte from 128."""
+    word = np.subtract(buf | np.uint8(32), np.uint8(97)) < np.uint8(26)
+    word |= np.subtract(buf, np.uint8(48)) < np.uint8(10)
+    word |= buf >= np.uint8(128)
+    return word
+
+
+def _word_bounds(buf: np.ndarray, offs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, ends)`` of the words of ``buf`` (maximal runs of word bytes that do not
+    cross a document's start, ``offs``): the places where word and non-word bytes
+    alternate, found in one pass, and a cut wherever a word runs on into the next document."""
+    n = len(buf)
+    word = _word_bytes(buf)
+    edge = np.empty(n + 1, dtype=bool)
+    edge[0], edge[n] = word[0], word[-1]
+    np.not_equal(word[1:], word[:-1], out=edge[1:n])
+    at = np.flatnonzero(edge)  # start, end, start, end, ...
+    inner = np.unique(offs[(offs > 0) & (offs < n)])
+    cut = inner[word[inner - 1] & word[inner]]
+    if len(cut):  # an end and a start at each such document start
+        at = np.insert(at, np.repeat(np.searchsorted(at, cut), 2), np.repeat(cut, 2))
+    return at[0::2], at[1::2]
+
+
 def _word_hashes(norm: pa.Array, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Hashes of the words of every document (maximal runs of word bytes), concatenated,
     and per-document offsets. A word's hash depends only on its bytes: a polynomial in
@@ -172,15 +199,7 @@ def _word_hashes(norm: pa.Array, seed: int) -> tuple[np.ndarray, np.ndarray]:
     n = len(buf)
     if n == 0:
         return np.zeros(0, np.uint64), np.zeros(len(norm) + 1, np.int64)
-    word = _WORD_BYTE[buf]
-    before = np.zeros(n, dtype=bool)  # is the previous byte of the same document a word byte?
-    before[1:] = word[:-1]
-    before[offs[:-1][offs[:-1] < n]] = False
-    after = np.zeros(n, dtype=bool)
-    after[:-1] = word[1:]
-    after[offs[1:][offs[1:] > 0] - 1] = False
-    starts = np.flatnonzero(word & ~before)
-    ends = np.flatnonzero(word & ~after) + 1
+    starts, ends = _word_bounds(buf, offs)
     out = np.empty(len(starts), dtype=np.uint64)
     i = 0
     with np.errstate(over="ignore"):
@@ -190,7 +209,8 @@ def _word_hashes(norm: pa.Array, seed: int) -> tuple[np.ndarray, np.ndarray]:
             hi = int(ends[j - 1])
             q, q_inv = _power_tables(hi - lo + 1)
             prefix = np.zeros(hi - lo + 1, dtype=np.uint64)
-            np.cumsum(buf[lo:hi].astype(np.uint64) * q[: hi - lo], out=prefix[1:])
+            np.multiply(buf[lo:hi], q[: hi - lo], out=prefix[1:])  # bytes widened on the fly
+            np.cumsum(prefix[1:], out=prefix[1:])
             s, e = starts[i:j] - lo, ends[i:j] - lo
             out[i:j] = (prefix[e] - prefix[s]) * q_inv[s]
             i = j
