@@ -107,3 +107,12 @@ def test_bucket_order_groups_by_band_and_hash_with_documents_in_order() -> None:
         keys = [tuple(x) for x in got[:, :2].tolist()]
         runs = [k for i, k in enumerate(keys) if i == 0 or k != keys[i - 1]]
         assert len(runs) == len(set(runs)), "a bucket's records are contiguous"
+
+
+@given(a=st.sets(st.integers(0, 2**64 - 1), max_size=60), b=st.sets(st.integers(0, 2**64 - 1), max_size=60),
+       shared=st.sets(st.integers(0, 2**64 - 1), max_size=30))
+@settings(max_examples=100, deadline=None)
+def test_shared_count_of_two_sets_by_merging(a: set[int], b: set[int], shared: set[int]) -> None:
+    x, y = a | shared, b | shared
+    got = sets_module.shared_count(np.array(sorted(x), dtype=np.uint64), np.array(sorted(y), dtype=np.uint64))
+    assert got == len(x & y)

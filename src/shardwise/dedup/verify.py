@@ -141,8 +141,8 @@ def exact_similar(shingles: _Shingles | _Candidates, a: np.ndarray, b: np.ndarra
     many at once: each pair's two sets side by side in a row of a 2-D array, merged by a
     stable sort along the rows (two sorted runs: a linear merge), equal neighbours being
     the shingles they share (rows are filled past their length with the largest value, so
-    a row's first ``length`` entries, sorted, are its own). Larger pairs one by one, each
-    shingle of the smaller set looked up in the larger one. The full 64-bit shingles are
+    a row's first ``length`` entries, sorted, are its own). Larger pairs one by one, their
+    two sets merged the same way. The full 64-bit shingles are
     compared, nothing is coded."""
     docs = np.unique(np.concatenate([a, b]))
     ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
