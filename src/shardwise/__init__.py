@@ -1,7 +1,16 @@
-"""shardwise: process large ML datasets on any backend, stream exact shards to training."""
+"""shardwise: process large ML datasets on any backend, stream exact shards to training.
+
+The public names load on first use (PEP 562): ``import shardwise`` costs only the
+exception tree, and a worker process that imports one submodule for its task does not
+pay for the rest of the package (pyarrow, fsspec, the run report, ...).
+"""
 
 from __future__ import annotations
 
+import importlib as _importlib
+import sys as _sys
+import types as _types
+from typing import TYPE_CHECKING
 from typing import Any as _Any
 
 from shardwise.errors import (
@@ -17,17 +26,17 @@ from shardwise.errors import (
     UnsafeMemberError,
     UnsupportedError,
 )
-from shardwise.index import DatasetIndex, open_dataset
-from shardwise.parallel import parallel_backend, parallel_map
-from shardwise.pipeline import read_jsonl, read_parquet, read_webdataset
 from shardwise.pipeline.hooks import on_run_published as _on_run_published
-from shardwise.prepare import prepare
-from shardwise.report import write_run_report as _write_run_report
+
+if TYPE_CHECKING:
+    from shardwise.index import DatasetIndex, open_dataset
+    from shardwise.loader import StreamingDataset
+    from shardwise.loader.sources import Source
+    from shardwise.parallel import parallel_backend, parallel_map
+    from shardwise.pipeline import read_jsonl, read_parquet, read_webdataset
+    from shardwise.prepare import prepare
 
 __version__ = "0.1.0"
-
-# every published run gets its _report.html (the pipeline cannot import the report layer)
-_on_run_published("report", _write_run_report)
 
 __all__ = [
     "CommitError",
@@ -54,21 +63,55 @@ __all__ = [
     "read_webdataset",
 ]
 
+# public name -> the module it lives in (StreamingDataset subclasses torch's
+# IterableDataset when torch is installed: built on first use, never at import)
+_LAZY = {
+    "DatasetIndex": "shardwise.index",
+    "open_dataset": "shardwise.index",
+    "parallel_backend": "shardwise.parallel",
+    "parallel_map": "shardwise.parallel",
+    "prepare": "shardwise.prepare",
+    "read_jsonl": "shardwise.pipeline",
+    "read_parquet": "shardwise.pipeline",
+    "read_webdataset": "shardwise.pipeline",
+    "StreamingDataset": "shardwise.loader",
+    "Source": "shardwise.loader.sources",
+}
+
 
 def __getattr__(name: str) -> _Any:
-    # StreamingDataset subclasses torch's IterableDataset when torch is installed; build it
-    # on first use so that `import shardwise` never imports torch.
-    if name == "StreamingDataset":
-        from shardwise.loader import StreamingDataset
-
-        return StreamingDataset
-    if name == "Source":
-        from shardwise.loader.sources import Source
-
-        return Source
-    raise AttributeError(f"module 'shardwise' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'shardwise' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
 
 def __dir__() -> list[str]:
-    # the lazily built StreamingDataset is public too: list it for completion and dir()
+    # the lazily loaded public names are listed for completion and dir()
     return sorted(set(globals()) | set(__all__))
+
+
+class _Package(_types.ModuleType):
+    """The ``shardwise`` module: ``shardwise.prepare`` stays the function even though
+    the first import of the subpackage of the same name binds the subpackage here."""
+
+    def __setattr__(self, name: str, value: _Any) -> None:
+        if name == "prepare" and isinstance(value, _types.ModuleType):
+            value = value.prepare
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
+
+
+def _write_run_report(output: str, storage_options: dict[str, _Any]) -> object:
+    """Every published run gets its ``_report.html``; the report layer (which the
+    pipeline cannot import) loads when the first run is published, not with shardwise."""
+    from shardwise.report import write_run_report
+
+    return write_run_report(output, storage_options)
+
+
+_on_run_published("report", _write_run_report)

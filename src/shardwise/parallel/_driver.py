@@ -3,15 +3,12 @@ lost workers, errors with the item index, progress bars and Ctrl-C cancellation.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import itertools
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
-
-from tqdm.auto import tqdm
 
 from shardwise.errors import ConfigError, TaskError
 from shardwise.parallel._registry import (
@@ -40,14 +37,28 @@ __all__ = [
 T = TypeVar("T")
 R = TypeVar("R")
 
+class _NoBar:
+    """The bar of a run without progress output: tqdm (and the ~0.1 s of its imports)
+    only loads when a bar is shown, so a worker or a quiet run never pays for it."""
+
+    def update(self, n: int = 1) -> None:
+        """Nothing to draw."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
 def _bar(total: int | None, desc: str | None, enabled: bool, unit: str = "task") -> Any:
+    if not enabled or os.environ.get("SHARDWISE_PROGRESS") == "0":
+        return _NoBar()
+    from tqdm.auto import tqdm
+
     tty = sys.stderr.isatty()
     env_interval = os.environ.get("TQDM_MININTERVAL")
     return tqdm(
         total=total,
         desc=desc or "tasks",
         unit=unit,
-        disable=not enabled or os.environ.get("SHARDWISE_PROGRESS") == "0",
         mininterval=float(env_interval) if env_interval else (0.1 if tty else 10.0),
         dynamic_ncols=tty,
         ascii=not tty,
@@ -204,6 +215,8 @@ def _check_options(caller: str, options: dict[str, Any]) -> None:
     known = [p for p in inspect.signature(imap_unordered).parameters if p not in ("fn", "items")]
     for key in options:
         if key not in known:
+            import difflib
+
             near = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             if difflib.get_close_matches(key, ["n_jobs"], n=1):
