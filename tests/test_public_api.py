@@ -60,6 +60,26 @@ def test_import_does_not_load_optional_packages() -> None:
     assert out.stdout.strip() == ""
 
 
+def test_import_is_lazy_and_names_load_on_first_use() -> None:
+    # a pool worker imports shardwise for one task: the package itself costs the error
+    # tree only, and a run without a progress bar never loads tqdm
+    code = (
+        "import sys, shardwise;"
+        "eager = [m for m in ('pyarrow', 'numpy', 'fsspec', 'tqdm', 'shardwise.report', 'shardwise.index',"
+        " 'shardwise.pipeline.api') if m in sys.modules];"
+        "from shardwise.prepare.steps import expand_steps;"  # the subpackage first: the name stays the function
+        "fn = shardwise.prepare; import shardwise.prepare.api;"
+        "print(','.join(eager), callable(shardwise.prepare) and fn is shardwise.prepare,"
+        " shardwise.read_jsonl.__name__, shardwise.DatasetIndex.__name__,"
+        " shardwise.parallel_map(abs, [-1, -2], backend='sequential', progress=False),"
+        " 'tqdm' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "read_jsonl", "DatasetIndex", "[1,", "2]", "False"]
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = shardwise.nope
+
+
 def test_errors_share_one_base() -> None:
     for name in shardwise.__all__:
         obj = getattr(shardwise, name)

@@ -167,7 +167,9 @@ def _decide(layout: Layout, stage: Stage, num_tasks: int, run: Execution) -> dic
     for t, keep in enumerate(decision.masks):
         buf = io.BytesIO()
         np.save(buf, np.asarray(keep, dtype=bool))
-        with atomic_write(layout.stage_file(stage.index + 1, t, "keep.npy"), **layout.storage_options) as f:
+        # recomputed by every run before the next stage starts: no fsync (durable=False)
+        with atomic_write(layout.stage_file(stage.index + 1, t, "keep.npy"), durable=False,
+                          **layout.storage_options) as f:
             f.write(buf.getvalue())
     column = getattr(stage.dedup.dedup, "column", None)
     examples = audit_examples(layout, stage.index, stage.dedup_name, column if isinstance(column, str) else None)
