@@ -4,6 +4,7 @@ The S3 tests run against a real SeaweedFS server started by the ``s3_server``
 fixture (tests/_s3server.py) and are marked ``engine``.
 """
 
+import errno
 import io
 import json
 import os
@@ -286,6 +287,11 @@ def test_is_transient_classification() -> None:
     assert is_transient(Exception("Throttling: rate exceeded"))
     assert not is_transient(FileNotFoundError("503 in the name"))  # never retried, whatever the text
     assert not is_transient(ValueError("nope"))
+    # what s3fs makes of a server's 5xx answers (InternalError, ServiceUnavailable) while it starts again
+    assert is_transient(OSError(getattr(errno, "EREMOTEIO", errno.EIO), "We encountered an internal error, please try again."))
+    assert is_transient(OSError(errno.EBUSY, "Service Unavailable"))
+    assert is_transient(Exception("InternalError: we encountered an internal error"))
+    assert not is_transient(OSError(errno.EINVAL, "Invalid argument"))
 
 
 # --------------------------------------------------------------------------- atomic_write

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import random
 import time
@@ -32,7 +33,13 @@ _TRANSIENT_NAMES = {
     "SlowDown",
 }
 _TRANSIENT_TEXT = ("slow down", "throttl", "503", "500 internal", "timed out", "reset by peer",
-                   "cannot connect to host", "connect call failed", "could not connect to the endpoint")
+                   "cannot connect to host", "connect call failed", "could not connect to the endpoint",
+                   "internal error", "please try again", "service unavailable")
+# s3fs turns an object store's 5xx answers into OSErrors with these numbers: InternalError
+# and 500 into EREMOTEIO, ServiceUnavailable, SlowDown and 503 into EBUSY. A server that is
+# starting again (or failing over) answers so until it is ready.
+_TRANSIENT_ERRNOS = {getattr(errno, "EREMOTEIO", errno.EIO), errno.EBUSY, errno.ETIMEDOUT, errno.ECONNRESET,
+                     errno.ECONNREFUSED, errno.ECONNABORTED}
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -42,6 +49,8 @@ def is_transient(exc: BaseException) -> bool:
     for cls in type(exc).__mro__:
         if cls.__name__ in _TRANSIENT_NAMES:
             return True
+    if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS:
+        return True
     text = str(exc).lower()
     return any(t in text for t in _TRANSIENT_TEXT)
 
