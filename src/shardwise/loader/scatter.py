@@ -186,9 +186,7 @@ def _places(unit_ids: np.ndarray, rows: np.ndarray) -> dict[int, tuple[np.ndarra
     """For each unit: where its samples go in the window, and which of its rows they are."""
     units, counts = _units_of(unit_ids)
     if len(units) <= 1 << 16:  # the window's own unit numbers: numpy sorts 16-bit keys by radix, 2x faster
-        rank = np.zeros(int(units[-1]) + 1 if len(units) else 0, dtype=np.uint16)
-        rank[units] = np.arange(len(units))
-        order = np.argsort(rank[unit_ids], kind="stable")
+        order = np.argsort(_ranks(units, unit_ids), kind="stable")
     else:
         order = np.argsort(unit_ids, kind="stable")
     ends = np.cumsum(counts).tolist()
@@ -197,6 +195,16 @@ def _places(unit_ids: np.ndarray, rows: np.ndarray) -> dict[int, tuple[np.ndarra
         at = order[a:b]
         out[u] = (at, rows[at])
     return out
+
+
+def _ranks(units: np.ndarray, unit_ids: np.ndarray) -> np.ndarray:
+    """Each sample's unit as its rank among the window's (at most 2**16) ``units``: by a
+    lookup table when unit numbers are not much larger than the window, else by search."""
+    if len(units) and int(units[-1]) < 4 * len(unit_ids) + (1 << 16):
+        rank = np.zeros(int(units[-1]) + 1, dtype=np.uint16)
+        rank[units] = np.arange(len(units))
+        return rank[unit_ids]
+    return np.searchsorted(units, unit_ids).astype(np.uint16)
 
 
 def _units_of(unit_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
