@@ -1,6 +1,7 @@
 """Vectorised shingling of whole Arrow batches.
 
-Text is normalised (NFKC, lower case, punctuation to spaces, whitespace collapsed), cut
+Text is normalised (:mod:`shardwise.dedup.normalise`: NFKC, lower case, every run of
+characters outside letters and digits a separator), cut
 into word tokens (``tokenization="word"``) or characters (``"char"``), and every run of
 ``ngram`` consecutive tokens is hashed to 64 bits with a polynomial over per-token hashes,
 in numpy over the whole batch. A document with fewer tokens than ``ngram`` becomes one
@@ -14,8 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shardwise.dedup.normalise import normalise as _normalise
+from shardwise.dedup.normalise import normalise_chars as _normalise_chars
 from shardwise.errors import ConfigError
-from shardwise.ops._fast import _buffers, collapse_ascii_runs
+from shardwise.ops._fast import _buffers
 
 __all__ = ["doc_shingles", "jaccard"]
 
@@ -31,107 +34,6 @@ def _mix(x: np.ndarray) -> np.ndarray:
     x = x ^ (x >> np.uint64(27))
     x = x * _M2
     return x ^ (x >> np.uint64(31))
-
-
-def _normalise(texts: pa.Array) -> pa.Array:
-    """NFKC and lower case; every run of non-ASCII characters outside ``[\\pL\\pN]`` also
-    becomes one space. ASCII characters other than ``[0-9A-Za-z]`` are left for the word
-    tokenizer, which treats every such byte as a separator (the same words as turning every
-    run outside ``[\\pL\\pN]`` into a space, for a fraction of the regex's work);
-    :func:`_normalise_chars` collapses them.
-
-    ASCII text is only lower-cased (NFKC leaves it as it is), in numpy over the whole
-    buffer; the Unicode kernels run on the *pieces* of text around non-ASCII characters
-    alone (:func:`_non_ascii_pieces`), and their results are put back in place. A long
-    web page with a few curly quotes costs its bytes once, not three Unicode passes."""
-    texts = pc.fill_null(texts, "")
-    if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks()
-    if texts.offset:
-        texts = pa.concat_arrays([texts])
-    low = pc.ascii_lower(texts)  # only ASCII letters change, in every row
-    offsets, data = _buffers(low)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    buf, offs = data[lo:hi], offsets - lo
-    starts, ends = _non_ascii_pieces(buf, offs)
-    if not len(starts):
-        return low
-    lengths = ends - starts
-    piece_offsets = np.concatenate([[0], np.cumsum(lengths)])
-    pieces = pa.Array.from_buffers(pa.large_string(), len(starts), [None, pa.py_buffer(piece_offsets),
-                                                                    pa.py_buffer(buf[_ranges(starts, lengths)])])
-    done = pc.replace_substring_regex(pc.utf8_lower(pc.utf8_normalize(pieces, "NFKC")), r"[^\x00-\x7f\pL\pN]+", " ")
-    return _splice(low.type, offs, buf, starts, ends, done)
-
-
-def _non_ascii_pieces(buf: np.ndarray, offs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(starts, ends)`` of the byte ranges the Unicode kernels must see: each maximal run
-    of non-ASCII bytes within a row, with the ASCII byte before it when the row has one (a
-    combining mark composes with it under NFKC, ``e`` + U+0301 into ``é``). Anywhere
-    before an ASCII character the text can be cut without changing what NFKC, lower case
-    or the regex make of it: no composition has an ASCII character second, and ASCII is
-    never part of a multi-byte character."""
-    at = np.flatnonzero(buf >= 128)
-    if not len(at):
-        return at, at
-    row = np.searchsorted(offs, at, side="right") - 1
-    first = np.ones(len(at), dtype=bool)  # the first byte of a run
-    first[1:] = (np.diff(at) != 1) | (row[1:] != row[:-1])
-    last = np.append(first[1:], True)
-    starts = at[first]
-    starts -= starts > offs[row[first]]  # the ASCII byte before, in the same row
-    return starts.astype(np.int64), (at[last] + 1).astype(np.int64)
-
-
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every ``i``, concatenated."""
-    first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    return np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()))
-
-
-def _inside(n: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """A mask of length ``n``: True inside the ranges ``starts[i] .. starts[i] + lengths[i]``
-    (work in proportion to their bytes, few next to ``n``)."""
-    mask = np.zeros(n, dtype=bool)
-    mask[_ranges(starts, lengths)] = True
-    return mask
-
-
-def _splice(kind: pa.DataType, offs: np.ndarray, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-            done: pa.Array) -> pa.Array:
-    """The rows of ``buf`` (bytes, row offsets ``offs``) with the byte range ``starts[i] ..
-    ends[i]`` replaced by ``done[i]``; ranges are sorted, disjoint and within rows. Bytes
-    outside the ranges are copied by a mask (no index per byte)."""
-    done_offsets, done_data = _buffers(done)
-    done_bytes = done_data[done_offsets[0] : done_offsets[-1]]
-    grown = np.concatenate([[0], np.cumsum(np.diff(done_offsets) - (ends - starts))])
-    new_starts = starts + grown[:-1]
-    out = np.empty(len(buf) + int(grown[-1]), dtype=np.uint8)
-    into = _inside(len(out), new_starts, np.diff(done_offsets))
-    out[into] = done_bytes
-    out[~into] = buf[~_inside(len(buf), starts, ends - starts)]
-    return _string_array(kind, offs + grown[np.searchsorted(starts, offs, side="left")], out)
-
-
-def _string_array(kind: pa.DataType, offsets: np.ndarray, data: np.ndarray) -> pa.Array:
-    """A string array without nulls (``large_string`` when the bytes need 64-bit offsets)."""
-    if pa.types.is_large_string(kind) or int(offsets[-1]) >= 2**31:
-        return pa.Array.from_buffers(pa.large_string(), len(offsets) - 1,
-                                     [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(data)])
-    return pa.Array.from_buffers(pa.string(), len(offsets) - 1,
-                                 [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
-
-
-def _normalise_chars(texts: pa.Array) -> pa.Array:
-    """NFKC, lower case, every run of characters outside ``[\\pL\\pN]`` as one space,
-    trimmed (the text ``tokenization="char"`` shingles)."""
-    return pc.utf8_trim_whitespace(collapse_ascii_runs(_normalise(texts), _ascii_non_alnum))
-
-
-def _ascii_non_alnum(b: np.ndarray) -> np.ndarray:
-    """ASCII bytes other than ``[0-9A-Za-z]`` (never a byte of a multi-byte character)."""
-    low = b | 32  # folds A-Z onto a-z
-    return (b < 128) & ~(((low >= 97) & (low <= 122)) | ((b >= 48) & (b <= 57)))
 
 
 # word bytes: ASCII letters and digits, and every byte of a multi-byte character (after
