@@ -40,26 +40,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
 # _normalise only letters and digits are left outside ASCII)
 _WORD_BYTE = np.zeros(256, dtype=bool)
 _WORD_BYTE[48:58] = _WORD_BYTE[65:91] = _WORD_BYTE[97:123] = _WORD_BYTE[128:] = True
-_Q = np.uint64(0x9E3779B97F4A7C15)  # odd, so invertible modulo 2**64
-_Q_INV = np.uint64(pow(int(_Q), -1, 2**64))
-_SEGMENT = 1 << 20  # bytes hashed at once (bounds the power tables)
-# (Q**j, Q**-j) as one tuple, replaced whole: tasks on the thread backend share it, and a
-# reader must never see one table grown and the other not yet
-_powers: tuple[np.ndarray, np.ndarray] = (np.ones(1, np.uint64), np.ones(1, np.uint64))
-
-
-def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``Q**j`` and ``Q**-j`` (mod 2**64) for ``j < n``: computed once per process for a
-    whole segment (longer only for a single word over ``_SEGMENT`` bytes)."""
-    global _powers
-    tables = _powers
-    if len(tables[0]) < n:
-        m = max(n, _SEGMENT + 1)
-        with np.errstate(over="ignore"):
-            tables = (np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(m - 1, _Q, np.uint64))]),
-                      np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(m - 1, _Q_INV, np.uint64))]))
-        _powers = tables
-    return tables
+_CHUNK_SALT = np.uint64(0x9E3779B97F4A7C15)
 
 
 def _word_bytes(buf: np.ndarray) -> np.ndarray:
@@ -91,34 +72,49 @@ def _word_bounds(buf: np.ndarray, offs: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def _word_hashes(norm: pa.Array, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Hashes of the words of every document (maximal runs of word bytes), concatenated,
-    and per-document offsets. A word's hash depends only on its bytes: a polynomial in
-    ``Q`` over them, from prefix sums over the whole buffer (no per-word Python)."""
+    and per-document offsets. A word's hash depends only on its bytes and length
+    (:func:`_word_values`, then a mix), computed per word, not per byte."""
     if norm.offset:
         norm = pa.concat_arrays([norm])
     offsets, data = _buffers(norm)
     buf = data[offsets[0] : offsets[-1]]
     offs = offsets - offsets[0]
-    n = len(buf)
-    if n == 0:
+    if len(buf) == 0:
         return np.zeros(0, np.uint64), np.zeros(len(norm) + 1, np.int64)
     starts, ends = _word_bounds(buf, offs)
-    out = np.empty(len(starts), dtype=np.uint64)
-    i = 0
+    lengths = ends - starts
     with np.errstate(over="ignore"):
-        while i < len(starts):  # segments of whole words, about _SEGMENT bytes each
-            lo = int(starts[i])
-            j = max(i + 1, int(np.searchsorted(ends, lo + _SEGMENT, side="right")))
-            hi = int(ends[j - 1])
-            q, q_inv = _power_tables(hi - lo + 1)
-            prefix = np.zeros(hi - lo + 1, dtype=np.uint64)
-            np.multiply(buf[lo:hi], q[: hi - lo], out=prefix[1:])  # bytes widened on the fly
-            np.cumsum(prefix[1:], out=prefix[1:])
-            s, e = starts[i:j] - lo, ends[i:j] - lo
-            out[i:j] = (prefix[e] - prefix[s]) * q_inv[s]
-            i = j
         salt = np.uint64((seed * 0x9E3779B97F4A7C15 + 0x574F5244) % 2**64)
-        out = _mix(out ^ salt ^ ((ends - starts).astype(np.uint64) << np.uint64(56)))
+        out = _mix(_word_values(buf, starts, lengths) ^ salt ^ (lengths.astype(np.uint64) << np.uint64(56)))
     return out, np.searchsorted(starts, offs).astype(np.int64)
+
+
+def _word_values(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """A 64-bit value of each word's bytes: its first 8 bytes as a little-endian integer
+    (one unaligned load; the bytes past the word shifted out), XOR the mix of each further
+    8-byte chunk plus its chunk number. Words of up to 8 bytes (most) take one load and
+    never collide; longer ones one more load and mix per 8 bytes, all words at once."""
+    n = len(buf)
+    padded = np.zeros(n + 8, dtype=np.uint8)
+    padded[:n] = buf
+    loads = np.ndarray((n + 1,), dtype="<u8", buffer=padded, strides=(1,))  # loads[i]: bytes i .. i + 7
+    out = np.take(loads, starts)
+    past = (64 - 8 * np.minimum(lengths, 8)).astype(np.uint64)  # bits of the bytes past a short word
+    out <<= past
+    out >>= past
+    longer = np.flatnonzero(lengths > 8)
+    if len(longer):
+        extra = (lengths[longer] - 1) // 8  # chunks after the first
+        first = np.cumsum(extra) - extra
+        word = np.repeat(longer, extra)
+        chunk = np.arange(int(extra.sum())) - np.repeat(first, extra) + 1
+        at = starts[word] + 8 * chunk
+        past = (64 - 8 * np.minimum(lengths[word] - 8 * chunk, 8)).astype(np.uint64)
+        values = (np.take(loads, at) << past) >> past
+        with np.errstate(over="ignore"):
+            values = _mix(values + chunk.astype(np.uint64) * _CHUNK_SALT)
+        out[longer] ^= np.bitwise_xor.reduceat(values, first)
+    return out.astype(np.uint64, copy=False)
 
 
 def _tokens(texts: pa.Array, tokenization: str, seed: int) -> tuple[np.ndarray, np.ndarray]:

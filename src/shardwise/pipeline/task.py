@@ -162,17 +162,24 @@ def _write_intermediate(job: Job, dedup: DedupOp, batches: Iterator[pa.RecordBat
         kept.append(batch)
         keys.append(dedup.keys(batch))
     opts = job.layout.storage_options
-    buf = io.BytesIO()
-    if kept:
-        with ipc.new_file(buf, kept[0].schema) as w:
-            for batch in kept:
-                w.write_batch(batch)
     with atomic_write(job.layout.stage_file(job.stage.index, job.task, "arrow"), **opts) as f:
-        f.write(buf.getvalue())
+        if kept:  # straight into the file: a copy through memory cost as much as the write
+            with ipc.new_file(f, kept[0].schema) as w:
+                for batch in kept:
+                    w.write_batch(batch)
     merged = {k: np.concatenate([d[k] for d in keys]) for k in keys[0]} if keys else {}
-    buf = io.BytesIO()
-    np.savez(buf, **merged)  # type: ignore[arg-type]  # numpy's stub types **kwds as its own flags
     with atomic_write(job.layout.stage_file(job.stage.index, job.task, "keys.npz"), **opts) as f:
-        f.write(buf.getvalue())
+        _save_npz(f, merged)
     ledger.rows_out = sum(b.num_rows for b in kept)
     return {}
+
+
+def _save_npz(f: Any, arrays: dict[str, np.ndarray]) -> None:
+    """``np.savez`` into ``f``: straight into a seekable file (a local one), else through
+    memory (zip members then carry their sizes in the header, as local files do)."""
+    if f.seekable():
+        np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as its own flags
+        return
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)  # type: ignore[arg-type]
+    f.write(buf.getvalue())
