@@ -12,25 +12,29 @@ import pyarrow as pa
 __all__ = ["MAX_DEPTH", "depth_bound", "exact_depth", "infer_schema", "mixed_fields", "unify_fields"]
 
 MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have
-_OPEN = np.zeros(256, dtype=np.int8)
-_OPEN[[ord("["), ord("{")]] = 1
-_OPEN[[ord("]"), ord("}")]] = -1
-_DEPTH_CHUNK = 1 << 18
+_DEPTH_CHUNK = 1 << 20  # bytes per pass: three temporaries of this size at most
 _MIXED = {b"shardwise.mixed": b"json"}  # field metadata: values of several JSON types
 _UNTYPED = {b"shardwise.mixed": b"null"}  # field metadata: only nulls seen (a string for now)
 
 
 def depth_bound(data: bytes) -> int:
     """An upper bound of the nesting depth in ``data`` (brackets inside strings count
-    too, so it may overestimate, never underestimate); vectorised."""
+    too, so it may overestimate, never underestimate); vectorised over the brackets
+    alone: ``b | 0x20`` is ``{`` or ``}`` exactly for the four bracket bytes, and bit 1
+    tells an opening from a closing one (a lookup and a running sum per byte cost three
+    times Arrow's parse of the block)."""
     if data.count(b"[") + data.count(b"{") <= MAX_DEPTH:
         return 0  # too few openings to go deeper than the limit
     view = np.frombuffer(data, dtype=np.uint8)
     depth = deepest = 0
     for start in range(0, len(view), _DEPTH_CHUNK):  # bounded memory whatever the block size
-        running = np.cumsum(_OPEN[view[start : start + _DEPTH_CHUNK]], dtype=np.int32) + depth
-        deepest = max(deepest, int(running.max()))
-        depth = int(running[-1])
+        chunk = view[start : start + _DEPTH_CHUNK]
+        folded = chunk | np.uint8(0x20)
+        at = np.flatnonzero((folded == 0x7B) | (folded == 0x7D))
+        if len(at):
+            running = np.cumsum(np.where(chunk[at] & np.uint8(2), 1, -1), dtype=np.int32) + depth
+            deepest = max(deepest, int(running.max()))
+            depth = int(running[-1])
     return deepest
 
 
