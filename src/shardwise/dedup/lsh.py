@@ -64,14 +64,16 @@ def recall_bands(threshold: float, num_perm: int, min_recall: float = 0.99) -> t
 
 
 def band_hashes(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
-    """``(n_docs, bands)`` uint64 hashes of each band's ``rows`` signature values."""
+    """``(n_docs, bands)`` uint64 hashes of each band's ``rows`` signature values (all
+    bands at once, one pass per row of a band)."""
     n = sig.shape[0]
-    out = np.zeros((n, bands), dtype=np.uint64)
+    start = np.array([((b + 1) * 0xD6E8FEB86659FD93) & 0xFFFFFFFFFFFFFFFF for b in range(bands)], dtype=np.uint64)
+    h = np.repeat(start[None, :], n, axis=0)
+    by_band = sig[:, : bands * rows].reshape(n, bands, rows)
     mult = np.uint64(0x9E3779B97F4A7C15)
-    for b in range(bands):
-        h = np.full(n, np.uint64(((b + 1) * 0xD6E8FEB86659FD93) & 0xFFFFFFFFFFFFFFFF), dtype=np.uint64)
+    with np.errstate(over="ignore"):
         for j in range(rows):
-            h = (h ^ sig[:, b * rows + j]) * mult
+            h ^= by_band[:, :, j]
+            h *= mult
             h ^= h >> np.uint64(29)
-        out[:, b] = h
-    return out
+    return h

@@ -140,40 +140,52 @@ def doc_shingles(texts: pa.Array, *, tokenization: str = "word", ngram: int = 5,
     if ngram < 1:
         raise ConfigError(f"ngram must be >= 1, got {ngram}")
     tok, off = _tokens(texts, tokenization, seed)
-    n_docs = len(off) - 1
-    lengths = np.diff(off)
-    doc_of_tok = np.repeat(np.arange(n_docs), lengths)
-    # rolling polynomial over ngram tokens (wrapping uint64 arithmetic)
-    g = tok.copy()
-    n = len(tok)
-    for k in range(1, min(ngram, n + 1)):  # g[i] = poly(tok[i], ..., tok[i + k]); the tail pads with 0
-        g[: n - k] *= _POLY
-        g[: n - k] += tok[k:]
-        g[n - k :] *= _POLY
-    start_ok = np.arange(len(tok)) + ngram <= off[1:][doc_of_tok] if len(tok) else np.zeros(0, bool)
-    sh_doc = doc_of_tok[start_ok]
-    sh = _mix(g[start_ok])
-    short = np.nonzero((lengths > 0) & (lengths < ngram))[0]
-    if len(short):  # whole document as one shingle
-        extra = np.zeros(len(short), dtype=np.uint64)
-        for k in range(ngram - 1):  # the polynomial over all of each document's tokens
-            has = lengths[short] > k
-            extra[has] = extra[has] * _POLY + tok[off[short[has]] + k]
-        sh = np.concatenate([sh, _mix(extra ^ np.uint64(0x5348))])
-        sh_doc = np.concatenate([sh_doc, short])
+    sh, counts = _ngram_hashes(tok, off, ngram)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     if not unique:
-        if len(short):  # short documents' shingles were appended: put them in place
-            order = np.argsort(sh_doc, kind="stable")
-            sh, sh_doc = sh[order], sh_doc[order]
-        counts = np.bincount(sh_doc, minlength=n_docs) if len(sh_doc) else np.zeros(n_docs, np.int64)
-        return sh, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return sh, offsets
+    sh_doc = np.repeat(np.arange(len(counts)), counts)
     order = np.lexsort((sh, sh_doc))
     sh, sh_doc = sh[order], sh_doc[order]
     keep = np.ones(len(sh), dtype=bool)
     keep[1:] = (sh[1:] != sh[:-1]) | (sh_doc[1:] != sh_doc[:-1])
-    sh, sh_doc = sh[keep], sh_doc[keep]
-    counts = np.bincount(sh_doc, minlength=n_docs) if len(sh_doc) else np.zeros(n_docs, np.int64)
-    return sh, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    kept = np.concatenate([[0], np.cumsum(keep)])
+    return sh[keep], kept[offsets].astype(np.int64)
+
+
+def _ngram_hashes(tok: np.ndarray, off: np.ndarray, ngram: int) -> tuple[np.ndarray, np.ndarray]:
+    """The hash of every run of ``ngram`` tokens within a document, in text order, and the
+    number per document; a document of 1 to ``ngram - 1`` tokens has one shingle of all
+    of them, in its place. A rolling polynomial over the whole token array (wrapping
+    uint64 arithmetic); the runs that would cross a document's end are left out by
+    marking the last ``ngram - 1`` places of each document (work per document, not per
+    token)."""
+    lengths = np.diff(off)
+    n = len(tok)
+    g = tok.copy()
+    for k in range(1, min(ngram, n + 1)):  # g[i] = poly(tok[i], ..., tok[i + k]); the tail pads with 0
+        g[: n - k] *= _POLY
+        g[: n - k] += tok[k:]
+        g[n - k :] *= _POLY
+    starts_one = np.ones(n, dtype=bool)
+    for j in range(1, ngram):
+        last = off[1:] - j
+        starts_one[last[last >= off[:-1]]] = False
+    sh = _mix(g[starts_one])
+    counts = np.where(lengths >= ngram, lengths - ngram + 1, lengths > 0).astype(np.int64)
+    short = np.flatnonzero((lengths > 0) & (lengths < ngram))
+    if not len(short):
+        return sh, counts
+    extra = np.zeros(len(short), dtype=np.uint64)
+    for k in range(ngram - 1):  # the polynomial over all of each short document's tokens
+        has = lengths[short] > k
+        extra[has] = extra[has] * _POLY + tok[off[short[has]] + k]
+    own = np.ones(len(sh) + len(short), dtype=bool)  # False: a short document's one place
+    own[(np.cumsum(counts) - counts)[short]] = False
+    out = np.empty(len(own), dtype=np.uint64)
+    out[own] = sh
+    out[~own] = _mix(extra ^ np.uint64(0x5348))
+    return out, counts
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
