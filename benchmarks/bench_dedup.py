@@ -212,6 +212,17 @@ def overview(blocks: dict[str, dict[str, Any]]) -> Checks:
     return checks
 
 
+def compile_shardwise() -> None:
+    """Byte-compile the shardwise package the runs import, as installing it would (the
+    peers' venvs hold compiled modules; with ``PYTHONDONTWRITEBYTECODE`` set and a source
+    checkout, every process of a run would compile each shardwise module again)."""
+    import compileall
+
+    import shardwise
+
+    compileall.compile_dir(str(Path(shardwise.__file__).parent), quiet=1)
+
+
 def main(argv: list[str]) -> int:
     ap = base_parser(__doc__, "10,000 short and medium documents and 300 long ones, one round, no scale row")
     ap.add_argument("--docs", type=int, help="documents of the short and medium shapes (overrides --quick)")
@@ -234,6 +245,7 @@ def main(argv: list[str]) -> int:
     t_start, git = time.perf_counter(), git_info(ROOT)
     names = chosen(ap, args.only, list(SYSTEMS))
     envs = environments(names)
+    compile_shardwise()
     blocks = {}
     for shape in args.shape or list(SHAPES):
         n = SHAPES[shape]["quick" if args.quick else "docs"]
