@@ -12,6 +12,7 @@ import pyarrow as pa
 __all__ = ["MAX_DEPTH", "depth_bound", "exact_depth", "infer_schema", "mixed_fields", "unify_fields"]
 
 MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have
+_SHORT = 1 << 12  # bytes up to which the openings are counted first
 _DEPTH_CHUNK = 1 << 20  # bytes per pass: three temporaries of this size at most
 _MIXED = {b"shardwise.mixed": b"json"}  # field metadata: values of several JSON types
 _UNTYPED = {b"shardwise.mixed": b"null"}  # field metadata: only nulls seen (a string for now)
@@ -23,19 +24,21 @@ def depth_bound(data: bytes) -> int:
     alone: ``b | 0x20`` is ``{`` or ``}`` exactly for the four bracket bytes, and bit 1
     tells an opening from a closing one (a lookup and a running sum per byte cost three
     times Arrow's parse of the block)."""
-    if data.count(b"[") + data.count(b"{") <= MAX_DEPTH:
-        return 0  # too few openings to go deeper than the limit
+    if len(data) <= _SHORT and data.count(b"[") + data.count(b"{") <= MAX_DEPTH:
+        return 0  # a short text (one line): counting is cheaper than the arrays
     view = np.frombuffer(data, dtype=np.uint8)
-    depth = deepest = 0
+    depth = deepest = openings = 0
     for start in range(0, len(view), _DEPTH_CHUNK):  # bounded memory whatever the block size
         chunk = view[start : start + _DEPTH_CHUNK]
         folded = chunk | np.uint8(0x20)
         at = np.flatnonzero((folded == 0x7B) | (folded == 0x7D))
         if len(at):
-            running = np.cumsum(np.where(chunk[at] & np.uint8(2), 1, -1), dtype=np.int32) + depth
+            steps = np.where(chunk[at] & np.uint8(2), 1, -1)
+            openings += int(np.count_nonzero(steps > 0))
+            running = np.cumsum(steps, dtype=np.int32) + depth
             deepest = max(deepest, int(running.max()))
             depth = int(running[-1])
-    return deepest
+    return deepest if openings > MAX_DEPTH else 0  # too few openings to go deeper than the limit
 
 
 def exact_depth(raw: bytes) -> int:
