@@ -8,7 +8,7 @@ import numpy as np
 
 from shardwise.errors import ConfigError
 
-__all__ = ["band_hashes", "optimal_bands", "recall_bands"]
+__all__ = ["band_hashes", "maybe_shared", "optimal_bands", "recall_bands"]
 
 
 def _prob(s: np.ndarray, b: int, r: int) -> np.ndarray:
@@ -77,3 +77,15 @@ def band_hashes(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
             h *= mult
             h ^= h >> np.uint64(29)
     return h
+
+
+def maybe_shared(h: np.ndarray) -> np.ndarray:
+    """A mask of the hashes ``h`` that may occur more than once (every repeated one does;
+    about one in eight of the others too): their top bits counted in about 8 bins per
+    hash (at most 2**22). A bucket of one document yields no pair, so the buckets are
+    sorted out of these alone, a fraction of all records on most corpora."""
+    if len(h) < 2:
+        return np.zeros(len(h), dtype=bool)
+    bits = min(22, max(8, (len(h) - 1).bit_length() + 3))
+    bins = (h >> np.uint64(64 - bits)).astype(np.intp)
+    return np.bincount(bins, minlength=1 << bits)[bins] > 1

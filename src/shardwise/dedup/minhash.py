@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.dedup.components import components_distributed, components_in_memory, unique_pairs
-from shardwise.dedup.lsh import band_hashes, optimal_bands, recall_bands
+from shardwise.dedup.lsh import band_hashes, maybe_shared, optimal_bands, recall_bands
 from shardwise.dedup.sets import shingle_sets
 from shardwise.dedup.shingles import doc_shingles
 from shardwise.dedup.signatures import MAX_PERM, signatures
@@ -199,6 +199,8 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
     u_out: list[np.ndarray] = []
     v_out: list[np.ndarray] = []
     rejected = 0
+    records = len(rec)
+    rec = rec[maybe_shared(rec[:, 1])]  # the rest are buckets of one document
     if len(rec):
         rec = rec[_bucket_order(rec)]
         key_change = (rec[1:, 0] != rec[:-1, 0]) | (rec[1:, 1] != rec[:-1, 1])
@@ -218,7 +220,7 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
     v = np.concatenate(v_out) if v_out else np.zeros(0, np.uint64)
     pairs = unique_pairs(u, v)[0]
     st.scratch.save(_edges_name(p), pairs)
-    return len(pairs), rejected, len(rec)
+    return len(pairs), rejected, records
 
 
 def _bucket_order(rec: np.ndarray) -> np.ndarray:
