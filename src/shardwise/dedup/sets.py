@@ -19,6 +19,7 @@ __all__ = ["LOOP_FROM", "PAIR_SHINGLES", "ranges", "shared_count", "shingle_sets
 
 LOOP_FROM = 64  # shingles from which a document (or a pair) is handled on its own
 PAIR_SHINGLES = 1 << 21  # entries of the 2-D arrays sorted at once (~16 MB)
+MERGE_FROM = 256  # row width from which a "stable" row sort (a merge of sorted runs) is kept
 _PAD = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -79,7 +80,9 @@ def sorted_rows(vals: np.ndarray, sides: Sequence[tuple[np.ndarray, np.ndarray]]
             part = np.asarray(length, np.int64)[rows]
             m[(col >= before[:, None]) & (col < (before + part)[:, None])] = vals[ranges(np.asarray(s)[rows], part)]
             before += part
-        m.sort(axis=1, kind=kind)
+        # equal values are alike, so any sort gives the same rows: on rows of up to
+        # MERGE_FROM entries numpy's quicksort beats the merge of the two runs 2-4x
+        m.sort(axis=1, kind=kind if m.shape[1] > MERGE_FROM else "quicksort")
         yield rows, m, n
         lo = hi
 
