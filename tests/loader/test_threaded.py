@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
-import shardwise.loader.scatter as scatter
+import shardwise.loader.arrival as arrival
 import shardwise.loader.threaded as threaded
 from shardwise import ConfigError, FormatError, StreamingDataset
 from shardwise.loader.threaded import cut_pieces
@@ -104,19 +104,18 @@ def test_values_equal_the_dataloader_worker_path(typed: Path, fmt: str, pad_to: 
 
 
 @pytest.mark.parametrize("fmt", ["numpy", "torch"])
-def test_windows_built_in_order_and_gathered_give_the_worker_paths_values(typed: Path, fmt: str,
+def test_windows_built_as_units_arrive_and_gathered_give_the_worker_paths_values(typed: Path, fmt: str,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    # numbers, a fixed-size list, strings: windows are built in plan order, except those with
-    # a unit whose "score" has nulls (gathered by pieces); pieces span both kinds
+    # numbers, a fixed-size list, strings: windows are built as their units arrive, except
+    # those with a unit whose "score" has nulls (gathered by pieces); pieces span both kinds
     built: list[bool] = []
-    original = scatter.WindowColumns.result
+    original = arrival.ArrivalWindow.complete
 
-    def recording(self: Any) -> Any:
-        columns = original(self)
-        built.append(columns is not None)
-        return columns
+    def recording(self: Any) -> bool:
+        built.append(original(self))
+        return built[-1]
 
-    monkeypatch.setattr(scatter.WindowColumns, "result", recording)
+    monkeypatch.setattr(arrival.ArrivalWindow, "complete", recording)
     monkeypatch.setattr(threaded, "PIECE_ROWS", 64)
 
     def make() -> Any:
@@ -165,19 +164,19 @@ def _inside(ptr: int, nbytes: int, bases: list[np.ndarray]) -> bool:
 
 
 def test_torch_batches_share_storage_with_the_gathered_buffers(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    gathered: list[np.ndarray] = []  # what rows were gathered into: pieces, or windows in plan order
+    gathered: list[np.ndarray] = []  # what rows were gathered into: pieces of unit tables or of windows
     packaged: list[np.ndarray] = []  # what batches are cut from
-    original, original_result, original_package = (threaded.gather_columns, scatter.WindowColumns.result,
-                                                    threaded._Maker._package)
+    original, original_piece, original_package = (threaded.gather_columns, arrival.ArrivalWindow.piece,
+                                                   threaded._Maker._package)
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         columns = original(*args, **kwargs)
         gathered.extend(c for c in columns if isinstance(c, np.ndarray))
         return columns
 
-    def recording_result(self: Any) -> Any:
-        columns = original_result(self)
-        gathered.extend(columns or [])
+    def recording_piece(self: Any, lo: int, hi: int) -> Any:
+        columns = original_piece(self, lo, hi)
+        gathered.extend(c for c in columns if isinstance(c, np.ndarray))
         return columns
 
     def recording_package(self: Any, arr: np.ndarray) -> Any:
@@ -185,7 +184,7 @@ def test_torch_batches_share_storage_with_the_gathered_buffers(data: Path, monke
         return original_package(self, arr)
 
     monkeypatch.setattr(threaded, "gather_columns", recording)
-    monkeypatch.setattr(scatter.WindowColumns, "result", recording_result)
+    monkeypatch.setattr(arrival.ArrivalWindow, "piece", recording_piece)
     monkeypatch.setattr(threaded._Maker, "_package", recording_package)
     monkeypatch.setattr(threaded, "PIECE_ROWS", 128)  # many pieces of these 3,001 rows
     ds = StreamingDataset(str(data), batch_size=64, interleave=2, batch_format="torch", columns=["id", "x"])
@@ -200,8 +199,9 @@ def test_torch_batches_share_storage_with_the_gathered_buffers(data: Path, monke
     # pieces are views of the gathered buffers, except where a piece spans two windows (joined once)
     joined = [p for p in packaged if not _inside(p.ctypes.data, p.nbytes, gathered)]
     assert len(joined) < 2 * ds.index.num_units and len(joined) < len(packaged) / 2
+    before = len(gathered)
     numpy_batch = next(iter(StreamingDataset(str(data), batch_size=64, batch_format="numpy", columns=["id"])))
-    assert any(np.shares_memory(numpy_batch["id"], c) for c in gathered[-4:])
+    assert any(np.shares_memory(numpy_batch["id"], c) for c in gathered[before:])
     assert numpy_batch["id"].flags.writeable
 
 
@@ -293,17 +293,20 @@ def test_first_units_are_read_while_the_order_is_worked_out(data: Path, monkeypa
 
 
 @pytest.mark.parametrize(("fmt", "columns"), [("numpy", ["id", "text", "tokens"]), ("arrow", ["id", "text"]),
-                                              ("numpy", ["id", "text"])])
-def test_strings_turned_into_objects_are_not_kept_twice(typed: Path, fmt: str, columns: list[str]) -> None:
+                                              ("numpy", ["id", "text"]), ("torch", ["id", "text"])])
+def test_strings_stay_arrow_until_a_batch_is_cut(typed: Path, fmt: str, columns: list[str]) -> None:
     from shardwise.loader.stream import Reading
 
     ds = StreamingDataset(str(typed), batch_size=32, batch_format=fmt, columns=columns)
     reading = Reading(ds.index, ds.columns, None, "raise", ds.batch_format, 32, 3, 2**20)
     table, views = threaded._unit_loader(reading)(1)
     original = reading.loader()(1).column("text")
-    if fmt == "arrow":  # Arrow batches: Arrow strings
-        assert table.column("text").equals(original) and views[(1, 1)] is None
+    assert table.column("text").equals(original) and views[(1, 1)] is None  # no objects made on reading
+    if fmt == "arrow":
         return
-    # numpy and torch batches, windows built in order or gathered by pieces alike
-    assert table.schema == reading.loader()(1).schema and table.column("text").null_count == table.num_rows
-    assert views[(1, 1)].tolist() == original.to_pylist()  # the only copy: Python objects
+    texts = [b["text"] for b in ds]  # a batch's strings: a numpy array of Python objects, made as it is cut
+    assert all(isinstance(t, np.ndarray) and t.dtype == object and len(t) == 32 for t in texts)
+    by_id = {i: t for b in ds for i, t in zip(np.asarray(b["id"]).tolist(), b["text"].tolist())}
+    whole = pa.concat_tables(reading.loader()(u) for u in range(ds.index.num_units))
+    assert by_id == {i: whole.column("text")[k].as_py() for k, i in enumerate(whole.column("id").to_pylist())
+                     if i in by_id}

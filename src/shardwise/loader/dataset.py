@@ -273,9 +273,10 @@ class StreamingDatasetBase(LoaderState):
         wp = self.plan(num_workers, world_size).worker(rank, worker_id)
         here = self._start_at(wp, Position(self.epoch, rank, world_size, worker_id, num_workers))
         yielded = here.samples
+        where = here.where()
         for item, n in self._items(wp):
             yielded += n  # counted as handed over: a state taken now includes this item
-            self._position = Position(*here.where(), yielded)
+            self._position = Position(*where, yielded)
             yield item
 
     def _items(self, wp: WindowSource) -> Iterator[tuple[Any, int]]:

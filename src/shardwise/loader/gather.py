@@ -7,10 +7,7 @@ string and other variable-width columns with Arrow's ``take`` (a take per unit, 
 second take to restore the order); for numeric columns and fixed-size lists of numbers
 without nulls -- ids, labels, embeddings, token windows -- with numpy's ``take`` (each
 unit's rows copied into a small scratch buffer that stays in cache, then scattered to
-their places in the piece), and one copy when all rows come from one unit. For numpy
-and torch batches, each unit's strings become Python objects once (as a scan converts
-them; :func:`unit_views` does it on the thread that read the unit) and pieces take
-only the objects, the same way as numbers.
+their places in the piece), and one copy when all rows come from one unit.
 
 :func:`gather_columns` hands the numeric columns out as the numpy arrays the rows were
 copied into (owned and writable: the in-process loader's batches are views of them);
@@ -39,13 +36,9 @@ def gather(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, 
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, views: Views,
-                   objects: bool = False) -> Columns:
+def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, views: Views) -> Columns:
     """The gathered rows column by column (see :func:`gather`): numbers and fixed-size
-    lists of numbers without nulls as new numpy arrays (2-D for lists), the rest as Arrow.
-    With ``objects``, string and binary columns come as numpy arrays of Python objects
-    (what numpy and torch batches hold), converted once per unit (cached in ``views``,
-    which must then always be used with ``objects``) and put in order."""
+    lists of numbers without nulls as new numpy arrays (2-D for lists), the rest as Arrow."""
     order = np.argsort(unit_ids, kind="stable")
     grouped = unit_ids[order]
     cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
@@ -55,7 +48,7 @@ def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.n
     columns: Columns = []
     by_arrow: list[int] = []
     for i, f in enumerate(schema):
-        arrays = [a for a in (_view(views, tables, u, i, objects) for u, _ in groups) if a is not None]
+        arrays = [a for a in (_view(views, tables, u, i) for u, _ in groups) if a is not None]
         if len(arrays) == len(groups):
             columns.append(_take_numeric(arrays, groups, bounds, order, len(rows)))
         else:
@@ -71,11 +64,6 @@ def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.n
         for j, i in enumerate(by_arrow):
             columns[i] = taken.column(j)
     return columns
-
-
-def _text(t: pa.DataType) -> bool:
-    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-            or pa.types.is_large_binary(t))
 
 
 def _take_numeric(arrays: list[np.ndarray], groups: list[tuple[int, np.ndarray]], bounds: list[tuple[int, int]],
@@ -95,22 +83,20 @@ def _take_numeric(arrays: list[np.ndarray], groups: list[tuple[int, np.ndarray]]
     return out
 
 
-def _view(views: Views, tables: dict[int, pa.Table], unit: int, column: int, objects: bool) -> np.ndarray | None:
+def _view(views: Views, tables: dict[int, pa.Table], unit: int, column: int) -> np.ndarray | None:
     key = (unit, column)
     if key not in views:
-        col = tables[unit].column(column)
-        views[key] = col.to_numpy() if objects and _text(col.type) else _numeric_view(col)
+        views[key] = _numeric_view(tables[unit].column(column))
     return views[key]
 
 
-def unit_views(tables: dict[int, pa.Table], unit: int, objects: bool = False) -> Views:
+def unit_views(tables: dict[int, pa.Table], unit: int) -> Views:
     """The numpy arrays :func:`gather_columns` takes the rows of ``unit`` from, computed
     ahead (e.g. on the thread that read the unit): zero-copy views of its numeric
-    columns and, with ``objects``, its string and binary columns as Python objects
-    (converted once per unit, as a scan converts them, instead of once per piece)."""
+    columns (None for the others)."""
     views: Views = {}
     for i in range(tables[unit].num_columns):
-        _view(views, tables, unit, i, objects)
+        _view(views, tables, unit, i)
     return views
 
 

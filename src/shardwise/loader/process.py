@@ -8,7 +8,7 @@ worker makes
 jemalloc Arrow's default allocator in its process, unless the environment variable
 ``ARROW_DEFAULT_MEMORY_POOL`` is set (which keeps pyarrow's choice). The training
 process is left alone: its in-process path lets each unit go as soon as its rows are
-in place (see :mod:`shardwise.loader.scatter`), and there the default allocator, which
+copied (see :mod:`shardwise.loader.arrival`), and there the default allocator, which
 keeps freed memory for the next unit, is the faster one.
 """
 

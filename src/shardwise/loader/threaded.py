@@ -3,27 +3,28 @@
 Iterating a batched dataset in the training process (``for batch in ds:``,
 ``DataLoader(ds, batch_size=None, num_workers=0)``, or ``iter_shard``) sends nothing
 between processes. One pool of ``num_threads`` threads does the work that releases the
-GIL: it decodes units (Arrow) and, for numpy and torch batches of numbers, fixed-size
-lists and strings, writes each unit's rows straight to their places in columns of the
-whole window in plan order as soon as the unit is read, then lets the unit go (see
-:mod:`shardwise.loader.scatter`); pieces of about 16,384 rows (whole batches) are then
-views of those columns. Other windows (Arrow batches, variable-length lists, a unit
-with nulls in a column of numbers) are gathered a piece at a time on the pool (numpy
-``take`` per unit, then into order) and converted. The training thread only cuts
-batches out of finished pieces, as views: ``batch["x"]`` of a numpy batch is a slice of
-the piece's array, and a torch batch's tensors share the piece's buffers
-(``torch.from_numpy`` once per piece), so nothing is copied after the gather. Pieces
-are cut on the worker's grid of batches, so no batch straddles two pieces; a piece
-spanning two windows is joined once.
+GIL. For numpy and torch batches of numbers, fixed-size lists, strings and binary, it
+decodes each unit and copies its rows into the window's columns at the unit's own place
+(see :mod:`shardwise.loader.arrival`), then lets the unit go; the first window's units
+are read from the start, while the training thread works out the plan's order. Once a
+window is complete, pieces of about 16,384 rows (whole batches) are gathered on the
+pool, one ``take`` per column, a few pieces ahead of the training thread. Other windows
+(Arrow batches, variable-length lists, a unit with nulls in a column of numbers) keep
+their unit tables and are gathered a piece at a time (numpy ``take`` per unit, then
+into order). The training thread only cuts batches out of finished pieces, as views:
+``batch["x"]`` of a numpy batch is a slice of the piece's array, and a torch batch's
+tensors share the piece's buffers (``torch.from_numpy`` once per piece), so nothing is
+copied after the gather. Strings and binary values stay Arrow in windows and pieces;
+each batch's become Python objects on the training thread as the batch is cut (see
+:mod:`shardwise.loader.texts`). Pieces are cut on the worker's grid of batches, so no
+batch straddles two pieces; a piece spanning two windows is joined once.
 
-Units are read ahead, ``2 * num_threads`` at a time under ``prefetch_bytes``, the first ones
-while the training thread works out the plan's order (on a fresh start); at most
-``2 * num_threads`` pieces are gathered ahead. As each unit is read, its string columns
-become Python objects on that thread, once (for numpy and torch batches). Leaving the
-loop early (``break``, then the iterator is garbage-collected) cancels what is queued
-and joins the threads; an error on a thread (a unit that cannot be read) is raised in
-the training loop as the :class:`~shardwise.errors.FormatError` naming file and unit.
-The batches are exactly those of the worker path for ``num_workers=1``.
+The next window's first units are read ahead under ``prefetch_bytes`` once a window is
+in use. Leaving the loop early (``break``, then the iterator is garbage-collected)
+cancels what is queued and joins the threads; an error on a thread (a unit that cannot
+be read) is raised in the training loop as the :class:`~shardwise.errors.FormatError`
+naming file and unit. The batches are exactly those of the worker path for
+``num_workers=1``.
 """
 
 from __future__ import annotations
@@ -33,17 +34,20 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from shardwise.errors import PlanError
+from shardwise.loader.arrival import ArrivalWindow, Filling, arrival_schema
 from shardwise.loader.convert import column_to_numpy, is_ragged, pad, torch_other
 from shardwise.loader.gather import Views, column_to_arrow, gather_columns, unit_views
-from shardwise.loader.scatter import Window, columns_ahead, load_window
 from shardwise.loader.stream import Reading
+from shardwise.loader.texts import batch_objects, is_text, large_text
 from shardwise.loader.transport import NumpyColumn
+from shardwise.loader.windows import Window, load_window
 from shardwise.plan.compose import WindowSource
 
 __all__ = ["threaded_batches"]
@@ -69,8 +73,7 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
     maker = _Maker(reading)
     pool = ThreadPoolExecutor(reading.num_threads, thread_name_prefix="shardwise-loader")
     load = _unit_loader(reading)
-    early = _read_early(reading, wp, pool, load)
-    ahead, ready = _columns_ahead(reading, wp, early)
+    fills = _Fills(reading, wp, pool, load)
     units: Generator[tuple[pa.Table, Views], None, None] | None = None
     pending: deque[Future[Piece]] = deque()
     try:
@@ -79,21 +82,17 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
         if sum(lengths) % reading.batch_size:
             raise PlanError(f"internal error: {sum(lengths) % reading.batch_size} samples left over "
                             "after the last full batch")
-        units = reading.prefetcher(_reuse(early, load), _ahead(reading), executor=pool).iterate(
-            [u for w in windows for u in w[0]])
-        loaded: dict[int, Window] = {}  # window -> its tables or columns, while needed
+        if not fills.on:
+            units = reading.prefetcher(load, 2 * reading.num_threads, executor=pool).iterate(
+                [u for w in windows for u in w[0]])
+        loaded: dict[int, Window] = {}  # window -> its columns or tables, while needed
         for piece in cut_pieces(lengths, reading.piece_rows(PIECE_ROWS)):
             for w, _, _ in piece:
                 if w not in loaded:  # earlier windows are done: in-flight pieces hold their own
                     loaded = {k: v for k, v in loaded.items() if k >= piece[0][0]}
-                    loaded[w] = load_window(windows[w], units, pool, reading.batch_format, load, ready)
-                    ready = None  # columns made ahead are the first window's (or nobody's)
-            if all(loaded[w].columns is not None for w, _, _ in piece):
-                done: Future[Piece] = Future()
-                done.set_result(maker.cut([(loaded[w], lo, hi) for w, lo, hi in piece]))
-                pending.append(done)
-            else:
-                pending.append(pool.submit(maker.make_mixed, [(loaded[w], lo, hi) for w, lo, hi in piece]))
+                    loaded[w] = fills.window(w, windows[w]) if units is None else \
+                        load_window(windows[w], units)
+            pending.append(pool.submit(maker.made, [(loaded[w], lo, hi) for w, lo, hi in piece]))
             while len(pending) > 2 * reading.num_threads:
                 yield from maker.batches(pending.popleft().result())
         while pending:
@@ -101,77 +100,75 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
     finally:
         for fut in pending:
             fut.cancel()
+        fills.cancel()
         if units is not None:
             units.close()
-        pool.shutdown(wait=True, cancel_futures=True)  # also what was read early and not used
-        if ahead is not None:
-            ahead.shutdown(wait=True)
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _read_early(reading: Reading, wp: WindowSource, pool: ThreadPoolExecutor,
-                load: Callable[[int], _Loaded]) -> dict[int, Future[_Loaded]]:
-    """Start reading the worker's first units (under ``prefetch_bytes``) before its order
-    is worked out, on a fresh start (a resumed worker may skip its first units)."""
-    early: dict[int, Future[_Loaded]] = {}
-    if wp.skip:
-        return early
-    held = 0
-    for u in wp.units()[: 2 * reading.interleave + 2]:  # the pool would idle until the order is known
-        held += reading.size(u)
-        if early and held > reading.prefetch_bytes:
-            break
-        early[u] = pool.submit(load, u)
-    return early
+class _Fills:
+    """The windows built as their units arrive (:mod:`shardwise.loader.arrival`), when
+    the columns allow: the first one's units are read from the start, while the order is
+    worked out; the next one's, under ``prefetch_bytes``, once a window is in use."""
+
+    def __init__(self, reading: Reading, wp: WindowSource, pool: ThreadPoolExecutor,
+                 load: Callable[[int], _Loaded]) -> None:
+        self.reading, self.pool, self.load = reading, pool, load
+        self.units = wp.window_units()
+        self.on = bool(self.units) and arrival_schema(_schema(reading), reading.batch_format)
+        self.filling: dict[int, Filling] = {}
+        if self.on:
+            self._start(0).ahead(1 << 62)
+
+    def _start(self, w: int) -> Filling:
+        if w not in self.filling:
+            units = self.units[w]
+            win = ArrivalWindow(units, [self.reading.index.units[u].num_samples for u in units], _schema(self.reading))
+            self.filling[w] = Filling(win, units, partial(_fill, self.load, win), self.reading.size, self.pool)
+        return self.filling[w]
+
+    def window(self, w: int, window: tuple[list[int], np.ndarray, np.ndarray]) -> Window:
+        """Window ``w`` (its order ``window``), once all of its units are in; the next
+        one's first units are then read ahead."""
+        unit_list, unit_ids, rows = window
+        built = self._start(w).wait()
+        del self.filling[w]
+        if w + 1 < len(self.units):
+            self._start(w + 1).ahead(self.reading.prefetch_bytes)
+        if built.complete():
+            built.order(unit_ids, rows)
+            return Window(unit_ids, rows, schema=_schema(self.reading), arrival=built)
+        win = Window(unit_ids, rows)  # rare: nulls in a column of numbers, ...: gathered by pieces
+        for u, (table, views) in zip(unit_list, self.pool.map(self.load, unit_list)):
+            win.tables[u] = table
+            win.views.update(views)
+        return win
+
+    def cancel(self) -> None:
+        """Cancel the reads not started."""
+        for f in self.filling.values():
+            f.cancel()
 
 
-def _columns_ahead(reading: Reading, wp: WindowSource, early: dict[int, Future[_Loaded]]
-                   ) -> tuple[ThreadPoolExecutor | None, Future[dict[int, np.ndarray]] | None]:
-    """On a fresh start of a worker whose units all fit one window (its rows: the
-    window's), the window's number columns made on a thread of its own (mapping their
-    pages is about 0.35 CPU s per GB) while the training thread works out the order:
-    that thread, and the decoding threads once the early reads are done, would otherwise
-    run alone. Returns the thread's pool (to shut down) and the columns."""
-    if not early or reading.batch_format not in ("numpy", "torch") or len(wp.units()) > reading.interleave:
-        return None, None
-    first = next(iter(early))
-    ahead = ThreadPoolExecutor(1, thread_name_prefix="shardwise-columns")
-    return ahead, ahead.submit(columns_ahead, wp.num_samples, early[first], first)
+def _fill(load: Callable[[int], _Loaded], win: ArrivalWindow, u: int) -> None:
+    table, views = load(u)
+    win.add(u, table, views)
 
 
-def _ahead(reading: Reading) -> int:
-    """Units read ahead at a time: enough to keep the threads busy. Each one read and
-    not yet written to its window is memory the allocator must find; with many ahead it
-    took fresh (huge) pages for them, about 0.2 CPU s of kernel time per GB read."""
-    return 2 * reading.num_threads
-
-
-def _reuse(early: dict[int, Future[_Loaded]], load: Callable[[int], _Loaded]) -> Callable[[int], _Loaded]:
-    """``load``, taking a unit read early where there is one (once)."""
-    def load_unit(u: int) -> _Loaded:
-        fut = early.pop(u, None)
-        if fut is None or fut.cancel():  # not read early, or not started yet: read it here
-            return load(u)
-        return fut.result()  # running on another thread, or done
-
-    return load_unit
+def _schema(reading: Reading) -> pa.Schema:
+    schema = reading.index.schema
+    return schema if reading.columns is None else pa.schema([schema.field(c) for c in reading.columns])
 
 
 def _unit_loader(reading: Reading) -> Callable[[int], _Loaded]:
-    """Reads a unit and prepares what gathers and window columns take from it (its
-    numeric views and, for numpy and torch batches, its strings as Python objects) on
-    the reading thread, also while the window's order is still being worked out. A
-    column that became Python objects is not kept twice: its Arrow data is let go."""
+    """Reads a unit and prepares the numeric views that gathers and window columns take
+    from it, on the reading thread (also while the window's order is still being worked
+    out). Strings and binary values stay Arrow (see :mod:`shardwise.loader.texts`)."""
     load = reading.loader()
-    objects = reading.batch_format != "arrow"
 
     def load_unit(u: int) -> _Loaded:
         table = load(u)
-        views = unit_views({u: table}, u, objects)
-        for i, f in enumerate(table.schema):
-            view = views[(u, i)]
-            if view is not None and view.dtype == object:  # gathers take the objects only
-                table = table.set_column(i, f, pa.nulls(table.num_rows, f.type))
-        return table, views
+        return table, unit_views({u: table}, u)
 
     return load_unit
 
@@ -209,34 +206,42 @@ class _Maker:
             _log.info("pin_memory=True has no effect here: batches are pinned only as torch "
                       "tensors with CUDA available")
 
-    def cut(self, parts: list[tuple[Window, int, int]]) -> Piece:
-        """A piece of windows built in plan order: views of their columns (one copy
-        where a piece spans two windows)."""
-        win = parts[0][0]
-        assert win.schema is not None
-        if len(parts) == 1:
-            columns = [c[parts[0][1] : parts[0][2]] for c in win.columns or []]
-        else:
-            columns = [np.concatenate([(w.columns or [])[i][lo:hi] for w, lo, hi in parts])
-                       for i in range(len(win.schema))]
-        piece = Piece(sum(hi - lo for _, lo, hi in parts))
-        piece.arrays = {f.name: self._package(c) for f, c in zip(win.schema, columns)}
+    def made(self, parts: list[tuple[Window, int, int]]) -> Piece:
+        """A piece (on a pool thread), its torch tensors already cut into the batches' views."""
+        piece = self.make_mixed(parts)
+        if self.fmt == "torch":
+            for k, v in piece.arrays.items():
+                if not isinstance(v, (np.ndarray, pa.Array)):
+                    piece.arrays[k] = list(v.split(self.size))
         return piece
 
     def make_mixed(self, parts: list[tuple[Window, int, int]]) -> Piece:
-        """A piece from windows gathered by pieces (and perhaps windows built in order:
-        made apart and joined)."""
-        if all(w.columns is None for w, _, _ in parts):
+        """A piece from windows built as their units arrived or gathered by pieces (each
+        part made apart, then joined)."""
+        if all(w.arrival is None for w, _, _ in parts):
             return self.make([(w.tables, w.views, w.unit_ids[lo:hi], w.rows[lo:hi]) for w, lo, hi in parts])
-        subs = [self.cut([p]) if p[0].columns is not None else self.make_mixed([p]) for p in parts]
+        subs = [self.taken(p) if p[0].arrival is not None else self.make_mixed([p]) for p in parts]
+        if len(subs) == 1:
+            return subs[0]
         piece = Piece(sum(s.rows for s in subs))
         for name in subs[0].arrays:
             values = [s.arrays[name] for s in subs]
-            piece.arrays[name] = self._package(np.concatenate([np.asarray(v) for v in values]))
+            piece.arrays[name] = _join(values) if isinstance(values[0], pa.Array) else \
+                self._package(np.concatenate([np.asarray(v) for v in values]))
+        return piece
+
+    def taken(self, part: tuple[Window, int, int]) -> Piece:
+        """A piece of a window built as its units arrived: one take per column."""
+        win, lo, hi = part
+        assert win.arrival is not None and win.schema is not None
+        piece = Piece(hi - lo)
+        for f, values in zip(win.schema, win.arrival.piece(lo, hi)):
+            piece.arrays[f.name] = values if isinstance(values, pa.Array) else self._package(values)
         return piece
 
     def make(self, parts: list[Part]) -> Piece:
-        """Gather ``parts`` into one piece and convert its columns once."""
+        """Gather ``parts`` into one piece and convert its columns once (text stays
+        Arrow until a batch is cut)."""
         if len(parts) == 1:
             tables, views, unit_ids, order = parts[0]
         else:  # a piece across windows: one gather (a unit in both is the same table)
@@ -245,7 +250,7 @@ class _Maker:
             unit_ids, order = np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts])
         schema = next(iter(tables.values())).schema
         columns = [c if isinstance(c, np.ndarray) else c.combine_chunks()
-                   for c in gather_columns(tables, unit_ids, order, views, objects=self.fmt != "arrow")]
+                   for c in gather_columns(tables, unit_ids, order, views)]
         piece = Piece(sum(len(p[2]) for p in parts))
         if self.fmt == "arrow" or not len(schema):
             arrays = [column_to_arrow(c, f.type) if isinstance(c, np.ndarray) else c
@@ -255,12 +260,13 @@ class _Maker:
             return piece
         for f, col in zip(schema, columns):
             if isinstance(col, np.ndarray):  # gathered into a buffer of its own: no copy
-                piece.arrays[f.name] = col
+                piece.arrays[f.name] = self._package(col)
             elif self.pad_to is not None and is_ragged(col.type):
                 piece.ragged[f.name] = col
+            elif is_text(col.type):
+                piece.arrays[f.name] = col
             else:
-                piece.arrays[f.name] = np.require(column_to_numpy(col), requirements="W")
-        piece.arrays = {k: self._package(v) for k, v in piece.arrays.items()}
+                piece.arrays[f.name] = self._package(np.require(column_to_numpy(col), requirements="W"))
         return piece
 
     def _package(self, arr: np.ndarray) -> Any:
@@ -280,12 +286,31 @@ class _Maker:
             if piece.arrow is not None:
                 yield (piece.arrow.slice(a, size) if piece.arrow.num_columns else piece.arrow), size
                 continue
-            out = {k: v[a : a + size] if self.fmt == "numpy" or not isinstance(v, np.ndarray)
-                   else torch_other(v[a : a + size]) for k, v in piece.arrays.items()}
+            i = a // size
+            out = {k: v[i] if isinstance(v, list) else self._slice(v, a, size) for k, v in piece.arrays.items()}
             for name, col in piece.ragged.items():
                 values, lengths = pad(col.slice(a, size), self.pad_to)
                 out[name], out[f"{name}_lengths"] = self._package(values), self._package(lengths)
             yield out, size
+
+
+    def _slice(self, values: Any, a: int, size: int) -> Any:
+        """Rows ``a`` to ``a + size`` of a piece's column, as the batch holds them."""
+        if isinstance(values, pa.Array):  # text: Python objects made now, a batch at a time
+            objects = batch_objects(values.slice(a, size))
+            return objects.view(NumpyColumn) if self.fmt == "numpy" else objects
+        if self.fmt == "numpy" or not isinstance(values, np.ndarray):
+            return values[a : a + size]
+        return torch_other(values[a : a + size])
+
+
+def _join(values: list[pa.Array]) -> pa.Array:
+    """Text of consecutive parts as one array (of large offsets where the parts' differ)."""
+    if len(values) == 1:
+        return values[0]
+    if any(v.type != values[0].type for v in values):
+        values = [v.cast(large_text(v.type)) for v in values]
+    return pa.concat_arrays(values)
 
 
 def _cuda() -> bool:

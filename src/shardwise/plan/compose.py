@@ -34,6 +34,10 @@ class WindowSource(Protocol):
         """Units read, in first-use order."""
         ...
 
+    def window_units(self) -> list[list[int]]:
+        """The units of each window :meth:`iter_windows` yields."""
+        ...
+
 
 @dataclass(frozen=True)
 class Part:
@@ -121,6 +125,10 @@ class ComposedWorker:
             u = self.unit_ids[a:b]
             first, at = np.unique(u, return_index=True)
             yield first[np.argsort(at)].tolist(), u, self.rows[a:b]
+
+    def window_units(self) -> list[list[int]]:
+        """The units of each window :meth:`iter_windows` yields."""
+        return [units for units, _, _ in self.iter_windows()]
 
     def units(self) -> list[int]:
         """Units this worker reads, in first-use order."""

@@ -96,6 +96,19 @@ class WorkerPlan:
             to_skip = 0
             yield list(dict.fromkeys(s.unit for s in window)), units, rows
 
+    def window_units(self) -> list[list[int]]:
+        """The units of each window :meth:`iter_windows` yields, without working out its order."""
+        out: list[list[int]] = []
+        to_skip = self.skip
+        for window in self.windows():
+            size = sum(s.size for s in window)
+            if to_skip >= size:
+                to_skip -= size
+                continue
+            to_skip = 0
+            out.append(list(dict.fromkeys(s.unit for s in window)))
+        return out
+
     def pairs(self) -> np.ndarray:
         """All ``(unit, row)`` pairs in order as an ``(n, 2)`` array (small data, tests)."""
         parts = [np.stack([u, r], axis=1) for _, u, r in self.iter_windows()]
