@@ -207,12 +207,19 @@ class _Maker:
                       "tensors with CUDA available")
 
     def made(self, parts: list[tuple[Window, int, int]]) -> Piece:
-        """A piece (on a pool thread), its torch tensors already cut into the batches' views."""
+        """A piece (on a pool thread), its columns of numbers already cut into the
+        batches' views (the training thread then only picks them)."""
         piece = self.make_mixed(parts)
-        if self.fmt == "torch":
-            for k, v in piece.arrays.items():
-                if not isinstance(v, (np.ndarray, pa.Array)):
-                    piece.arrays[k] = list(v.split(self.size))
+        size = self.size
+        for k, v in piece.arrays.items():
+            if isinstance(v, pa.Array):
+                continue  # text: Python objects are made as each batch is cut
+            if not isinstance(v, np.ndarray):  # a tensor
+                piece.arrays[k] = list(v.split(size))
+            elif self.fmt == "numpy":
+                piece.arrays[k] = [v[a : a + size] for a in range(0, piece.rows, size)]
+            else:
+                piece.arrays[k] = [torch_other(v[a : a + size]) for a in range(0, piece.rows, size)]
         return piece
 
     def make_mixed(self, parts: list[tuple[Window, int, int]]) -> Piece:
@@ -287,21 +294,17 @@ class _Maker:
                 yield (piece.arrow.slice(a, size) if piece.arrow.num_columns else piece.arrow), size
                 continue
             i = a // size
-            out = {k: v[i] if isinstance(v, list) else self._slice(v, a, size) for k, v in piece.arrays.items()}
+            out = {k: v[i] if type(v) is list else self._objects(v, a, size) for k, v in piece.arrays.items()}
             for name, col in piece.ragged.items():
                 values, lengths = pad(col.slice(a, size), self.pad_to)
                 out[name], out[f"{name}_lengths"] = self._package(values), self._package(lengths)
             yield out, size
 
 
-    def _slice(self, values: Any, a: int, size: int) -> Any:
-        """Rows ``a`` to ``a + size`` of a piece's column, as the batch holds them."""
-        if isinstance(values, pa.Array):  # text: Python objects made now, a batch at a time
-            objects = batch_objects(values.slice(a, size))
-            return objects.view(NumpyColumn) if self.fmt == "numpy" else objects
-        if self.fmt == "numpy" or not isinstance(values, np.ndarray):
-            return values[a : a + size]
-        return torch_other(values[a : a + size])
+    def _objects(self, values: pa.Array, a: int, size: int) -> np.ndarray:
+        """Rows ``a`` to ``a + size`` of a piece's text, as Python objects made now."""
+        objects = batch_objects(values.slice(a, size))
+        return objects.view(NumpyColumn) if self.fmt == "numpy" else objects
 
 
 def _join(values: list[pa.Array]) -> pa.Array:
