@@ -131,6 +131,9 @@ class _Fills:
         """Window ``w`` (its order ``window``), once all of its units are in; the next
         one's first units are then read ahead."""
         unit_list, unit_ids, rows = window
+        if unit_list != self.units[w]:
+            raise PlanError(f"internal error: window {w} reads units {unit_list[:5]}..., "
+                            f"its read-ahead {self.units[w][:5]}...")
         built = self._start(w).wait()
         del self.filling[w]
         if w + 1 < len(self.units):
