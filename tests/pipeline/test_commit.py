@@ -4,6 +4,7 @@ rerun finishes it, and ``_work/`` is gone after success."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import fsspec
@@ -16,6 +17,7 @@ import shardwise
 from shardwise import ConfigError, EmptyDatasetError, FormatError, StorageError
 from shardwise.cli import main
 from shardwise.pipeline import read_jsonl, resplit
+from shardwise.pipeline.commit import CLEANUP_THREAD
 from shardwise.prepare import prepare
 
 
@@ -38,6 +40,20 @@ def test_success_publishes_everything_and_removes_work(tmp_path: Path) -> None:
     assert {f["path"] for f in manifest["files"]} == {p.name for p in out.glob("part-*.parquet")}
     assert len(list((out / "_manifests").glob("task-*.json"))) == result.tasks
     assert pads.dataset(str(out)).count_rows() == result.rows_out
+
+
+def test_staging_files_are_deleted_after_publication_and_leftovers_by_the_next_run(tmp_path: Path) -> None:
+    src = make_input(tmp_path / "in", files=2, rows=600)
+    stale = tmp_path / ".out.shardwise-trash-left-by-a-killed-run"
+    (stale / "s0").mkdir(parents=True)
+    (stale / "s0" / "task-00000.arrow").write_bytes(b"x" * 1000)
+    build(str(src), str(out := tmp_path / "out")).run(backend="sequential", progress=False)
+    assert not stale.exists()  # removed when the run began
+    for t in threading.enumerate():  # the published run's staging files go on a background thread
+        if t.name == CLEANUP_THREAD:
+            t.join(30)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]
+    assert pads.dataset(str(out)).count_rows() > 0
 
 
 def test_a_failed_local_run_leaves_nothing_and_a_rerun_finishes_it(tmp_path: Path) -> None:

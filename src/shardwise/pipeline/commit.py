@@ -12,18 +12,29 @@ A run writes everything under a *staging root* that no reader looks at:
 Inside the staging root, every file is written under a temporary name and renamed (or
 copied) when complete; a task's manifest (``_manifests/task-NNNNN.json``: its ledger, its
 files with bytes and xxh64, its time) is written after its files, and a stage's marker
-(``_work/sN/task-NNNNN.done.json``) after its intermediate files. A rerun skips every task
-with a manifest or marker, so after a crash only unfinished work is redone, and because
+(``_work/sN/task-NNNNN.done.json``) after its intermediate files. Output files and
+manifests are fsynced before their rename; a stage's intermediate files and marker are
+not (they are no output): the marker records the files' sizes, and a rerun redoes a stage
+whose marker is cut short or whose files are not as long as it says (what a power loss
+can leave). A rerun skips every task with a (valid) manifest or marker, so after a crash only unfinished work is redone, and because
 every step is deterministic the output is byte-identical to a clean run on every backend.
-``_work/`` is removed once the output is published.
+``_work/`` is removed once the output is published: on a local filesystem it is first
+renamed out of the staging root to a hidden sibling ``.<name>.shardwise-trash-*`` (one
+rename), the staging root becomes the output, and the sibling is deleted on a background
+thread that the interpreter waits for at exit (a process killed before it finishes leaves
+the sibling, which the next run of that output deletes).
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import logging
 import os
+import shutil
+import threading
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +51,7 @@ __all__ = ["WORK", "Layout", "fingerprint", "read_json", "write_json"]
 WORK = "_work"
 MANIFESTS = "_manifests"
 FINGERPRINT = "pipeline.json"
+CLEANUP_THREAD = "shardwise-staging-cleanup"
 log = logging.getLogger("shardwise.pipeline")
 
 
@@ -48,8 +60,9 @@ def read_json(url: str, storage_options: dict[str, Any]) -> Any:
         return json.loads(f.read())
 
 
-def write_json(url: str, data: Any, storage_options: dict[str, Any], *, indent: int | None = None) -> None:
-    with atomic_write(url, "w", **storage_options) as f:
+def write_json(url: str, data: Any, storage_options: dict[str, Any], *, indent: int | None = None,
+               durable: bool = True) -> None:
+    with atomic_write(url, "w", durable=durable, **storage_options) as f:
         f.write(json.dumps(data, sort_keys=True, indent=indent))
 
 
@@ -131,12 +144,21 @@ class Layout:
                               "input; use a new output directory")
         return dict(m)
 
+    def _trash(self, tag: str) -> str:
+        """A hidden sibling of the output where a published run's staging files are deleted."""
+        head, name = os.path.split(self.final)
+        return os.path.join(head, f".{name}.shardwise-trash-{tag}")
+
     def begin(self, fp: str) -> None:
         """Claim the staging root for this pipeline; a root left by another pipeline's
-        unfinished run is discarded (nothing in it was ever published)."""
+        unfinished run is discarded (nothing in it was ever published), and so are staging
+        files a killed process had not finished deleting."""
         opts = self.storage_options
         if not self.local:
             require_bucket(self.final, **opts)
+        else:
+            for left in glob.glob(glob.escape(self._trash("")) + "*"):
+                shutil.rmtree(left, ignore_errors=True)
         marker = self.work(FINGERPRINT)
         if exists(marker, opts) and read_json(marker, opts).get("fingerprint") == fp:
             _clean_temporaries(self.root, opts)
@@ -153,11 +175,15 @@ class Layout:
         fs, work = resolve(join(self.root, WORK), **opts)
         if self.local:
             write_json(join(self.root, MANIFEST_NAME), manifest, opts, indent=1)
-            if fs.exists(work):
-                fs.rm(work, recursive=True)
+            trash = self._trash(uuid.uuid4().hex) if os.path.isdir(work) else None
+            if trash is not None:  # deleting ~2x the input's bytes of staging files is not waited for
+                os.replace(work, trash)
             if os.path.isdir(self.final):
                 os.rmdir(self.final)  # empty (checked when the run began)
             os.replace(self.root, self.final)
+            if trash is not None:  # not a daemon thread: the interpreter finishes it before exiting
+                threading.Thread(target=shutil.rmtree, args=(trash,), kwargs={"ignore_errors": True},
+                                 name=CLEANUP_THREAD).start()
             return
         _, root = resolve(self.root, **opts)
         fs.invalidate_cache()  # the workers wrote these files: list and read them afresh

@@ -22,7 +22,7 @@ from shardwise.pipeline.ledger import Ledger
 from shardwise.pipeline.sink import Sink
 from shardwise.pipeline.stages import Stage
 from shardwise.pipeline.tasks import Piece
-from shardwise.storage import atomic_write, open_input
+from shardwise.storage import atomic_write, info, open_input
 
 __all__ = ["Job", "run_job"]
 
@@ -51,8 +51,9 @@ class Job:
 def run_job(job: Job) -> dict[str, Any]:
     """Run ``job`` unless already committed; return its result (ledger, files, seconds)."""
     opts = job.layout.storage_options
-    if exists(job.marker, opts):
-        return {**read_json(job.marker, opts), "skipped": True}
+    done = _done_before(job)
+    if done is not None:
+        return {**done, "skipped": True}
     started = time.time()
     ledger, timings = _carried_ledger(job)
     q = Quarantine()
@@ -63,8 +64,29 @@ def run_job(job: Job) -> dict[str, Any]:
     seconds = round(time.time() - started, 6)
     result.update({"task": job.task, "stage": job.stage.index, "started": started, "seconds": seconds,
                    "stages": [*timings, {"stage": job.stage.index, "started": started, "seconds": seconds}]})
-    write_json(job.marker, result, opts)
+    write_json(job.marker, result, opts, durable=job.stage.last)
     return result
+
+
+def _done_before(job: Job) -> dict[str, Any] | None:
+    """The result of an earlier run of ``job``, if it finished. An intermediate stage's
+    files and marker are written without fsync (they are no output, and flushing ~2x the
+    input's bytes cost more than the rest of their writing): after a power loss its
+    marker may be cut short or its files shorter than it says, and the stage is redone."""
+    opts = job.layout.storage_options
+    if not exists(job.marker, opts):
+        return None
+    if job.stage.last:
+        return dict(read_json(job.marker, opts))
+    try:
+        done = dict(read_json(job.marker, opts))
+    except ValueError:  # cut short
+        return None
+    for ext, size in done.get("stage_bytes", {}).items():
+        path = job.layout.stage_file(job.stage.index, job.task, ext)
+        if not exists(path, opts) or info(path, **opts).size != size:
+            return None
+    return done
 
 
 def _carried_ledger(job: Job) -> tuple[Ledger, list[dict[str, Any]]]:
@@ -162,16 +184,19 @@ def _write_intermediate(job: Job, dedup: DedupOp, batches: Iterator[pa.RecordBat
         kept.append(batch)
         keys.append(dedup.keys(batch))
     opts = job.layout.storage_options
-    with atomic_write(job.layout.stage_file(job.stage.index, job.task, "arrow"), **opts) as f:
+    sizes = {}
+    with atomic_write(job.layout.stage_file(job.stage.index, job.task, "arrow"), durable=False, **opts) as f:
         if kept:  # straight into the file: a copy through memory cost as much as the write
             with ipc.new_file(f, kept[0].schema) as w:
                 for batch in kept:
                     w.write_batch(batch)
+        sizes["arrow"] = f.tell()
     merged = {k: np.concatenate([d[k] for d in keys]) for k in keys[0]} if keys else {}
-    with atomic_write(job.layout.stage_file(job.stage.index, job.task, "keys.npz"), **opts) as f:
+    with atomic_write(job.layout.stage_file(job.stage.index, job.task, "keys.npz"), durable=False, **opts) as f:
         _save_npz(f, merged)
+        sizes["keys.npz"] = f.tell()
     ledger.rows_out = sum(b.num_rows for b in kept)
-    return {}
+    return {"stage_bytes": sizes}
 
 
 def _save_npz(f: Any, arrays: dict[str, np.ndarray]) -> None:
