@@ -34,27 +34,24 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from shardwise.errors import PlanError
-from shardwise.loader.arrival import ArrivalWindow, Filling, arrival_schema
 from shardwise.loader.convert import column_to_numpy, is_ragged, pad, torch_other
 from shardwise.loader.gather import Views, column_to_arrow, gather_columns, unit_views
 from shardwise.loader.stream import Reading
 from shardwise.loader.texts import batch_objects, is_text, large_text
 from shardwise.loader.transport import NumpyColumn
-from shardwise.loader.windows import Window, load_window
+from shardwise.loader.windows import Fills, Loaded, Window, load_window
 from shardwise.plan.compose import WindowSource
 
 __all__ = ["threaded_batches"]
 
 _log = logging.getLogger(__name__)
 PIECE_ROWS = 16384  # rows per piece (in whole batches): 4x the worker path's, for fewer, larger takes
-_Loaded = tuple[pa.Table, Views]  # a unit's table and what gathers take from it
 Part = tuple[dict[int, pa.Table], Views, np.ndarray, np.ndarray]  # unit tables, views, unit ids, rows
 
 
@@ -73,7 +70,7 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
     maker = _Maker(reading)
     pool = ThreadPoolExecutor(reading.num_threads, thread_name_prefix="shardwise-loader")
     load = _unit_loader(reading)
-    fills = _Fills(reading, wp, pool, load)
+    fills = Fills(reading, wp, pool, load)
     units: Generator[tuple[pa.Table, Views], None, None] | None = None
     pending: deque[Future[Piece]] = deque()
     try:
@@ -106,70 +103,13 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-class _Fills:
-    """The windows built as their units arrive (:mod:`shardwise.loader.arrival`), when
-    the columns allow: the first one's units are read from the start, while the order is
-    worked out; the next one's, under ``prefetch_bytes``, once a window is in use."""
-
-    def __init__(self, reading: Reading, wp: WindowSource, pool: ThreadPoolExecutor,
-                 load: Callable[[int], _Loaded]) -> None:
-        self.reading, self.pool, self.load = reading, pool, load
-        self.units = wp.window_units()
-        self.on = bool(self.units) and arrival_schema(_schema(reading), reading.batch_format)
-        self.filling: dict[int, Filling] = {}
-        if self.on:
-            self._start(0).ahead(1 << 62)
-
-    def _start(self, w: int) -> Filling:
-        if w not in self.filling:
-            units = self.units[w]
-            win = ArrivalWindow(units, [self.reading.index.units[u].num_samples for u in units], _schema(self.reading))
-            self.filling[w] = Filling(win, units, partial(_fill, self.load, win), self.reading.size, self.pool)
-        return self.filling[w]
-
-    def window(self, w: int, window: tuple[list[int], np.ndarray, np.ndarray]) -> Window:
-        """Window ``w`` (its order ``window``), once all of its units are in; the next
-        one's first units are then read ahead."""
-        unit_list, unit_ids, rows = window
-        if unit_list != self.units[w]:
-            raise PlanError(f"internal error: window {w} reads units {unit_list[:5]}..., "
-                            f"its read-ahead {self.units[w][:5]}...")
-        built = self._start(w).wait()
-        del self.filling[w]
-        if w + 1 < len(self.units):
-            self._start(w + 1).ahead(self.reading.prefetch_bytes)
-        if built.complete():
-            built.order(unit_ids, rows)
-            return Window(unit_ids, rows, schema=_schema(self.reading), arrival=built)
-        win = Window(unit_ids, rows)  # rare: nulls in a column of numbers, ...: gathered by pieces
-        for u, (table, views) in zip(unit_list, self.pool.map(self.load, unit_list)):
-            win.tables[u] = table
-            win.views.update(views)
-        return win
-
-    def cancel(self) -> None:
-        """Cancel the reads not started."""
-        for f in self.filling.values():
-            f.cancel()
-
-
-def _fill(load: Callable[[int], _Loaded], win: ArrivalWindow, u: int) -> None:
-    table, views = load(u)
-    win.add(u, table, views)
-
-
-def _schema(reading: Reading) -> pa.Schema:
-    schema = reading.index.schema
-    return schema if reading.columns is None else pa.schema([schema.field(c) for c in reading.columns])
-
-
-def _unit_loader(reading: Reading) -> Callable[[int], _Loaded]:
+def _unit_loader(reading: Reading) -> Callable[[int], Loaded]:
     """Reads a unit and prepares the numeric views that gathers and window columns take
     from it, on the reading thread (also while the window's order is still being worked
     out). Strings and binary values stay Arrow (see :mod:`shardwise.loader.texts`)."""
     load = reading.loader()
 
-    def load_unit(u: int) -> _Loaded:
+    def load_unit(u: int) -> Loaded:
         table = load(u)
         return table, unit_views({u: table}, u)
 
