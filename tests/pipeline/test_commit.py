@@ -4,6 +4,7 @@ rerun finishes it, and ``_work/`` is gone after success."""
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import shardwise
 from shardwise import ConfigError, EmptyDatasetError, FormatError, StorageError
 from shardwise.cli import main
 from shardwise.pipeline import read_jsonl, resplit
-from shardwise.pipeline.commit import CLEANUP_THREAD
+from shardwise.pipeline.commit import CLEANUP_THREAD, TRASH
 from shardwise.prepare import prepare
 
 
@@ -42,17 +43,20 @@ def test_success_publishes_everything_and_removes_work(tmp_path: Path) -> None:
     assert pads.dataset(str(out)).count_rows() == result.rows_out
 
 
-def test_staging_files_are_deleted_after_publication_and_leftovers_by_the_next_run(tmp_path: Path) -> None:
+def test_staging_files_are_deleted_after_publication_and_leftovers_by_the_next_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(temp := tmp_path / "temp"))  # where staging goes to be deleted
     src = make_input(tmp_path / "in", files=2, rows=600)
-    stale = tmp_path / ".out.shardwise-trash-left-by-a-killed-run"
+    stale = temp / f"{TRASH}left-by-a-killed-run"
     (stale / "s0").mkdir(parents=True)
     (stale / "s0" / "task-00000.arrow").write_bytes(b"x" * 1000)
     build(str(src), str(out := tmp_path / "out")).run(backend="sequential", progress=False)
     assert not stale.exists()  # removed when the run began
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out", "temp"]  # nothing beside the output
     for t in threading.enumerate():  # the published run's staging files go on a background thread
         if t.name == CLEANUP_THREAD:
             t.join(30)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]
+    assert list(temp.iterdir()) == []
     assert pads.dataset(str(out)).count_rows() > 0
 
 
@@ -127,3 +131,18 @@ def test_prepare_quarantine_reaches_its_result(tmp_path: Path) -> None:
     with pytest.raises(FormatError):
         prepare(files, str(tmp_path / "p2"), steps=["convert"], backend="sequential", progress=False)
     assert not (tmp_path / "p2" / "data").exists()
+
+
+def test_staging_on_another_filesystem_than_the_temporary_directory_is_deleted_in_place(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shardwise.pipeline import commit
+
+    work = tmp_path / ".out.shardwise-partial" / "_work"
+    (work / "s0").mkdir(parents=True)
+    (work / "s0" / "task-00000.arrow").write_bytes(b"x" * 100)
+
+    def cross_device(src: str, dst: str) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(commit.os, "rename", cross_device)
+    assert commit._set_aside(str(work)) is None and not work.exists()

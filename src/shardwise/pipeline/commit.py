@@ -18,11 +18,13 @@ not (they are no output): the marker records the files' sizes, and a rerun redoe
 whose marker is cut short or whose files are not as long as it says (what a power loss
 can leave). A rerun skips every task with a (valid) manifest or marker, so after a crash only unfinished work is redone, and because
 every step is deterministic the output is byte-identical to a clean run on every backend.
-``_work/`` is removed once the output is published: on a local filesystem it is first
-renamed out of the staging root to a hidden sibling ``.<name>.shardwise-trash-*`` (one
-rename), the staging root becomes the output, and the sibling is deleted on a background
-thread that the interpreter waits for at exit (a process killed before it finishes leaves
-the sibling, which the next run of that output deletes).
+``_work/`` is removed once the output is published. On a local filesystem it is first
+renamed out of the staging root into the temporary directory (``shardwise-trash-*``, when
+that is on the same filesystem; otherwise it is deleted in place), the staging root
+becomes the output, and the moved directory is deleted on a background thread that the
+interpreter waits for at exit; what a killed process leaves there, the next run deletes.
+Nothing of it is left beside the output, where a caller may delete the parent directory
+right after the run.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import threading
 import uuid
 from collections.abc import Sequence
@@ -52,6 +55,7 @@ WORK = "_work"
 MANIFESTS = "_manifests"
 FINGERPRINT = "pipeline.json"
 CLEANUP_THREAD = "shardwise-staging-cleanup"
+TRASH = "shardwise-trash-"
 log = logging.getLogger("shardwise.pipeline")
 
 
@@ -144,11 +148,6 @@ class Layout:
                               "input; use a new output directory")
         return dict(m)
 
-    def _trash(self, tag: str) -> str:
-        """A hidden sibling of the output where a published run's staging files are deleted."""
-        head, name = os.path.split(self.final)
-        return os.path.join(head, f".{name}.shardwise-trash-{tag}")
-
     def begin(self, fp: str) -> None:
         """Claim the staging root for this pipeline; a root left by another pipeline's
         unfinished run is discarded (nothing in it was ever published), and so are staging
@@ -157,7 +156,7 @@ class Layout:
         if not self.local:
             require_bucket(self.final, **opts)
         else:
-            for left in glob.glob(glob.escape(self._trash("")) + "*"):
+            for left in glob.glob(os.path.join(glob.escape(tempfile.gettempdir()), TRASH + "*")):
                 shutil.rmtree(left, ignore_errors=True)
         marker = self.work(FINGERPRINT)
         if exists(marker, opts) and read_json(marker, opts).get("fingerprint") == fp:
@@ -175,9 +174,7 @@ class Layout:
         fs, work = resolve(join(self.root, WORK), **opts)
         if self.local:
             write_json(join(self.root, MANIFEST_NAME), manifest, opts, indent=1)
-            trash = self._trash(uuid.uuid4().hex) if os.path.isdir(work) else None
-            if trash is not None:  # deleting ~2x the input's bytes of staging files is not waited for
-                os.replace(work, trash)
+            trash = _set_aside(work)  # deleting ~2x the input's bytes of staging files is not waited for
             if os.path.isdir(self.final):
                 os.rmdir(self.final)  # empty (checked when the run began)
             os.replace(self.root, self.final)
@@ -193,6 +190,20 @@ class Layout:
                 fs.copy(path, resolve(join(self.final, rel), **opts)[1])
         write_json(join(self.final, MANIFEST_NAME), manifest, opts, indent=1)
         fs.rm(resolve(join(self.final, WORK), **opts)[1], recursive=True)
+
+
+def _set_aside(work: str) -> str | None:
+    """Move the local directory ``work`` into the temporary directory to be deleted later,
+    and return where; when it cannot move there (another filesystem), delete it now."""
+    if not os.path.isdir(work):
+        return None
+    trash = os.path.join(tempfile.gettempdir(), f"{TRASH}{uuid.uuid4().hex}")
+    try:
+        os.rename(work, trash)
+    except OSError:
+        shutil.rmtree(work)
+        return None
+    return trash
 
 
 def _clean_temporaries(root: str, storage_options: dict[str, Any]) -> None:
