@@ -125,7 +125,7 @@ def audit_examples(layout: Layout, stage: int, name: str, column: str | None, cl
     if column is None or not fs.exists(local):
         return []
     with open_input(path, **opts) as f:
-        audit = pq.ParquetFile(io.BytesIO(f.read())).read(use_threads=False)  # see report.model
+        audit = pq.ParquetFile(io.BytesIO(f.read()), pre_buffer=False).read(use_threads=False)  # see report.model
     if not set(AUDIT_COLUMNS) <= set(audit.column_names):  # a custom operator's own audit
         return []
     kept = np.stack([audit["kept_task"].to_numpy(), audit["kept_row"].to_numpy()], axis=1)

@@ -147,9 +147,10 @@ def _cluster_sizes(run_dir: str, summary: dict[str, Any], storage_options: dict[
         return {}
     path = join(run_dir, str(audit).rstrip("/").rsplit("/", 1)[-1])
     with open_input(path, **storage_options) as f:
-        # one thread: pyarrow's thread pool, still winding down when a short process
-        # (`shardwise report`) exits, could abort it there ("terminate called ...")
-        table = pq.read_table(io.BytesIO(f.read()), use_threads=False)
+        # on this thread only (no pre-buffering on the I/O pool either): pyarrow's thread
+        # pools, still winding down when a short process (`shardwise report`) exits, could
+        # abort it there ("terminate called without an active exception")
+        table = pq.ParquetFile(io.BytesIO(f.read()), pre_buffer=False).read(use_threads=False)
     if table.num_rows == 0 or not {"kept_task", "kept_row"} <= set(table.column_names):
         return {}  # empty, or a custom operator's own audit
     kept = np.stack([table["kept_task"].to_numpy(), table["kept_row"].to_numpy()], axis=1)
