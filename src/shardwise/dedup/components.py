@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from shardwise._optional import require
+from shardwise.dedup.sets import distinct
 from shardwise.errors import ShardwiseError
 from shardwise.ops.dedup import Mapper, Scratch
 
@@ -39,7 +40,7 @@ def unique_pairs(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def components_in_memory(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(nodes, roots)``: every node of the edges and its component's smallest id."""
-    nodes = np.unique(np.concatenate([u, v]))
+    nodes = distinct(np.concatenate([u, v]))
     if len(nodes) == 0:
         return nodes, nodes
     a, b = np.searchsorted(nodes, u), np.searchsorted(nodes, v)

@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from shardwise.dedup.components import components_distributed, components_in_memory, unique_pairs
 from shardwise.dedup.lsh import band_hashes, maybe_shared, optimal_bands, recall_bands
-from shardwise.dedup.sets import shingle_sets
+from shardwise.dedup.sets import distinct, shingle_sets
 from shardwise.dedup.shingles import doc_shingles
 from shardwise.dedup.signatures import MAX_PERM, signatures
 from shardwise.dedup.verify import ROW_BITS, verified_stars
@@ -235,6 +235,13 @@ def _bucket_order(rec: np.ndarray) -> np.ndarray:
     return order
 
 
+def _int64s(values: np.ndarray) -> pa.Array:
+    """``pa.array(values)`` of an int64 array, from its buffer (``pa.array`` of a numpy
+    array imports ``numpy.ma`` on its first call, ~20 ms)."""
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
 def _split_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(task, row)`` of document ids."""
     return (ids >> np.uint64(ROW_BITS)).astype(np.int64), (ids & np.uint64((1 << ROW_BITS) - 1)).astype(np.int64)
@@ -280,12 +287,12 @@ def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
     docs, kept, mode = _components(op, ctx, parts, n_edges)
     masks = [np.ones(n, dtype=bool) for n in rows_per_task]
     task_of, row_of = _split_ids(docs)
-    for t in np.unique(task_of):
+    for t in distinct(task_of):
         masks[t][row_of[task_of == t]] = False
     cluster_sizes = np.unique(kept, return_counts=True)[1] + 1 if len(kept) else np.zeros(0, np.int64)
     kept_task, kept_row = _split_ids(kept)
-    audit = pa.table({"removed_task": pa.array(task_of), "removed_row": pa.array(row_of),
-                      "kept_task": pa.array(kept_task), "kept_row": pa.array(kept_row)})
+    audit = pa.table({"removed_task": _int64s(task_of), "removed_row": _int64s(row_of),
+                      "kept_task": _int64s(kept_task), "kept_row": _int64s(kept_row)})
     summary = {
         "method": "minhash", "bands": b, "rows": r, "num_perm": op.num_perm, "threshold": op.threshold,
         "partitions": parts,

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from shardwise.dedup.normalise import normalise as _normalise
 from shardwise.dedup.normalise import normalise_chars as _normalise_chars
+from shardwise.dedup.sets import distinct
 from shardwise.errors import ConfigError
 from shardwise.ops._fast import _buffers
 
@@ -63,7 +64,7 @@ def _word_bounds(buf: np.ndarray, offs: np.ndarray) -> tuple[np.ndarray, np.ndar
     edge[0], edge[n] = word[0], word[-1]
     np.not_equal(word[1:], word[:-1], out=edge[1:n])
     at = np.flatnonzero(edge)  # start, end, start, end, ...
-    inner = np.unique(offs[(offs > 0) & (offs < n)])
+    inner = distinct(offs[(offs > 0) & (offs < n)])
     cut = inner[word[inner - 1] & word[inner]]
     if len(cut):  # an end and a start at each such document start
         at = np.insert(at, np.repeat(np.searchsorted(at, cut), 2), np.repeat(cut, 2))
@@ -93,12 +94,14 @@ def _word_values(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np
     """A 64-bit value of each word's bytes: its first 8 bytes as a little-endian integer
     (one unaligned load; the bytes past the word shifted out), XOR the mix of each further
     8-byte chunk plus its chunk number. Words of up to 8 bytes (most) take one load and
-    never collide; longer ones one more load and mix per 8 bytes, all words at once."""
+    never collide; longer ones one more load and mix per 8 bytes, all words at once. The
+    loads are gathered by indexing, not ``np.take``, which first copies its strided source
+    into a contiguous array (8 bytes per byte of text)."""
     n = len(buf)
     padded = np.zeros(n + 8, dtype=np.uint8)
     padded[:n] = buf
     loads = np.ndarray((n + 1,), dtype="<u8", buffer=padded, strides=(1,))  # loads[i]: bytes i .. i + 7
-    out = np.take(loads, starts)
+    out = loads[starts]
     past = (64 - 8 * np.minimum(lengths, 8)).astype(np.uint64)  # bits of the bytes past a short word
     out <<= past
     out >>= past
@@ -110,7 +113,7 @@ def _word_values(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np
         chunk = np.arange(int(extra.sum())) - np.repeat(first, extra) + 1
         at = starts[word] + 8 * chunk
         past = (64 - 8 * np.minimum(lengths[word] - 8 * chunk, 8)).astype(np.uint64)
-        values = (np.take(loads, at) << past) >> past
+        values = (loads[at] << past) >> past
         with np.errstate(over="ignore"):
             values = _mix(values + chunk.astype(np.uint64) * _CHUNK_SALT)
         out[longer] ^= np.bitwise_xor.reduceat(values, first)

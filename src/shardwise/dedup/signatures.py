@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shardwise.dedup.sets import distinct
 from shardwise.dedup.shingles import _mix
 from shardwise.errors import ConfigError
 
@@ -146,7 +147,7 @@ def _by_table(h: np.ndarray, base: np.ndarray, rot: np.ndarray, offsets: np.ndar
     lengths = offsets[docs + 1] - offsets[docs]
     widths = _width(lengths)
     mask = tab.keys.dtype.type((1 << tab.shift) - 1)
-    for w in np.unique(widths).tolist():
+    for w in distinct(widths).tolist():
         group, glen = docs[widths == w], lengths[widths == w]
         place = np.arange(w, dtype=tab.keys.dtype)[None, :, None]
         step = max(1, _CHUNK // (w * k))
@@ -236,7 +237,7 @@ def _permutations(shingles: np.ndarray, offsets: np.ndarray, sig: np.ndarray, se
     x = _mix(shingles)
     nonempty = np.flatnonzero(np.diff(offsets) > 0)
     starts = offsets[nonempty]
-    cuts = np.unique(np.searchsorted(starts, np.arange(0, len(shingles), max(1, _CHUNK // k))))
+    cuts = distinct(np.searchsorted(starts, np.arange(0, len(shingles), max(1, _CHUNK // k))))
     bounds = np.append(cuts[cuts < len(nonempty)], len(nonempty))
     for c0, c1 in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         lo, hi = starts[c0], offsets[nonempty[c1 - 1] + 1]

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from shardwise.dedup.components import unique_pairs
-from shardwise.dedup.sets import shared_count, shingle_sets, sorted_rows, take_ranges
+from shardwise.dedup.sets import distinct, shared_count, shingle_sets, sorted_rows, take_ranges
 from shardwise.ops.dedup import TaskKeys
 
 __all__ = ["ROW_BITS", "TaskCache", "shingle_sets", "verified_stars"]
@@ -61,7 +61,7 @@ class _Shingles:
         """The set sizes of the sorted unique ``docs``."""
         task, row = _split(docs)
         sizes = np.zeros(len(docs), dtype=np.int64)
-        for t in np.unique(task):
+        for t in distinct(task):
             m = task == t
             sizes[m] = self.tasks.get(int(t), ["lengths"])["lengths"][row[m]]
         return sizes
@@ -72,7 +72,7 @@ class _Shingles:
         task, row = _split(docs)
         vals: list[np.ndarray] = []
         sizes = np.zeros(len(docs), dtype=np.int64)
-        for t in np.unique(task):  # docs are sorted, so by task and then by row
+        for t in distinct(task):  # docs are sorted, so by task and then by row
             d = self.tasks.get(int(t), ["shingles", "lengths"])
             idx = np.flatnonzero(task == t)
             lo, n = d["offsets"][row[idx]], d["lengths"][row[idx]]
@@ -104,7 +104,7 @@ class _Candidates:
         vals: list[np.ndarray] = []
         sizes: list[np.ndarray] = []
         used = 0
-        for t in np.unique(task):  # docs are sorted, so by task and then by row
+        for t in distinct(task):  # docs are sorted, so by task and then by row
             d = keys.load(int(t), ["shingles", "lengths"])
             r = row[task == t]
             starts = np.concatenate([[0], np.cumsum(d["lengths"])])[r]
@@ -144,14 +144,14 @@ def exact_similar(shingles: _Shingles | _Candidates, a: np.ndarray, b: np.ndarra
     a row's first ``length`` entries, sorted, are its own). Larger pairs one by one, their
     two sets merged the same way. The full 64-bit shingles are
     compared, nothing is coded."""
-    docs = np.unique(np.concatenate([a, b]))
+    docs = distinct(np.concatenate([a, b]))
     ia, ib = np.searchsorted(docs, a), np.searchsorted(docs, b)
     sizes = shingles.sizes_of(docs)
     la, lb = sizes[ia], sizes[ib]
     inter = np.zeros(len(a), dtype=np.int64)
     maybe = np.minimum(la, lb) >= threshold * np.maximum(la, lb)
     if maybe.any():
-        wanted = np.unique(np.concatenate([ia[maybe], ib[maybe]]))
+        wanted = distinct(np.concatenate([ia[maybe], ib[maybe]]))
         sets, starts = shingles.values_of(docs[wanted])
         at = np.full(len(docs), -1, dtype=np.int64)
         at[wanted] = starts
@@ -186,7 +186,7 @@ def verified_stars(keys: TaskKeys, threshold: float, doc: np.ndarray, group: np.
     by the sizes alone). The candidates' shingles are gathered once when they fit in
     ``max_bytes`` (:class:`_Candidates`); else at most ``max_bytes`` of the tasks' keys
     are kept in memory at a time (:class:`TaskCache`)."""
-    gathered = _Candidates.gather(keys, np.unique(doc[active]), max_bytes)
+    gathered = _Candidates.gather(keys, distinct(doc[active]), max_bytes)
     shingles: _Shingles | _Candidates = gathered if gathered is not None else _Shingles(keys, max_bytes)
     rejected = 0
     active = active.copy()
