@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 from hypothesis import given, settings
@@ -116,3 +121,30 @@ def test_shared_count_of_two_sets_by_merging(a: set[int], b: set[int], shared: s
     x, y = a | shared, b | shared
     got = sets_module.shared_count(np.array(sorted(x), dtype=np.uint64), np.array(sorted(y), dtype=np.uint64))
     assert got == len(x & y)
+
+
+@given(values=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=80), dtype=st.sampled_from(["int64", "uint16"]))
+@settings(max_examples=100, deadline=None)
+def test_distinct_equals_numpy_unique(values: list[int], dtype: str) -> None:
+    a = np.array(values, dtype=np.int64).astype(dtype)
+    got = sets_module.distinct(a)
+    assert got.dtype == a.dtype
+    assert np.array_equal(got, np.unique(a))
+
+
+def test_a_dedup_run_imports_no_masked_arrays(tmp_path: Path) -> None:
+    """numpy.ma costs ~20 ms to import in every fresh process; a MinHash run (planning,
+    signatures, verification, the keep-mask, the audit) needs none of it."""
+    src = tmp_path / "in.jsonl"
+    words = [f"w{i}" for i in range(400)]
+    rows = [" ".join(words[i : i + 60]) for i in range(0, 300, 3)] + [" ".join(words[:60])] * 3
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in rows))
+    code = ("import sys; from shardwise.pipeline import read_jsonl; "
+            "r = read_jsonl(sys.argv[1]).dedup('minhash', column='text', verify=True, threshold=0.8)"
+            ".write_parquet(sys.argv[2]).run(backend='sequential', progress=False, report=False); "
+            "assert r.rows_out < r.rows_in, (r.rows_in, r.rows_out); print('numpy.ma' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(sets_module.__file__).parents[2]),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code, str(src), str(tmp_path / "out")], env=env,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
