@@ -107,20 +107,36 @@ class ArrivalWindow:
         """Whether every unit was written (once all were added): else gather instead."""
         return not self.failed and all(c is not None or t or self.n == 0 for c, t in zip(self.columns, self.text))
 
+    def finish(self) -> bool:
+        """Once every unit was added: the text becomes Arrow arrays; False when the
+        window was refused (its pieces are then gathered from the unit tables)."""
+        done = self.complete()
+        if done and self.texts is not None:
+            self.texts.finish()
+        return done
+
     def order(self, unit_ids: np.ndarray, rows: np.ndarray) -> None:
-        """The window's order: sample ``i`` is row ``rows[i]`` of unit ``unit_ids[i]``."""
+        """The window's order: sample ``i`` is row ``rows[i]`` of unit ``unit_ids[i]``.
+        It needs no unit's data, so it is worked out while the units are still read."""
+        starts = np.asarray([self.start[u] for u in self.units.tolist()], dtype=np.int64)
+        if not len(self.units):
+            self.src = np.zeros(0, dtype=np.int64)
+            return
+        lo, hi = int(self.units.min()), int(self.units.max())
+        if hi - lo < max(len(unit_ids), 1024):  # a table by unit number: one gather
+            first = np.zeros(hi - lo + 1, dtype=np.int64)
+            first[self.units - lo] = starts
+            self.src = first[np.asarray(unit_ids, dtype=np.int64) - lo] + rows
+            return
         sorter = np.argsort(self.units, kind="stable")
-        first = np.asarray([self.start[u] for u in self.units.tolist()], dtype=np.int64)[sorter]
-        self.src = first[np.searchsorted(self.units[sorter], unit_ids)] + rows
-        if self.texts is not None:
-            self.texts.order(self.src)
+        self.src = starts[sorter][np.searchsorted(self.units[sorter], unit_ids)] + rows
 
     def piece(self, lo: int, hi: int) -> list[Any]:
         """Places ``lo`` to ``hi`` of the window, column by column: numpy arrays of their
         own (numbers) and Arrow arrays (text)."""
         assert self.src is not None
         src = self.src[lo:hi]
-        texts = iter(self.texts.piece(lo, hi) if self.texts is not None else [])
+        texts = iter(self.texts.piece(src) if self.texts is not None else [])
         out: list[Any] = []
         for col, text in zip(self.columns, self.text):
             if text:

@@ -11,8 +11,8 @@ fit in the cache, and the memory of the batch before is reused for them).
 So the numpy and torch fast path keeps a window's text as bytes: as each unit is read,
 the values of its column are copied (one ``memcpy``, GIL released) into segments of
 the window's memory, unit after unit, noting for each of the unit's rows the segment
-and the value. Once the window's order is known, a piece of it is one Arrow ``take``
-per segment (usually one in all); each batch's slice of it becomes a numpy array of
+and the value. Once every unit is in, a piece of the window (its rows in plan order)
+is one Arrow ``take`` per segment (usually one in all); each batch's slice of it becomes a numpy array of
 Python objects on the training thread (:func:`batch_objects`), as the worker path
 makes it.
 """
@@ -67,7 +67,6 @@ class _Column:
         self.segments: list[_Segment] = []
         self.segment_of_row = np.zeros(n, dtype=np.int32)
         self.value_of_row = np.zeros(n, dtype=np.int64)
-        self.segment_of = self.value_of = np.zeros(0, dtype=np.int64)  # by place, once ordered
         self.arrays: list[pa.Array] = []
         self.rows_seen = self.bytes_seen = 0
 
@@ -99,12 +98,12 @@ class _Column:
             self.arrays.append(pa.Array.from_buffers(self.type, len(offsets) - 1,
                                                      [valid, pa.py_buffer(offsets), pa.py_buffer(seg.data)]))
 
-    def piece(self, lo: int, hi: int) -> pa.Array:
-        """The values of places ``lo`` to ``hi``, in order."""
-        values = self.value_of[lo:hi]
+    def piece(self, src: np.ndarray) -> pa.Array:
+        """The values of the window's rows ``src``, in that order."""
+        values = self.value_of_row[src]
         if len(self.arrays) == 1:
             return self.arrays[0].take(pa.array(values))
-        segs = self.segment_of[lo:hi]
+        segs = self.segment_of_row[src]
         order = np.argsort(segs, kind="stable")
         bounds = np.searchsorted(segs[order], np.arange(len(self.arrays) + 1))
         parts = [self.arrays[s].take(pa.array(values[order[a:b]]))
@@ -147,16 +146,15 @@ class WindowTexts:
             col.segment_of_row[at : at + len(arr)] = number
             col.value_of_row[at : at + len(arr)] = np.arange(first, first + len(arr))
 
-    def order(self, src: np.ndarray) -> None:
-        """Called once every unit is in, with each place's row: the segments become
-        Arrow arrays and each place points at its value."""
+    def finish(self) -> None:
+        """Called once every unit is in: the segments become Arrow arrays."""
         for col in self._cols:
             col.finish()
-            col.segment_of, col.value_of = col.segment_of_row[src], col.value_of_row[src]
 
-    def piece(self, lo: int, hi: int) -> list[pa.Array]:
-        """The text columns of places ``lo`` to ``hi`` of the window, in plan order."""
-        return [col.piece(lo, hi) for col in self._cols]
+    def piece(self, src: np.ndarray) -> list[pa.Array]:
+        """The text columns of the window's rows ``src`` (by their place in the units'
+        layout), in that order."""
+        return [col.piece(src) for col in self._cols]
 
 
 def _large(t: pa.DataType) -> bool:

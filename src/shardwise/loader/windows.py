@@ -81,12 +81,13 @@ class Fills:
         if unit_list != self.units[w]:
             raise PlanError(f"internal error: window {w} reads units {unit_list[:5]}..., "
                             f"its read-ahead {self.units[w][:5]}...")
-        built = self._start(w).wait()
+        filling = self._start(w)
+        filling.win.order(unit_ids, rows)  # while the last units are still read
+        built = filling.wait()
         del self.filling[w]
         if w + 1 < len(self.units):
             self._start(w + 1).ahead(self.reading.prefetch_bytes)
-        if built.complete():
-            built.order(unit_ids, rows)
+        if built.finish():
             return Window(unit_ids, rows, schema=_schema(self.reading), arrival=built)
         win = Window(unit_ids, rows)  # rare: nulls in a column of numbers, ...: gathered by pieces
         for u, (table, views) in zip(unit_list, self.pool.map(self.load, unit_list)):
