@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.loader.gather import Views
-from shardwise.loader.memory import window_memory
+from shardwise.loader.memory import map_pages, window_memory
 from shardwise.loader.texts import WindowTexts, is_text
 
 __all__ = ["ArrivalWindow", "Filling", "arrival_schema"]
@@ -88,6 +88,7 @@ class ArrivalWindow:
             if out is None:
                 self.failed = True
                 return False
+            map_pages(out[at : at + n])
             out[at : at + n] = a
         if self.texts is not None:
             self.texts.add(unit, table, at)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from shardwise.loader.memory import window_memory
+from shardwise.loader.memory import map_pages, window_memory
 
 __all__ = ["WindowTexts", "batch_objects", "is_text", "large_text"]
 
@@ -139,6 +139,7 @@ class WindowTexts:
                 seg, number, where, first, slot = col.reserve(len(arr), end - start)
             data = arr.buffers()[2]
             if end > start and data is not None:
+                map_pages(seg.data[where : where + end - start])
                 seg.data[where : where + end - start] = np.frombuffer(data, dtype=np.uint8, count=end - start,
                                                                       offset=start)
             seg.offsets[slot] = offsets[1:].astype(np.int64) - start + where
