@@ -5,6 +5,8 @@ A pool that takes the caller's process as one of its slots starts one interprete
 starts on the first chunk at once while the workers are still starting. Pipelines use it
 for their own operators on mid-sized inputs (:mod:`shardwise.pipeline.runner`), where a
 worker's start is a visible share of the run; a user's function always runs in workers.
+The caller then keeps freed memory for the next task as the workers do
+(:mod:`shardwise.parallel._malloc`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from shardwise.parallel._malloc import keep_freed_memory
 from shardwise.parallel._task import Outcome, run_chunk
 
 __all__ = ["CallerSlot"]
@@ -26,6 +29,7 @@ class CallerSlot:
     def __init__(self, fn: Callable[[Any], Any], retry_on: tuple[type[BaseException], ...],
                  count: Callable[[int], None]) -> None:
         self.fn, self.retry_on, self.count = fn, retry_on, count
+        keep_freed_memory()  # as in the pool's workers: shardwise's own array-heavy tasks run here
         self.signal, self._done = mpc.Pipe(duplex=False)
         self.chunk_id: int | None = None
         self._thread: threading.Thread | None = None

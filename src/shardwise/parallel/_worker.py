@@ -34,6 +34,9 @@ def dumps(obj: Any) -> bytes:
 def main(fd: int) -> None:
     """Serve the driver on the socket ``fd`` until it says stop or goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    from shardwise.parallel._malloc import keep_freed_memory
+
+    keep_freed_memory()  # before the task's arrays: freed ones are reused, not faulted in again
     conn = mpc.Connection(fd)
     kind, sys_path = pickle.loads(conn.recv_bytes())
     if kind == "init":
