@@ -127,7 +127,7 @@ def _orders(k: int, seed: int) -> _Orders:
         salt = np.uint64((seed * _GOLDEN + 0x4F52444552) % 2**64)
         p = np.arange(n_base, dtype=np.uint64)[:, None] << np.uint64(32)
         keys = _mix((p | np.arange(k, dtype=np.uint64)[None, :]) ^ salt)
-        base = np.argsort(keys, axis=1, kind="stable")
+        base = np.argsort(keys, axis=1)  # a row's keys are distinct (a bijective mix of distinct values)
         shift, kdt = (8, np.uint16) if k <= 256 else (16, np.uint32)
         rank = np.empty((n_base, k), dtype=kdt)
         np.put_along_axis(rank, base, (np.arange(k, dtype=kdt) << np.array(shift, dtype=kdt))[None, :], axis=1)
