@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 from hypothesis import given, settings
@@ -73,18 +74,20 @@ def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: s
 
 
 @given(lengths=st.lists(st.one_of(st.integers(0, 8), st.integers(60, 300)), min_size=1, max_size=12), spread=st.integers(1, 2**64 - 1),
-       seed=st.integers(0, 2**32 - 1))
-@settings(max_examples=60, deadline=None)
+       seed=st.integers(0, 2**32 - 1), by_top=st.booleans())
+@settings(max_examples=80, deadline=None)
 def test_shingle_sets_of_short_and_long_documents_equal_python_sets(lengths: list[int], spread: int,
-                                                                    seed: int) -> None:
-    # documents over LOOP_FROM shingles are sorted one by one, shorter ones in rows: both
-    # give each document's sorted set, with repeats and the largest value included
+                                                                    seed: int, by_top: bool) -> None:
+    # documents over LOOP_FROM shingles are sorted one by one (by np.sort, or by their top
+    # bits and then a merge of the runs, whichever this CPU runs faster: both here), shorter
+    # ones in rows: all give each document's sorted set, with repeats and the largest value
     rng = np.random.default_rng(seed)
     docs = [rng.integers(0, max(1, n // 2 + 1), n).astype(np.uint64) * np.uint64(spread % 2**64) for n in lengths]
     docs = [np.where(d % np.uint64(7) == 0, np.uint64(2**64 - 1), d) for d in docs]
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     flat = np.concatenate(docs) if docs else np.zeros(0, np.uint64)
-    got, got_lengths = shingle_sets(flat, offsets)
+    with mock.patch.object(sets_module, "_top_bits_first", lambda: by_top):
+        got, got_lengths = shingle_sets(flat, offsets)
     assert got_lengths.tolist() == [len(set(d.tolist())) for d in docs]
     assert got.tolist() == [v for d in docs for v in sorted(set(d.tolist()))]
     assert flat.tolist() == np.concatenate(docs).tolist()  # the input is left as it was
@@ -148,3 +151,9 @@ def test_a_dedup_run_imports_no_masked_arrays(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(src), str(tmp_path / "out")], env=env,
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_sort_of_long_sets_is_chosen_once_per_process() -> None:
+    first = sets_module._top_bits_first()
+    assert isinstance(first, bool)
+    assert sets_module._top_bits_first() is first

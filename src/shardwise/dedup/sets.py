@@ -10,6 +10,8 @@ rows, many at once, where one call per document would cost more than its sort.
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Iterator, Sequence
 from typing import Literal
 
@@ -21,6 +23,7 @@ LOOP_FROM = 64  # shingles from which a document (or a pair) is handled on its o
 PAIR_SHINGLES = 1 << 21  # entries of the 2-D arrays sorted at once (~16 MB)
 MERGE_FROM = 256  # row width from which a "stable" row sort (a merge of sorted runs) is kept
 _PAD = np.uint64(0xFFFFFFFFFFFFFFFF)
+_TOP = np.uint64(48)  # the top 16 bits of a shingle: the first pass of a document's sort
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -57,8 +60,13 @@ def shingle_sets(shingles: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray,
     lengths = np.diff(offsets)
     s = np.array(shingles, dtype=np.uint64)  # a copy, sorted in place document by document
     big = np.flatnonzero(lengths > LOOP_FROM)
+    by_top = _top_bits_first()
     for a, b in zip(offsets[big].tolist(), offsets[big + 1].tolist()):
-        s[a:b].sort()
+        if by_top:
+            s[a:b] = s[a:b][np.argsort((s[a:b] >> _TOP).astype(np.uint16), kind="stable")]
+            s[a:b].sort(kind="stable")  # runs of equal top bits: a merge of short runs
+        else:
+            s[a:b].sort()
     small = np.flatnonzero((lengths > 1) & (lengths <= LOOP_FROM))
     for rows, m, n in sorted_rows(s, [(offsets[small], lengths[small])]):
         s[ranges(offsets[small[rows]], n)] = m[np.arange(m.shape[1]) < n[:, None]]
@@ -67,6 +75,37 @@ def shingle_sets(shingles: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray,
     keep[offsets[:-1][lengths > 0]] = True  # a document's first shingle is always its own
     kept = np.concatenate([[0], np.cumsum(keep)])
     return s[keep], (kept[offsets[1:]] - kept[offsets[:-1]]).astype(np.int64)
+
+
+@functools.cache
+def _top_bits_first() -> bool:
+    """Whether a document's set is sorted faster here by its top 16 bits first (a radix
+    sort), then by a stable sort of the nearly sorted result, than by ``np.sort``.
+
+    Random hashes of one document come out of the first pass in runs that the second
+    merges in about linear time. Where numpy's sort of 64-bit values uses AVX-512
+    compress-stores, microcoded on AMD Zen 4 (a known numpy issue), this takes ~30 instead
+    of ~110 us for 5,000 values; where that path is fast, ``np.sort`` wins. Measured once
+    per process on 4,096 random values (about a millisecond); either way the sets are the
+    same."""
+    with np.errstate(over="ignore"):  # random-looking values (numpy.random costs ~10 ms to import)
+        x = np.arange(1, 4097, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        x ^= x >> np.uint64(29)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(32)
+
+    def two_pass() -> None:
+        y = x[np.argsort((x >> _TOP).astype(np.uint16), kind="stable")]
+        y.sort(kind="stable")
+
+    plain, top = float("inf"), float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        np.sort(x)
+        t1 = time.perf_counter()
+        two_pass()
+        plain, top = min(plain, t1 - t0), min(top, time.perf_counter() - t1)
+    return top < 0.8 * plain
 
 
 def sorted_rows(vals: np.ndarray, sides: Sequence[tuple[np.ndarray, np.ndarray]],
