@@ -7,7 +7,10 @@ filesystem's server gone, a FUSE daemon's error, a file truncated under the read
 kills the process with SIGBUS, where an ordinary read returns an error that shardwise
 names, and retries when it is transient. So only files on filesystems backed by a local
 disk or memory are mapped; files on NFS, SMB, FUSE mounts (s3fs, gcsfuse, ...), cluster
-filesystems or unknown ones are read.
+filesystems or unknown ones are read. On a local disk what is left is a file truncated
+in place while it is read, which the index's fingerprints already rule out; shardwise's
+own writers replace a file by renaming a new one over it, which leaves a mapped file
+whole.
 """
 
 from __future__ import annotations
