@@ -157,3 +157,16 @@ def test_the_sort_of_long_sets_is_chosen_once_per_process() -> None:
     first = sets_module._top_bits_first()
     assert isinstance(first, bool)
     assert sets_module._top_bits_first() is first
+
+
+@given(lengths=st.lists(st.integers(0, 200), max_size=10), seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_take_ranges_into_a_given_array_equals_python_slices(lengths: list[int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 2**63, 2000, dtype=np.int64).view(np.uint64)
+    starts = np.array([int(rng.integers(0, 2000 - n + 1)) for n in lengths], dtype=np.int64)
+    want = [v for s, n in zip(starts.tolist(), lengths) for v in values[s : s + n].tolist()]
+    out = np.full(len(want) + 2, 7, dtype=np.uint64)
+    sets_module.take_ranges(values, starts, np.array(lengths, dtype=np.int64), out=out[1:-1])
+    assert out[1:-1].tolist() == want and out[0] == out[-1] == 7
+    assert sets_module.take_ranges(values, starts, np.array(lengths, dtype=np.int64)).tolist() == want

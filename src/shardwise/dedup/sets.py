@@ -43,13 +43,20 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(np.asarray(starts, np.int64) - first, lengths) + np.arange(int(lengths.sum()))
 
 
-def take_ranges(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``values[starts[i]:starts[i] + lengths[i]]`` of every ``i``, concatenated: by slices
-    when the ranges are long (no index array as long as the result), else by one index."""
+def take_ranges(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                out: np.ndarray | None = None) -> np.ndarray:
+    """``values[starts[i]:starts[i] + lengths[i]]`` of every ``i``, concatenated (into
+    ``out`` when given, of the total length): by slices when the ranges are long (no index
+    array as long as the result), else by one index."""
     lengths = np.asarray(lengths, dtype=np.int64)
-    if len(lengths) and int(lengths.sum()) >= LOOP_FROM * len(lengths):
-        return np.concatenate([values[s : s + n] for s, n in zip(np.asarray(starts).tolist(), lengths.tolist())])
-    return values[ranges(starts, lengths)]
+    total = int(lengths.sum())
+    if out is None:
+        out = np.empty(total, dtype=values.dtype)
+    if total and total >= LOOP_FROM * len(lengths):
+        np.concatenate([values[s : s + n] for s, n in zip(np.asarray(starts).tolist(), lengths.tolist())], out=out)
+    elif total:
+        np.take(values, ranges(starts, lengths), out=out)
+    return out
 
 
 def shingle_sets(shingles: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -99,24 +99,29 @@ class _Candidates:
 
     @classmethod
     def gather(cls, keys: TaskKeys, docs: np.ndarray, max_bytes: int) -> _Candidates | None:
-        """The rows of ``docs``, or None once they pass ``max_bytes``."""
+        """The rows of ``docs``, or None when they would pass ``max_bytes``: their sizes
+        first, then their shingles copied once, straight into one array."""
         task, row = _split(docs)
-        vals: list[np.ndarray] = []
-        sizes: list[np.ndarray] = []
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (shingles, starts, sizes) per task
         used = 0
         for t in distinct(task):  # docs are sorted, so by task and then by row
             d = keys.load(int(t), ["shingles", "lengths"])
             r = row[task == t]
-            starts = np.concatenate([[0], np.cumsum(d["lengths"])])[r]
             n = d["lengths"][r].astype(np.int64)
-            vals.append(take_ranges(d["shingles"], starts, n))
-            sizes.append(n)
-            used += vals[-1].nbytes + n.nbytes
+            found.append((d["shingles"], np.concatenate([[0], np.cumsum(d["lengths"])])[r], n))
+            used += int(n.sum()) * d["shingles"].itemsize + n.nbytes
             if used > max_bytes:
                 return None
-        if not vals:
+        if not found:
             return cls(docs, np.zeros(0, np.uint64), np.zeros(0, np.int64))
-        return cls(docs, np.concatenate(vals), np.concatenate(sizes))
+        sizes = np.concatenate([n for _, _, n in found])
+        values = np.empty(int(sizes.sum()), dtype=np.uint64)
+        at = 0
+        for shingles, starts, n in found:
+            k = int(n.sum())
+            take_ranges(shingles, starts, n, out=values[at : at + k])
+            at += k
+        return cls(docs, values, sizes)
 
     def sizes_of(self, docs: np.ndarray) -> np.ndarray:
         """The set sizes of the sorted unique ``docs`` (all among the gathered ones)."""
