@@ -313,22 +313,27 @@ def test_strings_stay_arrow_until_a_batch_is_cut(typed: Path, fmt: str, columns:
 
 
 @pytest.mark.parametrize(("value_bytes", "batch"), [(100, 64), (200_000, 64), (200_000, 4)])
-def test_pieces_and_the_pieces_ahead_are_sized_by_bytes(tmp_path: Path, value_bytes: int, batch: int) -> None:
+@pytest.mark.parametrize("prefetch", [256 << 20, 4096])
+def test_pieces_and_the_pieces_ahead_are_sized_by_bytes(tmp_path: Path, value_bytes: int, batch: int,
+                                                       prefetch: int) -> None:
     from shardwise.loader.stream import Reading
 
     rng = np.random.default_rng(0)
     values = [rng.bytes(value_bytes) for _ in range(200)]  # random: stored about as large as decoded
     pq.write_table(pa.table({"id": np.arange(200), "blob": values}), tmp_path / "a.parquet", row_group_size=50)
     ds = StreamingDataset(str(tmp_path), batch_size=batch, batch_format="numpy", progress=False)
-    reading = Reading(ds.index, None, None, "raise", "numpy", batch, 4, 2**20, num_threads=2)
+    reading = Reading(ds.index, None, None, "raise", "numpy", batch, 4, prefetch, num_threads=2)
     windows = [(list(range(ds.index.num_units)), np.zeros(0), np.zeros(0))]
     rows, ahead = threaded.pacing(reading, windows)
     assert rows % batch == 0 and 4 <= ahead <= 16
+    if prefetch < (1 << 20):  # a small read-ahead budget: the least, 2 pieces per thread
+        assert ahead == 4
     piece_bytes = rows * 2 * value_bytes  # as estimated (twice the stored bytes)
     if value_bytes > 1000:  # wide rows: pieces of about PIECE_BYTES (at least a batch), fewer of them ahead
         assert rows == max(batch, threaded.PIECE_BYTES // (2 * value_bytes) // batch * batch)
         assert ahead * piece_bytes <= max(threaded.AHEAD_BYTES, 4 * piece_bytes) * 1.1
     else:
-        assert rows == reading.piece_rows(threaded.PIECE_ROWS) and ahead == 16  # small rows: 8 pieces per thread
+        assert rows == reading.piece_rows(threaded.PIECE_ROWS)
+        assert ahead == (16 if prefetch > (1 << 20) else 4)  # small rows: up to 8 pieces per thread
     got = [i for b in ds for i in _ids(b)]  # the batches still come out, whole and each sample once
     assert len(got) == len(set(got)) >= 200 - 200 % batch - batch and len(got) % batch == 0

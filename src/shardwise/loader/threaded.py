@@ -121,7 +121,8 @@ def _unit_loader(reading: Reading) -> Callable[[int], Loaded]:
 
 def pacing(reading: Reading, windows: list[tuple[list[int], np.ndarray, np.ndarray]]) -> tuple[int, int]:
     """Rows per piece (whole batches, up to ``PIECE_ROWS`` and about ``PIECE_BYTES``) and
-    pieces gathered ahead of the loop (about ``AHEAD_BYTES``, 2-8 per thread).
+    pieces gathered ahead of the loop (about ``AHEAD_BYTES`` or ``prefetch_bytes``, the
+    smaller, and 2-8 per thread: the windows of pieces ahead are read ahead too).
 
     Deep enough that the pool keeps ahead although each of its threads waits for the GIL
     several times per piece while the training thread holds it (making the batches'
@@ -131,7 +132,8 @@ def pacing(reading: Reading, windows: list[tuple[list[int], np.ndarray, np.ndarr
     rows = sum(reading.index.units[u].num_samples for u in units)
     row_bytes = max(1, sum(reading.size(u) for u in units) // max(rows, 1))
     piece_rows = reading.piece_rows(min(PIECE_ROWS, PIECE_BYTES // row_bytes))
-    per_thread = min(max(AHEAD_BYTES // (piece_rows * row_bytes) // reading.num_threads, 2), 8)
+    budget = min(AHEAD_BYTES, reading.prefetch_bytes)  # the user's read-ahead budget bounds it too
+    per_thread = min(max(budget // (piece_rows * row_bytes) // reading.num_threads, 2), 8)
     return piece_rows, per_thread * reading.num_threads
 
 
