@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from shardwise.dedup import sets as sets_module
 from shardwise.dedup import verify
-from shardwise.dedup.minhash import _bucket_order
+from shardwise.dedup.lsh import bucket_order
 from shardwise.dedup.sets import shingle_sets
 from shardwise.dedup.verify import ROW_BITS, _Candidates, _Shingles, exact_similar
 
@@ -103,7 +103,7 @@ def test_bucket_order_groups_by_band_and_hash_with_documents_in_order() -> None:
         if not collide:  # a band's hashes apart from every other band's, as band_hashes makes them
             h = h * np.uint64(4) + band
         rec = np.stack([band, h, doc], axis=1)
-        got = rec[_bucket_order(rec)]
+        got = rec[bucket_order(rec)]
         want = rec[np.lexsort((rec[:, 2], rec[:, 1], rec[:, 0]))]
         # the same buckets, each holding the same documents in the same order
         def buckets(r: np.ndarray) -> dict[tuple[int, int], list[int]]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from shardwise.errors import ConfigError
 
-__all__ = ["band_hashes", "maybe_shared", "optimal_bands", "recall_bands"]
+__all__ = ["band_hashes", "bucket_order", "maybe_shared", "optimal_bands", "recall_bands"]
 
 
 def _prob(s: np.ndarray, b: int, r: int) -> np.ndarray:
@@ -89,3 +89,15 @@ def maybe_shared(h: np.ndarray) -> np.ndarray:
     bits = min(22, max(8, (len(h) - 1).bit_length() + 3))
     bins = (h >> np.uint64(64 - bits)).astype(np.intp)
     return np.bincount(bins, minlength=1 << bits)[bins] > 1
+
+
+def bucket_order(rec: np.ndarray) -> np.ndarray:
+    """The order of ``(band, hash, doc)`` records by bucket, each bucket's documents in
+    order. Records come in document order (tasks in order, each task's rows in order), so
+    a stable sort by hash alone does it unless two bands share a hash value (a band's
+    hash depends on the band: almost never; then a sort by all three)."""
+    order = np.argsort(rec[:, 1], kind="stable")
+    h, band = rec[order, 1], rec[order, 0]
+    if ((h[1:] == h[:-1]) & (band[1:] != band[:-1])).any() or (np.diff(rec[:, 2].view(np.int64)) < 0).any():
+        order = np.lexsort((rec[:, 2], rec[:, 1], rec[:, 0]))
+    return order

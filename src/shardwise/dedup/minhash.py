@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.dedup.components import components_distributed, components_in_memory, unique_pairs
-from shardwise.dedup.lsh import band_hashes, maybe_shared, optimal_bands, recall_bands
+from shardwise.dedup.lsh import band_hashes, bucket_order, maybe_shared, optimal_bands, recall_bands
 from shardwise.dedup.sets import distinct, shingle_sets
 from shardwise.dedup.shingles import doc_shingles
 from shardwise.dedup.signatures import MAX_PERM, signatures
@@ -202,7 +202,7 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
     records = len(rec)
     rec = rec[maybe_shared(rec[:, 1])]  # the rest are buckets of one document
     if len(rec):
-        rec = rec[_bucket_order(rec)]
+        rec = rec[bucket_order(rec)]
         key_change = (rec[1:, 0] != rec[:-1, 0]) | (rec[1:, 1] != rec[:-1, 1])
         starts = np.concatenate([[0], np.nonzero(key_change)[0] + 1])
         sizes = np.diff(np.concatenate([starts, [len(rec)]]))
@@ -221,18 +221,6 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
     pairs = unique_pairs(u, v)[0]
     st.scratch.save(_edges_name(p), pairs)
     return len(pairs), rejected, records
-
-
-def _bucket_order(rec: np.ndarray) -> np.ndarray:
-    """The order of ``(band, hash, doc)`` records by bucket, each bucket's documents in
-    order. Records come in document order (tasks in order, each task's rows in order), so
-    a stable sort by hash alone does it unless two bands share a hash value (a band's
-    hash depends on the band: almost never; then a sort by all three)."""
-    order = np.argsort(rec[:, 1], kind="stable")
-    h, band = rec[order, 1], rec[order, 0]
-    if ((h[1:] == h[:-1]) & (band[1:] != band[:-1])).any() or (np.diff(rec[:, 2].view(np.int64)) < 0).any():
-        order = np.lexsort((rec[:, 2], rec[:, 1], rec[:, 0]))
-    return order
 
 
 def _int64s(values: np.ndarray) -> pa.Array:
