@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shardwise.dedup.sets import distinct
 from shardwise.index import DatasetIndex
 
 __all__ = ["Piece", "plan_tasks"]
@@ -51,9 +52,7 @@ def plan_tasks(index: DatasetIndex, target_bytes: int, min_tasks: int = 1, work:
         return _split_rows(index, n)
     n = min(n, len(units))
     bounds = np.searchsorted(np.cumsum(sizes), np.arange(1, n) * float(sizes.sum()) / n, side="left") + 1
-    cuts = np.clip(bounds, 1, len(units) - 1)  # ascending: each kept once (np.unique's first call
-    cuts = cuts[np.concatenate([[True], cuts[1:] != cuts[:-1]])[: len(cuts)]]  # imports numpy.ma, ~20 ms)
-    groups = np.split(np.arange(len(units)), cuts)
+    groups = np.split(np.arange(len(units)), distinct(np.clip(bounds, 1, len(units) - 1)))
     return [[Piece(int(u)) for u in g] for g in groups if len(g)]
 
 
