@@ -1,4 +1,12 @@
-"""datatrove: its four MinHash stages, each a ``LocalPipelineExecutor``, JSONL in and out."""
+"""datatrove: its four MinHash stages, each a ``LocalPipelineExecutor``, JSONL in and out.
+
+End to end like every row of the dedup benchmark: the timer covers all four stages, so
+reading the JSONL input (its ``JsonlReader``, in the signature stage and again in the
+filter stage, as its MinHash example does) and writing the kept documents (its
+``JsonlWriter``, uncompressed JSONL: its own plain output) are timed; so is its exclusion
+writer's JSONL of the removed documents, which the scoring reads (their ids and cluster
+ids). Reading its output back for scoring is not timed.
+"""
 
 from __future__ import annotations
 

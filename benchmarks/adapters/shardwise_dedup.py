@@ -1,5 +1,10 @@
 """shardwise's MinHash dedup: ``read_jsonl().dedup("minhash").write_parquet().run()``.
 
+End to end like every row of the dedup benchmark: the timer covers the whole ``run()``:
+starting the local backend's worker processes, reading the JSONL input, the dedup and
+writing the kept documents as zstd Parquet (with the run's manifests). Reading the output
+back for scoring is not timed.
+
 The HTML run report (``run(report=True)``, the default) is switched off: drawing its
 charts is not part of the work the peers are compared on."""
 
