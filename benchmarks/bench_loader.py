@@ -123,6 +123,8 @@ def targets(results: dict[str, dict[str, Any]], ideal: float) -> Checks:
     for name in INPROC:
         if name in ok:
             checks.add(f"{name} vs raw scan", ratio(rps[name], rps.get("raw_scan")), 1.0)
+            checks.add(f"{name} vs raw scan, median of the rounds' own ratios (for reference)",
+                       paired_ratio(ok[name], ok.get("raw_scan")), None)
             checks.add(f"{name} shuffle TVD", ok[name]["tvd"], round(ideal, 3), spec=".3f", unit="", at_most=True,
                        vs="i.i.d. batches")
             if hf_rss:
@@ -183,10 +185,35 @@ def measure(names: list[str], data: Path, args: Any) -> dict[str, dict[str, Any]
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for i, this_round in enumerate(plan):
         print(f"round {i + 1}/{len(plan)}", flush=True)
-        for name, got in alternate(this_round, 1, once).items():
+        for name, got in alternate(rotated(this_round, i), 1, once).items():
             if not (runs[name] and runs[name][-1].get("error")):  # a failed row is not run again
-                runs[name].extend(got)
-    return {n: median_run(runs[n], "rows_per_s", higher_is_better=True) for n in names if runs[n]}
+                runs[name].extend({**r, "round": i} for r in got)
+    return {n: median_run(runs[n], "rows_per_s", higher_is_better=True) | {"by_round": by_round(runs[n])}
+            for n in names if runs[n]}
+
+
+def rotated(names: list[str], i: int) -> list[str]:
+    """Round ``i``'s running order: the rows rotated by ``i``, so that no row always runs
+    first (right after the idle wait) or right after the same neighbour."""
+    k = i % len(names) if names else 0
+    return names[k:] + names[:k]
+
+
+def by_round(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """rows/s of each successful run, keyed by its round (``"0"``, ``"1"``, ...)."""
+    return {str(r["round"]): r["rows_per_s"] for r in runs if not r.get("error")}
+
+
+def paired_ratio(row: dict[str, Any], base: dict[str, Any] | None) -> float | None:
+    """The median over rounds of ``row``'s rows/s over ``base``'s in the same round
+    (None when they share no round)."""
+    import statistics
+
+    if base is None:
+        return None
+    mine, theirs = row.get("by_round", {}), base.get("by_round", {})
+    ratios = [mine[k] / theirs[k] for k in mine if theirs.get(k)]
+    return statistics.median(ratios) if ratios else None
 
 
 def run_shape(shape: str, rows: int, names: list[str], args: Any, versions: Any) -> dict[str, Any]:
@@ -253,7 +280,7 @@ def main(argv: list[str]) -> int:
     write_json(out, {"rows": rows, "batch_size": BATCH, "num_workers": WORKERS, "shuffle_buffer": BUFFER,
                      "machine": machine(), "git": git_info(ROOT), "peer_versions": versions,
                      "repeats": args.repeats, "other_rounds": args.other_rounds, "skipped_slow": args.skip_slow,
-                     "statistic": "median (rows/s), rounds alternated", "shapes": shapes}, ROOT)
+                     "statistic": "median (rows/s), rounds alternated, running order rotated each round", "shapes": shapes}, ROOT)
     return 0 if all("error" not in r for sh in shapes.values() for r in sh["results"].values()) else 1
 
 

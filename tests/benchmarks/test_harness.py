@@ -115,3 +115,18 @@ def test_run_system_round_trip_and_failure(tmp_path: Path) -> None:
                      timeout=60, logdir=tmp_path, worker_kwargs={"value": 1})
     assert bad["name"] == "bad" and "ValueError: bad value 1" in bad["error"]
     assert os.path.exists(tmp_path / "bad.log")
+
+
+def test_loader_rounds_rotate_and_pair_their_ratios() -> None:
+    import bench_loader
+
+    assert [bench_loader.rotated(["a", "b", "c"], i) for i in range(4)] == [
+        ["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+    assert bench_loader.rotated([], 3) == []
+    runs = [{"round": 0, "rows_per_s": 2.0}, {"round": 1, "error": "boom"}, {"round": 2, "rows_per_s": 9.0}]
+    row = {"by_round": bench_loader.by_round(runs)}
+    assert row["by_round"] == {"0": 2.0, "2": 9.0}
+    base = {"by_round": {"0": 1.0, "1": 5.0, "2": 3.0}}
+    assert bench_loader.paired_ratio(row, base) == 2.5  # rounds 0 and 2 only: (2.0 + 3.0) / 2
+    assert bench_loader.paired_ratio(row, None) is None
+    assert bench_loader.paired_ratio(row, {"by_round": {"1": 5.0}}) is None
