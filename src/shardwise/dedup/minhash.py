@@ -43,8 +43,8 @@ from shardwise.dedup.shingles import doc_shingles
 from shardwise.dedup.signatures import MAX_PERM, signatures
 from shardwise.dedup.verify import ROW_BITS, verified_stars
 from shardwise.errors import ConfigError
+from shardwise.ops._compute import text_column
 from shardwise.ops.dedup import DedupContext, DedupDecision, DedupOp, Scratch, TaskKeys
-from shardwise.ops.text import _text
 
 __all__ = ["MinHashDedup"]
 
@@ -106,7 +106,7 @@ class MinHashDedup(DedupOp):
         band, not 8 per signature value), each row's number of shingles, and, verifying,
         each row's shingle set."""
         # repeats do not change a minimum; verification stores each document's set
-        sh, off = doc_shingles(_text(batch, self.column), tokenization=self.tokenization,
+        sh, off = doc_shingles(text_column(batch, self.column), tokenization=self.tokenization,
                                ngram=self.ngram, seed=self.seed, unique=False)
         sig = signatures(sh, off, num_perm=self.num_perm, seed=self.seed, scheme=self.scheme)
         out = {"bands": band_hashes(sig, *self.banding())}

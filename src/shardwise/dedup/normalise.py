@@ -17,8 +17,8 @@ import unicodedata
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from shardwise.ops._compute import call, fill_null, utf8_normalize
 from shardwise.ops._fast import _buffers, collapse_ascii_runs
 
 __all__ = ["normalise", "normalise_chars"]
@@ -32,12 +32,12 @@ def normalise(texts: pa.Array) -> pa.Array:
     tokenizer, which treats every such byte as a separator (the same words as turning every
     run outside ``[\\pL\\pN]`` into a space, for a fraction of the work);
     :func:`normalise_chars` collapses them. Nulls become empty strings."""
-    texts = pc.fill_null(texts, "")
+    texts = fill_null(texts, "")
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks()
     if texts.offset:
         texts = pa.concat_arrays([texts])
-    low = pc.ascii_lower(texts)  # only ASCII letters change, in every row
+    low = call("ascii_lower", texts)  # only ASCII letters change, in every row
     offsets, data = _buffers(low)
     lo, hi = int(offsets[0]), int(offsets[-1])
     buf, offs = data[lo:hi], offsets - lo
@@ -48,7 +48,7 @@ def normalise(texts: pa.Array) -> pa.Array:
     piece_offsets = np.concatenate([[0], np.cumsum(lengths)])
     pieces = pa.Array.from_buffers(pa.large_string(), len(starts), [None, pa.py_buffer(piece_offsets),
                                                                     pa.py_buffer(buf[_ranges(starts, lengths)])])
-    done = _drop_non_word(pc.utf8_lower(pc.utf8_normalize(pieces, "NFKC")))
+    done = _drop_non_word(call("utf8_lower", utf8_normalize(pieces, "NFKC")))
     return _splice(low.type, offs, buf, starts, ends, done)
 
 
@@ -83,7 +83,7 @@ def _drop_non_word(text: pa.Array) -> pa.Array:
     points; each distinct non-ASCII code point is classified once."""
     offsets, data = _buffers(text)
     codes = np.frombuffer(data[offsets[0] : offsets[-1]].tobytes().decode("utf-8").encode("utf-32-le"), np.uint32)
-    rows = np.concatenate([[0], np.cumsum(pc.utf8_length(text).to_numpy(zero_copy_only=False))]).astype(np.int64)
+    rows = np.concatenate([[0], np.cumsum(call("utf8_length", text).to_numpy(zero_copy_only=False))]).astype(np.int64)
     drop = codes >= 128
     at = np.flatnonzero(drop)
     if len(at):
@@ -155,7 +155,7 @@ def _string_array(kind: pa.DataType, offsets: np.ndarray, data: np.ndarray) -> p
 def normalise_chars(texts: pa.Array) -> pa.Array:
     """NFKC, lower case, every run of characters outside ``[\\pL\\pN]`` as one space,
     trimmed (the text ``tokenization="char"`` shingles)."""
-    return pc.utf8_trim_whitespace(collapse_ascii_runs(normalise(texts), _ascii_non_alnum))
+    return call("utf8_trim_whitespace", collapse_ascii_runs(normalise(texts), _ascii_non_alnum))
 
 
 def _ascii_non_alnum(b: np.ndarray) -> np.ndarray:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from shardwise.dedup.normalise import normalise as _normalise
 from shardwise.dedup.normalise import normalise_chars as _normalise_chars
 from shardwise.dedup.sets import distinct
 from shardwise.errors import ConfigError
+from shardwise.ops._compute import call
 from shardwise.ops._fast import _buffers
 
 __all__ = ["doc_shingles", "jaccard"]
@@ -126,7 +126,7 @@ def _tokens(texts: pa.Array, tokenization: str, seed: int) -> tuple[np.ndarray, 
         return _word_hashes(_normalise(texts), seed)
     if tokenization == "char":
         norm = _normalise_chars(texts)
-        lengths = pc.utf8_length(norm).to_numpy(zero_copy_only=False).astype(np.int64)
+        lengths = call("utf8_length", norm).to_numpy(zero_copy_only=False).astype(np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         joined = "".join(norm.to_pylist())
         codes = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)

@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from shardwise.ops._compute import call, count_true, fill_null, filter_rows
 
 __all__ = ["ascii_split", "collapse_ascii_nonalnum", "collapse_ascii_runs", "collapse_ascii_ws", "count_ascii_words"]
 
@@ -103,14 +104,14 @@ def ascii_split(col: pa.Array, fast: Callable[[pa.Array], pa.Array], slow: Calla
         col = col.combine_chunks()
     if len(col) == 0:
         return slow(col)
-    ascii_rows = pc.fill_null(pc.string_is_ascii(col), False)
-    n_ascii = pc.sum(ascii_rows).as_py() or 0
+    ascii_rows = fill_null(call("string_is_ascii", col), False)
+    n_ascii = count_true(ascii_rows)
     if n_ascii == 0:
         return slow(col)
     if n_ascii == len(col):
         return fast(pa.concat_arrays([col]) if col.offset else col)
-    fast_part = fast(pa.concat_arrays([col.filter(ascii_rows)]))
-    slow_part = slow(col.filter(pc.invert(ascii_rows)))
+    fast_part = fast(pa.concat_arrays([filter_rows(col, ascii_rows)]))
+    slow_part = slow(filter_rows(col, call("invert", ascii_rows)))
     mask = ascii_rows.to_numpy(zero_copy_only=False)
     # position of each row in concat(fast_part, slow_part)
     where = np.empty(len(col), dtype=np.int64)

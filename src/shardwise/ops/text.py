@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError
+from shardwise.ops._compute import text_column as _text
 from shardwise.ops._fast import ascii_split, collapse_ascii_ws, count_ascii_words
 
 __all__ = [
@@ -32,18 +33,6 @@ UNICODE_SPACE_RE = r"[\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{
 URL_RE = r"(?i)\b(?:https?://|www\.)[^\s<>\"']+"
 TAG_RE = r"<[^<>]{0,1000}>"
 _ENTITIES = {"&nbsp;": " ", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#39;": "'", "&apos;": "'", "&amp;": "&"}
-
-
-def _text(batch: pa.RecordBatch, column: str) -> pa.Array:
-    if column not in batch.schema.names:
-        raise ConfigError(f"no column {column!r}; columns are {batch.schema.names}")
-    col = batch.column(column)
-    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-        if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):
-            col = col.cast(pa.string())
-        else:
-            raise ConfigError(f"column {column!r} is {col.type}, not text")
-    return col
 
 
 def _set(batch: pa.RecordBatch, column: str, values: pa.Array) -> pa.RecordBatch:

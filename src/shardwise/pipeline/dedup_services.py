@@ -17,7 +17,7 @@ from shardwise.ops.dedup import DedupContext
 from shardwise.parallel import BackendSpec, parallel_map
 from shardwise.pipeline._npzmap import map_npz
 from shardwise.pipeline.commit import Layout
-from shardwise.storage import atomic_write, join, open_input, resolve
+from shardwise.storage import atomic_write, join, open_arrow_input, open_input, resolve
 
 __all__ = ["Execution", "StorageScratch", "TaskKeyFiles", "audit_examples", "dedup_context"]
 
@@ -147,8 +147,9 @@ def _stage_values(layout: Layout, stage: int, column: str,
     """``column`` of the stage's rows ``(task, row)`` in ``wanted``, as short text."""
     out: dict[tuple[int, int], str] = {}
     for task in sorted({t for t, _ in wanted}):
-        with open_input(layout.stage_file(stage, task, "arrow"), **layout.storage_options) as f:
-            table = ipc.open_file(pa.BufferReader(f.read())).read_all()
+        # mapped where local: only the pages of the few rows wanted are read
+        with open_arrow_input(layout.stage_file(stage, task, "arrow"), **layout.storage_options) as f:
+            table = ipc.open_file(f).read_all()
         if column not in table.column_names:
             continue
         values = table[column]

@@ -11,18 +11,18 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from shardwise.formats import OnError, Quarantine, get_format
 from shardwise.index import DatasetIndex
+from shardwise.ops._compute import count_true, filter_rows
 from shardwise.ops.dedup import DedupOp
 from shardwise.pipeline.commit import Layout, exists, read_json, write_json
 from shardwise.pipeline.ledger import Ledger
 from shardwise.pipeline.sink import Sink
 from shardwise.pipeline.stages import Stage
 from shardwise.pipeline.tasks import Piece
-from shardwise.storage import atomic_write, info, open_input
+from shardwise.storage import atomic_write, info, open_arrow_input, open_input
 
 __all__ = ["Job", "run_job"]
 
@@ -124,8 +124,10 @@ def _stage_input(job: Job, q: Quarantine) -> tuple[Iterator[pa.RecordBatch], np.
     if job.stage.index == 0:
         return _source_batches(job, q), None
     opts = job.layout.storage_options
-    with open_input(job.layout.stage_file(job.stage.index - 1, job.task, "arrow"), **opts) as f:
-        table = ipc.open_file(pa.BufferReader(f.read())).read_all()
+    # mapped where local (no copy of the rows into a read buffer: the filter below copies
+    # the kept ones anyway); read the ordinary way elsewhere
+    with open_arrow_input(job.layout.stage_file(job.stage.index - 1, job.task, "arrow"), **opts) as f:
+        table = ipc.open_file(f).read_all()
     with open_input(job.layout.stage_file(job.stage.index, job.task, "keep.npy"), **opts) as f:
         keep = np.load(io.BytesIO(f.read()))
     return iter(table.to_batches()), keep
@@ -141,7 +143,7 @@ def _apply(job: Job, batches: Iterator[pa.RecordBatch], keep: np.ndarray | None,
             offset += batch.num_rows
             ledger.drop(job.stage.after, "duplicate", int((~m).sum()))
             if not m.all():
-                batch = batch.filter(_bool_array(m))
+                batch = filter_rows(batch, _bool_array(m))
         for name, op in zip(job.stage.names, job.stage.ops):
             if batch.num_rows == 0:
                 break
@@ -149,10 +151,10 @@ def _apply(job: Job, batches: Iterator[pa.RecordBatch], keep: np.ndarray | None,
                 batch = op.map(batch)
                 continue
             mask, reason = op.mask(batch)
-            gone = batch.num_rows - int(pc.sum(mask).as_py() or 0)
+            gone = batch.num_rows - count_true(mask)
             if gone:
                 ledger.drop(name, reason, gone)
-                batch = batch.filter(mask)
+                batch = filter_rows(batch, mask)
         if batch.num_rows:
             yield batch
 

@@ -1,0 +1,72 @@
+"""Arrow compute kernels called by name, without importing ``pyarrow.compute``.
+
+Importing ``pyarrow.compute`` builds a Python wrapper, with its parsed docstring, for
+every one of Arrow's kernels: about 40 ms of CPU, paid again by every fresh worker
+process before its first task. The modules on the path of a pipeline's tasks that only
+read, dedup and write (the task runner, the dedup's normalisation, the column helpers)
+call their few kernels here instead, through the function those wrappers call
+(``pyarrow.compute.call_function``), with the same options, so the results are the same.
+Operators that use many kernels (``shardwise.ops.text``) import ``pyarrow.compute``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from shardwise.errors import ConfigError
+
+try:  # the module pyarrow.compute's wrappers are generated from
+    from pyarrow._compute import Utf8NormalizeOptions
+    from pyarrow._compute import call_function as _call
+except ImportError:  # pragma: no cover - a pyarrow without it: the public (heavier) module
+    from pyarrow.compute import Utf8NormalizeOptions
+    from pyarrow.compute import call_function as _call
+
+__all__ = ["call", "count_true", "fill_null", "filter_rows", "text_column", "utf8_normalize"]
+
+
+def call(name: str, *args: Any, options: Any = None) -> Any:
+    """Arrow kernel ``name`` on ``args`` (as ``pyarrow.compute.<name>(*args)``)."""
+    return _call(name, list(args), options)
+
+
+def fill_null(values: Any, fill: Any) -> Any:
+    """``pyarrow.compute.fill_null``: nulls of ``values`` replaced by ``fill``."""
+    if not isinstance(fill, (pa.Array, pa.ChunkedArray, pa.Scalar)):
+        fill = pa.scalar(fill, type=values.type)
+    return _call("coalesce", [values, fill], None)
+
+
+def count_true(mask: Any) -> int:
+    """How many entries of a boolean array are true (``pyarrow.compute.sum``, nulls and
+    an empty array counting 0)."""
+    return int(_call("sum", [mask], None).as_py() or 0)
+
+
+def filter_rows(data: Any, mask: Any) -> Any:
+    """``data.filter(mask)`` (an array, record batch or table; null mask entries drop)."""
+    return _call("filter", [data, mask], None)
+
+
+def text_column(batch: pa.RecordBatch, column: str) -> pa.Array:
+    """The text column ``column`` of ``batch`` (a binary one cast to text).
+
+    Raises:
+        ConfigError: no such column, or one that is neither text nor binary.
+    """
+    if column not in batch.schema.names:
+        raise ConfigError(f"no column {column!r}; columns are {batch.schema.names}")
+    col = batch.column(column)
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):
+            col = col.cast(pa.string())
+        else:
+            raise ConfigError(f"column {column!r} is {col.type}, not text")
+    return col
+
+
+def utf8_normalize(values: Any, form: str) -> Any:
+    """``pyarrow.compute.utf8_normalize``: Unicode normalisation form ``form``."""
+    return _call("utf8_normalize", [values], Utf8NormalizeOptions(form))
