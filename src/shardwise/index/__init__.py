@@ -109,9 +109,7 @@ def _build(
     reuse = _reusable(saved, infos)
     todo = [fi for fi in infos if fi.path not in reuse]
     args = [(fi.path, fmt_name, fi.size, format_options, storage_options) for fi in todo]
-    from shardwise.parallel import active_backend
-
-    backend = "thread" if len(args) < 64 and active_backend() is None else None
+    backend = _index_backend(todo)
     fresh = parallel_map(_index_one, args, backend=backend, desc="index files", progress=progress and len(args) > 1)
     built = dict(zip((fi.path for fi in todo), fresh))
     files, units, schemas = [], [], []
@@ -122,6 +120,24 @@ def _build(
         schemas.append(schema)
     schema = get_format(fmt_name).unify_schemas(schemas, [fi.path for fi in infos])
     return DatasetIndex(fmt_name, files, units, schema, reused_files=len(reuse))
+
+
+#: local files (and bytes) up to which an index reads them in the calling thread: a few
+#: footers or a newline scan of a few MB take less than starting threads for them
+SERIAL_FILES, SERIAL_BYTES = 16, 64 * 2**20
+
+
+def _index_backend(todo: Sequence[FileInfo]) -> str | None:
+    """Where the files to index are read: here for a few small local files, on threads
+    for up to 64 files otherwise, else on the active backend (or the default one)."""
+    from shardwise.parallel import active_backend
+
+    if active_backend() is not None:
+        return None
+    local = all("://" not in fi.path or fi.path.startswith("file://") for fi in todo)
+    if local and len(todo) <= SERIAL_FILES and sum(fi.size for fi in todo) <= SERIAL_BYTES:
+        return "sequential"
+    return "thread" if len(todo) < 64 else None
 
 
 def _reusable(saved: DatasetIndex | None, infos: Iterable[FileInfo]) -> dict[str, tuple[list[Unit], pa.Schema]]:
