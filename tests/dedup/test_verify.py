@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from unittest import mock
@@ -27,6 +28,21 @@ class _Keys:
 
     def load(self, task: int, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         return {k: v for k, v in self.tasks[task].items() if names is None or k in names}
+
+
+class _MappedKeys:
+    """The tasks' arrays as read-only maps of ``.npy`` files, as local key files are read."""
+
+    def __init__(self, tasks: list[dict[str, np.ndarray]], root: str) -> None:
+        self.paths = []
+        for t, arrays in enumerate(tasks):
+            self.paths.append({})
+            for name, a in arrays.items():
+                self.paths[t][name] = os.path.join(root, f"t{t}-{name}.npy")
+                np.save(self.paths[t][name], a)
+
+    def load(self, task: int, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        return {k: np.load(p, mmap_mode="r") for k, p in self.paths[task].items() if names is None or k in names}
 
 
 def _doc(task: int, row: int) -> int:
@@ -60,10 +76,15 @@ def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: s
     sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM = batch, loop_from  # pairs one by one, or in rows
     keys = _Keys(tasks)
     gathered = _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 1 << 30)
-    assert gathered is not None
-    try:  # from a cache of whole tasks, and from the candidates gathered once: the same
-        got = exact_similar(_Shingles(keys, 1 << 30), a, b, threshold)
+    assert gathered is not None and gathered.views is None  # arrays in memory: copied
+    try:  # from a cache of whole tasks, from the candidates gathered once, and from views
+        got = exact_similar(_Shingles(keys, 1 << 30), a, b, threshold)  # of mapped files: the same
         assert (exact_similar(gathered, a, b, threshold) == got).all()
+        with tempfile.TemporaryDirectory() as root:
+            mapped = _Candidates.gather(_MappedKeys(tasks, root), np.unique(np.concatenate([a, b])), 1 << 30)
+            assert mapped is not None and mapped.views is not None
+            assert (exact_similar(mapped, a, b, threshold) == got).all()
+            del mapped
     finally:
         sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM = old
     assert _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 0) is None  # past its cap: not gathered

@@ -3,6 +3,7 @@ Jaccard similarity reaches the threshold (documents are ``task << ROW_BITS | row
 
 from __future__ import annotations
 
+import mmap
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -81,6 +82,12 @@ class _Shingles:
         v = np.concatenate(vals) if vals else np.zeros(0, np.uint64)
         return v, np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 
+    def sets_of(self, docs: np.ndarray) -> list[np.ndarray]:
+        """The shingle set of each of the sorted unique ``docs``, copied out of the cached
+        tasks (a view would keep a task's whole arrays past the cache's cap)."""
+        values, starts = self.values_of(docs)
+        return [values[s : s + n] for s, n in zip(starts.tolist(), self.sizes_of(docs).tolist())]
+
 
 def _split(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(task, row)`` of document ids."""
@@ -93,8 +100,9 @@ class _Candidates:
     task needs when its candidates fit in its share of the memory budget (a cache of whole
     tasks would read every task again in every round once they do not all fit)."""
 
-    def __init__(self, docs: np.ndarray, values: np.ndarray, sizes: np.ndarray) -> None:
-        self.docs, self.values, self.sizes = docs, values, sizes
+    def __init__(self, docs: np.ndarray, values: np.ndarray, sizes: np.ndarray,
+                 views: list[np.ndarray] | None = None) -> None:
+        self.docs, self.values, self.sizes, self.views = docs, values, sizes, views
         self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 
     @classmethod
@@ -115,6 +123,9 @@ class _Candidates:
         if not found:
             return cls(docs, np.zeros(0, np.uint64), np.zeros(0, np.int64))
         sizes = np.concatenate([n for _, _, n in found])
+        if all(_mapped(shingles) for shingles, _, _ in found):  # views of the mapped key files: no copy
+            views = [sh[s : s + k] for sh, at, n in found for s, k in zip(at.tolist(), n.tolist())]
+            return cls(docs, np.zeros(0, np.uint64), sizes, views)
         values = np.empty(int(sizes.sum()), dtype=np.uint64)
         at = 0
         for shingles, starts, n in found:
@@ -129,8 +140,32 @@ class _Candidates:
 
     def values_of(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """As :meth:`_Shingles.values_of`, for sorted unique ``docs`` among the gathered
-        ones: the gathered values themselves (no copy) and where each document's start."""
-        return self.values, self.starts[np.searchsorted(self.docs, docs)]
+        ones: the gathered values themselves (no copy) and where each document's start
+        (held as views: theirs, copied side by side)."""
+        idx = np.searchsorted(self.docs, docs)
+        if self.views is None:
+            return self.values, self.starts[idx]
+        parts = [self.views[i] for i in idx.tolist()]
+        values = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+        return values, np.concatenate([[0], np.cumsum(self.sizes[idx])[:-1]]).astype(np.int64)
+
+    def sets_of(self, docs: np.ndarray) -> list[np.ndarray]:
+        """The shingle set of each of the sorted unique ``docs`` (views, no copies)."""
+        idx = np.searchsorted(self.docs, docs).tolist()
+        if self.views is not None:
+            return [self.views[i] for i in idx]
+        return [self.values[self.starts[i] : self.starts[i] + self.sizes[i]] for i in idx]
+
+
+def _mapped(a: np.ndarray) -> bool:
+    """Whether ``a`` is a view of a memory-mapped file (pages the kernel can drop and read
+    again), not memory of this process's own."""
+    base: object = a
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    return isinstance(base, mmap.mmap)
 
 
 PAIR_LOOP_FROM = 2048  # shingles of a pair from which it is checked on its own
@@ -155,12 +190,20 @@ def exact_similar(shingles: _Shingles | _Candidates, a: np.ndarray, b: np.ndarra
     la, lb = sizes[ia], sizes[ib]
     inter = np.zeros(len(a), dtype=np.int64)
     maybe = np.minimum(la, lb) >= threshold * np.maximum(la, lb)
-    if maybe.any():
-        wanted = distinct(np.concatenate([ia[maybe], ib[maybe]]))
+    big = maybe & (la + lb > PAIR_LOOP_FROM)
+    if big.any():  # one by one, on each document's set where it is (no copy where mapped)
+        pairs = np.flatnonzero(big)
+        wanted = distinct(np.concatenate([ia[pairs], ib[pairs]]))
+        own = dict(zip(wanted.tolist(), shingles.sets_of(docs[wanted])))
+        for i, x, y in zip(pairs.tolist(), ia[pairs].tolist(), ib[pairs].tolist()):
+            inter[i] = shared_count(own[x], own[y])
+    small = maybe & ~big
+    if small.any():
+        wanted = distinct(np.concatenate([ia[small], ib[small]]))
         sets, starts = shingles.values_of(docs[wanted])
         at = np.full(len(docs), -1, dtype=np.int64)
         at[wanted] = starts
-        _intersections(sets, at[ia], la, at[ib], lb, np.flatnonzero(maybe), inter)
+        _intersections(sets, at[ia], la, at[ib], lb, np.flatnonzero(small), inter)
     union = la + lb - inter
     return np.where(union > 0, maybe & (inter / np.maximum(union, 1) >= threshold), True)
 
@@ -168,14 +211,10 @@ def exact_similar(shingles: _Shingles | _Candidates, a: np.ndarray, b: np.ndarra
 def _intersections(sets: np.ndarray, sa: np.ndarray, la: np.ndarray, sb: np.ndarray, lb: np.ndarray,
                    pairs: np.ndarray, inter: np.ndarray) -> None:
     """``inter[i]`` = the shingles shared by ``sets[sa[i]:sa[i] + la[i]]`` and
-    ``sets[sb[i]:sb[i] + lb[i]]``, for every ``i`` in ``pairs``."""
-    big = pairs[la[pairs] + lb[pairs] > PAIR_LOOP_FROM]
-    for i, x, n, y, k in zip(big.tolist(), sa[big].tolist(), la[big].tolist(), sb[big].tolist(), lb[big].tolist()):
-        inter[i] = shared_count(sets[x : x + n], sets[y : y + k])
-    small = pairs[la[pairs] + lb[pairs] <= PAIR_LOOP_FROM]
-    for rows, m, n in sorted_rows(sets, [(sa[small], la[small]), (sb[small], lb[small])], kind="stable"):
+    ``sets[sb[i]:sb[i] + lb[i]]``, for every ``i`` in ``pairs``, many pairs at once."""
+    for rows, m, n in sorted_rows(sets, [(sa[pairs], la[pairs]), (sb[pairs], lb[pairs])], kind="stable"):
         common = (m[:, 1:] == m[:, :-1]) & (np.arange(1, m.shape[1]) < n[:, None])
-        inter[small[rows]] = common.sum(axis=1)
+        inter[pairs[rows]] = common.sum(axis=1)
 
 
 def verified_stars(keys: TaskKeys, threshold: float, doc: np.ndarray, group: np.ndarray, active: np.ndarray,
