@@ -8,7 +8,7 @@ import numpy as np
 
 from shardwise.errors import ConfigError
 
-__all__ = ["band_hashes", "bucket_order", "maybe_shared", "optimal_bands", "recall_bands"]
+__all__ = ["band_hashes", "bucket_order", "maybe_shared", "optimal_bands", "partition_records", "recall_bands"]
 
 
 def _prob(s: np.ndarray, b: int, r: int) -> np.ndarray:
@@ -77,6 +77,21 @@ def band_hashes(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
             h *= mult
             h ^= h >> np.uint64(29)
     return h
+
+
+def partition_records(bands: np.ndarray, ids: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(band, hash, doc)`` records of documents ``ids`` (row ``i`` of ``bands``: the
+    band hashes of ``ids[i]``), ordered by hash partition (``hash % parts``), each
+    partition's in document order; and where each partition's records start (``parts + 1``
+    bounds)."""
+    b = bands.shape[1]
+    band = np.broadcast_to(np.arange(b, dtype=np.uint64), bands.shape).ravel()
+    hh = bands.ravel()
+    doc = np.repeat(ids, b)
+    part = (hh % np.uint64(parts)).astype(np.min_scalar_type(parts))
+    order = np.argsort(part, kind="stable")  # a radix sort: each partition's records in document order
+    rec = np.stack([band[order], hh[order], doc[order]], axis=1)
+    return rec, np.concatenate([[0], np.cumsum(np.bincount(part, minlength=parts))])
 
 
 def maybe_shared(h: np.ndarray) -> np.ndarray:

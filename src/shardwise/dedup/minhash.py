@@ -7,7 +7,8 @@ hash of each band is kept (and, verifying, each row's shingle set). Then, in
 stage's scratch space (``ctx.scratch``):
 
 1. *buckets*: one task per input task writes the ``(band, hash, doc)`` records of its
-   rows into ``partitions`` files by hash;
+   rows into ``partitions`` files by hash (up to ``RECORDS_PER_PARTITION`` records in
+   all, no such step: each edges task makes its records from every task's band hashes);
 2. *edges*: one task per partition sorts its records; every bucket of ``k`` documents
    yields ``k - 1`` edges to its smallest document (a star, never all pairs), optionally
    verified by exact Jaccard of the shingle sets;
@@ -37,13 +38,20 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.dedup.components import components_distributed, components_in_memory, unique_pairs
-from shardwise.dedup.lsh import band_hashes, bucket_order, maybe_shared, optimal_bands, recall_bands
+from shardwise.dedup.lsh import (
+    band_hashes,
+    bucket_order,
+    maybe_shared,
+    optimal_bands,
+    partition_records,
+    recall_bands,
+)
 from shardwise.dedup.sets import distinct, shingle_sets
 from shardwise.dedup.shingles import doc_shingles
 from shardwise.dedup.signatures import MAX_PERM, signatures
-from shardwise.dedup.verify import ROW_BITS, verified_stars
+from shardwise.dedup.verify import ROW_BITS, split_ids, verified_stars
 from shardwise.errors import ConfigError
-from shardwise.ops._compute import text_column
+from shardwise.ops._compute import int64_array, text_column
 from shardwise.ops.dedup import DedupContext, DedupDecision, DedupOp, Scratch, TaskKeys
 
 __all__ = ["MinHashDedup"]
@@ -160,6 +168,7 @@ class _Stage:
     verify: bool
     threshold: float
     cache_bytes: int
+    direct: bool  # the edges tasks take their records from the tasks' keys (no buckets step)
 
 
 def _bucket_name(task: int, part: int) -> str:
@@ -170,31 +179,33 @@ def _edges_name(part: int) -> str:
     return f"edges/p{part:05d}.npy"
 
 
-def _buckets(args: tuple[_Stage, int]) -> int:
-    """The band hashes of one task's documents, stored by hash partition."""
-    st, task = args
-    b = st.bands
+def _task_records(st: _Stage, task: int) -> tuple[np.ndarray, np.ndarray]:
+    """The band records of one task's documents by hash partition, and the partitions'
+    bounds (:func:`~shardwise.dedup.lsh.partition_records`)."""
     keys = st.keys.load(task, ["bands", "lengths"])
-    bands = keys.get("bands", np.zeros((0, b), np.uint64))
+    bands = keys.get("bands", np.zeros((0, st.bands), np.uint64))
     live = np.flatnonzero(keys.get("lengths", np.zeros(0, np.int64)) > 0)  # documents without shingles never match
-    h = bands[live]
     ids = (np.uint64(task) << np.uint64(ROW_BITS)) | live.astype(np.uint64)
-    band = np.broadcast_to(np.arange(b, dtype=np.uint64), h.shape).ravel()
-    hh = h.ravel()
-    doc = np.repeat(ids, b)
-    part = (hh % np.uint64(st.parts)).astype(np.min_scalar_type(st.parts))
-    order = np.argsort(part, kind="stable")  # a radix sort: each partition's records in document order
-    rec = np.stack([band[order], hh[order], doc[order]], axis=1)
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=st.parts))])
+    return partition_records(bands[live], ids, st.parts)
+
+
+def _buckets(args: tuple[_Stage, int]) -> None:
+    """The band records of one task's documents, stored by hash partition."""
+    st, task = args
+    rec, bounds = _task_records(st, task)
     for p in range(st.parts):  # one pass over the records, not one per partition
         st.scratch.save(_bucket_name(task, p), rec[bounds[p] : bounds[p + 1]])
-    return len(live)
 
 
 def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
-    """Star edges of the buckets of one hash partition (verified, if asked)."""
+    """Star edges of the buckets of one hash partition (verified, if asked). Its records
+    come from the buckets step's files, or, with few records (``st.direct``), straight
+    from the tasks' band hashes (every edges task reads them all: cheaper than a step)."""
     st, p = args
-    parts = [st.scratch.load(_bucket_name(t, p)) for t in range(st.num_tasks)]
+    if st.direct:
+        parts = [rec[bounds[p] : bounds[p + 1]] for rec, bounds in (_task_records(st, t) for t in range(st.num_tasks))]
+    else:
+        parts = [st.scratch.load(_bucket_name(t, p)) for t in range(st.num_tasks)]
     rec = np.concatenate(parts) if parts else np.zeros((0, 3), np.uint64)
     u_out: list[np.ndarray] = []
     v_out: list[np.ndarray] = []
@@ -221,18 +232,6 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
     pairs = unique_pairs(u, v)[0]
     st.scratch.save(_edges_name(p), pairs)
     return len(pairs), rejected, records
-
-
-def _int64s(values: np.ndarray) -> pa.Array:
-    """``pa.array(values)`` of an int64 array, from its buffer (``pa.array`` of a numpy
-    array imports ``numpy.ma`` on its first call, ~20 ms)."""
-    values = np.ascontiguousarray(values, dtype=np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
-
-
-def _split_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(task, row)`` of document ids."""
-    return (ids >> np.uint64(ROW_BITS)).astype(np.int64), (ids & np.uint64((1 << ROW_BITS) - 1)).astype(np.int64)
 
 
 def _components(op: MinHashDedup, ctx: DedupContext, parts: int, n_edges: int) -> tuple[np.ndarray, np.ndarray, str]:
@@ -265,26 +264,29 @@ def _partitions(op: MinHashDedup, records: int) -> int:
 
 def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
     b, r = op.banding()
-    rows_per_task = [len(ctx.keys.load(t, ["lengths"]).get("lengths", ())) for t in range(ctx.num_tasks)]
-    parts = _partitions(op, sum(rows_per_task) * b)
+    lengths = [ctx.keys.load(t, ["lengths"]).get("lengths", np.zeros(0, np.int64)) for t in range(ctx.num_tasks)]
+    rows_per_task, records = [len(n) for n in lengths], sum(len(n) for n in lengths) * b
+    parts = _partitions(op, records)
+    direct = records <= RECORDS_PER_PARTITION and records * RECORD_BYTES <= op.memory_budget // BUDGET_SHARE
     st = _Stage(ctx.keys, ctx.scratch, ctx.num_tasks, b, r, parts, op.verify, op.threshold,
-                max(1, op.memory_budget // BUDGET_SHARE))
-    live = ctx.map(_buckets, [(st, t) for t in range(ctx.num_tasks)], "minhash buckets")
+                max(1, op.memory_budget // BUDGET_SHARE), direct)
+    if not direct:  # else the edges tasks read the band hashes themselves
+        ctx.map(_buckets, [(st, t) for t in range(ctx.num_tasks)], "minhash buckets")
     stats = ctx.map(_edges, [(st, p) for p in range(parts)], "minhash edges")
     n_edges = sum(s[0] for s in stats)
     docs, kept, mode = _components(op, ctx, parts, n_edges)
     masks = [np.ones(n, dtype=bool) for n in rows_per_task]
-    task_of, row_of = _split_ids(docs)
+    task_of, row_of = split_ids(docs)
     for t in distinct(task_of):
         masks[t][row_of[task_of == t]] = False
     cluster_sizes = np.unique(kept, return_counts=True)[1] + 1 if len(kept) else np.zeros(0, np.int64)
-    kept_task, kept_row = _split_ids(kept)
-    audit = pa.table({"removed_task": _int64s(task_of), "removed_row": _int64s(row_of),
-                      "kept_task": _int64s(kept_task), "kept_row": _int64s(kept_row)})
+    kept_task, kept_row = split_ids(kept)
+    audit = pa.table({"removed_task": int64_array(task_of), "removed_row": int64_array(row_of),
+                      "kept_task": int64_array(kept_task), "kept_row": int64_array(kept_row)})
     summary = {
         "method": "minhash", "bands": b, "rows": r, "num_perm": op.num_perm, "threshold": op.threshold,
-        "partitions": parts,
-        "documents": int(sum(rows_per_task)), "documents_with_shingles": int(sum(live)),
+        "partitions": parts, "buckets_step": not direct,
+        "documents": int(sum(rows_per_task)), "documents_with_shingles": sum(int((n > 0).sum()) for n in lengths),
         "candidate_edges": int(n_edges), "rejected_by_verification": int(sum(s[1] for s in stats)),
         "components_mode": mode, "clusters": len(cluster_sizes),
         "largest_cluster": int(cluster_sizes.max()) if len(cluster_sizes) else 0,

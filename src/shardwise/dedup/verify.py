@@ -13,7 +13,7 @@ from shardwise.dedup.components import unique_pairs
 from shardwise.dedup.sets import distinct, shared_count, shingle_sets, sorted_rows, take_ranges
 from shardwise.ops.dedup import TaskKeys
 
-__all__ = ["ROW_BITS", "TaskCache", "shingle_sets", "verified_stars"]
+__all__ = ["ROW_BITS", "TaskCache", "shingle_sets", "split_ids", "verified_stars"]
 
 ROW_BITS = 32
 
@@ -60,7 +60,7 @@ class _Shingles:
 
     def sizes_of(self, docs: np.ndarray) -> np.ndarray:
         """The set sizes of the sorted unique ``docs``."""
-        task, row = _split(docs)
+        task, row = split_ids(docs)
         sizes = np.zeros(len(docs), dtype=np.int64)
         for t in distinct(task):
             m = task == t
@@ -70,7 +70,7 @@ class _Shingles:
     def values_of(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The shingle sets of the sorted unique ``docs``: ``(values, starts)``, document
         ``i``'s at ``values[starts[i]:starts[i] + size]``."""
-        task, row = _split(docs)
+        task, row = split_ids(docs)
         vals: list[np.ndarray] = []
         sizes = np.zeros(len(docs), dtype=np.int64)
         for t in distinct(task):  # docs are sorted, so by task and then by row
@@ -89,7 +89,7 @@ class _Shingles:
         return [values[s : s + n] for s, n in zip(starts.tolist(), self.sizes_of(docs).tolist())]
 
 
-def _split(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def split_ids(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(task, row)`` of document ids."""
     return (docs >> np.uint64(ROW_BITS)).astype(np.int64), (docs & np.uint64((1 << ROW_BITS) - 1)).astype(np.int64)
 
@@ -109,7 +109,7 @@ class _Candidates:
     def gather(cls, keys: TaskKeys, docs: np.ndarray, max_bytes: int) -> _Candidates | None:
         """The rows of ``docs``, or None when they would pass ``max_bytes``: their sizes
         first, then their shingles copied once, straight into one array."""
-        task, row = _split(docs)
+        task, row = split_ids(docs)
         found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (shingles, starts, sizes) per task
         used = 0
         for t in distinct(task):  # docs are sorted, so by task and then by row
