@@ -76,12 +76,12 @@ def check_state(state: Any) -> None:
 
 
 def default_threads() -> int:
-    """Threads per training process: the CPUs this process may use, shared by the ranks
-    of this node (``LOCAL_WORLD_SIZE``, as torchrun sets it), between 1 and 8."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
+    """Threads per training process: the CPUs this process may use (its affinity, capped
+    by a cgroup CPU quota), shared by the ranks of this node (``LOCAL_WORLD_SIZE``, as
+    torchrun sets it), between 1 and 8."""
+    from shardwise.parallel.cpus import cpu_count
+
+    cpus = cpu_count()
     try:
         local_ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     except ValueError:

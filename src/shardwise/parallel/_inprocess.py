@@ -13,7 +13,8 @@ from typing import Any
 
 from shardwise.parallel import _task
 from shardwise.parallel._task import Outcome, run_chunk
-from shardwise.parallel.base import Backend, Finished, Session, cpu_count
+from shardwise.parallel.base import Backend, Finished, Session
+from shardwise.parallel.cpus import cpu_count
 
 __all__ = ["SequentialBackend", "ThreadBackend"]
 

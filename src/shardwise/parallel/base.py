@@ -8,14 +8,13 @@ and cancellation the same way for every engine.
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeAlias
 
 from shardwise.parallel._task import Outcome
 
-__all__ = ["Backend", "BackendSpec", "Session", "WorkerLost", "cpu_count"]
+__all__ = ["Backend", "BackendSpec", "Session", "WorkerLost"]
 
 
 class WorkerLost:
@@ -29,14 +28,6 @@ class WorkerLost:
 
 
 Finished = tuple[int, "list[Outcome] | WorkerLost"]
-
-
-def cpu_count() -> int:
-    """Cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 class Session(ABC):

@@ -14,7 +14,8 @@ from typing import Any
 
 from shardwise._optional import require
 from shardwise.parallel._task import main_not_reimported, run_chunk
-from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_count
+from shardwise.parallel.base import Backend, Finished, Session, WorkerLost
+from shardwise.parallel.cpus import cpu_count
 
 __all__ = ["DaskBackend"]
 

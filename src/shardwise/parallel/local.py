@@ -23,7 +23,8 @@ from shardwise.parallel._inprocess import SequentialBackend, ThreadBackend
 from shardwise.parallel._procs import WorkerProcess, WorkerStartError
 from shardwise.parallel._task import by_value
 from shardwise.parallel._worker import dumps
-from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_count
+from shardwise.parallel.base import Backend, Finished, Session, WorkerLost
+from shardwise.parallel.cpus import cpu_count
 
 __all__ = ["LocalBackend", "SequentialBackend", "ThreadBackend", "caller_pool"]
 

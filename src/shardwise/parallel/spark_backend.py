@@ -21,7 +21,8 @@ from shardwise._optional import require
 from shardwise.errors import ShardwiseError
 from shardwise.parallel._counter import CounterServer, run_chunk_counted
 from shardwise.parallel._task import by_value
-from shardwise.parallel.base import Backend, Finished, Session, WorkerLost, cpu_count
+from shardwise.parallel.base import Backend, Finished, Session, WorkerLost
+from shardwise.parallel.cpus import cpu_count
 
 __all__ = ["SparkBackend"]
 

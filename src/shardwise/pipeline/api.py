@@ -26,7 +26,8 @@ from shardwise.formats import OnError, check_format_options, check_on_error, get
 from shardwise.index import OPEN_OPTIONS, DatasetIndex, open_dataset
 from shardwise.ops.base import Op, get_op, make_op
 from shardwise.ops.dedup import DedupOp
-from shardwise.parallel.base import BackendSpec, cpu_count
+from shardwise.parallel.base import BackendSpec
+from shardwise.parallel.cpus import cpu_count
 from shardwise.pipeline.hooks import after_run
 from shardwise.pipeline.runner import RunResult, run_pipeline
 from shardwise.pipeline.sink import Sink
