@@ -23,6 +23,7 @@ __all__ = ["dedup"]
 
 def dedup(data: str, tmp: str, cfg: dict[str, Any]) -> dict[str, Any]:
     """Read, ``dataset.map(op.compute_hash, num_proc=2)``, ``op.process``, write."""
+    import pyarrow.parquet  # noqa: F401  # imports are not timed (as in every row)
     from datasets import Dataset, disable_progress_bars
 
     disable_progress_bars()
