@@ -72,7 +72,7 @@ def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: s
     pairs = data.draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)), min_size=1, max_size=30))
     a = np.array([_doc(*p) for p, _ in pairs], dtype=np.uint64)
     b = np.array([_doc(*q) for _, q in pairs], dtype=np.uint64)
-    old = sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM
+    old = sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM, verify.LOOP_FROM
     sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM = batch, loop_from  # pairs one by one, or in rows
     keys = _Keys(tasks)
     gathered = _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 1 << 30)
@@ -81,12 +81,13 @@ def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: s
         got = exact_similar(_Shingles(keys, 1 << 30), a, b, threshold)  # of mapped files: the same
         assert (exact_similar(gathered, a, b, threshold) == got).all()
         with tempfile.TemporaryDirectory() as root:
+            verify.LOOP_FROM = 0  # views from the first shingle on (else only for long sets)
             mapped = _Candidates.gather(_MappedKeys(tasks, root), np.unique(np.concatenate([a, b])), 1 << 30)
             assert mapped is not None and mapped.views is not None
             assert (exact_similar(mapped, a, b, threshold) == got).all()
             del mapped
     finally:
-        sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM = old
+        sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM, verify.LOOP_FROM = old
     assert _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 0) is None  # past its cap: not gathered
     for (p, q), ok in zip(pairs, got):
         x, y = set(docs[p[0]][p[1]]), set(docs[q[0]][q[1]])

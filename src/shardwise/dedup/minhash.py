@@ -7,8 +7,8 @@ hash of each band is kept (and, verifying, each row's shingle set). Then, in
 stage's scratch space (``ctx.scratch``):
 
 1. *buckets*: one task per input task writes the ``(band, hash, doc)`` records of its
-   rows into ``partitions`` files by hash (up to ``RECORDS_PER_PARTITION`` records in
-   all, no such step: each edges task makes its records from every task's band hashes);
+   rows into ``partitions`` files by hash (up to ``DIRECT_RECORDS`` records in all, no
+   such step: each edges task makes its records from every task's band hashes);
 2. *edges*: one task per partition sorts its records; every bucket of ``k`` documents
    yields ``k - 1`` edges to its smallest document (a star, never all pairs), optionally
    verified by exact Jaccard of the shingle sets;
@@ -57,6 +57,7 @@ from shardwise.ops.dedup import DedupContext, DedupDecision, DedupOp, Scratch, T
 __all__ = ["MinHashDedup"]
 
 RECORDS_PER_PARTITION = 2_000_000  # (band, hash, doc) records per edges task, at most ~48 MB
+DIRECT_RECORDS = 1 << 17  # records up to which each edges task makes its own (no buckets step)
 RECORD_BYTES = 96  # per (band, hash, doc) record while a partition is sorted (copies, order)
 EDGE_BYTES = 128  # per edge while components are found in memory
 BUDGET_SHARE = 4  # a partition's records, and the verification cache, each get 1/4 of the budget
@@ -267,7 +268,7 @@ def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
     lengths = [ctx.keys.load(t, ["lengths"]).get("lengths", np.zeros(0, np.int64)) for t in range(ctx.num_tasks)]
     rows_per_task, records = [len(n) for n in lengths], sum(len(n) for n in lengths) * b
     parts = _partitions(op, records)
-    direct = records <= RECORDS_PER_PARTITION and records * RECORD_BYTES <= op.memory_budget // BUDGET_SHARE
+    direct = records <= DIRECT_RECORDS and records * RECORD_BYTES <= op.memory_budget // BUDGET_SHARE
     st = _Stage(ctx.keys, ctx.scratch, ctx.num_tasks, b, r, parts, op.verify, op.threshold,
                 max(1, op.memory_budget // BUDGET_SHARE), direct)
     if not direct:  # else the edges tasks read the band hashes themselves

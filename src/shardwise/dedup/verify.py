@@ -10,7 +10,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from shardwise.dedup.components import unique_pairs
-from shardwise.dedup.sets import distinct, shared_count, shingle_sets, sorted_rows, take_ranges
+from shardwise.dedup.sets import (
+    LOOP_FROM,
+    distinct,
+    shared_count,
+    shingle_sets,
+    sorted_rows,
+    take_ranges,
+)
 from shardwise.ops.dedup import TaskKeys
 
 __all__ = ["ROW_BITS", "TaskCache", "shingle_sets", "split_ids", "verified_stars"]
@@ -123,7 +130,9 @@ class _Candidates:
         if not found:
             return cls(docs, np.zeros(0, np.uint64), np.zeros(0, np.int64))
         sizes = np.concatenate([n for _, _, n in found])
-        if all(_mapped(shingles) for shingles, _, _ in found):  # views of the mapped key files: no copy
+        # views of the mapped key files when the sets are long (no copy); short ones are
+        # copied by one index, cheaper than a view each
+        if int(sizes.sum()) >= LOOP_FROM * len(sizes) and all(_mapped(shingles) for shingles, _, _ in found):
             views = [sh[s : s + k] for sh, at, n in found for s, k in zip(at.tolist(), n.tolist())]
             return cls(docs, np.zeros(0, np.uint64), sizes, views)
         values = np.empty(int(sizes.sum()), dtype=np.uint64)
