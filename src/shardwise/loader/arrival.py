@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.loader.gather import Views
-from shardwise.loader.memory import map_pages, window_memory
+from shardwise.loader.memory import WindowMemory, map_pages, window_memory
 from shardwise.loader.texts import WindowTexts, is_text
 
 __all__ = ["ArrivalWindow", "Filling", "arrival_schema"]
@@ -56,16 +56,19 @@ class ArrivalWindow:
         units: the window's units, in the order their rows are laid out.
         capacity: each unit's rows (as indexed; a unit read with more is refused).
         schema: the columns read.
+        memory: the dataset's window memory (default: new mappings, let go with the window).
     """
 
-    def __init__(self, units: list[int], capacity: list[int], schema: pa.Schema) -> None:
+    def __init__(self, units: list[int], capacity: list[int], schema: pa.Schema,
+                 memory: WindowMemory | None = None) -> None:
         self.units = np.asarray(units, dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(capacity, dtype=np.int64)])
         self.start = dict(zip(units, starts[:-1].tolist()))
         self.capacity = dict(zip(units, capacity))
         self.n = int(starts[-1])
         self.text = [is_text(f.type) for f in schema]
-        self.texts = WindowTexts(schema, [i for i, t in enumerate(self.text) if t], self.n) \
+        self.take = memory.take if memory is not None else window_memory
+        self.texts = WindowTexts(schema, [i for i, t in enumerate(self.text) if t], self.n, self.take) \
             if any(self.text) else None
         self.columns: list[np.ndarray | None] = [None] * len(schema)
         self.failed = False
@@ -99,7 +102,7 @@ class ArrivalWindow:
         with self._lock:
             if self.columns[i] is None:  # virtual memory: pages are mapped as units are written
                 shape = (self.n, *a.shape[1:])
-                self.columns[i] = window_memory(int(np.prod(shape)) * a.itemsize).view(a.dtype).reshape(shape)
+                self.columns[i] = self.take(int(np.prod(shape)) * a.itemsize).view(a.dtype).reshape(shape)
             out = self.columns[i]
         assert out is not None
         return out if out.dtype == a.dtype and out.shape[1:] == a.shape[1:] else None

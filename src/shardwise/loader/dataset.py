@@ -30,6 +30,7 @@ from shardwise.loader.channel import Seen, in_dataloader_worker
 from shardwise.loader.convert import Padding, check_padding
 from shardwise.loader.groups import data_parallel
 from shardwise.loader.headstart import HeadStart, head_start
+from shardwise.loader.memory import WindowMemory
 from shardwise.loader.placement import detect_placement
 from shardwise.loader.position import Position
 from shardwise.loader.process import setup_worker
@@ -176,6 +177,7 @@ class StreamingDatasetBase(LoaderState):
         self.counts, self.quarantine = read_counts(self.index, filter, self.on_error)
         self._start_state()
         self._head: HeadStart | None = None  # the training process's downloads ahead of its workers
+        self._memory = WindowMemory()  # the in-process path's windows, kept for the next ones
         open_reader(self.index, self.columns, self.filter, on_error)  # validate columns now
         self.topology(1)  # validate batch_size etc. now
         check_not_empty(self.index, self.counts, filter, self.quarantine)
@@ -211,13 +213,8 @@ class StreamingDatasetBase(LoaderState):
     # -- planning ---------------------------------------------------------------------
     def topology(self, num_workers: int | None = None, world_size: int | None = None) -> Topology:
         """The topology of this dataset for ``num_workers`` workers per data-parallel rank."""
-        return Topology(
-            world_size or self.dp_size,
-            num_workers or self.num_workers or 1,
-            self.batch_size,
-            self.drop_last,
-            self.interleave,
-        )
+        return Topology(world_size or self.dp_size, num_workers or self.num_workers or 1, self.batch_size,
+                        self.drop_last, self.interleave)
 
     def plan(self, num_workers: int | None = None, world_size: int | None = None) -> Plan:
         """The current epoch's plan (including a loaded resume point)."""
@@ -248,7 +245,7 @@ class StreamingDatasetBase(LoaderState):
                                 workers, self.prefetch_bytes, bool(self._resumes))
 
     def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__ | {"_head": None}  # its threads stay in this process
+        return self.__dict__ | {"_head": None, "_memory": None}  # its threads and memory stay here
 
     def __len__(self) -> int:
         """Batches per rank (batched mode) or samples per rank (per-sample mode)."""
@@ -284,7 +281,7 @@ class StreamingDatasetBase(LoaderState):
         process on threads of its own, everything else as a DataLoader worker does."""
         reading = Reading(self.index, self.columns, self.filter, self.on_error, self.batch_format,
                           self.batch_size, self.interleave, self.prefetch_bytes, self.pad_to,
-                          self.num_threads, self.pin_memory, self.cache)
+                          self.num_threads, self.pin_memory, self.cache, self._memory)
         if self.batch_format is not None and not in_dataloader_worker():
             return threaded_batches(reading, wp)
         return serial_items(reading, wp)

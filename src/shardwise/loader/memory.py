@@ -1,18 +1,24 @@
-"""Memory for a window's columns: mapped page by page as it is first written."""
+"""Memory for a window's columns: mapped page by page as it is first written, and kept
+by the dataset for its next windows and epochs (:class:`WindowMemory`)."""
 
 from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 import sys
+import threading
 
 import numpy as np
 
-__all__ = ["map_pages", "window_memory"]
+__all__ = ["WindowMemory", "map_pages", "window_memory"]
 
 SMALL = 1 << 20  # below this, ordinary heap memory
 MADV_POPULATE_WRITE = 23  # Linux 5.14+: map (and zero) a range's pages in one call
 PAGE = mmap.PAGESIZE
+HEADROOM = 8  # a new mapping has 1/8 more room than asked, so that a slightly larger column reuses it
+LOOSEST = 5 / 4  # a free mapping serves a request of at least 4/5 of its size
+_LISTED = 2  # references to a mapping nothing uses: the pool's list and sys.getrefcount's argument
 
 
 def _madvise() -> object | None:
@@ -52,3 +58,64 @@ def window_memory(nbytes: int) -> np.ndarray:
     if nbytes < SMALL:
         return np.empty(nbytes, dtype=np.uint8)
     return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS), dtype=np.uint8)
+
+
+def _anonymous(nbytes: int) -> mmap.mmap:
+    return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+
+
+class WindowMemory:
+    """The memory of one dataset's windows, handed out again once nothing uses it.
+
+    A window of a large shuffle is gigabytes of new memory, and on a virtual machine the
+    kernel zeroes and maps it for about 0.35 CPU s per GB (the text shape's 1.2 GB: 0.42
+    s of a 3.4 s epoch). The next window, and every later epoch, need as much again, so
+    the dataset keeps its mappings: a mapping no array refers to any more (every numpy
+    view and Arrow buffer of a window holds a reference to it, so its reference count
+    says when the last piece gathered from it has let go) serves the next request of
+    between 4/5 of its size and its size. Free mappings are kept up to the bytes in use
+    at the time (oldest let go first), and all go with the dataset. A forked process
+    starts with none of its parent's. Below ``SMALL`` bytes, ordinary heap memory.
+    """
+
+    def __init__(self) -> None:
+        self._maps: list[mmap.mmap] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """``nbytes`` of memory (uint8) for a window's column, from a free mapping or new."""
+        if nbytes < SMALL:
+            return np.empty(nbytes, dtype=np.uint8)
+        with self._lock:
+            if self._pid != os.getpid():
+                self._maps, self._pid = [], os.getpid()
+            free = self._free()
+            fits = [i for i in free if nbytes <= len(self._maps[i]) <= nbytes * LOOSEST]
+            if fits:
+                m = self._maps[min(fits, key=lambda i: len(self._maps[i]))]
+            else:
+                m = _anonymous(nbytes + nbytes // HEADROOM)
+                self._trim(free)
+                self._maps.append(m)
+            return np.frombuffer(m, dtype=np.uint8, count=nbytes)
+
+    @property
+    def mapped(self) -> int:
+        """Bytes of all mappings held (in use or free)."""
+        return sum(len(m) for m in self._maps)
+
+    def _free(self) -> list[int]:
+        return [i for i in range(len(self._maps)) if sys.getrefcount(self._maps[i]) <= _LISTED]
+
+    def _trim(self, free: list[int]) -> None:
+        """Let the oldest free mappings go until the free ones hold no more than those in use."""
+        free_bytes = sum(len(self._maps[i]) for i in free)
+        used = self.mapped - free_bytes
+        gone: set[int] = set()
+        for i in free:
+            if free_bytes <= used:
+                break
+            free_bytes -= len(self._maps[i])
+            gone.add(i)
+        self._maps = [m for i, m in enumerate(self._maps) if i not in gone]

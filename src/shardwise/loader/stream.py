@@ -23,6 +23,7 @@ from shardwise.formats import OnError
 from shardwise.index import DatasetIndex
 from shardwise.loader.convert import Padding, check_values, rows, runs, split
 from shardwise.loader.gather import Views, gather
+from shardwise.loader.memory import WindowMemory
 from shardwise.loader.prefetch import Prefetcher
 from shardwise.loader.sources import MixedIndex, open_reader, place_of
 from shardwise.plan.compose import WindowSource
@@ -49,6 +50,7 @@ class Reading:
         num_threads: threads of the in-process path.
         pin_memory: pin torch batches of the in-process path (CUDA only).
         cache: the node-local cache remote units are read through, if any.
+        memory: the dataset's window memory, kept for its next windows and epochs.
     """
 
     index: DatasetIndex | MixedIndex
@@ -63,6 +65,7 @@ class Reading:
     num_threads: int = 1
     pin_memory: bool = False
     cache: NodeCache | None = None
+    memory: WindowMemory | None = None
 
     def piece_rows(self, rows: int = PIECE_ROWS) -> int:
         """Rows gathered in one go: whole batches, about ``rows``."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,8 +62,9 @@ class _Segment:
 class _Column:
     """One text column of a window: its segments and, for each row, where its value is."""
 
-    def __init__(self, t: pa.DataType, n: int) -> None:
+    def __init__(self, t: pa.DataType, n: int, take: Callable[[int], np.ndarray] = window_memory) -> None:
         self.type = large_text(t)
+        self.take = take
         self.n = n
         self.segments: list[_Segment] = []
         self.segment_of_row = np.zeros(n, dtype=np.int32)
@@ -77,7 +79,7 @@ class _Column:
         seg = self.segments[-1] if self.segments else None
         if seg is None or seg.used + nbytes > len(seg.data):
             left = max(self.n - self.rows_seen, 0) * self.bytes_seen // max(self.rows_seen, 1)
-            seg = _Segment(window_memory(max(nbytes, min(MAX_SEGMENT, nbytes + left + left // 8 + (64 << 10)))))
+            seg = _Segment(self.take(max(nbytes, min(MAX_SEGMENT, nbytes + left + left // 8 + (64 << 10)))))
             self.segments.append(seg)
         at, first, slot = seg.used, seg.rows, len(seg.offsets)
         seg.used += nbytes
@@ -121,11 +123,13 @@ class WindowTexts:
         schema: the units' schema.
         columns: the positions of its text columns.
         n: the window's rows.
+        take: where the values' memory comes from (``nbytes`` -> uint8 array).
     """
 
-    def __init__(self, schema: pa.Schema, columns: list[int], n: int) -> None:
+    def __init__(self, schema: pa.Schema, columns: list[int], n: int,
+                 take: Callable[[int], np.ndarray] = window_memory) -> None:
         self.columns = columns
-        self._cols = [_Column(schema.field(i).type, n) for i in columns]
+        self._cols = [_Column(schema.field(i).type, n, take) for i in columns]
         self._lock = threading.Lock()
 
     def add(self, unit: int, table: pa.Table, at: int) -> None:

@@ -70,7 +70,8 @@ class Fills:
     def _start(self, w: int) -> Filling:
         if w not in self.filling:
             units = self.units[w]
-            win = ArrivalWindow(units, [self.reading.index.units[u].num_samples for u in units], _schema(self.reading))
+            win = ArrivalWindow(units, [self.reading.index.units[u].num_samples for u in units], _schema(self.reading),
+                                self.reading.memory)
             self.filling[w] = Filling(win, units, partial(_fill, self.load, win), self.reading.size, self.pool)
         return self.filling[w]
 
