@@ -55,6 +55,8 @@ SYSTEMS = {s.name: s for s in [
     _loader("shardwise_inproc_numpy", "adapters.shardwise_loader:inproc_numpy", "main", "in-process"),
     _loader("shardwise_inproc_torch", "adapters.shardwise_loader:inproc_torch", "main", "in-process"),
     _loader("shardwise_inproc_dataloader", "adapters.shardwise_loader:inproc_dataloader", "main", "in-process"),
+    _loader("raw_scan_pass2", "adapters.pyarrow_scan:raw_scan_pass2", "main", "bound"),
+    _loader("shardwise_inproc_numpy_epoch2", "adapters.shardwise_loader:inproc_numpy_epoch2", "main", "in-process"),
     _loader("shardwise_batched", "adapters.shardwise_loader:batched", "main", "batched"),
     _loader("shardwise_per_sample", "adapters.shardwise_loader:per_sample", "main", "per_sample"),
     _loader("shardwise_batched_wide", "adapters.shardwise_loader:batched_wide", "main", "batched"),
@@ -65,13 +67,15 @@ SYSTEMS = {s.name: s for s in [
     _loader("ray_data", "adapters.ray_data:loader", "peers", "batched"),
 ]}
 INPROC = ("shardwise_inproc_numpy", "shardwise_inproc_torch", "shardwise_inproc_dataloader")
+#: a training run's steady state: the second pass of each in one process (for reference)
+SECOND = ("raw_scan_pass2", "shardwise_inproc_numpy_epoch2")
 #: measured --repeats rounds (default 3) and alternated: the rows of the in-process target
-FOCUS = ("raw_scan", *INPROC)
+FOCUS = ("raw_scan", *INPROC, *SECOND)
 SLOW = ("hf_streaming", "webdataset")  # per-sample peers that reach the time cap; --skip-slow leaves them out
 #: the rows run on each data shape: the peers (and the per-sample rows) on the text data only
 SHAPE_SYSTEMS = {
     "text": list(SYSTEMS),
-    "emb": ["raw_scan", "raw_scan_256", "dataloader_ceiling", *INPROC, "shardwise_batched"],
+    "emb": ["raw_scan", "raw_scan_256", "dataloader_ceiling", *INPROC, *SECOND, "shardwise_batched"],
 }
 
 
@@ -130,6 +134,9 @@ def targets(results: dict[str, dict[str, Any]], ideal: float) -> Checks:
             if hf_rss:
                 checks.add(f"{name} peak RSS", ok[name]["peak_rss_mb"], round(hf_rss), spec=",.0f", unit=" MB",
                            at_most=True, vs="hf_map_batched")
+    if all(k in ok for k in SECOND):
+        checks.add("shardwise_inproc_numpy second epoch vs raw scan second pass (steady state, for reference)",
+                   ratio(rps[SECOND[1]], rps[SECOND[0]]), None)
     sb, sp = rps.get("shardwise_batched"), rps.get("shardwise_per_sample")
     if fastest:
         checks.add("shardwise batched vs fastest peer", ratio(sb, fastest["rows_per_s"]), 1.5, vs=fastest["name"])
