@@ -8,6 +8,7 @@ import mmap
 import os
 import sys
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,6 @@ MADV_POPULATE_WRITE = 23  # Linux 5.14+: map (and zero) a range's pages in one c
 PAGE = mmap.PAGESIZE
 HEADROOM = 8  # a new mapping has 1/8 more room than asked, so that a slightly larger column reuses it
 LOOSEST = 5 / 4  # a free mapping serves a request of at least 4/5 of its size
-_LISTED = 2  # references to a mapping nothing uses: the pool's list and sys.getrefcount's argument
 
 
 def _madvise() -> object | None:
@@ -58,6 +58,15 @@ def window_memory(nbytes: int) -> np.ndarray:
     if nbytes < SMALL:
         return np.empty(nbytes, dtype=np.uint8)
     return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS), dtype=np.uint8)
+
+
+def _refs(items: list[Any], i: int) -> int:
+    return sys.getrefcount(items[i])
+
+
+# what _refs counts for an item only a list holds, measured the way _free measures (how
+# many references the call itself adds differs between Python versions)
+_LISTED = _refs([object()], 0)
 
 
 def _anonymous(nbytes: int) -> mmap.mmap:
@@ -106,7 +115,7 @@ class WindowMemory:
         return sum(len(m) for m in self._maps)
 
     def _free(self) -> list[int]:
-        return [i for i in range(len(self._maps)) if sys.getrefcount(self._maps[i]) <= _LISTED]
+        return [i for i in range(len(self._maps)) if _refs(self._maps, i) <= _LISTED]
 
     def _trim(self, free: list[int]) -> None:
         """Let the oldest free mappings go until the free ones hold no more than those in use."""
