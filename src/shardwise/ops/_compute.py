@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - a pyarrow without it: the public (heav
     from pyarrow.compute import Utf8NormalizeOptions
     from pyarrow.compute import call_function as _call
 
-__all__ = ["call", "count_true", "fill_null", "filter_rows", "int64_array", "text_column", "utf8_normalize"]
+__all__ = ["bool_array", "call", "count_true", "fill_null", "filter_rows", "int64_array", "text_column", "utf8_normalize"]
 
 
 def call(name: str, *args: Any, options: Any = None) -> Any:
@@ -49,6 +49,13 @@ def count_true(mask: Any) -> int:
 def filter_rows(data: Any, mask: Any) -> Any:
     """``data.filter(mask)`` (an array, record batch or table; null mask entries drop)."""
     return _call("filter", [data, mask], None)
+
+
+def bool_array(mask: Any) -> pa.Array:
+    """``pa.array(mask)`` of a boolean numpy array, from its packed bits (see
+    :func:`int64_array`)."""
+    bits = np.packbits(np.asarray(mask, dtype=bool), bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(bits)])
 
 
 def int64_array(values: Any) -> pa.Array:

@@ -15,7 +15,7 @@ import pyarrow.ipc as ipc
 
 from shardwise.formats import OnError, Quarantine, get_format
 from shardwise.index import DatasetIndex
-from shardwise.ops._compute import count_true, filter_rows
+from shardwise.ops._compute import bool_array, count_true, filter_rows
 from shardwise.ops.dedup import DedupOp
 from shardwise.pipeline.commit import Layout, exists, read_json, write_json
 from shardwise.pipeline.ledger import Ledger
@@ -143,7 +143,7 @@ def _apply(job: Job, batches: Iterator[pa.RecordBatch], keep: np.ndarray | None,
             offset += batch.num_rows
             ledger.drop(job.stage.after, "duplicate", int((~m).sum()))
             if not m.all():
-                batch = filter_rows(batch, _bool_array(m))
+                batch = filter_rows(batch, bool_array(m))
         for name, op in zip(job.stage.names, job.stage.ops):
             if batch.num_rows == 0:
                 break
@@ -157,13 +157,6 @@ def _apply(job: Job, batches: Iterator[pa.RecordBatch], keep: np.ndarray | None,
                 batch = filter_rows(batch, mask)
         if batch.num_rows:
             yield batch
-
-
-def _bool_array(mask: np.ndarray) -> pa.Array:
-    """``pa.array(mask)`` from its packed bits (``pa.array`` of a numpy array imports
-    ``numpy.ma`` on its first call, ~20 ms in a fresh worker process)."""
-    bits = np.packbits(mask, bitorder="little")
-    return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(bits)])
 
 
 def _write_stage(job: Job, batches: Iterator[pa.RecordBatch], ledger: Ledger) -> dict[str, Any]:
