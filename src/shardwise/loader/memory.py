@@ -57,7 +57,7 @@ def window_memory(nbytes: int) -> np.ndarray:
     pages are mapped in order, cheaply."""
     if nbytes < SMALL:
         return np.empty(nbytes, dtype=np.uint8)
-    return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS), dtype=np.uint8)
+    return np.frombuffer(_anonymous(nbytes), dtype=np.uint8)
 
 
 def _refs(items: list[Any], i: int) -> int:
