@@ -1,4 +1,4 @@
-"""A window's text kept as bytes: any piece of it is the plan's values, in order."""
+"""A window's text kept as bytes and views: any piece of it is the plan's values, in order."""
 
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ def _unit(rng: np.random.Generator, rows: int, t: pa.DataType, nulls: bool, tag:
     arr = pa.array(values, type=t)
     if rows > 2 and rng.random() < 0.5:  # a sliced array: offsets that do not start at 0
         arr = pa.concat_arrays([pa.array(values[:1], type=t), arr]).slice(1)
+    if rows > 3 and rng.random() < 0.3:  # a column of two chunks
+        cut = int(rng.integers(1, rows))
+        return pa.table({"id": np.arange(rows), "text": pa.chunked_array([arr.slice(0, cut), arr.slice(cut)])})
     return pa.table({"id": np.arange(rows), "text": arr})
 
 
@@ -47,7 +50,7 @@ def test_pieces_are_the_windows_values_in_order(seed: int, units: int, kind: str
     unit_ids = np.array([u for u, _ in pairs], dtype=np.int64)
     rows = np.array([r for _, r in pairs], dtype=np.int64)
     old = texts.MAX_SEGMENT
-    texts.MAX_SEGMENT = 16 if small else old  # many segments, each a unit or two
+    texts.MAX_SEGMENT = 16 if small else old  # many segments, and units copied in parts
     starts = np.cumsum([0, *[t.num_rows for t in tables]])
     try:
         window = WindowTexts(tables[0].schema, [1], int(starts[-1]))
