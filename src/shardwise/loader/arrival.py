@@ -8,8 +8,9 @@ released), then let go, so its memory serves the next unit's decoding. Nothing o
 needs the window's order, so the first window's units are read while the training
 thread works the order out. Once the order is known, each place of the window points
 at its row in these columns, and a piece of about 16,384 rows is one numpy ``take``
-per column (text: one Arrow ``take``, see :mod:`shardwise.loader.texts`) on a pool
-thread, while the training thread cuts batches out of the pieces before it.
+per column (text: a ``take`` of its views and one cast, see
+:mod:`shardwise.loader.texts`) on a pool thread, while the training thread cuts
+batches out of the pieces before it.
 
 This is used for numpy and torch batches whose columns are numbers, fixed-size lists of
 numbers, strings or binary. A unit that cannot be written so (nulls in a column of
