@@ -9,20 +9,24 @@ from typing import Any
 
 from adapters.loader_common import BATCH, Consumer, columns, emb_dim, parquet_files
 
-__all__ = ["pipeline", "raw_scan", "raw_scan_256", "raw_scan_pass2"]
+__all__ = ["pipeline", "raw_scan", "raw_scan_256", "raw_scan_pass2", "raw_scan_threads"]
 
 
-def raw_scan(data: Path, consume: Consumer, info: dict[str, Any], batch_size: int = 65536) -> Callable[[], None]:
-    """Single-process ``ParquetFile.iter_batches`` to numpy: no shuffle, an upper bound."""
+def raw_scan(data: Path, consume: Consumer, info: dict[str, Any], batch_size: int = 65536,
+             use_threads: bool = False) -> Callable[[], None]:
+    """``ParquetFile.iter_batches`` to numpy on one thread: no shuffle, an upper bound.
+    ``use_threads=True`` (pyarrow's default) lets Arrow decode the columns of a batch on
+    its own thread pool."""
     import pyarrow.parquet as pq
 
     info["batch_rows"] = batch_size
+    info["use_threads"] = use_threads
     cols, dim = columns(data), emb_dim(data)
     text = "text" in cols
 
     def go() -> None:
         for f in parquet_files(data):
-            for rb in pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=cols):
+            for rb in pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=cols, use_threads=use_threads):
                 emb = rb.column("emb")
                 mat = emb.values.to_numpy().reshape(len(emb), dim)  # no nulls: zero-copy
                 rb.column("id").to_numpy()
@@ -30,6 +34,11 @@ def raw_scan(data: Path, consume: Consumer, info: dict[str, Any], batch_size: in
                         rb.column("text").to_numpy(zero_copy_only=False) if text else None)
 
     return go
+
+
+def raw_scan_threads(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], None]:
+    """The raw scan with Arrow's thread pool decoding the columns (pyarrow's default)."""
+    return raw_scan(data, consume, info, use_threads=True)
 
 
 def raw_scan_pass2(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], None]:
