@@ -107,3 +107,31 @@ def test_map_pages_maps_a_range_before_it_is_written() -> None:
     after_mapping = faults() - before
     assert by_writing > 1000 and after_mapping < by_writing // 10
     assert int(mapped.sum()) == 16 << 20
+
+
+def test_without_views_keeps_values_in_types_the_loader_can_take() -> None:
+    from shardwise.loader.texts import without_views
+
+    n = 6
+    table = pa.table({
+        "sv": pa.array(["a", None, "long enough to leave the view", "", "é", "x" * 13], pa.string_view()),
+        "bv": pa.array([b"\x00", b"", None, b"y" * 20, b"z", b"w"], pa.binary_view()),
+        "l": pa.array([["p", None], [], None, ["q" * 14], ["r"], ["s"]], pa.list_(pa.string_view())),
+        "ll": pa.array([[b"1"], [b"2" * 13], [], None, [b"3"], [b"4"]], pa.large_list(pa.binary_view())),
+        "st": pa.array([{"k": "v" * (i + 10)} for i in range(n)], pa.struct([("k", pa.string_view())])),
+        "mp": pa.array([[("k", "v")]] * n, pa.map_(pa.string_view(), pa.string_view())),
+        "lv": pa.ListViewArray.from_arrays(pa.array([0, 2, 2, 2, 3, 3], pa.int32()), pa.array([2, 0, 1, 1, 0, 1], pa.int32()),
+                                           pa.array([1, 2, 3, 4])),
+        "plain": pa.array(range(n)),
+    })
+    out = without_views(table)
+    assert out.to_pylist() == table.to_pylist()
+    assert out.schema.field("sv").type == pa.large_string() and out.schema.field("bv").type == pa.large_binary()
+    assert out.schema.field("l").type.value_type == pa.large_string()
+    assert out.schema.field("ll").type.value_type == pa.large_binary()
+    assert out.schema.field("st").type.field(0).type == pa.large_string()
+    assert out.schema.field("mp").type.key_type == pa.large_string()
+    assert out.schema.field("lv").type == table.schema.field("lv").type  # take handles list views
+    assert out.take([5, 0]).num_rows == 2  # what the loader's gathers do
+    plain = table.select(["plain"])
+    assert without_views(plain) is plain  # nothing to change: the same table

@@ -26,6 +26,7 @@ from shardwise.loader.gather import Views, gather
 from shardwise.loader.memory import WindowMemory
 from shardwise.loader.prefetch import Prefetcher
 from shardwise.loader.sources import MixedIndex, open_reader, place_of
+from shardwise.loader.texts import without_views
 from shardwise.plan.compose import WindowSource
 from shardwise.storage.cache import NodeCache
 
@@ -83,7 +84,7 @@ class Reading:
             place = place_of(self.index, u)
             try:
                 # each unit as one contiguous table: gathers from chunked tables are slow
-                table = reader.read(u).combine_chunks()
+                table = without_views(reader.read(u)).combine_chunks()
             except FormatError as exc:
                 if exc.path is not None and exc.location:
                     raise
