@@ -53,7 +53,7 @@ def test_pieces_hold_each_sample_from_whole_partial_and_repeated_units(kind: str
     win.order(unit_ids, rows)  # before the units arrive, as the loader does
     with ThreadPoolExecutor(2) as pool:
         assert all(pool.map(lambda u: win.add(u, tables[u], unit_views({u: tables[u]}, u)), [8, 3, 5]))
-    assert win.finish()
+    assert win.complete()
     got: list[list[Any]] = [[], [], []]
     for lo in range(0, len(pairs), 4096):
         for col, part in zip(got, win.piece(lo, min(len(pairs), lo + 4096))):

@@ -16,7 +16,7 @@ import pytest
 
 from shardwise.errors import ConfigError, FormatError
 from shardwise.loader import StreamingDataset
-from shardwise.loader.texts import without_views
+from shardwise.loader.convert import without_views
 
 N = 40
 

@@ -58,7 +58,6 @@ def test_pieces_are_the_windows_values_in_order(seed: int, units: int, kind: str
             writes = [pool.submit(window.add, u, tables[u], int(starts[u])) for u in rng.permutation(units).tolist()]
             for w in writes:
                 w.result()
-        window.finish()
     finally:
         texts.MAX_SEGMENT = old
     expected = [tables[u].column("text")[r].as_py() for u, r in pairs]
@@ -110,7 +109,7 @@ def test_map_pages_maps_a_range_before_it_is_written() -> None:
 
 
 def test_without_views_keeps_values_in_types_the_loader_can_take() -> None:
-    from shardwise.loader.texts import without_views
+    from shardwise.loader.convert import without_views
 
     n = 6
     table = pa.table({

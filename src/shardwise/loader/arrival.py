@@ -109,16 +109,9 @@ class ArrivalWindow:
         return out if out.dtype == a.dtype and out.shape[1:] == a.shape[1:] else None
 
     def complete(self) -> bool:
-        """Whether every unit was written (once all were added): else gather instead."""
+        """Whether every unit was written (once all were added); False when the window
+        was refused (its pieces are then gathered from the unit tables)."""
         return not self.failed and all(c is not None or t or self.n == 0 for c, t in zip(self.columns, self.text))
-
-    def finish(self) -> bool:
-        """Once every unit was added: the text becomes Arrow arrays; False when the
-        window was refused (its pieces are then gathered from the unit tables)."""
-        done = self.complete()
-        if done and self.texts is not None:
-            self.texts.finish()
-        return done
 
     def order(self, unit_ids: np.ndarray, rows: np.ndarray) -> None:
         """The window's order: sample ``i`` is row ``rows[i]`` of unit ``unit_ids[i]``.

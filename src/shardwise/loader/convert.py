@@ -37,7 +37,7 @@ from shardwise.formats import Unit
 from shardwise.loader.transport import NumpyColumn, RingBatch, active, string_column
 
 __all__ = ["Padding", "check_padding", "check_values", "column_to_numpy", "is_ragged", "pad", "rows", "runs", "split",
-           "torch_other"]
+           "torch_other", "without_views"]
 
 Padding = int | str | None  # None, "longest", or a fixed length
 
@@ -201,6 +201,37 @@ def check_values(table: pa.Table, unit: Unit, where: str, *, dates: bool = True)
             raise FormatError(f"column {name!r} ({col.type}) holds values outside the years 1-9999, "
                               "which Python's datetime cannot represent (read it with batch_format="
                               "'numpy' or 'arrow' instead)", unit.path, where)
+
+
+def without_views(table: pa.Table) -> pa.Table:
+    """``table`` with its string and binary *view* columns (also inside lists, structs,
+    maps and dictionaries) as ``large_string`` and ``large_binary``: the same values, in
+    the types the loader's gathers can take (pyarrow has no ``take`` for them). List
+    views stay as they are: ``take`` handles them, and pyarrow 26 casts them to lists
+    wrongly."""
+    target = pa.schema([f.with_type(_no_views(f.type)) for f in table.schema], metadata=table.schema.metadata)
+    return table if target.equals(table.schema) else table.cast(target)
+
+
+def _no_views(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_string_view(t):
+        return pa.large_string()
+    if pa.types.is_binary_view(t):
+        return pa.large_binary()
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_no_views(t.value_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_no_views(t.value_type)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(_no_views(t.value_type)), t.list_size)
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(_no_views(t.key_type)), t.item_field.with_type(_no_views(t.item_type)),
+                       t.keys_sorted)
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_no_views(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_dictionary(t):
+        return pa.dictionary(t.index_type, _no_views(t.value_type), t.ordered)
+    return t
 
 
 def _python_bounds(t: pa.DataType) -> tuple[int, int] | None:

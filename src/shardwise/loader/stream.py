@@ -21,12 +21,11 @@ import pyarrow.compute as pc
 from shardwise.errors import FormatError, ShardwiseError
 from shardwise.formats import OnError
 from shardwise.index import DatasetIndex
-from shardwise.loader.convert import Padding, check_values, rows, runs, split
+from shardwise.loader.convert import Padding, check_values, rows, runs, split, without_views
 from shardwise.loader.gather import Views, gather
 from shardwise.loader.memory import WindowMemory
 from shardwise.loader.prefetch import Prefetcher
 from shardwise.loader.sources import MixedIndex, open_reader, place_of
-from shardwise.loader.texts import without_views
 from shardwise.plan.compose import WindowSource
 from shardwise.storage.cache import NodeCache
 

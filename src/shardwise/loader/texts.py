@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from shardwise.loader.memory import map_pages, window_memory
 
-__all__ = ["WindowTexts", "batch_objects", "is_text", "large_text", "without_views"]
+__all__ = ["WindowTexts", "batch_objects", "is_text", "large_text"]
 
 VIEW = 16  # bytes of one view
 INLINE = 12  # values of at most this many bytes are held in the view itself
@@ -61,37 +61,6 @@ def large_text(t: pa.DataType) -> pa.DataType:
 def batch_objects(values: pa.Array) -> np.ndarray:
     """A batch's strings or binary values as a numpy array of Python objects (None for nulls)."""
     return values.to_numpy(zero_copy_only=False)
-
-
-def without_views(table: pa.Table) -> pa.Table:
-    """``table`` with its string and binary *view* columns (also inside lists, structs,
-    maps and dictionaries) as ``large_string`` and ``large_binary``: the same values, in
-    the types the loader's gathers can take (pyarrow has no ``take`` for them). List
-    views stay as they are: ``take`` handles them, and pyarrow 26 casts them to lists
-    wrongly."""
-    target = pa.schema([f.with_type(_no_views(f.type)) for f in table.schema], metadata=table.schema.metadata)
-    return table if target.equals(table.schema) else table.cast(target)
-
-
-def _no_views(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_string_view(t):
-        return pa.large_string()
-    if pa.types.is_binary_view(t):
-        return pa.large_binary()
-    if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(_no_views(t.value_type)))
-    if pa.types.is_large_list(t):
-        return pa.large_list(t.value_field.with_type(_no_views(t.value_type)))
-    if pa.types.is_fixed_size_list(t):
-        return pa.list_(t.value_field.with_type(_no_views(t.value_type)), t.list_size)
-    if pa.types.is_map(t):
-        return pa.map_(t.key_field.with_type(_no_views(t.key_type)), t.item_field.with_type(_no_views(t.item_type)),
-                       t.keys_sorted)
-    if pa.types.is_struct(t):
-        return pa.struct([t.field(i).with_type(_no_views(t.field(i).type)) for i in range(t.num_fields)])
-    if pa.types.is_dictionary(t):
-        return pa.dictionary(t.index_type, _no_views(t.value_type), t.ordered)
-    return t
 
 
 def _binary(t: pa.DataType) -> bool:
@@ -225,9 +194,6 @@ class WindowTexts:
         """Write ``unit``'s text columns (of ``table``) at rows ``at`` onwards."""
         for i, col in zip(self.columns, self._cols):
             col.add(table.column(i), at)
-
-    def finish(self) -> None:
-        """Called once every unit is in (nothing is left to do: pieces read the views)."""
 
     def piece(self, src: np.ndarray) -> list[pa.Array]:
         """The text columns of the window's rows ``src`` (by their place in the units'

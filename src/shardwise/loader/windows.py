@@ -88,7 +88,7 @@ class Fills:
         del self.filling[w]
         if w + 1 < len(self.units):
             self._start(w + 1).ahead(self.reading.prefetch_bytes)
-        if built.finish():
+        if built.complete():
             return Window(unit_ids, rows, schema=_schema(self.reading), arrival=built)
         win = Window(unit_ids, rows)  # rare: nulls in a column of numbers, ...: gathered by pieces
         for u, (table, views) in zip(unit_list, self.pool.map(self.load, unit_list)):
