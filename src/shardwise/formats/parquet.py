@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardwise.errors import ConfigError, FormatError
+from shardwise.formats._fixedlist import read_fixed_lists
 from shardwise.formats._writer import RollingWriter
 from shardwise.formats.base import (
     OnError,
@@ -24,9 +25,13 @@ __all__ = ["ParquetFormat", "ParquetShardWriter"]
 
 
 def _open(path: str, storage_options: dict[str, Any]) -> pq.ParquetFile:
+    return _open_with_source(path, storage_options)[0]
+
+
+def _open_with_source(path: str, storage_options: dict[str, Any]) -> tuple[pq.ParquetFile, Any]:
     f = open_arrow_input(path, **storage_options)
     try:
-        return pq.ParquetFile(f)
+        return pq.ParquetFile(f), f
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         f.close()
         if transient_in_chain(exc):  # a dropped connection, not a bad file: the caller may retry
@@ -105,12 +110,11 @@ class ParquetFormat:
         copy is needed to make it contiguous); ``None`` when it was quarantined.
         ``use_threads=False`` decodes on the calling thread only (for callers that
         already read several units at once)."""
-        pf = _open(unit.path, self.storage_options)
+        pf, source = _open_with_source(unit.path, self.storage_options)
         try:
             check_columns(columns, schema if schema is not None else pf.schema_arrow)
             try:
-                table = pf.read_row_group(unit.index, columns=list(columns) if columns is not None else None,
-                                          use_threads=use_threads)
+                table = _read_row_group(pf, source, unit.index, columns, use_threads)
             except (pa.ArrowInvalid, pa.ArrowException, OSError, IndexError) as exc:
                 if transient_in_chain(exc):  # a dropped connection, not a bad row group
                     raise
@@ -131,6 +135,21 @@ class ParquetFormat:
     def open_writer(self, prefix: str, **options: Any) -> ParquetShardWriter:
         """Return a rolling writer of ``{prefix}-{n:05d}.parquet`` shards."""
         return ParquetShardWriter(prefix, storage_options=self.storage_options, **options)
+
+
+def _read_row_group(pf: pq.ParquetFile, source: Any, group: int, columns: Sequence[str] | None,
+                    use_threads: bool) -> pa.Table:
+    """Row group ``group``: fixed-size lists of numbers without nulls decoded from their
+    pages (:mod:`shardwise.formats._fixedlist`), the other columns by Arrow."""
+    names = list(columns) if columns is not None else pf.schema_arrow.names
+    fixed = read_fixed_lists(pf, source, group, names)
+    if not fixed:
+        return pf.read_row_group(group, columns=list(columns) if columns is not None else None, use_threads=use_threads)
+    rest = [n for n in names if n not in fixed]
+    table = pf.read_row_group(group, columns=rest, use_threads=use_threads) if rest else None
+    schema = pf.schema_arrow
+    arrays = [fixed[n] if n in fixed else table.column(n) for n in names]  # type: ignore[union-attr]
+    return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(n) for n in names], metadata=schema.metadata))
 
 
 def _conform(table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None, unit: Unit) -> pa.Table:

@@ -1,0 +1,140 @@
+"""Parquet page headers: the Thrift compact encoding, read just far enough to walk a column chunk.
+
+Only what :mod:`shardwise.formats._fixedlist` needs is kept (page type, sizes, value
+count, encodings, the v2 level lengths); every other field, statistics included, is
+skipped. A malformed header raises ``ValueError`` or ``IndexError``; the caller then
+lets Arrow read the column, which reports the damage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DATA", "DATA_V2", "DICTIONARY", "Page", "read_page"]
+
+DATA, DICTIONARY, DATA_V2 = 0, 2, 3  # Parquet PageType
+_STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(13)
+_INTS = (_I16, _I32, _I64)
+_DEPTH = 16  # nested structs deeper than this are not a page header
+
+
+@dataclass
+class Page:
+    """One page's header, and where its body is in the chunk."""
+
+    kind: int
+    uncompressed: int
+    compressed: int
+    num_values: int = 0
+    encoding: int = -1
+    def_encoding: int = 3  # RLE
+    rep_encoding: int = 3
+    num_nulls: int = 0
+    num_rows: int = -1
+    def_length: int = 0  # v2: bytes of levels, stored uncompressed before the values
+    rep_length: int = 0
+    is_compressed: bool = True
+    body: int = 0  # offset of the body in the chunk
+
+
+def _varint(b: memoryview, i: int) -> tuple[int, int]:
+    out = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        out |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return out, i
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _zigzag(v: int) -> int:
+    return (v >> 1) ^ -(v & 1)
+
+
+def _skip(b: memoryview, i: int, t: int, depth: int, element: bool = False) -> int:
+    if t in (_TRUE, _FALSE):
+        return i + 1 if element else i  # in a list, a bool is a byte; as a field, it is the type
+    if t == _BYTE:
+        return i + 1
+    if t in _INTS:
+        return _varint(b, i)[1]
+    if t == _DOUBLE:
+        return i + 8
+    if t == _BINARY:
+        n, i = _varint(b, i)
+        return i + n
+    if t in (_LIST, _SET):
+        head = b[i]
+        n, et, i = head >> 4, head & 15, i + 1
+        if n == 15:
+            n, i = _varint(b, i)
+        for _ in range(n):
+            i = _skip(b, i, et, depth, element=True)
+        return i
+    if t == _MAP:
+        n, i = _varint(b, i)
+        if n:
+            kinds, i = b[i], i + 1
+            for _ in range(n):
+                i = _skip(b, _skip(b, i, kinds >> 4, depth, True), kinds & 15, depth, True)
+        return i
+    if t == _STRUCT:
+        return _struct(b, i, {}, depth + 1)[1]
+    raise ValueError(f"unknown Thrift type {t}")
+
+
+_Fields = dict[int, "str | tuple[str, _Fields]"]
+
+
+def _struct(b: memoryview, i: int, want: _Fields, depth: int) -> tuple[dict[str, object], int]:
+    """Read a struct from ``i``: the fields named in ``want`` (id -> name, or (name,
+    fields) for a struct), the rest skipped."""
+    if depth > _DEPTH:
+        raise ValueError("Thrift structs nested too deep")
+    out: dict[str, object] = {}
+    fid = 0
+    while True:
+        head, i = b[i], i + 1
+        if head == _STOP:
+            return out, i
+        t, delta = head & 15, head >> 4
+        if delta:
+            fid += delta
+        else:
+            v, i = _varint(b, i)
+            fid = _zigzag(v)
+        spec = want.get(fid)
+        if spec is not None and t in _INTS:
+            v, i = _varint(b, i)
+            out[spec if isinstance(spec, str) else spec[0]] = _zigzag(v)
+        elif spec is not None and t in (_TRUE, _FALSE):
+            out[spec if isinstance(spec, str) else spec[0]] = t == _TRUE
+        elif isinstance(spec, tuple) and t == _STRUCT:
+            out[spec[0]], i = _struct(b, i, spec[1], depth + 1)
+        else:
+            i = _skip(b, i, t, depth)
+
+
+_DATA_FIELDS: _Fields = {1: "num_values", 2: "encoding", 3: "def_encoding", 4: "rep_encoding"}
+_DICT_FIELDS: _Fields = {1: "num_values", 2: "encoding"}
+_V2_FIELDS: _Fields = {1: "num_values", 2: "num_nulls", 3: "num_rows", 4: "encoding", 5: "def_length",
+                       6: "rep_length", 7: "is_compressed"}
+_HEADER: _Fields = {1: "kind", 2: "uncompressed", 3: "compressed", 5: ("data", _DATA_FIELDS),
+                    7: ("dictionary", _DICT_FIELDS), 8: ("data_v2", _V2_FIELDS)}
+
+
+def read_page(b: memoryview, i: int) -> Page:
+    """The header of the page starting at ``i`` of a column chunk ``b``."""
+    fields, body = _struct(b, i, _HEADER, 0)
+    page = Page(int(fields["kind"]), int(fields["uncompressed"]), int(fields["compressed"]),  # type: ignore[call-overload]
+                body=body)
+    sub = fields.get({DATA: "data", DICTIONARY: "dictionary", DATA_V2: "data_v2"}.get(page.kind, ""), {})
+    assert isinstance(sub, dict)
+    for name, value in sub.items():
+        setattr(page, name, value)
+    if page.compressed < 0 or page.uncompressed < 0 or page.num_values < 0:
+        raise ValueError("negative size in a page header")
+    return page
