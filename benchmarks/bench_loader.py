@@ -51,6 +51,7 @@ def _loader(name: str, setup: str, env: str, kind: str) -> System:
 SYSTEMS = {s.name: s for s in [
     _loader("raw_scan", "adapters.pyarrow_scan:raw_scan", "main", "bound"),
     _loader("raw_scan_threads", "adapters.pyarrow_scan:raw_scan_threads", "main", "bound"),
+    _loader("raw_scan_pages", "adapters.pyarrow_scan:raw_scan_pages", "main", "bound"),
     _loader("raw_scan_256", "adapters.pyarrow_scan:raw_scan_256", "main", "bound"),
     _loader("dataloader_ceiling", "adapters.shardwise_loader:dataloader_ceiling", "main", "bound"),
     _loader("shardwise_inproc_numpy", "adapters.shardwise_loader:inproc_numpy", "main", "in-process"),
@@ -71,13 +72,13 @@ INPROC = ("shardwise_inproc_numpy", "shardwise_inproc_torch", "shardwise_inproc_
 #: a training run's steady state: the second pass of each in one process (for reference)
 SECOND = ("raw_scan_pass2", "shardwise_inproc_numpy_epoch2")
 #: measured --repeats rounds (default 3) and alternated: the rows of the in-process target
-FOCUS = ("raw_scan", "raw_scan_threads", *INPROC, *SECOND)
+FOCUS = ("raw_scan", "raw_scan_threads", "raw_scan_pages", *INPROC, *SECOND)
 SLOW = ("hf_streaming", "webdataset")  # per-sample peers that reach the time cap; --skip-slow leaves them out
 #: the rows run on each data shape: the peers (and the per-sample rows) on the text data only
 SHAPE_SYSTEMS = {
     "text": list(SYSTEMS),
-    "emb": ["raw_scan", "raw_scan_threads", "raw_scan_256", "dataloader_ceiling", *INPROC, *SECOND,
-            "shardwise_batched"],
+    "emb": ["raw_scan", "raw_scan_threads", "raw_scan_pages", "raw_scan_256", "dataloader_ceiling", *INPROC,
+            *SECOND, "shardwise_batched"],
 }
 
 
@@ -134,6 +135,9 @@ def targets(results: dict[str, dict[str, Any]], ideal: float) -> Checks:
             if "raw_scan_threads" in ok:
                 checks.add(f"{name} vs raw scan on Arrow's threads (for reference)",
                            ratio(rps[name], rps["raw_scan_threads"]), None)
+            if "raw_scan_pages" in ok:
+                checks.add(f"{name} vs raw scan with shardwise's page reader (for reference)",
+                           ratio(rps[name], rps["raw_scan_pages"]), None)
             checks.add(f"{name} shuffle TVD", ok[name]["tvd"], round(ideal, 3), spec=".3f", unit="", at_most=True,
                        vs="i.i.d. batches")
             if hf_rss:
