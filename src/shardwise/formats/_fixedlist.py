@@ -20,21 +20,22 @@ returns nothing Arrow would not, or it returns nothing.
 
 from __future__ import annotations
 
+import sys
+import zlib
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from shardwise.formats._hybrid import check_constant, check_rows, decode
-from shardwise.formats._pages import DATA, DATA_V2, DICTIONARY, Page, read_page
+from shardwise.formats._pages import CODECS, DATA, DATA_V2, DICTIONARY, Page, inflate, read_page
 
 __all__ = ["read_fixed_lists"]
 
 _PHYSICAL = {"FLOAT": ("f", 4), "DOUBLE": ("f", 8), "INT32": ("iu", 4), "INT64": ("iu", 8)}
-_CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd", "BROTLI": "brotli", "LZ4_RAW": "lz4_raw"}
 PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY, BYTE_STREAM_SPLIT = 0, 2, 3, 8, 9
-_ERRORS = (ValueError, IndexError, KeyError, TypeError, AssertionError, OverflowError, MemoryError, pa.ArrowException,
-           OSError)
+_ERRORS = (ValueError, IndexError, KeyError, TypeError, AssertionError, OverflowError, MemoryError, RecursionError,
+           pa.ArrowException, OSError, zlib.error)
 
 
 def read_fixed_lists(pf: Any, source: Any, group: int, names: list[str]) -> dict[str, pa.Array]:
@@ -43,7 +44,8 @@ def read_fixed_lists(pf: Any, source: Any, group: int, names: list[str]) -> dict
     others (and any this path declines) are left out, for Arrow to read."""
     out: dict[str, pa.Array] = {}
     schema = pf.schema_arrow
-    if len(set(schema.names)) != len(schema.names):
+    if sys.byteorder != "little" or len(set(schema.names)) != len(schema.names) or \
+            sum(_leaves(f.type) for f in schema) != pf.metadata.num_columns:
         return out
     leaf = 0
     for field in schema:
@@ -57,6 +59,9 @@ def read_fixed_lists(pf: Any, source: Any, group: int, names: list[str]) -> dict
 
 
 def _leaves(t: pa.DataType) -> int:
+    """How many Parquet columns hold a field of type ``t``."""
+    if isinstance(t, pa.BaseExtensionType):
+        return _leaves(t.storage_type)
     if pa.types.is_struct(t):
         return sum(_leaves(t.field(i).type) for i in range(t.num_fields))
     if pa.types.is_map(t):
@@ -96,14 +101,10 @@ def _column(pf: Any, source: Any, group: int, leaf: int, field: pa.Field) -> pa.
 
 def _values(chunk: Any, source: Any, max_def: int, k: int, rows: int, dtype: np.dtype) -> np.ndarray | None:
     """The chunk's values, or None where a page is not one this path reads."""
-    codec = None
-    if chunk.compression != "UNCOMPRESSED":
-        if chunk.compression not in _CODECS:
-            return None
-        codec = pa.Codec(_CODECS[chunk.compression])
-    start = chunk.dictionary_page_offset if chunk.has_dictionary_page and chunk.dictionary_page_offset else \
-        chunk.data_page_offset
-    b = _bytes(source.read_at(chunk.total_compressed_size, start))
+    codec = chunk.compression
+    if codec not in CODECS:
+        return None
+    b = _bytes(source.read_at(chunk.total_compressed_size, _start(chunk)))
     # from Arrow's memory pool, which serves it from the memory of units let go before
     # (new memory from the kernel would be mapped and zeroed page by page)
     out = np.frombuffer(pa.allocate_buffer(rows * k * dtype.itemsize), dtype=dtype)
@@ -114,12 +115,12 @@ def _values(chunk: Any, source: Any, max_def: int, k: int, rows: int, dtype: np.
         if len(body) != page.compressed:
             return None
         if page.kind == DICTIONARY and dictionary is None and at == 0:
-            dictionary = _plain(_inflate(body, page.uncompressed, codec, True), page.num_values, dtype)
+            dictionary = _plain(inflate(body, page.uncompressed, codec), page.num_values, dtype)
             if dictionary is None or page.encoding not in (PLAIN, PLAIN_DICTIONARY):
                 return None
             continue
         n = page.num_values
-        if page.kind not in (DATA, DATA_V2) or n % k or at + n > len(out):
+        if page.kind not in (DATA, DATA_V2) or n == 0 or n % k or at + n > len(out):
             return None
         if not _data(page, body, codec, max_def, k, dictionary, out[at : at + n]):
             return None
@@ -127,10 +128,11 @@ def _values(chunk: Any, source: Any, max_def: int, k: int, rows: int, dtype: np.
     return out if at == len(out) else None
 
 
-def _inflate(body: memoryview, size: int, codec: pa.Codec | None, compressed: bool = True) -> memoryview:
-    if codec is None or not compressed:
-        return body
-    return _bytes(codec.decompress(body, size))
+def _start(chunk: Any) -> int:
+    """Where the chunk's pages start: at its dictionary page if it has one before its
+    first data page (as Arrow reads it), else at its first data page."""
+    first = chunk.dictionary_page_offset if chunk.has_dictionary_page else None
+    return first if first is not None and 0 < first < chunk.data_page_offset else chunk.data_page_offset
 
 
 def _bytes(buf: Any) -> memoryview:
@@ -138,7 +140,7 @@ def _bytes(buf: Any) -> memoryview:
     return memoryview(buf).cast("B")
 
 
-def _data(page: Page, body: memoryview, codec: pa.Codec | None, max_def: int, k: int,
+def _data(page: Page, body: memoryview, codec: str, max_def: int, k: int,
           dictionary: np.ndarray | None, dest: np.ndarray) -> bool:
     """One data page's values written to ``dest``, once its levels are checked (False:
     the page is not one this path reads)."""
@@ -146,7 +148,7 @@ def _data(page: Page, body: memoryview, codec: pa.Codec | None, max_def: int, k:
     if page.kind == DATA:
         if page.rep_encoding != RLE or page.def_encoding != RLE:
             return False
-        raw = _inflate(body, page.uncompressed, codec)
+        raw = inflate(body, page.uncompressed, codec)
         rep_len = int.from_bytes(raw[:4], "little")
         rep, rest = raw[4 : 4 + rep_len], raw[4 + rep_len :]
         def_len = int.from_bytes(rest[:4], "little") if max_def else 0
@@ -155,8 +157,11 @@ def _data(page: Page, body: memoryview, codec: pa.Codec | None, max_def: int, k:
         if page.num_nulls or page.num_rows * k != n:
             return False
         levels_len = page.rep_length + page.def_length
+        if levels_len > len(body):
+            return False
         rep, levels = body[: page.rep_length], body[page.rep_length : levels_len]
-        values = _inflate(body[levels_len:], page.uncompressed - levels_len, codec, page.is_compressed)
+        values = inflate(body[levels_len:], page.uncompressed - levels_len, codec if page.is_compressed else
+                         "UNCOMPRESSED")
     if not check_rows(rep, n, k) or not check_constant(levels, max_def.bit_length(), n, max_def):
         return False
     return _decoded(values, page.encoding, dictionary, dest)
@@ -167,7 +172,7 @@ def _decoded(values: memoryview, encoding: int, dictionary: np.ndarray | None, d
     if encoding == PLAIN and len(values) >= n * size:
         dest[:] = np.frombuffer(values, dtype=dest.dtype, count=n)
         return True
-    if encoding == BYTE_STREAM_SPLIT and len(values) >= n * size:
+    if encoding == BYTE_STREAM_SPLIT and len(values) == n * size:
         streams = np.frombuffer(values, dtype=np.uint8, count=n * size).reshape(size, n)
         dest.view(np.uint8).reshape(n, size)[:] = streams.T
         return True

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from shardwise.formats._pages import varint
+
 __all__ = ["check_constant", "check_rows", "decode"]
 
 MAX_RUNS = 1 << 14  # runs read one by one before giving up (the caller falls back to Arrow)
@@ -23,41 +25,34 @@ PERIOD_TRIES = 64  # row ends at which check_rows looks for the stream repeating
 Runs = tuple[list[int], list[int], list[int], int]  # counts, values (-1: literal), payload starts, end
 
 
-def _varint(b: memoryview, i: int) -> tuple[int, int]:
-    out = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        out |= (c & 0x7F) << shift
-        shift += 7
-        if c < 0x80:
-            return out, i
-        if shift > 63:
-            raise ValueError("varint too long")
+def _run(b: memoryview, width: int, i: int, room: int) -> tuple[int, int, int, int]:
+    """The run at ``i``: its count, value (-1: packed), payload start and end. A repeated
+    run claiming more than ``room`` values is cut there (the values past it are never
+    needed, and a few bytes may claim billions)."""
+    head, i = varint(b, i)
+    if head & 1:
+        count, start, value = (head >> 1) * 8, i, -1
+        i += (head >> 1) * width
+    else:
+        count, start = min(head >> 1, room), i
+        value = int.from_bytes(b[i : i + (width + 7) // 8], "little")
+        i += (width + 7) // 8
+    if count == 0 or i > len(b):
+        raise ValueError("empty or truncated run")
+    return count, value, start, i
 
 
-def _runs(b: memoryview, width: int, n: int, i: int = 0, limit: int = MAX_RUNS) -> Runs:
-    """The runs from ``i`` until ``n`` values are covered (counts of a literal run may
-    pass ``n`` in the last run)."""
-    nbytes = (width + 7) // 8
+def _runs(b: memoryview, width: int, n: int, i: int = 0) -> Runs:
+    """The runs from ``i`` until ``n`` values are covered (a packed run may pass ``n``
+    in the last run)."""
     counts: list[int] = []
     values: list[int] = []
     starts: list[int] = []
     got = 0
     while got < n:
-        if len(counts) >= limit:
+        if len(counts) >= MAX_RUNS:
             raise ValueError("too many runs")
-        head, i = _varint(b, i)
-        if head & 1:
-            count, start = (head >> 1) * 8, i
-            i += (head >> 1) * width
-            value = -1
-        else:
-            count, start = head >> 1, i
-            value = int.from_bytes(b[i : i + nbytes], "little")
-            i += nbytes
-        if count == 0 or i > len(b):
-            raise ValueError("empty or truncated run")
+        count, value, start, i = _run(b, width, i, n - got)
         counts.append(count)
         values.append(value)
         starts.append(start)
@@ -131,11 +126,11 @@ def check_rows(b: memoryview, n: int, k: int) -> bool:
         runs += 1
         if runs > MAX_RUNS or i >= len(b):
             return False
-        counts, values, starts, end = _runs(b, 1, 1, i, limit=1)
-        take = min(counts[0], n - got)
-        if not np.array_equal(_values(b, 1, (counts, values, starts, end), take), _expected(got, take, k)):
+        count, value, start, end = _run(b, 1, i, n - got)
+        take = min(count, n - got)
+        if not np.array_equal(_values(b, 1, ([count], [value], [start], end), take), _expected(got, take, k)):
             return False
-        got, i = got + counts[0], end
+        got, i = got + count, end
         if tries and got % k == 0 and got < n:
             tries -= 1
             reps = min(len(b) // i, n // got)

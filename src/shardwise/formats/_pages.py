@@ -8,14 +8,20 @@ lets Arrow read the column, which reports the damage.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
-__all__ = ["DATA", "DATA_V2", "DICTIONARY", "Page", "read_page"]
+import pyarrow as pa
+
+__all__ = ["CODECS", "DATA", "DATA_V2", "DICTIONARY", "Page", "inflate", "read_page", "varint"]
 
 DATA, DICTIONARY, DATA_V2 = 0, 2, 3  # Parquet PageType
 _STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(13)
 _INTS = (_I16, _I32, _I64)
 _DEPTH = 16  # nested structs deeper than this are not a page header
+#: the codecs whose output length is checked exactly, as Arrow checks it (pyarrow's
+#: ``Codec.decompress`` pads a short output to the size asked, so Brotli and LZ4 are left to Arrow)
+CODECS = ("UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD")
 
 
 @dataclass
@@ -37,7 +43,9 @@ class Page:
     body: int = 0  # offset of the body in the chunk
 
 
-def _varint(b: memoryview, i: int) -> tuple[int, int]:
+def varint(b: memoryview, i: int) -> tuple[int, int]:
+    """The unsigned LEB128 integer at ``i`` (Thrift's and the hybrid runs' headers), and
+    where it ends."""
     out = shift = 0
     while True:
         c = b[i]
@@ -60,30 +68,38 @@ def _skip(b: memoryview, i: int, t: int, depth: int, element: bool = False) -> i
     if t == _BYTE:
         return i + 1
     if t in _INTS:
-        return _varint(b, i)[1]
+        return varint(b, i)[1]
     if t == _DOUBLE:
         return i + 8
     if t == _BINARY:
-        n, i = _varint(b, i)
+        n, i = varint(b, i)
         return i + n
     if t in (_LIST, _SET):
         head = b[i]
         n, et, i = head >> 4, head & 15, i + 1
         if n == 15:
-            n, i = _varint(b, i)
+            n, i = varint(b, i)
+        _room(b, i, n, depth)
         for _ in range(n):
-            i = _skip(b, i, et, depth, element=True)
+            i = _skip(b, i, et, depth + 1, element=True)
         return i
     if t == _MAP:
-        n, i = _varint(b, i)
+        n, i = varint(b, i)
         if n:
             kinds, i = b[i], i + 1
+            _room(b, i, 2 * n, depth)
             for _ in range(n):
-                i = _skip(b, _skip(b, i, kinds >> 4, depth, True), kinds & 15, depth, True)
+                i = _skip(b, _skip(b, i, kinds >> 4, depth + 1, True), kinds & 15, depth + 1, True)
         return i
     if t == _STRUCT:
         return _struct(b, i, {}, depth + 1)[1]
     raise ValueError(f"unknown Thrift type {t}")
+
+
+def _room(b: memoryview, i: int, n: int, depth: int) -> None:
+    """A container of ``n`` elements (each at least a byte) must fit in what is left."""
+    if n > len(b) - i or depth > _DEPTH:
+        raise ValueError("a Thrift container larger than its page header, or nested too deep")
 
 
 _Fields = dict[int, "str | tuple[str, _Fields]"]
@@ -104,11 +120,11 @@ def _struct(b: memoryview, i: int, want: _Fields, depth: int) -> tuple[dict[str,
         if delta:
             fid += delta
         else:
-            v, i = _varint(b, i)
+            v, i = varint(b, i)
             fid = _zigzag(v)
         spec = want.get(fid)
         if spec is not None and t in _INTS:
-            v, i = _varint(b, i)
+            v, i = varint(b, i)
             out[spec if isinstance(spec, str) else spec[0]] = _zigzag(v)
         elif spec is not None and t in (_TRUE, _FALSE):
             out[spec if isinstance(spec, str) else spec[0]] = t == _TRUE
@@ -126,15 +142,46 @@ _HEADER: _Fields = {1: "kind", 2: "uncompressed", 3: "compressed", 5: ("data", _
                     7: ("dictionary", _DICT_FIELDS), 8: ("data_v2", _V2_FIELDS)}
 
 
+_REQUIRED = {DATA: ("data", {"num_values", "encoding", "def_encoding", "rep_encoding"}),
+             DICTIONARY: ("dictionary", {"num_values", "encoding"}),
+             DATA_V2: ("data_v2", {"num_values", "num_nulls", "num_rows", "encoding", "def_length", "rep_length"})}
+
+
 def read_page(b: memoryview, i: int) -> Page:
-    """The header of the page starting at ``i`` of a column chunk ``b``."""
+    """The header of the page starting at ``i`` of a column chunk ``b``: a data page (v1
+    or v2) or a dictionary page with every field Parquet requires of it (ValueError
+    for any other page, or a field missing or negative)."""
     fields, body = _struct(b, i, _HEADER, 0)
-    page = Page(int(fields["kind"]), int(fields["uncompressed"]), int(fields["compressed"]),  # type: ignore[call-overload]
-                body=body)
-    sub = fields.get({DATA: "data", DICTIONARY: "dictionary", DATA_V2: "data_v2"}.get(page.kind, ""), {})
-    assert isinstance(sub, dict)
-    for name, value in sub.items():
-        setattr(page, name, value)
-    if page.compressed < 0 or page.uncompressed < 0 or page.num_values < 0:
+    kind = fields.get("kind")
+    if kind not in _REQUIRED or not {"uncompressed", "compressed"} <= fields.keys():
+        raise ValueError(f"page of type {kind} or without its sizes")
+    name, required = _REQUIRED[kind]
+    sub = fields.get(name)
+    if not isinstance(sub, dict) or not required <= sub.keys():
+        raise ValueError(f"page header without its {name} header or one of {sorted(required)}")
+    page = Page(int(kind), int(fields["uncompressed"]), int(fields["compressed"]), body=body)  # type: ignore[call-overload]
+    for key, value in sub.items():
+        setattr(page, key, value)
+    if min(page.compressed, page.uncompressed, page.num_values, page.def_length, page.rep_length, page.num_nulls) < 0:
         raise ValueError("negative size in a page header")
     return page
+
+
+def inflate(body: memoryview, size: int, codec: str) -> memoryview:
+    """A page body (``codec`` as the column chunk names it) decompressed to exactly
+    ``size`` bytes, as unsigned bytes; ValueError when it is not that long."""
+    if codec == "UNCOMPRESSED":
+        out = body
+    elif codec == "SNAPPY":  # the stream opens with its length; the decoder checks it
+        if varint(body, 0)[0] != size:
+            raise ValueError("snappy page of another length than its header says")
+        out = memoryview(pa.Codec("snappy").decompress(body, size)).cast("B")
+    elif codec == "GZIP":
+        out = memoryview(zlib.decompress(body, 32 + zlib.MAX_WBITS))
+    elif codec == "ZSTD":  # zstd refuses any other length itself
+        out = memoryview(pa.Codec("zstd").decompress(body, size)).cast("B")
+    else:
+        raise ValueError(f"codec {codec}")
+    if len(out) != size:
+        raise ValueError(f"page of {len(out)} bytes where its header says {size}")
+    return out

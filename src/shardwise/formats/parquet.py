@@ -142,7 +142,8 @@ def _read_row_group(pf: pq.ParquetFile, source: Any, group: int, columns: Sequen
     """Row group ``group``: fixed-size lists of numbers without nulls decoded from their
     pages (:mod:`shardwise.formats._fixedlist`), the other columns by Arrow."""
     names = list(columns) if columns is not None else pf.schema_arrow.names
-    fixed = read_fixed_lists(pf, source, group, names)
+    plain = len(set(names)) == len(names) and set(names) <= set(pf.schema_arrow.names)  # else as Arrow has it
+    fixed = read_fixed_lists(pf, source, group, names) if plain else {}
     if not fixed:
         return pf.read_row_group(group, columns=list(columns) if columns is not None else None, use_threads=use_threads)
     rest = [n for n in names if n not in fixed]
