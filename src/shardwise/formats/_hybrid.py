@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shardwise.formats._pages import varint
+from shardwise.formats._pages import Unreadable, varint
 
 __all__ = ["check_constant", "check_rows", "decode"]
 
@@ -38,7 +38,7 @@ def _run(b: memoryview, width: int, i: int, room: int) -> tuple[int, int, int, i
         value = int.from_bytes(b[i : i + (width + 7) // 8], "little")
         i += (width + 7) // 8
     if count == 0 or i > len(b):
-        raise ValueError("empty or truncated run")
+        raise Unreadable("empty or truncated run")
     return count, value, start, i
 
 
@@ -51,7 +51,7 @@ def _runs(b: memoryview, width: int, n: int, i: int = 0) -> Runs:
     got = 0
     while got < n:
         if len(counts) >= MAX_RUNS:
-            raise ValueError("too many runs")
+            raise Unreadable("too many runs")
         count, value, start, i = _run(b, width, i, n - got)
         counts.append(count)
         values.append(value)
@@ -92,14 +92,14 @@ def _values(b: memoryview, width: int, runs: Runs, n: int) -> np.ndarray:
         mask = np.repeat(np.asarray(literal), counts)
         out[mask] = _unpack(packed, width, int(mask.sum()))
     if width < 32 and len(out) and int(out.max()) >> width:
-        raise ValueError("a repeated value wider than the bit width")
+        raise Unreadable("a repeated value wider than the bit width")
     return out[:n]
 
 
 def decode(b: memoryview, width: int, n: int) -> np.ndarray:
     """The first ``n`` values of the stream ``b`` (uint32)."""
     if not 0 <= width <= 32:
-        raise ValueError(f"bit width {width}")
+        raise Unreadable(f"bit width {width}")
     if n == 0:
         return np.zeros(0, dtype=np.uint32)
     return _values(b, width, _runs(b, width, n), n)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-__all__ = ["CODECS", "DATA", "DATA_V2", "DICTIONARY", "Page", "inflate", "read_page", "varint"]
+__all__ = ["CODECS", "DATA", "DATA_V2", "DICTIONARY", "Page", "Unreadable", "inflate", "read_page", "varint"]
 
 DATA, DICTIONARY, DATA_V2 = 0, 2, 3  # Parquet PageType
 _STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(13)
@@ -22,6 +22,12 @@ _DEPTH = 16  # nested structs deeper than this are not a page header
 #: the codecs whose output length is checked exactly, as Arrow checks it (pyarrow's
 #: ``Codec.decompress`` pads a short output to the size asked, so Brotli and LZ4 are left to Arrow)
 CODECS = ("UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD")
+
+
+class Unreadable(ValueError):
+    """Bytes this reader does not read (damaged, hostile or simply another layout). It
+    never reaches a user: the caller leaves the column to Arrow, which reads it or
+    reports the damage as a ``FormatError``."""
 
 
 @dataclass
@@ -55,7 +61,7 @@ def varint(b: memoryview, i: int) -> tuple[int, int]:
         if c < 0x80:
             return out, i
         if shift > 63:
-            raise ValueError("varint too long")
+            raise Unreadable("varint too long")
 
 
 def _zigzag(v: int) -> int:
@@ -93,13 +99,13 @@ def _skip(b: memoryview, i: int, t: int, depth: int, element: bool = False) -> i
         return i
     if t == _STRUCT:
         return _struct(b, i, {}, depth + 1)[1]
-    raise ValueError(f"unknown Thrift type {t}")
+    raise Unreadable(f"unknown Thrift type {t}")
 
 
 def _room(b: memoryview, i: int, n: int, depth: int) -> None:
     """A container of ``n`` elements (each at least a byte) must fit in what is left."""
     if n > len(b) - i or depth > _DEPTH:
-        raise ValueError("a Thrift container larger than its page header, or nested too deep")
+        raise Unreadable("a Thrift container larger than its page header, or nested too deep")
 
 
 _Fields = dict[int, "str | tuple[str, _Fields]"]
@@ -109,7 +115,7 @@ def _struct(b: memoryview, i: int, want: _Fields, depth: int) -> tuple[dict[str,
     """Read a struct from ``i``: the fields named in ``want`` (id -> name, or (name,
     fields) for a struct), the rest skipped."""
     if depth > _DEPTH:
-        raise ValueError("Thrift structs nested too deep")
+        raise Unreadable("Thrift structs nested too deep")
     out: dict[str, object] = {}
     fid = 0
     while True:
@@ -154,16 +160,16 @@ def read_page(b: memoryview, i: int) -> Page:
     fields, body = _struct(b, i, _HEADER, 0)
     kind = fields.get("kind")
     if kind not in _REQUIRED or not {"uncompressed", "compressed"} <= fields.keys():
-        raise ValueError(f"page of type {kind} or without its sizes")
+        raise Unreadable(f"page of type {kind} or without its sizes")
     name, required = _REQUIRED[kind]
     sub = fields.get(name)
     if not isinstance(sub, dict) or not required <= sub.keys():
-        raise ValueError(f"page header without its {name} header or one of {sorted(required)}")
+        raise Unreadable(f"page header without its {name} header or one of {sorted(required)}")
     page = Page(int(kind), int(fields["uncompressed"]), int(fields["compressed"]), body=body)  # type: ignore[call-overload]
     for key, value in sub.items():
         setattr(page, key, value)
     if min(page.compressed, page.uncompressed, page.num_values, page.def_length, page.rep_length, page.num_nulls) < 0:
-        raise ValueError("negative size in a page header")
+        raise Unreadable("negative size in a page header")
     return page
 
 
@@ -174,14 +180,14 @@ def inflate(body: memoryview, size: int, codec: str) -> memoryview:
         out = body
     elif codec == "SNAPPY":  # the stream opens with its length; the decoder checks it
         if varint(body, 0)[0] != size:
-            raise ValueError("snappy page of another length than its header says")
+            raise Unreadable("snappy page of another length than its header says")
         out = memoryview(pa.Codec("snappy").decompress(body, size)).cast("B")
     elif codec == "GZIP":
         out = memoryview(zlib.decompress(body, 32 + zlib.MAX_WBITS))
     elif codec == "ZSTD":  # zstd refuses any other length itself
         out = memoryview(pa.Codec("zstd").decompress(body, size)).cast("B")
     else:
-        raise ValueError(f"codec {codec}")
+        raise Unreadable(f"codec {codec}")
     if len(out) != size:
-        raise ValueError(f"page of {len(out)} bytes where its header says {size}")
+        raise Unreadable(f"page of {len(out)} bytes where its header says {size}")
     return out
