@@ -28,7 +28,16 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.formats._hybrid import check_constant, check_rows, decode
-from shardwise.formats._pages import CODECS, DATA, DATA_V2, DICTIONARY, Page, inflate, read_page
+from shardwise.formats._pages import (
+    CODECS,
+    DATA,
+    DATA_V2,
+    DICTIONARY,
+    Page,
+    as_bytes,
+    inflate,
+    read_page,
+)
 
 __all__ = ["read_fixed_lists"]
 
@@ -104,7 +113,7 @@ def _values(chunk: Any, source: Any, max_def: int, k: int, rows: int, dtype: np.
     codec = chunk.compression
     if codec not in CODECS:
         return None
-    b = _bytes(source.read_at(chunk.total_compressed_size, _start(chunk)))
+    b = as_bytes(source.read_at(chunk.total_compressed_size, _start(chunk)))
     # from Arrow's memory pool, which serves it from the memory of units let go before
     # (new memory from the kernel would be mapped and zeroed page by page)
     out = np.frombuffer(pa.allocate_buffer(rows * k * dtype.itemsize), dtype=dtype)
@@ -133,11 +142,6 @@ def _start(chunk: Any) -> int:
     first data page (as Arrow reads it), else at its first data page."""
     first = chunk.dictionary_page_offset if chunk.has_dictionary_page else None
     return first if first is not None and 0 < first < chunk.data_page_offset else chunk.data_page_offset
-
-
-def _bytes(buf: Any) -> memoryview:
-    """A buffer as unsigned bytes (a memoryview of an Arrow buffer is signed)."""
-    return memoryview(buf).cast("B")
 
 
 def _data(page: Page, body: memoryview, codec: str, max_def: int, k: int,

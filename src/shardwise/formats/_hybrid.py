@@ -81,16 +81,14 @@ def _unpack(data: np.ndarray, width: int, count: int) -> np.ndarray:
 def _values(b: memoryview, width: int, runs: Runs, n: int) -> np.ndarray:
     counts, values, starts, _ = runs
     literal = [v < 0 for v in values]
-    if all(literal):  # dictionary indices, often: one unpack, no merge
-        raw = np.frombuffer(b, dtype=np.uint8)
-        return _unpack(np.concatenate([raw[s : s + c // 8 * width] for s, c in zip(starts, counts)]), width, n)
+    raw = np.frombuffer(b, dtype=np.uint8)
+    packed = [raw[s : s + c // 8 * width] for s, c, lit in zip(starts, counts, literal) if lit]
+    if all(literal):  # dictionary indices, often: one unpack, nothing to merge
+        return _unpack(np.concatenate(packed), width, n)
     out = np.repeat(np.asarray(values, dtype=np.int64).clip(0), counts).astype(np.uint32)
-    if any(literal):
-        raw = np.frombuffer(b, dtype=np.uint8)
-        parts = [raw[s : s + c // 8 * width] for s, c, lit in zip(starts, counts, literal) if lit]
-        packed = np.concatenate(parts)
+    if packed:
         mask = np.repeat(np.asarray(literal), counts)
-        out[mask] = _unpack(packed, width, int(mask.sum()))
+        out[mask] = _unpack(np.concatenate(packed), width, int(mask.sum()))
     if width < 32 and len(out) and int(out.max()) >> width:
         raise Unreadable("a repeated value wider than the bit width")
     return out[:n]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-__all__ = ["CODECS", "DATA", "DATA_V2", "DICTIONARY", "Page", "Unreadable", "inflate", "read_page", "varint"]
+__all__ = ["CODECS", "DATA", "DATA_V2", "DICTIONARY", "Page", "Unreadable", "as_bytes", "inflate", "read_page", "varint"]
 
 DATA, DICTIONARY, DATA_V2 = 0, 2, 3  # Parquet PageType
 _STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(13)
@@ -173,6 +173,11 @@ def read_page(b: memoryview, i: int) -> Page:
     return page
 
 
+def as_bytes(buf: object) -> memoryview:
+    """A buffer as unsigned bytes (a memoryview of an Arrow buffer is signed)."""
+    return memoryview(buf).cast("B")  # type: ignore[arg-type]
+
+
 def inflate(body: memoryview, size: int, codec: str) -> memoryview:
     """A page body (``codec`` as the column chunk names it) decompressed to exactly
     ``size`` bytes, as unsigned bytes; ValueError when it is not that long."""
@@ -181,11 +186,11 @@ def inflate(body: memoryview, size: int, codec: str) -> memoryview:
     elif codec == "SNAPPY":  # the stream opens with its length; the decoder checks it
         if varint(body, 0)[0] != size:
             raise Unreadable("snappy page of another length than its header says")
-        out = memoryview(pa.Codec("snappy").decompress(body, size)).cast("B")
+        out = as_bytes(pa.Codec("snappy").decompress(body, size))
     elif codec == "GZIP":
         out = memoryview(zlib.decompress(body, 32 + zlib.MAX_WBITS))
     elif codec == "ZSTD":  # zstd refuses any other length itself
-        out = memoryview(pa.Codec("zstd").decompress(body, size)).cast("B")
+        out = as_bytes(pa.Codec("zstd").decompress(body, size))
     else:
         raise Unreadable(f"codec {codec}")
     if len(out) != size:
