@@ -29,35 +29,67 @@ from harness.venvs import Venv, ensure_venv
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 #: 9 x 13 is what every peer's optimiser picks for (0.8, 128); datatrove is told so
-CFG: dict[str, Any] = {"ngram": 5, "num_perm": 128, "threshold": 0.8, "bands": 9, "rows": 13, "workers": 2}
+CFG: dict[str, Any] = {
+    "ngram": 5,
+    "num_perm": 128,
+    "threshold": 0.8,
+    "bands": 9,
+    "rows": 13,
+    "workers": 2,
+}
 VENVS = {
     # orjson: datatrove's JsonlReader needs it (not pulled in by datatrove[processing])
-    "peers": Venv(HERE / ".venv-dedup", ("datasketch", "datatrove[processing]", "orjson", "psutil", "numpy",
-                                         "pyarrow"),
-                  {m: m for m in ("datasketch", "datatrove", "orjson", "psutil", "numpy", "pyarrow")}),
+    "peers": Venv(
+        HERE / ".venv-dedup",
+        ("datasketch", "datatrove[processing]", "orjson", "psutil", "numpy", "pyarrow"),
+        {m: m for m in ("datasketch", "datatrove", "orjson", "psutil", "numpy", "pyarrow")},
+    ),
     # aiohttp: data_juicer imports it but does not require it
-    "dj": Venv(HERE / ".venv-dedup-dj", ("py-data-juicer", "aiohttp", "psutil"),
-               {"py-data-juicer": "data_juicer.ops.deduplicator.document_minhash_deduplicator",
-                "datasets": "datasets", "psutil": "psutil"}, install_timeout=600.0),
+    "dj": Venv(
+        HERE / ".venv-dedup-dj",
+        ("py-data-juicer", "aiohttp", "psutil"),
+        {
+            "py-data-juicer": "data_juicer.ops.deduplicator.document_minhash_deduplicator",
+            "datasets": "datasets",
+            "psutil": "psutil",
+        },
+        install_timeout=600.0,
+    ),
 }
-SYSTEMS = {s.name: s for s in [
-    System("shardwise", "adapters.shardwise_dedup:dedup", kind="shardwise"),
-    System("shardwise_noverify", "adapters.shardwise_dedup:dedup", kind="shardwise",
-           kwargs=(("verify", False),)),
-    System("shardwise_18x7", "adapters.shardwise_dedup:dedup", kind="shardwise",
-           kwargs=(("bands", 18), ("rows", 7))),
-    System("datasketch", "adapters.datasketch:dedup", env="peers"),
-    System("datatrove", "adapters.datatrove:dedup", env="peers"),
-    System("data-juicer", "adapters.data_juicer:dedup", env="dj"),
-]}
+SYSTEMS = {
+    s.name: s
+    for s in [
+        System("shardwise", "adapters.shardwise_dedup:dedup", kind="shardwise"),
+        System(
+            "shardwise_noverify",
+            "adapters.shardwise_dedup:dedup",
+            kind="shardwise",
+            kwargs=(("verify", False),),
+        ),
+        System(
+            "shardwise_18x7",
+            "adapters.shardwise_dedup:dedup",
+            kind="shardwise",
+            kwargs=(("bands", 18), ("rows", 7)),
+        ),
+        System("datasketch", "adapters.datasketch:dedup", env="peers"),
+        System("datatrove", "adapters.datatrove:dedup", env="peers"),
+        System("data-juicer", "adapters.data_juicer:dedup", env="dj"),
+    ]
+}
 SCALE = System("shardwise_scale", "adapters.shardwise_dedup:scale", kind="shardwise")
-LABELS = {"shardwise": "shardwise (verify=True)", "shardwise_noverify": "shardwise (verify=False)",
-          "shardwise_18x7": "shardwise (verify=True, bands=18, rows=7)"}
+LABELS = {
+    "shardwise": "shardwise (verify=True)",
+    "shardwise_noverify": "shardwise (verify=False)",
+    "shardwise_18x7": "shardwise (verify=True, bands=18, rows=7)",
+}
 
 
 def environments(names: list[str]) -> dict[str, tuple[str | None, dict[str, str] | None, str]]:
     """env key -> (python or None, versions, error) for the environments ``names`` need."""
-    envs: dict[str, tuple[str | None, dict[str, str] | None, str]] = {"main": (sys.executable, {}, "")}
+    envs: dict[str, tuple[str | None, dict[str, str] | None, str]] = {
+        "main": (sys.executable, {}, "")
+    }
     for key in sorted({SYSTEMS[n].env for n in names} - {"main"}):
         versions, err = ensure_venv(VENVS[key])
         envs[key] = (str(VENVS[key].python) if versions else None, versions, err)
@@ -74,12 +106,21 @@ def measure(names: list[str], data: Path, args: Any, envs: dict[str, Any]) -> li
         if py is None:
             print(f"--- {name}: not run ({err})", flush=True)
             return {"name": name, "error": f"not installed: {err}"}
-        r = run_system(Path(__file__).resolve(), SYSTEMS[name], py, timeout=args.timeout, logdir=logdir,
-                       idle_wait=args.idle_wait, scratch=data,
-                       worker_kwargs={"data": str(data), "cfg": CFG})
+        r = run_system(
+            Path(__file__).resolve(),
+            SYSTEMS[name],
+            py,
+            timeout=args.timeout,
+            logdir=logdir,
+            idle_wait=args.idle_wait,
+            scratch=data,
+            worker_kwargs={"data": str(data), "cfg": CFG},
+        )
         if not r.get("error"):
-            print(f" {r['seconds']:.1f} s, removed {len(r['removed']):,}, peak RSS {r['peak_rss_mb']:,.0f} MB",
-                  flush=True)
+            print(
+                f" {r['seconds']:.1f} s, removed {len(r['removed']):,}, peak RSS {r['peak_rss_mb']:,.0f} MB",
+                flush=True,
+            )
         return r
 
     runs = alternate(names, args.repeats, once)
@@ -98,8 +139,11 @@ def score(results: list[dict[str, Any]], data: Path, planted: list[list[Any]]) -
         if not r.get("error"):
             truth.crosscheck(r.get("pairs", []))
     truth.finish()
-    print(f" {len(truth.pairs):,} true pairs, {truth.should_remove:,} documents should go "
-          f"({time.perf_counter() - t0:.1f} s; cross-check added {truth.added_by_crosscheck})", flush=True)
+    print(
+        f" {len(truth.pairs):,} true pairs, {truth.should_remove:,} documents should go "
+        f"({time.perf_counter() - t0:.1f} s; cross-check added {truth.added_by_crosscheck})",
+        flush=True,
+    )
     for r in results:
         if not r.get("error"):
             r["precision"], r["recall"] = truth.score(r["removed"])
@@ -116,10 +160,32 @@ def table(results: list[dict[str, Any]], n: int) -> str:
             rows.append([label, f"failed: {r['error']}"])
             continue
         sig = f"{n / r['sig_seconds']:,.0f} ({r['sig_procs']})" if r.get("sig_seconds") else "-"
-        rows.append([label, sig, f"{r['seconds']:.1f}", f"{n / r['seconds']:,.0f}", f"{r['peak_rss_mb']:,.0f}",
-                     f"{len(r['removed']):,}", fmt(r.get("precision"), ".4f"), fmt(r.get("recall"), ".4f")])
-    return markdown(["system", "signatures docs/s (procs)", "end-to-end s", "end-to-end docs/s", "peak RSS MB",
-                     "removed", "precision", "recall"], rows, right=range(1, 8))
+        rows.append(
+            [
+                label,
+                sig,
+                f"{r['seconds']:.1f}",
+                f"{n / r['seconds']:,.0f}",
+                f"{r['peak_rss_mb']:,.0f}",
+                f"{len(r['removed']):,}",
+                fmt(r.get("precision"), ".4f"),
+                fmt(r.get("recall"), ".4f"),
+            ]
+        )
+    return markdown(
+        [
+            "system",
+            "signatures docs/s (procs)",
+            "end-to-end s",
+            "end-to-end docs/s",
+            "peak RSS MB",
+            "removed",
+            "precision",
+            "recall",
+        ],
+        rows,
+        right=range(1, 8),
+    )
 
 
 def targets(results: list[dict[str, Any]], n: int) -> Checks:
@@ -130,15 +196,26 @@ def targets(results: list[dict[str, Any]], n: int) -> Checks:
     ds = by.get("datasketch")
     others = [r for r in peers if r["name"] != "datasketch"] or peers
     fastest = min(others, key=lambda r: r["seconds"]) if others else None
-    for key, label in (("shardwise", "shardwise"), ("shardwise_noverify", "shardwise (verify=False)")):
+    for key, label in (
+        ("shardwise", "shardwise"),
+        ("shardwise_noverify", "shardwise (verify=False)"),
+    ):
         sw = by.get(key)
         if sw is None:
             continue
         if ds or key == "shardwise":
-            checks.add(f"{label} end-to-end speed vs datasketch", ds["seconds"] / sw["seconds"] if ds else None, 10)
+            checks.add(
+                f"{label} end-to-end speed vs datasketch",
+                ds["seconds"] / sw["seconds"] if ds else None,
+                10,
+            )
         if fastest or key == "shardwise":
-            checks.add(f"{label} end-to-end speed vs fastest other peer", fastest["seconds"] / sw["seconds"]
-                       if fastest else None, 3, vs=fastest["name"] if fastest else None)
+            checks.add(
+                f"{label} end-to-end speed vs fastest other peer",
+                fastest["seconds"] / sw["seconds"] if fastest else None,
+                3,
+                vs=fastest["name"] if fastest else None,
+            )
     sw = by.get("shardwise")
     if sw:
         checks.add("shardwise precision (verify=True)", sw["precision"], 0.98, spec=".4f", unit="")
@@ -147,12 +224,16 @@ def targets(results: list[dict[str, Any]], n: int) -> Checks:
             checks.note(f"  shardwise phase {d}: {s:.2f} s")
     tuned = by.get("shardwise_18x7")
     if tuned:
-        checks.note(f"(shardwise with bands=18, rows=7, verify=True: precision {fmt(tuned['precision'], '.4f')}, "
-                    f"recall {fmt(tuned['recall'], '.4f')}, {n / tuned['seconds']:,.0f} docs/s end to end)")
+        checks.note(
+            f"(shardwise with bands=18, rows=7, verify=True: precision {fmt(tuned['precision'], '.4f')}, "
+            f"recall {fmt(tuned['recall'], '.4f')}, {n / tuned['seconds']:,.0f} docs/s end to end)"
+        )
     return checks
 
 
-def run_shape(shape: str, n: int, names: list[str], args: Any, envs: dict[str, Any]) -> dict[str, Any]:
+def run_shape(
+    shape: str, n: int, names: list[str], args: Any, envs: dict[str, Any]
+) -> dict[str, Any]:
     """One corpus shape: every system measured and scored; the shape's results block."""
     import json
 
@@ -163,16 +244,30 @@ def run_shape(shape: str, n: int, names: list[str], args: Any, envs: dict[str, A
     meta = json.loads((data / "meta.json").read_text())
     results = measure(names, data, args, envs)
     truth = score(results, data, meta["planted"])
-    print(f"\n### {shape}: {n:,} documents, {meta['bytes'] / 2**20:.1f} MB\n\n{table(results, n)}\n")
+    print(
+        f"\n### {shape}: {n:,} documents, {meta['bytes'] / 2**20:.1f} MB\n\n{table(results, n)}\n"
+    )
     checks = targets(results, n)
     checks.print()
-    return {"docs": n, "data": {k: v for k, v in meta.items() if k != "planted"}
-            | {"planted": len(meta["planted"]), "dir": os.path.relpath(data, ROOT)},
-            "ground_truth": truth, "checks": checks.data,
-            "results": [{k: v for k, v in r.items() if k not in ("removed", "pairs")}
-                        | ({"docs_per_s": n / r["seconds"],
-                            "sig_docs_per_s": n / r["sig_seconds"] if r.get("sig_seconds") else None}
-                           if not r.get("error") else {}) for r in results]}
+    return {
+        "docs": n,
+        "data": {k: v for k, v in meta.items() if k != "planted"}
+        | {"planted": len(meta["planted"]), "dir": os.path.relpath(data, ROOT)},
+        "ground_truth": truth,
+        "checks": checks.data,
+        "results": [
+            {k: v for k, v in r.items() if k not in ("removed", "pairs")}
+            | (
+                {
+                    "docs_per_s": n / r["seconds"],
+                    "sig_docs_per_s": n / r["sig_seconds"] if r.get("sig_seconds") else None,
+                }
+                if not r.get("error")
+                else {}
+            )
+            for r in results
+        ],
+    }
 
 
 def run_scale(n: int, args: Any) -> dict[str, Any]:
@@ -181,16 +276,30 @@ def run_scale(n: int, args: Any) -> dict[str, Any]:
 
     print(f"\n=== scale: {n:,} generated documents", flush=True)
     data = generate_scale(n)
-    r = run_system(Path(__file__).resolve(), SCALE, sys.executable, timeout=max(args.timeout, 7200.0),
-                   logdir=data, scratch=data,
-                   worker_kwargs={"data": str(data), "cfg": CFG, "memory_budget": args.memory_budget})
+    r = run_system(
+        Path(__file__).resolve(),
+        SCALE,
+        sys.executable,
+        timeout=max(args.timeout, 7200.0),
+        logdir=data,
+        scratch=data,
+        worker_kwargs={"data": str(data), "cfg": CFG, "memory_budget": args.memory_budget},
+    )
     if r.get("error"):
         print(f" failed: {r['error']}")
         return r
     checks = Checks()
-    print(f" {r['seconds']:.0f} s = {n / r['seconds']:,.0f} docs/s, removed {r['removed']:,}, peak RSS of all "
-          f"{r['max_procs']} processes {r['peak_rss_mb']:,.0f} MB, {r['tasks']} tasks")
-    checks.add("scale: peak RSS of every process together", r["peak_rss_mb"] / 1024, 4, at_most=True, unit=" GB")
+    print(
+        f" {r['seconds']:.0f} s = {n / r['seconds']:,.0f} docs/s, removed {r['removed']:,}, peak RSS of all "
+        f"{r['max_procs']} processes {r['peak_rss_mb']:,.0f} MB, {r['tasks']} tasks"
+    )
+    checks.add(
+        "scale: peak RSS of every process together",
+        r["peak_rss_mb"] / 1024,
+        4,
+        at_most=True,
+        unit=" GB",
+    )
     for d, s in r["phases"]:
         checks.note(f"  scale phase {d}: {s:.1f} s")
     checks.print()
@@ -224,12 +333,23 @@ def compile_shardwise() -> None:
 
 
 def main(argv: list[str]) -> int:
-    ap = base_parser(__doc__, "10,000 short and medium documents and 300 long ones, one round, no scale row")
-    ap.add_argument("--docs", type=int, help="documents of the short and medium shapes (overrides --quick)")
-    ap.add_argument("--shape", nargs="+", choices=list(SHAPES), help="corpus shapes (default: all three)")
-    ap.add_argument("--scale", type=int, help="documents of the scale row (default 5,000,000; 0: none; "
-                                               "--quick: none)")
-    ap.add_argument("--memory-budget", type=int, default=2**30, help="the scale row's memory_budget per process")
+    ap = base_parser(
+        __doc__, "10,000 short and medium documents and 300 long ones, one round, no scale row"
+    )
+    ap.add_argument(
+        "--docs", type=int, help="documents of the short and medium shapes (overrides --quick)"
+    )
+    ap.add_argument(
+        "--shape", nargs="+", choices=list(SHAPES), help="corpus shapes (default: all three)"
+    )
+    ap.add_argument(
+        "--scale",
+        type=int,
+        help="documents of the scale row (default 5,000,000; 0: none; --quick: none)",
+    )
+    ap.add_argument(
+        "--memory-budget", type=int, default=2**30, help="the scale row's memory_budget per process"
+    )
     ap.add_argument("--out", help="JSON output path")
     args = ap.parse_args(argv)
     worker = maybe_worker(args, SYSTEMS | {SCALE.name: SCALE})
@@ -239,9 +359,16 @@ def main(argv: list[str]) -> int:
     args.repeats = args.repeats or (1 if args.quick else 3)
     args.idle_wait = args.idle_wait if args.idle_wait is not None else (0.0 if args.quick else 20.0)
     scale = args.scale if args.scale is not None else (0 if args.quick else 5_000_000)
-    out = Path(args.out) if args.out else HERE / "results" / ("dedup-quick.json" if args.quick else "dedup.json")
-    print(f"python {platform.python_version()}, cpus={os.cpu_count()}, word {CFG['ngram']}-grams, "
-          f"{CFG['num_perm']} permutations, threshold {CFG['threshold']}", flush=True)
+    out = (
+        Path(args.out)
+        if args.out
+        else HERE / "results" / ("dedup-quick.json" if args.quick else "dedup.json")
+    )
+    print(
+        f"python {platform.python_version()}, cpus={os.cpu_count()}, word {CFG['ngram']}-grams, "
+        f"{CFG['num_perm']} permutations, threshold {CFG['threshold']}",
+        flush=True,
+    )
     t_start, git = time.perf_counter(), git_info(ROOT)
     names = chosen(ap, args.only, list(SYSTEMS))
     envs = environments(names)
@@ -249,25 +376,44 @@ def main(argv: list[str]) -> int:
     blocks = {}
     for shape in args.shape or list(SHAPES):
         n = SHAPES[shape]["quick" if args.quick else "docs"]
-        blocks[shape] = run_shape(shape, args.docs if args.docs and shape != "long" else n, names, args, envs)
+        blocks[shape] = run_shape(
+            shape, args.docs if args.docs and shape != "long" else n, names, args, envs
+        )
     print()
     every = overview(blocks)
     every.print()
     scale_row = run_scale(scale, args) if scale else None
     earlier = earlier_results(out, names, SYSTEMS, {"seconds": "end-to-end s"}) if args.only else {}
     medium = blocks.get("medium", next(iter(blocks.values())))
-    write_json(out, {
-        "benchmark": "dedup", "quick": args.quick, "git": git, "machine": machine(),
-        "config": {**CFG, "timeout_s": args.timeout, "repeats": args.repeats,
-                   "statistic": "median of the rounds (end to end), systems alternated within each round",
-                   "idle_wait_s": args.idle_wait},
-        "shapes": blocks, "every_shape": every.data, "scale": scale_row,
-        # the medium shape's block at the top level, where earlier results files had it
-        "data": medium["data"], "ground_truth": medium["ground_truth"], "results": medium["results"],
-        "checks": medium["checks"], "environments": {k: v[1] for k, v in envs.items() if k != "main"},
-        "env_errors": {k: v[2] for k, v in envs.items() if v[2]}, "earlier_results": earlier,
-        "total_s": time.perf_counter() - t_start,
-    }, ROOT)
+    write_json(
+        out,
+        {
+            "benchmark": "dedup",
+            "quick": args.quick,
+            "git": git,
+            "machine": machine(),
+            "config": {
+                **CFG,
+                "timeout_s": args.timeout,
+                "repeats": args.repeats,
+                "statistic": "median of the rounds (end to end), systems alternated within each round",
+                "idle_wait_s": args.idle_wait,
+            },
+            "shapes": blocks,
+            "every_shape": every.data,
+            "scale": scale_row,
+            # the medium shape's block at the top level, where earlier results files had it
+            "data": medium["data"],
+            "ground_truth": medium["ground_truth"],
+            "results": medium["results"],
+            "checks": medium["checks"],
+            "environments": {k: v[1] for k, v in envs.items() if k != "main"},
+            "env_errors": {k: v[2] for k, v in envs.items() if v[2]},
+            "earlier_results": earlier,
+            "total_s": time.perf_counter() - t_start,
+        },
+        ROOT,
+    )
     return 0
 
 

@@ -38,47 +38,105 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 # torch is pinned: an unpinned install may pull the CUDA build. aiohttp: Ray Data's
 # read_parquet imports fsspec's HTTP filesystem. pydantic: iter_torch_batches needs it.
-PEERS = Venv(HERE / ".venv-peers", ("torch==2.13.0", "datasets", "webdataset", "ray[data]", "pyarrow", "numpy",
-                                    "psutil", "aiohttp", "pydantic"),
-             {m: m for m in ("torch", "datasets", "webdataset", "ray", "pyarrow", "numpy", "psutil", "aiohttp",
-                             "pydantic")})
+PEERS = Venv(
+    HERE / ".venv-peers",
+    (
+        "torch==2.13.0",
+        "datasets",
+        "webdataset",
+        "ray[data]",
+        "pyarrow",
+        "numpy",
+        "psutil",
+        "aiohttp",
+        "pydantic",
+    ),
+    {
+        m: m
+        for m in (
+            "torch",
+            "datasets",
+            "webdataset",
+            "ray",
+            "pyarrow",
+            "numpy",
+            "psutil",
+            "aiohttp",
+            "pydantic",
+        )
+    },
+)
 
 
 def _loader(name: str, setup: str, env: str, kind: str) -> System:
     return System(name, "adapters.loader_common:epoch", env, kind, (("setup", setup),))
 
 
-SYSTEMS = {s.name: s for s in [
-    _loader("raw_scan", "adapters.pyarrow_scan:raw_scan", "main", "bound"),
-    _loader("raw_scan_threads", "adapters.pyarrow_scan:raw_scan_threads", "main", "bound"),
-    _loader("raw_scan_pages", "adapters.pyarrow_scan:raw_scan_pages", "main", "bound"),
-    _loader("raw_scan_256", "adapters.pyarrow_scan:raw_scan_256", "main", "bound"),
-    _loader("dataloader_ceiling", "adapters.shardwise_loader:dataloader_ceiling", "main", "bound"),
-    _loader("shardwise_inproc_numpy", "adapters.shardwise_loader:inproc_numpy", "main", "in-process"),
-    _loader("shardwise_inproc_torch", "adapters.shardwise_loader:inproc_torch", "main", "in-process"),
-    _loader("shardwise_inproc_dataloader", "adapters.shardwise_loader:inproc_dataloader", "main", "in-process"),
-    _loader("raw_scan_pass2", "adapters.pyarrow_scan:raw_scan_pass2", "main", "bound"),
-    _loader("shardwise_inproc_numpy_epoch2", "adapters.shardwise_loader:inproc_numpy_epoch2", "main", "in-process"),
-    _loader("shardwise_batched", "adapters.shardwise_loader:batched", "main", "batched"),
-    _loader("shardwise_per_sample", "adapters.shardwise_loader:per_sample", "main", "per_sample"),
-    _loader("shardwise_batched_wide", "adapters.shardwise_loader:batched_wide", "main", "batched"),
-    _loader("hf_streaming", "adapters.hf_datasets:streaming", "peers", "per_sample"),
-    _loader("hf_map_batched", "adapters.hf_datasets:map_batched", "peers", "batched"),
-    _loader("hf_map_per_sample", "adapters.hf_datasets:map_per_sample", "peers", "per_sample"),
-    _loader("webdataset", "adapters.webdataset:loader", "peers", "per_sample"),
-    _loader("ray_data", "adapters.ray_data:loader", "peers", "batched"),
-]}
+SYSTEMS = {
+    s.name: s
+    for s in [
+        _loader("raw_scan", "adapters.pyarrow_scan:raw_scan", "main", "bound"),
+        _loader("raw_scan_threads", "adapters.pyarrow_scan:raw_scan_threads", "main", "bound"),
+        _loader("raw_scan_pages", "adapters.pyarrow_scan:raw_scan_pages", "main", "bound"),
+        _loader("raw_scan_256", "adapters.pyarrow_scan:raw_scan_256", "main", "bound"),
+        _loader(
+            "dataloader_ceiling", "adapters.shardwise_loader:dataloader_ceiling", "main", "bound"
+        ),
+        _loader(
+            "shardwise_inproc_numpy", "adapters.shardwise_loader:inproc_numpy", "main", "in-process"
+        ),
+        _loader(
+            "shardwise_inproc_torch", "adapters.shardwise_loader:inproc_torch", "main", "in-process"
+        ),
+        _loader(
+            "shardwise_inproc_dataloader",
+            "adapters.shardwise_loader:inproc_dataloader",
+            "main",
+            "in-process",
+        ),
+        _loader("raw_scan_pass2", "adapters.pyarrow_scan:raw_scan_pass2", "main", "bound"),
+        _loader(
+            "shardwise_inproc_numpy_epoch2",
+            "adapters.shardwise_loader:inproc_numpy_epoch2",
+            "main",
+            "in-process",
+        ),
+        _loader("shardwise_batched", "adapters.shardwise_loader:batched", "main", "batched"),
+        _loader(
+            "shardwise_per_sample", "adapters.shardwise_loader:per_sample", "main", "per_sample"
+        ),
+        _loader(
+            "shardwise_batched_wide", "adapters.shardwise_loader:batched_wide", "main", "batched"
+        ),
+        _loader("hf_streaming", "adapters.hf_datasets:streaming", "peers", "per_sample"),
+        _loader("hf_map_batched", "adapters.hf_datasets:map_batched", "peers", "batched"),
+        _loader("hf_map_per_sample", "adapters.hf_datasets:map_per_sample", "peers", "per_sample"),
+        _loader("webdataset", "adapters.webdataset:loader", "peers", "per_sample"),
+        _loader("ray_data", "adapters.ray_data:loader", "peers", "batched"),
+    ]
+}
 INPROC = ("shardwise_inproc_numpy", "shardwise_inproc_torch", "shardwise_inproc_dataloader")
 #: a training run's steady state: the second pass of each in one process (for reference)
 SECOND = ("raw_scan_pass2", "shardwise_inproc_numpy_epoch2")
 #: measured --repeats rounds (default 3) and alternated: the rows of the in-process target
 FOCUS = ("raw_scan", "raw_scan_threads", "raw_scan_pages", *INPROC, *SECOND)
-SLOW = ("hf_streaming", "webdataset")  # per-sample peers that reach the time cap; --skip-slow leaves them out
+SLOW = (
+    "hf_streaming",
+    "webdataset",
+)  # per-sample peers that reach the time cap; --skip-slow leaves them out
 #: the rows run on each data shape: the peers (and the per-sample rows) on the text data only
 SHAPE_SYSTEMS = {
     "text": list(SYSTEMS),
-    "emb": ["raw_scan", "raw_scan_threads", "raw_scan_pages", "raw_scan_256", "dataloader_ceiling", *INPROC,
-            *SECOND, "shardwise_batched"],
+    "emb": [
+        "raw_scan",
+        "raw_scan_threads",
+        "raw_scan_pages",
+        "raw_scan_256",
+        "dataloader_ceiling",
+        *INPROC,
+        *SECOND,
+        "shardwise_batched",
+    ],
 }
 
 
@@ -97,7 +155,9 @@ def table(results: dict[str, dict[str, Any]], ideal: float | None) -> str:
     ok = {k: v for k, v in results.items() if "error" not in v}
     raw = ok.get("raw_scan", {}).get("rows_per_s")
     ceiling = ok.get("dataloader_ceiling", {}).get("rows_per_s")
-    fastest = max((v["rows_per_s"] for k, v in ok.items() if SYSTEMS[k].env == "peers"), default=None)
+    fastest = max(
+        (v["rows_per_s"] for k, v in ok.items() if SYSTEMS[k].env == "peers"), default=None
+    )
     rows: list[list[Any]] = []
     for name, r in results.items():
         kind = SYSTEMS[name].kind
@@ -105,15 +165,42 @@ def table(results: dict[str, dict[str, Any]], ideal: float | None) -> str:
             rows.append([name, kind, f"failed: {r['error'][:60]}"])
             continue
         rps = r["rows_per_s"]
-        rows.append([f"{name}{' (capped)' if r.get('capped') else ''}", kind, f"{rps:,.0f}",
-                     f"{fmt(ratio(rps, raw), '.2f')}x", f"{fmt(ratio(rps, ceiling), '.2f')}x",
-                     f"{fmt(ratio(rps, fastest), '.2f')}x", fmt(r["tvd"], ".3f"), f"{r['peak_rss_mb']:,.0f}",
-                     f"{r['cpu_s']:.1f}", fmt(r.get("setup_s"), ".1f"), r.get("median_of", 1),
-                     r.get("loadavg_1m", ["?"])[0]])
+        rows.append(
+            [
+                f"{name}{' (capped)' if r.get('capped') else ''}",
+                kind,
+                f"{rps:,.0f}",
+                f"{fmt(ratio(rps, raw), '.2f')}x",
+                f"{fmt(ratio(rps, ceiling), '.2f')}x",
+                f"{fmt(ratio(rps, fastest), '.2f')}x",
+                fmt(r["tvd"], ".3f"),
+                f"{r['peak_rss_mb']:,.0f}",
+                f"{r['cpu_s']:.1f}",
+                fmt(r.get("setup_s"), ".1f"),
+                r.get("median_of", 1),
+                r.get("loadavg_1m", ["?"])[0],
+            ]
+        )
     if ideal is not None:
         rows.append([f"ideal (i.i.d. batches of {BATCH})", "", "", "", "", "", f"{ideal:.3f}"])
-    return markdown(["loader", "kind", "rows/s", "vs raw scan", "vs ceiling", "vs fastest peer", "shuffle TVD",
-                     "peak RSS MB", "CPU s", "set-up s", "runs", "load 1m"], rows, right=range(2, 12))
+    return markdown(
+        [
+            "loader",
+            "kind",
+            "rows/s",
+            "vs raw scan",
+            "vs ceiling",
+            "vs fastest peer",
+            "shuffle TVD",
+            "peak RSS MB",
+            "CPU s",
+            "set-up s",
+            "runs",
+            "load 1m",
+        ],
+        rows,
+        right=range(2, 12),
+    )
 
 
 def targets(results: dict[str, dict[str, Any]], ideal: float) -> Checks:
@@ -122,54 +209,105 @@ def targets(results: dict[str, dict[str, Any]], ideal: float) -> Checks:
     ok = {k: v for k, v in results.items() if "error" not in v}
     peers = {k: v for k, v in ok.items() if SYSTEMS[k].env == "peers"}
     fastest = max(peers.values(), key=lambda v: v["rows_per_s"], default=None)
-    fastest_ps = max((v for k, v in peers.items() if SYSTEMS[k].kind == "per_sample"),
-                     key=lambda v: v["rows_per_s"], default=None)
+    fastest_ps = max(
+        (v for k, v in peers.items() if SYSTEMS[k].kind == "per_sample"),
+        key=lambda v: v["rows_per_s"],
+        default=None,
+    )
     rps = {k: v["rows_per_s"] for k, v in ok.items()}
     checks = Checks()
     hf_rss = get(ok.get("hf_map_batched"), "peak_rss_mb")
     for name in INPROC:
         if name in ok:
             checks.add(f"{name} vs raw scan", ratio(rps[name], rps.get("raw_scan")), 1.0)
-            checks.add(f"{name} vs raw scan, median of the rounds' own ratios (for reference)",
-                       paired_ratio(ok[name], ok.get("raw_scan")), None)
+            checks.add(
+                f"{name} vs raw scan, median of the rounds' own ratios (for reference)",
+                paired_ratio(ok[name], ok.get("raw_scan")),
+                None,
+            )
             if "raw_scan_threads" in ok:
-                checks.add(f"{name} vs raw scan on Arrow's threads (for reference)",
-                           ratio(rps[name], rps["raw_scan_threads"]), None)
+                checks.add(
+                    f"{name} vs raw scan on Arrow's threads (for reference)",
+                    ratio(rps[name], rps["raw_scan_threads"]),
+                    None,
+                )
             if "raw_scan_pages" in ok:
-                checks.add(f"{name} vs raw scan with shardwise's page reader (for reference)",
-                           ratio(rps[name], rps["raw_scan_pages"]), None)
-            checks.add(f"{name} shuffle TVD", ok[name]["tvd"], round(ideal, 3), spec=".3f", unit="", at_most=True,
-                       vs="i.i.d. batches")
+                checks.add(
+                    f"{name} vs raw scan with shardwise's page reader (for reference)",
+                    ratio(rps[name], rps["raw_scan_pages"]),
+                    None,
+                )
+            checks.add(
+                f"{name} shuffle TVD",
+                ok[name]["tvd"],
+                round(ideal, 3),
+                spec=".3f",
+                unit="",
+                at_most=True,
+                vs="i.i.d. batches",
+            )
             if hf_rss:
-                checks.add(f"{name} peak RSS", ok[name]["peak_rss_mb"], round(hf_rss), spec=",.0f", unit=" MB",
-                           at_most=True, vs="hf_map_batched")
+                checks.add(
+                    f"{name} peak RSS",
+                    ok[name]["peak_rss_mb"],
+                    round(hf_rss),
+                    spec=",.0f",
+                    unit=" MB",
+                    at_most=True,
+                    vs="hf_map_batched",
+                )
     if all(k in ok for k in SECOND):
-        checks.add("shardwise_inproc_numpy second epoch vs raw scan second pass (steady state, for reference)",
-                   ratio(rps[SECOND[1]], rps[SECOND[0]]), None)
+        checks.add(
+            "shardwise_inproc_numpy second epoch vs raw scan second pass (steady state, for reference)",
+            ratio(rps[SECOND[1]], rps[SECOND[0]]),
+            None,
+        )
     sb, sp = rps.get("shardwise_batched"), rps.get("shardwise_per_sample")
     if fastest:
-        checks.add("shardwise batched vs fastest peer", ratio(sb, fastest["rows_per_s"]), 1.5, vs=fastest["name"])
+        checks.add(
+            "shardwise batched vs fastest peer",
+            ratio(sb, fastest["rows_per_s"]),
+            1.5,
+            vs=fastest["name"],
+        )
     if fastest_ps:
-        checks.add("shardwise per-sample vs fastest peer per-sample", ratio(sp, fastest_ps["rows_per_s"]), 1.0,
-                   vs=fastest_ps["name"])
+        checks.add(
+            "shardwise per-sample vs fastest peer per-sample",
+            ratio(sp, fastest_ps["rows_per_s"]),
+            1.0,
+            vs=fastest_ps["name"],
+        )
     for name in ("shardwise_batched", "shardwise_batched_wide", "shardwise_per_sample"):
         for bound in ("raw_scan", "dataloader_ceiling"):
             if name in rps and rps.get(bound):
-                checks.add(f"{name} (2 DataLoader workers) vs {bound} (for reference)",
-                           ratio(rps[name], rps[bound]), None)
+                checks.add(
+                    f"{name} (2 DataLoader workers) vs {bound} (for reference)",
+                    ratio(rps[name], rps[bound]),
+                    None,
+                )
     sw = [ok[k]["tvd"] for k in ok if k.startswith("shardwise") and ok[k]["tvd"] is not None]
-    best = min((v for v in peers.values() if v["tvd"] is not None), key=lambda v: v["tvd"], default=None)
-    streaming = [v for v in peers.values() if not v["name"].startswith("hf_map") and v["tvd"] is not None]
+    best = min(
+        (v for v in peers.values() if v["tvd"] is not None), key=lambda v: v["tvd"], default=None
+    )
+    streaming = [
+        v for v in peers.values() if not v["name"].startswith("hf_map") and v["tvd"] is not None
+    ]
     line = "shuffle: n/a"
     if sw and best:
-        line = (f"shuffle: shardwise TVD {min(sw):.3f} vs best peer TVD {best['tvd']:.3f} [{best['name']}] "
-                f"(ideal {ideal:.3f}, sorted order 0.900; lower is better)")
+        line = (
+            f"shuffle: shardwise TVD {min(sw):.3f} vs best peer TVD {best['tvd']:.3f} [{best['name']}] "
+            f"(ideal {ideal:.3f}, sorted order 0.900; lower is better)"
+        )
         if streaming:
             bs = min(streaming, key=lambda v: v["tvd"])
             line += f"; best streaming (buffer-shuffle) peer TVD {bs['tvd']:.3f} [{bs['name']}]"
     checks.note(line)
-    checks.data["shuffle"] = {"shardwise_tvd": min(sw) if sw else None, "best_peer_tvd": get(best, "tvd"),
-                              "best_peer": get(best, "name"), "ideal": ideal}
+    checks.data["shuffle"] = {
+        "shardwise_tvd": min(sw) if sw else None,
+        "best_peer_tvd": get(best, "tvd"),
+        "best_peer": get(best, "name"),
+        "ideal": ideal,
+    }
     return checks
 
 
@@ -178,8 +316,10 @@ def rounds(names: list[str], args: Any) -> list[list[str]]:
     ``--repeats`` rounds, the others in the first ``--other-rounds`` of them."""
     focus = [n for n in names if n in FOCUS]
     others = [n for n in names if n not in FOCUS]
-    return [[n for n in names if n in focus or (n in others and r < args.other_rounds)]
-            for r in range(max(args.repeats if focus else 0, args.other_rounds if others else 0))]
+    return [
+        [n for n in names if n in focus or (n in others and r < args.other_rounds)]
+        for r in range(max(args.repeats if focus else 0, args.other_rounds if others else 0))
+    ]
 
 
 def measure(names: list[str], data: Path, args: Any) -> dict[str, dict[str, Any]]:
@@ -189,12 +329,21 @@ def measure(names: list[str], data: Path, args: Any) -> dict[str, dict[str, Any]
 
     def once(name: str) -> dict[str, Any]:
         py = sys.executable if SYSTEMS[name].env == "main" else str(PEERS.python)
-        r = run_system(Path(__file__).resolve(), SYSTEMS[name], py, timeout=args.timeout, logdir=logdir,
-                       idle_wait=args.idle_wait, worker_kwargs={"data": str(data), "time_cap": args.time_cap})
+        r = run_system(
+            Path(__file__).resolve(),
+            SYSTEMS[name],
+            py,
+            timeout=args.timeout,
+            logdir=logdir,
+            idle_wait=args.idle_wait,
+            worker_kwargs={"data": str(data), "time_cap": args.time_cap},
+        )
         if "error" not in r:
-            print(f" {r['rows']:,} rows in {r['seconds']:.1f} s = {r['rows_per_s']:,.0f} rows/s, "
-                  f"TVD {fmt(r['tvd'], '.3f')}, peak RSS {r['peak_rss_mb']:,.0f} MB, CPU {r['cpu_s']:.1f} s",
-                  flush=True)
+            print(
+                f" {r['rows']:,} rows in {r['seconds']:.1f} s = {r['rows_per_s']:,.0f} rows/s, "
+                f"TVD {fmt(r['tvd'], '.3f')}, peak RSS {r['peak_rss_mb']:,.0f} MB, CPU {r['cpu_s']:.1f} s",
+                flush=True,
+            )
         return r
 
     plan = rounds(names, args)
@@ -204,8 +353,12 @@ def measure(names: list[str], data: Path, args: Any) -> dict[str, dict[str, Any]
         for name, got in alternate(rotated(this_round, i), 1, once).items():
             if not (runs[name] and runs[name][-1].get("error")):  # a failed row is not run again
                 runs[name].extend({**r, "round": i} for r in got)
-    return {n: median_run(runs[n], "rows_per_s", higher_is_better=True) | {"by_round": by_round(runs[n])}
-            for n in names if runs[n]}
+    return {
+        n: median_run(runs[n], "rows_per_s", higher_is_better=True)
+        | {"by_round": by_round(runs[n])}
+        for n in names
+        if runs[n]
+    }
 
 
 def rotated(names: list[str], i: int) -> list[str]:
@@ -239,37 +392,72 @@ def run_shape(shape: str, rows: int, names: list[str], args: Any, versions: Any)
     from datagen.loader_data import DATA_VERSION, SHAPES, generate
 
     data = generate(rows, shape=shape)
-    warm_page_cache(sorted((data / "parquet").glob("*.parquet")) + sorted((data / "wds").glob("*.tar")))
+    warm_page_cache(
+        sorted((data / "parquet").glob("*.parquet")) + sorted((data / "wds").glob("*.tar"))
+    )
     meta = json.loads((data / "meta.json").read_text())
     sh = SHAPES[shape]
-    print(f"\n## shape {shape!r}: {rows:,} rows ({', '.join(sh.columns)}; emb {sh.emb_dim} float32), "
-          f"{sh.files} files, {meta['row_groups']} row groups", flush=True)
+    print(
+        f"\n## shape {shape!r}: {rows:,} rows ({', '.join(sh.columns)}; emb {sh.emb_dim} float32), "
+        f"{sh.files} files, {meta['row_groups']} row groups",
+        flush=True,
+    )
     results = measure(names, data, args)
     ideal = ideal_tvd(meta["label_hist"])
-    print(f"\n### loader benchmark, shape {shape!r}: {rows:,} rows, batch {BATCH}, {WORKERS} DataLoader workers, "
-          f"shuffle buffer {BUFFER:,} ({os.cpu_count()} CPUs)\n\n{table(results, ideal)}\n")
+    print(
+        f"\n### loader benchmark, shape {shape!r}: {rows:,} rows, batch {BATCH}, {WORKERS} DataLoader workers, "
+        f"shuffle buffer {BUFFER:,} ({os.cpu_count()} CPUs)\n\n{table(results, ideal)}\n"
+    )
     checks = targets(results, ideal)
     checks.print()
     print("\noutput types (label / emb / text):")
     for name, r in results.items():
         if "types" in r:
-            print(f"  {name}: {r['types'].get('label')} / {r['types'].get('emb')} / {r['types'].get('text')}")
-    return {"data": meta | {"version": DATA_VERSION}, "ideal_tvd": ideal, "results": results,
-            "checks": checks.data, "table": table(results, ideal), "check_lines": checks.lines}
+            print(
+                f"  {name}: {r['types'].get('label')} / {r['types'].get('emb')} / {r['types'].get('text')}"
+            )
+    return {
+        "data": meta | {"version": DATA_VERSION},
+        "ideal_tvd": ideal,
+        "results": results,
+        "checks": checks.data,
+        "table": table(results, ideal),
+        "check_lines": checks.lines,
+    }
 
 
 def main(argv: list[str]) -> int:
     ap = base_parser(__doc__, "200,000 rows instead of 2,000,000")
     ap.add_argument("--rows", type=int, help="rows of the generated data sets (overrides --quick)")
-    ap.add_argument("--shape", nargs="+", choices=list(SHAPE_SYSTEMS), default=list(SHAPE_SYSTEMS),
-                    help="data shapes to run on (default: all)")
-    ap.add_argument("--other-rounds", type=int, default=1,
-                    help="rounds of the rows other than the raw scan and the in-process ones (default 1)")
-    ap.add_argument("--skip-slow", action="store_true",
-                    help=f"leave out the slowest peers ({', '.join(SLOW)}) for a faster, focused run")
-    ap.add_argument("--time-cap", type=float, default=150.0,
-                    help="stop a loader after this many seconds of its epoch (default 150; 'inf': whole epochs)")
-    ap.add_argument("--fresh", action="store_true", help="with --only: do not show the saved results of the others")
+    ap.add_argument(
+        "--shape",
+        nargs="+",
+        choices=list(SHAPE_SYSTEMS),
+        default=list(SHAPE_SYSTEMS),
+        help="data shapes to run on (default: all)",
+    )
+    ap.add_argument(
+        "--other-rounds",
+        type=int,
+        default=1,
+        help="rounds of the rows other than the raw scan and the in-process ones (default 1)",
+    )
+    ap.add_argument(
+        "--skip-slow",
+        action="store_true",
+        help=f"leave out the slowest peers ({', '.join(SLOW)}) for a faster, focused run",
+    )
+    ap.add_argument(
+        "--time-cap",
+        type=float,
+        default=150.0,
+        help="stop a loader after this many seconds of its epoch (default 150; 'inf': whole epochs)",
+    )
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="with --only: do not show the saved results of the others",
+    )
     args = ap.parse_args(argv)
     worker = maybe_worker(args, SYSTEMS)
     if worker is not None:
@@ -277,27 +465,62 @@ def main(argv: list[str]) -> int:
     rows = args.rows or (200_000 if args.quick else 2_000_000)
     names = [n for n in chosen(ap, args.only, list(SYSTEMS)) if not (args.skip_slow and n in SLOW)]
     args.timeout = args.timeout or (600.0 if rows <= 200_000 else 2400.0)
-    args.idle_wait = args.idle_wait if args.idle_wait is not None else (0.0 if rows <= 200_000 else 60.0)
+    args.idle_wait = (
+        args.idle_wait if args.idle_wait is not None else (0.0 if rows <= 200_000 else 60.0)
+    )
     args.repeats = args.repeats or 3
     versions: dict[str, str] | None = {}
     if any(SYSTEMS[n].env == "peers" for n in names):
         versions, err = ensure_venv(PEERS)
-        print("peers:", err or ", ".join(f"{k} {v}" for k, v in (versions or {}).items()), flush=True)
-    out = HERE / "results" / ("loader.json" if rows == 2_000_000 else
-                              "loader-quick.json" if rows == 200_000 else f"loader-{rows}.json")
+        print(
+            "peers:", err or ", ".join(f"{k} {v}" for k, v in (versions or {}).items()), flush=True
+        )
+    out = (
+        HERE
+        / "results"
+        / (
+            "loader.json"
+            if rows == 2_000_000
+            else "loader-quick.json"
+            if rows == 200_000
+            else f"loader-{rows}.json"
+        )
+    )
     shapes: dict[str, Any] = {}
     for shape in args.shape:
         measured = [n for n in names if n in SHAPE_SYSTEMS[shape]]
         shapes[shape] = run_shape(shape, rows, measured, args, versions)
-        if args.only and not args.fresh:  # rows of the last run not measured now: apart, with their date
+        if (
+            args.only and not args.fresh
+        ):  # rows of the last run not measured now: apart, with their date
             shapes[shape]["earlier_results"] = earlier_results(
-                out, measured, SHAPE_SYSTEMS[shape], {"rows_per_s": "rows/s", "tvd": "shuffle TVD",
-                                                      "peak_rss_mb": "peak RSS MB"}, section=shape)
-    write_json(out, {"rows": rows, "batch_size": BATCH, "num_workers": WORKERS, "shuffle_buffer": BUFFER,
-                     "machine": machine(), "git": git_info(ROOT), "peer_versions": versions,
-                     "repeats": args.repeats, "other_rounds": args.other_rounds, "skipped_slow": args.skip_slow,
-                     "statistic": "median (rows/s), rounds alternated, running order rotated each round", "shapes": shapes}, ROOT)
-    return 0 if all("error" not in r for sh in shapes.values() for r in sh["results"].values()) else 1
+                out,
+                measured,
+                SHAPE_SYSTEMS[shape],
+                {"rows_per_s": "rows/s", "tvd": "shuffle TVD", "peak_rss_mb": "peak RSS MB"},
+                section=shape,
+            )
+    write_json(
+        out,
+        {
+            "rows": rows,
+            "batch_size": BATCH,
+            "num_workers": WORKERS,
+            "shuffle_buffer": BUFFER,
+            "machine": machine(),
+            "git": git_info(ROOT),
+            "peer_versions": versions,
+            "repeats": args.repeats,
+            "other_rounds": args.other_rounds,
+            "skipped_slow": args.skip_slow,
+            "statistic": "median (rows/s), rounds alternated, running order rotated each round",
+            "shapes": shapes,
+        },
+        ROOT,
+    )
+    return (
+        0 if all("error" not in r for sh in shapes.values() for r in sh["results"].values()) else 1
+    )
 
 
 if __name__ == "__main__":

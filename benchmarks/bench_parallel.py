@@ -30,7 +30,9 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Workers of every engine import the task functions from benchmarks/_bench_tasks.py.
 if HERE not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH", "")) if p)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (HERE, os.environ.get("PYTHONPATH", "")) if p
+    )
 sys.path.insert(0, HERE)
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -107,8 +109,14 @@ def _runs(runs: list[float]) -> str:
     return "[" + ", ".join(f"{r:.3f}" for r in runs) + "]"
 
 
-def timed(run: MapFn, fn: Callable[[int], int], items: list[int], repeats: int,
-          expected: list[int] | None, **kw: Any) -> tuple[float, list[float], list[int]]:
+def timed(
+    run: MapFn,
+    fn: Callable[[int], int],
+    items: list[int],
+    repeats: int,
+    expected: list[int] | None,
+    **kw: Any,
+) -> tuple[float, list[float], list[int]]:
     """Median seconds of ``repeats`` maps, the runs, and the last output (checked)."""
     runs: list[float] = []
     out: list[int] = []
@@ -121,7 +129,9 @@ def timed(run: MapFn, fn: Callable[[int], int], items: list[int], repeats: int,
     return statistics.median(runs), runs, out
 
 
-def paired_with_pool(run: MapFn, heavy: list[int], repeats: int, expected: list[int]) -> dict[str, Any]:
+def paired_with_pool(
+    run: MapFn, heavy: list[int], repeats: int, expected: list[int]
+) -> dict[str, Any]:
     """Heavy set on Pool.map and local alternately, so load from elsewhere hits both alike."""
     pool_runs: list[float] = []
     local_runs: list[float] = []
@@ -131,17 +141,32 @@ def paired_with_pool(run: MapFn, heavy: list[int], repeats: int, expected: list[
             pool_runs.append(timed(pool_run, tasks.heavy, heavy, 1, expected)[0])
             local_runs.append(timed(run, tasks.heavy, heavy, 1, expected)[0])
     r = statistics.median(local_runs) / statistics.median(pool_runs)
-    print(f"[local] heavy interleaved with Pool.map: local={_runs(local_runs)} pool={_runs(pool_runs)} "
-          f"ratio {r:.2f}x", flush=True)
-    return {"paired_local_heavy_runs": local_runs, "paired_pool_heavy_runs": pool_runs,
-            "paired_local_vs_pool_heavy": r}
+    print(
+        f"[local] heavy interleaved with Pool.map: local={_runs(local_runs)} pool={_runs(pool_runs)} "
+        f"ratio {r:.2f}x",
+        flush=True,
+    )
+    return {
+        "paired_local_heavy_runs": local_runs,
+        "paired_pool_heavy_runs": pool_runs,
+        "paired_local_vs_pool_heavy": r,
+    }
 
 
-def _time_sets(res: Result, run: MapFn, tiny: list[int], heavy: list[int], repeats: int,
-               reference: dict[str, list[int]], extra: dict[str, Any]) -> None:
+def _time_sets(
+    res: Result,
+    run: MapFn,
+    tiny: list[int],
+    heavy: list[int],
+    repeats: int,
+    reference: dict[str, list[int]],
+    extra: dict[str, Any],
+) -> None:
     res.tiny_s, res.tiny_runs, _ = timed(run, tasks.square, tiny, repeats, reference["tiny"])
     print(f"[{res.backend}] tiny  {res.tiny_s:.3f} s  runs={_runs(res.tiny_runs)}", flush=True)
-    res.heavy_s, res.heavy_runs, out = timed(run, tasks.heavy, heavy, repeats, reference.get("heavy"))
+    res.heavy_s, res.heavy_runs, out = timed(
+        run, tasks.heavy, heavy, repeats, reference.get("heavy")
+    )
     reference.setdefault("heavy", out)
     print(f"[{res.backend}] heavy {res.heavy_s:.3f} s  runs={_runs(res.heavy_runs)}", flush=True)
     if res.backend == "local":
@@ -151,8 +176,15 @@ def _time_sets(res: Result, run: MapFn, tiny: list[int], heavy: list[int], repea
         extra.update(paired_with_pool(run, heavy, repeats, reference["heavy"]))
 
 
-def measure(name: str, tiny: list[int], heavy: list[int], repeats: int, reference: dict[str, list[int]],
-            extra: dict[str, Any], idle_wait: float) -> Result:
+def measure(
+    name: str,
+    tiny: list[int],
+    heavy: list[int],
+    repeats: int,
+    reference: dict[str, list[int]],
+    extra: dict[str, Any],
+    idle_wait: float,
+) -> Result:
     """Start one engine (timed apart), time both sets on it, stop it."""
     kind, factory = CONTESTANTS[name]
     res = Result(name, kind, len(tiny))
@@ -171,8 +203,11 @@ def measure(name: str, tiny: list[int], heavy: list[int], repeats: int, referenc
             return res
         wait_idle(idle_wait)
         res.cpu_busy_before, res.load_avg_1min = cpu_busy(), os.getloadavg()[0]
-        print(f"[{name}] ready in {res.startup_s:.2f} s; machine busy {fmt(res.cpu_busy_before, '.0%')} "
-              f"(load average {res.load_avg_1min:.2f}) before timing", flush=True)
+        print(
+            f"[{name}] ready in {res.startup_s:.2f} s; machine busy {fmt(res.cpu_busy_before, '.0%')} "
+            f"(load average {res.load_avg_1min:.2f}) before timing",
+            flush=True,
+        )
         try:
             with deadline(RUN_TIMEOUT, f"timing {name}"):
                 _time_sets(res, run, tiny, heavy, repeats, reference, extra)
@@ -193,11 +228,29 @@ def table(results: list[Result]) -> str:
         if r.error and r.tiny_s is None:
             rows.append([label, r.error])
             continue
-        rows.append([label, fmt(r.tiny_s, ".3f"), fmt(r.overhead_us, ".1f"), fmt(r.heavy_s, ".3f"),
-                     f"{fmt(ratio(r.heavy_s, (pool.heavy_s if pool else None)), '.2f')}x",
-                     f"{fmt(ratio(r.tiny_s, (pool.tiny_s if pool else None)), '.2f')}x" + (f" {r.error}" if r.error else "")])
-    return markdown(["backend", "tiny total s", "per-task overhead µs", "heavy total s", "ratio heavy vs Pool.map",
-                     "ratio tiny vs Pool.map"], rows, right=range(1, 6))
+        rows.append(
+            [
+                label,
+                fmt(r.tiny_s, ".3f"),
+                fmt(r.overhead_us, ".1f"),
+                fmt(r.heavy_s, ".3f"),
+                f"{fmt(ratio(r.heavy_s, (pool.heavy_s if pool else None)), '.2f')}x",
+                f"{fmt(ratio(r.tiny_s, (pool.tiny_s if pool else None)), '.2f')}x"
+                + (f" {r.error}" if r.error else ""),
+            ]
+        )
+    return markdown(
+        [
+            "backend",
+            "tiny total s",
+            "per-task overhead µs",
+            "heavy total s",
+            "ratio heavy vs Pool.map",
+            "ratio tiny vs Pool.map",
+        ],
+        rows,
+        right=range(1, 6),
+    )
 
 
 def summary(results: list[Result], extra: dict[str, Any]) -> dict[str, Any]:
@@ -210,19 +263,29 @@ def summary(results: list[Result], extra: dict[str, Any]) -> dict[str, Any]:
     print(f"local vs Pool.map on CPU-heavy: {fmt(local_vs_pool, '.2f')}x (target <= 1.2x)")
     print(f"speed-up 1->2 cores (local): {fmt(speedup, '.2f')}x")
     if "paired_local_vs_pool_heavy" in extra:
-        print(f"(cross-check, local and Pool.map timed alternately on CPU-heavy: "
-              f"{extra['paired_local_vs_pool_heavy']:.2f}x)")
-    print("start-up incl. warm-up call (excluded above): "
-          + ", ".join(f"{r.backend} {r.startup_s:.2f} s" for r in results if r.startup_s is not None))
+        print(
+            f"(cross-check, local and Pool.map timed alternately on CPU-heavy: "
+            f"{extra['paired_local_vs_pool_heavy']:.2f}x)"
+        )
+    print(
+        "start-up incl. warm-up call (excluded above): "
+        + ", ".join(f"{r.backend} {r.startup_s:.2f} s" for r in results if r.startup_s is not None)
+    )
     busiest = max((r.cpu_busy_before or 0.0) for r in results)
     if busiest > 0.15:
-        print(f"note: {busiest:.0%} of the CPU was busy with other work before a measurement; "
-              "the timings may be skewed (see cpu_busy_before in the JSON)")
-    return {"local_vs_pool_heavy": local_vs_pool, "local_vs_pool_heavy_target": 1.2,
-            "local_heavy_1proc_s": extra.get("local_heavy_1proc_s"),
-            "local_heavy_1proc_runs": extra.get("local_heavy_1proc_runs"),
-            "local_heavy_2proc_s": local.heavy_s if local else None, "speedup_1_to_2_cores_local": speedup,
-            **{k: v for k, v in extra.items() if k.startswith("paired_")}}
+        print(
+            f"note: {busiest:.0%} of the CPU was busy with other work before a measurement; "
+            "the timings may be skewed (see cpu_busy_before in the JSON)"
+        )
+    return {
+        "local_vs_pool_heavy": local_vs_pool,
+        "local_vs_pool_heavy_target": 1.2,
+        "local_heavy_1proc_s": extra.get("local_heavy_1proc_s"),
+        "local_heavy_1proc_runs": extra.get("local_heavy_1proc_runs"),
+        "local_heavy_2proc_s": local.heavy_s if local else None,
+        "speedup_1_to_2_cores_local": speedup,
+        **{k: v for k, v in extra.items() if k.startswith("paired_")},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,27 +299,55 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     tasks.heavy(0)
     one = time.perf_counter() - t0
-    print(f"python {sys.version.split()[0]}, cpus={os.cpu_count()}, multiprocessing start method="
-          f"{mp.get_start_method()}, repeats={repeats} (median)\ntiny: {len(tiny)} x square; heavy: {len(heavy)} x "
-          f"heavy ({one:.3f} s each here; sequential ~{one * len(heavy):.1f} s, ideal on {CORES} cores "
-          f"~{one * len(heavy) / CORES:.1f} s)", flush=True)
+    print(
+        f"python {sys.version.split()[0]}, cpus={os.cpu_count()}, multiprocessing start method="
+        f"{mp.get_start_method()}, repeats={repeats} (median)\ntiny: {len(tiny)} x square; heavy: {len(heavy)} x "
+        f"heavy ({one:.3f} s each here; sequential ~{one * len(heavy):.1f} s, ideal on {CORES} cores "
+        f"~{one * len(heavy) / CORES:.1f} s)",
+        flush=True,
+    )
     names = chosen(ap, args.only, list(CONTESTANTS), always=[POOL])
     reference = {"tiny": [x * x for x in tiny]}
     extra: dict[str, Any] = {}
     results = [measure(n, tiny, heavy, repeats, reference, extra, idle_wait) for n in names]
     head = summary(results, extra)
-    out = Path(args.out) if args.out else Path(HERE) / "results" / (
-        "parallel-quick.json" if args.quick else "parallel.json")
-    write_json(out, {
-        "benchmark": "parallel", "quick": args.quick, "machine": machine() | {"mp_start_method": mp.get_start_method()},
-        "config": {"workers": CORES, "tiny_tasks": len(tiny), "heavy_tasks": len(heavy),
-                   "heavy_iters": tasks.HEAVY_ITERS, "heavy_task_s_in_driver": one, "repeats": repeats,
-                   "statistic": "median"},
-        "results": [{**asdict(r), "overhead_us": r.overhead_us,
-                     "ratio_heavy_vs_pool": ratio(r.heavy_s, results[0].heavy_s if results[0].backend == POOL else None),
-                     "ratio_tiny_vs_pool": ratio(r.tiny_s, results[0].tiny_s if results[0].backend == POOL else None)}
-                    for r in results],
-        "summary": head}, Path(HERE).parent)
+    out = (
+        Path(args.out)
+        if args.out
+        else Path(HERE) / "results" / ("parallel-quick.json" if args.quick else "parallel.json")
+    )
+    write_json(
+        out,
+        {
+            "benchmark": "parallel",
+            "quick": args.quick,
+            "machine": machine() | {"mp_start_method": mp.get_start_method()},
+            "config": {
+                "workers": CORES,
+                "tiny_tasks": len(tiny),
+                "heavy_tasks": len(heavy),
+                "heavy_iters": tasks.HEAVY_ITERS,
+                "heavy_task_s_in_driver": one,
+                "repeats": repeats,
+                "statistic": "median",
+            },
+            "results": [
+                {
+                    **asdict(r),
+                    "overhead_us": r.overhead_us,
+                    "ratio_heavy_vs_pool": ratio(
+                        r.heavy_s, results[0].heavy_s if results[0].backend == POOL else None
+                    ),
+                    "ratio_tiny_vs_pool": ratio(
+                        r.tiny_s, results[0].tiny_s if results[0].backend == POOL else None
+                    ),
+                }
+                for r in results
+            ],
+            "summary": head,
+        },
+        Path(HERE).parent,
+    )
     return 0
 
 

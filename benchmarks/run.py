@@ -36,8 +36,10 @@ def main(argv: list[str]) -> int:
     wanted = [n.removesuffix(".py").removeprefix("bench_") for n in names] or list(scripts)
     unknown = [n for n in wanted if n not in scripts]
     if unknown:
-        print(f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(scripts)}",
-              file=sys.stderr)
+        print(
+            f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(scripts)}",
+            file=sys.stderr,
+        )
         return 2
     failed = []
     for name in wanted:

@@ -36,10 +36,17 @@ def png(i: int, size: int = 16) -> bytes:
     raw = b"".join(b"\x00" + pixel * size for _ in range(size))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
 
     header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 def write_shards(root: Path, sizes: tuple[int, ...] = (40, 13, 57, 26, 31, 9)) -> int:
@@ -59,8 +66,13 @@ def write_shards(root: Path, sizes: tuple[int, ...] = (40, 13, 57, 26, 31, 9)) -
 def make_pipeline(src: DaliSource) -> Any:
     """One rank's pipeline: a parallel source per DALI worker, images decoded on the CPU."""
 
-    @pipeline_def(batch_size=src.per_worker, num_threads=2, device_id=None,
-                  py_num_workers=src.num_workers, py_start_method="spawn")
+    @pipeline_def(
+        batch_size=src.per_worker,
+        num_threads=2,
+        device_id=None,
+        py_num_workers=src.num_workers,
+        py_start_method="spawn",
+    )
     def pipe() -> tuple[Any, ...]:
         outputs: list[Any] = []
         for image, label in src.external_sources():
@@ -74,8 +86,15 @@ def make_pipeline(src: DaliSource) -> Any:
 
 def run_rank(path: str, rank: int, args: argparse.Namespace) -> tuple[list[list[int]], int]:
     """Labels this rank saw, per epoch, and the dataset's number of samples."""
-    src = DaliSource(path, rank=rank, world_size=args.ranks, num_workers=args.workers,
-                     per_worker=args.per_worker, columns=[args.image, "cls"], seed=0)
+    src = DaliSource(
+        path,
+        rank=rank,
+        world_size=args.ranks,
+        num_workers=args.workers,
+        per_worker=args.per_worker,
+        columns=[args.image, "cls"],
+        seed=0,
+    )
     pipe = make_pipeline(src)
     seen = []
     for epoch in range(args.epochs):
@@ -90,8 +109,10 @@ def run_rank(path: str, rank: int, args: argparse.Namespace) -> tuple[list[list[
             assert len(label_bytes) == src.batch_size  # num_workers x per_worker, every batch
             labels += [int(bytes(np.asarray(x))) for x in label_bytes]
             iterations += 1
-        print(f"rank {rank} epoch {epoch}: {iterations} iterations of {src.batch_size} "
-              f"({args.workers} workers x {args.per_worker}), images {images.shape[1:]}")
+        print(
+            f"rank {rank} epoch {epoch}: {iterations} iterations of {src.batch_size} "
+            f"({args.workers} workers x {args.per_worker}), images {images.shape[1:]}"
+        )
         seen.append(labels)
     return seen, int(src.dataset.counts.sum())
 
@@ -114,8 +135,10 @@ def main() -> None:
         per_rank, total = [seen for seen, _ in runs], runs[0][1]
         for epoch in range(args.epochs):
             labels = [x for rank in per_rank for x in rank[epoch]]
-            print(f"epoch {epoch}: {len(labels)} samples, each once: {len(labels) == len(set(labels))}, "
-                  f"left out by drop_last: {total - len(set(labels))} of {total}")
+            print(
+                f"epoch {epoch}: {len(labels)} samples, each once: {len(labels) == len(set(labels))}, "
+                f"left out by drop_last: {total - len(set(labels))} of {total}"
+            )
         orders_differ = args.epochs > 1 and per_rank[0][0] != per_rank[0][1]
         print(f"a new order each epoch: {orders_differ}")
 

@@ -33,8 +33,14 @@ def bbc_articles() -> list[dict[str, object]]:
     rows = []
     for topic in sorted(p for p in root.iterdir() if p.is_dir()):
         for f in sorted(topic.glob("*.txt")):
-            rows.append({"id": len(rows), "topic": topic.name, "file": f"{topic.name}/{f.name}",
-                         "text": f.read_text(encoding="utf-8", errors="replace")})
+            rows.append(
+                {
+                    "id": len(rows),
+                    "topic": topic.name,
+                    "file": f"{topic.name}/{f.name}",
+                    "text": f.read_text(encoding="utf-8", errors="replace"),
+                }
+            )
     return rows
 
 
@@ -68,9 +74,12 @@ def main() -> int:
     print(f"manifest: {result.manifest}\n")
 
     index = shardwise.open_dataset(str(OUT / "clean"), progress=False)
-    print(f"clean dataset: {index.num_samples:,} articles in {len(index.files)} files, {index.num_units} row groups")
-    ds = shardwise.StreamingDataset(str(OUT / "clean"), batch_size=8, batch_format="numpy",
-                                    columns=["id", "topic"], seed=0)
+    print(
+        f"clean dataset: {index.num_samples:,} articles in {len(index.files)} files, {index.num_units} row groups"
+    )
+    ds = shardwise.StreamingDataset(
+        str(OUT / "clean"), batch_size=8, batch_format="numpy", columns=["id", "topic"], seed=0
+    )
     world, workers = 4, 2
     seen: list[int] = []
     print(f"\nsimulated {world} ranks x {workers} DataLoader workers, batch 8, drop_last=True:")
@@ -82,11 +91,15 @@ def main() -> int:
                 seen.extend(batch["id"].tolist())
         print(f"  rank {rank}: {steps} steps")
     plan = ds.plan(workers, world)
-    print(f"  {len(seen):,} articles streamed, {len(set(seen)):,} distinct, "
-          f"{plan.num_left_out} left out (< {world}*{workers}*8)")
+    print(
+        f"  {len(seen):,} articles streamed, {len(set(seen)):,} distinct, "
+        f"{plan.num_left_out} left out (< {world}*{workers}*8)"
+    )
     assert len(seen) == len(set(seen))
     cmd = Path(sys.executable).with_name("shardwise")  # the venv's script, not one on PATH
-    print(f"\nnext: {cmd} inspect {OUT / 'clean'}\n      {cmd} plan {OUT / 'clean'} -w 4 -k 2 -b 8 --html plan.html")
+    print(
+        f"\nnext: {cmd} inspect {OUT / 'clean'}\n      {cmd} plan {OUT / 'clean'} -w 4 -k 2 -b 8 --html plan.html"
+    )
     # the run wrote its report (ledger, times, shard sizes, duplicates) beside its manifest
     print(f"\nreport: {Path(result.manifest).parent / '_report.html'}")
     return 0

@@ -40,7 +40,9 @@ def jax_style_loop(path: str, rank: int, world_size: int) -> int:
         import jax.numpy as xp
     except ImportError:
         xp = np
-    ds = shardwise.StreamingDataset(path, batch_size=32, batch_format="numpy", columns=["id"], seed=0)
+    ds = shardwise.StreamingDataset(
+        path, batch_size=32, batch_format="numpy", columns=["id"], seed=0
+    )
     steps = 0
     for epoch in range(2):
         ds.set_epoch(epoch)
@@ -58,4 +60,7 @@ if __name__ == "__main__":
     ds = shardwise.StreamingDataset(data, batch_size=16, batch_format="numpy", columns=["id"])
     source = DaliExternalSource(ds, rank=0, world_size=2, column="id")
     print("DALI-style source, first batch ids:", source(type("Info", (), {"iteration": 0})())[:4])
-    print("JAX-style loop, steps per rank over 2 epochs:", [jax_style_loop(data, r, 2) for r in range(2)])
+    print(
+        "JAX-style loop, steps per rank over 2 epochs:",
+        [jax_style_loop(data, r, 2) for r in range(2)],
+    )

@@ -21,7 +21,9 @@ os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 # worker processes of every engine import task helpers from tests/
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SUPPORT, os.environ.get("PYTHONPATH", "")) if p)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (SUPPORT, os.environ.get("PYTHONPATH", "")) if p
+)
 if SUPPORT not in sys.path:
     sys.path.insert(0, SUPPORT)
 

@@ -49,7 +49,14 @@ def test_error_goes_to_stderr_without_traceback(tmp_path: Path) -> None:
 
 def test_debug_shows_traceback(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "shardwise.cli", "--debug", "inspect", str(tmp_path / "nope.parquet")],
+        [
+            sys.executable,
+            "-m",
+            "shardwise.cli",
+            "--debug",
+            "inspect",
+            str(tmp_path / "nope.parquet"),
+        ],
         capture_output=True,
         text=True,
     )
@@ -62,7 +69,9 @@ def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Missing argument" in capsys.readouterr().err
 
 
-def test_plan_prints_equal_steps_without_reading_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_prints_equal_steps_without_reading_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pq.write_table(pa.table({"id": list(range(1000))}), tmp_path / "a.parquet", row_group_size=90)
     assert main(["plan", str(tmp_path), "-w", "4", "-k", "2", "-b", "16", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -76,12 +85,16 @@ def test_plan_prints_equal_steps_without_reading_data(tmp_path: Path, capsys: py
     assert main(["plan", str(tmp_path), "-w", "0"]) == 2
 
 
-def test_plan_uses_the_loaders_default_interleave(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_uses_the_loaders_default_interleave(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import os
 
     from shardwise.loader import StreamingDataset
 
-    table = pa.table({"id": list(range(20_000)), "text": [os.urandom(100).hex() for _ in range(20_000)]})
+    table = pa.table(
+        {"id": list(range(20_000)), "text": [os.urandom(100).hex() for _ in range(20_000)]}
+    )
     pq.write_table(table, tmp_path / "a.parquet", row_group_size=500)
     seen = []
     for shuffle_mb in (1, 512):
@@ -94,7 +107,8 @@ def test_plan_uses_the_loaders_default_interleave(tmp_path: Path, capsys: pytest
 
 
 def test_a_wrong_explicit_format_is_an_error_and_keeps_the_saved_index(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pq.write_table(pa.table({"id": list(range(50))}), tmp_path / "a.parquet", row_group_size=10)
     assert main(["inspect", str(tmp_path)]) == 0
     saved = (tmp_path / "_shardwise_index.json").read_bytes()
@@ -105,9 +119,9 @@ def test_a_wrong_explicit_format_is_an_error_and_keeps_the_saved_index(
     assert (tmp_path / "_shardwise_index.json").read_bytes() == saved
 
 
-
 def test_jsonl_on_parquet_files_without_suffix_is_refused_and_keeps_the_saved_index(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for i in range(2):  # names that say nothing of the format, as some writers leave them
         pq.write_table(pa.table({"id": list(range(50))}), tmp_path / f"part-{i}", row_group_size=10)
     assert main(["inspect", str(tmp_path), "--format", "parquet"]) == 0
@@ -122,13 +136,19 @@ def test_jsonl_on_parquet_files_without_suffix_is_refused_and_keeps_the_saved_in
 
 
 def test_inspect_skip_leaves_bad_samples_out_and_says_how_many(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import io
     import tarfile
 
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
-        for name in ("a.txt", "../evil.txt", "c.txt", "a.json"):  # unsafe, then a key that comes back
+        for name in (
+            "a.txt",
+            "../evil.txt",
+            "c.txt",
+            "a.json",
+        ):  # unsafe, then a key that comes back
             info = tarfile.TarInfo(name)
             info.size = 1
             tf.addfile(info, io.BytesIO(b"x"))
@@ -142,9 +162,28 @@ def test_inspect_skip_leaves_bad_samples_out_and_says_how_many(
     assert "2 bad samples left out" in capsys.readouterr().out
 
 
-def test_plan_with_replication_is_cut_for_the_groups(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_with_replication_is_cut_for_the_groups(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pq.write_table(pa.table({"id": list(range(1000))}), tmp_path / "a.parquet", row_group_size=90)
-    assert main(["plan", str(tmp_path), "-w", "8", "--replication", "2", "-k", "2", "-b", "16", "--json"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                str(tmp_path),
+                "-w",
+                "8",
+                "--replication",
+                "2",
+                "-k",
+                "2",
+                "-b",
+                "16",
+                "--json",
+            ]
+        )
+        == 0
+    )
     grouped = json.loads(capsys.readouterr().out)
     assert main(["plan", str(tmp_path), "-w", "4", "-k", "2", "-b", "16", "--json"]) == 0
     plain = json.loads(capsys.readouterr().out)
@@ -152,7 +191,25 @@ def test_plan_with_replication_is_cut_for_the_groups(tmp_path: Path, capsys: pyt
     for key in ("steps_per_rank", "samples_per_rank", "samples_left_out", "read_amplification"):
         assert grouped[key] == plain[key]
     html = tmp_path / "plan.html"
-    assert main(["plan", str(tmp_path), "-w", "8", "-r", "2", "-k", "2", "-b", "16", "--html", str(html)]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                str(tmp_path),
+                "-w",
+                "8",
+                "-r",
+                "2",
+                "-k",
+                "2",
+                "-b",
+                "16",
+                "--html",
+                str(html),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "8 ranks in 4 groups of 2" in out and "per group" in out
     page = html.read_text()
@@ -161,27 +218,71 @@ def test_plan_with_replication_is_cut_for_the_groups(tmp_path: Path, capsys: pyt
     assert "--replication" in capsys.readouterr().err
 
 
-def test_plan_with_sources_prints_each_sources_exact_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_with_sources_prints_each_sources_exact_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from shardwise import Source, StreamingDataset
 
     pq.write_table(pa.table({"id": list(range(1000))}), tmp_path / "web.parquet", row_group_size=90)
-    (tmp_path / "code.jsonl").write_text("".join(json.dumps({"id": 5000 + i}) + "\n" for i in range(130)))
+    (tmp_path / "code.jsonl").write_text(
+        "".join(json.dumps({"id": 5000 + i}) + "\n" for i in range(130))
+    )
     web, code = str(tmp_path / "web.parquet"), str(tmp_path / "code.jsonl")
-    args = ["plan", "-s", f"{web}:weight=3,name=web", "-s", f"{code}:weight=1,name=code", "--epoch-size", "700",
-            "--batching", "stratified", "-w", "2", "-k", "2", "-b", "8"]
+    args = [
+        "plan",
+        "-s",
+        f"{web}:weight=3,name=web",
+        "-s",
+        f"{code}:weight=1,name=code",
+        "--epoch-size",
+        "700",
+        "--batching",
+        "stratified",
+        "-w",
+        "2",
+        "-k",
+        "2",
+        "-b",
+        "8",
+    ]
     assert main([*args, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    ds = StreamingDataset([Source(web, weight=3, name="web"), Source(code, weight=1, name="code")], epoch_size=700,
-                          batching="stratified", world_size=2, num_workers=2, batch_size=8)
+    ds = StreamingDataset(
+        [Source(web, weight=3, name="web"), Source(code, weight=1, name="code")],
+        epoch_size=700,
+        batching="stratified",
+        world_size=2,
+        num_workers=2,
+        batch_size=8,
+    )
     expected = [s["samples"] for s in ds.stats()["per_source"]]
-    assert [r["samples this epoch"] for r in report["sources"]] == expected == [504, 168]  # 21 batches of 6 + 2 per worker
+    assert (
+        [r["samples this epoch"] for r in report["sources"]] == expected == [504, 168]
+    )  # 21 batches of 6 + 2 per worker
     assert report["steps_per_rank"] == ds.stats()["steps_per_rank"]
     html = tmp_path / "plan.html"
     assert main([*args, "--html", str(html)]) == 0
     out = capsys.readouterr().out
     assert "source web" in out and "504 samples this epoch" in out and "source code" in out
     assert "code" in html.read_text()
-    assert main(["plan", "-s", f"{web}:repeat=0.5", "--canonical-workers", "4", "-w", "2", "-k", "2", "-b", "8"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "-s",
+                f"{web}:repeat=0.5",
+                "--canonical-workers",
+                "4",
+                "-w",
+                "2",
+                "-k",
+                "2",
+                "-b",
+                "8",
+            ]
+        )
+        == 0
+    )
     assert "canonical workers" in capsys.readouterr().out
     assert main(["plan", web, "-s", code]) == 2
     assert main(["plan", "-s", f"{web}:wieght=3"]) == 1

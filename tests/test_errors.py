@@ -12,15 +12,21 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "shardwise"
 # (module, exception): internal invariants a user cannot trigger through the public API
 INTERNAL = {
     ("loader/transport.py", "RuntimeError"),  # a worker's ring replaced under it: a bug, not input
-    ("parallel/_caller.py", "RuntimeError"),  # the caller's slot signalled done without a chunk: a bug
+    (
+        "parallel/_caller.py",
+        "RuntimeError",
+    ),  # the caller's slot signalled done without a chunk: a bug
     ("pipeline/runner.py", "AssertionError"),  # a dedup decision asked of a stage without a dedup
     ("storage/retry.py", "AssertionError"),  # unreachable end of the retry loop
     ("__init__.py", "AttributeError"),  # module __getattr__: the protocol Python expects
     ("loader/__init__.py", "AttributeError"),  # module __getattr__: the protocol Python expects
     ("pipeline/__init__.py", "AttributeError"),  # module __getattr__: the protocol Python expects
 }
-BUILTIN_ERRORS = {n for n in dir(builtins) if isinstance(getattr(builtins, n), type)
-                  and issubclass(getattr(builtins, n), BaseException)}
+BUILTIN_ERRORS = {
+    n
+    for n in dir(builtins)
+    if isinstance(getattr(builtins, n), type) and issubclass(getattr(builtins, n), BaseException)
+}
 
 
 def _raised(path: Path) -> list[tuple[int, str]]:

@@ -98,8 +98,12 @@ def _bad_arrows() -> set[str]:
 
 def test_every_package_imports_only_lower_layers() -> None:
     bad = _bad_arrows()
-    assert bad <= KNOWN_BAD_ARROWS, "imports against the layering:\n" + "\n".join(sorted(bad - KNOWN_BAD_ARROWS))
-    assert bad >= KNOWN_BAD_ARROWS, f"fixed, remove from KNOWN_BAD_ARROWS: {sorted(KNOWN_BAD_ARROWS - bad)}"
+    assert bad <= KNOWN_BAD_ARROWS, "imports against the layering:\n" + "\n".join(
+        sorted(bad - KNOWN_BAD_ARROWS)
+    )
+    assert bad >= KNOWN_BAD_ARROWS, (
+        f"fixed, remove from KNOWN_BAD_ARROWS: {sorted(KNOWN_BAD_ARROWS - bad)}"
+    )
 
 
 def test_plan_imports_numpy_and_the_standard_library_only() -> None:
@@ -160,7 +164,9 @@ def test_no_import_circles() -> None:
     found = _cycles(_graph())
     new = [c for c in found if c not in KNOWN_CIRCLES]
     assert new == [], f"import circles: {new}"
-    assert all(c in found for c in KNOWN_CIRCLES), "a known circle is gone: remove it from KNOWN_CIRCLES"
+    assert all(c in found for c in KNOWN_CIRCLES), (
+        "a known circle is gone: remove it from KNOWN_CIRCLES"
+    )
 
 
 def test_the_checker_sees_a_circle_and_a_wrong_arrow() -> None:

@@ -108,16 +108,24 @@ def test_missing_extra_names_the_pip_line() -> None:
     assert 'pip install "shardwise[ray]"' in proc.stderr
 
 
-@pytest.mark.parametrize(("call", "caller", "near"), [
-    (lambda p: shardwise.StreamingDataset(p, shufle=False), "StreamingDataset", "shuffle"),
-    (lambda p: shardwise.StreamingDataset(p, storage_option={}), "StreamingDataset", "storage_options"),
-    (lambda p: shardwise.open_dataset(p, unit_byts=3), "open_dataset", "unit_bytes"),
-    (lambda p: shardwise.open_dataset(p, cache_di="x"), "open_dataset", "cache_dir"),
-    (lambda p: shardwise.read_parquet(p, colums=["id"]), "read_parquet", "columns"),
-    (lambda p: shardwise.read_jsonl(p, task_byte=5), "read_jsonl", "task_bytes"),
-])
+@pytest.mark.parametrize(
+    ("call", "caller", "near"),
+    [
+        (lambda p: shardwise.StreamingDataset(p, shufle=False), "StreamingDataset", "shuffle"),
+        (
+            lambda p: shardwise.StreamingDataset(p, storage_option={}),
+            "StreamingDataset",
+            "storage_options",
+        ),
+        (lambda p: shardwise.open_dataset(p, unit_byts=3), "open_dataset", "unit_bytes"),
+        (lambda p: shardwise.open_dataset(p, cache_di="x"), "open_dataset", "cache_dir"),
+        (lambda p: shardwise.read_parquet(p, colums=["id"]), "read_parquet", "columns"),
+        (lambda p: shardwise.read_jsonl(p, task_byte=5), "read_jsonl", "task_bytes"),
+    ],
+)
 def test_keyword_typos_name_the_public_call_and_the_nearest_argument(
-        tmp_path: Path, call: Any, caller: str, near: str) -> None:
+    tmp_path: Path, call: Any, caller: str, near: str
+) -> None:
     pq.write_table(pa.table({"id": list(range(10))}), tmp_path / "t.parquet")
     with pytest.raises(shardwise.ConfigError) as info:
         call(str(tmp_path / "t.parquet"))
@@ -131,8 +139,15 @@ def test_bad_rank_is_a_config_error(tmp_path: Path) -> None:
         list(shardwise.StreamingDataset(str(tmp_path / "t.parquet"), rank=5, world_size=2))
 
 
-@pytest.mark.parametrize(("kw", "near"), [("chunk_size", "chunksize"), ("n_job", "num_proc"),
-                                          ("n_jobs", "num_proc"), ("max_retry", "max_retries")])
+@pytest.mark.parametrize(
+    ("kw", "near"),
+    [
+        ("chunk_size", "chunksize"),
+        ("n_job", "num_proc"),
+        ("n_jobs", "num_proc"),
+        ("max_retry", "max_retries"),
+    ],
+)
 def test_parallel_map_keyword_typos_are_named(kw: str, near: str) -> None:
     with pytest.raises(shardwise.ConfigError) as info:
         shardwise.parallel_map(abs, [1, 2], progress=False, **{kw: 2})

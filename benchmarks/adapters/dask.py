@@ -17,8 +17,12 @@ def _part(df: Any) -> Any:
 
     t = clean_and_hash(pa.Table.from_pandas(df, preserve_index=False))
     t = t.filter(keep_words(t.column("n_words"))).drop_columns(["n_words"])
-    return t.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow"),
-                                     pa.large_string(): pd.StringDtype("pyarrow")}.get)
+    return t.to_pandas(
+        types_mapper={
+            pa.string(): pd.StringDtype("pyarrow"),
+            pa.large_string(): pd.StringDtype("pyarrow"),
+        }.get
+    )
 
 
 def pipeline(data: Path, out: Path) -> dict[str, Any]:
@@ -31,18 +35,30 @@ def pipeline(data: Path, out: Path) -> dict[str, Any]:
 
     from adapters.text_chain import CORES, input_files
 
-    info: dict[str, Any] = {"versions": {"dask": dask.__version__, "distributed": distributed.__version__}}
+    info: dict[str, Any] = {
+        "versions": {"dask": dask.__version__, "distributed": distributed.__version__}
+    }
     t0 = time.perf_counter()
-    cluster = LocalCluster(n_workers=CORES, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None)
+    cluster = LocalCluster(
+        n_workers=CORES,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+    )
     client = Client(cluster)
     try:
         client.submit(abs, -1).result()
         info["startup_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        meta = pd.DataFrame({"id": pd.Series([], dtype="int64"),
-                             "text": pd.Series([], dtype=pd.StringDtype("pyarrow")),
-                             "h1": pd.Series([], dtype="uint64"), "h2": pd.Series([], dtype="uint64")})
+        meta = pd.DataFrame(
+            {
+                "id": pd.Series([], dtype="int64"),
+                "text": pd.Series([], dtype=pd.StringDtype("pyarrow")),
+                "h1": pd.Series([], dtype="uint64"),
+                "h2": pd.Series([], dtype="uint64"),
+            }
+        )
         ddf = dd.read_parquet(input_files(data)).map_partitions(_part, meta=meta)
         ddf = ddf.drop_duplicates(subset=["h1", "h2"], keep="first").drop(columns=["h1", "h2"])
         ddf.to_parquet(str(out), compression="zstd", write_index=False)

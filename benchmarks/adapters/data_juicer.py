@@ -32,9 +32,15 @@ def dedup(data: str, tmp: str, cfg: dict[str, Any]) -> dict[str, Any]:
         DocumentMinhashDeduplicator,
     )
 
-    op = DocumentMinhashDeduplicator(tokenization="space", window_size=cfg["ngram"], lowercase=True,
-                                     ignore_pattern=r"\p{P}", num_permutations=cfg["num_perm"],
-                                     jaccard_threshold=cfg["threshold"], num_proc=cfg["workers"])
+    op = DocumentMinhashDeduplicator(
+        tokenization="space",
+        window_size=cfg["ngram"],
+        lowercase=True,
+        ignore_pattern=r"\p{P}",
+        num_permutations=cfg["num_perm"],
+        jaccard_threshold=cfg["threshold"],
+        num_proc=cfg["workers"],
+    )
     monitor = TreeMonitor().start()
     t0 = time.perf_counter()
     ids, texts = read_docs(Path(data))
@@ -48,9 +54,19 @@ def dedup(data: str, tmp: str, cfg: dict[str, Any]) -> dict[str, Any]:
     seconds = time.perf_counter() - t0
     monitor.stop()
     kept = set(out["id"])
-    return {"seconds": seconds, "sig_seconds": sig_s, "sig_procs": cfg["workers"],
-            "removed": sorted(set(ids) - kept), "pairs": [], "peak_rss_mb": monitor.peak_rss_mb,
-            "max_procs": monitor.max_procs, "cpu_s": monitor.cpu_seconds,
-            "summary": {"bands_rows": [op.num_bands, op.num_rows_per_band], "kept": len(kept)},
-            "versions": {"py-data-juicer": dist_version("py-data-juicer"), "datasets": dist_version("datasets"),
-                         "numpy": dist_version("numpy")}}
+    return {
+        "seconds": seconds,
+        "sig_seconds": sig_s,
+        "sig_procs": cfg["workers"],
+        "removed": sorted(set(ids) - kept),
+        "pairs": [],
+        "peak_rss_mb": monitor.peak_rss_mb,
+        "max_procs": monitor.max_procs,
+        "cpu_s": monitor.cpu_seconds,
+        "summary": {"bands_rows": [op.num_bands, op.num_rows_per_band], "kept": len(kept)},
+        "versions": {
+            "py-data-juicer": dist_version("py-data-juicer"),
+            "datasets": dist_version("datasets"),
+            "numpy": dist_version("numpy"),
+        },
+    }

@@ -62,8 +62,19 @@ def dedup(data: str, tmp: str, cfg: dict[str, Any]) -> dict[str, Any]:
     kept = _write_kept(Path(tmp) / "out", ids, texts, removed)
     seconds = time.perf_counter() - t0
     monitor.stop()
-    return {"seconds": seconds, "sig_seconds": sig_s, "sig_procs": 1, "removed": sorted(removed),
-            "pairs": pairs, "peak_rss_mb": monitor.peak_rss_mb, "max_procs": monitor.max_procs,
-            "cpu_s": monitor.cpu_seconds, "summary": {"bands_rows": [lsh.b, lsh.r], "kept": kept},
-            "versions": {"datasketch": dist_version("datasketch"), "numpy": dist_version("numpy"),
-                         "pyarrow": dist_version("pyarrow")}}
+    return {
+        "seconds": seconds,
+        "sig_seconds": sig_s,
+        "sig_procs": 1,
+        "removed": sorted(removed),
+        "pairs": pairs,
+        "peak_rss_mb": monitor.peak_rss_mb,
+        "max_procs": monitor.max_procs,
+        "cpu_s": monitor.cpu_seconds,
+        "summary": {"bands_rows": [lsh.b, lsh.r], "kept": kept},
+        "versions": {
+            "datasketch": dist_version("datasketch"),
+            "numpy": dist_version("numpy"),
+            "pyarrow": dist_version("pyarrow"),
+        },
+    }

@@ -54,29 +54,85 @@ def _stages(data: Path, w: Path, cfg: dict[str, Any]) -> list[tuple[str, Any]]:
     from datatrove.pipeline.writers import JsonlWriter
     from datatrove.utils.text import TextNormConfig
 
-    mc = MinhashConfig(n_grams=cfg["ngram"], num_buckets=cfg["bands"], hashes_per_bucket=cfg["rows"],
-                       norm_config=TextNormConfig(norm_numbers=False))
+    mc = MinhashConfig(
+        n_grams=cfg["ngram"],
+        num_buckets=cfg["bands"],
+        hashes_per_bucket=cfg["rows"],
+        norm_config=TextNormConfig(norm_numbers=False),
+    )
     n_files = len(list((data / "docs").glob("*.jsonl")))
     common = {"workers": cfg["workers"], "start_method": "fork"}
 
     def reader() -> Any:
-        return JsonlReader(str(data / "docs"), glob_pattern="*.jsonl", compression=None, doc_progress=False)
+        return JsonlReader(
+            str(data / "docs"), glob_pattern="*.jsonl", compression=None, doc_progress=False
+        )
 
     def ex(pipeline: list[Any], tasks: int, log: str) -> Any:
-        return LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, logging_dir=str(w / "logs" / log), **common)
+        return LocalPipelineExecutor(
+            pipeline=pipeline, tasks=tasks, logging_dir=str(w / "logs" / log), **common
+        )
 
-    removed_writer = JsonlWriter(str(w / "removed"), compression=None, output_filename="${rank}.jsonl")
+    removed_writer = JsonlWriter(
+        str(w / "removed"), compression=None, output_filename="${rank}.jsonl"
+    )
     return [
-        ("signatures", ex([reader(), MinhashDedupSignature(output_folder=str(w / "sigs"), config=mc,
-                                                           language=_tokenizer())], n_files, "s1")),
-        ("buckets", ex([MinhashDedupBuckets(input_folder=str(w / "sigs"), output_folder=str(w / "buckets"),
-                                            config=mc)], mc.num_buckets, "s2")),
-        ("cluster", ex([MinhashDedupCluster(input_folder=str(w / "buckets"), output_folder=str(w / "remove"),
-                                            config=mc, save_cluster_id=True)], 1, "s3")),
-        ("filter", ex([reader(), MinhashDedupFilter(input_folder=str(w / "remove"), load_cluster_ids=True,
-                                                    exclusion_writer=removed_writer),
-                       JsonlWriter(str(w / "out"), compression=None, output_filename="${rank}.jsonl")],
-                      n_files, "s4")),
+        (
+            "signatures",
+            ex(
+                [
+                    reader(),
+                    MinhashDedupSignature(
+                        output_folder=str(w / "sigs"), config=mc, language=_tokenizer()
+                    ),
+                ],
+                n_files,
+                "s1",
+            ),
+        ),
+        (
+            "buckets",
+            ex(
+                [
+                    MinhashDedupBuckets(
+                        input_folder=str(w / "sigs"), output_folder=str(w / "buckets"), config=mc
+                    )
+                ],
+                mc.num_buckets,
+                "s2",
+            ),
+        ),
+        (
+            "cluster",
+            ex(
+                [
+                    MinhashDedupCluster(
+                        input_folder=str(w / "buckets"),
+                        output_folder=str(w / "remove"),
+                        config=mc,
+                        save_cluster_id=True,
+                    )
+                ],
+                1,
+                "s3",
+            ),
+        ),
+        (
+            "filter",
+            ex(
+                [
+                    reader(),
+                    MinhashDedupFilter(
+                        input_folder=str(w / "remove"),
+                        load_cluster_ids=True,
+                        exclusion_writer=removed_writer,
+                    ),
+                    JsonlWriter(str(w / "out"), compression=None, output_filename="${rank}.jsonl"),
+                ],
+                n_files,
+                "s4",
+            ),
+        ),
     ]
 
 
@@ -124,8 +180,16 @@ def dedup(data: str, tmp: str, cfg: dict[str, Any]) -> dict[str, Any]:
     removed_rows, kept_rows = _load(w / "removed"), _load(w / "out")
     if not removed_rows and not kept_rows:
         raise RuntimeError("datatrove wrote no documents")
-    return {"seconds": seconds, "sig_seconds": phases[0][1], "sig_procs": cfg["workers"],
-            "removed": sorted(_id(r) for r in removed_rows), "pairs": _pairs(kept_rows, removed_rows),
-            "peak_rss_mb": monitor.peak_rss_mb, "max_procs": monitor.max_procs, "cpu_s": monitor.cpu_seconds,
-            "phases": phases, "summary": {"kept": len(kept_rows)},
-            "versions": {"datatrove": dist_version("datatrove"), "numpy": dist_version("numpy")}}
+    return {
+        "seconds": seconds,
+        "sig_seconds": phases[0][1],
+        "sig_procs": cfg["workers"],
+        "removed": sorted(_id(r) for r in removed_rows),
+        "pairs": _pairs(kept_rows, removed_rows),
+        "peak_rss_mb": monitor.peak_rss_mb,
+        "max_procs": monitor.max_procs,
+        "cpu_s": monitor.cpu_seconds,
+        "phases": phases,
+        "summary": {"kept": len(kept_rows)},
+        "versions": {"datatrove": dist_version("datatrove"), "numpy": dist_version("numpy")},
+    }

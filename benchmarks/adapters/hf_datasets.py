@@ -42,7 +42,9 @@ def streaming(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[
     info["n_shards"] = ds.num_shards
 
     def go() -> None:
-        dict_batches(DataLoader(ds, batch_size=BATCH, num_workers=WORKERS, prefetch_factor=PREFETCH), consume)
+        dict_batches(
+            DataLoader(ds, batch_size=BATCH, num_workers=WORKERS, prefetch_factor=PREFETCH), consume
+        )
 
     return go
 
@@ -69,8 +71,12 @@ def map_batched(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable
     sampler = BatchSampler(RandomSampler(ds), batch_size=BATCH, drop_last=False)
 
     def go() -> None:  # batch_size=None + a batch sampler: every fetch is ds[list_of_256_indices]
-        dict_batches(DataLoader(ds, batch_size=None, sampler=sampler, num_workers=WORKERS,
-                                prefetch_factor=PREFETCH), consume)
+        dict_batches(
+            DataLoader(
+                ds, batch_size=None, sampler=sampler, num_workers=WORKERS, prefetch_factor=PREFETCH
+            ),
+            consume,
+        )
 
     return go
 
@@ -84,8 +90,12 @@ def map_per_sample(data: Path, consume: Consumer, info: dict[str, Any]) -> Calla
     torch.manual_seed(0)
 
     def go() -> None:
-        dict_batches(DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=WORKERS,
-                                prefetch_factor=PREFETCH), consume)
+        dict_batches(
+            DataLoader(
+                ds, batch_size=BATCH, shuffle=True, num_workers=WORKERS, prefetch_factor=PREFETCH
+            ),
+            consume,
+        )
 
     return go
 
@@ -113,7 +123,9 @@ def pipeline(data: Path, out: Path) -> dict[str, Any]:
         hashes = ds.with_format("numpy", columns=["h1", "h2"])[:]
         keep = np.zeros(len(ds), dtype=bool)
         keep[first_of_each(hashes["h1"], hashes["h2"])] = True
-        ds = ds.filter(lambda b, idx: keep[np.asarray(idx)], batched=True, with_indices=True, num_proc=CORES)
+        ds = ds.filter(
+            lambda b, idx: keep[np.asarray(idx)], batched=True, with_indices=True, num_proc=CORES
+        )
         ds = ds.remove_columns(["n_words", "h1", "h2"])
         out.mkdir(parents=True, exist_ok=True)
         ds.to_parquet(str(out / "data.parquet"))  # HF sets its own per-column codec (snappy)

@@ -17,8 +17,21 @@ from typing import Any
 
 from harness.monitor import TreeMonitor
 
-__all__ = ["BATCH", "BUFFER", "EMB_DIM", "NUM_LABELS", "PREFETCH", "WORKERS", "Consumer", "columns", "dict_batches",
-           "emb_dim", "epoch", "parquet_files", "tar_files"]
+__all__ = [
+    "BATCH",
+    "BUFFER",
+    "EMB_DIM",
+    "NUM_LABELS",
+    "PREFETCH",
+    "WORKERS",
+    "Consumer",
+    "columns",
+    "dict_batches",
+    "emb_dim",
+    "epoch",
+    "parquet_files",
+    "tar_files",
+]
 
 NUM_LABELS = 10
 EMB_DIM = 64
@@ -44,7 +57,13 @@ def emb_matrix(x: Any, dim: int = EMB_DIM) -> Any:
     import numpy as np
 
     if isinstance(x, (list, tuple)):
-        if len(x) and hasattr(x[0], "numpy") and len(x) == dim and x[0].ndim == 1 and len(x[0]) != dim:
+        if (
+            len(x)
+            and hasattr(x[0], "numpy")
+            and len(x) == dim
+            and x[0].ndim == 1
+            and len(x[0]) != dim
+        ):
             import torch  # default_collate of per-sample lists: a list of 64 column tensors
 
             return torch.stack(list(x), dim=1).numpy()
@@ -58,8 +77,10 @@ def describe(x: Any) -> str:
     if isinstance(x, (list, tuple)):
         return f"{type(x).__name__}[{len(x)}] of {describe(x[0]) if len(x) else '?'}"
     shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
-    return (f"{type(x).__module__.split('.')[0]}.{type(x).__name__}{tuple(shape) if shape is not None else ''}"
-            f"{'/' + str(dtype) if dtype is not None else ''}")
+    return (
+        f"{type(x).__module__.split('.')[0]}.{type(x).__name__}{tuple(shape) if shape is not None else ''}"
+        f"{'/' + str(dtype) if dtype is not None else ''}"
+    )
 
 
 class Consumer:
@@ -158,11 +179,24 @@ def epoch(data: str, tmp: str, setup: str, time_cap: float = float("inf")) -> di
     go()
     seconds = (consume.last or time.perf_counter()) - t0  # worker shutdown is not throughput
     monitor.stop()
-    info.update(capped=consume.done, rows=consume.rows, batches=consume.batches, seconds=seconds,
-                rows_per_s=consume.rows / seconds if seconds > 0 else None, tvd=consume.tvd,
-                peak_rss_mb=monitor.peak_rss_mb, max_procs=monitor.max_procs,
-                cpu_s=monitor.cpu_seconds - cpu0, types=consume.types)
+    info.update(
+        capped=consume.done,
+        rows=consume.rows,
+        batches=consume.batches,
+        seconds=seconds,
+        rows_per_s=consume.rows / seconds if seconds > 0 else None,
+        tvd=consume.tvd,
+        peak_rss_mb=monitor.peak_rss_mb,
+        max_procs=monitor.max_procs,
+        cpu_s=monitor.cpu_seconds - cpu0,
+        types=consume.types,
+    )
     versions = info.setdefault("versions", {})
-    versions.update({m: getattr(sys.modules[m], "__version__", None)
-                     for m in ("torch", "pyarrow", "numpy") if m in sys.modules})
+    versions.update(
+        {
+            m: getattr(sys.modules[m], "__version__", None)
+            for m in ("torch", "pyarrow", "numpy")
+            if m in sys.modules
+        }
+    )
     return info

@@ -41,8 +41,12 @@ def source_rows(s: int, n: int) -> dict[str, np.ndarray]:
     """Source ``s``'s ``n`` rows as columns (deterministic; ids unique across sources)."""
     rng = np.random.default_rng(1000 + s)
     payload = np.frombuffer(rng.bytes(n * PAYLOAD), dtype=np.uint8).reshape(n, PAYLOAD)
-    return {"id": np.arange(n, dtype=np.int64) + s * 10**8, "source": np.full(n, s, dtype=np.int64),
-            "label": rng.integers(0, 100, size=n, dtype=np.int64), "payload": payload}
+    return {
+        "id": np.arange(n, dtype=np.int64) + s * 10**8,
+        "source": np.full(n, s, dtype=np.int64),
+        "label": rng.integers(0, 100, size=n, dtype=np.int64),
+        "payload": payload,
+    }
 
 
 def write_parquet(root: Path, quick: bool) -> list[Path]:
@@ -57,8 +61,14 @@ def write_parquet(root: Path, quick: bool) -> list[Path]:
         for f, part in enumerate(np.array_split(np.arange(n), FILES_PER_SOURCE)):
             lo, hi = int(part[0]), int(part[-1]) + 1
             payload = [bytes(r) for r in cols["payload"][lo:hi]]
-            table = pa.table({"id": cols["id"][lo:hi], "source": cols["source"][lo:hi],
-                              "label": cols["label"][lo:hi], "payload": pa.array(payload, pa.binary())})
+            table = pa.table(
+                {
+                    "id": cols["id"][lo:hi],
+                    "source": cols["source"][lo:hi],
+                    "label": cols["label"][lo:hi],
+                    "payload": pa.array(payload, pa.binary()),
+                }
+            )
             pq.write_table(table, d / f"part-{f}.parquet", row_group_size=ROW_GROUP)
         dirs.append(d)
     return dirs
@@ -77,7 +87,9 @@ def convert_mds(*, data: str, quick: bool, **_: Any) -> dict[str, Any]:
         with MDSWriter(out=str(target), columns=kinds, size_limit=1 << 24) as w:
             for f in sorted((Path(data) / "parquet" / f"s{s}").glob("*.parquet")):
                 cols = pq.read_table(f).to_pydict()
-                for row in zip(cols["id"], cols["source"], cols["label"], cols["payload"], strict=True):
+                for row in zip(
+                    cols["id"], cols["source"], cols["label"], cols["payload"], strict=True
+                ):
                     w.write(dict(zip(kinds, row, strict=True)))
         out[f"s{s}"] = str(target)
     return {"convert_s": time.perf_counter() - t0, "mds": out}
@@ -106,11 +118,19 @@ class ShareConsumer:
         full = counts[counts.sum(axis=1) == batch]
         total = counts.sum(axis=0)
         epoch = total / max(1, total.sum())
-        dev = np.abs(full / batch - np.asarray(WEIGHTS)) if len(full) else np.zeros((1, len(WEIGHTS)))
-        return {"rows": self.rows, "batches": len(counts), "full_batches": len(full),
-                "epoch_counts": total.astype(int).tolist(), "epoch_shares": epoch.tolist(),
-                "epoch_max_dev": float(np.abs(epoch - WEIGHTS).max()), "batch_mean_dev": float(dev.mean()),
-                "batch_max_dev": float(dev.max())}
+        dev = (
+            np.abs(full / batch - np.asarray(WEIGHTS)) if len(full) else np.zeros((1, len(WEIGHTS)))
+        )
+        return {
+            "rows": self.rows,
+            "batches": len(counts),
+            "full_batches": len(full),
+            "epoch_counts": total.astype(int).tolist(),
+            "epoch_shares": epoch.tolist(),
+            "epoch_max_dev": float(np.abs(epoch - WEIGHTS).max()),
+            "batch_mean_dev": float(dev.mean()),
+            "batch_max_dev": float(dev.max()),
+        }
 
 
 def _measure(make: Any, info: dict[str, Any]) -> dict[str, Any]:
@@ -124,22 +144,44 @@ def _measure(make: Any, info: dict[str, Any]) -> dict[str, Any]:
         consume(batch)
     t2 = time.perf_counter()
     mon.stop()
-    return info | consume.report(BATCH) | {
-        "setup_s": t1 - t0, "epoch_s": t2 - t1, "rows_per_s": consume.rows / (t2 - t1),
-        "cpu_s": mon.cpu_seconds, "peak_rss_mb": mon.peak_rss_mb, "max_procs": mon.max_procs}
+    return (
+        info
+        | consume.report(BATCH)
+        | {
+            "setup_s": t1 - t0,
+            "epoch_s": t2 - t1,
+            "rows_per_s": consume.rows / (t2 - t1),
+            "cpu_s": mon.cpu_seconds,
+            "peak_rss_mb": mon.peak_rss_mb,
+            "max_procs": mon.max_procs,
+        }
+    )
 
 
-def shardwise_epoch(*, data: str, quick: bool, batching: str, workers: int, **_: Any) -> dict[str, Any]:
+def shardwise_epoch(
+    *, data: str, quick: bool, batching: str, workers: int, **_: Any
+) -> dict[str, Any]:
     """shardwise: ``StreamingDataset([Source(...)], epoch_size=, batching=, batch_format="numpy")``,
     in-process (``workers=0``) or in ``DataLoader(batch_size=None, num_workers=workers)``."""
     import shardwise
     from shardwise import Source
 
     def make() -> Iterable[dict[str, Any]]:
-        srcs = [Source(str(Path(data) / "parquet" / f"s{s}"), weight=w, name=f"s{s}") for s, w in enumerate(WEIGHTS)]
-        ds = shardwise.StreamingDataset(srcs, epoch_size=sizes(quick)[1], batching=batching, batch_size=BATCH,
-                                        shuffle=True, seed=0, drop_last=True, batch_format="numpy",
-                                        num_workers=workers or None)
+        srcs = [
+            Source(str(Path(data) / "parquet" / f"s{s}"), weight=w, name=f"s{s}")
+            for s, w in enumerate(WEIGHTS)
+        ]
+        ds = shardwise.StreamingDataset(
+            srcs,
+            epoch_size=sizes(quick)[1],
+            batching=batching,
+            batch_size=BATCH,
+            shuffle=True,
+            seed=0,
+            drop_last=True,
+            batch_format="numpy",
+            num_workers=workers or None,
+        )
         if not workers:
             return ds
         from torch.utils.data import DataLoader
@@ -149,7 +191,9 @@ def shardwise_epoch(*, data: str, quick: bool, batching: str, workers: int, **_:
     return _measure(make, {"versions": {"shardwise": shardwise.__version__}, "workers": workers})
 
 
-def mosaic_epoch(*, data: str, quick: bool, batching: str, workers: int, **_: Any) -> dict[str, Any]:
+def mosaic_epoch(
+    *, data: str, quick: bool, batching: str, workers: int, **_: Any
+) -> dict[str, Any]:
     """Mosaic: ``StreamingDataset(streams=[Stream(local=..., proportion=...)], epoch_size=,
     batch_size=, shuffle=True, batching_method=)`` in ``DataLoader(batch_size, num_workers)``."""
     import streaming
@@ -160,9 +204,23 @@ def mosaic_epoch(*, data: str, quick: bool, batching: str, workers: int, **_: An
     clean_stale_shared_memory()
 
     def make() -> Iterable[dict[str, Any]]:
-        streams = [Stream(local=str(Path(data) / "mds" / f"s{s}"), proportion=w) for s, w in enumerate(WEIGHTS)]
-        ds = StreamingDataset(streams=streams, epoch_size=sizes(quick)[1], batch_size=BATCH, shuffle=True,
-                              shuffle_seed=0, batching_method=batching, num_canonical_nodes=1)
-        return DataLoader(ds, batch_size=BATCH, num_workers=workers, prefetch_factor=8, drop_last=True)
+        streams = [
+            Stream(local=str(Path(data) / "mds" / f"s{s}"), proportion=w)
+            for s, w in enumerate(WEIGHTS)
+        ]
+        ds = StreamingDataset(
+            streams=streams,
+            epoch_size=sizes(quick)[1],
+            batch_size=BATCH,
+            shuffle=True,
+            shuffle_seed=0,
+            batching_method=batching,
+            num_canonical_nodes=1,
+        )
+        return DataLoader(
+            ds, batch_size=BATCH, num_workers=workers, prefetch_factor=8, drop_last=True
+        )
 
-    return _measure(make, {"versions": {"mosaicml-streaming": streaming.__version__}, "workers": workers})
+    return _measure(
+        make, {"versions": {"mosaicml-streaming": streaming.__version__}, "workers": workers}
+    )

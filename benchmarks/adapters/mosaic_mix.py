@@ -27,7 +27,9 @@ def _counts(units: int, samples: int) -> np.ndarray:
     return np.maximum(1, np.round(raw / raw.sum() * samples)).astype(np.int64)
 
 
-def plan_at_scale(*, units: int, samples: int, ranks: int, workers: int, batch: int, **_: Any) -> dict[str, Any]:
+def plan_at_scale(
+    *, units: int, samples: int, ranks: int, workers: int, batch: int, **_: Any
+) -> dict[str, Any]:
     """Mosaic's epoch plan: shard shuffle, per-stream sample choice, partition of all ids."""
     from streaming.base.partition import get_partitions
     from streaming.base.shuffle import get_shuffle
@@ -47,14 +49,25 @@ def plan_at_scale(*, units: int, samples: int, ranks: int, workers: int, batch: 
         sizes = counts.astype(np.int64)
         nodes, per_node = max(1, ranks // 8), min(8, ranks)
         shuffle = get_shuffle("py1e", sizes, nodes, 0, 0, 1 << 18)
-        parts = get_partitions("orig", int(sum(len(x) for x in ids)), nodes, nodes, per_node, workers, batch)
+        parts = get_partitions(
+            "orig", int(sum(len(x) for x in ids)), nodes, nodes, per_node, workers, batch
+        )
         t1 = time.perf_counter()
         error = None
     except MemoryError:
-        t1, error, shuffle, parts = time.perf_counter(), f"MemoryError under a {CAP_BYTES >> 30} GiB cap", None, None
+        t1, error, shuffle, parts = (
+            time.perf_counter(),
+            f"MemoryError under a {CAP_BYTES >> 30} GiB cap",
+            None,
+            None,
+        )
     mon.stop()
-    out: dict[str, Any] = {"plan_s": t1 - t0, "peak_rss_mb": mon.peak_rss_mb, "samples": int(counts.sum()),
-                           "units": units}
+    out: dict[str, Any] = {
+        "plan_s": t1 - t0,
+        "peak_rss_mb": mon.peak_rss_mb,
+        "samples": int(counts.sum()),
+        "units": units,
+    }
     if error:
         out["plan_error"] = error
     else:

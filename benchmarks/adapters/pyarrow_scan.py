@@ -9,11 +9,23 @@ from typing import Any
 
 from adapters.loader_common import BATCH, Consumer, columns, emb_dim, parquet_files
 
-__all__ = ["pipeline", "raw_scan", "raw_scan_256", "raw_scan_pages", "raw_scan_pass2", "raw_scan_threads"]
+__all__ = [
+    "pipeline",
+    "raw_scan",
+    "raw_scan_256",
+    "raw_scan_pages",
+    "raw_scan_pass2",
+    "raw_scan_threads",
+]
 
 
-def raw_scan(data: Path, consume: Consumer, info: dict[str, Any], batch_size: int = 65536,
-             use_threads: bool = False) -> Callable[[], None]:
+def raw_scan(
+    data: Path,
+    consume: Consumer,
+    info: dict[str, Any],
+    batch_size: int = 65536,
+    use_threads: bool = False,
+) -> Callable[[], None]:
     """``ParquetFile.iter_batches`` to numpy on one thread: no shuffle, an upper bound.
     ``use_threads=True`` (pyarrow's default) lets Arrow decode the columns of a batch on
     its own thread pool."""
@@ -26,12 +38,17 @@ def raw_scan(data: Path, consume: Consumer, info: dict[str, Any], batch_size: in
 
     def go() -> None:
         for f in parquet_files(data):
-            for rb in pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=cols, use_threads=use_threads):
+            for rb in pq.ParquetFile(f).iter_batches(
+                batch_size=batch_size, columns=cols, use_threads=use_threads
+            ):
                 emb = rb.column("emb")
                 mat = emb.values.to_numpy().reshape(len(emb), dim)  # no nulls: zero-copy
                 rb.column("id").to_numpy()
-                consume(rb.column("label").to_numpy(), mat,
-                        rb.column("text").to_numpy(zero_copy_only=False) if text else None)
+                consume(
+                    rb.column("label").to_numpy(),
+                    mat,
+                    rb.column("text").to_numpy(zero_copy_only=False) if text else None,
+                )
 
     return go
 
@@ -57,8 +74,11 @@ def raw_scan_pages(data: Path, consume: Consumer, info: dict[str, Any]) -> Calla
                     emb = rb.column("emb")
                     mat = emb.values.to_numpy().reshape(len(emb), dim)
                     rb.column("id").to_numpy()
-                    consume(rb.column("label").to_numpy(), mat,
-                            rb.column("text").to_numpy(zero_copy_only=False) if text else None)
+                    consume(
+                        rb.column("label").to_numpy(),
+                        mat,
+                        rb.column("text").to_numpy(zero_copy_only=False) if text else None,
+                    )
 
     return go
 
@@ -112,6 +132,8 @@ def pipeline(data: Path, out: Path) -> dict[str, Any]:
     for i, t in enumerate(tables):
         m = keep[start : start + t.num_rows]
         start += t.num_rows
-        pq.write_table(t.filter(pa.array(m)), str(out / f"part-{i:05d}.parquet"), compression="zstd")
+        pq.write_table(
+            t.filter(pa.array(m)), str(out / f"part-{i:05d}.parquet"), compression="zstd"
+        )
     info["wall_s"] = time.perf_counter() - t0
     return info

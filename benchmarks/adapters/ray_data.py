@@ -24,8 +24,14 @@ def _ray(prefix: str) -> Iterator[Any]:
 
     tmp = tempfile.mkdtemp(prefix=prefix, dir="/tmp")  # Ray's socket paths must stay short
     try:
-        ray.init(num_cpus=WORKERS, include_dashboard=False, _temp_dir=tmp, _node_ip_address="127.0.0.1",
-                 log_to_driver=False, logging_level=40)  # logging.ERROR
+        ray.init(
+            num_cpus=WORKERS,
+            include_dashboard=False,
+            _temp_dir=tmp,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+            logging_level=40,
+        )  # logging.ERROR
         import ray.data
 
         ray.data.DataContext.get_current().enable_progress_bars = False
@@ -55,8 +61,12 @@ def loader(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], 
     def go() -> None:
         try:
             ds = ray.data.read_parquet(parquet_files(data))
-            dict_batches(ds.iter_torch_batches(batch_size=BATCH, local_shuffle_buffer_size=BUFFER,
-                                               collate_fn=Collate()), consume)
+            dict_batches(
+                ds.iter_torch_batches(
+                    batch_size=BATCH, local_shuffle_buffer_size=BUFFER, collate_fn=Collate()
+                ),
+                consume,
+            )
         finally:
             cm.__exit__(None, None, None)
 
@@ -83,15 +93,25 @@ def pipeline(data: Path, out: Path) -> dict[str, Any]:
         ray.data.range(8, override_num_blocks=2).map_batches(lambda b: b).materialize()  # warm-up
         info["startup_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        ds = ray.data.read_parquet(input_files(data)).map_batches(_clean, batch_format="pyarrow").materialize()
-        keys = pa.concat_tables(ray.get(ds.select_columns(["id", "h1", "h2"]).to_arrow_refs())).sort_by("id")
+        ds = (
+            ray.data.read_parquet(input_files(data))
+            .map_batches(_clean, batch_format="pyarrow")
+            .materialize()
+        )
+        keys = pa.concat_tables(
+            ray.get(ds.select_columns(["id", "h1", "h2"]).to_arrow_refs())
+        ).sort_by("id")
         ids = keys.column("id").to_numpy()
-        keep_ids = np.sort(ids[first_of_each(keys.column("h1").to_numpy(), keys.column("h2").to_numpy())])
+        keep_ids = np.sort(
+            ids[first_of_each(keys.column("h1").to_numpy(), keys.column("h2").to_numpy())]
+        )
 
         def keep_first(batch: Any) -> Any:
             m = np.isin(batch.column("id").to_numpy(), keep_ids, assume_unique=True)
             return batch.filter(pa.array(m)).drop_columns(["n_words", "h1", "h2"])
 
-        ds.map_batches(keep_first, batch_format="pyarrow").write_parquet(str(out), compression="zstd")
+        ds.map_batches(keep_first, batch_format="pyarrow").write_parquet(
+            str(out), compression="zstd"
+        )
         info["wall_s"] = time.perf_counter() - t0
     return info

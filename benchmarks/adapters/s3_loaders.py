@@ -16,8 +16,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["litdata_convert", "litdata_read", "mosaic_convert", "mosaic_read", "shardwise_local",
-           "shardwise_s3", "shardwise_two_jobs"]
+__all__ = [
+    "litdata_convert",
+    "litdata_read",
+    "mosaic_convert",
+    "mosaic_read",
+    "shardwise_local",
+    "shardwise_s3",
+    "shardwise_two_jobs",
+]
 
 BATCH = 256
 WORKERS = 2
@@ -37,7 +44,9 @@ def _consume(batches: Iterable[Any]) -> int:
     return rows
 
 
-def _epochs(make_loader: Callable[[int], Iterable[Any]], fetched: Callable[[], int] | None = None) -> dict[str, Any]:
+def _epochs(
+    make_loader: Callable[[int], Iterable[Any]], fetched: Callable[[], int] | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for e, label in zip(range(EPOCHS), ("cold", "warm")):
         before = fetched() if fetched else None
@@ -54,7 +63,11 @@ def _epochs(make_loader: Callable[[int], Iterable[Any]], fetched: Callable[[], i
 
 # -- shardwise ---------------------------------------------------------------------------
 def _sw_options(s3: dict[str, Any]) -> dict[str, Any]:
-    return {"key": s3["key"], "secret": s3["secret"], "client_kwargs": {"endpoint_url": s3["endpoint"]}}
+    return {
+        "key": s3["key"],
+        "secret": s3["secret"],
+        "client_kwargs": {"endpoint_url": s3["endpoint"]},
+    }
 
 
 def _sw_loader(ds: Any) -> Callable[[int], Iterable[Any]]:
@@ -70,8 +83,16 @@ def _sw_loader(ds: Any) -> Callable[[int], Iterable[Any]]:
 def _sw_dataset(source: str, **kw: Any) -> Any:
     from shardwise import StreamingDataset
 
-    return StreamingDataset(source, batch_size=BATCH, seed=0, columns=["id", "label", "emb"],
-                            batch_format="numpy", num_workers=WORKERS, progress=False, **kw)
+    return StreamingDataset(
+        source,
+        batch_size=BATCH,
+        seed=0,
+        columns=["id", "label", "emb"],
+        batch_format="numpy",
+        num_workers=WORKERS,
+        progress=False,
+        **kw,
+    )
 
 
 def _journal_bytes(cache_dir: str) -> Callable[[], int]:
@@ -96,13 +117,19 @@ def shardwise_s3(data: str, tmp: str, s3: dict[str, Any]) -> dict[str, Any]:
     """shardwise from S3 with a fresh node cache (``cache_dir`` in the run's scratch)."""
     cache = os.path.join(tmp, "node-cache")
     t0 = time.perf_counter()
-    ds = _sw_dataset(f"s3://{s3['bucket']}/parquet", storage_options=_sw_options(s3), cache_dir=cache,
-                     cache_bytes=64 * 2**30)
+    ds = _sw_dataset(
+        f"s3://{s3['bucket']}/parquet",
+        storage_options=_sw_options(s3),
+        cache_dir=cache,
+        cache_bytes=64 * 2**30,
+    )
     return {"setup_s": time.perf_counter() - t0, **_epochs(_sw_loader(ds), _journal_bytes(cache))}
 
 
 def _one_job(source: str, s3: dict[str, Any], cache: str, out: str) -> None:
-    ds = _sw_dataset(source, storage_options=_sw_options(s3), cache_dir=cache, cache_bytes=64 * 2**30)
+    ds = _sw_dataset(
+        source, storage_options=_sw_options(s3), cache_dir=cache, cache_bytes=64 * 2**30
+    )
     t0 = time.perf_counter()
     rows = _consume(_sw_loader(ds)(0))
     Path(out).write_text(json.dumps({"rows": rows, "seconds": time.perf_counter() - t0}))
@@ -125,8 +152,12 @@ def shardwise_two_jobs(data: str, tmp: str, s3: dict[str, Any]) -> dict[str, Any
     wall = time.perf_counter() - t0
     jobs = [json.loads(Path(o).read_text()) for o in outs]
     # each job's own epoch (from its first batch request to its last row; start-up apart)
-    return {"jobs": jobs, "wall_s": wall, "fetched_bytes": _journal_bytes(cache)(),
-            "rows_per_s": sum(j["rows"] / j["seconds"] for j in jobs)}
+    return {
+        "jobs": jobs,
+        "wall_s": wall,
+        "fetched_bytes": _journal_bytes(cache)(),
+        "rows_per_s": sum(j["rows"] / j["seconds"] for j in jobs),
+    }
 
 
 # -- MosaicML streaming ------------------------------------------------------------------
@@ -161,12 +192,21 @@ def mosaic_read(data: str, tmp: str, s3: dict[str, Any]) -> dict[str, Any]:
     from streaming import StreamingDataset
     from torch.utils.data import DataLoader
 
-    os.environ.update(S3_ENDPOINT_URL=s3["endpoint"], AWS_ACCESS_KEY_ID=s3["key"],
-                      AWS_SECRET_ACCESS_KEY=s3["secret"], AWS_DEFAULT_REGION="us-east-1")
+    os.environ.update(
+        S3_ENDPOINT_URL=s3["endpoint"],
+        AWS_ACCESS_KEY_ID=s3["key"],
+        AWS_SECRET_ACCESS_KEY=s3["secret"],
+        AWS_DEFAULT_REGION="us-east-1",
+    )
     local = os.path.join(tmp, "mds-cache")
     t0 = time.perf_counter()
-    ds = StreamingDataset(remote=f"s3://{s3['bucket']}/mds", local=local, shuffle=True, shuffle_seed=0,
-                          batch_size=BATCH)
+    ds = StreamingDataset(
+        remote=f"s3://{s3['bucket']}/mds",
+        local=local,
+        shuffle=True,
+        shuffle_seed=0,
+        batch_size=BATCH,
+    )
     setup = time.perf_counter() - t0
 
     def make(epoch: int) -> Iterable[Any]:
@@ -209,15 +249,27 @@ def litdata_read(data: str, tmp: str, s3: dict[str, Any]) -> dict[str, Any]:
     from litdata.streaming import downloader
     from litdata.streaming.resolver import Dir
 
-    os.environ.update(AWS_ACCESS_KEY_ID=s3["key"], AWS_SECRET_ACCESS_KEY=s3["secret"],
-                      AWS_ENDPOINT_URL=s3["endpoint"], AWS_DEFAULT_REGION="us-east-1", AWS_ALLOW_HTTP="true")
+    os.environ.update(
+        AWS_ACCESS_KEY_ID=s3["key"],
+        AWS_SECRET_ACCESS_KEY=s3["secret"],
+        AWS_ENDPOINT_URL=s3["endpoint"],
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ALLOW_HTTP="true",
+    )
     # its Rust S3 client refuses plain http unless told; the server is on loopback
     downloader._OBSTORE_CLIENT_OPTIONS = dict(downloader._OBSTORE_CLIENT_OPTIONS, allow_http=True)
     local = os.path.join(tmp, "litdata-cache")
     t0 = time.perf_counter()
-    ds = StreamingDataset(Dir(path=local, url=f"s3://{s3['bucket']}/litdata"), shuffle=True, seed=0,
-                          storage_options={"endpoint_url": s3["endpoint"], "aws_access_key_id": s3["key"],
-                                           "aws_secret_access_key": s3["secret"]})
+    ds = StreamingDataset(
+        Dir(path=local, url=f"s3://{s3['bucket']}/litdata"),
+        shuffle=True,
+        seed=0,
+        storage_options={
+            "endpoint_url": s3["endpoint"],
+            "aws_access_key_id": s3["key"],
+            "aws_secret_access_key": s3["secret"],
+        },
+    )
     setup = time.perf_counter() - t0
 
     def make(epoch: int) -> Iterable[Any]:

@@ -45,13 +45,18 @@ def _time_phases(phases: list[tuple[str, float]]) -> None:
         setattr(cls, attr, timed(getattr(cls, attr), label))
 
 
-def _audit_pairs(out: Path, summary: dict[str, Any], removed: list[int], n: int) -> tuple[list[list[int]], str | None]:
+def _audit_pairs(
+    out: Path, summary: dict[str, Any], removed: list[int], n: int
+) -> tuple[list[list[int]], str | None]:
     """(removed id, kept id) pairs from the audit table: tasks are contiguous in input
     order and input order is id order."""
     import numpy as np
     import pyarrow.parquet as pq
 
-    rows_per_task = [json.loads(p.read_text())["rows_in"] for p in sorted((out / "_manifests").glob("task-*.json"))]
+    rows_per_task = [
+        json.loads(p.read_text())["rows_in"]
+        for p in sorted((out / "_manifests").glob("task-*.json"))
+    ]
     if sum(rows_per_task) != n:
         return [], "task manifests do not add up; pairs not used"
     start = np.concatenate([[0], np.cumsum(rows_per_task)])
@@ -63,7 +68,9 @@ def _audit_pairs(out: Path, summary: dict[str, Any], removed: list[int], n: int)
     return [[x, y] for x, y in zip(rem, kep)], None
 
 
-def dedup(data: str, tmp: str, cfg: dict[str, Any], verify: bool = True, **options: Any) -> dict[str, Any]:
+def dedup(
+    data: str, tmp: str, cfg: dict[str, Any], verify: bool = True, **options: Any
+) -> dict[str, Any]:
     """The local backend with ``cfg["workers"]`` processes; tasks as the pipeline sizes them."""
     import pyarrow.parquet as pq
 
@@ -76,11 +83,20 @@ def dedup(data: str, tmp: str, cfg: dict[str, Any], verify: bool = True, **optio
     out = Path(tmp) / "out"
     monitor = TreeMonitor().start()
     t0 = time.perf_counter()
-    r = (read_jsonl(str(docs))  # default task sizing (by the dedup's work)
-         .dedup("minhash", column="text", ngram=cfg["ngram"], num_perm=cfg["num_perm"],
-                threshold=cfg["threshold"], verify=verify, **options)
-         .write_parquet(str(out))
-         .run(backend="local", num_proc=cfg["workers"], progress=False, report=False))
+    r = (
+        read_jsonl(str(docs))  # default task sizing (by the dedup's work)
+        .dedup(
+            "minhash",
+            column="text",
+            ngram=cfg["ngram"],
+            num_perm=cfg["num_perm"],
+            threshold=cfg["threshold"],
+            verify=verify,
+            **options,
+        )
+        .write_parquet(str(out))
+        .run(backend="local", num_proc=cfg["workers"], progress=False, report=False)
+    )
     seconds = time.perf_counter() - t0
     monitor.stop()
     kept = set(pq.read_table(str(out), columns=["id"]).column("id").to_pylist())
@@ -89,11 +105,23 @@ def dedup(data: str, tmp: str, cfg: dict[str, Any], verify: bool = True, **optio
     pairs, note = _audit_pairs(out, summary, removed, r.rows_in)
     sig_s = next((s for d, s in phases if d.startswith("stage 1")), None)
     return {
-        "seconds": seconds, "sig_seconds": sig_s, "sig_procs": cfg["workers"], "removed": removed, "pairs": pairs,
-        "peak_rss_mb": monitor.peak_rss_mb, "max_procs": monitor.max_procs, "cpu_s": monitor.cpu_seconds,
-        "phases": phases, "tasks": r.tasks, "summary": {k: v for k, v in summary.items() if k != "audit"},
-        "note": note, "versions": {"shardwise": shardwise.__version__, "numpy": dist_version("numpy"),
-                                   "pyarrow": dist_version("pyarrow")},
+        "seconds": seconds,
+        "sig_seconds": sig_s,
+        "sig_procs": cfg["workers"],
+        "removed": removed,
+        "pairs": pairs,
+        "peak_rss_mb": monitor.peak_rss_mb,
+        "max_procs": monitor.max_procs,
+        "cpu_s": monitor.cpu_seconds,
+        "phases": phases,
+        "tasks": r.tasks,
+        "summary": {k: v for k, v in summary.items() if k != "audit"},
+        "note": note,
+        "versions": {
+            "shardwise": shardwise.__version__,
+            "numpy": dist_version("numpy"),
+            "pyarrow": dist_version("pyarrow"),
+        },
     }
 
 
@@ -108,15 +136,33 @@ def scale(data: str, tmp: str, cfg: dict[str, Any], memory_budget: int) -> dict[
     out = Path(tmp) / "out"
     monitor = TreeMonitor(interval=0.25).start()
     t0 = time.perf_counter()
-    r = (read_parquet(str(Path(data) / "docs"))
-         .dedup("minhash", column="text", ngram=cfg["ngram"], num_perm=cfg["num_perm"], threshold=cfg["threshold"],
-                verify=True, memory_budget=memory_budget)
-         .write_parquet(str(out))
-         .run(backend="local", num_proc=cfg["workers"], progress=False, report=False))
+    r = (
+        read_parquet(str(Path(data) / "docs"))
+        .dedup(
+            "minhash",
+            column="text",
+            ngram=cfg["ngram"],
+            num_perm=cfg["num_perm"],
+            threshold=cfg["threshold"],
+            verify=True,
+            memory_budget=memory_budget,
+        )
+        .write_parquet(str(out))
+        .run(backend="local", num_proc=cfg["workers"], progress=False, report=False)
+    )
     seconds = time.perf_counter() - t0
     monitor.stop()
     summary = next(iter(json.loads(Path(r.manifest).read_text())["dedup"].values()))
-    return {"seconds": seconds, "docs": r.rows_in, "removed": r.rows_in - r.rows_out, "tasks": r.tasks,
-            "peak_rss_mb": monitor.peak_rss_mb, "max_procs": monitor.max_procs, "cpu_s": monitor.cpu_seconds,
-            "phases": phases, "summary": {k: v for k, v in summary.items() if k != "audit"},
-            "memory_budget": memory_budget, "versions": {"shardwise": shardwise.__version__}}
+    return {
+        "seconds": seconds,
+        "docs": r.rows_in,
+        "removed": r.rows_in - r.rows_out,
+        "tasks": r.tasks,
+        "peak_rss_mb": monitor.peak_rss_mb,
+        "max_procs": monitor.max_procs,
+        "cpu_s": monitor.cpu_seconds,
+        "phases": phases,
+        "summary": {k: v for k, v in summary.items() if k != "audit"},
+        "memory_budget": memory_budget,
+        "versions": {"shardwise": shardwise.__version__},
+    }

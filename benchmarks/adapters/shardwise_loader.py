@@ -19,22 +19,44 @@ from adapters.loader_common import (
     parquet_files,
 )
 
-__all__ = ["batched", "batched_wide", "dataloader_ceiling", "inproc_dataloader", "inproc_numpy", "inproc_numpy_epoch2",
-           "inproc_torch", "per_sample"]
+__all__ = [
+    "batched",
+    "batched_wide",
+    "dataloader_ceiling",
+    "inproc_dataloader",
+    "inproc_numpy",
+    "inproc_numpy_epoch2",
+    "inproc_torch",
+    "per_sample",
+]
 
 WIDE_INTERLEAVE = 64  # batched_wide: every row group of a worker (~48 of 97) mixed at once
 
 
-def _dataset(data: Path, batch_format: str | None, info: dict[str, Any], interleave: int | None = None,
-             num_workers: int | None = WORKERS) -> Any:
+def _dataset(
+    data: Path,
+    batch_format: str | None,
+    info: dict[str, Any],
+    interleave: int | None = None,
+    num_workers: int | None = WORKERS,
+) -> Any:
     import shardwise
     from shardwise.loader import StreamingDataset
 
     info["versions"] = {"shardwise": shardwise.__version__}
     t0 = time.perf_counter()
-    ds = StreamingDataset(str(data / "parquet"), batch_size=BATCH, shuffle=True, seed=0, drop_last=True,
-                          columns=columns(data), batch_format=batch_format, num_workers=num_workers,
-                          progress=False, interleave=interleave)
+    ds = StreamingDataset(
+        str(data / "parquet"),
+        batch_size=BATCH,
+        shuffle=True,
+        seed=0,
+        drop_last=True,
+        columns=columns(data),
+        batch_format=batch_format,
+        num_workers=num_workers,
+        progress=False,
+        interleave=interleave,
+    )
     info["interleave"] = ds.interleave  # as resolved (by default sized by shuffle_bytes)
     if num_workers is None:
         info["threads"] = ds.num_threads
@@ -47,7 +69,10 @@ def _loader(ds: Any, consume: Consumer, batch_size: int | None) -> Callable[[], 
     from torch.utils.data import DataLoader
 
     def go() -> None:
-        dict_batches(DataLoader(ds, batch_size=batch_size, num_workers=WORKERS, prefetch_factor=PREFETCH), consume)
+        dict_batches(
+            DataLoader(ds, batch_size=batch_size, num_workers=WORKERS, prefetch_factor=PREFETCH),
+            consume,
+        )
 
     return go
 

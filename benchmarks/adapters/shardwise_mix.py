@@ -29,8 +29,17 @@ def _mixing(units: int, batching: str) -> Any:
     return Mixing(bounds, tuple(Rule(weight=w) for w in WEIGHTS), None, batching)
 
 
-def plan_at_scale(*, units: int, samples: int, ranks: int, workers: int, batch: int, batching: str,
-                  elastic: bool = False, **_: Any) -> dict[str, Any]:
+def plan_at_scale(
+    *,
+    units: int,
+    samples: int,
+    ranks: int,
+    workers: int,
+    batch: int,
+    batching: str,
+    elastic: bool = False,
+    **_: Any,
+) -> dict[str, Any]:
     """Time make_plan, one worker's whole plan, and a mid-epoch resume (same topology, or
     with ``elastic`` on half the ranks with twice the batch); peak RSS of the process."""
     from shardwise.plan import Topology, make_plan
@@ -49,20 +58,32 @@ def plan_at_scale(*, units: int, samples: int, ranks: int, workers: int, batch: 
     rows_after = sum(len(r) for _, _, r in resumed.worker(ranks // 5, 1).iter_windows())
     t3 = time.perf_counter()
     mon.stop()
-    return {"plan_s": t1 - t0, "worker_s": t2 - t1, "resume_s": t3 - t2, "total_s": t3 - t0,
-            "peak_rss_mb": mon.peak_rss_mb, "samples": int(counts.sum()), "units": units,
-            "steps_per_rank": plan.batches_per_rank, "worker_rows": rows, "resumed_worker_rows": rows_after}
+    return {
+        "plan_s": t1 - t0,
+        "worker_s": t2 - t1,
+        "resume_s": t3 - t2,
+        "total_s": t3 - t0,
+        "peak_rss_mb": mon.peak_rss_mb,
+        "samples": int(counts.sum()),
+        "units": units,
+        "steps_per_rank": plan.batches_per_rank,
+        "worker_rows": rows,
+        "resumed_worker_rows": rows_after,
+    }
 
 
-def proportions(*, units: int, samples: int, ranks: int, workers: int, batch: int, batching: str,
-                **_: Any) -> dict[str, Any]:
+def proportions(
+    *, units: int, samples: int, ranks: int, workers: int, batch: int, batching: str, **_: Any
+) -> dict[str, Any]:
     """Realised shares of an epoch: per epoch (exact counts vs the weights) and per global
     batch (mean and worst absolute deviation of a source's share from its weight)."""
     from shardwise.plan import Topology, make_plan
 
     counts = synthetic_counts(units, samples)
     mixing = _mixing(units, batching)
-    plan = make_plan(counts, Topology(ranks, workers, batch, True, 4), seed=0, epoch=0, mixing=mixing)
+    plan = make_plan(
+        counts, Topology(ranks, workers, batch, True, 4), seed=0, epoch=0, mixing=mixing
+    )
     source_of = np.searchsorted(np.asarray(mixing.bounds), np.arange(units), side="right") - 1
     per_rank = [plan.rank_batches(r) for r in range(ranks)]
     steps = len(per_rank[0])
@@ -72,6 +93,11 @@ def proportions(*, units: int, samples: int, ranks: int, workers: int, batch: in
         shares[s] = np.bincount(source_of[units_in], minlength=3) / len(units_in)
     epoch = shares.mean(axis=0)
     dev = np.abs(shares - np.asarray(WEIGHTS))
-    return {"epoch_shares": epoch.tolist(), "epoch_max_dev": float(np.abs(epoch - WEIGHTS).max()),
-            "batch_mean_dev": float(dev.mean()), "batch_max_dev": float(dev.max()), "global_batches": steps,
-            "global_batch": ranks * batch}
+    return {
+        "epoch_shares": epoch.tolist(),
+        "epoch_max_dev": float(np.abs(epoch - WEIGHTS).max()),
+        "batch_mean_dev": float(dev.mean()),
+        "batch_max_dev": float(dev.max()),
+        "global_batches": steps,
+        "global_batch": ranks * batch,
+    }

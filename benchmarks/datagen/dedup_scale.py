@@ -68,10 +68,18 @@ def generate_scale(n: int, seed: int = 0) -> Path:
         table, k = _slice(vocab, rng, lo, min(ROWS_PER_FILE, n - lo))
         planted += k
         pq.write_table(table, str(out / "docs" / f"part-{f:04d}.parquet"), row_group_size=50_000)
-    meta = {"version": DATA_VERSION, "docs": n, "planted": planted, "seed": seed,
-            "bytes": sum(p.stat().st_size for p in (out / "docs").glob("*.parquet")),
-            "generate_s": time.perf_counter() - t0}
+    meta = {
+        "version": DATA_VERSION,
+        "docs": n,
+        "planted": planted,
+        "seed": seed,
+        "bytes": sum(p.stat().st_size for p in (out / "docs").glob("*.parquet")),
+        "generate_s": time.perf_counter() - t0,
+    }
     (out / "meta.json").write_text(json.dumps(meta))
-    print(f"data: wrote {n:,} generated docs ({planted:,} planted copies, {meta['bytes'] / 2**20:.0f} MB Parquet) "
-          f"in {meta['generate_s']:.1f} s", flush=True)
+    print(
+        f"data: wrote {n:,} generated docs ({planted:,} planted copies, {meta['bytes'] / 2**20:.0f} MB Parquet) "
+        f"in {meta['generate_s']:.1f} s",
+        flush=True,
+    )
     return out

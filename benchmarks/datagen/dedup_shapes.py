@@ -78,9 +78,13 @@ def _short_variant(text: str, vocab: list[str], rng: random.Random) -> tuple[str
     return " ".join(toks), 1
 
 
-def _planted(base: list[tuple[str, str]], n: int, rng: random.Random,
-             variant: Callable[[str, list[str], random.Random], tuple[str, int]] | None,
-             rates: tuple[float, float]) -> tuple[list[dict[str, Any]], list[list[Any]]]:
+def _planted(
+    base: list[tuple[str, str]],
+    n: int,
+    rng: random.Random,
+    variant: Callable[[str, list[str], random.Random], tuple[str, int]] | None,
+    rates: tuple[float, float],
+) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     if variant is None:
         return plant(base, n, rng, rates)
     n_planted = max(n // 6, n - len(base))
@@ -96,7 +100,9 @@ def _planted(base: list[tuple[str, str]], n: int, rng: random.Random,
     rng.shuffle(order)
     new_id = {old: i for i, old in enumerate(order)}
     shuffled = [docs[old] for old in order]
-    return shuffled, [[i, new_id[d["of"]], 0.0, d["edits"]] for i, d in enumerate(shuffled) if d["of"] is not None]
+    return shuffled, [
+        [i, new_id[d["of"]], 0.0, d["edits"]] for i, d in enumerate(shuffled) if d["of"] is not None
+    ]
 
 
 SHAPES: dict[str, dict[str, Any]] = {
@@ -124,11 +130,24 @@ def generate_shape(shape: str, n: int, seed: int = 0) -> Path:
         base, variant, rates = long_documents(rng), None, (0.005, 0.03)
     docs, planted = _planted(base, n, rng, variant, rates)
     words = [len(d["text"].split()) for d in docs]
-    meta: dict[str, Any] = {"version": DATA_VERSION, "shape": shape, "docs": len(docs), "seed": seed, "base_available": len(base),
-            "planted": planted, "words_total": sum(words), "words_min": min(words), "words_max": max(words),
-            "chars_mean": sum(len(d["text"]) for d in docs) / len(docs), "bytes": write_docs(out, docs),
-            "generate_s": time.perf_counter() - t0}
+    meta: dict[str, Any] = {
+        "version": DATA_VERSION,
+        "shape": shape,
+        "docs": len(docs),
+        "seed": seed,
+        "base_available": len(base),
+        "planted": planted,
+        "words_total": sum(words),
+        "words_min": min(words),
+        "words_max": max(words),
+        "chars_mean": sum(len(d["text"]) for d in docs) / len(docs),
+        "bytes": write_docs(out, docs),
+        "generate_s": time.perf_counter() - t0,
+    }
     (out / "meta.json").write_text(json.dumps(meta))
-    print(f"data: wrote {len(docs):,} {shape} docs ({meta['words_total']:,} words, {meta['bytes'] / 2**20:.1f} MB) "
-          f"to {out} in {meta['generate_s']:.1f} s", flush=True)
+    print(
+        f"data: wrote {len(docs):,} {shape} docs ({meta['words_total']:,} words, {meta['bytes'] / 2**20:.1f} MB) "
+        f"to {out} in {meta['generate_s']:.1f} s",
+        flush=True,
+    )
     return out

@@ -34,7 +34,9 @@ class Truth:
             raise RuntimeError(f"{data}: document ids are not 0..n-1 in order")
         self.n = len(ids)
         self.t: float = threshold
-        self.sets = [np.unique(np.fromiter((hash(s) for s in shingles(x, ngram)), np.int64)) for x in texts]
+        self.sets = [
+            np.unique(np.fromiter((hash(s) for s in shingles(x, ngram)), np.int64)) for x in texts
+        ]
         cache = data / f"truth-{ngram}-{threshold}.json"
         if cache.exists():
             c = json.loads(cache.read_text())
@@ -44,8 +46,14 @@ class Truth:
             t0 = time.perf_counter()
             self.pairs, self.stats = self._all_pairs()
             self.stats["seconds"] = time.perf_counter() - t0
-            cache.write_text(json.dumps({"pairs": [[u, v, j] for (u, v), j in sorted(self.pairs.items())],
-                                         "stats": self.stats}))
+            cache.write_text(
+                json.dumps(
+                    {
+                        "pairs": [[u, v, j] for (u, v), j in sorted(self.pairs.items())],
+                        "stats": self.stats,
+                    }
+                )
+            )
         self.extra_checked = 0
         self.added_by_crosscheck = 0
 
@@ -98,8 +106,12 @@ class Truth:
             jac = self.jaccard(u, v)
             if jac >= self.t:
                 pairs[(u, v)] = jac
-        return pairs, {"candidates": len(cand), "largest_prefix_group": big, "true_pairs": len(pairs),
-                       "distinct_shingles": int(distinct)}
+        return pairs, {
+            "candidates": len(cand),
+            "largest_prefix_group": big,
+            "true_pairs": len(pairs),
+            "distinct_shingles": int(distinct),
+        }
 
     def crosscheck(self, pairs: list[list[int]]) -> None:
         """Verify pairs reported elsewhere; add any true pair prefix filtering missed."""
@@ -137,6 +149,11 @@ class Truth:
 
     def report(self) -> dict[str, Any]:
         """The truth's statistics for the results JSON."""
-        return {**self.stats, "true_pairs_final": len(self.pairs), "should_remove": self.should_remove,
-                "docs_with_partner": int(self.has_partner.sum()), "crosscheck_pairs_verified": self.extra_checked,
-                "crosscheck_pairs_added": self.added_by_crosscheck}
+        return {
+            **self.stats,
+            "true_pairs_final": len(self.pairs),
+            "should_remove": self.should_remove,
+            "docs_with_partner": int(self.has_partner.sum()),
+            "crosscheck_pairs_verified": self.extra_checked,
+            "crosscheck_pairs_added": self.added_by_crosscheck,
+        }

@@ -45,7 +45,9 @@ class Shape:
 
     def directory(self, rows: int) -> Path:
         """Where data of ``rows`` rows of this shape lives."""
-        return DATA_ROOT / (f"loader-{rows}" if self.name == "text" else f"loader-{self.name}-{rows}")
+        return DATA_ROOT / (
+            f"loader-{rows}" if self.name == "text" else f"loader-{self.name}-{rows}"
+        )
 
 
 SHAPES = {s.name: s for s in (Shape("text", 16, EMB_DIM, True), Shape("emb", 6, 128, False))}
@@ -78,7 +80,9 @@ def generate(rows: int, seed: int = 0, shape: str = "text") -> Path:
 
     with mp.get_context("fork").Pool(2) as pool:
         groups = pool.map(_write_file, plans)
-    labels_hist = np.bincount(np.arange(rows, dtype=np.int64) * NUM_LABELS // rows, minlength=NUM_LABELS)
+    labels_hist = np.bincount(
+        np.arange(rows, dtype=np.int64) * NUM_LABELS // rows, minlength=NUM_LABELS
+    )
     meta = {
         "version": DATA_VERSION,
         "rows": rows,
@@ -93,9 +97,12 @@ def generate(rows: int, seed: int = 0, shape: str = "text") -> Path:
         "generate_s": time.perf_counter() - t0,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
-    print(f"data: wrote {rows:,} rows to {out} in {meta['generate_s']:.1f} s "
-          f"({meta['parquet_bytes'] / 2**20:.0f} MB parquet, {meta['row_groups']} row groups; "
-          f"{meta['wds_bytes'] / 2**20:.0f} MB tar)", flush=True)
+    print(
+        f"data: wrote {rows:,} rows to {out} in {meta['generate_s']:.1f} s "
+        f"({meta['parquet_bytes'] / 2**20:.0f} MB parquet, {meta['row_groups']} row groups; "
+        f"{meta['wds_bytes'] / 2**20:.0f} MB tar)",
+        flush=True,
+    )
     return out
 
 
@@ -113,7 +120,9 @@ def _rows(lo: int, hi: int, total: int, rng: Any, sh: Shape) -> Any:
     lengths = rng.integers(150, 451, n)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz      ABCDEFGHIJ0123456789.,", dtype=np.uint8)
+    alphabet = np.frombuffer(
+        b"abcdefghijklmnopqrstuvwxyz      ABCDEFGHIJ0123456789.,", dtype=np.uint8
+    )
     chars = alphabet[rng.integers(0, len(alphabet), int(offsets[-1]))]
     text = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes()))
     emb = rng.standard_normal((n, sh.emb_dim), dtype=np.float32)  # drawn after the text, as ever

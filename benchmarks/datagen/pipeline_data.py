@@ -36,9 +36,17 @@ def _vocabulary() -> list[str]:
 _VOCAB: Any = None  # a pyarrow StringArray, set before the pool forks
 _BOILER: list[str] = []
 
-FULLWIDTH = {c: chr(ord(c) + 0xFEE0) for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"}
-URLS = ["https://www.example.com/news/{n}?ref=home", "http://blog.example.org/{n}/post.html",
-        "www.bbc.co.uk/news/uk-{n}", "HTTPS://Example.NET/a/b/{n}#top", "https://t.co/{n}x"]
+FULLWIDTH = {
+    c: chr(ord(c) + 0xFEE0)
+    for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+}
+URLS = [
+    "https://www.example.com/news/{n}?ref=home",
+    "http://blog.example.org/{n}/post.html",
+    "www.bbc.co.uk/news/uk-{n}",
+    "HTTPS://Example.NET/a/b/{n}#top",
+    "https://t.co/{n}x",
+]
 
 
 def _texts(rng: Any, n: int) -> list[str]:
@@ -64,10 +72,17 @@ def _vary(text: str, rng: Any) -> str:
     if kind < 7:  # whitespace
         ws = ["  ", "\t", "\u00a0", " \n ", "\u3000"]
         parts = text.split(" ")
-        return "".join(p + (ws[rng.integers(0, len(ws))] if rng.random() < 0.1 else " ") for p in parts).strip() + "  "
+        return (
+            "".join(
+                p + (ws[rng.integers(0, len(ws))] if rng.random() < 0.1 else " ") for p in parts
+            ).strip()
+            + "  "
+        )
     if kind < 9:  # case
         return text.upper() if kind == 7 else text.title()
-    return "".join(FULLWIDTH.get(c, c) if rng.random() < 0.2 else c for c in text)  # full-width letters
+    return "".join(
+        FULLWIDTH.get(c, c) if rng.random() < 0.2 else c for c in text
+    )  # full-width letters
 
 
 def _non_nfkc(text: str, rng: Any) -> str:
@@ -122,9 +137,15 @@ def _write_file(plan: tuple[int, int, int, int, str]) -> dict[str, int]:
         elif r < 0.11:
             texts[j] = _non_nfkc(texts[j], rng)
             stats["non_nfkc"] += 1
-    table = pa.table({"id": pa.array(np.arange(lo, hi, dtype=np.int64)), "text": pa.array(texts, pa.string())})
-    pq.write_table(table, os.path.join(out, "input", f"part-{i:02d}.parquet"), row_group_size=ROW_GROUP,
-                   compression="zstd")
+    table = pa.table(
+        {"id": pa.array(np.arange(lo, hi, dtype=np.int64)), "text": pa.array(texts, pa.string())}
+    )
+    pq.write_table(
+        table,
+        os.path.join(out, "input", f"part-{i:02d}.parquet"),
+        row_group_size=ROW_GROUP,
+        compression="zstd",
+    )
     return stats
 
 
@@ -145,7 +166,9 @@ def generate(rows: int, seed: int = 0) -> Path:
     _VOCAB = pa.array(tokens, pa.string())
     _BOILER = _texts(np.random.default_rng(seed + 999_999), 500)
     bounds = np.linspace(0, rows, NUM_FILES + 1).astype(np.int64)
-    plans = [(i, int(bounds[i]), int(bounds[i + 1]), seed * 1000 + i, str(out)) for i in range(NUM_FILES)]
+    plans = [
+        (i, int(bounds[i]), int(bounds[i + 1]), seed * 1000 + i, str(out)) for i in range(NUM_FILES)
+    ]
     with mp.get_context("fork").Pool(CORES) as pool:
         stats = pool.map(_write_file, plans)
     meta: dict[str, Any] = {
@@ -160,6 +183,9 @@ def generate(rows: int, seed: int = 0) -> Path:
         "generate_s": time.perf_counter() - t0,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
-    print(f"data: wrote {rows:,} rows to {out} in {meta['generate_s']:.1f} s "
-          f"({meta['parquet_bytes'] / 2**20:.0f} MB zstd parquet; planted {meta['planted']})", flush=True)
+    print(
+        f"data: wrote {rows:,} rows to {out} in {meta['generate_s']:.1f} s "
+        f"({meta['parquet_bytes'] / 2**20:.0f} MB zstd parquet; planted {meta['planted']})",
+        flush=True,
+    )
     return out

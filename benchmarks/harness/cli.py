@@ -22,15 +22,23 @@ def base_parser(doc: str | None, quick_help: str) -> argparse.ArgumentParser:
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these systems")
     ap.add_argument("--repeats", type=int, help="rounds; the median of the runs is kept")
     ap.add_argument("--timeout", type=float, help="seconds per system run")
-    ap.add_argument("--idle-wait", type=float, metavar="SECONDS",
-                    help="before each run, wait up to this long for the machine to be quiet")
+    ap.add_argument(
+        "--idle-wait",
+        type=float,
+        metavar="SECONDS",
+        help="before each run, wait up to this long for the machine to be quiet",
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--worker-kwargs", default="{}", help=argparse.SUPPRESS)
     return ap
 
 
-def chosen(ap: argparse.ArgumentParser, only: Sequence[str] | None, known: Sequence[str],
-           always: Sequence[str] = ()) -> list[str]:
+def chosen(
+    ap: argparse.ArgumentParser,
+    only: Sequence[str] | None,
+    known: Sequence[str],
+    always: Sequence[str] = (),
+) -> list[str]:
     """The names ``--only`` asks for (all of ``known`` without it), in ``known`` order."""
     if not only:
         return list(known)

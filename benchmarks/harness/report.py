@@ -15,8 +15,17 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Checks", "earlier_results", "fmt", "get", "git_info", "machine", "markdown", "ratio",
-           "write_json"]
+__all__ = [
+    "Checks",
+    "earlier_results",
+    "fmt",
+    "get",
+    "git_info",
+    "machine",
+    "markdown",
+    "ratio",
+    "write_json",
+]
 
 
 def fmt(value: float | None, spec: str) -> str:
@@ -34,10 +43,14 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
-def markdown(header: Sequence[str], rows: Iterable[Sequence[Any]], right: Sequence[int] = ()) -> str:
+def markdown(
+    header: Sequence[str], rows: Iterable[Sequence[Any]], right: Sequence[int] = ()
+) -> str:
     """A markdown table; columns whose index is in ``right`` are right-aligned."""
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|",
+    ]
     for row in rows:
         cells = [str(c).replace("|", "/") for c in row] + [""] * (len(header) - len(row))
         lines.append("| " + " | ".join(cells) + " |")
@@ -51,16 +64,32 @@ class Checks:
         self.data: dict[str, Any] = {}
         self.lines: list[str] = []
 
-    def add(self, label: str, value: float | None, target: float | None, *, vs: str | None = None,
-            spec: str = ".2f", unit: str = "x", at_most: bool = False) -> bool | None:
+    def add(
+        self,
+        label: str,
+        value: float | None,
+        target: float | None,
+        *,
+        vs: str | None = None,
+        spec: str = ".2f",
+        unit: str = "x",
+        at_most: bool = False,
+    ) -> bool | None:
         """Record one check; ``at_most`` for targets that are upper bounds."""
-        met = None if target is None or value is None else (
-            value <= target if at_most else value >= target)
+        met = (
+            None
+            if target is None or value is None
+            else (value <= target if at_most else value >= target)
+        )
         self.data[label] = {"value": value, "target": target, "met": met, "vs": vs}
         goal = "" if target is None else f" (target {'<=' if at_most else '>='} {target:g}{unit})"
-        verdict = "" if target is None else (" n/a" if met is None else " MET" if met else " NOT MET")
+        verdict = (
+            "" if target is None else (" n/a" if met is None else " MET" if met else " NOT MET")
+        )
         peer = f" [{vs}]" if vs else ""
-        self.lines.append(f"{label}: {fmt(value, spec)}{unit if value is not None else ''}{goal}{peer}{verdict}")
+        self.lines.append(
+            f"{label}: {fmt(value, spec)}{unit if value is not None else ''}{goal}{peer}{verdict}"
+        )
         return met
 
     def note(self, line: str) -> None:
@@ -75,17 +104,23 @@ class Checks:
 
 def machine() -> dict[str, Any]:
     """The machine the numbers come from."""
-    return {"cpus": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform(), "load_avg": os.getloadavg()}
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_avg": os.getloadavg(),
+    }
 
 
 def git_info(root: Path) -> dict[str, Any]:
     """The commit measured, and whether shardwise's sources differ from it."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                              text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "src"], cwd=root,
-                               capture_output=True, text=True).stdout.splitlines()
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "src"], cwd=root, capture_output=True, text=True
+        ).stdout.splitlines()
     except OSError:
         return {"commit": None, "src_changes": []}
     return {"commit": head or None, "src_changes": [ln.strip() for ln in dirty if ln.strip()]}
@@ -99,8 +134,13 @@ def write_json(path: Path, payload: dict[str, Any], root: Path) -> None:
     print(f"\nwrote {os.path.relpath(path, root)}")
 
 
-def earlier_results(path: Path, measured: Iterable[str], names: Iterable[str],
-                    columns: dict[str, str], section: str | None = None) -> dict[str, Any]:
+def earlier_results(
+    path: Path,
+    measured: Iterable[str],
+    names: Iterable[str],
+    columns: dict[str, str],
+    section: str | None = None,
+) -> dict[str, Any]:
     """Print the rows of an earlier results file that were not measured now, apart.
 
     Args:
@@ -126,15 +166,21 @@ def earlier_results(path: Path, measured: Iterable[str], names: Iterable[str],
     skip, known = set(measured), set(names)
     kept, created = _rows(part.get("results", {}), skip, known), old.get("created", "?")
     if not kept and part.get("earlier_results"):
-        kept, created = _rows(part["earlier_results"].get("results", {}), skip, known), \
-            part["earlier_results"].get("created", "?")
+        kept, created = (
+            _rows(part["earlier_results"].get("results", {}), skip, known),
+            part["earlier_results"].get("created", "?"),
+        )
     if not kept:
         return {}
     where = f" [{section}]" if section else ""
     print(f"\nearlier results{where} (run of {created}; not measured now, so not in any ratio):\n")
-    print(markdown(["system", *columns.values()],
-                   ([k, *(_cell(v.get(c)) for c in columns)] for k, v in kept.items()),
-                   right=range(1, len(columns) + 1)))
+    print(
+        markdown(
+            ["system", *columns.values()],
+            ([k, *(_cell(v.get(c)) for c in columns)] for k, v in kept.items()),
+            right=range(1, len(columns) + 1),
+        )
+    )
     return {"created": created, "results": kept}
 
 

@@ -28,9 +28,14 @@ __all__ = ["System", "alternate", "median_run", "run_system", "warm_page_cache",
 
 #: environment variables every worker gets: quiet, offline peers, no telemetry
 QUIET_ENV = {
-    "PYTHONUNBUFFERED": "1", "RAY_AUTH_MODE": "disabled", "RAY_DEDUP_LOGS": "0",
-    "RAY_USAGE_STATS_ENABLED": "0", "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
-    "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONUNBUFFERED": "1",
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_DEDUP_LOGS": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "TOKENIZERS_PARALLELISM": "false",
     "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error",
 }
 
@@ -73,13 +78,16 @@ def _tail_reason(log: Path) -> str:
     return (lines or ["?"])[-1][:300]
 
 
-def _spawn(cmd: list[str], env: dict[str, str], log: Path, timeout: float) -> tuple[str | None, int]:
+def _spawn(
+    cmd: list[str], env: dict[str, str], log: Path, timeout: float
+) -> tuple[str | None, int]:
     """Run ``cmd`` in its own session; kill whatever it left running afterwards."""
     proc = None
     try:
         with open(log, "w") as lf:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=lf, text=True, env=env,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=lf, text=True, env=env, start_new_session=True
+            )
             try:
                 out, _ = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -95,19 +103,33 @@ def _spawn(cmd: list[str], env: dict[str, str], log: Path, timeout: float) -> tu
                 pass
 
 
-def run_system(script: Path, system: System, python: str, *, timeout: float, logdir: Path,
-               idle_wait: float = 0.0, worker_kwargs: dict[str, Any] | None = None,
-               scratch: Path | None = None) -> dict[str, Any]:
+def run_system(
+    script: Path,
+    system: System,
+    python: str,
+    *,
+    timeout: float,
+    logdir: Path,
+    idle_wait: float = 0.0,
+    worker_kwargs: dict[str, Any] | None = None,
+    scratch: Path | None = None,
+) -> dict[str, Any]:
     """Driver side: one measured run of ``system`` in a subprocess.
 
     The worker gets ``worker_kwargs`` plus ``tmp`` (a fresh scratch directory, removed
     afterwards). Returns the worker's result with ``process_s`` (the subprocess's wall time),
     ``loadavg_1m`` (before, after) and ``idle_wait_s``; or ``{"name", "error"}``.
     """
-    tmp = Path(tempfile.mkdtemp(prefix=f"run-{system.name}-", dir=str(scratch) if scratch else None))
+    tmp = Path(
+        tempfile.mkdtemp(prefix=f"run-{system.name}-", dir=str(scratch) if scratch else None)
+    )
     env = dict(os.environ) | QUIET_ENV
-    env.update(HF_HOME=str(tmp / "hf-home"), HF_DATASETS_CACHE=str(tmp / "hf-cache"),
-               SHARDWISE_CACHE_DIR=str(tmp / "sw-cache"), BENCH_TMP=str(tmp))
+    env.update(
+        HF_HOME=str(tmp / "hf-home"),
+        HF_DATASETS_CACHE=str(tmp / "hf-cache"),
+        SHARDWISE_CACHE_DIR=str(tmp / "sw-cache"),
+        BENCH_TMP=str(tmp),
+    )
     if system.env != "main":
         env.pop("PYTHONPATH", None)  # peers must not see the repository's package
     kwargs = dict(worker_kwargs or {}) | {"tmp": str(tmp)}
@@ -129,14 +151,18 @@ def run_system(script: Path, system: System, python: str, *, timeout: float, log
         reason = _tail_reason(log)
         print(f" FAILED (exit {code}; log: {log}): {reason}", flush=True)
         return {"name": system.name, "error": f"exit {code}: {reason}"}
-    res: dict[str, Any] = json.loads(line[len("RESULT "):])
-    res.update(process_s=time.perf_counter() - t0, idle_wait_s=round(waited, 1),
-               loadavg_1m=[round(load0, 2), round(os.getloadavg()[0], 2)])
+    res: dict[str, Any] = json.loads(line[len("RESULT ") :])
+    res.update(
+        process_s=time.perf_counter() - t0,
+        idle_wait_s=round(waited, 1),
+        loadavg_1m=[round(load0, 2), round(os.getloadavg()[0], 2)],
+    )
     return res
 
 
-def alternate(names: Iterable[str], repeats: int,
-              once: Callable[[str], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def alternate(
+    names: Iterable[str], repeats: int, once: Callable[[str], dict[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
     """Run every name once per round, ``repeats`` rounds, so load from other work on the
     machine hits all rows alike. A name that failed is not run again."""
     names = list(names)
@@ -151,7 +177,9 @@ def alternate(names: Iterable[str], repeats: int,
     return runs
 
 
-def median_run(runs: list[dict[str, Any]], key: str, higher_is_better: bool = False) -> dict[str, Any]:
+def median_run(
+    runs: list[dict[str, Any]], key: str, higher_is_better: bool = False
+) -> dict[str, Any]:
     """The run whose ``key`` is the median of the successful runs (the better one of the two
     middle runs), with ``runs_<key>`` listing all of them and ``failed_runs`` the errors.
 

@@ -42,9 +42,11 @@ class Venv:
 
 
 def _check(venv: Venv) -> tuple[dict[str, str] | None, str]:
-    check = ("import importlib, json; from importlib.metadata import version; "
-             f"mods = {venv.modules!r}; [importlib.import_module(m) for m in mods.values()]; "
-             "print(json.dumps({d: version(d) for d in mods}))")
+    check = (
+        "import importlib, json; from importlib.metadata import version; "
+        f"mods = {venv.modules!r}; [importlib.import_module(m) for m in mods.values()]; "
+        "print(json.dumps({d: version(d) for d in mods}))"
+    )
     r = subprocess.run([str(venv.python), "-c", check], capture_output=True, text=True)
     if r.returncode == 0:
         return json.loads(r.stdout.strip().splitlines()[-1]), ""
@@ -55,14 +57,22 @@ def _install(venv: Venv) -> str:
     log = venv.path / "install.log"
     try:
         with open(log, "w") as lf:
-            r = subprocess.run([str(venv.python), "-m", "pip", "install", "-q", *venv.packages],
-                               stdout=lf, stderr=subprocess.STDOUT, timeout=venv.install_timeout)
+            r = subprocess.run(
+                [str(venv.python), "-m", "pip", "install", "-q", *venv.packages],
+                stdout=lf,
+                stderr=subprocess.STDOUT,
+                timeout=venv.install_timeout,
+            )
     except subprocess.TimeoutExpired:
         return f"pip install did not finish in {venv.install_timeout:.0f} s"
     if r.returncode == 0 and venv.no_deps:
         with open(log, "a") as lf:
-            r = subprocess.run([str(venv.python), "-m", "pip", "install", "-q", "--no-deps", *venv.no_deps],
-                               stdout=lf, stderr=subprocess.STDOUT, timeout=venv.install_timeout)
+            r = subprocess.run(
+                [str(venv.python), "-m", "pip", "install", "-q", "--no-deps", *venv.no_deps],
+                stdout=lf,
+                stderr=subprocess.STDOUT,
+                timeout=venv.install_timeout,
+            )
     if r.returncode != 0:
         lines = [ln for ln in log.read_text().splitlines() if ln.strip() and "is ignored" not in ln]
         return f"pip install failed: {(lines or ['?'])[-1][:200]}"

@@ -41,4 +41,3 @@ def require(module: str, feature: str = "") -> ModuleType:
         if exc.name is not None and exc.name.split(".")[0] != top:
             raise
         raise MissingExtraError(top, _EXTRAS.get(top, top), feature) from exc
-

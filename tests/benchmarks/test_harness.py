@@ -33,7 +33,13 @@ def test_alternate_runs_every_name_once_per_round_and_drops_failures() -> None:
 def test_median_run_keeps_the_middle_run_and_lists_all() -> None:
     runs = [{"s": 5.0, "tag": "x"}, {"s": 1.0, "tag": "y"}, {"error": "e"}, {"s": 3.0, "tag": "z"}]
     m = median_run(runs, "s")
-    assert (m["s"], m["tag"], m["runs_s"], m["median_of"], m["failed_runs"]) == (3.0, "z", [5.0, 1.0, 3.0], 3, ["e"])
+    assert (m["s"], m["tag"], m["runs_s"], m["median_of"], m["failed_runs"]) == (
+        3.0,
+        "z",
+        [5.0, 1.0, 3.0],
+        3,
+        ["e"],
+    )
     even = median_run([{"r": 10.0}, {"r": 20.0}], "r", higher_is_better=True)
     assert even["r"] == 15.0
     assert median_run([{"error": "a"}, {"error": "b"}], "s") == {"error": "b"}
@@ -52,11 +58,23 @@ def test_markdown_and_checks() -> None:
     assert ratio(None, 2.0) is None and ratio(1.0, 0.0) is None and ratio(3.0, 2.0) == 1.5
 
 
-def test_earlier_results_are_printed_apart_with_their_date(tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_earlier_results_are_printed_apart_with_their_date(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "old.json"
-    path.write_text(json.dumps({"created": "2026-01-02T03:04:05", "results": {
-        "a": {"s": 1.5}, "b": {"s": 2.5}, "c": {"error": "x"}, "gone": {"s": 9.0}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "created": "2026-01-02T03:04:05",
+                "results": {
+                    "a": {"s": 1.5},
+                    "b": {"s": 2.5},
+                    "c": {"error": "x"},
+                    "gone": {"s": 9.0},
+                },
+            }
+        )
+    )
     got = earlier_results(path, measured=["a"], names=["a", "b", "c"], columns={"s": "seconds"})
     assert got == {"created": "2026-01-02T03:04:05", "results": {"b": {"s": 2.5}}}
     out = capsys.readouterr().out
@@ -65,15 +83,24 @@ def test_earlier_results_are_printed_apart_with_their_date(tmp_path: Path,
 
 
 def test_earlier_results_a_file_kept_are_carried_on_when_its_own_run_has_none_of_the_others(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "old.json"
     older = {"created": "2026-01-01T00:00:00", "results": {"peer": {"s": 7.0}}}
-    path.write_text(json.dumps({"created": "2026-01-02T00:00:00", "shapes": {"x": {
-        "results": {"a": {"s": 1.0}}, "earlier_results": older}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "created": "2026-01-02T00:00:00",
+                "shapes": {"x": {"results": {"a": {"s": 1.0}}, "earlier_results": older}},
+            }
+        )
+    )
     assert earlier_results(path, ["a"], ["a", "peer"], {"s": "s"}, section="x") == older
     # rows of the file's own run come first, with its date
     assert earlier_results(path, [], ["a", "peer"], {"s": "s"}, section="x") == {
-        "created": "2026-01-02T00:00:00", "results": {"a": {"s": 1.0}}}
+        "created": "2026-01-02T00:00:00",
+        "results": {"a": {"s": 1.0}},
+    }
 
 
 def test_only_takes_spaces_or_commas() -> None:
@@ -86,7 +113,7 @@ def test_only_takes_spaces_or_commas() -> None:
         chosen(ap, ["zz"], ["a"])
 
 
-WORKER = '''
+WORKER = """
 import sys
 sys.path.insert(0, {bench!r})
 from harness.cli import base_parser, maybe_worker
@@ -100,19 +127,34 @@ def echo(tmp, value, fail=False):
 
 SYSTEMS = {{"ok": System("ok", "__main__:echo"), "bad": System("bad", "__main__:echo", kwargs=(("fail", True),))}}
 sys.exit(maybe_worker(base_parser(None, "").parse_args(sys.argv[1:]), SYSTEMS))
-'''
+"""
 
 
 def test_run_system_round_trip_and_failure(tmp_path: Path) -> None:
     script = tmp_path / "bench_echo.py"
     script.write_text(WORKER.format(bench=str(BENCH)))
-    ok = run_system(script, System("ok", "__main__:echo"), sys.executable, timeout=60, logdir=tmp_path,
-                    worker_kwargs={"value": 21}, scratch=tmp_path)
+    ok = run_system(
+        script,
+        System("ok", "__main__:echo"),
+        sys.executable,
+        timeout=60,
+        logdir=tmp_path,
+        worker_kwargs={"value": 21},
+        scratch=tmp_path,
+    )
     assert ok["value"] == 42 and ok["tmp_existed"] is True and ok["name"] == "ok"
     assert ok["process_s"] > 0 and len(ok["loadavg_1m"]) == 2
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("run-")] == []  # scratch removed
-    bad = run_system(script, System("bad", "__main__:echo", kwargs=(("fail", True),)), sys.executable,
-                     timeout=60, logdir=tmp_path, worker_kwargs={"value": 1})
+    assert [
+        p.name for p in tmp_path.iterdir() if p.name.startswith("run-")
+    ] == []  # scratch removed
+    bad = run_system(
+        script,
+        System("bad", "__main__:echo", kwargs=(("fail", True),)),
+        sys.executable,
+        timeout=60,
+        logdir=tmp_path,
+        worker_kwargs={"value": 1},
+    )
     assert bad["name"] == "bad" and "ValueError: bad value 1" in bad["error"]
     assert os.path.exists(tmp_path / "bad.log")
 
@@ -121,9 +163,17 @@ def test_loader_rounds_rotate_and_pair_their_ratios() -> None:
     import bench_loader
 
     assert [bench_loader.rotated(["a", "b", "c"], i) for i in range(4)] == [
-        ["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+        ["a", "b", "c"],
+        ["b", "c", "a"],
+        ["c", "a", "b"],
+        ["a", "b", "c"],
+    ]
     assert bench_loader.rotated([], 3) == []
-    runs = [{"round": 0, "rows_per_s": 2.0}, {"round": 1, "error": "boom"}, {"round": 2, "rows_per_s": 9.0}]
+    runs = [
+        {"round": 0, "rows_per_s": 2.0},
+        {"round": 1, "error": "boom"},
+        {"round": 2, "rows_per_s": 9.0},
+    ]
     row = {"by_round": bench_loader.by_round(runs)}
     assert row["by_round"] == {"0": 2.0, "2": 9.0}
     base = {"by_round": {"0": 1.0, "1": 5.0, "2": 3.0}}

@@ -67,9 +67,15 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     return root, docs
 
 
-def _run(src: Path, out: Path, backend: Any = "local", **kw: Any) -> tuple[set[int], dict[str, Any]]:
-    r = read_jsonl(str(src), task_bytes=kw.pop("task_bytes", 1_000_000)).dedup("minhash", column="text", **kw) \
-        .write_parquet(str(out)).run(backend=backend, progress=False)
+def _run(
+    src: Path, out: Path, backend: Any = "local", **kw: Any
+) -> tuple[set[int], dict[str, Any]]:
+    r = (
+        read_jsonl(str(src), task_bytes=kw.pop("task_bytes", 1_000_000))
+        .dedup("minhash", column="text", **kw)
+        .write_parquet(str(out))
+        .run(backend=backend, progress=False)
+    )
     kept = set(pq.read_table(out, columns=["id"]).column("id").to_pylist())
     return kept, json.loads(Path(r.manifest).read_text())["dedup"]["minhash_dedup"]
 
@@ -95,7 +101,9 @@ def _ground_truth(docs: list[str], threshold: float = 0.8) -> set[int]:
     a, b, k = inter.row, inter.col, inter.data
     union = size[a] + size[b] - k
     keep = (a < b) & (union > 0) & (k / np.maximum(union, 1) >= threshold)
-    graph = sparse.coo_matrix((np.ones(keep.sum()), (a[keep], b[keep])), shape=(len(docs), len(docs)))
+    graph = sparse.coo_matrix(
+        (np.ones(keep.sum()), (a[keep], b[keep])), shape=(len(docs), len(docs))
+    )
     _, labels = connected_components(graph, directed=False)
     first: dict[int, int] = {}
     for i, lab in enumerate(labels):
@@ -108,8 +116,9 @@ def truth(planted: tuple[Path, list[str]]) -> set[int]:
     return _ground_truth(planted[1])
 
 
-def test_precision_and_recall_against_exact_jaccard(planted: tuple[Path, list[str]], truth: set[int],
-                                                    tmp_path: Path) -> None:
+def test_precision_and_recall_against_exact_jaccard(
+    planted: tuple[Path, list[str]], truth: set[int], tmp_path: Path
+) -> None:
     src, docs = planted
     kept, summary = _run(src, tmp_path / "o", verify=True)
     removed = set(range(len(docs))) - kept
@@ -122,7 +131,9 @@ def test_precision_and_recall_against_exact_jaccard(planted: tuple[Path, list[st
     assert summary["removed"] == len(removed)
     audit = pq.read_table(summary["audit"]).to_pylist()
     assert len(audit) == len(removed)
-    assert all((a["kept_task"], a["kept_row"]) < (a["removed_task"], a["removed_row"]) for a in audit)
+    assert all(
+        (a["kept_task"], a["kept_row"]) < (a["removed_task"], a["removed_row"]) for a in audit
+    )
 
 
 def _short_documents(rng: random.Random, n_base: int, n_planted: int) -> list[str]:
@@ -180,16 +191,21 @@ def test_signature_estimates_track_exact_jaccard() -> None:
     for scheme in ("oph", "perm"):
         sig = signatures(sh, off, num_perm=128, scheme=scheme)
         est = np.array([(sig[2 * i] == sig[2 * i + 1]).mean() for i in range(len(pairs))])
-        exact = np.array([jaccard(sh[off[2 * i] : off[2 * i + 1]], sh[off[2 * i + 1] : off[2 * i + 2]])
-                          for i in range(len(pairs))])
+        exact = np.array(
+            [
+                jaccard(sh[off[2 * i] : off[2 * i + 1]], sh[off[2 * i + 1] : off[2 * i + 2]])
+                for i in range(len(pairs))
+            ]
+        )
         ref = np.array([_true_jaccard(a, b) for a, b in pairs])
         assert np.abs(exact - ref).max() < 0.02  # our shingles are the documented ones
         assert np.abs(est - exact).mean() < 0.05, scheme
 
 
 @pytest.mark.engine
-def test_same_result_on_every_backend(planted: tuple[Path, list[str]], tmp_path: Path,
-                                      request: pytest.FixtureRequest) -> None:
+def test_same_result_on_every_backend(
+    planted: tuple[Path, list[str]], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     from _engines import make_backend
 
     src, _ = planted
@@ -197,23 +213,37 @@ def test_same_result_on_every_backend(planted: tuple[Path, list[str]], tmp_path:
     for name in ["ray", "spark", "dask"]:
         b = make_backend(name, request)
         try:  # every step on the engine, the components too (star rounds over edge partitions)
-            kept, summary = _run(src, tmp_path / name, backend=b, task_bytes=400_000,
-                                 components="distributed", memory_budget=1_000_000)
+            kept, summary = _run(
+                src,
+                tmp_path / name,
+                backend=b,
+                task_bytes=400_000,
+                components="distributed",
+                memory_budget=1_000_000,
+            )
         finally:
             b.close()
         assert kept == expected and summary["components_mode"] == "distributed", name
 
 
-def test_distributed_components_equal_in_memory(planted: tuple[Path, list[str]], tmp_path: Path) -> None:
+def test_distributed_components_equal_in_memory(
+    planted: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     src, _ = planted
     a, sa = _run(src, tmp_path / "mem", components="memory")
     b, sb = _run(src, tmp_path / "dist", components="distributed", partitions=3)
     assert sa["components_mode"] == "memory" and sb["components_mode"] == "distributed"
     assert a == b
-    assert pq.read_table(sa["audit"]).sort_by("removed_row").equals(pq.read_table(sb["audit"]).sort_by("removed_row"))
+    assert (
+        pq.read_table(sa["audit"])
+        .sort_by("removed_row")
+        .equals(pq.read_table(sb["audit"]).sort_by("removed_row"))
+    )
 
 
-def test_deterministic_across_task_splits_and_workers(planted: tuple[Path, list[str]], tmp_path: Path) -> None:
+def test_deterministic_across_task_splits_and_workers(
+    planted: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     src, _ = planted
     a, _ = _run(src, tmp_path / "a", task_bytes=2_000_000)
     b, _ = _run(src, tmp_path / "b", task_bytes=150_000, backend="thread")
@@ -222,9 +252,15 @@ def test_deterministic_across_task_splits_and_workers(planted: tuple[Path, list[
 
 def test_empty_and_short_documents(tmp_path: Path) -> None:
     rows = [
-        {"id": 0, "text": ""}, {"id": 1, "text": ""}, {"id": 2, "text": None}, {"id": 3, "text": "   "},
-        {"id": 4, "text": "hello world"}, {"id": 5, "text": "Hello,  World!"}, {"id": 6, "text": "goodbye moon"},
-        {"id": 7, "text": "one two three"}, {"id": 8, "text": "one two four"},
+        {"id": 0, "text": ""},
+        {"id": 1, "text": ""},
+        {"id": 2, "text": None},
+        {"id": 3, "text": "   "},
+        {"id": 4, "text": "hello world"},
+        {"id": 5, "text": "Hello,  World!"},
+        {"id": 6, "text": "goodbye moon"},
+        {"id": 7, "text": "one two three"},
+        {"id": 8, "text": "one two four"},
     ]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -236,10 +272,16 @@ def test_empty_and_short_documents(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_giant_cluster_of_50000_copies_is_linear(tmp_path: Path) -> None:
     text = bbc_texts()[0]
-    table = pa.table({"id": list(range(50_000)), "text": [text] * 49_990 + [t for t in bbc_texts()[1:11]]})
+    table = pa.table(
+        {"id": list(range(50_000)), "text": [text] * 49_990 + [t for t in bbc_texts()[1:11]]}
+    )
     pq.write_table(table, tmp_path / "in.parquet", row_group_size=5_000)
-    r = read_parquet(str(tmp_path / "in.parquet")).dedup("minhash", column="text", verify=True) \
-        .write_parquet(str(tmp_path / "o")).run(backend="local", progress=False)
+    r = (
+        read_parquet(str(tmp_path / "in.parquet"))
+        .dedup("minhash", column="text", verify=True)
+        .write_parquet(str(tmp_path / "o"))
+        .run(backend="local", progress=False)
+    )
     summary = json.loads(Path(r.manifest).read_text())["dedup"]["minhash_dedup"]
     assert r.rows_out == 11
     assert summary["largest_cluster"] == 49_990
@@ -305,19 +347,44 @@ def test_char_tokenization_finds_char_level_near_duplicates(tmp_path: Path) -> N
     base = bbc_texts()[5]
     typo = base.replace("the ", "teh ", 3)
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate([base, typo, bbc_texts()[9]])))
+    src.write_text(
+        "".join(
+            json.dumps({"id": i, "text": t}) + "\n"
+            for i, t in enumerate([base, typo, bbc_texts()[9]])
+        )
+    )
     kept, _ = _run(src, tmp_path / "o", tokenization="char", ngram=5)
     assert kept == {0, 2}
 
 
 # with combining marks (U+0301 composes with an ASCII letter before it under NFKC, alone it
 # is no letter) and Hangul jamo (compose with each other)
-_WORDY = list("aeZ09 ,.-'\t\n") + ["é", "É", "ß", "ﬁ", "²", "—", "\u00a0", "\u3000", "日本", "Ω", "\u0301",
-                                    "\u0327", "\u1100", "\u1161", "\u212a"]
+_WORDY = list("aeZ09 ,.-'\t\n") + [
+    "é",
+    "É",
+    "ß",
+    "ﬁ",
+    "²",
+    "—",
+    "\u00a0",
+    "\u3000",
+    "日本",
+    "Ω",
+    "\u0301",
+    "\u0327",
+    "\u1100",
+    "\u1161",
+    "\u212a",
+]
 
 
-@given(st.lists(st.one_of(st.none(), st.lists(st.sampled_from(_WORDY), max_size=30).map("".join)),
-                min_size=1, max_size=12))
+@given(
+    st.lists(
+        st.one_of(st.none(), st.lists(st.sampled_from(_WORDY), max_size=30).map("".join)),
+        min_size=1,
+        max_size=12,
+    )
+)
 @settings(max_examples=200, deadline=None)
 def test_word_hashes_match_regex_words(texts: list[str | None]) -> None:
     """The byte-level word tokenizer finds exactly the words of the regex definition
@@ -328,8 +395,13 @@ def test_word_hashes_match_regex_words(texts: list[str | None]) -> None:
     from shardwise.dedup.shingles import _normalise, _word_hashes
 
     arr = pa.array(texts, pa.string())
-    ref = pc.utf8_split_whitespace(pc.utf8_trim_whitespace(pc.replace_substring_regex(
-        pc.utf8_lower(pc.utf8_normalize(pc.fill_null(arr, ""), "NFKC")), r"[^\pL\pN]+", " "))).to_pylist()
+    ref = pc.utf8_split_whitespace(
+        pc.utf8_trim_whitespace(
+            pc.replace_substring_regex(
+                pc.utf8_lower(pc.utf8_normalize(pc.fill_null(arr, ""), "NFKC")), r"[^\pL\pN]+", " "
+            )
+        )
+    ).to_pylist()
     ref = [[w for w in words if w] for words in ref]
     hashes, offsets = _word_hashes(_normalise(arr), 0)
     assert np.diff(offsets).tolist() == [len(words) for words in ref]
@@ -339,8 +411,16 @@ def test_word_hashes_match_regex_words(texts: list[str | None]) -> None:
     assert len(set(by_word.values())) == len(by_word)  # no collisions among these words
 
 
-@given(st.lists(st.one_of(st.none(), st.lists(st.sampled_from([*_WORDY, "_", "!", "“", "！"]),
-                                              max_size=30).map("".join)), min_size=1, max_size=12))
+@given(
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.lists(st.sampled_from([*_WORDY, "_", "!", "“", "！"]), max_size=30).map("".join),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
 @settings(max_examples=200, deadline=None)
 def test_char_normalisation_matches_its_definition(texts: list[str | None]) -> None:
     """``tokenization="char"`` shingles NFKC, lower-cased text with every run of
@@ -351,8 +431,11 @@ def test_char_normalisation_matches_its_definition(texts: list[str | None]) -> N
     from shardwise.dedup.shingles import _normalise_chars
 
     arr = pa.array(texts, pa.string())
-    ref = pc.utf8_trim_whitespace(pc.replace_substring_regex(
-        pc.utf8_lower(pc.utf8_normalize(pc.fill_null(arr, ""), "NFKC")), r"[^\pL\pN]+", " "))
+    ref = pc.utf8_trim_whitespace(
+        pc.replace_substring_regex(
+            pc.utf8_lower(pc.utf8_normalize(pc.fill_null(arr, ""), "NFKC")), r"[^\pL\pN]+", " "
+        )
+    )
     assert _normalise_chars(arr).to_pylist() == ref.to_pylist()
 
 
@@ -379,25 +462,42 @@ def test_numpy_components_equal_scipy(edges: list[tuple[int, int]]) -> None:
     assert len(n3) == 10_000 and (r3 == 0).all()
 
 
-
-@given(st.lists(st.one_of(st.none(), st.lists(st.sampled_from([*_WORDY, "_", "!", "“", "！"]),
-                                              max_size=40).map("".join)), min_size=1, max_size=12),
-       st.booleans(), st.integers(0, 2))
+@given(
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.lists(st.sampled_from([*_WORDY, "_", "!", "“", "！"]), max_size=40).map("".join),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.booleans(),
+    st.integers(0, 2),
+)
 @settings(max_examples=200, deadline=None)
-def test_piecewise_normalisation_equals_whole_rows(texts: list[str | None], large: bool, cut: int) -> None:
+def test_piecewise_normalisation_equals_whole_rows(
+    texts: list[str | None], large: bool, cut: int
+) -> None:
     """Running the Unicode kernels on the pieces around non-ASCII characters only gives
     the text they give on whole rows (also for large strings and sliced arrays)."""
     import pyarrow.compute as pc
 
     from shardwise.dedup.shingles import _normalise
 
-    arr = pa.array(texts, pa.large_string() if large else pa.string()).slice(min(cut, len(texts) - 1))
-    ref = pc.replace_substring_regex(pc.utf8_lower(pc.utf8_normalize(pc.fill_null(arr, ""), "NFKC")),
-                                     r"[^\x00-\x7f\pL\pN]+", " ")
+    arr = pa.array(texts, pa.large_string() if large else pa.string()).slice(
+        min(cut, len(texts) - 1)
+    )
+    ref = pc.replace_substring_regex(
+        pc.utf8_lower(pc.utf8_normalize(pc.fill_null(arr, ""), "NFKC")), r"[^\x00-\x7f\pL\pN]+", " "
+    )
     assert _normalise(arr).to_pylist() == ref.to_pylist()
 
 
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2**64 - 1) | st.integers(0, 5)), max_size=60))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 2**64 - 1) | st.integers(0, 5)), max_size=60
+    )
+)
 @settings(max_examples=100, deadline=None)
 def test_unique_pairs_equals_numpy_unique_rows(rows: list[tuple[int, int]]) -> None:
     from shardwise.dedup.components import unique_pairs
@@ -405,15 +505,26 @@ def test_unique_pairs_equals_numpy_unique_rows(rows: list[tuple[int, int]]) -> N
     u = np.array([a for a, _ in rows], dtype=np.uint64)
     v = np.array([b for _, b in rows], dtype=np.uint64)
     pairs, inverse = unique_pairs(u, v)
-    want, want_inverse = np.unique(np.stack([u, v], axis=1).reshape(-1, 2), axis=0, return_inverse=True)
+    want, want_inverse = np.unique(
+        np.stack([u, v], axis=1).reshape(-1, 2), axis=0, return_inverse=True
+    )
     assert pairs.shape == want.shape and (pairs == want).all()
     assert (inverse == want_inverse.ravel()).all()
 
 
-@given(st.lists(st.lists(st.sampled_from(["a", "b", "c", "dd", "é", "x1"]), max_size=12).map(" ".join),
-                min_size=1, max_size=8), st.integers(1, 6), st.booleans())
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["a", "b", "c", "dd", "é", "x1"]), max_size=12).map(" ".join),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(1, 6),
+    st.booleans(),
+)
 @settings(max_examples=100, deadline=None)
-def test_rolling_shingle_hashes_equal_a_per_window_reference(texts: list[str], ngram: int, unique: bool) -> None:
+def test_rolling_shingle_hashes_equal_a_per_window_reference(
+    texts: list[str], ngram: int, unique: bool
+) -> None:
     """The n-gram hashes formed over the whole token array at once (one pass per token of
     the window) equal the polynomial of each window computed one window at a time; a
     document shorter than ``ngram`` is one shingle of all its tokens."""
@@ -423,7 +534,13 @@ def test_rolling_shingle_hashes_equal_a_per_window_reference(texts: list[str], n
     want: list[list[int]] = []
     for d in range(len(texts)):
         t = [int(x) for x in tok[off[d] : off[d + 1]]]
-        windows = [t[i : i + ngram] for i in range(len(t) - ngram + 1)] if len(t) >= ngram else [t] if t else []
+        windows = (
+            [t[i : i + ngram] for i in range(len(t) - ngram + 1)]
+            if len(t) >= ngram
+            else [t]
+            if t
+            else []
+        )
         hashes = []
         for w in windows:
             h = 0
@@ -443,4 +560,13 @@ def test_word_bytes_by_comparisons_equal_the_table() -> None:
     every = np.arange(256, dtype=np.uint8)
     assert (_word_bytes(every) == _WORD_BYTE[every]).all()
     assert _word_bytes(np.frombuffer(b"aZ09 _-\xc3\xa9", dtype=np.uint8)).tolist() == [
-        True, True, True, True, False, False, False, True, True]
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]

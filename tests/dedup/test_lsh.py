@@ -16,7 +16,9 @@ def _band_reference(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     mult = np.uint64(0x9E3779B97F4A7C15)
     with np.errstate(over="ignore"):
         for b in range(bands):
-            h = np.full(sig.shape[0], np.uint64(((b + 1) * 0xD6E8FEB86659FD93) & 0xFFFFFFFFFFFFFFFF))
+            h = np.full(
+                sig.shape[0], np.uint64(((b + 1) * 0xD6E8FEB86659FD93) & 0xFFFFFFFFFFFFFFFF)
+            )
             for j in range(rows):
                 h = (h ^ sig[:, b * rows + j]) * mult
                 h ^= h >> np.uint64(29)
@@ -26,8 +28,12 @@ def _band_reference(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
 
 @given(st.integers(0, 40), st.integers(1, 9), st.integers(1, 9), st.integers(0, 2**32))
 @settings(max_examples=60, deadline=None)
-def test_band_hashes_equal_the_per_band_definition(n: int, bands: int, rows: int, seed: int) -> None:
-    sig = np.random.default_rng(seed).integers(0, 2**64 - 1, size=(n, bands * rows + 3), dtype=np.uint64)
+def test_band_hashes_equal_the_per_band_definition(
+    n: int, bands: int, rows: int, seed: int
+) -> None:
+    sig = np.random.default_rng(seed).integers(
+        0, 2**64 - 1, size=(n, bands * rows + 3), dtype=np.uint64
+    )
     assert np.array_equal(band_hashes(sig, bands, rows), _band_reference(sig, bands, rows))
 
 

@@ -38,18 +38,24 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(src: Path, out: Path, **kw: Any) -> tuple[Any, dict[str, Any]]:
-    r = (read_jsonl(str(src), task_bytes=kw.pop("task_bytes", 2_000_000))
-         .dedup("minhash", column="text", verify=True, **kw)
-         .write_parquet(str(out)).run(backend=kw.pop("backend", "local"), num_proc=2, progress=False,
-                                      report=False))
+    r = (
+        read_jsonl(str(src), task_bytes=kw.pop("task_bytes", 2_000_000))
+        .dedup("minhash", column="text", verify=True, **kw)
+        .write_parquet(str(out))
+        .run(backend=kw.pop("backend", "local"), num_proc=2, progress=False, report=False)
+    )
     return r, json.loads(Path(r.manifest).read_text())["dedup"]["minhash_dedup"]
 
 
 def _files(out: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(out.glob("*.parquet")) if not p.name.startswith("_")}
+    return {
+        p.name: p.read_bytes() for p in sorted(out.glob("*.parquet")) if not p.name.startswith("_")
+    }
 
 
-def test_spilling_under_a_small_budget_is_byte_identical_to_in_memory(corpus: Path, tmp_path: Path) -> None:
+def test_spilling_under_a_small_budget_is_byte_identical_to_in_memory(
+    corpus: Path, tmp_path: Path
+) -> None:
     big, s_big = _run(corpus, tmp_path / "big", memory_budget=2**40)
     small, s_small = _run(corpus, tmp_path / "small", memory_budget=400_000)
     assert s_big["components_mode"] == "memory" and s_small["components_mode"] == "distributed"
@@ -79,7 +85,9 @@ class _Keys:
     """Three tasks of known arrays; counts loads."""
 
     def __init__(self) -> None:
-        self.arrays = {t: {"sig": np.full((100, 4), t, np.uint64), "lengths": np.arange(100)} for t in range(3)}
+        self.arrays = {
+            t: {"sig": np.full((100, 4), t, np.uint64), "lengths": np.arange(100)} for t in range(3)
+        }
         self.loads: list[int] = []
 
     def load(self, task: int, names: Any = None) -> dict[str, np.ndarray]:

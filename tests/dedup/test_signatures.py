@@ -22,8 +22,9 @@ def _batch(docs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return shingles, offsets
 
 
-def _pairs(rng: np.random.Generator, n_pairs: int,
-           max_size: int) -> tuple[list[np.ndarray], np.ndarray]:
+def _pairs(
+    rng: np.random.Generator, n_pairs: int, max_size: int
+) -> tuple[list[np.ndarray], np.ndarray]:
     """Pairs of shingle sets of known Jaccard similarity: a union of 1 to ``2 * max_size``
     random hashes, cut into a shared part and each side's own part."""
     docs: list[np.ndarray] = []
@@ -38,11 +39,15 @@ def _pairs(rng: np.random.Generator, n_pairs: int,
     return docs, exact
 
 
-@given(seed=st.integers(0, 2**32 - 1), num_perm=st.sampled_from([64, 100, 128, 256]),
-       max_size=st.integers(1, 40))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    num_perm=st.sampled_from([64, 100, 128, 256]),
+    max_size=st.integers(1, 40),
+)
 @settings(max_examples=40, deadline=None, derandomize=True)
-def test_short_documents_estimate_jaccard_like_classic_minhash(seed: int, num_perm: int,
-                                                               max_size: int) -> None:
+def test_short_documents_estimate_jaccard_like_classic_minhash(
+    seed: int, num_perm: int, max_size: int
+) -> None:
     """On 400 pairs of short documents (1 to 80 shingles in the union), the fraction of
     equal positions is exact for equal and disjoint sets, every other pair is within 4
     standard deviations of classic MinHash (sqrt(J(1-J)/num_perm)) plus two positions,
@@ -75,12 +80,16 @@ def _table_up_to(ratio: float) -> Iterator[None]:
         signatures_module._TABLE_UP_TO = saved
 
 
-@given(lengths=st.lists(st.integers(0, 400), min_size=1, max_size=25),
-       num_perm=st.sampled_from([1, 2, 3, 7, 64, 100, 128, 256, 257, 1000]),
-       seed=st.integers(0, 2**16), vocabulary=st.integers(1, 600))
+@given(
+    lengths=st.lists(st.integers(0, 400), min_size=1, max_size=25),
+    num_perm=st.sampled_from([1, 2, 3, 7, 64, 100, 128, 256, 257, 1000]),
+    seed=st.integers(0, 2**16),
+    vocabulary=st.integers(1, 600),
+)
 @settings(max_examples=60, deadline=None, derandomize=True)
-def test_table_and_rounds_give_the_same_values(lengths: list[int], num_perm: int, seed: int,
-                                               vocabulary: int) -> None:
+def test_table_and_rounds_give_the_same_values(
+    lengths: list[int], num_perm: int, seed: int, vocabulary: int
+) -> None:
     """Short documents go by the rank table and long ones by rounds; forcing either way on
     every document (repeated shingles included) gives the same signatures."""
     rng = np.random.default_rng(seed)
@@ -96,12 +105,16 @@ def test_table_and_rounds_give_the_same_values(lengths: list[int], num_perm: int
     assert (default[nonempty] != EMPTY).all() and (default[~nonempty] == EMPTY).all()
 
 
-@given(docs=st.lists(st.lists(st.integers(0, 300), max_size=150), min_size=1, max_size=12),
-       num_perm=st.sampled_from([5, 64, 128, 130]), scheme=st.sampled_from(["oph", "perm"]),
-       seed=st.integers(0, 3))
+@given(
+    docs=st.lists(st.lists(st.integers(0, 300), max_size=150), min_size=1, max_size=12),
+    num_perm=st.sampled_from([5, 64, 128, 130]),
+    scheme=st.sampled_from(["oph", "perm"]),
+    seed=st.integers(0, 3),
+)
 @settings(max_examples=60, deadline=None, derandomize=True)
-def test_a_row_depends_on_the_shingle_set_only(docs: list[list[int]], num_perm: int, scheme: str,
-                                               seed: int) -> None:
+def test_a_row_depends_on_the_shingle_set_only(
+    docs: list[list[int]], num_perm: int, scheme: str, seed: int
+) -> None:
     """A document's row is the same in any batch, in any shingle order, with repeats, and
     on every call (tables rebuilt included)."""
     salt = np.uint64(0x9E3779B97F4A7C15)
@@ -126,8 +139,14 @@ def test_edge_cases(scheme: str, num_perm: int) -> None:
     none = signatures(nothing, np.zeros(4, np.int64), num_perm=num_perm, scheme=scheme)
     assert none.shape == (3, num_perm) and (none == EMPTY).all()
     one, other = np.uint64(12345), np.uint64(67890)
-    docs = [np.array([], np.uint64), np.array([one]), np.full(50, one), np.array([other]),
-            np.array([one, other]), np.array([], np.uint64)]
+    docs = [
+        np.array([], np.uint64),
+        np.array([one]),
+        np.full(50, one),
+        np.array([other]),
+        np.array([one, other]),
+        np.array([], np.uint64),
+    ]
     sig = signatures(*_batch(docs), num_perm=num_perm, scheme=scheme)
     assert (sig[[0, 5]] == EMPTY).all() and (sig[1:5] != EMPTY).all()
     assert np.array_equal(sig[1], sig[2])  # repeats change nothing

@@ -42,20 +42,38 @@ class _MappedKeys:
                 np.save(self.paths[t][name], a)
 
     def load(self, task: int, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-        return {k: np.load(p, mmap_mode="r") for k, p in self.paths[task].items() if names is None or k in names}
+        return {
+            k: np.load(p, mmap_mode="r")
+            for k, p in self.paths[task].items()
+            if names is None or k in names
+        }
 
 
 def _doc(task: int, row: int) -> int:
     return task << ROW_BITS | row
 
 
-@given(docs=st.lists(st.lists(st.lists(st.integers(0, 40), max_size=25), min_size=1, max_size=8),
-                     min_size=1, max_size=3),
-       spread=st.sampled_from(["hash", "small", "top"]), batch=st.integers(1, 400), threshold=st.sampled_from([0.2, 0.5, 0.8]),
-       loop_from=st.sampled_from([0, 10, 2048]), data=st.data())
+@given(
+    docs=st.lists(
+        st.lists(st.lists(st.integers(0, 40), max_size=25), min_size=1, max_size=8),
+        min_size=1,
+        max_size=3,
+    ),
+    spread=st.sampled_from(["hash", "small", "top"]),
+    batch=st.integers(1, 400),
+    threshold=st.sampled_from([0.2, 0.5, 0.8]),
+    loop_from=st.sampled_from([0, 10, 2048]),
+    data=st.data(),
+)
 @settings(max_examples=150, deadline=None)
-def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: str, batch: int,
-                                          threshold: float, loop_from: int, data: st.DataObject) -> None:
+def test_exact_similar_equals_python_sets(
+    docs: list[list[list[int]]],
+    spread: str,
+    batch: int,
+    threshold: float,
+    loop_from: int,
+    data: st.DataObject,
+) -> None:
     # spread: hash-like values, small integers, or the largest values (2**64 - 1 included,
     # the value rows are filled with); repeats within a document are allowed in the text
     def value(x: int) -> int:
@@ -63,17 +81,26 @@ def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: s
 
     tasks = []
     for t in docs:  # stored as the operator stores them: each document's set
-        sets, lengths = shingle_sets(np.array([value(x) for d in t for x in d], dtype=np.uint64),
-                                     np.concatenate([[0], np.cumsum([len(d) for d in t])]).astype(np.int64))
+        sets, lengths = shingle_sets(
+            np.array([value(x) for d in t for x in d], dtype=np.uint64),
+            np.concatenate([[0], np.cumsum([len(d) for d in t])]).astype(np.int64),
+        )
         assert list(lengths) == [len(set(d)) for d in t]
         assert sets.tolist() == [v for d in t for v in sorted({value(x) for x in d})]
-        tasks.append({"shingles": sets, "lengths": lengths, "sig": np.zeros((len(t), 4), dtype=np.uint64)})
+        tasks.append(
+            {"shingles": sets, "lengths": lengths, "sig": np.zeros((len(t), 4), dtype=np.uint64)}
+        )
     ids = [(t, r) for t, rows in enumerate(docs) for r in range(len(rows))]
-    pairs = data.draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)), min_size=1, max_size=30))
+    pairs = data.draw(
+        st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)), min_size=1, max_size=30)
+    )
     a = np.array([_doc(*p) for p, _ in pairs], dtype=np.uint64)
     b = np.array([_doc(*q) for _, q in pairs], dtype=np.uint64)
     old = sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM, verify.LOOP_FROM
-    sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM = batch, loop_from  # pairs one by one, or in rows
+    sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM = (
+        batch,
+        loop_from,
+    )  # pairs one by one, or in rows
     keys = _Keys(tasks)
     gathered = _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 1 << 30)
     assert gathered is not None and gathered.views is None  # arrays in memory: copied
@@ -82,29 +109,41 @@ def test_exact_similar_equals_python_sets(docs: list[list[list[int]]], spread: s
         assert (exact_similar(gathered, a, b, threshold) == got).all()
         with tempfile.TemporaryDirectory() as root:
             verify.LOOP_FROM = 0  # views from the first shingle on (else only for long sets)
-            mapped = _Candidates.gather(_MappedKeys(tasks, root), np.unique(np.concatenate([a, b])), 1 << 30)
+            mapped = _Candidates.gather(
+                _MappedKeys(tasks, root), np.unique(np.concatenate([a, b])), 1 << 30
+            )
             assert mapped is not None and mapped.views is not None
             assert (exact_similar(mapped, a, b, threshold) == got).all()
             del mapped
     finally:
         sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM, verify.LOOP_FROM = old
-    assert _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 0) is None  # past its cap: not gathered
+    assert (
+        _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 0) is None
+    )  # past its cap: not gathered
     for (p, q), ok in zip(pairs, got):
         x, y = set(docs[p[0]][p[1]]), set(docs[q[0]][q[1]])
         union = len(x | y)
         assert ok == (union == 0 or len(x & y) / union >= threshold)
 
 
-@given(lengths=st.lists(st.one_of(st.integers(0, 8), st.integers(60, 300)), min_size=1, max_size=12), spread=st.integers(1, 2**64 - 1),
-       seed=st.integers(0, 2**32 - 1), by_top=st.booleans())
+@given(
+    lengths=st.lists(st.one_of(st.integers(0, 8), st.integers(60, 300)), min_size=1, max_size=12),
+    spread=st.integers(1, 2**64 - 1),
+    seed=st.integers(0, 2**32 - 1),
+    by_top=st.booleans(),
+)
 @settings(max_examples=80, deadline=None)
-def test_shingle_sets_of_short_and_long_documents_equal_python_sets(lengths: list[int], spread: int,
-                                                                    seed: int, by_top: bool) -> None:
+def test_shingle_sets_of_short_and_long_documents_equal_python_sets(
+    lengths: list[int], spread: int, seed: int, by_top: bool
+) -> None:
     # documents over LOOP_FROM shingles are sorted one by one (by np.sort, or by their top
     # bits and then a merge of the runs, whichever this CPU runs faster: both here), shorter
     # ones in rows: all give each document's sorted set, with repeats and the largest value
     rng = np.random.default_rng(seed)
-    docs = [rng.integers(0, max(1, n // 2 + 1), n).astype(np.uint64) * np.uint64(spread % 2**64) for n in lengths]
+    docs = [
+        rng.integers(0, max(1, n // 2 + 1), n).astype(np.uint64) * np.uint64(spread % 2**64)
+        for n in lengths
+    ]
     docs = [np.where(d % np.uint64(7) == 0, np.uint64(2**64 - 1), d) for d in docs]
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     flat = np.concatenate(docs) if docs else np.zeros(0, np.uint64)
@@ -127,28 +166,38 @@ def test_bucket_order_groups_by_band_and_hash_with_documents_in_order() -> None:
         rec = np.stack([band, h, doc], axis=1)
         got = rec[bucket_order(rec)]
         want = rec[np.lexsort((rec[:, 2], rec[:, 1], rec[:, 0]))]
+
         # the same buckets, each holding the same documents in the same order
         def buckets(r: np.ndarray) -> dict[tuple[int, int], list[int]]:
             out: dict[tuple[int, int], list[int]] = {}
             for bb, hh, d in r.tolist():
                 out.setdefault((bb, hh), []).append(d)
             return out
+
         assert buckets(got) == buckets(want)
         keys = [tuple(x) for x in got[:, :2].tolist()]
         runs = [k for i, k in enumerate(keys) if i == 0 or k != keys[i - 1]]
         assert len(runs) == len(set(runs)), "a bucket's records are contiguous"
 
 
-@given(a=st.sets(st.integers(0, 2**64 - 1), max_size=60), b=st.sets(st.integers(0, 2**64 - 1), max_size=60),
-       shared=st.sets(st.integers(0, 2**64 - 1), max_size=30))
+@given(
+    a=st.sets(st.integers(0, 2**64 - 1), max_size=60),
+    b=st.sets(st.integers(0, 2**64 - 1), max_size=60),
+    shared=st.sets(st.integers(0, 2**64 - 1), max_size=30),
+)
 @settings(max_examples=100, deadline=None)
 def test_shared_count_of_two_sets_by_merging(a: set[int], b: set[int], shared: set[int]) -> None:
     x, y = a | shared, b | shared
-    got = sets_module.shared_count(np.array(sorted(x), dtype=np.uint64), np.array(sorted(y), dtype=np.uint64))
+    got = sets_module.shared_count(
+        np.array(sorted(x), dtype=np.uint64), np.array(sorted(y), dtype=np.uint64)
+    )
     assert got == len(x & y)
 
 
-@given(values=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=80), dtype=st.sampled_from(["int64", "uint16"]))
+@given(
+    values=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=80),
+    dtype=st.sampled_from(["int64", "uint16"]),
+)
 @settings(max_examples=100, deadline=None)
 def test_distinct_equals_numpy_unique(values: list[int], dtype: str) -> None:
     a = np.array(values, dtype=np.int64).astype(dtype)
@@ -164,14 +213,25 @@ def test_a_dedup_run_imports_no_masked_arrays(tmp_path: Path) -> None:
     words = [f"w{i}" for i in range(400)]
     rows = [" ".join(words[i : i + 60]) for i in range(0, 300, 3)] + [" ".join(words[:60])] * 3
     src.write_text("".join(json.dumps({"text": t}) + "\n" for t in rows))
-    code = ("import sys; from shardwise.pipeline import read_jsonl; "
-            "r = read_jsonl(sys.argv[1]).dedup('minhash', column='text', verify=True, threshold=0.8)"
-            ".write_parquet(sys.argv[2]).run(backend='sequential', progress=False, report=False); "
-            "assert r.rows_out < r.rows_in, (r.rows_in, r.rows_out); print('numpy.ma' in sys.modules)")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(sets_module.__file__).parents[2]),
-                                                         os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", code, str(src), str(tmp_path / "out")], env=env,
-                         capture_output=True, text=True, check=True)
+    code = (
+        "import sys; from shardwise.pipeline import read_jsonl; "
+        "r = read_jsonl(sys.argv[1]).dedup('minhash', column='text', verify=True, threshold=0.8)"
+        ".write_parquet(sys.argv[2]).run(backend='sequential', progress=False, report=False); "
+        "assert r.rows_out < r.rows_in, (r.rows_in, r.rows_out); print('numpy.ma' in sys.modules)"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(Path(sets_module.__file__).parents[2]), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(src), str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -191,4 +251,6 @@ def test_take_ranges_into_a_given_array_equals_python_slices(lengths: list[int],
     out = np.full(len(want) + 2, 7, dtype=np.uint64)
     sets_module.take_ranges(values, starts, np.array(lengths, dtype=np.int64), out=out[1:-1])
     assert out[1:-1].tolist() == want and out[0] == out[-1] == 7
-    assert sets_module.take_ranges(values, starts, np.array(lengths, dtype=np.int64)).tolist() == want
+    assert (
+        sets_module.take_ranges(values, starts, np.array(lengths, dtype=np.int64)).tolist() == want
+    )

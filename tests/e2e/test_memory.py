@@ -18,7 +18,9 @@ def test_one_gigabyte_jsonl_indexed_and_read_in_bounded_memory(tmp_path: Path) -
     # Linux keeps ru_maxrss across fork+exec, so a child forked straight from this (large)
     # pytest process would report pytest's size; a shell in between gives a fresh count.
     cmd = f'"{sys.executable}" "{script}" "{tmp_path / "big.jsonl"}" 1000000000; exit $?'
-    out = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, env=env, timeout=900, check=True)
+    out = subprocess.run(
+        ["/bin/sh", "-c", cmd], capture_output=True, text=True, env=env, timeout=900, check=True
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     print(result)
     assert result["bytes"] >= 1_000_000_000

@@ -39,8 +39,10 @@ def blocks(lang: str) -> list[str]:
 
 
 def _words(rng: random.Random, n: int) -> str:
-    return " ".join("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 7)))
-                    for _ in range(n))
+    return " ".join(
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 7)))
+        for _ in range(n)
+    )
 
 
 def _raw_jsonl(root: Path) -> None:
@@ -51,10 +53,14 @@ def _raw_jsonl(root: Path) -> None:
     for f in range(3):
         lines = []
         for i in range(7000):
-            text = _words(rng, rng.randint(3, 40)) + (" see https://example.org/x" if i % 7 == 0 else "")
+            text = _words(rng, rng.randint(3, 40)) + (
+                " see https://example.org/x" if i % 7 == 0 else ""
+            )
             lines.append(json.dumps({"id": f * 1000 + i, "text": text}))
         lines[5] = lines[4]  # an exact duplicate
-        lines[9] = '{"id": 9, "text": "broken'  # a malformed line, quarantined under on_error="skip"
+        lines[9] = (
+            '{"id": 9, "text": "broken'  # a malformed line, quarantined under on_error="skip"
+        )
         data = ("\n".join(lines) + "\n").encode()
         with pa.CompressedOutputStream(str(root / "raw" / f"part-{f}.jsonl.zst"), "zstd") as out:
             out.write(data)
@@ -62,9 +68,13 @@ def _raw_jsonl(root: Path) -> None:
 
 def _token_table(rng: random.Random, rows: int, start: int) -> pa.Table:
     ids = [[rng.randrange(50_000) for _ in range(rng.randint(3, 60))] for _ in range(rows)]
-    return pa.table({"id": pa.array(range(start, start + rows), pa.int64()),
-                     "input_ids": pa.array(ids, pa.list_(pa.int32())),
-                     "label": pa.array([rng.randrange(10) for _ in range(rows)], pa.int64())})
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + rows), pa.int64()),
+            "input_ids": pa.array(ids, pa.list_(pa.int32())),
+            "label": pa.array([rng.randrange(10) for _ in range(rows)], pa.int64()),
+        }
+    )
 
 
 def _upload(server: dict[str, Any], local: Path) -> None:
@@ -79,7 +89,9 @@ def _upload(server: dict[str, Any], local: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory, s3_server: dict[str, Any]) -> Iterator[Path]:
+def workspace(
+    tmp_path_factory: pytest.TempPathFactory, s3_server: dict[str, Any]
+) -> Iterator[Path]:
     """Local ``raw/`` plus the bucket ``bucket`` holding ``clean/``, ``corpus/``, ``raw/`` and
     ``shards/`` (WebDataset tar shards)."""
     root = tmp_path_factory.mktemp("readme")
@@ -100,21 +112,25 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, s3_server: dict[str, Any
 
 def _env(server: dict[str, Any], tmp: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "AWS_ACCESS_KEY_ID": server["key"],
-        "AWS_SECRET_ACCESS_KEY": server["secret"],
-        "AWS_ENDPOINT_URL": server["endpoint_url"],
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "RAY_AUTH_MODE": "disabled",
-        "RAY_TMPDIR": str(tmp),
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "AWS_ACCESS_KEY_ID": server["key"],
+            "AWS_SECRET_ACCESS_KEY": server["secret"],
+            "AWS_ENDPOINT_URL": server["endpoint_url"],
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "RAY_AUTH_MODE": "disabled",
+            "RAY_TMPDIR": str(tmp),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     return env
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"{cmd} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    assert proc.returncode == 0, (
+        f"{cmd} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    )
     assert "Traceback" not in proc.stderr, proc.stderr[-5000:]
     return proc
 
@@ -126,8 +142,9 @@ def _fresh(workspace: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("index", range(len(blocks("python"))))
-def test_python_block_runs_as_a_script(index: int, workspace: Path, tmp_path: Path,
-                                       s3_server: dict[str, Any]) -> None:
+def test_python_block_runs_as_a_script(
+    index: int, workspace: Path, tmp_path: Path, s3_server: dict[str, Any]
+) -> None:
     cwd = _fresh(workspace, tmp_path)
     script = cwd / "snippet.py"
     script.write_text(blocks("python")[index])
@@ -142,8 +159,9 @@ def test_python_block_runs_as_a_script(index: int, workspace: Path, tmp_path: Pa
 
 
 @pytest.mark.parametrize("index", range(len(blocks("yaml"))))
-def test_yaml_block_runs_with_shardwise_run(index: int, workspace: Path, tmp_path: Path,
-                                            s3_server: dict[str, Any]) -> None:
+def test_yaml_block_runs_with_shardwise_run(
+    index: int, workspace: Path, tmp_path: Path, s3_server: dict[str, Any]
+) -> None:
     cwd = _fresh(workspace, tmp_path)
     (cwd / "config.yaml").write_text(blocks("yaml")[index])
     cli = Path(sys.executable).with_name("shardwise")
@@ -152,17 +170,25 @@ def test_yaml_block_runs_with_shardwise_run(index: int, workspace: Path, tmp_pat
     assert manifest["rows_out"] > 0 and manifest["quarantined"] >= 3
     assert "quarantined" in proc.stdout
     # the README's shardwise command lines that work on such an output (report, plan) run too
-    commands = [line.split("#")[0].split() for body in blocks("bash") for line in body.splitlines()
-                if line.startswith("shardwise ") and " clean/" in line]
+    commands = [
+        line.split("#")[0].split()
+        for body in blocks("bash")
+        for line in body.splitlines()
+        if line.startswith("shardwise ") and " clean/" in line
+    ]
     assert len(commands) >= 3, commands
     for command in commands:
         ran = _run([str(cli), *command[1:]], cwd, _env(s3_server, tmp_path))
         assert ran.stdout.strip(), command
-    assert (cwd / "plan.html").stat().st_size > 0 and (cwd / "clean" / "_report.html").stat().st_size > 0
+    assert (cwd / "plan.html").stat().st_size > 0 and (
+        cwd / "clean" / "_report.html"
+    ).stat().st_size > 0
 
 
 def test_install_lines_name_extras_that_exist() -> None:
-    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    extras = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
     named = set()
     for body in blocks("bash"):
         for line in body.splitlines():

@@ -27,11 +27,21 @@ from shardwise.formats._fixedlist import read_fixed_lists
 from shardwise.formats._hybrid import _unpack, check_rows, decode
 from shardwise.formats.parquet import _read_row_group
 
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 TYPES = [pa.float32(), pa.float64(), pa.int32(), pa.int64(), pa.uint32(), pa.uint64()]
 CODECS = ["none", "snappy", "gzip", "zstd", "brotli", "lz4"]
-READ = {"none", "snappy", "gzip", "zstd"}  # the codecs whose output length is checked: the others are Arrow's
+READ = {
+    "none",
+    "snappy",
+    "gzip",
+    "zstd",
+}  # the codecs whose output length is checked: the others are Arrow's
 
 
 def _values(t: pa.DataType, n: int, rng: np.random.Generator, distinct: bool) -> np.ndarray:
@@ -40,8 +50,11 @@ def _values(t: pa.DataType, n: int, rng: np.random.Generator, distinct: bool) ->
         v = rng.standard_normal(n) if distinct else rng.integers(0, 7, n)
         return v.astype(dtype)
     info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True) if distinct else \
-        rng.integers(0, 7, n).astype(dtype)
+    return (
+        rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+        if distinct
+        else rng.integers(0, 7, n).astype(dtype)
+    )
 
 
 def _table(t: pa.DataType, k: int, rows: int, nulls: str, seed: int, distinct: bool) -> pa.Table:
@@ -52,7 +65,9 @@ def _table(t: pa.DataType, k: int, rows: int, nulls: str, seed: int, distinct: b
         flat = pa.array(flat.to_numpy(), mask=mask)
     mask = pa.array(rng.random(rows) < 0.2) if nulls == "rows" and rows else None
     emb = pa.FixedSizeListArray.from_arrays(flat, k, mask=mask)
-    return pa.table({"id": np.arange(rows, dtype=np.int64), "emb": emb, "text": [f"r{i}" for i in range(rows)]})
+    return pa.table(
+        {"id": np.arange(rows, dtype=np.int64), "emb": emb, "text": [f"r{i}" for i in range(rows)]}
+    )
 
 
 def _write(table: pa.Table, opts: dict[str, Any]) -> bytes:
@@ -81,12 +96,18 @@ def _cases(draw: st.DrawFn) -> tuple[pa.Table, dict[str, Any], bool]:
     table = _table(t, k, rows, nulls, draw(st.integers(0, 1 << 16)), distinct)
     emb = table.column("emb")
     readable = opts["compression"] in READ
-    return table, opts, readable and emb.null_count == 0 and emb.combine_chunks().values.null_count == 0
+    return (
+        table,
+        opts,
+        readable and emb.null_count == 0 and emb.combine_chunks().values.null_count == 0,
+    )
 
 
 @SETTINGS
 @given(_cases())
-def test_fixed_lists_read_from_pages_equal_arrow(case: tuple[pa.Table, dict[str, Any], bool]) -> None:
+def test_fixed_lists_read_from_pages_equal_arrow(
+    case: tuple[pa.Table, dict[str, Any], bool],
+) -> None:
     table, opts, eligible = case
     pf = pq.ParquetFile(pa.BufferReader(_write(table, opts)))
     source = pa.BufferReader(_write(table, opts))
@@ -100,9 +121,12 @@ def test_fixed_lists_read_from_pages_equal_arrow(case: tuple[pa.Table, dict[str,
         assert ("emb" in taken) == eligible, (opts, table.schema)
 
 
-ENCODINGS = {"plain": {"use_dictionary": False}, "dictionary": {"use_dictionary": True},
-             "dictionary_then_plain": {"use_dictionary": True, "dictionary_pagesize_limit": 4096},
-             "byte_stream_split": {"use_dictionary": False, "use_byte_stream_split": ["emb.list.element"]}}
+ENCODINGS = {
+    "plain": {"use_dictionary": False},
+    "dictionary": {"use_dictionary": True},
+    "dictionary_then_plain": {"use_dictionary": True, "dictionary_pagesize_limit": 4096},
+    "byte_stream_split": {"use_dictionary": False, "use_byte_stream_split": ["emb.list.element"]},
+}
 
 
 @pytest.mark.parametrize("version", ["1.0", "2.0"])
@@ -113,17 +137,29 @@ def test_every_page_kind_is_read(version: str, encoding: str, codec: str) -> Non
     and do not fill whole bytes of levels: read (not declined) and equal to Arrow."""
     for k, t in ((3, pa.float64()), (64, pa.float32()), (100, pa.int64())):
         table = _table(t, k, 2500, "none", k, True)
-        data = _write(table, {"compression": codec, "data_page_version": version, "data_page_size": 8192,
-                              "row_group_size": 1000, **ENCODINGS[encoding]})
+        data = _write(
+            table,
+            {
+                "compression": codec,
+                "data_page_version": version,
+                "data_page_size": 8192,
+                "row_group_size": 1000,
+                **ENCODINGS[encoding],
+            },
+        )
         pf = pq.ParquetFile(pa.BufferReader(data))
         kinds = {pf.metadata.row_group(g).column(1).encodings for g in range(pf.num_row_groups)}
         for g in range(pf.num_row_groups):
             taken = read_fixed_lists(pf, pa.BufferReader(data), g, ["emb"])
             assert "emb" in taken, (k, kinds)
-            assert taken["emb"].equals(pf.read_row_group(g, columns=["emb"]).column(0).combine_chunks())
+            assert taken["emb"].equals(
+                pf.read_row_group(g, columns=["emb"]).column(0).combine_chunks()
+            )
 
 
-def test_whole_read_unit_uses_the_page_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_whole_read_unit_uses_the_page_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Through the format (as the loader and the pipeline read): same rows, and the page
     reader is what decoded the list column."""
     table = _table(pa.float32(), 64, 3000, "none", 1, True)
@@ -151,7 +187,9 @@ def test_damaged_pages_give_what_arrow_gives(seed: int, flips: int) -> None:
     """Bytes of the column chunks changed at random: the same table as Arrow, or an
     error from both (this path declines anything it cannot check, then Arrow reads)."""
     table = _table(pa.float32(), 16, 600, "none", seed, seed % 2 == 0)
-    data = bytearray(_write(table, {"row_group_size": 300, "data_page_size": 2048, "compression": "snappy"}))
+    data = bytearray(
+        _write(table, {"row_group_size": 300, "data_page_size": 2048, "compression": "snappy"})
+    )
     rng = np.random.default_rng(seed)
     meta = pq.ParquetFile(pa.BufferReader(bytes(data))).metadata
     chunk = meta.row_group(0).column(1)
@@ -164,7 +202,9 @@ def test_damaged_pages_give_what_arrow_gives(seed: int, flips: int) -> None:
     except (pa.ArrowException, OSError) as exc:
         want = exc
     try:
-        got: pa.Table | Exception = _read_row_group(pf, pa.BufferReader(bytes(data)), 0, None, False)
+        got: pa.Table | Exception = _read_row_group(
+            pf, pa.BufferReader(bytes(data)), 0, None, False
+        )
     except (pa.ArrowException, OSError) as exc:
         got = exc
     if isinstance(want, Exception):
@@ -190,13 +230,18 @@ def test_damaged_row_group_is_a_format_error(tmp_path: Path) -> None:
 
 
 def _pack(values: np.ndarray, width: int) -> np.ndarray:
-    bits = ((values[:, None].astype(np.uint64) >> np.arange(width, dtype=np.uint64)) & np.uint64(1)).astype(np.uint8)
+    bits = (
+        (values[:, None].astype(np.uint64) >> np.arange(width, dtype=np.uint64)) & np.uint64(1)
+    ).astype(np.uint8)
     return np.packbits(bits.ravel(), bitorder="little")
 
 
 @settings(max_examples=100, deadline=None, derandomize=True, database=None)
-@given(st.integers(1, 32), st.lists(st.tuples(st.booleans(), st.integers(1, 40)), min_size=1, max_size=12),
-       st.integers(0, 1 << 30))
+@given(
+    st.integers(1, 32),
+    st.lists(st.tuples(st.booleans(), st.integers(1, 40)), min_size=1, max_size=12),
+    st.integers(0, 1 << 30),
+)
 def test_hybrid_streams_decode(width: int, runs: list[tuple[bool, int]], seed: int) -> None:
     """Streams of repeated and packed runs, built here, decode to their values."""
     rng = np.random.default_rng(seed)
@@ -211,8 +256,14 @@ def test_hybrid_streams_decode(width: int, runs: list[tuple[bool, int]], seed: i
         want.extend(v.tolist())
     n = int(rng.integers(1, len(want) + 1))
     assert decode(memoryview(bytes(out)), width, n).tolist() == want[:n]
-    assert _unpack(_pack(np.asarray(want[: len(want) // 8 * 8], dtype=np.uint64), width), width,
-                   len(want) // 8 * 8).tolist() == want[: len(want) // 8 * 8]
+    assert (
+        _unpack(
+            _pack(np.asarray(want[: len(want) // 8 * 8], dtype=np.uint64), width),
+            width,
+            len(want) // 8 * 8,
+        ).tolist()
+        == want[: len(want) // 8 * 8]
+    )
 
 
 def _varint(v: int) -> bytes:
@@ -226,7 +277,9 @@ def _varint(v: int) -> bytes:
 
 def test_repetition_levels_that_are_not_whole_rows_are_refused() -> None:
     k, rows = 8, 50
-    good = bytes(_varint(1 << 1 | 1)) + bytes(_pack(np.array([0] + [1] * 7), 1))  # one row: a packed group
+    good = bytes(_varint(1 << 1 | 1)) + bytes(
+        _pack(np.array([0] + [1] * 7), 1)
+    )  # one row: a packed group
     assert check_rows(memoryview(good * rows), k * rows, k)
     short_row = bytes(_varint(1 << 1 | 1)) + bytes(_pack(np.array([0, 1, 1, 1, 0, 1, 1, 1]), 1))
     assert not check_rows(memoryview(good * 20 + short_row + good * 29), k * rows, k)
@@ -238,8 +291,16 @@ def _pq(table: pa.Table, **opts: Any) -> tuple[pq.ParquetFile, pa.BufferReader]:
     return pq.ParquetFile(pa.BufferReader(data)), pa.BufferReader(data)
 
 
-@pytest.mark.parametrize("columns", [["emb", "emb"], ["id", "id", "emb"], ["emb", "missing"], ["emb.list.element"],
-                                     ["text", "emb", "id"]])
+@pytest.mark.parametrize(
+    "columns",
+    [
+        ["emb", "emb"],
+        ["id", "id", "emb"],
+        ["emb", "missing"],
+        ["emb.list.element"],
+        ["text", "emb", "id"],
+    ],
+)
 def test_projections_arrow_reads_its_own_way_are_left_to_it(columns: list[str]) -> None:
     """Names twice, names the file lacks (a column of the dataset's schema another file
     has) and nested paths: the table Arrow gives for them, never a KeyError."""
@@ -253,7 +314,9 @@ class _Pair(pa.ExtensionType):
     """An extension type stored as a struct of two columns."""
 
     def __init__(self) -> None:
-        super().__init__(pa.struct([("x", pa.int32()), ("y", pa.list_(pa.float32(), 4))]), "shardwise.test.pair")
+        super().__init__(
+            pa.struct([("x", pa.int32()), ("y", pa.list_(pa.float32(), 4))]), "shardwise.test.pair"
+        )
 
     def __arrow_ext_serialize__(self) -> bytes:
         return b""
@@ -270,8 +333,12 @@ def test_columns_after_an_extension_type_are_found_by_their_own_pages() -> None:
     try:
         n = 40
         storage = pa.StructArray.from_arrays(
-            [pa.array(np.arange(n, dtype=np.int32)),
-             pa.FixedSizeListArray.from_arrays(pa.array(-np.arange(4 * n, dtype=np.float32)), 4)], ["x", "y"])
+            [
+                pa.array(np.arange(n, dtype=np.int32)),
+                pa.FixedSizeListArray.from_arrays(pa.array(-np.arange(4 * n, dtype=np.float32)), 4),
+            ],
+            ["x", "y"],
+        )
         emb = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(4 * n, dtype=np.float32)), 4)
         table = pa.table({"emb.v": pa.ExtensionArray.from_storage(_Pair(), storage), "emb": emb})
         pf, source = _pq(table)
@@ -287,20 +354,27 @@ def test_chunk_starts_where_arrow_starts_it() -> None:
     from shardwise.formats._fixedlist import _start
 
     def chunk(dictionary: int | None, data: int) -> Any:
-        return SimpleNamespace(has_dictionary_page=dictionary is not None, dictionary_page_offset=dictionary,
-                               data_page_offset=data)
+        return SimpleNamespace(
+            has_dictionary_page=dictionary is not None,
+            dictionary_page_offset=dictionary,
+            data_page_offset=data,
+        )
 
     assert _start(chunk(4, 100)) == 4
     assert _start(chunk(None, 100)) == 100
     assert _start(chunk(0, 100)) == 100  # old writers left it 0
-    assert _start(chunk(500, 100)) == 100  # a dictionary "after" the data: Arrow reads from the data
+    assert (
+        _start(chunk(500, 100)) == 100
+    )  # a dictionary "after" the data: Arrow reads from the data
 
 
 def test_hostile_page_headers_are_refused_quickly() -> None:
     from shardwise.formats._pages import read_page
 
     sizes = bytes([0x15, 0x00, 0x15, 0x10, 0x15, 0x10])  # kind 0, sizes 8 and 8
-    huge_list = bytes([0x09 | 0x60]) + bytes([0xF3]) + bytes([0x80] * 5 + [0x10])  # field 6+: list<byte> of 2**39
+    huge_list = (
+        bytes([0x09 | 0x60]) + bytes([0xF3]) + bytes([0x80] * 5 + [0x10])
+    )  # field 6+: list<byte> of 2**39
     with pytest.raises(ValueError, match="container"):
         read_page(memoryview(sizes + huge_list + b"\x00"), 0)
     deep = bytes([0x09 | 0x60]) + bytes([0x19]) * 3000 + bytes([0x03]) + b"\x00"

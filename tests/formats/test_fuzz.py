@@ -29,8 +29,13 @@ from shardwise.errors import PlanError, ShardwiseError
 from shardwise.index import open_dataset
 from shardwise.loader import StreamingDataset
 
-FUZZ = settings(max_examples=50, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=50,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 N = 60
 
 
@@ -42,12 +47,18 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 def _jsonl_bytes(n: int) -> bytes:
-    return "".join(json.dumps({"id": i, "text": f"row {i}", "tags": [i, i + 1]}) + "\n" for i in range(n)).encode()
+    return "".join(
+        json.dumps({"id": i, "text": f"row {i}", "tags": [i, i + 1]}) + "\n" for i in range(n)
+    ).encode()
 
 
 def _parquet_bytes(n: int) -> bytes:
     buf = io.BytesIO()
-    pq.write_table(pa.table({"id": list(range(n)), "text": [f"row {i}" for i in range(n)]}), buf, row_group_size=25)
+    pq.write_table(
+        pa.table({"id": list(range(n)), "text": [f"row {i}" for i in range(n)]}),
+        buf,
+        row_group_size=25,
+    )
     return buf.getvalue()
 
 
@@ -63,10 +74,14 @@ def _tar_bytes(n: int) -> bytes:
     return buf.getvalue()
 
 
-ORIGINALS = {"a.jsonl": _jsonl_bytes(N), "a.jsonl.gz": gzip.compress(_jsonl_bytes(N), mtime=0),
-             "a.jsonl.zst": pa.compress(_jsonl_bytes(N), "zstd", asbytes=True),
-             "a.parquet": _parquet_bytes(N), "a.tar": _tar_bytes(N),
-             "a.tar.gz": gzip.compress(_tar_bytes(N), mtime=0)}
+ORIGINALS = {
+    "a.jsonl": _jsonl_bytes(N),
+    "a.jsonl.gz": gzip.compress(_jsonl_bytes(N), mtime=0),
+    "a.jsonl.zst": pa.compress(_jsonl_bytes(N), "zstd", asbytes=True),
+    "a.parquet": _parquet_bytes(N),
+    "a.tar": _tar_bytes(N),
+    "a.tar.gz": gzip.compress(_tar_bytes(N), mtime=0),
+}
 ALL_ROWS = [str(i) for i in range(N)]  # ids, or tar keys without their "s" and zeros
 
 
@@ -90,7 +105,9 @@ def _read(path: Path, on_error: str) -> Read | None:
     leaves bad samples out)."""
     try:
         index = open_dataset(str(path), progress=False, refresh=True, on_error=on_error)
-        ds = StreamingDataset(index, batch_size=1, shuffle=False, rank=0, world_size=1, on_error=on_error)
+        ds = StreamingDataset(
+            index, batch_size=1, shuffle=False, rank=0, world_size=1, on_error=on_error
+        )
         rows = [_ident(r) for r in ds]
     except PlanError as exc:  # nothing readable left: an empty dataset has no plan
         assert "no samples" in str(exc) and path.name in str(exc), exc
@@ -99,7 +116,11 @@ def _read(path: Path, on_error: str) -> Read | None:
         assert path.name in str(exc), exc
         return None
     left_out = ds.quarantine.count if index.format != "webdataset" else 0
-    assert len(rows) + left_out == index.num_samples, (len(rows), ds.quarantine.count, index.num_samples)
+    assert len(rows) + left_out == index.num_samples, (
+        len(rows),
+        ds.quarantine.count,
+        index.num_samples,
+    )
     if on_error == "raise":
         assert ds.quarantine.count == 0
     return Read(rows, ds.quarantine.count)
@@ -129,7 +150,9 @@ def _json_rows(data: bytes) -> tuple[list[str], int]:
 @pytest.mark.parametrize("name", sorted(ORIGINALS))
 @FUZZ
 @given(data=st.data())
-def test_truncation_at_any_offset(name: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_truncation_at_any_offset(
+    name: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     original = ORIGINALS[name]
     cut = data.draw(st.integers(0, len(original) - 1))
     raised, skipped = _both(tmp_path_factory.mktemp("t") / name, original[:cut])
@@ -162,20 +185,26 @@ def _flip(data: bytes, draw: st.DataObject) -> bytes:
 @pytest.mark.parametrize("name", sorted(ORIGINALS))
 @FUZZ
 @given(data=st.data())
-def test_random_byte_flips(name: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_random_byte_flips(
+    name: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     damaged = _flip(ORIGINALS[name], data)
     raised, skipped = _both(tmp_path_factory.mktemp("f") / name, damaged)
     if raised is not None:  # a file read without complaint kept every record
         assert len(raised.rows) == (len(_json_rows(damaged)[0]) if name == "a.jsonl" else N)
     if name == "a.jsonl" and skipped is not None:
         assert len(skipped.rows) == len(_json_rows(damaged)[0]) or skipped.quarantined
-    if name.endswith(".gz"):  # gzip's CRC catches every flip of the data (not of header flags or mtime)
+    if name.endswith(
+        ".gz"
+    ):  # gzip's CRC catches every flip of the data (not of header flags or mtime)
         assert raised in (None, Read(ALL_ROWS, 0)) and skipped in (None, Read(ALL_ROWS, 0))
     if name == "a.tar.gz":
         return
     if name == "a.tar":  # the same damage inside a compressed shard reads the same, except that
         # a damaged compressed shard is not partly kept under "skip" (nothing before its CRC is trusted)
-        raised_gz, skipped_gz = _both(tmp_path_factory.mktemp("g") / "a.tar.gz", gzip.compress(damaged, mtime=0))
+        raised_gz, skipped_gz = _both(
+            tmp_path_factory.mktemp("g") / "a.tar.gz", gzip.compress(damaged, mtime=0)
+        )
         assert raised_gz == raised
         assert skipped_gz == skipped or (skipped_gz is None and raised is None)
 
@@ -183,8 +212,18 @@ def test_random_byte_flips(name: str, data: st.DataObject, tmp_path_factory: pyt
 # ---------------------------------------------------------------- tar headers
 
 
-_FIELDS = {"name": (0, 100), "mode": (100, 8), "uid": (108, 8), "size": (124, 12), "mtime": (136, 12),
-           "typeflag": (156, 1), "linkname": (157, 100), "magic": (257, 8), "uname": (265, 32), "prefix": (345, 155)}
+_FIELDS = {
+    "name": (0, 100),
+    "mode": (100, 8),
+    "uid": (108, 8),
+    "size": (124, 12),
+    "mtime": (136, 12),
+    "typeflag": (156, 1),
+    "linkname": (157, 100),
+    "magic": (257, 8),
+    "uname": (265, 32),
+    "prefix": (345, 155),
+}
 
 
 def _damage_header(data: bytes, member: int, field: str, value: bytes, fix_checksum: bool) -> bytes:
@@ -202,10 +241,19 @@ def _damage_header(data: bytes, member: int, field: str, value: bytes, fix_check
 
 
 @FUZZ
-@given(member=st.integers(0, N - 1), field=st.sampled_from(sorted(_FIELDS)), value=st.binary(min_size=1, max_size=100),
-       fix_checksum=st.booleans() | st.just(True))
-def test_random_tar_headers(member: int, field: str, value: bytes, fix_checksum: bool,
-                            tmp_path_factory: pytest.TempPathFactory) -> None:
+@given(
+    member=st.integers(0, N - 1),
+    field=st.sampled_from(sorted(_FIELDS)),
+    value=st.binary(min_size=1, max_size=100),
+    fix_checksum=st.booleans() | st.just(True),
+)
+def test_random_tar_headers(
+    member: int,
+    field: str,
+    value: bytes,
+    fix_checksum: bool,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     damaged = _damage_header(ORIGINALS["a.tar"], member, field, value, fix_checksum)
     root = tmp_path_factory.mktemp("h")
     raised, skipped = _both(root / "a.tar", damaged)
@@ -215,19 +263,40 @@ def test_random_tar_headers(member: int, field: str, value: bytes, fix_checksum:
     if raised is not None:
         assert skipped is not None and skipped.quarantined == 0 and skipped.rows == raised.rows
     header = damaged[member * 1024 : member * 1024 + 512]
-    stored = int(header[148:156].split(b"\0")[0].strip() or b"0", 8) if header[148:156].strip(b" \0").isdigit() else -1
-    if stored not in tarfile.calc_chksums(header):  # tarfile stops at a bad checksum: never a shorter tar;
+    stored = (
+        int(header[148:156].split(b"\0")[0].strip() or b"0", 8)
+        if header[148:156].strip(b" \0").isdigit()
+        else -1
+    )
+    if stored not in tarfile.calc_chksums(
+        header
+    ):  # tarfile stops at a bad checksum: never a shorter tar;
         # under "skip" the samples before the one in progress there are kept, and that one is bad
         assert raised is None
         assert skipped == (Read(ALL_ROWS[: member - 1], 1) if member > 1 else None)
 
 
 @FUZZ
-@given(names=st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=8),
-       kinds=st.lists(st.sampled_from([tarfile.REGTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.DIRTYPE,
-                                       tarfile.FIFOTYPE, tarfile.CHRTYPE]), min_size=8, max_size=8))
-def test_random_tar_member_names_and_types(names: list[str], kinds: list[bytes],
-                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+@given(
+    names=st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=8),
+    kinds=st.lists(
+        st.sampled_from(
+            [
+                tarfile.REGTYPE,
+                tarfile.SYMTYPE,
+                tarfile.LNKTYPE,
+                tarfile.DIRTYPE,
+                tarfile.FIFOTYPE,
+                tarfile.CHRTYPE,
+            ]
+        ),
+        min_size=8,
+        max_size=8,
+    ),
+)
+def test_random_tar_member_names_and_types(
+    names: list[str], kinds: list[bytes], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
         for name, kind in zip(names, kinds):
@@ -252,8 +321,14 @@ def test_random_tar_member_names_and_types(names: list[str], kinds: list[bytes],
 
 
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 _LINE = st.one_of(
@@ -285,7 +360,9 @@ def _try_json(raw: bytes) -> Any:
 
 @FUZZ
 @given(lines=st.lists(_LINE, max_size=25))
-def test_random_jsonl_records(lines: list[tuple[str, Any]], tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_random_jsonl_records(
+    lines: list[tuple[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Records of any JSON values (mixed types across rows), between garbage, blank and
     too-deep lines: exactly the records come back, in order, and the rest is counted."""
     text: list[bytes] = []

@@ -48,7 +48,11 @@ record = st.one_of(
     block_bytes=st.integers(min_value=1, max_value=200),
 )
 def test_jsonl_ranges_give_every_record_once(
-    lines: list[tuple[str, str]], trailing_newline: bool, crlf: bool, unit_bytes: int, block_bytes: int
+    lines: list[tuple[str, str]],
+    trailing_newline: bool,
+    crlf: bool,
+    unit_bytes: int,
+    block_bytes: int,
 ) -> None:
     texts, expected = [], []
     for kind, value in lines:
@@ -99,8 +103,12 @@ def _write_lines(path: Path, lines: list[bytes]) -> None:
     trailing_newline=st.booleans(),
 )
 def test_jsonl_ranges_of_long_unicode_lines_give_every_record_once(
-    tmp_path_factory: pytest.TempPathFactory, lengths: list[int], unit_bytes: int, block_bytes: int,
-    blank_every: int, trailing_newline: bool,
+    tmp_path_factory: pytest.TempPathFactory,
+    lengths: list[int],
+    unit_bytes: int,
+    block_bytes: int,
+    blank_every: int,
+    trailing_newline: bool,
 ) -> None:
     root = tmp_path_factory.mktemp("ranges")
     lines = []
@@ -135,7 +143,9 @@ def test_jsonl_many_units_cover_a_file(tmp_path: Path) -> None:
     units = fmt.list_units(str(path), path.stat().st_size)
     assert len(units) > 20
     assert all(u.num_bytes <= 4096 + 60 for u in units)
-    ids = [i for u in units for b in fmt.read_unit(u, columns=["i"]) for i in b.column("i").to_pylist()]
+    ids = [
+        i for u in units for b in fmt.read_unit(u, columns=["i"]) for i in b.column("i").to_pylist()
+    ]
     assert ids == list(range(5000))
 
 
@@ -162,9 +172,13 @@ def test_jsonl_last_line_without_newline_is_a_record(tmp_path: Path) -> None:
 
 def test_jsonl_read_schema_infers_types(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    path.write_text('{"i": 1, "f": 0.5, "s": "x", "n": null}\n{"i": 2, "f": null, "s": null, "n": null}\n')
+    path.write_text(
+        '{"i": 1, "f": 0.5, "s": "x", "n": null}\n{"i": 2, "f": null, "s": null, "n": null}\n'
+    )
     schema = get_format("jsonl").read_schema(str(path))
-    assert schema == pa.schema([("i", pa.int64()), ("f", pa.float64()), ("s", pa.string()), ("n", pa.string())])
+    assert schema == pa.schema(
+        [("i", pa.int64()), ("f", pa.float64()), ("s", pa.string()), ("n", pa.string())]
+    )
 
 
 # --------------------------------------------------------------------------- compressed files
@@ -184,7 +198,12 @@ def test_compressed_jsonl_is_one_whole_file_unit(tmp_path: Path, codec: str, suf
     size = path.stat().st_size
     units = fmt.list_units(str(path), size)
     assert len(units) == 1
-    assert (units[0].num_samples, units[0].start, units[0].end, units[0].num_bytes) == (3000, 0, size, size)
+    assert (units[0].num_samples, units[0].start, units[0].end, units[0].num_bytes) == (
+        3000,
+        0,
+        size,
+        size,
+    )
     got = [r for b in fmt.read_unit(units[0]) for r in b.to_pylist()]
     assert got == rows
     index = open_dataset(str(path), progress=False, cache_dir=str(tmp_path / "cache"))
@@ -199,7 +218,9 @@ def test_compressed_jsonl_files_are_one_unit_each(tmp_path: Path) -> None:
         f.write(b"".join(rows))
     index = open_dataset(str(tmp_path), progress=False, block_bytes=4096)
     assert [u.num_samples for u in index.units] == [5000, 5000]
-    assert sorted(fd.read_everything(str(tmp_path)).column("id").to_pylist()) == sorted(list(range(5000)) * 2)
+    assert sorted(fd.read_everything(str(tmp_path)).column("id").to_pylist()) == sorted(
+        list(range(5000)) * 2
+    )
 
 
 def test_compressed_jsonl_error_names_line(tmp_path: Path) -> None:
@@ -214,8 +235,9 @@ def test_compressed_jsonl_error_names_line(tmp_path: Path) -> None:
 
 
 def test_truncated_or_fake_compressed_jsonl_names_the_file(tmp_path: Path) -> None:
-    good = "".join(json.dumps({"id": i, "text": f"row {i}", "tags": [i, i + 1]}) + "\n"
-                   for i in range(5000)).encode()
+    good = "".join(
+        json.dumps({"id": i, "text": f"row {i}", "tags": [i, i + 1]}) + "\n" for i in range(5000)
+    ).encode()
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "a.jsonl.gz").write_bytes(gzip.compress(good)[:-50])
     (tmp_path / "f").mkdir()
@@ -227,11 +249,15 @@ def test_truncated_or_fake_compressed_jsonl_names_the_file(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("codec", ["gzip", "zstd"])
-def test_truncated_compressed_jsonl_under_skip_keeps_what_came_before(tmp_path: Path, codec: str) -> None:
+def test_truncated_compressed_jsonl_under_skip_keeps_what_came_before(
+    tmp_path: Path, codec: str
+) -> None:
     """Under on_error="skip" a damaged compressed file gives its records up to the damage
     and one quarantined record naming the line where decompression stopped (counted as
     skipped while indexing); under "raise" it is the same error naming that line."""
-    good = "".join(json.dumps({"id": i, "text": f"row {i} " * (i % 9)}) + "\n" for i in range(20_000)).encode()
+    good = "".join(
+        json.dumps({"id": i, "text": f"row {i} " * (i % 9)}) + "\n" for i in range(20_000)
+    ).encode()
     packed = gzip.compress(good) if codec == "gzip" else pa.compress(good, "zstd", asbytes=True)
     suffix = ".gz" if codec == "gzip" else ".zst"
     (tmp_path / f"a.jsonl{suffix}").write_bytes(packed[: len(packed) * 2 // 3])
@@ -245,12 +271,26 @@ def test_truncated_compressed_jsonl_under_skip_keeps_what_came_before(tmp_path: 
     assert [int(r["id"]) for r in ds] == [*range(stopped - 1), 99999]
     assert ds.quarantine.count == 1
     where = ds.quarantine.examples[0]
-    assert where[0].endswith(f"a.jsonl{suffix}") and where[1] == f"line {stopped}" and "rest of the file" in where[2]
+    assert (
+        where[0].endswith(f"a.jsonl{suffix}")
+        and where[1] == f"line {stopped}"
+        and "rest of the file" in where[2]
+    )
 
 
-@pytest.mark.parametrize("text", ["null", "\n\n\n\n\n\nnull", '{"a": 1}\nnull\n{"a": 2}', '  null\n{"a": 3}',
-                                  '{"a": 1}\n7\n"x"\n[1]\ntrue'])
-def test_lines_that_are_not_objects_are_bad_records_and_never_crash_arrow(tmp_path: Path, text: str) -> None:
+@pytest.mark.parametrize(
+    "text",
+    [
+        "null",
+        "\n\n\n\n\n\nnull",
+        '{"a": 1}\nnull\n{"a": 2}',
+        '  null\n{"a": 3}',
+        '{"a": 1}\n7\n"x"\n[1]\ntrue',
+    ],
+)
+def test_lines_that_are_not_objects_are_bad_records_and_never_crash_arrow(
+    tmp_path: Path, text: str
+) -> None:
     """Arrow's JSON parser crashes the interpreter on a `null` line at the start of a block
     and reads it as a row of nulls after an object: such lines never reach it."""
     (tmp_path / "r.jsonl").write_text(text)
@@ -261,7 +301,9 @@ def test_lines_that_are_not_objects_are_bad_records_and_never_crash_arrow(tmp_pa
         list(StreamingDataset(str(tmp_path), shuffle=False, rank=0, world_size=1, refresh=True))
     if not objects:
         return
-    ds = StreamingDataset(str(tmp_path), shuffle=False, rank=0, world_size=1, on_error="skip", refresh=True)
+    ds = StreamingDataset(
+        str(tmp_path), shuffle=False, rank=0, world_size=1, on_error="skip", refresh=True
+    )
     assert [dict(r) for r in ds] == objects
     assert [e[1] for e in ds.quarantine.examples] == [f"line {n}" for n in bad]
 
@@ -330,7 +372,12 @@ def test_jsonl_bad_line_is_quarantined_under_skip(tmp_path: Path, kind: str) -> 
     units = fmt.list_units(str(path), path.stat().st_size)
     schema = pa.schema([("i", pa.int64()), ("s", pa.string())])
     q = Quarantine()
-    rows = [r for u in units for b in fmt.read_unit(u, schema=schema, on_error="skip", quarantine=q) for r in b.to_pylist()]
+    rows = [
+        r
+        for u in units
+        for b in fmt.read_unit(u, schema=schema, on_error="skip", quarantine=q)
+        for r in b.to_pylist()
+    ]
     assert [r["i"] for r in rows] == list(range(200))
     assert q.count == 1
     (where,) = q.examples
@@ -346,7 +393,9 @@ def test_quarantine_counts_beyond_examples(tmp_path: Path) -> None:
     fmt = get_format("jsonl")
     q = Quarantine(max_examples=5)
     (unit,) = fmt.list_units(str(path), path.stat().st_size)
-    ids = [r["i"] for b in fmt.read_unit(unit, on_error="skip", quarantine=q) for r in b.to_pylist()]
+    ids = [
+        r["i"] for b in fmt.read_unit(unit, on_error="skip", quarantine=q) for r in b.to_pylist()
+    ]
     assert ids == list(range(0, 100, 2))
     assert q.count == 50 and len(q.examples) == 5
     assert [e[1] for e in q.examples] == ["line 2", "line 4", "line 6", "line 8", "line 10"]
@@ -368,23 +417,34 @@ def test_malformed_json_line_names_file_and_line(tmp_path: Path) -> None:
     fmt = get_format("jsonl")
     q = Quarantine()
     [unit] = open_dataset(str(path), progress=False, refresh=True).units
-    ids = [r["id"] for b in fmt.read_unit(unit, on_error="skip", quarantine=q) for r in b.to_pylist()]
+    ids = [
+        r["id"] for b in fmt.read_unit(unit, on_error="skip", quarantine=q) for r in b.to_pylist()
+    ]
     assert ids == [0, 1, 2, 3, 4, 5, 7, 8, 9]
     assert q.count == 1 and q.examples[0][0] == str(path) and "line 7" in q.examples[0][1]
 
 
 def test_invalid_utf8_and_non_objects_are_bad_records(tmp_path: Path) -> None:
     path = tmp_path / "mixed.jsonl"
-    _write_lines(path, [b'{"id": 0}\n', b'{"id": 1, "t": "\xff\xfe"}\n', b"[1, 2]\n", b"\n", b'{"id": 4}\n'])
+    _write_lines(
+        path, [b'{"id": 0}\n', b'{"id": 1, "t": "\xff\xfe"}\n', b"[1, 2]\n", b"\n", b'{"id": 4}\n']
+    )
     fmt = get_format("jsonl")
     unit = fmt.list_units(str(path), path.stat().st_size)[0]
     assert unit.num_samples == 4  # the blank line is not a record
     with pytest.raises(FormatError, match="line 2"):
         list(fmt.read_unit(unit, schema=pa.schema([("id", pa.int64()), ("t", pa.string())])))
     q = Quarantine()
-    got = [r["id"] for b in fmt.read_unit(unit, on_error="skip", quarantine=q,
-                                          schema=pa.schema([("id", pa.int64()), ("t", pa.string())]))
-           for r in b.to_pylist()]
+    got = [
+        r["id"]
+        for b in fmt.read_unit(
+            unit,
+            on_error="skip",
+            quarantine=q,
+            schema=pa.schema([("id", pa.int64()), ("t", pa.string())]),
+        )
+        for r in b.to_pylist()
+    ]
     assert got == [0, 4]
     assert q.count == 2
     assert [e[1] for e in q.examples] == ["line 2", "line 3"]
@@ -393,10 +453,14 @@ def test_invalid_utf8_and_non_objects_are_bad_records(tmp_path: Path) -> None:
 def test_deeply_nested_records_are_bad_records_not_crashes(tmp_path: Path) -> None:
     deep = '{"id": 1, "x": ' + "[" * 50_000 + "]" * 50_000 + "}"
     fine = '{"id": 2, "x": ' + "[" * 10 + "]" * 10 + "}"
-    (tmp_path / "d.jsonl").write_text(json.dumps({"id": 0, "x": []}) + "\n" + deep + "\n" + fine + "\n")
+    (tmp_path / "d.jsonl").write_text(
+        json.dumps({"id": 0, "x": []}) + "\n" + deep + "\n" + fine + "\n"
+    )
     with pytest.raises(FormatError, match="line 2: record nested deeper than 64 levels"):
         list(StreamingDataset(str(tmp_path / "d.jsonl"), shuffle=False, rank=0, world_size=1))
-    ds = StreamingDataset(str(tmp_path / "d.jsonl"), shuffle=False, on_error="skip", rank=0, world_size=1)
+    ds = StreamingDataset(
+        str(tmp_path / "d.jsonl"), shuffle=False, on_error="skip", rank=0, world_size=1
+    )
     assert [r["id"] for r in ds] == [0, 2] and ds.quarantine.count == 1
 
 
@@ -404,8 +468,13 @@ def test_deeply_nested_records_are_bad_records_not_crashes(tmp_path: Path) -> No
 
 
 def test_mixed_type_fields_become_json_text(tmp_path: Path) -> None:
-    rows = [{"id": 0, "v": [1, "a"], "n": 1}, {"id": 1, "v": 2, "n": 2}, {"id": 2, "v": "x", "n": 3},
-            {"id": 3, "v": {"k": None}, "n": 4}, {"id": 4, "v": None, "n": 5}]
+    rows = [
+        {"id": 0, "v": [1, "a"], "n": 1},
+        {"id": 1, "v": 2, "n": 2},
+        {"id": 2, "v": "x", "n": 3},
+        {"id": 3, "v": {"k": None}, "n": 4},
+        {"id": 4, "v": None, "n": 5},
+    ]
     (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     got = list(StreamingDataset(str(tmp_path / "m.jsonl"), shuffle=False, rank=0, world_size=1))
     assert [r["v"] for r in got] == ['[1,"a"]', "2", "x", '{"k":null}', None]
@@ -414,7 +483,9 @@ def test_mixed_type_fields_become_json_text(tmp_path: Path) -> None:
 
 def test_lone_surrogate_escape_is_a_bad_record(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    path.write_bytes(b'{"id": 0, "v": "a"}\n{"id": 1, "v": "x\\ud800"}\n{"id": 2, "v": "\\ud83d\\ude80"}\n')
+    path.write_bytes(
+        b'{"id": 0, "v": "a"}\n{"id": 1, "v": "x\\ud800"}\n{"id": 2, "v": "\\ud83d\\ude80"}\n'
+    )
     with pytest.raises(FormatError, match="line 2: a string holds a lone UTF-16 surrogate"):
         list(StreamingDataset(str(path), shuffle=False, rank=0, world_size=1))
     ds = StreamingDataset(str(path), shuffle=False, on_error="skip", rank=0, world_size=1)
@@ -434,15 +505,19 @@ def _tar_of_one() -> bytes:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("what,make", [
-    ("Parquet file", _parquet_of_one),
-    ("tar file", _tar_of_one),
-    ("gzip-compressed", lambda: gzip.compress(b'{"a": 1}\n')),
-    ("zstd-compressed", lambda: pa.compress(b'{"a": 1}\n', "zstd", asbytes=True)),
-])
+@pytest.mark.parametrize(
+    "what,make",
+    [
+        ("Parquet file", _parquet_of_one),
+        ("tar file", _tar_of_one),
+        ("gzip-compressed", lambda: gzip.compress(b'{"a": 1}\n')),
+        ("zstd-compressed", lambda: pa.compress(b'{"a": 1}\n', "zstd", asbytes=True)),
+    ],
+)
 @pytest.mark.parametrize("name", ["data", "data.jsonl"])
 def test_a_file_that_is_not_json_lines_is_refused_while_indexing(
-        tmp_path: Path, what: str, make: Any, name: str) -> None:
+    tmp_path: Path, what: str, make: Any, name: str
+) -> None:
     path = tmp_path / name
     path.write_bytes(make())
     with pytest.raises(FormatError, match=f"not JSON lines: this is a?n? ?{what}") as info:
@@ -450,30 +525,53 @@ def test_a_file_that_is_not_json_lines_is_refused_while_indexing(
     assert str(path) in str(info.value)
 
 
-
 @pytest.mark.parametrize("first", ["a", "b"])
-def test_types_mixed_between_files_follow_one_rule_whatever_the_order(tmp_path: Path, first: str) -> None:
-    files = {"a": [{"v": 1, "n": None, "f": 1}, {"v": 2, "n": None, "f": 2}],
-             "b": [{"v": "x", "n": 7, "f": 2.5}, {"v": [1], "n": None, "f": 3}]}
+def test_types_mixed_between_files_follow_one_rule_whatever_the_order(
+    tmp_path: Path, first: str
+) -> None:
+    files = {
+        "a": [{"v": 1, "n": None, "f": 1}, {"v": 2, "n": None, "f": 2}],
+        "b": [{"v": "x", "n": 7, "f": 2.5}, {"v": [1], "n": None, "f": 3}],
+    }
     for name, rows in files.items():  # the file named 0.jsonl is indexed first
-        (tmp_path / f"{0 if name == first else 1}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (tmp_path / f"{0 if name == first else 1}.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows)
+        )
     index = open_dataset(str(tmp_path), progress=False)
-    assert [(f.name, f.type) for f in index.schema] == [("v", pa.string()), ("n", pa.int64()), ("f", pa.float64())]
-    got = sorted((str(r["v"]), r["n"], r["f"]) for r in StreamingDataset(index, shuffle=False, rank=0, world_size=1))
+    assert [(f.name, f.type) for f in index.schema] == [
+        ("v", pa.string()),
+        ("n", pa.int64()),
+        ("f", pa.float64()),
+    ]
+    got = sorted(
+        (str(r["v"]), r["n"], r["f"])
+        for r in StreamingDataset(index, shuffle=False, rank=0, world_size=1)
+    )
     assert got == [("1", None, 1.0), ("2", None, 2.0), ("[1]", None, 3.0), ("x", 7, 2.5)]
 
 
 def test_a_field_seen_only_as_null_stores_later_values_as_json_text(tmp_path: Path) -> None:
     path = tmp_path / "late.jsonl"
-    filler = "".join(json.dumps({"i": i, "v": None, "pad": "p" * 200}) + "\n" for i in range(12000))  # > 2 MiB
-    path.write_text(filler + json.dumps({"i": 12000, "v": 5, "pad": ""}) + "\n"
-                    + json.dumps({"i": 12001, "v": "s", "pad": ""}) + "\n")
-    rows = list(StreamingDataset(str(path), shuffle=False, rank=0, world_size=1, columns=["i", "v"]))
+    filler = "".join(
+        json.dumps({"i": i, "v": None, "pad": "p" * 200}) + "\n" for i in range(12000)
+    )  # > 2 MiB
+    path.write_text(
+        filler
+        + json.dumps({"i": 12000, "v": 5, "pad": ""})
+        + "\n"
+        + json.dumps({"i": 12001, "v": "s", "pad": ""})
+        + "\n"
+    )
+    rows = list(
+        StreamingDataset(str(path), shuffle=False, rank=0, world_size=1, columns=["i", "v"])
+    )
     assert len(rows) == 12002 and rows[-2:] == [{"i": 12000, "v": "5"}, {"i": 12001, "v": "s"}]
 
 
 @pytest.mark.parametrize("bad_line", [False, True])
-def test_a_byte_order_mark_at_the_start_is_ignored_on_every_path(tmp_path: Path, bad_line: bool) -> None:
+def test_a_byte_order_mark_at_the_start_is_ignored_on_every_path(
+    tmp_path: Path, bad_line: bool
+) -> None:
     # a block with a bad line is parsed line by line: that path must read the BOM line alike
     path = tmp_path / "bom.jsonl"
     path.write_bytes(b'\xef\xbb\xbf{"id": 0}\n{"id": 1}\n' + (b"{oops\n" if bad_line else b""))

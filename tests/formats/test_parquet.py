@@ -32,13 +32,17 @@ def test_parquet_round_trip_keeps_types_and_row_groups(tmp_path: Path) -> None:
 
 
 def test_parquet_row_groups_are_units_and_projection(tmp_path: Path) -> None:
-    w = get_format("parquet").open_writer(str(tmp_path / "p"), row_group_rows=64, target_shard_bytes=1 << 30)
+    w = get_format("parquet").open_writer(
+        str(tmp_path / "p"), row_group_rows=64, target_shard_bytes=1 << 30
+    )
     w.write(fd.batch(1000))
     [f] = w.close()
     assert pq.ParquetFile(f.path).metadata.num_row_groups == 16
     index = open_dataset(str(tmp_path), progress=False)
     assert [u.num_samples for u in index.units] == [64] * 15 + [40]
-    batches = list(get_format("parquet").read_unit(index.units[3], columns=["id"], schema=index.schema))
+    batches = list(
+        get_format("parquet").read_unit(index.units[3], columns=["id"], schema=index.schema)
+    )
     assert batches[0].schema.names == ["id"]
     assert batches[0].column(0).to_pylist()[:2] == [192, 193]
 
@@ -98,7 +102,11 @@ def test_parquet_corrupt_row_group_is_named_and_quarantined(tmp_path: Path) -> N
     data = bytearray(path.read_bytes())
     data[start : start + col.total_compressed_size] = b"\xa5" * col.total_compressed_size
     path.write_bytes(bytes(data))
-    assert [u.num_samples for u in fmt.list_units(str(path), len(data))] == [100, 100, 100]  # footer intact
+    assert [u.num_samples for u in fmt.list_units(str(path), len(data))] == [
+        100,
+        100,
+        100,
+    ]  # footer intact
     assert sum(b.num_rows for b in fmt.read_unit(units[0])) == 100
     with pytest.raises(FormatError) as err:
         list(fmt.read_unit(units[1]))

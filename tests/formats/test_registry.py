@@ -24,16 +24,34 @@ def test_registry_names_aliases_and_errors() -> None:
         detect_format("x.csv")
 
 
-@pytest.mark.parametrize("path,name", [
-    ("a.parquet", "parquet"), ("a.PQ", "parquet"), ("s3://b/x.jsonl", "jsonl"), ("x.jsonl.gz", "jsonl"),
-    ("x.JSONL.ZST", "jsonl"), ("x.json", "jsonl"), ("x.json.gz", "jsonl"), ("x.json.zst", "jsonl"),
-    ("x.ndjson", "jsonl"), ("x.ndjson.gz", "jsonl"), ("x.ndjson.zst", "jsonl"), ("shard-0.tar", "webdataset"),
-    ("shard-0.tar.gz", "webdataset"), ("shard-0.TGZ", "webdataset"), ("x.gz", None), ("x.csv", None), ("tar", None),
-])
+@pytest.mark.parametrize(
+    "path,name",
+    [
+        ("a.parquet", "parquet"),
+        ("a.PQ", "parquet"),
+        ("s3://b/x.jsonl", "jsonl"),
+        ("x.jsonl.gz", "jsonl"),
+        ("x.JSONL.ZST", "jsonl"),
+        ("x.json", "jsonl"),
+        ("x.json.gz", "jsonl"),
+        ("x.json.zst", "jsonl"),
+        ("x.ndjson", "jsonl"),
+        ("x.ndjson.gz", "jsonl"),
+        ("x.ndjson.zst", "jsonl"),
+        ("shard-0.tar", "webdataset"),
+        ("shard-0.tar.gz", "webdataset"),
+        ("shard-0.TGZ", "webdataset"),
+        ("x.gz", None),
+        ("x.csv", None),
+        ("tar", None),
+    ],
+)
 def test_one_suffix_table_names_every_format(path: str, name: str | None) -> None:
     assert guess_format(path) == name
     if name is None:
-        with pytest.raises(FormatError, match=r"\.ndjson\.zst, \.tar, \.tar\.gz, \.tgz\); pass format="):
+        with pytest.raises(
+            FormatError, match=r"\.ndjson\.zst, \.tar, \.tar\.gz, \.tgz\); pass format="
+        ):
             detect_format(path)
     else:
         assert detect_format(path) == name and path.lower().endswith(get_format(name).extensions)
@@ -56,4 +74,6 @@ def test_every_format_refuses_an_unknown_column(tmp_path: Path, name: str) -> No
         with pytest.raises(ConfigError, match=r"unknown columns \['nope'\]; the dataset has \["):
             list(fmt.read_unit(unit, columns=["nope"], schema=schema))
         with pytest.raises(ConfigError, match=r"unknown columns \['nope'\]"):
-            fmt.read_table(unit, columns=["text" if name != "webdataset" else "txt", "nope"], schema=schema)
+            fmt.read_table(
+                unit, columns=["text" if name != "webdataset" else "txt", "nope"], schema=schema
+            )

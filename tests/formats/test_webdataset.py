@@ -32,9 +32,16 @@ def test_webdataset_round_trip(tmp_path: Path) -> None:
     paths = [w.path for w in written]
     back = fd.read("webdataset", paths)
     assert back.schema.names == ["__key__", "bin", "txt"]
-    assert back.schema.field("bin").type == pa.binary() and back.schema.field("txt").type == pa.binary()
+    assert (
+        back.schema.field("bin").type == pa.binary()
+        and back.schema.field("txt").type == pa.binary()
+    )
     expected = [
-        {"__key__": r["__key__"], "bin": r["bin"], "txt": None if r["txt"] is None else r["txt"].encode("utf-8")}
+        {
+            "__key__": r["__key__"],
+            "bin": r["bin"],
+            "txt": None if r["txt"] is None else r["txt"].encode("utf-8"),
+        }
         for r in table.to_pylist()
     ]
     assert back.to_pylist() == expected
@@ -45,12 +52,14 @@ def test_webdataset_round_trip(tmp_path: Path) -> None:
 def test_webdataset_round_trip_groups_by_key(tmp_path: Path) -> None:
     keys = [f"sample{i:04d}" for i in range(50)]
     jpgs = [os.urandom(100 + i) for i in range(50)]
-    batch = pa.record_batch({
-        "__key__": keys,
-        "jpg": pa.array(jpgs, pa.binary()),
-        "json": [json.dumps({"label": i}) for i in range(50)],
-        "cls": pa.array([i % 3 for i in range(50)], pa.int64()),
-    })
+    batch = pa.record_batch(
+        {
+            "__key__": keys,
+            "jpg": pa.array(jpgs, pa.binary()),
+            "json": [json.dumps({"label": i}) for i in range(50)],
+            "cls": pa.array([i % 3 for i in range(50)], pa.int64()),
+        }
+    )
     w = get_format("webdataset").open_writer(str(tmp_path / "shard"), target_shard_bytes=3_000)
     w.write(batch)
     files = w.close()
@@ -186,7 +195,11 @@ def test_unsafe_tar_member_raises_naming_tar_and_member(tmp_path: Path, kind: st
     assert err.value.path == str(path)
     # under skip the sample is quarantined and counted, the others are kept
     q = Quarantine()
-    keys = [k for b in fmt.read_unit(unit, on_error="skip", quarantine=q) for k in b.column("__key__").to_pylist()]
+    keys = [
+        k
+        for b in fmt.read_unit(unit, on_error="skip", quarantine=q)
+        for k in b.column("__key__").to_pylist()
+    ]
     assert keys == ["0001", "0003"]
     assert q.count == 1 and q.examples[0][:2] == (str(path), f"member {name}")
 
@@ -206,16 +219,21 @@ def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile
     return m
 
 
-@pytest.mark.parametrize("member,reason", [
-    (_member("../evil.txt"), ".."),
-    (_member("a/../../evil.txt"), ".."),
-    (_member("/etc/evil.txt"), "absolute"),
-    (_member("0002.txt", tarfile.SYMTYPE, "/etc/passwd"), "link"),
-    (_member("0002.txt", tarfile.LNKTYPE, "0001.txt"), "link"),
-    (_member("0002.dev", tarfile.CHRTYPE), "device"),
-    (_member("0002.fifo", tarfile.FIFOTYPE), "fifo"),
-])
-def test_unsafe_tar_members_are_rejected_through_the_index(tmp_path: Path, member: tarfile.TarInfo, reason: str) -> None:
+@pytest.mark.parametrize(
+    "member,reason",
+    [
+        (_member("../evil.txt"), ".."),
+        (_member("a/../../evil.txt"), ".."),
+        (_member("/etc/evil.txt"), "absolute"),
+        (_member("0002.txt", tarfile.SYMTYPE, "/etc/passwd"), "link"),
+        (_member("0002.txt", tarfile.LNKTYPE, "0001.txt"), "link"),
+        (_member("0002.dev", tarfile.CHRTYPE), "device"),
+        (_member("0002.fifo", tarfile.FIFOTYPE), "fifo"),
+    ],
+)
+def test_unsafe_tar_members_are_rejected_through_the_index(
+    tmp_path: Path, member: tarfile.TarInfo, reason: str
+) -> None:
     path = tmp_path / "shard.tar"
 
     def add(tf: tarfile.TarFile) -> None:
@@ -264,8 +282,14 @@ def _typed_tar(path: Path, members: list[tuple[str, bytes, bytes]]) -> Path:
 
 
 def _good(n: int, start: int = 0) -> list[tuple[str, bytes, bytes]]:
-    return [m for i in range(start, start + n) for m in ((f"s{i:03d}.txt", b"t%d" % i, tarfile.REGTYPE),
-                                                        (f"s{i:03d}.cls", b"%d" % (i % 3), tarfile.REGTYPE))]
+    return [
+        m
+        for i in range(start, start + n)
+        for m in (
+            (f"s{i:03d}.txt", b"t%d" % i, tarfile.REGTYPE),
+            (f"s{i:03d}.cls", b"%d" % (i % 3), tarfile.REGTYPE),
+        )
+    ]
 
 
 BAD = {
@@ -280,7 +304,8 @@ BAD = {
 
 @pytest.mark.parametrize("kind", sorted(BAD))
 def test_unsafe_members_are_refused_while_indexing_and_skipped_exactly(
-        kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     name, typ = BAD[kind]
     path = _typed_tar(tmp_path / "a.tar", _good(5) + [(name, b"x", typ)] + _good(4, 5))
     with pytest.raises(UnsafeMemberError) as info:
@@ -289,9 +314,15 @@ def test_unsafe_members_are_refused_while_indexing_and_skipped_exactly(
     assert main(["inspect", str(path)]) == 1
     assert name.lstrip("/") in capsys.readouterr().err
     index = open_dataset(str(path), progress=False, on_error="skip")
-    assert index.num_samples == 9 and index.units[0].skipped == 1 and index.summary()["skipped"] == 1
-    assert open_dataset(str(path), progress=False, on_error="skip").units == index.units  # saved, reused
-    ds = StreamingDataset(str(path), batch_size=1, shuffle=False, on_error="skip", rank=0, world_size=1)
+    assert (
+        index.num_samples == 9 and index.units[0].skipped == 1 and index.summary()["skipped"] == 1
+    )
+    assert (
+        open_dataset(str(path), progress=False, on_error="skip").units == index.units
+    )  # saved, reused
+    ds = StreamingDataset(
+        str(path), batch_size=1, shuffle=False, on_error="skip", rank=0, world_size=1
+    )
     assert [s["__key__"] for s in ds] == [f"s{i:03d}" for i in range(9)]
     assert ds.quarantine.count == 1
 
@@ -315,7 +346,11 @@ def test_key_that_comes_back_is_a_bad_sample_naming_the_key(tmp_path: Path) -> N
     fmt = get_format("webdataset", on_error="skip")
     (unit,) = fmt.list_units(str(path), path.stat().st_size)
     q = Quarantine()
-    keys = [k for b in fmt.read_unit(unit, on_error="skip", quarantine=q) for k in b.column("__key__").to_pylist()]
+    keys = [
+        k
+        for b in fmt.read_unit(unit, on_error="skip", quarantine=q)
+        for k in b.column("__key__").to_pylist()
+    ]
     assert unit.num_samples == 2 and keys == ["a", "b"] and q.count == 1
 
 
@@ -341,7 +376,14 @@ def _three_sample_tar(tmp_path: Path) -> tuple[Path, bytes]:
 @pytest.mark.parametrize(
     "cut",
     [100, 512 + 300, 1536 * 2 + 200, 1536 * 3, 1536 * 5 + 700, 1536 * 6],
-    ids=["in-first-header", "in-first-data", "in-later-header", "at-header-boundary", "in-last-data", "no-end-marker"],
+    ids=[
+        "in-first-header",
+        "in-first-data",
+        "in-later-header",
+        "at-header-boundary",
+        "in-last-data",
+        "no-end-marker",
+    ],
 )
 def test_truncated_tar_is_a_format_error(tmp_path: Path, cut: int) -> None:
     full, data = _three_sample_tar(tmp_path)
@@ -362,12 +404,24 @@ def test_truncated_tar_is_a_format_error(tmp_path: Path, cut: int) -> None:
 
 # (cut, samples kept under on_error="skip"): the sample in progress at the damage is lost
 # with the rest of the shard (more of its members may have followed), counted once
-_SKIP_CUTS = [(512 + 300, 0), (1536 * 2 + 200, 0), (1536 * 3, 1), (1536 * 5 + 700, 2), (1536 * 6, 2)]
+_SKIP_CUTS = [
+    (512 + 300, 0),
+    (1536 * 2 + 200, 0),
+    (1536 * 3, 1),
+    (1536 * 5 + 700, 2),
+    (1536 * 6, 2),
+]
 
 
 @pytest.mark.parametrize("gz", [False, True], ids=["tar", "tar.gz"])
-@pytest.mark.parametrize(("cut", "kept"), _SKIP_CUTS, ids=["first-data", "later-header", "boundary", "last-data", "no-end"])
-def test_truncated_plain_tar_under_skip_keeps_the_samples_before_the_cut(tmp_path: Path, cut: int, kept: int, gz: bool) -> None:
+@pytest.mark.parametrize(
+    ("cut", "kept"),
+    _SKIP_CUTS,
+    ids=["first-data", "later-header", "boundary", "last-data", "no-end"],
+)
+def test_truncated_plain_tar_under_skip_keeps_the_samples_before_the_cut(
+    tmp_path: Path, cut: int, kept: int, gz: bool
+) -> None:
     _, data = _three_sample_tar(tmp_path)
     path = tmp_path / ("cut.tar.gz" if gz else "cut.tar")
     path.write_bytes(gzip.compress(data[:cut], mtime=0) if gz else data[:cut])
@@ -397,7 +451,9 @@ def test_truncated_shard_under_skip_streams_the_rest_of_the_dataset(tmp_path: Pa
     (tmp_path / "full.tar").unlink()
     index = open_dataset(str(tmp_path), progress=False, on_error="skip")
     assert index.num_samples == 5
-    ds = StreamingDataset(str(tmp_path), batch_size=1, seed=1, rank=0, world_size=1, on_error="skip")
+    ds = StreamingDataset(
+        str(tmp_path), batch_size=1, seed=1, rank=0, world_size=1, on_error="skip"
+    )
     assert sorted(s["__key__"] for s in ds) == ["0000", "0000", "0001", "0001", "0002"]
 
 
@@ -456,7 +512,9 @@ def test_gzip_compressed_shards_stream_whole(tmp_path: Path, suffix: str) -> Non
 
 def test_compressed_shard_cut_short_by_a_bad_header_is_an_error(tmp_path: Path) -> None:
     raw = bytearray(_typed_tar(tmp_path / "raw.tar", _good(20)).read_bytes())
-    raw[10 * 1024 + 3] ^= 0x55  # member 10's name: its checksum no longer matches, tarfile stops there
+    raw[10 * 1024 + 3] ^= (
+        0x55  # member 10's name: its checksum no longer matches, tarfile stops there
+    )
     for suffix, data in ((".tar", bytes(raw)), (".tar.gz", gzip.compress(bytes(raw), mtime=0))):
         (tmp_path / f"bad{suffix}").write_bytes(data)
         with pytest.raises(FormatError, match="unreadable data after the last member") as info:
@@ -477,16 +535,24 @@ def test_member_name_that_is_not_utf8_is_a_bad_sample(tmp_path: Path, suffix: st
     with pytest.raises(FormatError, match="member name is not valid UTF-8") as info:
         open_dataset(str(path), progress=False)
     assert path.name in str(info.value)
-    ds = StreamingDataset(str(path), batch_size=1, shuffle=False, on_error="skip", rank=0, world_size=1)
+    ds = StreamingDataset(
+        str(path), batch_size=1, shuffle=False, on_error="skip", rank=0, world_size=1
+    )
     assert [s["__key__"] for s in ds] == ["s000", "s002"] and ds.quarantine.count == 1
 
 
 def test_a_field_first_seen_late_in_a_shard_is_a_column(tmp_path: Path) -> None:
-    members = [(f"{i:04d}.{ext}", b"%d" % i, tarfile.REGTYPE)
-               for i in range(400) for ext in ("txt", "seg") if ext == "txt" or i == 350]
+    members = [
+        (f"{i:04d}.{ext}", b"%d" % i, tarfile.REGTYPE)
+        for i in range(400)
+        for ext in ("txt", "seg")
+        if ext == "txt" or i == 350
+    ]
     path = _typed_tar(tmp_path / "late.tar", members)
     index = open_dataset(str(path), progress=False)
     assert index.schema.names == ["__key__", "seg", "txt"]
     assert get_format("webdataset").read_schema(str(path)) == index.schema
     rows = list(StreamingDataset(index, shuffle=False, rank=0, world_size=1))
-    assert [r["__key__"] for r in rows if r["seg"] is not None] == ["0350"] and rows[350]["seg"] == b"350"
+    assert [r["__key__"] for r in rows if r["seg"] is not None] == ["0350"] and rows[350][
+        "seg"
+    ] == b"350"

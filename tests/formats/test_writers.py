@@ -40,14 +40,19 @@ def test_tabular_round_trip(tmp_path: Path, name: str, options: dict[str, Any]) 
     assert back.select(table.column_names).to_pylist() == table.to_pylist()
 
 
-@pytest.mark.parametrize("name,options", [
-    ("parquet", {"row_group_rows": 100}),
-    ("jsonl", {}),
-    ("jsonl", {"compression": "gzip"}),
-    ("jsonl", {"compression": "zstd"}),
-])
+@pytest.mark.parametrize(
+    "name,options",
+    [
+        ("parquet", {"row_group_rows": 100}),
+        ("jsonl", {}),
+        ("jsonl", {"compression": "gzip"}),
+        ("jsonl", {"compression": "zstd"}),
+    ],
+)
 def test_tabular_round_trip_through_the_index(tmp_path: Path, name: str, options: dict) -> None:
-    writer = get_format(name).open_writer(str(tmp_path / "part"), target_shard_bytes=3_000, **options)
+    writer = get_format(name).open_writer(
+        str(tmp_path / "part"), target_shard_bytes=3_000, **options
+    )
     for k in range(5):
         writer.write(fd.batch(300, k * 300))
     files = writer.close()
@@ -72,15 +77,21 @@ def test_tabular_round_trip_through_the_index(tmp_path: Path, name: str, options
     ],
     ids=["parquet", "jsonl", "jsonl-gz", "webdataset"],
 )
-def test_writer_rolls_over_at_target_size(tmp_path: Path, name: str, options: dict[str, Any], slack: float) -> None:
+def test_writer_rolls_over_at_target_size(
+    tmp_path: Path, name: str, options: dict[str, Any], slack: float
+) -> None:
     target = 40_000
     n = 400 if name == "webdataset" else 2400
     table = fd.incompressible_table(n)
     if name == "webdataset":
         table = table.append_column("__key__", pa.array([f"{i:06d}" for i in range(n)]))
-    written = fd.write(name, str(tmp_path / "out"), table, batch_rows=50, target_shard_bytes=target, **options)
+    written = fd.write(
+        name, str(tmp_path / "out"), table, batch_rows=50, target_shard_bytes=target, **options
+    )
     assert len(written) >= 4
-    assert [os.path.basename(w.path).split(".")[0] for w in written] == [f"out-{i:05d}" for i in range(len(written))]
+    assert [os.path.basename(w.path).split(".")[0] for w in written] == [
+        f"out-{i:05d}" for i in range(len(written))
+    ]
     assert sum(w.num_rows for w in written) == n
     fd.check_written(written)
     # the raw (uncompressed for JSONL) shard size stays near the target
@@ -132,8 +143,13 @@ def test_writers_give_equal_bytes_for_equal_batches(tmp_path: Path, name: str) -
         for k in range(3):
             b = fd.batch(200, k * 200)
             if name == "webdataset":
-                b = pa.record_batch({"__key__": [f"{i:06d}" for i in b.column("id").to_pylist()],
-                                     "txt": b.column("text"), "cls": b.column("id")})
+                b = pa.record_batch(
+                    {
+                        "__key__": [f"{i:06d}" for i in b.column("id").to_pylist()],
+                        "txt": b.column("text"),
+                        "cls": b.column("id"),
+                    }
+                )
             w.write(b)
         return [Path(f.path).read_bytes() for f in w.close()]
 

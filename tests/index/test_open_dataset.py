@@ -78,7 +78,10 @@ def test_webdataset_counts_equal_full_read(tmp_path: Path) -> None:
     for shard, count in enumerate([4, 9]):
         with tarfile.open(root / f"shard-{shard}.tar", "w") as tf:
             for _ in range(count):
-                for ext, payload in (("txt", f"sample {key}".encode()), ("cls", str(key % 3).encode())):
+                for ext, payload in (
+                    ("txt", f"sample {key}".encode()),
+                    ("cls", str(key % 3).encode()),
+                ):
                     ti = tarfile.TarInfo(f"{key:06d}.{ext}")
                     ti.size = len(payload)
                     tf.addfile(ti, io.BytesIO(payload))
@@ -87,7 +90,9 @@ def test_webdataset_counts_equal_full_read(tmp_path: Path) -> None:
     assert index.format == "webdataset"
     assert [u.num_samples for u in index.units] == [4, 9]
     fmt = get_format("webdataset")
-    keys = [k for u in index.units for b in fmt.read_unit(u) for k in b.column("__key__").to_pylist()]
+    keys = [
+        k for u in index.units for b in fmt.read_unit(u) for k in b.column("__key__").to_pylist()
+    ]
     assert keys == [f"{i:06d}" for i in range(13)]
 
 
@@ -144,4 +149,6 @@ def test_unknown_suffix_is_a_clear_error(tmp_path: Path) -> None:
 def test_index_json_round_trip(tmp_path: Path) -> None:
     index = open_dataset(str(_parquet_dir(tmp_path / "pq", [[2, 3]])))
     back = DatasetIndex.from_json(index.to_json())
-    assert back.units == index.units and back.files == index.files and back.schema.equals(index.schema)
+    assert (
+        back.units == index.units and back.files == index.files and back.schema.equals(index.schema)
+    )

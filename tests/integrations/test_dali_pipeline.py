@@ -33,8 +33,19 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _sources(path: str, **kw: Any) -> list[DaliSource]:
-    return [DaliSource(path, rank=r, world_size=RANKS, num_workers=WORKERS, per_worker=PER_WORKER,
-                       columns=["jpg", "cls"], seed=7, **kw) for r in range(RANKS)]
+    return [
+        DaliSource(
+            path,
+            rank=r,
+            world_size=RANKS,
+            num_workers=WORKERS,
+            per_worker=PER_WORKER,
+            columns=["jpg", "cls"],
+            seed=7,
+            **kw,
+        )
+        for r in range(RANKS)
+    ]
 
 
 def _run(srcs: list[DaliSource], epochs: int) -> list[list[dict[str, Any]]]:
@@ -60,7 +71,11 @@ def _check_epoch(ranks: list[dict[str, Any]], iterations: int) -> list[int]:
         # the merged batch is source 0's samples, then source 1's, iteration by iteration
         expect = [x for i in range(iterations) for batches in r["per_source"] for x in batches[i]]
         assert r["merged"] == expect
-    assert sum(len(s) for s in shares) == len(set().union(*shares)) == RANKS * WORKERS * PER_WORKER * iterations
+    assert (
+        sum(len(s) for s in shares)
+        == len(set().union(*shares))
+        == RANKS * WORKERS * PER_WORKER * iterations
+    )
     return [x for r in ranks for x in r["merged"]]
 
 
@@ -92,8 +107,9 @@ def test_uneven_shards_drop_last_and_padding(tmp_path: Path) -> None:
     assert sum(c - 1 for c in counts.values()) == 128 - total  # only the documented repeats
 
 
-def test_from_the_s3_server_equals_local(tmp_path: Path, s3_server: dict[str, Any],
-                                         bucket: tuple[str, Any]) -> None:
+def test_from_the_s3_server_equals_local(
+    tmp_path: Path, s3_server: dict[str, Any], bucket: tuple[str, Any]
+) -> None:
     name, fs = bucket
     make_shards(tmp_path / "wds", [20, 13, 31, 8])  # 72 samples: 4 iterations of 16
     for f in sorted((tmp_path / "wds").iterdir()):
@@ -132,8 +148,14 @@ def test_a_script_with_a_live_pipeline_exits(tmp_path: Path) -> None:
 
     make_shards(tmp_path / "wds", [20, 12])
     (tmp_path / "live.py").write_text(SCRIPT)
-    out = subprocess.run([sys.executable, str(tmp_path / "live.py"), str(tmp_path / "wds")], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    out = subprocess.run(
+        [sys.executable, str(tmp_path / "live.py"), str(tmp_path / "wds")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split()[:2] == ["ran", "False"]  # the import order that used to hang
 
@@ -143,11 +165,23 @@ def test_the_pytorch_iterator_and_merge_by_name(tmp_path: Path) -> None:
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
     make_shards(tmp_path / "wds", [24] * 4)  # 96 = 2 ranks x 2 workers x 4 x 6
-    src = DaliSource(str(tmp_path / "wds"), rank=1, world_size=RANKS, num_workers=WORKERS,
-                     per_worker=PER_WORKER, columns=["jpg"], seed=0)
+    src = DaliSource(
+        str(tmp_path / "wds"),
+        rank=1,
+        world_size=RANKS,
+        num_workers=WORKERS,
+        per_worker=PER_WORKER,
+        columns=["jpg"],
+        seed=0,
+    )
 
-    @pipeline_def(batch_size=PER_WORKER, num_threads=1, device_id=None, py_num_workers=WORKERS,
-                  py_start_method="spawn")
+    @pipeline_def(
+        batch_size=PER_WORKER,
+        num_threads=1,
+        device_id=None,
+        py_num_workers=WORKERS,
+        py_start_method="spawn",
+    )
     def pipe() -> tuple[Any, ...]:
         return tuple(fn.decoders.image(jpg, device="cpu") for (jpg,) in src.external_sources())
 

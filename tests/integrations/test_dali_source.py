@@ -29,7 +29,13 @@ def shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def _src(path: str, rank: int = 0, **kw: Any) -> DaliSource:
-    opts: dict[str, Any] = {"world_size": 2, "num_workers": 3, "per_worker": 5, "columns": ["cls", "jpg"], "seed": 3}
+    opts: dict[str, Any] = {
+        "world_size": 2,
+        "num_workers": 3,
+        "per_worker": 5,
+        "columns": ["cls", "jpg"],
+        "seed": 3,
+    }
     opts.update(kw)
     return DaliSource(path, rank=rank, **opts)
 
@@ -94,7 +100,9 @@ def test_resume_after_some_iterations_continues_exactly(shards: str) -> None:
 
 
 def test_resume_on_another_topology_repeats_nothing(shards: str) -> None:
-    consumed = [x for r in range(2) for ws in _src(shards, r).sources() for b in _epoch(ws)[:1] for x in b]
+    consumed = [
+        x for r in range(2) for ws in _src(shards, r).sources() for b in _epoch(ws)[:1] for x in b
+    ]
     state = _src(shards).state_dict(iterations=1)
     rest = []
     for rank in range(3):
@@ -110,12 +118,16 @@ def test_merge_joins_source_outputs_in_order(shards: str) -> None:
     b = [np.arange(5, 10), np.full(5, 8)]
     merged = src.merge([*a, *b, np.arange(10, 15), np.full(5, 7)])
     assert isinstance(merged, list)
-    assert merged[0].tolist() == list(range(15)) and merged[1].tolist() == [9] * 5 + [8] * 5 + [7] * 5
+    assert (
+        merged[0].tolist() == list(range(15)) and merged[1].tolist() == [9] * 5 + [8] * 5 + [7] * 5
+    )
     names = src.output_names(["img", "y"])
     assert names == ["img_w0", "y_w0", "img_w1", "y_w1", "img_w2", "y_w2"]
     torch = pytest.importorskip("torch")
     as_dict = src.merge({n: torch.ones(5, 2) * i for i, n in enumerate(names)})
-    assert isinstance(as_dict, dict) and set(as_dict) == {"img", "y"} and as_dict["y"].shape == (15, 2)
+    assert (
+        isinstance(as_dict, dict) and set(as_dict) == {"img", "y"} and as_dict["y"].shape == (15, 2)
+    )
     ragged = src.merge([[np.zeros(i)] for i in range(3)])
     assert [len(x) for x in ragged[0]] == [0, 1, 2]
     with pytest.raises(ConfigError, match="multiple of 3"):
@@ -126,7 +138,9 @@ def test_columns_become_dali_arrays() -> None:
     binary = pa.array([b"ab", None, b"", b"xyz"])
     out = column_arrays("jpg", binary.slice(1))
     assert [x.tolist() for x in out] == [[], [], [120, 121, 122]] and out[0].dtype == np.uint8
-    assert [bytes(x) for x in column_arrays("__key__", pa.array(["k1", "ü"], pa.large_string()))] == [b"k1", "ü".encode()]
+    assert [
+        bytes(x) for x in column_arrays("__key__", pa.array(["k1", "ü"], pa.large_string()))
+    ] == [b"k1", "ü".encode()]
     assert column_arrays("y", pa.array([1, 2], pa.int32())).tolist() == [1, 2]
     fixed = column_arrays("v", pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32(), 2)))
     assert isinstance(fixed, np.ndarray) and fixed.shape == (2, 2)
@@ -155,4 +169,6 @@ def test_a_model_parallel_group_gets_the_same_sources(shards: str) -> None:
     assert [s.rank for s in group[0].sources()] == [1, 1, 1]
     assert [_epoch(ws) for ws in group[0].sources()] == [_epoch(ws) for ws in group[1].sources()]
     other = _src(shards, 0, world_size=4, replication=2).sources()[0]
-    assert not {x for b in _epoch(other) for x in b} & {x for b in _epoch(group[0].sources()[0]) for x in b}
+    assert not {x for b in _epoch(other) for x in b} & {
+        x for b in _epoch(group[0].sources()[0]) for x in b
+    }

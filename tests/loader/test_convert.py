@@ -32,9 +32,12 @@ def _every_type() -> pa.Table:
         "id": pa.array(i, pa.int64()),
         "flag": pa.array([k % 2 == 0 for k in i]),
         "flag_n": pa.array(_with_nulls([k % 3 == 0 for k in i]), pa.bool_()),
-        "i8": pa.array([k - 20 for k in i], pa.int8()), "u16": pa.array(i, pa.uint16()),
-        "i32_n": pa.array(_with_nulls(i), pa.int32()), "u64": pa.array(i, pa.uint64()),
-        "f16": pa.array(np.arange(N, dtype=np.float16)), "f32": pa.array(i, pa.float32()),
+        "i8": pa.array([k - 20 for k in i], pa.int8()),
+        "u16": pa.array(i, pa.uint16()),
+        "i32_n": pa.array(_with_nulls(i), pa.int32()),
+        "u64": pa.array(i, pa.uint64()),
+        "f16": pa.array(np.arange(N, dtype=np.float16)),
+        "f32": pa.array(i, pa.float32()),
         "f64_n": pa.array(_with_nulls([k / 3 for k in i]), pa.float64()),
         "dec": pa.array([decimal.Decimal(k) / 4 for k in i], pa.decimal128(10, 2)),
         "d32": pa.array([dt.date(2020, 1, 1) + dt.timedelta(days=k) for k in i], pa.date32()),
@@ -42,20 +45,27 @@ def _every_type() -> pa.Table:
         "t32": pa.array([k * 1000 for k in i], pa.time32("ms")),
         "t64ns": pa.array([k * 1_000_000_001 for k in i], pa.time64("ns")),
         "ts_s": pa.array([1_700_000_000 + k for k in i], pa.timestamp("s")),
-        "ts_ms_tz": pa.array([1_700_000_000_000 + k for k in i], pa.timestamp("ms", tz="Europe/Paris")),
-        "ts_us_n": pa.array(_with_nulls([1_700_000_000_000_000 + k for k in i]), pa.timestamp("us")),
+        "ts_ms_tz": pa.array(
+            [1_700_000_000_000 + k for k in i], pa.timestamp("ms", tz="Europe/Paris")
+        ),
+        "ts_us_n": pa.array(
+            _with_nulls([1_700_000_000_000_000 + k for k in i]), pa.timestamp("us")
+        ),
         "ts_ns": pa.array(ts, pa.timestamp("ns")),
         "dur_ns": pa.array([k * 1_000_000_001 for k in i], pa.duration("ns")),
         "dur_s": pa.array(i, pa.duration("s")),
         "text_n": pa.array(_with_nulls([f"doc {k} é" for k in i])),
         "ltext": pa.array([f"x{k}" for k in i], pa.large_string()),
-        "blob": pa.array([bytes([k]) * (k % 5) for k in i]), "fsb": pa.array([b"ab"] * N, pa.binary(2)),
+        "blob": pa.array([bytes([k]) * (k % 5) for k in i]),
+        "fsb": pa.array([b"ab"] * N, pa.binary(2)),
         "ids": pa.array([list(range(k % 6)) for k in i], pa.list_(pa.int32())),
         "lids_n": pa.array(_with_nulls([list(range(k % 4)) for k in i]), pa.large_list(pa.int64())),
         "emb": pa.array([[float(k)] * 4 for k in i], pa.list_(pa.float32(), 4)),
         "tags": pa.array([[f"t{k}", None] for k in i], pa.list_(pa.string())),
-        "st": pa.array([{"a": k, "b": f"s{k}"} if k % 5 else None for k in i],
-                       pa.struct([("a", pa.int64()), ("b", pa.string())])),
+        "st": pa.array(
+            [{"a": k, "b": f"s{k}"} if k % 5 else None for k in i],
+            pa.struct([("a", pa.int64()), ("b", pa.string())]),
+        ),
         "mp": pa.array([[("k", k)] for k in i], pa.map_(pa.string(), pa.int64())),
         "cat": pa.array([f"c{k % 3}" for k in i]).dictionary_encode(),
         "nothing": pa.array([None] * N, pa.null()),
@@ -83,9 +93,36 @@ def test_per_sample_mode_streams_every_type(every_type: tuple[Path, pa.Table]) -
     path, table = every_type
     got = list(_dataset(path, batch_size=4))
     assert len(got) == N and [r["id"] for r in got] == list(range(N))
-    for name in ("flag", "flag_n", "i8", "u16", "i32_n", "f32", "f64_n", "dec", "d32", "d64", "t32",
-                 "ts_s", "ts_ms_tz", "ts_us_n", "dur_s", "text_n", "ltext", "blob", "fsb", "lids_n",
-                 "tags", "st", "mp", "cat", "nothing", "sv_n", "bv", "lsv"):
+    for name in (
+        "flag",
+        "flag_n",
+        "i8",
+        "u16",
+        "i32_n",
+        "f32",
+        "f64_n",
+        "dec",
+        "d32",
+        "d64",
+        "t32",
+        "ts_s",
+        "ts_ms_tz",
+        "ts_us_n",
+        "dur_s",
+        "text_n",
+        "ltext",
+        "blob",
+        "fsb",
+        "lids_n",
+        "tags",
+        "st",
+        "mp",
+        "cat",
+        "nothing",
+        "sv_n",
+        "bv",
+        "lsv",
+    ):
         assert [r[name] for r in got] == table.column(name).to_pylist(), name
     assert isinstance(got[0]["flag"], bool) and got[3]["flag_n"] is None
     # nanoseconds are kept exactly (numpy scalars), which datetime cannot
@@ -94,7 +131,10 @@ def test_per_sample_mode_streams_every_type(every_type: tuple[Path, pa.Table]) -
     assert got[2]["dur_ns"] == np.timedelta64(2_000_000_002, "ns")
     assert got[2]["t64ns"] == 2_000_000_002
     assert [list(r["ids"]) for r in got] == table.column("ids").to_pylist()
-    assert np.array_equal(np.stack([r["emb"] for r in got]), table.column("emb").to_numpy(zero_copy_only=False).tolist())
+    assert np.array_equal(
+        np.stack([r["emb"] for r in got]),
+        table.column("emb").to_numpy(zero_copy_only=False).tolist(),
+    )
 
 
 @pytest.mark.parametrize("fmt", ["numpy", "torch", "arrow"])
@@ -113,10 +153,15 @@ def test_batched_modes_stream_every_type(every_type: tuple[Path, pa.Table], fmt:
     assert emb.shape == (N, 4)
 
 
-def test_per_sample_values_outside_python_datetime_name_file_unit_and_column(tmp_path: Path) -> None:
+def test_per_sample_values_outside_python_datetime_name_file_unit_and_column(
+    tmp_path: Path,
+) -> None:
     days = [0] * 20 + [3_000_000] + [0] * 19  # year 10184 in row group 1
-    pq.write_table(pa.table({"id": list(range(40)), "when": pa.array(days, pa.date32())}),
-                   tmp_path / "d.parquet", row_group_size=16)
+    pq.write_table(
+        pa.table({"id": list(range(40)), "when": pa.array(days, pa.date32())}),
+        tmp_path / "d.parquet",
+        row_group_size=16,
+    )
     with pytest.raises(FormatError) as info:
         list(_dataset(tmp_path / "d.parquet", batch_size=4))
     message = str(info.value)
@@ -127,24 +172,39 @@ def test_per_sample_values_outside_python_datetime_name_file_unit_and_column(tmp
 
 @pytest.mark.parametrize("batch_format", [None, "numpy", "torch"])
 @pytest.mark.parametrize("large", [False, True])
-def test_strings_that_are_not_utf8_name_file_unit_and_column(tmp_path: Path, batch_format: str | None,
-                                                              large: bool) -> None:
+def test_strings_that_are_not_utf8_name_file_unit_and_column(
+    tmp_path: Path, batch_format: str | None, large: bool
+) -> None:
     # Parquet readers do not check UTF-8: a damaged file (or a careless writer) can hold such bytes
-    raw = pa.array([b"ok"] * 20 + [b"\xb4bad"] + [b"ok"] * 19, pa.large_binary() if large else pa.binary())
+    raw = pa.array(
+        [b"ok"] * 20 + [b"\xb4bad"] + [b"ok"] * 19, pa.large_binary() if large else pa.binary()
+    )
     text = raw.view(pa.large_string() if large else pa.string())
-    pq.write_table(pa.table({"id": list(range(40)), "text": text}), tmp_path / "u.parquet", row_group_size=16)
+    pq.write_table(
+        pa.table({"id": list(range(40)), "text": text}), tmp_path / "u.parquet", row_group_size=16
+    )
     with pytest.raises(FormatError) as info:
         list(_dataset(tmp_path / "u.parquet", batch_size=4, batch_format=batch_format))
     message = str(info.value)
-    assert "u.parquet" in message and "row group 1" in message and "'text'" in message and "UTF-8" in message
-    arrow = list(_dataset(tmp_path / "u.parquet", batch_size=4, batch_format="arrow"))  # passed on as stored
+    assert (
+        "u.parquet" in message
+        and "row group 1" in message
+        and "'text'" in message
+        and "UTF-8" in message
+    )
+    arrow = list(
+        _dataset(tmp_path / "u.parquet", batch_size=4, batch_format="arrow")
+    )  # passed on as stored
     assert sum(b.num_rows for b in arrow) == 40
 
 
 def test_int96_timestamps_from_spark_stream_exactly(tmp_path: Path) -> None:
     ns = [1_600_000_000_000_000_001 + 1000 * k for k in range(12)]
-    pq.write_table(pa.table({"id": list(range(12)), "ts": pa.array(ns, pa.timestamp("ns"))}),
-                   tmp_path / "s.parquet", use_deprecated_int96_timestamps=True)
+    pq.write_table(
+        pa.table({"id": list(range(12)), "ts": pa.array(ns, pa.timestamp("ns"))}),
+        tmp_path / "s.parquet",
+        use_deprecated_int96_timestamps=True,
+    )
     got = [r["ts"] for r in _dataset(tmp_path / "s.parquet", batch_size=3)]
     assert got == [np.datetime64(v, "ns") for v in ns]
 
@@ -152,8 +212,11 @@ def test_int96_timestamps_from_spark_stream_exactly(tmp_path: Path) -> None:
 def _tokens(tmp_path: Path) -> tuple[Path, list[list[int]]]:
     rng = np.random.default_rng(0)
     ids = [rng.integers(1, 1000, size=int(rng.integers(0, 30))).tolist() for _ in range(64)]
-    pq.write_table(pa.table({"id": list(range(64)), "input_ids": pa.array(ids, pa.list_(pa.int32()))}),
-                   tmp_path / "tok.parquet", row_group_size=20)
+    pq.write_table(
+        pa.table({"id": list(range(64)), "input_ids": pa.array(ids, pa.list_(pa.int32()))}),
+        tmp_path / "tok.parquet",
+        row_group_size=20,
+    )
     return tmp_path / "tok.parquet", ids
 
 
@@ -173,7 +236,9 @@ def test_variable_length_lists_are_padded_with_lengths(tmp_path: Path, pad_to: A
             assert got == (row + [0] * width)[:width]
 
 
-def test_without_padding_ragged_lists_stay_object_arrays_and_bad_pad_is_refused(tmp_path: Path) -> None:
+def test_without_padding_ragged_lists_stay_object_arrays_and_bad_pad_is_refused(
+    tmp_path: Path,
+) -> None:
     path, ids = _tokens(tmp_path)
     batch = next(iter(_dataset(path, batch_size=16, batch_format="numpy")))
     assert batch["input_ids"].dtype == object and "input_ids_lengths" not in batch
@@ -194,27 +259,34 @@ def _rows_by_id(batches: list[Any]) -> dict[str, list[Any]]:
 
 def _same(a: list[Any], b: list[Any]) -> bool:
     """Equal lists, a float NaN (a null in a numeric column) equal to itself."""
+
     def key(v: Any) -> Any:
         return "NaN" if isinstance(v, float) and v != v else v
+
     return [key(v) for v in a] == [key(v) for v in b]
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_numpy_batches_carry_every_type_exactly_through_worker_transport(
-        every_type: tuple[Path, pa.Table], workers: int) -> None:
+    every_type: tuple[Path, pa.Table], workers: int
+) -> None:
     """Every column's values, not just a few, through the in-process threads and through
     DataLoader workers (shared-memory rings), shuffled: the values of the Parquet table,
     by the batch rules (nulls in numbers as pyarrow's to_numpy gives them)."""
     from torch.utils.data import DataLoader
 
     path, table = every_type
-    ds = StreamingDataset(str(path), batch_size=4, shuffle=True, seed=2, rank=0, world_size=1, batch_format="numpy")
+    ds = StreamingDataset(
+        str(path), batch_size=4, shuffle=True, seed=2, rank=0, world_size=1, batch_format="numpy"
+    )
     got = _rows_by_id(list(DataLoader(ds, batch_size=None, num_workers=workers)))
     assert got["id"] == list(range(N))
     for name in table.column_names:
         column = table.column(name).combine_chunks()
         if pa.types.is_time(column.type):
-            want = column.cast(pa.int32() if pa.types.is_time32(column.type) else pa.int64()).to_pylist()
+            want = column.cast(
+                pa.int32() if pa.types.is_time32(column.type) else pa.int64()
+            ).to_pylist()
         elif pa.types.is_fixed_size_list(column.type):
             want = column.to_pylist()
             got[name] = np.array(got[name]).tolist()

@@ -30,8 +30,12 @@ def _ids(batch: Any) -> list[int]:
     return ids.tolist() if hasattr(ids, "tolist") else list(ids)
 
 
-def _run_rank(data: Path, rank: int, world: int, workers: int, bs: int, **kw: Any) -> list[list[int]]:
-    ds = StreamingDataset(str(data), batch_size=bs, rank=rank, world_size=world, num_workers=workers, **kw)
+def _run_rank(
+    data: Path, rank: int, world: int, workers: int, bs: int, **kw: Any
+) -> list[list[int]]:
+    ds = StreamingDataset(
+        str(data), batch_size=bs, rank=rank, world_size=world, num_workers=workers, **kw
+    )
     if kw.get("batch_format"):
         loader = DataLoader(ds, batch_size=None, num_workers=workers)
     else:
@@ -62,7 +66,9 @@ def test_modes_yield_the_same_sequence(data: Path) -> None:
 
 
 def test_dataloader_order_is_the_plan_order(data: Path) -> None:
-    ds = StreamingDataset(str(data), batch_size=8, rank=0, world_size=2, num_workers=3, batch_format="numpy")
+    ds = StreamingDataset(
+        str(data), batch_size=8, rank=0, world_size=2, num_workers=3, batch_format="numpy"
+    )
     plan = ds.plan()
     starts = np.cumsum([0, *ds.counts.tolist()])
     index = ds.index
@@ -75,7 +81,9 @@ def test_dataloader_order_is_the_plan_order(data: Path) -> None:
 
 def test_epochs_differ_and_repeat_deterministically(data: Path) -> None:
     def epoch(e: int) -> list[int]:
-        ds = StreamingDataset(str(data), batch_size=32, rank=0, world_size=1, batch_format="numpy", seed=1)
+        ds = StreamingDataset(
+            str(data), batch_size=32, rank=0, world_size=1, batch_format="numpy", seed=1
+        )
         ds.set_epoch(e)
         return [i for b in ds.iter_shard(0, 1) for i in _ids(b)]
 
@@ -85,12 +93,16 @@ def test_epochs_differ_and_repeat_deterministically(data: Path) -> None:
 
 
 def test_no_shuffle_is_file_order(data: Path) -> None:
-    ds = StreamingDataset(str(data), batch_size=10, shuffle=False, world_size=1, rank=0, batch_format="numpy")
+    ds = StreamingDataset(
+        str(data), batch_size=10, shuffle=False, world_size=1, rank=0, batch_format="numpy"
+    )
     ids = [i for b in ds.iter_shard(0, 1) for i in _ids(b)]
     assert ids == list(range(len(ids)))
 
 
-def test_filter_keeps_exact_balance(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_filter_keeps_exact_balance(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SHARDWISE_CACHE_DIR", str(tmp_path))
     expr = (pc.field("label") == 3) | (pc.field("id") < 100)
     runs = [_run_rank(data, r, 3, 2, 4, filter=expr, columns=["id", "label"]) for r in range(3)]
@@ -99,14 +111,20 @@ def test_filter_keeps_exact_balance(data: Path, tmp_path: Path, monkeypatch: pyt
     matching = [i for i in range(N) if i % 10 == 3 or i < 100]
     assert len(seen) == len(set(seen)) and set(seen) <= set(matching)
     assert len(matching) - len(seen) < 3 * 2 * 4
-    ds = StreamingDataset(str(data), batch_size=4, filter=expr, columns=["id"], world_size=1, rank=0)
+    ds = StreamingDataset(
+        str(data), batch_size=4, filter=expr, columns=["id"], world_size=1, rank=0
+    )
     assert set(next(iter(ds)).keys()) == {"id"}
 
 
 def test_explicit_iter_shard_without_dataloader(data: Path) -> None:
     """How a JAX loop or a DALI external source consumes a shard: plain iteration."""
     ds = StreamingDataset(str(data), batch_size=64, batch_format="numpy", seed=2)
-    shards = [[i for b in ds.iter_shard(r, 2, w, 2) for i in b["id"].tolist()] for r in range(2) for w in range(2)]
+    shards = [
+        [i for b in ds.iter_shard(r, 2, w, 2) for i in b["id"].tolist()]
+        for r in range(2)
+        for w in range(2)
+    ]
     assert len({len(s) for s in shards}) == 1
     flat = [i for s in shards for i in s]
     assert len(flat) == len(set(flat))
@@ -121,7 +139,9 @@ def test_rank_detection_from_environment(data: Path, monkeypatch: pytest.MonkeyP
 
 
 def _consume(ds: Any, workers: int, k: int | None) -> list[list[int]]:
-    loader = DataLoader(ds, batch_size=None if ds.batch_format else ds.batch_size, num_workers=workers)
+    loader = DataLoader(
+        ds, batch_size=None if ds.batch_format else ds.batch_size, num_workers=workers
+    )
     out = []
     for i, b in enumerate(loader):
         if k is not None and i == k:
@@ -130,7 +150,9 @@ def _consume(ds: Any, workers: int, k: int | None) -> list[list[int]]:
     return out
 
 
-def check_resumable(make: Callable[[], Any], consume: Callable[[Any, int | None], list[Any]], k: int) -> None:
+def check_resumable(
+    make: Callable[[], Any], consume: Callable[[Any, int | None], list[Any]], k: int
+) -> None:
     """The generic save/load contract every resumable stage passes: consume k steps, save,
     restore into a fresh object, and the rest equals the uninterrupted run."""
     full = consume(make(), None)
@@ -148,7 +170,9 @@ def check_resumable(make: Callable[[], Any], consume: Callable[[Any, int | None]
 @pytest.mark.parametrize("mode", [None, "numpy"])
 def test_resume_same_topology_is_exact(data: Path, where: str, mode: str | None) -> None:
     def make() -> Any:
-        ds = StreamingDataset(str(data), batch_size=16, rank=1, world_size=2, num_workers=2, batch_format=mode, seed=4)
+        ds = StreamingDataset(
+            str(data), batch_size=16, rank=1, world_size=2, num_workers=2, batch_format=mode, seed=4
+        )
         ds.set_epoch(3)
         return ds
 
@@ -160,8 +184,18 @@ def test_resume_same_topology_is_exact(data: Path, where: str, mode: str | None)
 @pytest.mark.parametrize("where", ["start", "middle", "end"])
 def test_elastic_resume_changes_world_and_workers(data: Path, where: str) -> None:
     bs = 8
-    old = [StreamingDataset(str(data), batch_size=bs, rank=r, world_size=4, num_workers=2,
-                            batch_format="numpy", seed=9) for r in range(4)]
+    old = [
+        StreamingDataset(
+            str(data),
+            batch_size=bs,
+            rank=r,
+            world_size=4,
+            num_workers=2,
+            batch_format="numpy",
+            seed=9,
+        )
+        for r in range(4)
+    ]
     total = len(old[0])
     k = {"start": 0, "middle": total // 3, "end": total}[where]
     before = [i for ds in old for b in _consume(ds, 2, k) for i in b]
@@ -169,8 +203,15 @@ def test_elastic_resume_changes_world_and_workers(data: Path, where: str) -> Non
     assert all(ds.state_dict(k) == state for ds in old)  # ranks agree
     new = []
     for r in range(3):
-        ds = StreamingDataset(str(data), batch_size=bs, rank=r, world_size=3, num_workers=1,
-                              batch_format="numpy", seed=9)
+        ds = StreamingDataset(
+            str(data),
+            batch_size=bs,
+            rank=r,
+            world_size=3,
+            num_workers=1,
+            batch_format="numpy",
+            seed=9,
+        )
         ds.load_state_dict(state)
         new.append(_consume(ds, 0, None))
     assert len({len(x) for x in new}) == 1
@@ -197,8 +238,9 @@ def test_streaming_dataset_is_an_iterable_dataset() -> None:
 
 
 def test_prefetch_budget_bounds_read_ahead(data: Path) -> None:
-    ds = StreamingDataset(str(data), batch_size=16, world_size=1, rank=0, batch_format="numpy",
-                          prefetch_bytes=1)
+    ds = StreamingDataset(
+        str(data), batch_size=16, world_size=1, rank=0, batch_format="numpy", prefetch_bytes=1
+    )
     n = sum(1 for _ in ds.iter_shard(0, 1))
     assert n == len(ds)
     assert Counter(type(x) for x in [n]) == Counter({int: 1})
@@ -211,11 +253,13 @@ def _vector_data(root: Path, n: int = 600) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     ids = np.arange(n)
     emb = np.stack([ids * 1.0, ids * 2.0, ids * 3.0], axis=1).astype(np.float32)
-    table = pa.table({
-        "id": pa.array(ids, pa.int64()),
-        "emb": pa.FixedSizeListArray.from_arrays(pa.array(emb.ravel()), 3),
-        "tok": pa.array([[int(i), int(i) + 1] for i in ids], pa.list_(pa.int32())),
-    })
+    table = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(emb.ravel()), 3),
+            "tok": pa.array([[int(i), int(i) + 1] for i in ids], pa.list_(pa.int32())),
+        }
+    )
     pq.write_table(table, root / "vec.parquet", row_group_size=100)
     return root
 
@@ -224,8 +268,14 @@ def _vector_data(root: Path, n: int = 600) -> Path:
 def test_numeric_list_columns_arrive_as_writable_matrices(tmp_path: Path, mode: str | None) -> None:
     import warnings
 
-    ds = StreamingDataset(str(_vector_data(tmp_path / "vec")), batch_size=32, world_size=1, rank=0,
-                          batch_format=mode, seed=5)
+    ds = StreamingDataset(
+        str(_vector_data(tmp_path / "vec")),
+        batch_size=32,
+        world_size=1,
+        rank=0,
+        batch_format=mode,
+        seed=5,
+    )
     loader = DataLoader(ds, batch_size=None if mode else 32, num_workers=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. torch's "NumPy array is not writable"
@@ -238,7 +288,11 @@ def test_numeric_list_columns_arrive_as_writable_matrices(tmp_path: Path, mode: 
         assert torch.equal(emb[:, 1], ids.float() * 2) and torch.equal(tok[:, 1], ids.int() + 1)
     if mode == "numpy":  # without a DataLoader the user gets the arrays themselves
         first = next(iter(ds))
-        assert first["emb"].shape == (32, 3) and first["emb"].flags.writeable and first["id"].flags.writeable
+        assert (
+            first["emb"].shape == (32, 3)
+            and first["emb"].flags.writeable
+            and first["id"].flags.writeable
+        )
 
 
 def test_numpy_batches_cross_the_dataloader_as_numpy(data: Path) -> None:
@@ -246,9 +300,13 @@ def test_numpy_batches_cross_the_dataloader_as_numpy(data: Path) -> None:
     worker's pipe), not as shared-memory tensors made by the DataLoader's default_convert."""
     from shardwise.loader import NumpyColumn
 
-    ds = StreamingDataset(str(data), batch_size=64, rank=0, world_size=1, num_workers=2, batch_format="numpy", seed=3)
+    ds = StreamingDataset(
+        str(data), batch_size=64, rank=0, world_size=1, num_workers=2, batch_format="numpy", seed=3
+    )
     batches = list(DataLoader(ds, batch_size=None, num_workers=2))
-    assert batches and all(isinstance(b["id"], np.ndarray) and isinstance(b["id"], NumpyColumn) for b in batches)
+    assert batches and all(
+        isinstance(b["id"], np.ndarray) and isinstance(b["id"], NumpyColumn) for b in batches
+    )
     ids = np.concatenate([b["id"] for b in batches])
     assert len(ids) == len(set(ids.tolist())) == (N // 64) * 64
     t = torch.from_numpy(batches[0]["x"])  # zero-copy and writable
@@ -261,27 +319,37 @@ def test_default_interleave_is_sized_by_shuffle_bytes(data: Path) -> None:
     assert small.interleave == 1
     units = small.index.units
     per_unit = 2 * sum(u.num_bytes for u in units) / len(units)
-    mid = StreamingDataset(str(data), batch_size=8, world_size=1, rank=0, shuffle_bytes=int(per_unit * 5.5))
+    mid = StreamingDataset(
+        str(data), batch_size=8, world_size=1, rank=0, shuffle_bytes=int(per_unit * 5.5)
+    )
     assert mid.interleave == 5
     big = StreamingDataset(str(data), batch_size=8, world_size=1, rank=0, shuffle_bytes=2**40)
     assert big.interleave == 64  # bounded whatever the budget
-    assert StreamingDataset(str(data), batch_size=8, world_size=1, rank=0, interleave=3).interleave == 3
+    assert (
+        StreamingDataset(str(data), batch_size=8, world_size=1, rank=0, interleave=3).interleave
+        == 3
+    )
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"batch_size": 2.5}, "batch_size must be an integer"),
-    ({"batch_size": "8"}, "batch_size must be an integer"),
-    ({"seed": "x"}, "seed must be an integer"),
-    ({"drop_last": "no"}, "drop_last must be True or False"),
-    ({"shuffle": 0}, "shuffle must be True or False"),
-    ({"num_workers": -1}, "num_workers must be at least 0"),
-    ({"interleave": 0}, "interleave must be at least 1"),
-    ({"columns": "id"}, "columns must be a list of column names"),
-    ({"filter": "id > 3"}, "filter must be a pyarrow.compute expression"),
-    ({"filter": pc.field("nope") > 3}, "does not apply to the dataset's columns"),
-    ({"pad_to": "longest"}, "pad_to='longest' pads numpy or torch batches"),
-])
-def test_bad_arguments_are_config_errors_naming_them(data: Path, kwargs: dict[str, Any], match: str) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"batch_size": 2.5}, "batch_size must be an integer"),
+        ({"batch_size": "8"}, "batch_size must be an integer"),
+        ({"seed": "x"}, "seed must be an integer"),
+        ({"drop_last": "no"}, "drop_last must be True or False"),
+        ({"shuffle": 0}, "shuffle must be True or False"),
+        ({"num_workers": -1}, "num_workers must be at least 0"),
+        ({"interleave": 0}, "interleave must be at least 1"),
+        ({"columns": "id"}, "columns must be a list of column names"),
+        ({"filter": "id > 3"}, "filter must be a pyarrow.compute expression"),
+        ({"filter": pc.field("nope") > 3}, "does not apply to the dataset's columns"),
+        ({"pad_to": "longest"}, "pad_to='longest' pads numpy or torch batches"),
+    ],
+)
+def test_bad_arguments_are_config_errors_naming_them(
+    data: Path, kwargs: dict[str, Any], match: str
+) -> None:
     """A wrong type or value is refused naming the argument: never coerced silently
     (batch_size=2.5 was 2, drop_last="no" was true) nor a raw ValueError/ArrowInvalid."""
     with pytest.raises(shardwise.ConfigError, match=match):
@@ -289,11 +357,18 @@ def test_bad_arguments_are_config_errors_naming_them(data: Path, kwargs: dict[st
 
 
 def test_bad_epochs_and_states_are_config_errors(data: Path) -> None:
-    ds = StreamingDataset(str(data), batch_size=np.int64(4), seed=np.int64(3), rank=0, world_size=1, num_workers=1)
+    ds = StreamingDataset(
+        str(data), batch_size=np.int64(4), seed=np.int64(3), rank=0, world_size=1, num_workers=1
+    )
     assert ds.batch_size == 4 and ds.seed == 3  # numpy integers are integers
-    for call in (lambda: ds.set_epoch("a"), lambda: ds.set_epoch(-1), lambda: ds.state_dict(consumed_batches="3"),
-                 lambda: ds.load_state_dict(None), lambda: ds.load_state_dict({**ds.state_dict(0), "resumes": [{"x": 1}]}),
-                 lambda: ds.load_state_dict({**ds.state_dict(0), "epoch": "one"})):
+    for call in (
+        lambda: ds.set_epoch("a"),
+        lambda: ds.set_epoch(-1),
+        lambda: ds.state_dict(consumed_batches="3"),
+        lambda: ds.load_state_dict(None),
+        lambda: ds.load_state_dict({**ds.state_dict(0), "resumes": [{"x": 1}]}),
+        lambda: ds.load_state_dict({**ds.state_dict(0), "epoch": "one"}),
+    ):
         with pytest.raises(shardwise.ConfigError):
             call()
     with pytest.raises(shardwise.ConfigError, match="iterable of items"):

@@ -29,11 +29,26 @@ def test_ddp_four_ranks_two_epochs_equal_steps_no_repeats(tmp_path: Path) -> Non
     port = _free_port()
     procs = []
     for rank in range(4):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                   WORLD_SIZE="4", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="4",
-                   GLOO_SOCKET_IFNAME="lo", SHARDWISE_CACHE_DIR=str(tmp_path / "cache"))
-        procs.append(subprocess.Popen([sys.executable, script, str(data), str(out)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        env = dict(
+            os.environ,
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            RANK=str(rank),
+            WORLD_SIZE="4",
+            LOCAL_RANK=str(rank),
+            LOCAL_WORLD_SIZE="4",
+            GLOO_SOCKET_IFNAME="lo",
+            SHARDWISE_CACHE_DIR=str(tmp_path / "cache"),
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, script, str(data), str(out)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     try:
         outputs = [p.communicate(timeout=300)[0] for p in procs]
     finally:
@@ -46,7 +61,9 @@ def test_ddp_four_ranks_two_epochs_equal_steps_no_repeats(tmp_path: Path) -> Non
     epochs = []
     for gathered in report:
         steps = {g["steps"] for g in gathered}
-        assert len(steps) == 1, f"ranks did different numbers of steps: {[g['steps'] for g in gathered]}"
+        assert len(steps) == 1, (
+            f"ranks did different numbers of steps: {[g['steps'] for g in gathered]}"
+        )
         ids = [i for g in gathered for i in g["ids"]]
         assert len(ids) == len(set(ids)), "a sample was read twice in one epoch"
         assert N - len(ids) < 4 * 2 * 16

@@ -31,11 +31,26 @@ def _launch(tmp_path: Path, data: Path, phase: str) -> Any:
     """Run the 4 ranks of one phase like torchrun does; what rank 0 gathered."""
     out, port, procs = tmp_path / f"{phase}.json", _free_port(), []
     for rank in range(4):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                   WORLD_SIZE="4", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="4",
-                   GLOO_SOCKET_IFNAME="lo", SHARDWISE_CACHE_DIR=str(tmp_path / "cache"))
-        procs.append(subprocess.Popen([sys.executable, SCRIPT, str(data), str(out), phase, str(tmp_path / "state.pt")],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        env = dict(
+            os.environ,
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            RANK=str(rank),
+            WORLD_SIZE="4",
+            LOCAL_RANK=str(rank),
+            LOCAL_WORLD_SIZE="4",
+            GLOO_SOCKET_IFNAME="lo",
+            SHARDWISE_CACHE_DIR=str(tmp_path / "cache"),
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, SCRIPT, str(data), str(out), phase, str(tmp_path / "state.pt")],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     try:
         outputs = [p.communicate(timeout=300)[0] for p in procs]
     finally:
@@ -52,7 +67,9 @@ def _check_groups(steps: list[list[list[int]]], repl: int) -> list[int]:
     ids: list[int] = []
     for step, ranks in enumerate(steps):
         for r, batch in enumerate(ranks):
-            assert batch == ranks[r - r % repl], f"step {step}: rank {r} differs from its group's first rank"
+            assert batch == ranks[r - r % repl], (
+                f"step {step}: rank {r} differs from its group's first rank"
+            )
             assert len(batch) == BATCH
         ids += [i for g in range(0, len(ranks), repl) for i in ranks[g]]
     return ids
@@ -64,7 +81,9 @@ def test_two_groups_of_two_then_resume_onto_four_groups_of_one(tmp_path: Path) -
     assert first["dp"] == [[0, 2], [0, 2], [1, 2], [1, 2]]
     epoch0 = _check_groups(first["epoch0"], 2)
     assert len(epoch0) == len(set(epoch0)), "two groups shared a sample in epoch 0"
-    assert N - len(epoch0) < 2 * WORKERS * BATCH and len(first["epoch0"]) == len(epoch0) // (2 * BATCH)
+    assert N - len(epoch0) < 2 * WORKERS * BATCH and len(first["epoch0"]) == len(epoch0) // (
+        2 * BATCH
+    )
     assert first["same_state"], "ranks of the groups saved different states"
     head = _check_groups(first["head"], 2)
     assert len(first["head"]) == 9
@@ -74,7 +93,7 @@ def test_two_groups_of_two_then_resume_onto_four_groups_of_one(tmp_path: Path) -
     epoch1 = head + tail
     assert len(epoch1) == len(set(epoch1)), "a sample was repeated across the resume"
     assert N - len(epoch1) < (2 + 4) * WORKERS * BATCH
-    assert epoch1[:len(head)] != epoch0[:len(head)]  # epoch 1 is a new order
+    assert epoch1[: len(head)] != epoch0[: len(head)]  # epoch 1 is a new order
 
 
 def test_device_mesh_data_parallel_dimension_by_name(tmp_path: Path) -> None:

@@ -44,7 +44,10 @@ def _child(result: Any) -> None:
 
 def test_a_fork_waits_for_the_head_start_to_let_go_of_its_locks(tmp_path: Path) -> None:
     pq.write_table(pa.table({"x": list(range(10))}), str(tmp_path / "a.parquet"))
-    head = HeadStart(open_dataset(str(tmp_path / "a.parquet"), progress=False), NodeCache(str(tmp_path / "c"), 10**6))
+    head = HeadStart(
+        open_dataset(str(tmp_path / "a.parquet"), progress=False),
+        NodeCache(str(tmp_path / "c"), 10**6),
+    )
     entered = threading.Event()
     head.start(_SlowPlan(entered), 0, 2, 10**6)  # type: ignore[arg-type]
     assert entered.wait(10) and HELD.locked()  # a head-start thread is planning, holding the lock

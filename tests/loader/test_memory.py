@@ -61,7 +61,9 @@ def test_free_mappings_are_kept_up_to_the_bytes_in_use() -> None:
     big = pool.take(64 * MB)  # fits none: the free ones beyond the bytes in use go
     assert pool.mapped <= 2 * len(big) + 2 * MB * 4
     del big
-    assert pool.take(60 * MB) is not None and pool.mapped == 72 * MB  # the 64 MB one (72 with room) again
+    assert (
+        pool.take(60 * MB) is not None and pool.mapped == 72 * MB
+    )  # the 64 MB one (72 with room) again
 
 
 def test_a_forked_process_starts_without_its_parents_mappings() -> None:
@@ -79,8 +81,11 @@ def _data(root: Path) -> Path:
         ids = np.arange(f * 10_000, f * 10_000 + n)
         text = ["w" * int(k) + str(i) for i, k in zip(ids, rng.integers(0, 400, n))]
         emb = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 64, dtype=np.float32)), 64)
-        pq.write_table(pa.table({"id": ids, "text": text, "emb": emb}), root / f"p{f}.parquet",
-                       row_group_size=int(rng.integers(700, 1500)))
+        pq.write_table(
+            pa.table({"id": ids, "text": text, "emb": emb}),
+            root / f"p{f}.parquet",
+            row_group_size=int(rng.integers(700, 1500)),
+        )
     return root
 
 
@@ -89,13 +94,16 @@ def _epoch(ds: StreamingDataset, epoch: int) -> list[tuple[list[int], list[str],
     return [(b["id"].tolist(), b["text"].tolist(), float(np.asarray(b["emb"]).sum())) for b in ds]
 
 
-def test_epochs_on_kept_memory_give_the_batches_of_fresh_memory(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_epochs_on_kept_memory_give_the_batches_of_fresh_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     made: list[int] = []
     anonymous = memory._anonymous
     monkeypatch.setattr(memory, "_anonymous", lambda n: made.append(n) or anonymous(n))
     root = _data(tmp_path)
-    kw = dict(batch_size=64, shuffle=True, seed=5, batch_format="numpy", num_workers=None, progress=False)
+    kw = dict(
+        batch_size=64, shuffle=True, seed=5, batch_format="numpy", num_workers=None, progress=False
+    )
     ds = StreamingDataset(str(root), interleave=4, **kw)  # several windows per epoch
     first = _epoch(ds, 0)
     assert made and ds._memory.mapped > 0
@@ -103,6 +111,10 @@ def test_epochs_on_kept_memory_give_the_batches_of_fresh_memory(tmp_path: Path,
     again, other = _epoch(ds, 0), _epoch(ds, 1)
     assert len(made) == maps  # the later epochs took the first one's mappings
     assert again == first
-    assert other == _epoch(StreamingDataset(str(root), interleave=4, **kw), 1)  # fresh memory, same batches
+    assert other == _epoch(
+        StreamingDataset(str(root), interleave=4, **kw), 1
+    )  # fresh memory, same batches
     ids = [i for b, _, _ in other for i in b]
-    assert len(ids) == len(set(ids)) == sum(len(b) for b, _, _ in first)  # no row twice (each epoch its own tail)
+    assert (
+        len(ids) == len(set(ids)) == sum(len(b) for b, _, _ in first)
+    )  # no row twice (each epoch its own tail)

@@ -32,23 +32,44 @@ def _data(root: Path) -> Path:
     (root / "code").mkdir()
     for k, (lo, hi) in enumerate([(0, 450), (450, 1100)]):
         ids = np.arange(lo, hi)
-        pq.write_table(pa.table({"id": ids, "x": ids * 0.001}), root / "web" / f"p{k}.parquet", row_group_size=70)
+        pq.write_table(
+            pa.table({"id": ids, "x": ids * 0.001}),
+            root / "web" / f"p{k}.parquet",
+            row_group_size=70,
+        )
     with open(root / "code" / "c.jsonl", "w") as f:
         f.writelines(json.dumps({"id": 10_000 + i, "value": i * 0.01}) + "\n" for i in range(300))
     return root
 
 
-def _run(root: Path, tmp: Path, world: int, workers: int, stop: int = -1, state: str = "-") -> list[list[list[int]]]:
+def _run(
+    root: Path, tmp: Path, world: int, workers: int, stop: int = -1, state: str = "-"
+) -> list[list[list[int]]]:
     out = tmp / f"out-{world}x{workers}-{stop}-{os.path.basename(state)}.json"
     port = _free_port()
     procs = []
     for rank in range(world):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                   WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
-                   GLOO_SOCKET_IFNAME="lo", SHARDWISE_CACHE_DIR=str(tmp / "cache"))
+        env = dict(
+            os.environ,
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            RANK=str(rank),
+            WORLD_SIZE=str(world),
+            LOCAL_RANK=str(rank),
+            LOCAL_WORLD_SIZE=str(world),
+            GLOO_SOCKET_IFNAME="lo",
+            SHARDWISE_CACHE_DIR=str(tmp / "cache"),
+        )
         args = [str(root), str(out), str(workers), str(GLOBAL_BATCH), str(stop), state]
-        procs.append(subprocess.Popen([sys.executable, SCRIPT, *args], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, SCRIPT, *args],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     try:
         outputs = [p.communicate(timeout=400)[0] for p in procs]
     finally:
@@ -62,7 +83,9 @@ def _run(root: Path, tmp: Path, world: int, workers: int, stop: int = -1, state:
 
 @pytest.mark.engine
 @pytest.mark.slow
-def test_the_same_global_batches_on_4x1_2x2_1x4_and_after_a_resume_from_4_onto_2(tmp_path: Path) -> None:
+def test_the_same_global_batches_on_4x1_2x2_1x4_and_after_a_resume_from_4_onto_2(
+    tmp_path: Path,
+) -> None:
     root = _data(tmp_path / "data")
     reference = _run(root, tmp_path, 1, 4)
     assert len(reference) == 2 and all(len(epoch) == 960 // GLOBAL_BATCH for epoch in reference)
@@ -73,7 +96,9 @@ def test_the_same_global_batches_on_4x1_2x2_1x4_and_after_a_resume_from_4_onto_2
         assert len({i for i in ids if i < 10_000}) == 640  # the big source is not repeated
     assert reference[0] != reference[1]
     for world, workers in [(4, 1), (2, 2)]:
-        assert _run(root, tmp_path, world, workers) == reference, f"{world} ranks x {workers} workers"
+        assert _run(root, tmp_path, world, workers) == reference, (
+            f"{world} ranks x {workers} workers"
+        )
     state = str(tmp_path / "state.json")
     head = _run(root, tmp_path, 4, 1, stop=23, state=state)
     tail = _run(root, tmp_path, 2, 1, state=state)

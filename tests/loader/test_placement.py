@@ -18,7 +18,9 @@ def test_environment_of_launchers_is_read(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "8")
     assert detect_placement() == Placement(3, 8, 0, 1)
-    assert detect_placement(rank=1, world_size=2, worker_id=1, num_workers=4) == Placement(1, 2, 1, 4)
+    assert detect_placement(rank=1, world_size=2, worker_id=1, num_workers=4) == Placement(
+        1, 2, 1, 4
+    )
 
 
 def test_a_non_integer_environment_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -27,11 +29,19 @@ def test_a_non_integer_environment_variable_is_named(monkeypatch: pytest.MonkeyP
         detect_placement()
 
 
-@pytest.mark.parametrize(("args", "what"), [
-    ((2, 2, 0, 1), "rank"), ((-1, 2, 0, 1), "rank"), ((0, 0, 0, 1), "rank"),
-    ((0, 1, 1, 1), "worker_id"), ((0, 1, 0, 0), "worker_id"),
-])
-def test_impossible_placements_are_config_errors(args: tuple[int, int, int, int], what: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        ((2, 2, 0, 1), "rank"),
+        ((-1, 2, 0, 1), "rank"),
+        ((0, 0, 0, 1), "rank"),
+        ((0, 1, 1, 1), "worker_id"),
+        ((0, 1, 0, 0), "worker_id"),
+    ],
+)
+def test_impossible_placements_are_config_errors(
+    args: tuple[int, int, int, int], what: str
+) -> None:
     with pytest.raises(ConfigError, match=what):
         Placement(*args)
 
@@ -45,6 +55,8 @@ def test_inside_a_dataloader_worker_the_worker_is_detected() -> None:
             p = detect_placement(rank=0, world_size=1)
             yield p.worker_id, p.num_workers
 
-    got = sorted(tuple(int(v) for v in x) for x in DataLoader(Probe(), num_workers=2, batch_size=None))
+    got = sorted(
+        tuple(int(v) for v in x) for x in DataLoader(Probe(), num_workers=2, batch_size=None)
+    )
     assert got == [(0, 2), (1, 2)]
     assert torch is not None

@@ -30,13 +30,20 @@ print(rows, pa.default_memory_pool().backend_name)
 
 
 @pytest.mark.parametrize("env_pool", [None, "system"])
-def test_workers_prefer_jemalloc_unless_the_environment_chooses(tmp_path: Path, env_pool: str | None) -> None:
+def test_workers_prefer_jemalloc_unless_the_environment_chooses(
+    tmp_path: Path, env_pool: str | None
+) -> None:
     data = make_parquet(tmp_path / "ds", 1000, files=2)
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     if env_pool is not None:
         env["ARROW_DEFAULT_MEMORY_POOL"] = env_pool
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(data)], env=env, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(data)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     rows, backend = out.stdout.split()
     assert int(rows) > 0

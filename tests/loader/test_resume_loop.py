@@ -50,11 +50,17 @@ def _consume(ds: Any, workers: int, steps: int | None) -> tuple[list[int], int]:
 
 
 def _rank_datasets(data: Path, world: int) -> list[Any]:
-    return [StreamingDataset(str(data), batch_size=BATCH, seed=3, batch_format="numpy", rank=r, world_size=world)
-            for r in range(world)]
+    return [
+        StreamingDataset(
+            str(data), batch_size=BATCH, seed=3, batch_format="numpy", rank=r, world_size=world
+        )
+        for r in range(world)
+    ]
 
 
-@pytest.mark.parametrize(("first", "then"), [(0, 0), (1, 1), (2, 2), (4, 4), (4, 1), (0, 2), (2, 4), (1, 0)])
+@pytest.mark.parametrize(
+    ("first", "then"), [(0, 0), (1, 1), (2, 2), (4, 4), (4, 1), (0, 2), (2, 4), (1, 0)]
+)
 def test_readme_loop_resumes_exactly_on_any_worker_count(data: Path, first: int, then: int) -> None:
     ds = StreamingDataset(str(data), batch_size=BATCH, seed=3, batch_format="numpy")
     before, steps = _consume(ds, first, 11)
@@ -112,16 +118,23 @@ def _epoch_ids(loader: Any) -> list[int]:
 
 @pytest.mark.parametrize(("mode", "first", "then"), [("numpy", 2, 1), (None, 2, 2)])
 def test_persistent_workers_follow_set_epoch_and_resume_in_a_later_epoch(
-        data: Path, mode: str | None, first: int, then: int) -> None:
+    data: Path, mode: str | None, first: int, then: int
+) -> None:
     """``persistent_workers=True`` workers keep the dataset they were started with: the
     epoch set in the training process must still reach them, and a state saved in
     epoch 1 resumes epoch 1 (before, every epoch streamed epoch 0's order)."""
+
     def make() -> Any:
         return StreamingDataset(str(data), batch_size=BATCH, seed=3, batch_format=mode)
 
     def loader(ds: Any, workers: int) -> Any:
-        return DataLoader(ds, batch_size=None if mode else BATCH, num_workers=workers,
-                          prefetch_factor=4, persistent_workers=True)
+        return DataLoader(
+            ds,
+            batch_size=None if mode else BATCH,
+            num_workers=workers,
+            prefetch_factor=4,
+            persistent_workers=True,
+        )
 
     ds = make()
     ref = make()
@@ -137,7 +150,7 @@ def test_persistent_workers_follow_set_epoch_and_resume_in_a_later_epoch(
         if step == 8:
             state = ds.state_dict(consumed_batches=step + 1)
             break
-    assert epoch0 != epoch1 and before == epoch1[:len(before)]
+    assert epoch0 != epoch1 and before == epoch1[: len(before)]
     resumed = make()
     resumed.load_state_dict(state)
     everything = before + _epoch_ids(loader(resumed, then))

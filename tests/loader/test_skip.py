@@ -55,7 +55,12 @@ def _parquet(root: Path) -> tuple[Path, set[int]]:
     n = 400
     texts = [rng.bytes(60).hex() for _ in range(n)]
     path = root / "d.parquet"
-    pq.write_table(pa.table({"id": np.arange(n), "text": texts}), path, row_group_size=100, compression="snappy")
+    pq.write_table(
+        pa.table({"id": np.arange(n), "text": texts}),
+        path,
+        row_group_size=100,
+        compression="snappy",
+    )
     meta = pq.ParquetFile(path).metadata
     chunk = meta.row_group(2).column(1)
     start = chunk.data_page_offset + 40
@@ -78,24 +83,35 @@ def _ids(x: dict[str, Any]) -> list[int]:
 
 
 @pytest.mark.parametrize("fmt", sorted(MAKERS))
-def test_skip_streams_every_readable_record_once_with_exact_counts(fmt: str, tmp_path: Path) -> None:
+def test_skip_streams_every_readable_record_once_with_exact_counts(
+    fmt: str, tmp_path: Path
+) -> None:
     path, good = MAKERS[fmt](tmp_path)
     with pytest.raises(FormatError):
         list(StreamingDataset(str(path), shuffle=False, rank=0, world_size=1))
     ds = StreamingDataset(str(path), batch_size=1, on_error="skip", rank=0, world_size=1)
     assert int(ds.counts.sum()) == len(good)
     # exactly what was left out, each place once: two lines, one tar member, one row group's 100 rows
-    expected = {"jsonl": (2, [("p0.jsonl", "line 38"), ("p2.jsonl", "line 6")]),
-                "webdataset": (1, [("shard-1.tar", "member ../s0061.id")]),
-                "parquet": (100, [("d.parquet", "row group 2")])}[fmt]
+    expected = {
+        "jsonl": (2, [("p0.jsonl", "line 38"), ("p2.jsonl", "line 6")]),
+        "webdataset": (1, [("shard-1.tar", "member ../s0061.id")]),
+        "parquet": (100, [("d.parquet", "row group 2")]),
+    }[fmt]
     assert ds.quarantine.count == expected[0]
     assert sorted((Path(p).name, where) for p, where, _ in ds.quarantine.examples) == expected[1]
     assert all(str(tmp_path) in e[0] and e[2] for e in ds.quarantine.examples)
     got = [i for sample in ds for i in _ids(sample)]
     assert sorted(got) == sorted(good)
     # through a DataLoader with two workers, batched, every rank and worker equal
-    ds = StreamingDataset(str(path), batch_size=5, on_error="skip", rank=0, world_size=1,
-                          batch_format=None if fmt == "webdataset" else "numpy", drop_last=False)
+    ds = StreamingDataset(
+        str(path),
+        batch_size=5,
+        on_error="skip",
+        rank=0,
+        world_size=1,
+        batch_format=None if fmt == "webdataset" else "numpy",
+        drop_last=False,
+    )
     loader = DataLoader(ds, batch_size=5 if fmt == "webdataset" else None, num_workers=2)
     seen = [i for batch in loader for i in _ids(batch)]
     assert set(seen) == good  # nothing readable lost, nothing unreadable streamed
@@ -112,4 +128,6 @@ def test_an_empty_dataset_is_named_when_the_dataset_is_built(tmp_path: Path) -> 
         StreamingDataset(str(tmp_path), rank=0, world_size=1)
     pq.write_table(pa.table({"id": [1, 2, 3]}), tmp_path / "empty.parquet")
     with pytest.raises(PlanError, match="has no samples after filter="):
-        StreamingDataset(str(tmp_path), rank=0, world_size=1, filter=pc.field("id") > 5, refresh=True)
+        StreamingDataset(
+            str(tmp_path), rank=0, world_size=1, filter=pc.field("id") > 5, refresh=True
+        )

@@ -33,7 +33,9 @@ def _ids(batch: Any) -> list[int]:
 @pytest.mark.parametrize("mode", ["numpy", None])
 def test_stateful_dataloader_resumes_exactly(data: Path, workers: int, mode: str | None) -> None:
     def make() -> tuple[Any, Any]:
-        ds = StreamingDataset(str(data), batch_size=10, seed=5, batch_format=mode, rank=0, world_size=1)
+        ds = StreamingDataset(
+            str(data), batch_size=10, seed=5, batch_format=mode, rank=0, world_size=1
+        )
         return ds, StatefulDataLoader(ds, batch_size=None if mode else 10, num_workers=workers)
 
     _, loader = make()
@@ -55,23 +57,41 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("sdl_mixed")
     # a large source, a 5-row one (wraps around 40 times) and a middle one
     for name, first, n, group in (("a", 0, 700, 90), ("b", 100_000, 5, 2), ("c", 200_000, 130, 40)):
-        pq.write_table(pa.table({"id": first + np.arange(n)}), root / f"{name}.parquet", row_group_size=group)
+        pq.write_table(
+            pa.table({"id": first + np.arange(n)}), root / f"{name}.parquet", row_group_size=group
+        )
     return root
 
 
 @pytest.mark.parametrize("batching", ["random", "stratified"])
 @pytest.mark.parametrize("canonical", [None, 2])
-def test_stateful_dataloader_resumes_mixed_sources_exactly(mixed: Path, batching: str, canonical: int | None) -> None:
+def test_stateful_dataloader_resumes_mixed_sources_exactly(
+    mixed: Path, batching: str, canonical: int | None
+) -> None:
     from shardwise import Source
 
     def make() -> Any:
-        sources = [Source(str(mixed / f"{n}.parquet"), weight=w, name=n) for n, w in (("a", 0.6), ("b", 0.2), ("c", 0.2))]
-        ds = StreamingDataset(sources, epoch_size=1000, batching=batching, canonical_workers=canonical, batch_size=10,
-                              seed=5, batch_format="numpy", rank=0, world_size=1)
+        sources = [
+            Source(str(mixed / f"{n}.parquet"), weight=w, name=n)
+            for n, w in (("a", 0.6), ("b", 0.2), ("c", 0.2))
+        ]
+        ds = StreamingDataset(
+            sources,
+            epoch_size=1000,
+            batching=batching,
+            canonical_workers=canonical,
+            batch_size=10,
+            seed=5,
+            batch_format="numpy",
+            rank=0,
+            world_size=1,
+        )
         return StatefulDataLoader(ds, batch_size=None, num_workers=2)
 
     full = [i for b in make() for i in _ids(b)]
-    assert len(full) == 1000 and sum(i // 100_000 == 1 for i in full) == 200  # the 5-row source, 40 times
+    assert (
+        len(full) == 1000 and sum(i // 100_000 == 1 for i in full) == 200
+    )  # the 5-row source, 40 times
     loader = make()
     it = iter(loader)
     before = [i for _ in range(7) for i in _ids(next(it))]

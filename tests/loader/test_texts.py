@@ -14,8 +14,12 @@ from hypothesis import strategies as st
 import shardwise.loader.texts as texts
 from shardwise.loader.texts import WindowTexts, batch_objects
 
-TYPES = {"string": pa.string(), "large_string": pa.large_string(), "binary": pa.binary(),
-         "large_binary": pa.large_binary()}
+TYPES = {
+    "string": pa.string(),
+    "large_string": pa.large_string(),
+    "binary": pa.binary(),
+    "large_binary": pa.large_binary(),
+}
 
 
 def _unit(rng: np.random.Generator, rows: int, t: pa.DataType, nulls: bool, tag: int) -> pa.Table:
@@ -31,20 +35,31 @@ def _unit(rng: np.random.Generator, rows: int, t: pa.DataType, nulls: bool, tag:
         arr = pa.concat_arrays([pa.array(values[:1], type=t), arr]).slice(1)
     if rows > 3 and rng.random() < 0.3:  # a column of two chunks
         cut = int(rng.integers(1, rows))
-        return pa.table({"id": np.arange(rows), "text": pa.chunked_array([arr.slice(0, cut), arr.slice(cut)])})
+        return pa.table(
+            {"id": np.arange(rows), "text": pa.chunked_array([arr.slice(0, cut), arr.slice(cut)])}
+        )
     return pa.table({"id": np.arange(rows), "text": arr})
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), units=st.integers(1, 6), kind=st.sampled_from(sorted(TYPES)),
-       nulls=st.booleans(), small=st.booleans(), threads=st.integers(1, 3))
-def test_pieces_are_the_windows_values_in_order(seed: int, units: int, kind: str, nulls: bool, small: bool,
-                                                threads: int) -> None:
+@given(
+    seed=st.integers(0, 10_000),
+    units=st.integers(1, 6),
+    kind=st.sampled_from(sorted(TYPES)),
+    nulls=st.booleans(),
+    small=st.booleans(),
+    threads=st.integers(1, 3),
+)
+def test_pieces_are_the_windows_values_in_order(
+    seed: int, units: int, kind: str, nulls: bool, small: bool, threads: int
+) -> None:
     rng = np.random.default_rng(seed)
     t = TYPES[kind]
     tables = [_unit(rng, int(rng.integers(0, 40)), t, nulls, u) for u in range(units)]
     # the window: some rows of each unit, some twice (a repeated source), in a shuffled order
-    pairs = [(u, r) for u, tb in enumerate(tables) for r in range(tb.num_rows) if rng.random() < 0.8]
+    pairs = [
+        (u, r) for u, tb in enumerate(tables) for r in range(tb.num_rows) if rng.random() < 0.8
+    ]
     pairs += [pairs[i] for i in rng.integers(0, len(pairs), len(pairs) // 5)] if pairs else []
     pairs = [pairs[i] for i in rng.permutation(len(pairs))]
     unit_ids = np.array([u for u, _ in pairs], dtype=np.int64)
@@ -54,8 +69,13 @@ def test_pieces_are_the_windows_values_in_order(seed: int, units: int, kind: str
     starts = np.cumsum([0, *[t.num_rows for t in tables]])
     try:
         window = WindowTexts(tables[0].schema, [1], int(starts[-1]))
-        with ThreadPoolExecutor(threads) as pool:  # units arrive in any order, written on any thread
-            writes = [pool.submit(window.add, u, tables[u], int(starts[u])) for u in rng.permutation(units).tolist()]
+        with ThreadPoolExecutor(
+            threads
+        ) as pool:  # units arrive in any order, written on any thread
+            writes = [
+                pool.submit(window.add, u, tables[u], int(starts[u]))
+                for u in rng.permutation(units).tolist()
+            ]
             for w in writes:
                 w.result()
     finally:
@@ -73,7 +93,10 @@ def test_pieces_are_the_windows_values_in_order(seed: int, units: int, kind: str
 def test_batch_objects_are_python_strings_bytes_and_none() -> None:
     got = batch_objects(pa.array(["a", None, "ü"], type=pa.large_string()))
     assert got.dtype == object and got.tolist() == ["a", None, "ü"]
-    assert batch_objects(pa.array([b"\x00\xff", None], type=pa.binary())).tolist() == [b"\x00\xff", None]
+    assert batch_objects(pa.array([b"\x00\xff", None], type=pa.binary())).tolist() == [
+        b"\x00\xff",
+        None,
+    ]
 
 
 @pytest.mark.parametrize("nbytes", [0, 10, 3 << 20])
@@ -112,20 +135,36 @@ def test_without_views_keeps_values_in_types_the_loader_can_take() -> None:
     from shardwise.loader.convert import without_views
 
     n = 6
-    table = pa.table({
-        "sv": pa.array(["a", None, "long enough to leave the view", "", "é", "x" * 13], pa.string_view()),
-        "bv": pa.array([b"\x00", b"", None, b"y" * 20, b"z", b"w"], pa.binary_view()),
-        "l": pa.array([["p", None], [], None, ["q" * 14], ["r"], ["s"]], pa.list_(pa.string_view())),
-        "ll": pa.array([[b"1"], [b"2" * 13], [], None, [b"3"], [b"4"]], pa.large_list(pa.binary_view())),
-        "st": pa.array([{"k": "v" * (i + 10)} for i in range(n)], pa.struct([("k", pa.string_view())])),
-        "mp": pa.array([[("k", "v")]] * n, pa.map_(pa.string_view(), pa.string_view())),
-        "lv": pa.ListViewArray.from_arrays(pa.array([0, 2, 2, 2, 3, 3], pa.int32()), pa.array([2, 0, 1, 1, 0, 1], pa.int32()),
-                                           pa.array([1, 2, 3, 4])),
-        "plain": pa.array(range(n)),
-    })
+    table = pa.table(
+        {
+            "sv": pa.array(
+                ["a", None, "long enough to leave the view", "", "é", "x" * 13], pa.string_view()
+            ),
+            "bv": pa.array([b"\x00", b"", None, b"y" * 20, b"z", b"w"], pa.binary_view()),
+            "l": pa.array(
+                [["p", None], [], None, ["q" * 14], ["r"], ["s"]], pa.list_(pa.string_view())
+            ),
+            "ll": pa.array(
+                [[b"1"], [b"2" * 13], [], None, [b"3"], [b"4"]], pa.large_list(pa.binary_view())
+            ),
+            "st": pa.array(
+                [{"k": "v" * (i + 10)} for i in range(n)], pa.struct([("k", pa.string_view())])
+            ),
+            "mp": pa.array([[("k", "v")]] * n, pa.map_(pa.string_view(), pa.string_view())),
+            "lv": pa.ListViewArray.from_arrays(
+                pa.array([0, 2, 2, 2, 3, 3], pa.int32()),
+                pa.array([2, 0, 1, 1, 0, 1], pa.int32()),
+                pa.array([1, 2, 3, 4]),
+            ),
+            "plain": pa.array(range(n)),
+        }
+    )
     out = without_views(table)
     assert out.to_pylist() == table.to_pylist()
-    assert out.schema.field("sv").type == pa.large_string() and out.schema.field("bv").type == pa.large_binary()
+    assert (
+        out.schema.field("sv").type == pa.large_string()
+        and out.schema.field("bv").type == pa.large_binary()
+    )
     assert out.schema.field("l").type.value_type == pa.large_string()
     assert out.schema.field("ll").type.value_type == pa.large_binary()
     assert out.schema.field("st").type.field(0).type == pa.large_string()

@@ -42,17 +42,23 @@ def typed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for f, n in enumerate((400, 650, 300)):
         ids = np.arange(start, start + n)
         lens = rng.integers(0, 9, n)
-        table = pa.table({
-            "id": ids,
-            "x": (ids * 0.25).astype(np.float32),
-            "flag": ids % 3 == 0,
-            "score": pa.array([None if f == 1 and i % 5 == 0 else float(i) for i in ids]),
-            "text": [f"t{i}" * (i % 4) for i in ids],
-            "at": pa.array(ids * 1_000_000_007, pa.timestamp("ns")),
-            "emb": pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, 4).astype(np.float16)), 4),
-            "tokens": pa.array([list(range(i, i + k)) for i, k in zip(ids.tolist(), lens.tolist())],
-                               pa.list_(pa.int32())),
-        })
+        table = pa.table(
+            {
+                "id": ids,
+                "x": (ids * 0.25).astype(np.float32),
+                "flag": ids % 3 == 0,
+                "score": pa.array([None if f == 1 and i % 5 == 0 else float(i) for i in ids]),
+                "text": [f"t{i}" * (i % 4) for i in ids],
+                "at": pa.array(ids * 1_000_000_007, pa.timestamp("ns")),
+                "emb": pa.FixedSizeListArray.from_arrays(
+                    pa.array(np.repeat(ids, 4).astype(np.float16)), 4
+                ),
+                "tokens": pa.array(
+                    [list(range(i, i + k)) for i, k in zip(ids.tolist(), lens.tolist())],
+                    pa.list_(pa.int32()),
+                ),
+            }
+        )
         pq.write_table(table, root / f"t{f}.parquet", row_group_size=int(rng.integers(90, 250)))
         start += n
     return root
@@ -64,26 +70,64 @@ def _ids(batch: Any) -> list[int]:
 
 
 @settings(max_examples=40, deadline=None)
-@given(world=st.integers(1, 4), rank_seed=st.integers(0, 99), bs=st.integers(1, 300), interleave=st.integers(1, 9),
-       seed=st.integers(0, 9), shuffle=st.booleans(), drop_last=st.booleans(), threads=st.integers(1, 3),
-       fmt=st.sampled_from(["numpy", "torch", "arrow"]))
-def test_batches_are_the_plans_for_one_worker(data: Path, world: int, rank_seed: int, bs: int, interleave: int,
-                                              seed: int, shuffle: bool, drop_last: bool, threads: int,
-                                              fmt: str) -> None:
+@given(
+    world=st.integers(1, 4),
+    rank_seed=st.integers(0, 99),
+    bs=st.integers(1, 300),
+    interleave=st.integers(1, 9),
+    seed=st.integers(0, 9),
+    shuffle=st.booleans(),
+    drop_last=st.booleans(),
+    threads=st.integers(1, 3),
+    fmt=st.sampled_from(["numpy", "torch", "arrow"]),
+)
+def test_batches_are_the_plans_for_one_worker(
+    data: Path,
+    world: int,
+    rank_seed: int,
+    bs: int,
+    interleave: int,
+    seed: int,
+    shuffle: bool,
+    drop_last: bool,
+    threads: int,
+    fmt: str,
+) -> None:
     rank = rank_seed % world
-    ds = StreamingDataset(str(data), batch_size=bs, rank=rank, world_size=world, seed=seed, shuffle=shuffle,
-                          drop_last=drop_last, interleave=interleave, batch_format=fmt, num_threads=threads,
-                          columns=["id", "x"])
+    ds = StreamingDataset(
+        str(data),
+        batch_size=bs,
+        rank=rank,
+        world_size=world,
+        seed=seed,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        interleave=interleave,
+        batch_format=fmt,
+        num_threads=threads,
+        columns=["id", "x"],
+    )
     starts = np.cumsum([0, *ds.counts.tolist()])
-    expected = [[int(starts[u]) + int(r) for u, r in b] for b in ds.plan(num_workers=1).rank_batches(rank)]
+    expected = [
+        [int(starts[u]) + int(r) for u, r in b] for b in ds.plan(num_workers=1).rank_batches(rank)
+    ]
     assert [_ids(b) for b in ds] == expected
 
 
-@pytest.mark.parametrize(("fmt", "pad_to"), [("numpy", None), ("numpy", "longest"), ("torch", 6), ("arrow", None)])
+@pytest.mark.parametrize(
+    ("fmt", "pad_to"), [("numpy", None), ("numpy", "longest"), ("torch", 6), ("arrow", None)]
+)
 def test_values_equal_the_dataloader_worker_path(typed: Path, fmt: str, pad_to: Any) -> None:
     def make() -> Any:
-        return StreamingDataset(str(typed), batch_size=32, seed=4, interleave=3, batch_format=fmt, pad_to=pad_to,
-                                prefetch_bytes=2**16)
+        return StreamingDataset(
+            str(typed),
+            batch_size=32,
+            seed=4,
+            interleave=3,
+            batch_format=fmt,
+            pad_to=pad_to,
+            prefetch_bytes=2**16,
+        )
 
     here = list(make())
     there = list(DataLoader(make(), batch_size=None, num_workers=1))
@@ -95,7 +139,9 @@ def test_values_equal_the_dataloader_worker_path(typed: Path, fmt: str, pad_to: 
         assert list(a) == list(b)
         for k in a:
             if isinstance(a[k], torch.Tensor):
-                assert a[k].dtype == b[k].dtype and torch.allclose(a[k], b[k], rtol=0, atol=0, equal_nan=True), k
+                assert a[k].dtype == b[k].dtype and torch.allclose(
+                    a[k], b[k], rtol=0, atol=0, equal_nan=True
+                ), k
             elif isinstance(a[k], list):
                 assert a[k] == b[k], k
             else:
@@ -104,8 +150,9 @@ def test_values_equal_the_dataloader_worker_path(typed: Path, fmt: str, pad_to: 
 
 
 @pytest.mark.parametrize("fmt", ["numpy", "torch"])
-def test_windows_built_as_units_arrive_and_gathered_give_the_worker_paths_values(typed: Path, fmt: str,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_windows_built_as_units_arrive_and_gathered_give_the_worker_paths_values(
+    typed: Path, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # numbers, a fixed-size list, strings: windows are built as their units arrive, except
     # those with a unit whose "score" has nulls (gathered by pieces); pieces span both kinds
     built: list[bool] = []
@@ -119,8 +166,15 @@ def test_windows_built_as_units_arrive_and_gathered_give_the_worker_paths_values
     monkeypatch.setattr(threaded, "PIECE_ROWS", 64)
 
     def make() -> Any:
-        return StreamingDataset(str(typed), batch_size=16, seed=2, interleave=2, batch_format=fmt,
-                                columns=["id", "x", "score", "text", "emb"], prefetch_bytes=2**16)
+        return StreamingDataset(
+            str(typed),
+            batch_size=16,
+            seed=2,
+            interleave=2,
+            batch_format=fmt,
+            columns=["id", "x", "score", "text", "emb"],
+            prefetch_bytes=2**16,
+        )
 
     here = list(make())
     there = list(DataLoader(make(), batch_size=None, num_workers=1))
@@ -142,8 +196,15 @@ def test_torch_string_columns_are_numpy_object_arrays_on_every_path(typed: Path,
     # strings (and variable-length lists, without pad_to) of torch batches: one numpy object
     # array per batch, which torch's default_convert passes as it is (a list it would walk);
     # timestamps, which no tensor holds, stay a list of their values
-    ds = StreamingDataset(str(typed), batch_size=16, seed=3, interleave=2, batch_format="torch",
-                          columns=["id", "text", "tokens", "at"], prefetch_bytes=2**16)
+    ds = StreamingDataset(
+        str(typed),
+        batch_size=16,
+        seed=3,
+        interleave=2,
+        batch_format="torch",
+        columns=["id", "text", "tokens", "at"],
+        prefetch_bytes=2**16,
+    )
     if path == "direct":
         batches = list(ds)
     else:
@@ -153,21 +214,34 @@ def test_torch_string_columns_are_numpy_object_arrays_on_every_path(typed: Path,
         ids = batch["id"].tolist()
         assert isinstance(batch["id"], torch.Tensor)
         for name in ("text", "tokens"):
-            assert type(batch[name]) is np.ndarray and batch[name].dtype == object and batch[name].shape == (16,)
+            assert (
+                type(batch[name]) is np.ndarray
+                and batch[name].dtype == object
+                and batch[name].shape == (16,)
+            )
         assert batch["text"].tolist() == [f"t{i}" * (i % 4) for i in ids]
         assert all(list(v) == list(range(i, i + len(v))) for i, v in zip(ids, batch["tokens"]))
         assert isinstance(batch["at"], list) and batch["at"] == [i * 1_000_000_007 for i in ids]
 
 
 def _inside(ptr: int, nbytes: int, bases: list[np.ndarray]) -> bool:
-    return any(base.ctypes.data <= ptr and ptr + nbytes <= base.ctypes.data + base.nbytes for base in bases)
+    return any(
+        base.ctypes.data <= ptr and ptr + nbytes <= base.ctypes.data + base.nbytes for base in bases
+    )
 
 
-def test_torch_batches_share_storage_with_the_gathered_buffers(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    gathered: list[np.ndarray] = []  # what rows were gathered into: pieces of unit tables or of windows
+def test_torch_batches_share_storage_with_the_gathered_buffers(
+    data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gathered: list[
+        np.ndarray
+    ] = []  # what rows were gathered into: pieces of unit tables or of windows
     packaged: list[np.ndarray] = []  # what batches are cut from
-    original, original_piece, original_package = (threaded.gather_columns, arrival.ArrivalWindow.piece,
-                                                   threaded._Maker._package)
+    original, original_piece, original_package = (
+        threaded.gather_columns,
+        arrival.ArrivalWindow.piece,
+        threaded._Maker._package,
+    )
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         columns = original(*args, **kwargs)
@@ -187,20 +261,28 @@ def test_torch_batches_share_storage_with_the_gathered_buffers(data: Path, monke
     monkeypatch.setattr(arrival.ArrivalWindow, "piece", recording_piece)
     monkeypatch.setattr(threaded._Maker, "_package", recording_package)
     monkeypatch.setattr(threaded, "PIECE_ROWS", 128)  # many pieces of these 3,001 rows
-    ds = StreamingDataset(str(data), batch_size=64, interleave=2, batch_format="torch", columns=["id", "x"])
+    ds = StreamingDataset(
+        str(data), batch_size=64, interleave=2, batch_format="torch", columns=["id", "x"]
+    )
     batches = list(ds)
-    assert gathered and len({c.ctypes.data for c in gathered}) == len(gathered)  # new buffers each time
+    assert gathered and len({c.ctypes.data for c in gathered}) == len(
+        gathered
+    )  # new buffers each time
     for batch in batches:
         for name in ("id", "x"):
             tensor = batch[name]
             ptr, nbytes = tensor.data_ptr(), tensor.numel() * tensor.element_size()
             assert _inside(ptr, nbytes, packaged), "a batch tensor is not a view of its piece"
-            assert tensor.untyped_storage().data_ptr() in {p.ctypes.data for p in packaged}  # no copy
+            assert tensor.untyped_storage().data_ptr() in {
+                p.ctypes.data for p in packaged
+            }  # no copy
     # pieces are views of the gathered buffers, except where a piece spans two windows (joined once)
     joined = [p for p in packaged if not _inside(p.ctypes.data, p.nbytes, gathered)]
     assert len(joined) < 2 * ds.index.num_units and len(joined) < len(packaged) / 2
     before = len(gathered)
-    numpy_batch = next(iter(StreamingDataset(str(data), batch_size=64, batch_format="numpy", columns=["id"])))
+    numpy_batch = next(
+        iter(StreamingDataset(str(data), batch_size=64, batch_format="numpy", columns=["id"]))
+    )
     assert any(np.shares_memory(numpy_batch["id"], c) for c in gathered[before:])
     assert numpy_batch["id"].flags.writeable
 
@@ -211,8 +293,12 @@ def _loader_threads() -> list[threading.Thread]:
 
 
 @pytest.mark.parametrize("through_dataloader", [False, True])
-def test_breaking_out_stops_the_threads_and_frees_the_units(data: Path, through_dataloader: bool) -> None:
-    ds = StreamingDataset(str(data), batch_size=16, interleave=2, batch_format="numpy", num_threads=3)
+def test_breaking_out_stops_the_threads_and_frees_the_units(
+    data: Path, through_dataloader: bool
+) -> None:
+    ds = StreamingDataset(
+        str(data), batch_size=16, interleave=2, batch_format="numpy", num_threads=3
+    )
     gc.collect()
     before = pa.total_allocated_bytes()
     source = DataLoader(ds, batch_size=None, num_workers=0) if through_dataloader else ds
@@ -230,7 +316,9 @@ def test_breaking_out_stops_the_threads_and_frees_the_units(data: Path, through_
 def test_a_corrupt_unit_reaches_the_loop_naming_file_and_row_group(tmp_path: Path) -> None:
     make_parquet(tmp_path, 2000, files=2)
     victim = sorted(tmp_path.glob("*.parquet"))[1]
-    ds = StreamingDataset(str(tmp_path), batch_size=10, batch_format="numpy", shuffle=False, interleave=1)
+    ds = StreamingDataset(
+        str(tmp_path), batch_size=10, batch_format="numpy", shuffle=False, interleave=1
+    )
     meta = pq.ParquetFile(victim).metadata
     col = meta.row_group(1).column(3)  # the text column's pages of row group 1
     raw = bytearray(victim.read_bytes())
@@ -252,22 +340,29 @@ def test_pieces_cover_the_windows_in_order() -> None:
 
 
 def test_num_threads_is_checked_and_pin_memory_says_it_does_nothing_on_cpu(
-        data: Path, caplog: pytest.LogCaptureFixture) -> None:
+    data: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with pytest.raises(ConfigError, match="num_threads"):
         StreamingDataset(str(data), batch_format="numpy", num_threads=0)
-    ds = StreamingDataset(str(data), batch_size=8, batch_format="torch", pin_memory=True, columns=["id"])
+    ds = StreamingDataset(
+        str(data), batch_size=8, batch_format="torch", pin_memory=True, columns=["id"]
+    )
     with caplog.at_level(logging.INFO, logger="shardwise.loader.threaded"):
         batch = next(iter(ds))
     assert isinstance(batch["id"], torch.Tensor) and not batch["id"].is_pinned()
     assert "pin_memory=True has no effect" in caplog.text
 
 
-def test_first_units_are_read_while_the_order_is_worked_out(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_first_units_are_read_while_the_order_is_worked_out(
+    data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from shardwise.plan.worker import WorkerPlan
 
     ds = StreamingDataset(str(data), batch_size=32, interleave=3, batch_format="numpy", seed=4)
     starts = np.cumsum([0, *ds.counts.tolist()])
-    expected = [[int(starts[u]) + int(r) for u, r in b] for b in ds.plan(num_workers=1).rank_batches(0)]
+    expected = [
+        [int(starts[u]) + int(r) for u, r in b] for b in ds.plan(num_workers=1).rank_batches(0)
+    ]
     reading = threading.Event()
     seen: list[bool] = []
     original_load, original_windows = threaded._unit_loader, WorkerPlan.iter_windows
@@ -292,8 +387,15 @@ def test_first_units_are_read_while_the_order_is_worked_out(data: Path, monkeypa
     assert got == expected  # the plan's batches
 
 
-@pytest.mark.parametrize(("fmt", "columns"), [("numpy", ["id", "text", "tokens"]), ("arrow", ["id", "text"]),
-                                              ("numpy", ["id", "text"]), ("torch", ["id", "text"])])
+@pytest.mark.parametrize(
+    ("fmt", "columns"),
+    [
+        ("numpy", ["id", "text", "tokens"]),
+        ("arrow", ["id", "text"]),
+        ("numpy", ["id", "text"]),
+        ("torch", ["id", "text"]),
+    ],
+)
 def test_strings_stay_arrow_until_a_batch_is_cut(typed: Path, fmt: str, columns: list[str]) -> None:
     from shardwise.loader.stream import Reading
 
@@ -301,26 +403,38 @@ def test_strings_stay_arrow_until_a_batch_is_cut(typed: Path, fmt: str, columns:
     reading = Reading(ds.index, ds.columns, None, "raise", ds.batch_format, 32, 3, 2**20)
     table, views = threaded._unit_loader(reading)(1)
     original = reading.loader()(1).column("text")
-    assert table.column("text").equals(original) and views[(1, 1)] is None  # no objects made on reading
+    assert (
+        table.column("text").equals(original) and views[(1, 1)] is None
+    )  # no objects made on reading
     if fmt == "arrow":
         return
-    texts = [b["text"] for b in ds]  # a batch's strings: a numpy array of Python objects, made as it is cut
+    texts = [
+        b["text"] for b in ds
+    ]  # a batch's strings: a numpy array of Python objects, made as it is cut
     assert all(isinstance(t, np.ndarray) and t.dtype == object and len(t) == 32 for t in texts)
     by_id = {i: t for b in ds for i, t in zip(np.asarray(b["id"]).tolist(), b["text"].tolist())}
     whole = pa.concat_tables(reading.loader()(u) for u in range(ds.index.num_units))
-    assert by_id == {i: whole.column("text")[k].as_py() for k, i in enumerate(whole.column("id").to_pylist())
-                     if i in by_id}
+    assert by_id == {
+        i: whole.column("text")[k].as_py()
+        for k, i in enumerate(whole.column("id").to_pylist())
+        if i in by_id
+    }
 
 
 @pytest.mark.parametrize(("value_bytes", "batch"), [(100, 64), (200_000, 64), (200_000, 4)])
 @pytest.mark.parametrize("prefetch", [256 << 20, 4096])
-def test_pieces_and_the_pieces_ahead_are_sized_by_bytes(tmp_path: Path, value_bytes: int, batch: int,
-                                                       prefetch: int) -> None:
+def test_pieces_and_the_pieces_ahead_are_sized_by_bytes(
+    tmp_path: Path, value_bytes: int, batch: int, prefetch: int
+) -> None:
     from shardwise.loader.stream import Reading
 
     rng = np.random.default_rng(0)
-    values = [rng.bytes(value_bytes) for _ in range(200)]  # random: stored about as large as decoded
-    pq.write_table(pa.table({"id": np.arange(200), "blob": values}), tmp_path / "a.parquet", row_group_size=50)
+    values = [
+        rng.bytes(value_bytes) for _ in range(200)
+    ]  # random: stored about as large as decoded
+    pq.write_table(
+        pa.table({"id": np.arange(200), "blob": values}), tmp_path / "a.parquet", row_group_size=50
+    )
     ds = StreamingDataset(str(tmp_path), batch_size=batch, batch_format="numpy", progress=False)
     reading = Reading(ds.index, None, None, "raise", "numpy", batch, 4, prefetch, num_threads=2)
     windows = [(list(range(ds.index.num_units)), np.zeros(0), np.zeros(0))]
@@ -329,7 +443,9 @@ def test_pieces_and_the_pieces_ahead_are_sized_by_bytes(tmp_path: Path, value_by
     if prefetch < (1 << 20):  # a small read-ahead budget: the least, 2 pieces per thread
         assert ahead == 4
     piece_bytes = rows * 2 * value_bytes  # as estimated (twice the stored bytes)
-    if value_bytes > 1000:  # wide rows: pieces of about PIECE_BYTES (at least a batch), fewer of them ahead
+    if (
+        value_bytes > 1000
+    ):  # wide rows: pieces of about PIECE_BYTES (at least a batch), fewer of them ahead
         assert rows == max(batch, threaded.PIECE_BYTES // (2 * value_bytes) // batch * batch)
         assert ahead * piece_bytes <= max(threaded.AHEAD_BYTES, 4 * piece_bytes) * 1.1
     else:

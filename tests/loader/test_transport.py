@@ -52,7 +52,9 @@ def test_columns_go_through_the_ring_and_come_back_equal(ring: Any) -> None:
     assert int(ring._ring.header[0]) == ring._ring.pos  # everything sent was read back
 
 
-def test_string_columns_send_their_arrow_buffers(ring: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_string_columns_send_their_arrow_buffers(
+    ring: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     words = [f"ü{j}" * (j % 5) for j in range(300)]  # empty strings too
     encode = transport._reduce_objects
     monkeypatch.setattr(transport, "_reduce_objects", lambda arr: pytest.fail("objects re-encoded"))
@@ -71,13 +73,18 @@ def test_string_columns_send_their_arrow_buffers(ring: Any, monkeypatch: pytest.
     col[0] = "edited"
     assert _send(col)[1].tolist() == ["edited"] + words[1:10]
     # a slice of the column is a new array without the Arrow array: also sent by its objects
-    assert _send(transport.string_column(arrow.to_numpy(zero_copy_only=False), arrow)[2:5])[1].tolist() == words[2:5]
+    assert (
+        _send(transport.string_column(arrow.to_numpy(zero_copy_only=False), arrow)[2:5])[1].tolist()
+        == words[2:5]
+    )
 
 
 def test_fallbacks_send_by_value(ring: Any) -> None:
     big = np.zeros(ring.RING_BYTES, dtype=np.uint8).view(NumpyColumn)  # over half the ring
     raw, back = _send(big)
-    assert len(raw) > ring.RING_BYTES and np.array_equal(back, big) and isinstance(back, NumpyColumn)
+    assert (
+        len(raw) > ring.RING_BYTES and np.array_equal(back, big) and isinstance(back, NumpyColumn)
+    )
 
     mixed = np.array(["a", None, 3], dtype=object).view(NumpyColumn)  # not all strings
     assert _send(mixed)[1].tolist() == ["a", None, 3]
@@ -101,7 +108,9 @@ def _ring_batch(i: int, rows: int = 40) -> tuple[transport.RingBatch, list[str]]
         "emb": emb.view(NumpyColumn),  # 2-D, float32: realigned in the region
         "flag": (np.arange(rows - 1) % 2 == 0).view(NumpyColumn),  # 1-byte items
         "text": transport.string_column(arrow.to_numpy(zero_copy_only=False), arrow),
-        "misc": np.array([1, "x", None] * 13, dtype=object).view(NumpyColumn),  # not strings: by value
+        "misc": np.array([1, "x", None] * 13, dtype=object).view(
+            NumpyColumn
+        ),  # not strings: by value
         "step": i,  # not an array: by value
         "plain": np.arange(3),  # a plain array stays plain
     }
@@ -149,21 +158,38 @@ def _text_data(root: Path) -> Path:
     root.mkdir()
     for f in range(3):
         ids = np.arange(f * 700, (f + 1) * 700)
-        pq.write_table(pa.table({
-            "id": ids,
-            "emb": pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, 4).astype(np.float32)), 4),
-            "text": [f"ünïcode {i} " * (i % 7) for i in ids],
-        }), root / f"p{f}.parquet", row_group_size=300)
+        pq.write_table(
+            pa.table(
+                {
+                    "id": ids,
+                    "emb": pa.FixedSizeListArray.from_arrays(
+                        pa.array(np.repeat(ids, 4).astype(np.float32)), 4
+                    ),
+                    "text": [f"ünïcode {i} " * (i % 7) for i in ids],
+                }
+            ),
+            root / f"p{f}.parquet",
+            row_group_size=300,
+        )
     return root
 
 
 def _batches(data: Path, workers: int) -> list[dict[str, Any]]:
-    ds = StreamingDataset(str(data), batch_size=50, rank=0, world_size=1, num_workers=workers,
-                          batch_format="numpy", seed=1)
+    ds = StreamingDataset(
+        str(data),
+        batch_size=50,
+        rank=0,
+        world_size=1,
+        num_workers=workers,
+        batch_format="numpy",
+        seed=1,
+    )
     return list(DataLoader(ds, batch_size=None, num_workers=workers))
 
 
-def test_dataloader_batches_are_exact_with_and_without_the_rings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dataloader_batches_are_exact_with_and_without_the_rings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = _text_data(tmp_path / "d")
     runs = {}
     for shm in ("1", "0"):
@@ -178,6 +204,8 @@ def test_dataloader_batches_are_exact_with_and_without_the_rings(tmp_path: Path,
     for g, by_value in zip(got, runs["0"]):
         assert all(isinstance(v, NumpyColumn) for v in g.values())
         np.testing.assert_array_equal(g["id"], by_value["id"])
-        np.testing.assert_array_equal(g["emb"], np.repeat(g["id"], 4).reshape(-1, 4).astype(np.float32))
+        np.testing.assert_array_equal(
+            g["emb"], np.repeat(g["id"], 4).reshape(-1, 4).astype(np.float32)
+        )
         assert g["text"].tolist() == [f"ünïcode {i} " * (i % 7) for i in g["id"].tolist()]
         assert g["emb"].flags.writeable

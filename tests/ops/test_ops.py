@@ -12,8 +12,16 @@ from shardwise import ConfigError
 from shardwise.ops import get_op, known_ops
 from shardwise.ops.exact import first_occurrences, normalized_keys
 
-TEXTS = ["", None, "Hello   World", "ＨＥＬＬＯ　world", "visit https://example.com/x?y=1 now",
-         "<p>a &amp; b</p>", "12345 67", "x" * 1_000_000]
+TEXTS = [
+    "",
+    None,
+    "Hello   World",
+    "ＨＥＬＬＯ　world",
+    "visit https://example.com/x?y=1 now",
+    "<p>a &amp; b</p>",
+    "12345 67",
+    "x" * 1_000_000,
+]
 
 
 def _batch(texts: list[str | None] = TEXTS) -> pa.RecordBatch:
@@ -45,11 +53,29 @@ def test_strip_urls_and_html() -> None:
 def test_length_and_word_count_filters_treat_null_as_empty() -> None:
     assert _mask("length_filter", min=1) == [False, False, True, True, True, True, True, True]
     assert _mask("length_filter", max=100) == [True, True, True, True, True, True, True, False]
-    assert _mask("word_count_filter", min=2, max=3) == [False, False, True, True, True, True, True, False]
+    assert _mask("word_count_filter", min=2, max=3) == [
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+        True,
+        False,
+    ]
 
 
 def test_char_ratio_filters() -> None:
-    assert _mask("char_ratio_filter", kind="digits", min=0.5) == [False, False, False, False, False, False, True, False]
+    assert _mask("char_ratio_filter", kind="digits", min=0.5) == [
+        False,
+        False,
+        False,
+        False,
+        False,
+        False,
+        True,
+        False,
+    ]
     upper = _mask("char_ratio_filter", kind="uppercase", min=0.4)
     assert upper[3] is True and upper[2] is False
     with pytest.raises(ConfigError, match="kind must be one of"):
@@ -57,13 +83,27 @@ def test_char_ratio_filters() -> None:
 
 
 def test_regex_filter_and_exclude() -> None:
-    assert _mask("regex_filter", pattern=r"\d{3}") == [False, False, False, False, False, False, True, False]
+    assert _mask("regex_filter", pattern=r"\d{3}") == [
+        False,
+        False,
+        False,
+        False,
+        False,
+        False,
+        True,
+        False,
+    ]
     assert _mask("regex_filter", pattern=r"\d{3}", exclude=True)[6] is False
 
 
 def test_repetition_filter() -> None:
-    texts = ["line a\nline a\nline a\nline b", "one two three four five six seven eight nine ten",
-             "the cat sat the cat sat the cat sat on a mat", "", None]
+    texts = [
+        "line a\nline a\nline a\nline b",
+        "one two three four five six seven eight nine ten",
+        "the cat sat the cat sat the cat sat on a mat",
+        "",
+        None,
+    ]
     mask, _ = get_op("repetition_filter").mask(_batch(texts))
     assert mask.to_pylist() == [False, True, False, True, True]
 
@@ -99,14 +139,53 @@ def test_exact_keys_normalise_and_first_occurrence_wins() -> None:
     assert [m.tolist() for m in masks] == [[True, False], [], [True, False, True]]
 
 
-_ALPHABET = ["a", "B", "z", "0", "9", " ", "  ", "\t", "\n", "\r", "\f", "\v", "\x1c", "\x85", "\u00a0", "\u1680",
-             "\u2003", "\u180e", "\u200b", "\u2028", "\u2029", "\u202f", "\u3000", "é", "Ａ", "ﬁ", ".", "-", "_", "'", "日本"]
+_ALPHABET = [
+    "a",
+    "B",
+    "z",
+    "0",
+    "9",
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\r",
+    "\f",
+    "\v",
+    "\x1c",
+    "\x85",
+    "\u00a0",
+    "\u1680",
+    "\u2003",
+    "\u180e",
+    "\u200b",
+    "\u2028",
+    "\u2029",
+    "\u202f",
+    "\u3000",
+    "é",
+    "Ａ",
+    "ﬁ",
+    ".",
+    "-",
+    "_",
+    "'",
+    "日本",
+]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.none(), st.lists(st.sampled_from(_ALPHABET), max_size=12).map("".join)),
-                max_size=30), st.integers(0, 3), st.sampled_from([pa.string(), pa.large_string()]))
-def test_fast_paths_match_the_regex_kernels(texts: list[str | None], cut: int, typ: pa.DataType) -> None:
+@given(
+    st.lists(
+        st.one_of(st.none(), st.lists(st.sampled_from(_ALPHABET), max_size=12).map("".join)),
+        max_size=30,
+    ),
+    st.integers(0, 3),
+    st.sampled_from([pa.string(), pa.large_string()]),
+)
+def test_fast_paths_match_the_regex_kernels(
+    texts: list[str | None], cut: int, typ: pa.DataType
+) -> None:
     """The byte-level ASCII paths give exactly what the RE2 kernels give, in row order,
     with nulls, empty rows, every Unicode space, and sliced (offset) arrays."""
     import pyarrow.compute as pc
@@ -121,10 +200,18 @@ def test_fast_paths_match_the_regex_kernels(texts: list[str | None], cut: int, t
     )
 
     col = pa.array(["pad"] * cut + texts, typ).slice(cut)
-    assert collapse_whitespace(col).to_pylist() == \
-        pc.utf8_trim_whitespace(pc.replace_substring_regex(col, WS_RE, " ")).to_pylist()
-    assert word_counts(col).to_pylist() == pc.count_substring_regex(pc.fill_null(col, ""), WORD_RE).to_pylist()
+    assert (
+        collapse_whitespace(col).to_pylist()
+        == pc.utf8_trim_whitespace(pc.replace_substring_regex(col, WS_RE, " ")).to_pylist()
+    )
+    assert (
+        word_counts(col).to_pylist()
+        == pc.count_substring_regex(pc.fill_null(col, ""), WORD_RE).to_pylist()
+    )
     assert unicode_normalize(col).to_pylist() == pc.utf8_normalize(col, "NFKC").to_pylist()
-    slow = pc.utf8_trim_whitespace(pc.replace_substring_regex(
-        pc.utf8_lower(pc.utf8_normalize(pc.fill_null(col, ""), "NFKC")), r"[^\pL\pN]+", " "))
+    slow = pc.utf8_trim_whitespace(
+        pc.replace_substring_regex(
+            pc.utf8_lower(pc.utf8_normalize(pc.fill_null(col, ""), "NFKC")), r"[^\pL\pN]+", " "
+        )
+    )
     assert _normalise_chars(col).to_pylist() == slow.to_pylist()

@@ -52,7 +52,9 @@ def test_an_error_in_the_caller_slot_names_its_item() -> None:
         with pytest.raises(ValueError, match="item 7 is bad") as info:
             parallel_map(_fails_on_seven, range(12), backend=pool, progress=False, chunksize=1)
         assert getattr(info.value, "task_index", None) == 7
-        assert parallel_map(_fails_on_seven, range(5), backend=pool, progress=False) == list(range(5))
+        assert parallel_map(_fails_on_seven, range(5), backend=pool, progress=False) == list(
+            range(5)
+        )
     finally:
         pool.close()
 
@@ -61,7 +63,9 @@ def test_a_lost_worker_is_replaced_and_its_chunk_run_again(tmp_path: Path) -> No
     pool = LocalBackend(2, caller_slot=True)
     items = [(x, str(tmp_path / "died"), os.getpid()) for x in range(30)]
     try:
-        assert parallel_map(_dies_once_in_a_worker, items, backend=pool, progress=False, chunksize=1) == list(range(30))
+        assert parallel_map(
+            _dies_once_in_a_worker, items, backend=pool, progress=False, chunksize=1
+        ) == list(range(30))
     finally:
         pool.close()
     assert (tmp_path / "died").exists()

@@ -21,25 +21,42 @@ def _v2(root: Path, limits: dict[str, str]) -> Path:
     return root
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("200000 100000", 2), ("150000 100000", 2), ("50000 100000", 1), ("max 100000", None),
-    ("garbage", None), ("0 100000", None), ("1600000 100000", 16)])
-def test_a_v2_quota_is_whole_cpus_rounded_up(tmp_path: Path, value: str, expected: int | None) -> None:
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("200000 100000", 2),
+        ("150000 100000", 2),
+        ("50000 100000", 1),
+        ("max 100000", None),
+        ("garbage", None),
+        ("0 100000", None),
+        ("1600000 100000", 16),
+    ],
+)
+def test_a_v2_quota_is_whole_cpus_rounded_up(
+    tmp_path: Path, value: str, expected: int | None
+) -> None:
     root = _v2(tmp_path, {"/": value})
     assert cgroup_cpu_limit(root, own="/") == expected
 
 
 def test_v2_takes_the_tightest_limit_of_the_cgroup_and_its_ancestors(tmp_path: Path) -> None:
-    root = _v2(tmp_path, {"/": "max 100000", "/kubepods": "300000 100000",
-                          "/kubepods/pod1/ctr": "max 100000"})
+    root = _v2(
+        tmp_path,
+        {"/": "max 100000", "/kubepods": "300000 100000", "/kubepods/pod1/ctr": "max 100000"},
+    )
     assert cgroup_cpu_limit(root, own="/kubepods/pod1/ctr") == 3
     root2 = _v2(tmp_path / "b", {"/kubepods": "800000 100000", "/kubepods/pod1": "100000 100000"})
-    assert cgroup_cpu_limit(root2, own="/kubepods/pod1/ctr") == 1  # a missing own file: ancestors still count
+    assert (
+        cgroup_cpu_limit(root2, own="/kubepods/pod1/ctr") == 1
+    )  # a missing own file: ancestors still count
     assert cgroup_cpu_limit(root2, own="/elsewhere") is None
 
 
 @pytest.mark.parametrize(("quota", "expected"), [("-1", None), ("250000", 3), ("100000", 1)])
-def test_a_v1_quota_is_read_from_the_cpu_controller(tmp_path: Path, quota: str, expected: int | None) -> None:
+def test_a_v1_quota_is_read_from_the_cpu_controller(
+    tmp_path: Path, quota: str, expected: int | None
+) -> None:
     d = tmp_path / "cpu,cpuacct"
     d.mkdir()
     (d / "cpu.cfs_quota_us").write_text(quota + "\n")

@@ -50,9 +50,18 @@ def _calls(backends: list[str]) -> str:
     return "\n".join(f"check({b!r})" for b in backends) + "\n"
 
 
-def _run(cmd: list[str], tmp_path: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, cwd=tmp_path,
-                          env=_env(tmp_path), timeout=300)
+def _run(
+    cmd: list[str], tmp_path: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        cmd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
     return proc
@@ -74,7 +83,9 @@ def test_main_functions_on_in_machine_backends(mode: str, tmp_path: Path) -> Non
     else:
         proc = _run([sys.executable, "-"], tmp_path, stdin=code)
     assert proc.stdout.split("\n").count("ok local") == 1  # the script did not run again in workers
-    assert [line for line in proc.stdout.splitlines() if line.startswith("ok")] == [f"ok {b}" for b in LIGHT]
+    assert [line for line in proc.stdout.splitlines() if line.startswith("ok")] == [
+        f"ok {b}" for b in LIGHT
+    ]
 
 
 @pytest.mark.engine
@@ -112,10 +123,14 @@ def test_main_functions_in_a_jupyter_kernel(tmp_path: Path) -> None:
         km.shutdown_kernel(now=True)
 
 
-def _failing_map(backend: str, n: int, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _failing_map(
+    backend: str, n: int, env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
     """A parallel_map in a fresh interpreter that is expected to fail with exit code 1."""
     code = f"from shardwise import parallel_map\nparallel_map(abs, range({n}), progress=False, backend={backend!r})\n"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     return proc
 
@@ -126,15 +141,22 @@ def test_a_worker_that_cannot_start_fails_once_with_its_stderr(tmp_path: Path) -
         "if os.environ.get('SHARDWISE_LOCAL_WORKER'):\n"
         "    sys.stderr.write('cannot start: no GPU driver here\\n')\n"
         "    sys.stderr.flush()\n"
-        "    os._exit(3)\n")
+        "    os._exit(3)\n"
+    )
     env = _env(tmp_path)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
     proc = _failing_map("local", 1000, env, tmp_path)
     assert "WorkerStartError" in proc.stderr and "exit code 3" in proc.stderr
     assert "no GPU driver here" in proc.stderr
-    raised = [line for line in proc.stderr.splitlines() if line.endswith("WorkerStartError: a local worker "
-                                                                          "process could not start (exit code 3); "
-                                                                          "its last stderr lines:")]
+    raised = [
+        line
+        for line in proc.stderr.splitlines()
+        if line.endswith(
+            "WorkerStartError: a local worker "
+            "process could not start (exit code 3); "
+            "its last stderr lines:"
+        )
+    ]
     assert len(raised) == 1 and "worker lost" not in proc.stderr
 
 

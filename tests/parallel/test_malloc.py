@@ -33,15 +33,23 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
 
 
 def _faults(mode: str) -> int:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(shardwise.__file__).parents[1]),
-                                                         os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(Path(shardwise.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
     for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"):
         env.pop(name, None)
-    out = subprocess.run([sys.executable, "-c", _FAULTS, mode], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _FAULTS, mode], env=env, capture_output=True, text=True, check=True
+    )
     return int(out.stdout)
 
 
-@pytest.mark.skipif(not GLIBC, reason="the thresholds are glibc's; elsewhere keep_freed_memory does nothing")
+@pytest.mark.skipif(
+    not GLIBC, reason="the thresholds are glibc's; elsewhere keep_freed_memory does nothing"
+)
 def test_freed_arrays_are_reused_without_page_faults() -> None:
     # three 6 MB arrays per round: ~4,400 pages faulted in every round by default
     # (glibc trims them off the heap), a handful once freed memory is kept

@@ -77,7 +77,9 @@ def test_unpicklable_error_becomes_task_error(backend: Backend) -> None:
 
 def test_declared_transient_error_is_retried(backend: Backend, tmp_path: Any) -> None:
     items = [(str(tmp_path), i) for i in range(6)]
-    assert parallel_map(flaky_once, items, backend=backend, progress=False, retry_on=(Flaky,)) == list(range(6))
+    assert parallel_map(
+        flaky_once, items, backend=backend, progress=False, retry_on=(Flaky,)
+    ) == list(range(6))
 
 
 def test_undeclared_error_is_not_retried(backend: Backend, tmp_path: Any) -> None:
@@ -89,7 +91,9 @@ def test_undeclared_error_is_not_retried(backend: Backend, tmp_path: Any) -> Non
 
 def test_sigkilled_worker_is_retried(process_backend: Backend, tmp_path: Any) -> None:
     items = [(str(tmp_path), i) for i in range(12)]
-    out = parallel_map(kill_worker_once, items, backend=process_backend, progress=False, chunksize=1)
+    out = parallel_map(
+        kill_worker_once, items, backend=process_backend, progress=False, chunksize=1
+    )
     assert out == [i * 10 for i in range(12)]
     assert (tmp_path / "killed").exists()  # the kill really happened
 
@@ -98,7 +102,9 @@ def test_two_workers_killed_in_one_run(process_backend: Backend, tmp_path: Any) 
     # the second kill may take the last worker holding state the engine shipped at the
     # start of the run (dask's scattered function); the run must still finish
     items = [(str(tmp_path), i) for i in range(16)]
-    out = parallel_map(kill_worker_twice, items, backend=process_backend, progress=False, chunksize=1)
+    out = parallel_map(
+        kill_worker_twice, items, backend=process_backend, progress=False, chunksize=1
+    )
     assert out == [i * 10 for i in range(16)]
     assert (tmp_path / "killed-3").exists() and (tmp_path / "killed-8").exists()
 
@@ -126,13 +132,22 @@ def test_progress_reaches_total(backend: Backend, capsys: pytest.CaptureFixture[
 
 
 @pytest.mark.parametrize("name", ["local", "thread", "ray", "spark", "dask"])
-def test_task_counter_reported(name: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -> None:
+def test_task_counter_reported(
+    name: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
     from _engines import make_backend
 
     b = make_backend(name, request)
     try:
-        out = parallel_map(counting, [1000, 2000, 3000], backend=b, progress=True,
-                           desc="count", count_unit="rows", chunksize=1)
+        out = parallel_map(
+            counting,
+            [1000, 2000, 3000],
+            backend=b,
+            progress=True,
+            desc="count",
+            count_unit="rows",
+            chunksize=1,
+        )
     finally:
         b.close()
     assert out == [1000, 2000, 3000]
@@ -188,8 +203,15 @@ def test_imap_unordered_streams_with_bounded_in_flight() -> None:
             yield i
 
     seen = set()
-    for index, value in imap_unordered(square, source(), backend="thread", num_proc=2,
-                                       chunksize=10, max_in_flight=4, progress=False):
+    for index, value in imap_unordered(
+        square,
+        source(),
+        backend="thread",
+        num_proc=2,
+        chunksize=10,
+        max_in_flight=4,
+        progress=False,
+    ):
         assert value == index * index
         seen.add(index)
         state["yielded"] += 1
@@ -198,7 +220,9 @@ def test_imap_unordered_streams_with_bounded_in_flight() -> None:
 
 
 @pytest.mark.parametrize("name", ["local", "ray", "dask"])
-def test_closing_the_stream_cancels_outstanding_work(name: str, request: pytest.FixtureRequest) -> None:
+def test_closing_the_stream_cancels_outstanding_work(
+    name: str, request: pytest.FixtureRequest
+) -> None:
     from _engines import make_backend
 
     b = make_backend(name, request)
@@ -258,7 +282,9 @@ def test_context_reaches_deep_calls_and_explicit_backend_wins(tmp_path: Any) -> 
 def test_unknown_backend_lists_known_ones() -> None:
     with pytest.raises(ConfigError, match="known backends: .*dask.*local.*ray.*spark"):
         parallel_map(square, [1], backend="mpi")
-    assert {"local", "thread", "sequential", "joblib", "ray", "spark", "dask"} <= set(known_backends())
+    assert {"local", "thread", "sequential", "joblib", "ray", "spark", "dask"} <= set(
+        known_backends()
+    )
 
 
 def test_bad_num_proc() -> None:

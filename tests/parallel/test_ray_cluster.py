@@ -38,9 +38,23 @@ def _free_port() -> int:
 def _start(args: list[str], temp_dir: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """``ray start ... --block`` in a session of its own: it owns the node's processes."""
     log = open(os.path.join(temp_dir, "start.log"), "ab")  # noqa: SIM115 - lives as long as the node
-    return subprocess.Popen([RAY, "start", "--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}",
-                             "--num-cpus=1", "--object-store-memory=100000000", "--disable-usage-stats", *args],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        [
+            RAY,
+            "start",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--temp-dir={temp_dir}",
+            "--num-cpus=1",
+            "--object-store-memory=100000000",
+            "--disable-usage-stats",
+            *args,
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -58,7 +72,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _raylet(proc: subprocess.Popen[bytes]) -> int:
-    return next(c.pid for c in psutil.Process(proc.pid).children(recursive=True) if c.name() == "raylet")
+    return next(
+        c.pid for c in psutil.Process(proc.pid).children(recursive=True) if c.name() == "raylet"
+    )
 
 
 def _nodes(notes: Path) -> set[str]:
@@ -74,11 +90,16 @@ def two_nodes(s3_server: dict[str, Any]) -> Iterator[dict[str, Any]]:
     env.pop("RAY_ADDRESS", None)
     port = _free_port()
     address = f"127.0.0.1:{port}"
-    procs = [_start(["--head", f"--port={port}", "--include-dashboard=false", "--resources={\"head\": 1}"],
-                    temp[0], env)]
+    procs = [
+        _start(
+            ["--head", f"--port={port}", "--include-dashboard=false", '--resources={"head": 1}'],
+            temp[0],
+            env,
+        )
+    ]
     try:
         _wait_for_nodes(address, 1, env)
-        procs.append(_start([f"--address={address}", "--resources={\"second\": 1}"], temp[1], env))
+        procs.append(_start([f"--address={address}", '--resources={"second": 1}'], temp[1], env))
         _wait_for_nodes(address, 2, env)
         yield {"address": address, "head": procs[0], "second": procs[1], "env": env}
     finally:
@@ -89,12 +110,19 @@ def two_nodes(s3_server: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _wait_for_nodes(address: str, n: int, env: dict[str, str]) -> None:
-    code = ("import ray, sys; ray.init(address=sys.argv[1], log_to_driver=False); "
-            "print(sum(1 for x in ray.nodes() if x['Alive']))")
+    code = (
+        "import ray, sys; ray.init(address=sys.argv[1], log_to_driver=False); "
+        "print(sum(1 for x in ray.nodes() if x['Alive']))"
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        out = subprocess.run([sys.executable, "-c", code, address], env=env, capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", code, address],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if out.returncode == 0 and out.stdout.strip().splitlines()[-1:] == [str(n)]:
             return
         time.sleep(1)
@@ -102,7 +130,8 @@ def _wait_for_nodes(address: str, n: int, env: dict[str, str]) -> None:
 
 
 def test_two_node_ray_cluster_runs_an_s3_pipeline_and_survives_losing_a_node(
-        two_nodes: dict[str, Any], tmp_path: Path, s3_server: dict[str, Any], bucket: tuple[str, Any]) -> None:
+    two_nodes: dict[str, Any], tmp_path: Path, s3_server: dict[str, Any], bucket: tuple[str, Any]
+) -> None:
     name, fs = bucket
     src = make_input(tmp_path / "in", files=6, rows=1000)
     upload(fs, src, f"{name}/in")
@@ -113,15 +142,28 @@ def test_two_node_ray_cluster_runs_an_s3_pipeline_and_survives_losing_a_node(
     notes.mkdir()
     env = {**two_nodes["env"], "SHARDWISE_TEST_NOTES_DIR": str(notes)}
     out = f"s3://{name}/out"
-    driver = subprocess.Popen([sys.executable, str(SUPPORT / "_s3_pipeline_run.py"), f"s3://{name}/in/", out,
-                               f"ray://{two_nodes['address']}", "slow"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            str(SUPPORT / "_s3_pipeline_run.py"),
+            f"s3://{name}/in/",
+            out,
+            f"ray://{two_nodes['address']}",
+            "slow",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while len(_nodes(notes)) < 2 and time.monotonic() < deadline and driver.poll() is None:
             time.sleep(0.2)
         if driver.poll() is not None:
-            pytest.fail(f"the driver exited with {driver.returncode}: {driver.stderr.read()[-4000:]}")  # type: ignore[union-attr]
+            pytest.fail(
+                f"the driver exited with {driver.returncode}: {driver.stderr.read()[-4000:]}"
+            )  # type: ignore[union-attr]
         assert len(_nodes(notes)) == 2, "tasks did not run on both nodes"
         assert driver.poll() is None, "the run ended before the node could be lost"
         os.kill(_raylet(two_nodes["second"]), signal.SIGKILL)  # the second node is gone mid-run

@@ -23,13 +23,17 @@ from shardwise.prepare import prepare
 
 
 def _with_failure(src: Path, out: str, marker_dir: Path) -> shardwise.pipeline.Pipeline:
-    return (read_jsonl(str(src), task_bytes=40_000).map(fail_after_marker, marker_dir=str(marker_dir))
-            .apply("word_count_filter", column="text", min=3).write_parquet(out, target_shard_bytes=20_000))
+    return (
+        read_jsonl(str(src), task_bytes=40_000)
+        .map(fail_after_marker, marker_dir=str(marker_dir))
+        .apply("word_count_filter", column="text", min=3)
+        .write_parquet(out, target_shard_bytes=20_000)
+    )
 
 
 def _contents(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, bytes]:
     root = root.rstrip("/")
-    return {p[len(root) + 1:]: fs.cat_file(p) for p in fs.find(root) if "/_work/" not in p}
+    return {p[len(root) + 1 :]: fs.cat_file(p) for p in fs.find(root) if "/_work/" not in p}
 
 
 def test_success_publishes_everything_and_removes_work(tmp_path: Path) -> None:
@@ -44,15 +48,22 @@ def test_success_publishes_everything_and_removes_work(tmp_path: Path) -> None:
 
 
 def test_staging_files_are_deleted_after_publication_and_leftovers_by_the_next_run(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(temp := tmp_path / "temp"))  # where staging goes to be deleted
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        tempfile, "tempdir", str(temp := tmp_path / "temp")
+    )  # where staging goes to be deleted
     src = make_input(tmp_path / "in", files=2, rows=600)
     stale = temp / f"{TRASH}left-by-a-killed-run"
     (stale / "s0").mkdir(parents=True)
     (stale / "s0" / "task-00000.arrow").write_bytes(b"x" * 1000)
     build(str(src), str(out := tmp_path / "out")).run(backend="sequential", progress=False)
     assert not stale.exists()  # removed when the run began
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out", "temp"]  # nothing beside the output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "in",
+        "out",
+        "temp",
+    ]  # nothing beside the output
     for t in threading.enumerate():  # the published run's staging files go on a background thread
         if t.name == CLEANUP_THREAD:
             t.join(30)
@@ -62,7 +73,9 @@ def test_staging_files_are_deleted_after_publication_and_leftovers_by_the_next_r
 
 def test_a_failed_local_run_leaves_nothing_and_a_rerun_finishes_it(tmp_path: Path) -> None:
     src = make_input(tmp_path / "in", files=3, rows=800)
-    ref = _with_failure(src, str(tmp_path / "ref"), tmp_path).run(backend="sequential", progress=False)
+    ref = _with_failure(src, str(tmp_path / "ref"), tmp_path).run(
+        backend="sequential", progress=False
+    )
     out = tmp_path / "out"
     (tmp_path / "fail").touch()
     with pytest.raises(RuntimeError, match="simulated failure"):
@@ -74,7 +87,8 @@ def test_a_failed_local_run_leaves_nothing_and_a_rerun_finishes_it(tmp_path: Pat
     again = _with_failure(src, str(out), tmp_path).run(backend="local", progress=False)
     assert again.rows_out == ref.rows_out
     assert {p.name: p.read_bytes() for p in out.glob("part-*")} == {
-        p.name: p.read_bytes() for p in (tmp_path / "ref").glob("part-*")}
+        p.name: p.read_bytes() for p in (tmp_path / "ref").glob("part-*")
+    }
 
 
 def test_an_unfinished_object_store_output_is_refused_then_published(tmp_path: Path) -> None:
@@ -93,9 +107,13 @@ def test_an_unfinished_object_store_output_is_refused_then_published(tmp_path: P
     assert result.skipped_tasks == 0 or result.skipped_tasks < result.tasks
     assert not fs.exists("/bucket/commit-test/out/_work")
     _with_failure(src, str(tmp_path / "local"), tmp_path).run(backend="sequential", progress=False)
-    local = {str(p.relative_to(tmp_path / "local")): p.read_bytes()
-             for p in (tmp_path / "local").rglob("part-*")}
-    remote = {k: v for k, v in _contents(fs, "/bucket/commit-test/out").items() if k.startswith("part-")}
+    local = {
+        str(p.relative_to(tmp_path / "local")): p.read_bytes()
+        for p in (tmp_path / "local").rglob("part-*")
+    }
+    remote = {
+        k: v for k, v in _contents(fs, "/bucket/commit-test/out").items() if k.startswith("part-")
+    }
     assert remote == local  # byte-identical to a local run
     assert shardwise.open_dataset(out).num_samples == result.rows_out
     fs.rm("/bucket/commit-test", recursive=True)
@@ -113,10 +131,28 @@ def test_output_into_a_non_empty_directory_is_refused(tmp_path: Path) -> None:
 def test_failed_resplit_leaves_nothing_and_skip_counts_bad_records(tmp_path: Path) -> None:
     src = make_input(tmp_path / "in", files=2, rows=900, bad_lines=True)
     with pytest.raises(FormatError):
-        resplit(str(src), str(tmp_path / "o1"), target_file_bytes=30_000, backend="sequential", progress=False)
+        resplit(
+            str(src),
+            str(tmp_path / "o1"),
+            target_file_bytes=30_000,
+            backend="sequential",
+            progress=False,
+        )
     assert not (tmp_path / "o1").exists()
-    assert main(["resplit", str(src), "--out", str(tmp_path / "o2"), "--target-mb", "0.03",
-                 "--backend", "sequential", "--on-error", "skip"]) in (0, None)
+    assert main(
+        [
+            "resplit",
+            str(src),
+            "--out",
+            str(tmp_path / "o2"),
+            "--target-mb",
+            "0.03",
+            "--backend",
+            "sequential",
+            "--on-error",
+            "skip",
+        ]
+    ) in (0, None)
     manifest = json.loads((tmp_path / "o2" / "_manifest.json").read_text())
     assert manifest["quarantined"] == 4 and manifest["rows_out"] == 1800
     assert not (tmp_path / "o2" / "_work").exists()
@@ -125,16 +161,25 @@ def test_failed_resplit_leaves_nothing_and_skip_counts_bad_records(tmp_path: Pat
 def test_prepare_quarantine_reaches_its_result(tmp_path: Path) -> None:
     src = make_input(tmp_path / "in", files=2, rows=900, bad_lines=True)
     files = sorted(str(p) for p in src.glob("*.jsonl"))
-    result = prepare(files, str(tmp_path / "p"), steps=["convert", "index"], on_error="skip",
-                     backend="sequential", progress=False)
+    result = prepare(
+        files,
+        str(tmp_path / "p"),
+        steps=["convert", "index"],
+        on_error="skip",
+        backend="sequential",
+        progress=False,
+    )
     assert result.quarantined == 4 and result.num_rows == 1800
     with pytest.raises(FormatError):
-        prepare(files, str(tmp_path / "p2"), steps=["convert"], backend="sequential", progress=False)
+        prepare(
+            files, str(tmp_path / "p2"), steps=["convert"], backend="sequential", progress=False
+        )
     assert not (tmp_path / "p2" / "data").exists()
 
 
 def test_staging_on_another_filesystem_than_the_temporary_directory_is_deleted_in_place(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from shardwise.pipeline import commit
 
     work = tmp_path / ".out.shardwise-partial" / "_work"

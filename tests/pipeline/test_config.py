@@ -21,28 +21,69 @@ executor: {backend: local, num_proc: 2}
 def test_a_good_config_keeps_each_operator_with_its_line() -> None:
     config = load_config(GOOD, "c.yaml")
     assert [(name, line) for name, _, line in config["process"]] == [
-        ("normalize_text", 3), ("strip_urls", 4), ("word_count_filter", 5), ("dedup", 6)]
+        ("normalize_text", 3),
+        ("strip_urls", 4),
+        ("word_count_filter", 5),
+        ("dedup", 6),
+    ]
     assert config["process"][2][1] == {"column": "text", "min": 5}
-    assert config["input"]["on_error"] == "skip" and config["executor"] == {"backend": "local", "num_proc": 2}
+    assert config["input"]["on_error"] == "skip" and config["executor"] == {
+        "backend": "local",
+        "num_proc": 2,
+    }
     pipeline, executor = pipeline_from_config(GOOD, "c.yaml")
     assert executor["num_proc"] == 2
-    assert [op.name for op in pipeline.ops] == ["normalize_text", "strip_urls", "word_count_filter",
-                                                "minhash_dedup"]
+    assert [op.name for op in pipeline.ops] == [
+        "normalize_text",
+        "strip_urls",
+        "word_count_filter",
+        "minhash_dedup",
+    ]
 
 
-@pytest.mark.parametrize(("text", "line", "words"), [
-    ("input: {path: x}\noutput: {path: y}\nexecutor: {backend: local, num_proc: two}\n", 3,
-     ["executor.num_proc must be int | None", "'two'"]),
-    ("input: {path: x, on_error: ignore}\noutput: {path: y}\n", 1, ["input.on_error", "'ignore'"]),
-    ("input: {path: x}\noutput: {path: y, target_shard_mb: big}\n", 2, ["output.target_shard_mb"]),
-    ("input: {path: x}\noutput: {path: y}\nexecutor: {backnd: ray}\n", 3, ["did you mean 'backend'"]),
-    ("input: {path: x}\noutptu: {path: y}\n", 2, ["unknown key 'outptu'", "did you mean 'output'"]),
-    ("input: {path: x}\noutput: {path: y}\nprocess: {a: 1}\n", 3, ["must be a list"]),
-    ("input: {path: x}\noutput: {path: y}\nprocess:\n  - {a: 1, b: 2}\n", 4, ["one 'name: {args}' entry"]),
-    ("input: {path: x}\noutput: {path: y}\nprocess:\n  - strip_urls: [text]\n", 4, ["must be a mapping"]),
-    ("output: {format: parquet}\ninput: {path: x}\n", 1, ["output needs path"]),
-    ("input: {path: x}\noutput: [1, 2\n", 3, ["not valid YAML"]),
-])
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        (
+            "input: {path: x}\noutput: {path: y}\nexecutor: {backend: local, num_proc: two}\n",
+            3,
+            ["executor.num_proc must be int | None", "'two'"],
+        ),
+        (
+            "input: {path: x, on_error: ignore}\noutput: {path: y}\n",
+            1,
+            ["input.on_error", "'ignore'"],
+        ),
+        (
+            "input: {path: x}\noutput: {path: y, target_shard_mb: big}\n",
+            2,
+            ["output.target_shard_mb"],
+        ),
+        (
+            "input: {path: x}\noutput: {path: y}\nexecutor: {backnd: ray}\n",
+            3,
+            ["did you mean 'backend'"],
+        ),
+        (
+            "input: {path: x}\noutptu: {path: y}\n",
+            2,
+            ["unknown key 'outptu'", "did you mean 'output'"],
+        ),
+        ("input: {path: x}\noutput: {path: y}\nprocess: {a: 1}\n", 3, ["must be a list"]),
+        (
+            "input: {path: x}\noutput: {path: y}\nprocess:\n  - {a: 1, b: 2}\n",
+            4,
+            ["one 'name: {args}' entry"],
+        ),
+        (
+            "input: {path: x}\noutput: {path: y}\nprocess:\n  - strip_urls: [text]\n",
+            4,
+            ["must be a mapping"],
+        ),
+        ("output: {format: parquet}\ninput: {path: x}\n", 1, ["output needs path"]),
+        ("input: {path: x}\noutput: [1, 2\n", 3, ["not valid YAML"]),
+    ],
+)
 def test_load_config_errors_name_file_and_line(text: str, line: int, words: list[str]) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(text, "c.yaml")
@@ -52,15 +93,21 @@ def test_load_config_errors_name_file_and_line(text: str, line: int, words: list
         assert word in message, message
 
 
-@pytest.mark.parametrize(("step", "words"), [
-    ("word_count_filter: {column: text, min: five}", ["argument 'min' must be int | None", "'five'"]),
-    ("word_count_filter: {column: text, min: true}", ["argument 'min'"]),
-    ("normalize_text: {column: 3}", ["argument 'column' must be str"]),
-    ("select_columns: {columns: text}", ["argument 'columns'"]),
-    ("length_filter: {column: text, mn: 3}", ["no argument 'mn'", "did you mean 'min'"]),
-    ("dedup: {method: minhash, column: text, threshold: high}", ["'threshold'"]),
-    ("dedup: {method: minhash, column: text, num_perms: 64}", ["did you mean 'num_perm'"]),
-])
+@pytest.mark.parametrize(
+    ("step", "words"),
+    [
+        (
+            "word_count_filter: {column: text, min: five}",
+            ["argument 'min' must be int | None", "'five'"],
+        ),
+        ("word_count_filter: {column: text, min: true}", ["argument 'min'"]),
+        ("normalize_text: {column: 3}", ["argument 'column' must be str"]),
+        ("select_columns: {columns: text}", ["argument 'columns'"]),
+        ("length_filter: {column: text, mn: 3}", ["no argument 'mn'", "did you mean 'min'"]),
+        ("dedup: {method: minhash, column: text, threshold: high}", ["'threshold'"]),
+        ("dedup: {method: minhash, column: text, num_perms: 64}", ["did you mean 'num_perm'"]),
+    ],
+)
 def test_operator_arguments_are_checked_with_the_line(step: str, words: list[str]) -> None:
     text = f"input: {{path: x.jsonl}}\noutput: {{path: y}}\nprocess:\n  - {step}\n"
     with pytest.raises(ConfigError) as info:

@@ -67,8 +67,9 @@ def test_accounting_balances_and_counts_every_reason(reference: tuple[Path, Any]
 
 
 @pytest.mark.engine
-def test_same_bytes_on_every_backend(src: Path, reference: tuple[Path, Any], tmp_path: Path,
-                                     request: pytest.FixtureRequest) -> None:
+def test_same_bytes_on_every_backend(
+    src: Path, reference: tuple[Path, Any], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     from _engines import make_backend
 
     expected = _files(reference[0])
@@ -83,7 +84,9 @@ def test_same_bytes_on_every_backend(src: Path, reference: tuple[Path, Any], tmp
         assert _files(out) == expected, f"{name} wrote different bytes"
 
 
-def test_worker_sigkilled_mid_task_is_retried(src: Path, reference: tuple[Path, Any], tmp_path: Path) -> None:
+def test_worker_sigkilled_mid_task_is_retried(
+    src: Path, reference: tuple[Path, Any], tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     p = read_jsonl(str(src), task_bytes=40_000).map(kill_once_in_map, marker_dir=str(tmp_path))
     p2 = build(str(src), str(out))
@@ -103,7 +106,11 @@ def test_driver_killed_mid_run_then_rerun_is_identical(src: Path, tmp_path: Path
     proc = subprocess.Popen([sys.executable, str(script), str(src), str(out), "sequential", "slow"])
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        done = list((staging / "_manifests").glob("task-*.json")) if (staging / "_manifests").exists() else []
+        done = (
+            list((staging / "_manifests").glob("task-*.json"))
+            if (staging / "_manifests").exists()
+            else []
+        )
         if len(done) >= 3:
             break
         time.sleep(0.05)
@@ -129,7 +136,9 @@ def test_malformed_records_raise_or_are_quarantined(tmp_path: Path) -> None:
     # tasks run concurrently, so the error is the first bad line some task met: any of
     # the four, but named exactly (file and line)
     assert re.search(r"in-[01]\.jsonl, line (12|703):", str(info.value)), str(info.value)
-    result = build(str(src), str(tmp_path / "o2"), on_error="skip").run(backend="thread", progress=False)
+    result = build(str(src), str(tmp_path / "o2"), on_error="skip").run(
+        backend="thread", progress=False
+    )
     assert result.quarantined == 4
     assert result.rows_in == 1604
     _balanced(result)
@@ -149,9 +158,13 @@ def test_bad_tar_samples_raise_or_are_quarantined_and_counted(tmp_path: Path) ->
     (tmp_path / "s.tar").write_bytes(buf.getvalue())
     with pytest.raises(FormatError, match="member ../evil.txt"):
         shardwise.read_webdataset(str(tmp_path / "s.tar")).write_parquet(str(tmp_path / "o1")).run(
-            backend="thread", progress=False)
-    result = (shardwise.read_webdataset(str(tmp_path / "s.tar"), on_error="skip")
-              .write_parquet(str(tmp_path / "o2")).run(backend="thread", progress=False))
+            backend="thread", progress=False
+        )
+    result = (
+        shardwise.read_webdataset(str(tmp_path / "s.tar"), on_error="skip")
+        .write_parquet(str(tmp_path / "o2"))
+        .run(backend="thread", progress=False)
+    )
     assert (result.rows_in, result.rows_out, result.quarantined) == (5, 3, 2)
     _balanced(result)
 
@@ -163,14 +176,23 @@ def test_readers_use_the_manifest_not_a_glob(reference: tuple[Path, Any], tmp_pa
     try:
         index = shardwise.open_dataset(str(out), progress=False, refresh=True)
         assert index.num_samples == result.rows_out
-        ds = shardwise.StreamingDataset(str(out), batch_size=1, shuffle=False, drop_last=False,
-                                        world_size=1, rank=0, batch_format="numpy")
+        ds = shardwise.StreamingDataset(
+            str(out),
+            batch_size=1,
+            shuffle=False,
+            drop_last=False,
+            world_size=1,
+            rank=0,
+            batch_format="numpy",
+        )
         assert sum(len(b["id"]) for b in ds.iter_shard(0, 1)) == result.rows_out
     finally:
         stray.unlink()
 
 
-def test_rerun_of_another_pipeline_into_the_same_dir_is_refused(src: Path, reference: tuple[Path, Any]) -> None:
+def test_rerun_of_another_pipeline_into_the_same_dir_is_refused(
+    src: Path, reference: tuple[Path, Any]
+) -> None:
     out, _ = reference
     with pytest.raises(ConfigError, match="another pipeline"):
         read_jsonl(str(src)).apply("strip_html").write_parquet(str(out)).run(progress=False)
@@ -179,14 +201,25 @@ def test_rerun_of_another_pipeline_into_the_same_dir_is_refused(src: Path, refer
 
 
 def test_user_functions_and_filter_reasons(src: Path, tmp_path: Path) -> None:
-    result = (read_jsonl(str(src)).filter(drop_odd).map(lambda b: b.select(["id"]))
-              .write_jsonl(str(tmp_path / "o")).run(backend="local", progress=False))
+    result = (
+        read_jsonl(str(src))
+        .filter(drop_odd)
+        .map(lambda b: b.select(["id"]))
+        .write_jsonl(str(tmp_path / "o"))
+        .run(backend="local", progress=False)
+    )
     assert result.dropped == {"drop_odd": {"odd id": 3000}}
-    ids = [json.loads(line)["id"] for f in sorted((tmp_path / "o").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    ids = [
+        json.loads(line)["id"]
+        for f in sorted((tmp_path / "o").glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
     assert ids == list(range(0, 6000, 2))
 
 
-def test_yaml_config_runs_and_errors_name_the_line(src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_yaml_config_runs_and_errors_name_the_line(
+    src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"""input:
   path: {src}
@@ -195,7 +228,7 @@ process:
   - normalize_text: {{column: text, lowercase: true}}
   - word_count_filter: {{column: text, min: 3}}
   - dedup: {{method: exact, column: text}}
-output: {{path: {tmp_path / 'out'}, target_shard_mb: 0.02}}
+output: {{path: {tmp_path / "out"}, target_shard_mb: 0.02}}
 executor: {{backend: thread}}
 """)
     assert main(["run", str(cfg), "--accounting", str(tmp_path / "acct.json")]) == 0
@@ -204,9 +237,21 @@ executor: {{backend: thread}}
     acct = json.loads((tmp_path / "acct.json").read_text())
     assert acct["rows_in"] == 6000
     bad = [
-        ("input: {path: x}\noutput: {path: y}\nexecutor: {backend: local, cores: 2}\n", "line 3", "cores"),
-        ("input: {path: x}\noutput: {path: y}\nprocess:\n  - word_count_filter: {mn: 3}\n", "line 4", "mn"),
-        ("input: {path: x}\noutput: {path: y}\nprocess:\n  - normalise_text: {}\n", "line 4", "unknown operator"),
+        (
+            "input: {path: x}\noutput: {path: y}\nexecutor: {backend: local, cores: 2}\n",
+            "line 3",
+            "cores",
+        ),
+        (
+            "input: {path: x}\noutput: {path: y}\nprocess:\n  - word_count_filter: {mn: 3}\n",
+            "line 4",
+            "mn",
+        ),
+        (
+            "input: {path: x}\noutput: {path: y}\nprocess:\n  - normalise_text: {}\n",
+            "line 4",
+            "unknown operator",
+        ),
         ("input: {path: x}\nouptut: {path: y}\n", "line 2", "unknown key 'ouptut'"),
         ("input: {path: x\n", "line", "not valid YAML"),
         ("input: {format: jsonl}\noutput: {path: y}\n", "line 1", "needs path"),
@@ -229,8 +274,9 @@ def test_resplit_balances_files(reference: tuple[Path, Any], tmp_path: Path) -> 
     assert again.num_samples == result.rows_out
 
 
-def test_small_input_runs_in_the_driver_with_the_pool_output(src: Path, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_small_input_runs_in_the_driver_with_the_pool_output(
+    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from shardwise.parallel.local import LocalBackend
     from shardwise.pipeline import runner
 
@@ -243,31 +289,47 @@ def test_small_input_runs_in_the_driver_with_the_pool_output(src: Path, tmp_path
 
     monkeypatch.setattr(LocalBackend, "open", counting_open)
 
-    def run(out: Path, backend: str | None) -> Any:  # shardwise's own operators only, a MinHash decision too
-        return (read_jsonl(str(src), task_bytes=40_000).apply("normalize_text", column="text")
-                .dedup("minhash", column="text", verify=True).write_parquet(str(out))
-                .run(backend=backend, progress=False, report=False))
+    def run(
+        out: Path, backend: str | None
+    ) -> Any:  # shardwise's own operators only, a MinHash decision too
+        return (
+            read_jsonl(str(src), task_bytes=40_000)
+            .apply("normalize_text", column="text")
+            .dedup("minhash", column="text", verify=True)
+            .write_parquet(str(out))
+            .run(backend=backend, progress=False, report=False)
+        )
 
     small = run(tmp_path / "driver", None)
     assert small.tasks > 1 and not opened  # under IN_DRIVER_WORK: no pool session at all
     run(tmp_path / "driver-local", "local")
     assert not opened
     monkeypatch.setattr(runner, "IN_DRIVER_WORK", 0)
-    pooled = run(tmp_path / "pool", None)  # under CALLER_SLOT_WORK: the driver is one of the pool's slots
+    pooled = run(
+        tmp_path / "pool", None
+    )  # under CALLER_SLOT_WORK: the driver is one of the pool's slots
     assert opened  # the stage maps and the dedup's maps went to the pool
     assert pooled.rows_out == small.rows_out < small.rows_in
     monkeypatch.setattr(runner, "CALLER_SLOT_WORK", 0)
     run(tmp_path / "workers", "local")  # workers only
-    assert _files(tmp_path / "pool") == _files(tmp_path / "driver") == _files(tmp_path / "driver-local")
+    assert (
+        _files(tmp_path / "pool")
+        == _files(tmp_path / "driver")
+        == _files(tmp_path / "driver-local")
+    )
     assert _files(tmp_path / "workers") == _files(tmp_path / "pool")
     # a user function keeps the pool (its crash must not take the driver down)
     opened.clear()
     monkeypatch.setattr(runner, "IN_DRIVER_WORK", 2**40)
-    read_jsonl(str(src)).map(_upper).write_parquet(str(tmp_path / "user")).run(progress=False, report=False)
+    read_jsonl(str(src)).map(_upper).write_parquet(str(tmp_path / "user")).run(
+        progress=False, report=False
+    )
     assert opened
 
 
 def _upper(batch: Any) -> Any:
     import pyarrow.compute as pc
 
-    return batch.set_column(batch.schema.get_field_index("text"), "text", pc.utf8_upper(batch.column("text")))
+    return batch.set_column(
+        batch.schema.get_field_index("text"), "text", pc.utf8_upper(batch.column("text"))
+    )

@@ -32,8 +32,9 @@ def _task_manifests(fs: Any, manifests: str) -> list[str]:
     return [p for p in fs.ls(manifests) if re.fullmatch(r"task-\d+\.json", p.rsplit("/", 1)[-1])]
 
 
-def test_killed_s3_run_then_rerun_is_identical_to_a_local_run(tmp_path: Path, s3_server: dict[str, Any],
-                                                             bucket: tuple[str, Any]) -> None:
+def test_killed_s3_run_then_rerun_is_identical_to_a_local_run(
+    tmp_path: Path, s3_server: dict[str, Any], bucket: tuple[str, Any]
+) -> None:
     name, fs = bucket
     src = make_input(tmp_path / "in")
     upload(fs, src, f"{name}/in")
@@ -42,7 +43,9 @@ def test_killed_s3_run_then_rerun_is_identical_to_a_local_run(tmp_path: Path, s3
     expected = {p.name: p.read_bytes() for p in sorted(ref.glob("part-*.parquet"))}
     out = f"s3://{name}/out"
     env = aws_env(s3_server)
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), f"s3://{name}/in/", out, "sequential", "slow"], env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), f"s3://{name}/in/", out, "sequential", "slow"], env=env
+    )
     deadline = time.monotonic() + 180
     manifests = f"{name}/out/_work/out/_manifests"
     while time.monotonic() < deadline and proc.poll() is None:
@@ -59,8 +62,13 @@ def test_killed_s3_run_then_rerun_is_identical_to_a_local_run(tmp_path: Path, s3
     assert parts(fs, f"{name}/out") == {} and not fs.exists(f"{name}/out/_manifest.json")
     with pytest.raises(StorageError, match=f"{out} is the output of an unfinished shardwise run"):
         shardwise.open_dataset(out, storage_options=s3_server["storage_options"], progress=False)
-    rerun = subprocess.run([sys.executable, str(SCRIPT), f"s3://{name}/in/", out, "local", "slow"], env=env,
-                           capture_output=True, text=True, timeout=600)
+    rerun = subprocess.run(
+        [sys.executable, str(SCRIPT), f"s3://{name}/in/", out, "local", "slow"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     skipped = int(rerun.stdout.split("skipped=")[1].split()[0])
     assert skipped >= committed >= 3
@@ -68,5 +76,7 @@ def test_killed_s3_run_then_rerun_is_identical_to_a_local_run(tmp_path: Path, s3
     assert parts(fs, f"{name}/out") == expected
     assert fs.exists(f"{name}/out/_manifest.json")
     assert not [p for p in fs.find(f"{name}/out") if "/_work/" in p or "/_tmp." in p]
-    index = shardwise.open_dataset(out, storage_options=s3_server["storage_options"], progress=False)
+    index = shardwise.open_dataset(
+        out, storage_options=s3_server["storage_options"], progress=False
+    )
     assert index.num_samples == shardwise.open_dataset(str(ref), progress=False).num_samples

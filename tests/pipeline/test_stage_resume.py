@@ -15,8 +15,12 @@ from shardwise.pipeline import Pipeline, read_jsonl
 
 
 def _pipeline(src: Path, out: Path, marker_dir: Path) -> Pipeline:
-    return (read_jsonl(str(src), task_bytes=40_000).dedup("minhash", column="text", num_perm=32)
-            .map(fail_after_marker, marker_dir=str(marker_dir)).write_parquet(str(out)))
+    return (
+        read_jsonl(str(src), task_bytes=40_000)
+        .dedup("minhash", column="text", num_perm=32)
+        .map(fail_after_marker, marker_dir=str(marker_dir))
+        .write_parquet(str(out))
+    )
 
 
 def test_a_rerun_redoes_a_stage_whose_marker_or_files_are_cut_short(tmp_path: Path) -> None:
@@ -28,7 +32,10 @@ def test_a_rerun_redoes_a_stage_whose_marker_or_files_are_cut_short(tmp_path: Pa
     stage = tmp_path / ".out.shardwise-partial" / "_work" / "s0"
     markers = sorted(stage.glob("task-*.done.json"))
     assert len(markers) == ref.tasks >= 3
-    assert json.loads(markers[0].read_text())["stage_bytes"]["arrow"] == (stage / "task-00000.arrow").stat().st_size
+    assert (
+        json.loads(markers[0].read_text())["stage_bytes"]["arrow"]
+        == (stage / "task-00000.arrow").stat().st_size
+    )
     arrow = stage / "task-00000.arrow"
     arrow.write_bytes(arrow.read_bytes()[:-7])  # files shorter than the marker says
     markers[1].write_text(markers[1].read_text()[:20])  # a marker cut short
@@ -38,4 +45,5 @@ def test_a_rerun_redoes_a_stage_whose_marker_or_files_are_cut_short(tmp_path: Pa
     again = _pipeline(src, tmp_path / "out", tmp_path).run(backend="sequential", progress=False)
     assert again.rows_out == ref.rows_out < 1200
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").glob("part-*")} == {
-        p.name: p.read_bytes() for p in (tmp_path / "ref").glob("part-*")}
+        p.name: p.read_bytes() for p in (tmp_path / "ref").glob("part-*")
+    }

@@ -15,8 +15,11 @@ def _parquet(tmp_path: Path, rows: int, files: int) -> Path:
     d = tmp_path / "pq"
     d.mkdir()
     for f in range(files):
-        pq.write_table(pa.table({"x": list(range(f * rows, (f + 1) * rows))}), d / f"part-{f}.parquet",
-                       row_group_size=max(1, rows // 4))
+        pq.write_table(
+            pa.table({"x": list(range(f * rows, (f + 1) * rows))}),
+            d / f"part-{f}.parquet",
+            row_group_size=max(1, rows // 4),
+        )
     return d
 
 
@@ -27,14 +30,17 @@ def test_more_than_eight_tasks_come_in_multiples_of_eight(tmp_path: Path) -> Non
         n = len(plan_tasks(index, max(1, target)))
         assert n > MIN_SPLIT and n % MIN_SPLIT == 0, (target, n)
     counts = index.counts()
-    rows = [sum((p.hi if p.hi >= 0 else int(counts[p.unit])) - p.lo for p in t)
-            for t in plan_tasks(index, max(1, size // 9))]
+    rows = [
+        sum((p.hi if p.hi >= 0 else int(counts[p.unit])) - p.lo for p in t)
+        for t in plan_tasks(index, max(1, size // 9))
+    ]
     assert sum(rows) == 60_000
     assert max(rows) - min(rows) <= 1  # row ranges split evenly
     # a count asked for is kept as it is, and the plan depends on the data alone
     assert len(plan_tasks(index, max(1, size // 9), min_tasks=11)) == 11
-    assert plan_tasks(index, max(1, size // 13)) == plan_tasks(open_dataset(str(tmp_path / "pq"), "parquet"),
-                                                               max(1, size // 13))
+    assert plan_tasks(index, max(1, size // 13)) == plan_tasks(
+        open_dataset(str(tmp_path / "pq"), "parquet"), max(1, size // 13)
+    )
 
 
 def test_eight_or_fewer_tasks_are_left_as_the_work_asks(tmp_path: Path) -> None:

@@ -20,26 +20,45 @@ def _global(plan: Plan) -> list[np.ndarray]:
     n = plan.topology.world_size
     per_rank = [plan.rank_batches(r) for r in range(n)]
     assert len({len(b) for b in per_rank}) == 1
-    return [np.concatenate([per_rank[r][i] for r in range(n)]) for i in range(plan.batches_per_rank)]
+    return [
+        np.concatenate([per_rank[r][i] for r in range(n)]) for i in range(plan.batches_per_rank)
+    ]
 
 
 def _divisor_topologies(c: int, g: int) -> list[tuple[int, int]]:
-    return [(n, w) for n in range(1, c + 1) for w in range(1, c + 1) if c % (n * w) == 0 and g % n == 0]
+    return [
+        (n, w) for n in range(1, c + 1) for w in range(1, c + 1) if c % (n * w) == 0 and g % n == 0
+    ]
 
 
 @SETTINGS
-@given(c=st.sampled_from([1, 2, 4, 6]), per=st.integers(1, 2), counts=st.lists(st.integers(0, 60), min_size=1, max_size=25),
-       seed=st.integers(0, 9), stratified=st.booleans(), drop=st.booleans())
-def test_same_global_batches_on_every_divisor_topology(c: int, per: int, counts: list[int], seed: int,
-                                                       stratified: bool, drop: bool) -> None:
+@given(
+    c=st.sampled_from([1, 2, 4, 6]),
+    per=st.integers(1, 2),
+    counts=st.lists(st.integers(0, 60), min_size=1, max_size=25),
+    seed=st.integers(0, 9),
+    stratified=st.booleans(),
+    drop=st.booleans(),
+)
+def test_same_global_batches_on_every_divisor_topology(
+    c: int, per: int, counts: list[int], seed: int, stratified: bool, drop: bool
+) -> None:
     g = c * per * 2  # the global batch
     mixing = None
     if stratified and len(counts) > 1:
-        mixing = Mixing((0, 1, len(counts)), (Rule(weight=1), Rule(weight=3)), batching="stratified")
+        mixing = Mixing(
+            (0, 1, len(counts)), (Rule(weight=1), Rule(weight=3)), batching="stratified"
+        )
     seqs = set()
     for n, w in _divisor_topologies(c, g):
         try:
-            plan = make_plan(counts, Topology(n, w, g // n, drop, 2), seed=seed, mixing=mixing, canonical_workers=c)
+            plan = make_plan(
+                counts,
+                Topology(n, w, g // n, drop, 2),
+                seed=seed,
+                mixing=mixing,
+                canonical_workers=c,
+            )
         except PlanError:
             seqs.add(b"error")
             continue
@@ -57,15 +76,26 @@ def test_locality_a_worker_reads_only_its_cells() -> None:
         for r in range(n):
             for k in range(w):
                 mine = set(plan.worker(r, k).units())
-                cells = [kk * c + cc for kk in range(r * c // n, (r + 1) * c // n) for cc in range(c) if cc % w == k]
+                cells = [
+                    kk * c + cc
+                    for kk in range(r * c // n, (r + 1) * c // n)
+                    for cc in range(c)
+                    if cc % w == k
+                ]
                 assert mine <= set().union(*(cell_units[x] for x in cells))
 
 
 @SETTINGS
-@given(counts=st.lists(st.integers(1, 80), min_size=4, max_size=20), frac=st.floats(0, 1),
-       moves=st.lists(st.sampled_from([(4, 1), (2, 2), (1, 4), (2, 1), (1, 1)]), min_size=1, max_size=3))
-def test_resume_onto_other_topologies_continues_the_global_sequence(counts: list[int], frac: float,
-                                                                    moves: list[tuple[int, int]]) -> None:
+@given(
+    counts=st.lists(st.integers(1, 80), min_size=4, max_size=20),
+    frac=st.floats(0, 1),
+    moves=st.lists(
+        st.sampled_from([(4, 1), (2, 2), (1, 4), (2, 1), (1, 1)]), min_size=1, max_size=3
+    ),
+)
+def test_resume_onto_other_topologies_continues_the_global_sequence(
+    counts: list[int], frac: float, moves: list[tuple[int, int]]
+) -> None:
     c, g = 4, 8
     try:
         plan = make_plan(counts, Topology(4, 1, 2), seed=3, canonical_workers=c)

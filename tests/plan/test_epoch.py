@@ -39,7 +39,12 @@ def _plan_or_none(counts: list[int], t: Topology, **kw: Any) -> EpochPlan | None
 
 
 def _all_samples(plan: EpochPlan) -> list[tuple[int, int]]:
-    return [tuple(x) for r in range(plan.topology.world_size) for b in plan.rank_batches(r) for x in b.tolist()]
+    return [
+        tuple(x)
+        for r in range(plan.topology.world_size)
+        for b in plan.rank_batches(r)
+        for x in b.tolist()
+    ]
 
 
 def _epoch_order(plan: EpochPlan) -> list[tuple[int, int]]:
@@ -90,8 +95,12 @@ def test_deterministic_and_new_order_each_epoch(counts: list[int], t: Topology, 
 
 
 @SETTINGS
-@given(counts=st.lists(st.integers(1, 40), min_size=4, max_size=40), t=topo_st, epoch=st.integers(0, 5))
-def test_locality_each_unit_read_by_at_most_two_workers(counts: list[int], t: Topology, epoch: int) -> None:
+@given(
+    counts=st.lists(st.integers(1, 40), min_size=4, max_size=40), t=topo_st, epoch=st.integers(0, 5)
+)
+def test_locality_each_unit_read_by_at_most_two_workers(
+    counts: list[int], t: Topology, epoch: int
+) -> None:
     # padding (drop_last=False) re-reads the first units once more; the rest is local
     t = Topology(t.world_size, t.num_workers, t.batch_size, True, t.interleave)
     plan = _plan_or_none(counts, t, epoch=epoch)
@@ -107,12 +116,24 @@ def test_locality_each_unit_read_by_at_most_two_workers(counts: list[int], t: To
 
 
 def _consumed(plan: EpochPlan, k: int) -> list[tuple[int, int]]:
-    return [tuple(x) for r in range(plan.topology.world_size) for b in plan.rank_batches(r)[:k] for x in b.tolist()]
+    return [
+        tuple(x)
+        for r in range(plan.topology.world_size)
+        for b in plan.rank_batches(r)[:k]
+        for x in b.tolist()
+    ]
 
 
 @SETTINGS
-@given(counts=st.lists(st.integers(0, 50), min_size=1, max_size=30), t=topo_st, frac=st.floats(0, 1), seed=st.integers(0, 2))
-def test_same_topology_resume_continues_exactly(counts: list[int], t: Topology, frac: float, seed: int) -> None:
+@given(
+    counts=st.lists(st.integers(0, 50), min_size=1, max_size=30),
+    t=topo_st,
+    frac=st.floats(0, 1),
+    seed=st.integers(0, 2),
+)
+def test_same_topology_resume_continues_exactly(
+    counts: list[int], t: Topology, frac: float, seed: int
+) -> None:
     plan = _plan_or_none(counts, t, seed=seed, epoch=1)
     if plan is None:
         return
@@ -128,12 +149,21 @@ def test_same_topology_resume_continues_exactly(counts: list[int], t: Topology, 
     if resumed.batches_per_rank:
         j = resumed.batches_per_rank // 2
         twice = resumed.resume(j)
-        assert all((a == b).all() for a, b in zip(plan.rank_batches(0)[k + j :], twice.rank_batches(0)))
+        assert all(
+            (a == b).all() for a, b in zip(plan.rank_batches(0)[k + j :], twice.rank_batches(0))
+        )
 
 
 @SETTINGS
-@given(counts=st.lists(st.integers(0, 50), min_size=1, max_size=30), t=topo_st, t2=topo_st, frac=st.floats(0, 1))
-def test_elastic_resume_never_repeats_or_invents(counts: list[int], t: Topology, t2: Topology, frac: float) -> None:
+@given(
+    counts=st.lists(st.integers(0, 50), min_size=1, max_size=30),
+    t=topo_st,
+    t2=topo_st,
+    frac=st.floats(0, 1),
+)
+def test_elastic_resume_never_repeats_or_invents(
+    counts: list[int], t: Topology, t2: Topology, frac: float
+) -> None:
     t2 = Topology(t2.world_size, t2.num_workers, t2.batch_size, t.drop_last, t2.interleave)
     assume(t2 != t)
     plan = _plan_or_none(counts, t, seed=5, epoch=2)

@@ -23,8 +23,13 @@ FROZEN_MIXED = "3d17e3fb7a486e9839bd7985b53817bb0e9c1790b95515c9bae7acd3fc04ed9d
 
 
 def _topology(rng: np.random.Generator) -> Topology:
-    return Topology(int(rng.integers(1, 4)), int(rng.integers(1, 4)), int(rng.integers(1, 6)),
-                    bool(rng.integers(0, 2)), int(rng.integers(1, 5)))
+    return Topology(
+        int(rng.integers(1, 4)),
+        int(rng.integers(1, 4)),
+        int(rng.integers(1, 6)),
+        bool(rng.integers(0, 2)),
+        int(rng.integers(1, 5)),
+    )
 
 
 def _feed(h: Any, p: Plan) -> None:
@@ -42,8 +47,13 @@ def test_plans_are_frozen() -> None:
             counts[0] = 5
         t = _topology(rng)
         try:
-            p = EpochPlan(counts, t, seed=int(rng.integers(0, 100)), epoch=int(rng.integers(0, 3)),
-                          shuffle=bool(rng.integers(0, 4)))
+            p = EpochPlan(
+                counts,
+                t,
+                seed=int(rng.integers(0, 100)),
+                epoch=int(rng.integers(0, 3)),
+                shuffle=bool(rng.integers(0, 4)),
+            )
         except Exception as e:
             h.update(repr(type(e)).encode())
             continue
@@ -76,8 +86,14 @@ def test_mixed_plans_are_frozen() -> None:
         mixing = Mixing(bounds, rules, int(rng.integers(20, 200)), ("random", "stratified")[i % 2])
         t = _topology(rng)
         try:
-            p = make_plan(counts, t, seed=int(rng.integers(0, 100)), epoch=int(rng.integers(0, 3)),
-                          shuffle=bool(rng.integers(0, 4)), mixing=mixing)
+            p = make_plan(
+                counts,
+                t,
+                seed=int(rng.integers(0, 100)),
+                epoch=int(rng.integers(0, 3)),
+                shuffle=bool(rng.integers(0, 4)),
+                mixing=mixing,
+            )
             _feed(h, p)
             k = int(rng.integers(0, p.batches_per_rank + 1))
             _feed(h, p.resume(k, _topology(rng) if rng.integers(0, 2) else None))

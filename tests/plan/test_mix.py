@@ -17,12 +17,21 @@ from shardwise.plan.mix import Mixing, Rule, largest_remainder
 from shardwise.plan.plans import make_plan, source_counts
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-topo_st = st.builds(Topology, world_size=st.integers(1, 3), num_workers=st.integers(1, 3),
-                    batch_size=st.integers(1, 6), drop_last=st.booleans(), interleave=st.integers(1, 4))
+topo_st = st.builds(
+    Topology,
+    world_size=st.integers(1, 3),
+    num_workers=st.integers(1, 3),
+    batch_size=st.integers(1, 6),
+    drop_last=st.booleans(),
+    interleave=st.integers(1, 4),
+)
 # each source: its units' counts (empty sources and a source smaller than one batch included)
 sources_st = st.lists(st.lists(st.integers(0, 30), min_size=1, max_size=5), min_size=1, max_size=4)
-rule_st = st.one_of(st.builds(Rule, repeat=st.sampled_from([0.25, 0.5, 1.0, 1.5, 2.0, 3.0])),
-                    st.builds(Rule, choose=st.integers(0, 80)), st.just(Rule()))
+rule_st = st.one_of(
+    st.builds(Rule, repeat=st.sampled_from([0.25, 0.5, 1.0, 1.5, 2.0, 3.0])),
+    st.builds(Rule, choose=st.integers(0, 80)),
+    st.just(Rule()),
+)
 
 
 def _setup(units: list[list[int]]) -> tuple[np.ndarray, tuple[int, ...], np.ndarray]:
@@ -50,15 +59,18 @@ def test_largest_remainder_is_exact_and_fair(total: int, weights: list[float]) -
 
 @SETTINGS
 @given(units=sources_st, data=st.data(), t=topo_st, seed=st.integers(0, 5), epoch=st.integers(0, 5))
-def test_random_mix_meets_quotas_exactly(units: list[list[int]], data: st.DataObject, t: Topology,
-                                         seed: int, epoch: int) -> None:
+def test_random_mix_meets_quotas_exactly(
+    units: list[list[int]], data: st.DataObject, t: Topology, seed: int, epoch: int
+) -> None:
     counts, bounds, source_of = _setup(units)
     rules = tuple(data.draw(rule_st) for _ in units)
     mixing = Mixing(bounds, rules)
     try:
         plan = make_plan(counts, t, seed=seed, epoch=epoch, mixing=mixing)
     except PlanError:
-        assert mixing.quotas(counts).sum() < t.slots * t.batch_size or (not t.drop_last and counts.sum() == 0)
+        assert mixing.quotas(counts).sum() < t.slots * t.batch_size or (
+            not t.drop_last and counts.sum() == 0
+        )
         return
     quotas = source_counts(mixing, counts, t)
     samples = _samples(plan)
@@ -72,7 +84,9 @@ def test_random_mix_meets_quotas_exactly(units: list[list[int]], data: st.DataOb
         mine = Counter(x for x in samples if source_of[x[0]] == s)
         if not quotas[s]:
             continue
-        assert set(mine) <= {(u, r) for u in range(bounds[s], bounds[s + 1]) for r in range(counts[u])}
+        assert set(mine) <= {
+            (u, r) for u in range(bounds[s], bounds[s + 1]) for r in range(counts[u])
+        }
         # every sample once before any twice: multiplicities differ by at most one
         lo = quotas[s] // sizes[s]
         assert all(lo <= m <= lo + 1 for m in mine.values())
@@ -82,7 +96,11 @@ def test_random_mix_meets_quotas_exactly(units: list[list[int]], data: st.DataOb
 def test_weights_give_the_epoch_size_in_proportion() -> None:
     counts = np.array([500, 500, 300, 40])
     mixing = Mixing((0, 2, 3, 4), (Rule(weight=5), Rule(weight=3), Rule(weight=2)), epoch_size=1000)
-    assert mixing.quotas(counts).tolist() == [500, 300, 200]  # the small source wraps around 5 times
+    assert mixing.quotas(counts).tolist() == [
+        500,
+        300,
+        200,
+    ]  # the small source wraps around 5 times
     assert source_counts(mixing, counts, Topology(3, 1, 7)) == [494, 296, 197]  # 987 = 47 * 21
     with pytest.raises(ConfigError, match="weight= to every source or to none"):
         Mixing((0, 1, 2), (Rule(weight=1), Rule(repeat=2)))
@@ -107,8 +125,9 @@ def test_downsampling_takes_a_new_subset_each_epoch_and_cycles() -> None:
 
 @SETTINGS
 @given(units=sources_st, t=topo_st, t2=topo_st, frac=st.floats(0, 1), data=st.data())
-def test_mixed_resume_same_and_other_topology(units: list[list[int]], t: Topology, t2: Topology,
-                                              frac: float, data: st.DataObject) -> None:
+def test_mixed_resume_same_and_other_topology(
+    units: list[list[int]], t: Topology, t2: Topology, frac: float, data: st.DataObject
+) -> None:
     counts, bounds, _ = _setup(units)
     mixing = Mixing(bounds, tuple(data.draw(rule_st) for _ in units))
     try:
@@ -119,7 +138,9 @@ def test_mixed_resume_same_and_other_topology(units: list[list[int]], t: Topolog
     same = plan.resume(k)
     for r in range(t.world_size):
         assert all((a == b).all() for a, b in zip(plan.rank_batches(r)[k:], same.rank_batches(r)))
-    before = [tuple(x) for r in range(t.world_size) for b in plan.rank_batches(r)[:k] for x in b.tolist()]
+    before = [
+        tuple(x) for r in range(t.world_size) for b in plan.rank_batches(r)[:k] for x in b.tolist()
+    ]
     t2 = Topology(t2.world_size, t2.num_workers, t2.batch_size, True, t2.interleave)
     after = _samples(plan.resume(k, t2))
     # nothing consumed is repeated beyond what the plan holds; nothing is invented
@@ -129,13 +150,18 @@ def test_mixed_resume_same_and_other_topology(units: list[list[int]], t: Topolog
 def _worker_sources(plan: Any, source_of: np.ndarray) -> list[np.ndarray]:
     """The source of each sample each (rank, worker) yields, in order."""
     t = plan.topology
-    return [source_of[plan.worker(r, w).pairs()[:, 0]] for r in range(t.world_size) for w in range(t.num_workers)]
+    return [
+        source_of[plan.worker(r, w).pairs()[:, 0]]
+        for r in range(t.world_size)
+        for w in range(t.num_workers)
+    ]
 
 
 @SETTINGS
 @given(units=sources_st, data=st.data(), t=topo_st, seed=st.integers(0, 5), epoch=st.integers(0, 5))
-def test_random_mix_deals_every_source_to_every_worker_in_proportion(units: list[list[int]], data: st.DataObject,
-                                                                     t: Topology, seed: int, epoch: int) -> None:
+def test_random_mix_deals_every_source_to_every_worker_in_proportion(
+    units: list[list[int]], data: st.DataObject, t: Topology, seed: int, epoch: int
+) -> None:
     counts, bounds, source_of = _setup(units)
     mixing = Mixing(bounds, tuple(data.draw(rule_st) for _ in units))
     try:
@@ -143,7 +169,9 @@ def test_random_mix_deals_every_source_to_every_worker_in_proportion(units: list
     except PlanError:
         return
     quotas = np.array(source_counts(mixing, counts, t))
-    per_worker = np.array([np.bincount(s, minlength=len(units)) for s in _worker_sources(plan, source_of)])
+    per_worker = np.array(
+        [np.bincount(s, minlength=len(units)) for s in _worker_sources(plan, source_of)]
+    )
     # a DataLoader batch comes from one worker: each worker holds every source's share, to one sample
     assert (per_worker >= quotas // t.slots).all() and (per_worker <= -(-quotas // t.slots)).all()
     assert per_worker.sum(axis=0).tolist() == quotas.tolist()
@@ -152,8 +180,11 @@ def test_random_mix_deals_every_source_to_every_worker_in_proportion(units: list
 def test_random_mix_batches_of_each_worker_have_the_sources_shares() -> None:
     # units of uneven sizes (as row groups of files of uneven lengths are): dealing whole units
     # by size gave one DataLoader worker 16% of the third source and the other 24%
-    sizes = [[10_000] * 15, [10_000] * 3 + [3_334] + [10_000] * 3 + [3_333] * 2 + [10_000] * 3,
-             [6_667, 10_000, 6_667, 10_000, 6_666]]
+    sizes = [
+        [10_000] * 15,
+        [10_000] * 3 + [3_334] + [10_000] * 3 + [3_333] * 2 + [10_000] * 3,
+        [6_667, 10_000, 6_667, 10_000, 6_666],
+    ]
     counts, bounds, source_of = _setup(sizes)
     weights = np.array([0.4, 0.4, 0.2])
     mixing = Mixing(bounds, tuple(Rule(weight=w) for w in weights), epoch_size=300_000)
@@ -164,4 +195,6 @@ def test_random_mix_batches_of_each_worker_have_the_sources_shares() -> None:
             assert np.abs(np.bincount(src, minlength=3) / len(src) - weights).max() < 1e-4
             batches = src[: len(src) // 256 * 256].reshape(-1, 256)
             shares = np.stack([(batches == s).mean(axis=1) for s in range(3)], axis=1)
-            assert np.abs(shares - weights).mean() < 0.005  # each batch a stratified sample of its worker
+            assert (
+                np.abs(shares - weights).mean() < 0.005
+            )  # each batch a stratified sample of its worker

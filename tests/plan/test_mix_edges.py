@@ -20,15 +20,29 @@ from shardwise.plan import mix as mix_module
 from shardwise.plan.mix import Mixing, Rule, largest_remainder
 from shardwise.plan.plans import Plan, make_plan, source_counts
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+SETTINGS = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
 # up to 4 x 4 slots: more than most sources below have samples or units
-topo_st = st.builds(Topology, world_size=st.integers(1, 4), num_workers=st.integers(1, 4),
-                    batch_size=st.integers(1, 4), drop_last=st.booleans(), interleave=st.integers(1, 4))
+topo_st = st.builds(
+    Topology,
+    world_size=st.integers(1, 4),
+    num_workers=st.integers(1, 4),
+    batch_size=st.integers(1, 4),
+    drop_last=st.booleans(),
+    interleave=st.integers(1, 4),
+)
 # tiny and one-unit sources, empty units, a 200-row unit among 1-row ones
-sources_st = st.lists(st.lists(st.sampled_from([0, 1, 1, 2, 3, 7, 30, 200]), min_size=1, max_size=3),
-                      min_size=1, max_size=6)
-rule_st = st.one_of(st.builds(Rule, repeat=st.sampled_from([0.1, 0.5, 1.0, 2.5, 4.0])),
-                    st.builds(Rule, choose=st.integers(0, 120)), st.just(Rule()))
+sources_st = st.lists(
+    st.lists(st.sampled_from([0, 1, 1, 2, 3, 7, 30, 200]), min_size=1, max_size=3),
+    min_size=1,
+    max_size=6,
+)
+rule_st = st.one_of(
+    st.builds(Rule, repeat=st.sampled_from([0.1, 0.5, 1.0, 2.5, 4.0])),
+    st.builds(Rule, choose=st.integers(0, 120)),
+    st.just(Rule()),
+)
 weight_st = st.sampled_from([0.001, 0.999, 1.0, 3.0, 0.0])
 
 
@@ -39,7 +53,9 @@ def _setup(units: list[list[int]]) -> tuple[np.ndarray, tuple[int, ...], np.ndar
 
 
 def _rules(data: st.DataObject, n: int, weighted: bool) -> tuple[Rule, ...]:
-    return tuple(Rule(weight=data.draw(weight_st)) if weighted else data.draw(rule_st) for _ in range(n))
+    return tuple(
+        Rule(weight=data.draw(weight_st)) if weighted else data.draw(rule_st) for _ in range(n)
+    )
 
 
 def _ranks(plan: Plan) -> list[list[np.ndarray]]:
@@ -58,12 +74,26 @@ def _global(plan: Plan) -> list[np.ndarray]:
 
 
 @SETTINGS
-@given(units=sources_st, data=st.data(), t=topo_st, seed=st.integers(0, 3), epoch=st.integers(0, 4),
-       weighted=st.booleans(), epoch_size=st.one_of(st.none(), st.integers(1, 400)),
-       batching=st.sampled_from(["random", "stratified"]))
+@given(
+    units=sources_st,
+    data=st.data(),
+    t=topo_st,
+    seed=st.integers(0, 3),
+    epoch=st.integers(0, 4),
+    weighted=st.booleans(),
+    epoch_size=st.one_of(st.none(), st.integers(1, 400)),
+    batching=st.sampled_from(["random", "stratified"]),
+)
 def test_tiny_sources_exact_quotas_determinism_and_resume_at_every_step(
-        units: list[list[int]], data: st.DataObject, t: Topology, seed: int, epoch: int, weighted: bool,
-        epoch_size: int | None, batching: str) -> None:
+    units: list[list[int]],
+    data: st.DataObject,
+    t: Topology,
+    seed: int,
+    epoch: int,
+    weighted: bool,
+    epoch_size: int | None,
+    batching: str,
+) -> None:
     counts, bounds, source_of = _setup(units)
     mixing = Mixing(bounds, _rules(data, len(units), weighted), epoch_size, batching)
     try:
@@ -76,7 +106,10 @@ def test_tiny_sources_exact_quotas_determinism_and_resume_at_every_step(
     per = _ranks(plan)
     got = _samples(per)
     quotas = source_counts(mixing, counts, t)
-    assert np.bincount(source_of[[u for u, _ in got.elements()]], minlength=len(units)).tolist() == quotas
+    assert (
+        np.bincount(source_of[[u for u, _ in got.elements()]], minlength=len(units)).tolist()
+        == quotas
+    )
     sizes = mixing.sizes(counts)
     for s in np.flatnonzero(sizes).tolist():  # every sample m or m + 1 times, as the quota says
         times = Counter(n for (u, _), n in got.items() if source_of[u] == s)
@@ -84,17 +117,29 @@ def test_tiny_sources_exact_quotas_determinism_and_resume_at_every_step(
     mix_module._STREAMS.clear()  # the same inputs give the same plan, not just the kept stream
     again = make_plan(counts, t, seed=seed, epoch=epoch, mixing=mixing)
     assert all((a == b).all() for x, y in zip(per, _ranks(again)) for a, b in zip(x, y))
-    for k in range(plan.batches_per_rank + 1):  # every step boundary, the first and the last included
+    for k in range(
+        plan.batches_per_rank + 1
+    ):  # every step boundary, the first and the last included
         rest = _ranks(plan.resume(k))
         assert all(len(r) == plan.batches_per_rank - k for r in rest)
         assert all((a == b).all() for x, y in zip(per, rest) for a, b in zip(x[k:], y))
 
 
 @SETTINGS
-@given(units=sources_st, data=st.data(), t=topo_st, batching=st.sampled_from(["random", "stratified"]),
-       moves=st.lists(st.tuples(topo_st, st.floats(0, 1), st.booleans()), min_size=2, max_size=3))
-def test_resume_onto_other_topologies_twice_in_a_row(units: list[list[int]], data: st.DataObject, t: Topology,
-                                                     batching: str, moves: list[tuple[Topology, float, bool]]) -> None:
+@given(
+    units=sources_st,
+    data=st.data(),
+    t=topo_st,
+    batching=st.sampled_from(["random", "stratified"]),
+    moves=st.lists(st.tuples(topo_st, st.floats(0, 1), st.booleans()), min_size=2, max_size=3),
+)
+def test_resume_onto_other_topologies_twice_in_a_row(
+    units: list[list[int]],
+    data: st.DataObject,
+    t: Topology,
+    batching: str,
+    moves: list[tuple[Topology, float, bool]],
+) -> None:
     counts, bounds, _ = _setup(units)
     mixing = Mixing(bounds, _rules(data, len(units), False), None, batching)
     try:
@@ -103,22 +148,35 @@ def test_resume_onto_other_topologies_twice_in_a_row(units: list[list[int]], dat
         event("too little to plan")
         return
     event("planned")
-    whole, consumed, lost_bound, current = _samples(_ranks(plan)), Counter[tuple[int, int]](), 0, plan
+    whole, consumed, lost_bound, current = (
+        _samples(_ranks(plan)),
+        Counter[tuple[int, int]](),
+        0,
+        plan,
+    )
     for t2, frac, same in moves:
         per = _ranks(current)
         k = int(frac * current.batches_per_rank)
         consumed += _samples(per, slice(0, k))
         was = current.topology
-        to = was if same else Topology(t2.world_size, t2.num_workers, t2.batch_size, True, t2.interleave)
+        to = (
+            was
+            if same
+            else Topology(t2.world_size, t2.num_workers, t2.batch_size, True, t2.interleave)
+        )
         try:
             current = current.resume(k, to)
         except PlanError as exc:
-            assert "no room" in str(exc), exc  # a stratified source without a place in the new batch
+            assert "no room" in str(exc), (
+                exc
+            )  # a stratified source without a place in the new batch
             event("no room after a resume")
             return
         lost_bound += 0 if to == was else to.slots * to.batch_size
         if same:  # the same topology continues exactly
-            assert all((a == b).all() for x, y in zip(per, _ranks(current)) for a, b in zip(x[k:], y))
+            assert all(
+                (a == b).all() for x, y in zip(per, _ranks(current)) for a, b in zip(x[k:], y)
+            )
     done = consumed + _samples(_ranks(current))
     assert done <= whole  # nothing consumed twice, nothing invented
     if batching == "random":  # each recut leaves out less than one round of its topology
@@ -126,24 +184,51 @@ def test_resume_onto_other_topologies_twice_in_a_row(units: list[list[int]], dat
 
 
 def _divisor_topologies(c: int, g: int) -> list[tuple[int, int]]:
-    return [(n, w) for n in range(1, c + 1) for w in range(1, c + 1) if c % (n * w) == 0 and g % n == 0]
+    return [
+        (n, w) for n in range(1, c + 1) for w in range(1, c + 1) if c % (n * w) == 0 and g % n == 0
+    ]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
-@given(units=sources_st, data=st.data(), c=st.sampled_from([1, 2, 3, 4, 6]), per=st.integers(1, 2),
-       drop=st.booleans(), frac=st.floats(0, 1), seed=st.integers(0, 3), epoch=st.integers(0, 2),
-       interleaves=st.lists(st.integers(1, 4), min_size=3, max_size=3))
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+@given(
+    units=sources_st,
+    data=st.data(),
+    c=st.sampled_from([1, 2, 3, 4, 6]),
+    per=st.integers(1, 2),
+    drop=st.booleans(),
+    frac=st.floats(0, 1),
+    seed=st.integers(0, 3),
+    epoch=st.integers(0, 2),
+    interleaves=st.lists(st.integers(1, 4), min_size=3, max_size=3),
+)
 def test_canonical_random_mixing_same_global_batches_and_resume_chains(
-        units: list[list[int]], data: st.DataObject, c: int, per: int, drop: bool, frac: float, seed: int,
-        epoch: int, interleaves: list[int]) -> None:
+    units: list[list[int]],
+    data: st.DataObject,
+    c: int,
+    per: int,
+    drop: bool,
+    frac: float,
+    seed: int,
+    epoch: int,
+    interleaves: list[int],
+) -> None:
     counts, bounds, _ = _setup(units)
     mixing = Mixing(bounds, _rules(data, len(units), data.draw(st.booleans())), None, "random")
     g = c * per
     tops = _divisor_topologies(c, g)
 
     def plan_on(n: int, w: int, interleave: int = 2, drop_last: bool = drop) -> Any:
-        return make_plan(counts, Topology(n, w, g // n, drop_last, interleave), seed=seed, epoch=epoch,
-                         mixing=mixing, canonical_workers=c)
+        return make_plan(
+            counts,
+            Topology(n, w, g // n, drop_last, interleave),
+            seed=seed,
+            epoch=epoch,
+            mixing=mixing,
+            canonical_workers=c,
+        )
+
     try:
         reference = _global(plan_on(1, 1))
         event("planned")
@@ -155,7 +240,10 @@ def test_canonical_random_mixing_same_global_batches_and_resume_chains(
         return
     for n, w in tops:
         got = _global(plan_on(n, w))
-        assert len(got) == len(reference) and all((a == b).all() for a, b in zip(got, reference)), (n, w)
+        assert len(got) == len(reference) and all((a == b).all() for a, b in zip(got, reference)), (
+            n,
+            w,
+        )
     # resumes onto other topologies, with another interleave and drop_last too: the same sequence
     current, done = plan_on(*tops[0]), 0
     for (n, w), interleave in zip((tops[-1], tops[len(tops) // 2], tops[0]), interleaves):
@@ -179,19 +267,39 @@ def _slot_counts(plan: Plan, source_of: np.ndarray, n: int) -> np.ndarray:
     return np.array(out)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
-@given(n=st.integers(1, 50), data=st.data(), ws=st.integers(1, 4), nw=st.integers(1, 8),
-       b=st.sampled_from([1, 3, 32]), drop=st.booleans(), weighted=st.booleans(),
-       epoch_size=st.one_of(st.none(), st.integers(1, 300_000)))
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+@given(
+    n=st.integers(1, 50),
+    data=st.data(),
+    ws=st.integers(1, 4),
+    nw=st.integers(1, 8),
+    b=st.sampled_from([1, 3, 32]),
+    drop=st.booleans(),
+    weighted=st.booleans(),
+    epoch_size=st.one_of(st.none(), st.integers(1, 300_000)),
+)
 def test_many_sources_and_units_of_one_and_a_million_rows_every_epoch(
-        n: int, data: st.DataObject, ws: int, nw: int, b: int, drop: bool, weighted: bool,
-        epoch_size: int | None) -> None:
-    units = [data.draw(st.lists(st.sampled_from([0, 1, 2, 7, 1000, 10**6]), min_size=1, max_size=3))
-             for _ in range(n)]
+    n: int,
+    data: st.DataObject,
+    ws: int,
+    nw: int,
+    b: int,
+    drop: bool,
+    weighted: bool,
+    epoch_size: int | None,
+) -> None:
+    units = [
+        data.draw(st.lists(st.sampled_from([0, 1, 2, 7, 1000, 10**6]), min_size=1, max_size=3))
+        for _ in range(n)
+    ]
     counts, bounds, source_of = _setup(units)
     # weights split epoch_size, or all stored samples (then a one-row source of equal weight would
     # be read a million times: too slow for a unit test)
-    mixing = Mixing(bounds, _rules(data, n, weighted), epoch_size or (300_000 if weighted else None), "random")
+    mixing = Mixing(
+        bounds, _rules(data, n, weighted), epoch_size or (300_000 if weighted else None), "random"
+    )
     t = Topology(ws, nw, b, drop, 4)
     firsts = set()
     for epoch in range(2):
@@ -225,14 +333,21 @@ def test_a_small_source_wraps_around_and_every_sample_comes_once_before_twice() 
         small = [got[(u, 0)] for u in range(3)]
         assert sum(small) == source_counts(mixing, counts, t)[0] == 2997
         assert set(small) == {999}  # 2,997 = 999 passes over three samples
-        assert max(n for (u, _), n in got.items() if u >= 3) == 1  # the large source: each sample once
+        assert (
+            max(n for (u, _), n in got.items() if u >= 3) == 1
+        )  # the large source: each sample once
 
 
 def test_bad_rules_are_config_errors_naming_the_problem() -> None:
-    for kwargs, match in (({"weight": "0.5"}, "weight= must be a number"), ({"repeat": True}, "repeat= must be"),
-                          ({"choose": 2.5}, "choose= must be a whole number"), ({"weight": float("nan")}, "finite"),
-                          ({"weight": -0.1}, ">= 0"), ({"choose": 10**20}, "2\\*\\*62"),
-                          ({"repeat": float("inf")}, "finite")):
+    for kwargs, match in (
+        ({"weight": "0.5"}, "weight= must be a number"),
+        ({"repeat": True}, "repeat= must be"),
+        ({"choose": 2.5}, "choose= must be a whole number"),
+        ({"weight": float("nan")}, "finite"),
+        ({"weight": -0.1}, ">= 0"),
+        ({"choose": 10**20}, "2\\*\\*62"),
+        ({"repeat": float("inf")}, "finite"),
+    ):
         with pytest.raises(ConfigError, match=match):
             Rule(**kwargs)
     for epoch_size in (0, 2.5, 2**63, True):
@@ -240,7 +355,9 @@ def test_bad_rules_are_config_errors_naming_the_problem() -> None:
             Mixing((0, 1), (Rule(),), epoch_size)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="too many"):
         Mixing((0, 1), (Rule(repeat=1e15),)).quotas(np.array([10**6]))
-    with pytest.raises(PlanError, match="read 333333333333333 times"):  # not a MemoryError or a hang
+    with pytest.raises(
+        PlanError, match="read 333333333333333 times"
+    ):  # not a MemoryError or a hang
         make_plan([3], Topology(1), mixing=Mixing((0, 1), (Rule(choose=10**15),)))
     with pytest.raises(PlanError, match="nothing to mix"):
         Mixing((0, 1, 2), (Rule(weight=1), Rule(weight=1)), epoch_size=10).quotas(np.array([0, 0]))
@@ -264,7 +381,9 @@ def test_canonical_stratified_shares_are_rounded_in_the_cell_batch() -> None:
     # a global batch of 10 on C=2: cells of 5 samples split 4 + 0 + 1 (the rank's own batch
     # of 10 would hold 7 + 1 + 2); the plan and its counts agree on it, as the README says
     counts, bounds, source_of = _setup([[300, 400], [5], [130]])
-    mixing = Mixing(bounds, (Rule(weight=0.7), Rule(weight=0.1), Rule(weight=0.2)), 1000, "stratified")
+    mixing = Mixing(
+        bounds, (Rule(weight=0.7), Rule(weight=0.1), Rule(weight=0.2)), 1000, "stratified"
+    )
     for c, want in ((None, [700, 100, 200]), (2, [800, 0, 200])):
         t = Topology(1, 1, 10)
         plan = make_plan(counts, t, seed=1, mixing=mixing, canonical_workers=c)

@@ -26,7 +26,11 @@ def test_sorted_data_every_worker_and_window_spans_the_dataset() -> None:
                     assert len(set(label[units].tolist())) == len(units)
 
 
-@given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=12), batch=st.integers(1, 64), seed=st.integers(0, 99))
+@given(
+    sizes=st.lists(st.integers(0, 300), min_size=1, max_size=12),
+    batch=st.integers(1, 64),
+    seed=st.integers(0, 99),
+)
 @settings(max_examples=80, deadline=None)
 def test_stratified_order_deals_every_key_evenly(sizes: list[int], batch: int, seed: int) -> None:
     keys = np.repeat(np.arange(len(sizes)), sizes)
@@ -35,7 +39,9 @@ def test_stratified_order_deals_every_key_evenly(sizes: list[int], batch: int, s
     order = stratified_order(keys, batch, np.random.default_rng(seed))
     assert sorted(order.tolist()) == list(range(n))
     assert order.tolist() == stratified_order(keys, batch, np.random.default_rng(seed)).tolist()
-    if n % batch == 0 and n:  # then every batch is one dealt group: each key within one of its share
+    if (
+        n % batch == 0 and n
+    ):  # then every batch is one dealt group: each key within one of its share
         groups = n // batch
         for b in range(groups):
             got = np.bincount(keys[order[b * batch : (b + 1) * batch]], minlength=len(sizes))
@@ -53,16 +59,31 @@ def test_sorted_data_batches_are_closer_to_the_mix_than_random_ones() -> None:
     pairs = plan.worker(0, 0).pairs()
     label = (starts[pairs[:, 0]] + pairs[:, 1]) * 10 // counts.sum()
     mix = np.bincount(label, minlength=10) / len(label)
-    tvd = [0.5 * np.abs(np.bincount(label[s : s + 256], minlength=10) / 256 - mix).sum()
-           for s in range(0, len(label) - 255, 256)]
-    iid = 0.5 * np.abs(np.random.default_rng(1).multinomial(256, mix, 2000) / 256 - mix).sum(axis=1).mean()
+    tvd = [
+        0.5 * np.abs(np.bincount(label[s : s + 256], minlength=10) / 256 - mix).sum()
+        for s in range(0, len(label) - 255, 256)
+    ]
+    iid = (
+        0.5
+        * np.abs(np.random.default_rng(1).multinomial(256, mix, 2000) / 256 - mix)
+        .sum(axis=1)
+        .mean()
+    )
     assert iid > 0.07
     assert np.mean(tvd) < 0.5 * iid
 
 
-@given(counts=st.lists(st.integers(0, 10_000), max_size=400), slots=st.integers(1, 64),
-       interleave=st.integers(1, 70), seed=st.integers(0, 99))
+@given(
+    counts=st.lists(st.integers(0, 10_000), max_size=400),
+    slots=st.integers(1, 64),
+    interleave=st.integers(1, 70),
+    seed=st.integers(0, 99),
+)
 @settings(max_examples=60, deadline=None)
-def test_spread_order_is_a_permutation(counts: list[int], slots: int, interleave: int, seed: int) -> None:
-    order = spread_order(np.array(counts, dtype=np.int64), slots, interleave, np.random.default_rng(seed))
+def test_spread_order_is_a_permutation(
+    counts: list[int], slots: int, interleave: int, seed: int
+) -> None:
+    order = spread_order(
+        np.array(counts, dtype=np.int64), slots, interleave, np.random.default_rng(seed)
+    )
     assert sorted(order.tolist()) == list(range(len(counts)))

@@ -16,8 +16,14 @@ from shardwise.plan.plans import make_plan, source_counts
 from shardwise.plan.strata import StratifiedPlan
 
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-topo_st = st.builds(Topology, world_size=st.integers(1, 3), num_workers=st.integers(1, 3),
-                    batch_size=st.integers(2, 8), drop_last=st.booleans(), interleave=st.integers(1, 4))
+topo_st = st.builds(
+    Topology,
+    world_size=st.integers(1, 3),
+    num_workers=st.integers(1, 3),
+    batch_size=st.integers(2, 8),
+    drop_last=st.booleans(),
+    interleave=st.integers(1, 4),
+)
 sources_st = st.lists(st.lists(st.integers(0, 40), min_size=1, max_size=4), min_size=1, max_size=3)
 
 
@@ -30,10 +36,15 @@ def _mixing(units: list[list[int]], weights: list[float]) -> tuple[np.ndarray, M
 
 
 @SETTINGS
-@given(units=sources_st, weights=st.lists(st.floats(0.1, 5), min_size=3, max_size=3), t=topo_st,
-       epoch=st.integers(0, 3))
-def test_every_batch_holds_each_share(units: list[list[int]], weights: list[float], t: Topology,
-                                      epoch: int) -> None:
+@given(
+    units=sources_st,
+    weights=st.lists(st.floats(0.1, 5), min_size=3, max_size=3),
+    t=topo_st,
+    epoch=st.integers(0, 3),
+)
+def test_every_batch_holds_each_share(
+    units: list[list[int]], weights: list[float], t: Topology, epoch: int
+) -> None:
     counts, mixing, source_of = _mixing(units, weights)
     try:
         plan = make_plan(counts, t, seed=4, epoch=epoch, mixing=mixing)
@@ -53,10 +64,16 @@ def test_every_batch_holds_each_share(units: list[list[int]], weights: list[floa
 
 
 @SETTINGS
-@given(units=sources_st, weights=st.lists(st.floats(0.1, 5), min_size=3, max_size=3), t=topo_st,
-       t2=topo_st, frac=st.floats(0, 1))
-def test_stratified_resume(units: list[list[int]], weights: list[float], t: Topology, t2: Topology,
-                           frac: float) -> None:
+@given(
+    units=sources_st,
+    weights=st.lists(st.floats(0.1, 5), min_size=3, max_size=3),
+    t=topo_st,
+    t2=topo_st,
+    frac=st.floats(0, 1),
+)
+def test_stratified_resume(
+    units: list[list[int]], weights: list[float], t: Topology, t2: Topology, frac: float
+) -> None:
     counts, mixing, _ = _mixing(units, weights)
     try:
         plan = make_plan(counts, t, seed=2, epoch=1, mixing=mixing)
@@ -66,19 +83,31 @@ def test_stratified_resume(units: list[list[int]], weights: list[float], t: Topo
     same = plan.resume(k)
     for r in range(t.world_size):
         assert all((a == b).all() for a, b in zip(plan.rank_batches(r)[k:], same.rank_batches(r)))
-    before = Counter(tuple(x) for r in range(t.world_size) for b in plan.rank_batches(r)[:k] for x in b.tolist())
-    planned = Counter(tuple(x) for r in range(t.world_size) for b in plan.rank_batches(r) for x in b.tolist())
+    before = Counter(
+        tuple(x) for r in range(t.world_size) for b in plan.rank_batches(r)[:k] for x in b.tolist()
+    )
+    planned = Counter(
+        tuple(x) for r in range(t.world_size) for b in plan.rank_batches(r) for x in b.tolist()
+    )
     try:
-        after_plan = plan.resume(k, Topology(t2.world_size, t2.num_workers, t2.batch_size, True, t2.interleave))
+        after_plan = plan.resume(
+            k, Topology(t2.world_size, t2.num_workers, t2.batch_size, True, t2.interleave)
+        )
     except PlanError as e:
         assert "no room" in str(e)
         return
     steps = {len(after_plan.rank_batches(r)) for r in range(t2.world_size)}
     assert len(steps) == 1
-    after = Counter(tuple(x) for r in range(t2.world_size) for b in after_plan.rank_batches(r)
-                    for x in b.tolist())
+    after = Counter(
+        tuple(x)
+        for r in range(t2.world_size)
+        for b in after_plan.rank_batches(r)
+        for x in b.tolist()
+    )
     assert before + after <= planned  # nothing consumed twice, nothing invented
     if after_plan.batches_per_rank:  # twice resumed: continues exactly
         j = after_plan.batches_per_rank // 2
         again = after_plan.resume(j)
-        assert all((a == b).all() for a, b in zip(after_plan.rank_batches(0)[j:], again.rank_batches(0)))
+        assert all(
+            (a == b).all() for a, b in zip(after_plan.rank_batches(0)[j:], again.rank_batches(0))
+        )

@@ -18,10 +18,14 @@ def _rows(segments: list[Segment]) -> list[tuple[int, int]]:
 
 
 @settings(max_examples=80, deadline=None)
-@given(parts=st.lists(st.lists(st.integers(0, 7), max_size=4), min_size=1, max_size=6),
-       start=st.integers(0, 60), length=st.integers(0, 60))
+@given(
+    parts=st.lists(st.lists(st.integers(0, 7), max_size=4), min_size=1, max_size=6),
+    start=st.integers(0, 60),
+    length=st.integers(0, 60),
+)
 def test_a_parted_stream_slices_as_the_whole_stream_and_builds_only_what_it_reaches(
-        parts: list[list[int]], start: int, length: int) -> None:
+    parts: list[list[int]], start: int, length: int
+) -> None:
     # part i: segments of units 10*i + j with the given sizes
     segs = [[Segment(10 * i + j, 1, 1 + n) for j, n in enumerate(p)] for i, p in enumerate(parts)]
     built: list[int] = []

@@ -43,8 +43,12 @@ def _leftovers(fs: Any, prefix: str) -> list[str]:
 
 @pytest.mark.parametrize("engine", ["ray", "spark", "dask"])
 def test_downloads_run_on_the_workers_and_land_verified_in_the_bucket(
-        engine: str, request: pytest.FixtureRequest, tmp_path: Path, s3_server: dict[str, Any],
-        bucket: tuple[str, Any]) -> None:
+    engine: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    s3_server: dict[str, Any],
+    bucket: tuple[str, Any],
+) -> None:
     name, fs = bucket
     opts = s3_server["storage_options"]
     (tmp_path / "www").mkdir()
@@ -56,8 +60,15 @@ def test_downloads_run_on_the_workers_and_land_verified_in_the_bucket(
         sums = {u: "sha256:" + hashlib.sha256(files[n]).hexdigest() for u, n in zip(urls, files)}
         try:
             with parallel_backend(backend, steps=["download", "prepare"]):
-                result = prepare(urls, out, storage_options=opts, checksums=sums, part_bytes=PART,
-                                 target_shard_bytes=64 * 1024, progress=False)
+                result = prepare(
+                    urls,
+                    out,
+                    storage_options=opts,
+                    checksums=sums,
+                    part_bytes=PART,
+                    target_shard_bytes=64 * 1024,
+                    progress=False,
+                )
         finally:
             backend.close()
     for n, data in files.items():
@@ -66,22 +77,48 @@ def test_downloads_run_on_the_workers_and_land_verified_in_the_bucket(
     assert _leftovers(fs, f"{name}/prep") == []
     # every byte was fetched by a worker process, none by the driver (no driver disk in the path)
     assert served.pids and os.getpid() not in served.pids and -1 not in served.pids
-    assert result.num_rows == 7500 and result.shards and all(s.startswith(f"{out}/data/") for s in result.shards)
-    ids = sorted(i for s in result.shards
-                 for i in pq.read_table(s.removeprefix("s3://"), filesystem=fs, columns=["id"])["id"].to_pylist())
+    assert (
+        result.num_rows == 7500
+        and result.shards
+        and all(s.startswith(f"{out}/data/") for s in result.shards)
+    )
+    ids = sorted(
+        i
+        for s in result.shards
+        for i in pq.read_table(s.removeprefix("s3://"), filesystem=fs, columns=["id"])[
+            "id"
+        ].to_pylist()
+    )
     assert ids == list(range(7500))
 
 
-def _run(served: Served, files: dict[str, bytes], out: str, opts: dict[str, Any], backend: Any,
-         checksums: dict[str, str] | None = None) -> Any:
+def _run(
+    served: Served,
+    files: dict[str, bytes],
+    out: str,
+    opts: dict[str, Any],
+    backend: Any,
+    checksums: dict[str, str] | None = None,
+) -> Any:
     urls = [f"{served.base}/{n}" for n in files]
-    return prepare(urls, out, steps=["download"], backend=backend, storage_options=opts, part_bytes=PART,
-                   checksums=checksums, progress=False)
+    return prepare(
+        urls,
+        out,
+        steps=["download"],
+        backend=backend,
+        storage_options=opts,
+        part_bytes=PART,
+        checksums=checksums,
+        progress=False,
+    )
 
 
 def test_an_interrupted_download_resumes_from_its_last_whole_part(
-        request: pytest.FixtureRequest, tmp_path: Path, s3_server: dict[str, Any],
-        bucket: tuple[str, Any]) -> None:
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    s3_server: dict[str, Any],
+    bucket: tuple[str, Any],
+) -> None:
     name, fs = bucket
     opts = s3_server["storage_options"]
     (tmp_path / "www").mkdir()
@@ -94,7 +131,9 @@ def test_an_interrupted_download_resumes_from_its_last_whole_part(
             with pytest.raises(StorageError, match=f"{served.base}/f1.jsonl"):
                 _run(served, files, out, opts, backend)
             assert not fs.exists(f"{name}/prep/raw/f1.jsonl")  # nothing incomplete is published
-            assert fs.find(f"{name}/prep/raw/_partial/f1.jsonl")  # whole parts of f1 stay for the rerun
+            assert fs.find(
+                f"{name}/prep/raw/_partial/f1.jsonl"
+            )  # whole parts of f1 stay for the rerun
             served.gone_from.clear()
             before = len(served.gets)
             result = _run(served, files, out, opts, backend)
@@ -109,8 +148,11 @@ def test_an_interrupted_download_resumes_from_its_last_whole_part(
 
 
 def test_a_wrong_checksum_fails_naming_the_url_and_publishes_nothing(
-        request: pytest.FixtureRequest, tmp_path: Path, s3_server: dict[str, Any],
-        bucket: tuple[str, Any]) -> None:
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    s3_server: dict[str, Any],
+    bucket: tuple[str, Any],
+) -> None:
     name, fs = bucket
     opts = s3_server["storage_options"]
     (tmp_path / "www").mkdir()
@@ -123,9 +165,17 @@ def test_a_wrong_checksum_fails_naming_the_url_and_publishes_nothing(
             with pytest.raises(StorageError, match=f"checksum mismatch for {url}"):
                 _run(served, files, out, opts, backend, {url: "sha256:" + "0" * 64})
             # no final key, no temporary key, no part to resume
-            assert not fs.exists(f"{name}/prep/raw/f0.jsonl") and _leftovers(fs, f"{name}/prep") == []
-            result = _run(served, files, out, opts, backend,
-                          {url: "md5:" + hashlib.md5(files["f0.jsonl"]).hexdigest()})
+            assert (
+                not fs.exists(f"{name}/prep/raw/f0.jsonl") and _leftovers(fs, f"{name}/prep") == []
+            )
+            result = _run(
+                served,
+                files,
+                out,
+                opts,
+                backend,
+                {url: "md5:" + hashlib.md5(files["f0.jsonl"]).hexdigest()},
+            )
     finally:
         backend.close()
     assert result.resumed_bytes == 0

@@ -32,7 +32,9 @@ def _jsonl(path: Path, start: int, n: int) -> None:
             f.write(json.dumps({"id": i, "text": "w" * (i % 300)}) + "\n")
 
 
-def test_download_resume_convert_index(http_root: tuple[str, Path, list[tuple[str, int]]], tmp_path: Path) -> None:
+def test_download_resume_convert_index(
+    http_root: tuple[str, Path, list[tuple[str, int]]], tmp_path: Path
+) -> None:
     base, root, served = http_root
     for k in range(3):
         _jsonl(root / f"f{k}.jsonl", k * 4000, 4000)
@@ -43,8 +45,13 @@ def test_download_resume_convert_index(http_root: tuple[str, Path, list[tuple[st
     full = (root / "f1.jsonl").read_bytes()
     (out / "raw" / "f1.jsonl.part").write_bytes(full[:100_000])
     sha = hashlib.sha256(full).hexdigest()
-    result = prepare(urls, str(out), target_shard_bytes=64 * 1024, checksums={urls[1]: f"sha256:{sha}"},
-                     progress=False)
+    result = prepare(
+        urls,
+        str(out),
+        target_shard_bytes=64 * 1024,
+        checksums={urls[1]: f"sha256:{sha}"},
+        progress=False,
+    )
     assert result.resumed_bytes == 100_000
     ranged_f1 = [s for p, s in served if p == "/f1.jsonl" and s >= 0]
     assert ranged_f1 and min(ranged_f1) == 100_000  # only the rest was fetched
@@ -52,7 +59,9 @@ def test_download_resume_convert_index(http_root: tuple[str, Path, list[tuple[st
     assert not list((out / "raw").glob("*.part"))
     assert result.num_rows == 12_000
     assert len(result.shards) > 3
-    ids = sorted(i for s in result.shards for i in pq.read_table(s, columns=["id"]).column("id").to_pylist())
+    ids = sorted(
+        i for s in result.shards for i in pq.read_table(s, columns=["id"]).column("id").to_pylist()
+    )
     assert ids == list(range(12_000))
     assert os.path.exists(result.index_location)
     # a rerun downloads nothing and rewrites nothing
@@ -62,12 +71,18 @@ def test_download_resume_convert_index(http_root: tuple[str, Path, list[tuple[st
     assert not [s for _, s in served[before:] if s >= 0]  # no data transfer, only size checks
 
 
-def test_bad_checksum_is_an_error_and_not_kept(http_root: tuple[str, Path, list[tuple[str, int]]], tmp_path: Path) -> None:
+def test_bad_checksum_is_an_error_and_not_kept(
+    http_root: tuple[str, Path, list[tuple[str, int]]], tmp_path: Path
+) -> None:
     base, root, _ = http_root
     _jsonl(root / "a.jsonl", 0, 10)
     with pytest.raises(StorageError, match="checksum mismatch"):
-        prepare([f"{base}/a.jsonl"], str(tmp_path / "o"), checksums={f"{base}/a.jsonl": "sha256:" + "0" * 64},
-                progress=False)
+        prepare(
+            [f"{base}/a.jsonl"],
+            str(tmp_path / "o"),
+            checksums={f"{base}/a.jsonl": "sha256:" + "0" * 64},
+            progress=False,
+        )
     assert not (tmp_path / "o" / "raw" / "a.jsonl").exists()
     assert not (tmp_path / "o" / "raw" / "a.jsonl.part").exists()
 
@@ -78,7 +93,9 @@ def test_steps_subset_and_backend_rules(tmp_path: Path) -> None:
     _jsonl(src / "x.jsonl", 0, 500)
     with pytest.raises(UnsupportedError, match="download.*cannot run on backend 'ray'.*thread"):
         prepare([str(src)], str(tmp_path / "o"), steps=["download"], backend="ray")
-    r = prepare([str(src)], str(tmp_path / "o"), steps=["convert"], backend="sequential", progress=False)
+    r = prepare(
+        [str(src)], str(tmp_path / "o"), steps=["convert"], backend="sequential", progress=False
+    )
     assert len(r.shards) == 1 and r.index_location == ""
     r2 = prepare([str(src)], str(tmp_path / "o"), steps=["index"], backend="thread", progress=False)
     assert r2.num_rows == 500

@@ -28,18 +28,28 @@ def _src(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("engine", ["ray", "spark", "dask"])
-def test_download_to_a_local_directory_on_a_cluster_backend_is_refused(engine: str, tmp_path: Path) -> None:
-    with parallel_backend(engine, steps=["download", "prepare"]), pytest.raises(NotImplementedError) as info:
+def test_download_to_a_local_directory_on_a_cluster_backend_is_refused(
+    engine: str, tmp_path: Path
+) -> None:
+    with (
+        parallel_backend(engine, steps=["download", "prepare"]),
+        pytest.raises(NotImplementedError) as info,
+    ):
         prepare(["http://127.0.0.1:9/a.jsonl"], str(tmp_path / "o"), progress=False)
     assert isinstance(info.value, UnsupportedError)
     text = str(info.value)
     assert f"step 'download' cannot run on backend {engine!r}" in text
-    assert "thread, sequential, local, joblib" in text and "ray, spark, dask when the output is shared" in text
+    assert (
+        "thread, sequential, local, joblib" in text
+        and "ray, spark, dask when the output is shared" in text
+    )
     assert not (tmp_path / "o").exists()  # refused before any work
 
 
 def test_a_backend_a_step_does_not_list_is_refused_with_the_list() -> None:
-    with pytest.raises(UnsupportedError, match=r"step 'convert' cannot run on backend 'mine'; it runs on: thread"):
+    with pytest.raises(
+        UnsupportedError, match=r"step 'convert' cannot run on backend 'mine'; it runs on: thread"
+    ):
         backend_for("convert", "mine", "s3://b/o", True)
     assert backend_for("download", "ray", "s3://b/o", True) == "ray"
 
@@ -47,7 +57,9 @@ def test_a_backend_a_step_does_not_list_is_refused_with_the_list() -> None:
 def test_steps_and_aliases() -> None:
     assert expand_steps(["prepare"]) == ["convert", "index"]
     assert expand_steps(["index", "download", "prepare"]) == ["download", "convert", "index"]
-    with pytest.raises(ConfigError, match="unknown steps.*known steps: download, convert, index, prepare"):
+    with pytest.raises(
+        ConfigError, match="unknown steps.*known steps: download, convert, index, prepare"
+    ):
         expand_steps(["fetch"])
 
 
@@ -67,5 +79,8 @@ def test_step_scoped_backend_leaves_other_work_alone(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="steps must be a non-empty list"):
         with parallel_backend("thread", steps="download"):
             pass
-    with parallel_backend("thread", steps=["downlaod"]), pytest.raises(ConfigError, match="unknown steps"):
+    with (
+        parallel_backend("thread", steps=["downlaod"]),
+        pytest.raises(ConfigError, match="unknown steps"),
+    ):
         prepare([str(_src(tmp_path))], str(tmp_path / "o2"), progress=False)

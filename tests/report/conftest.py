@@ -16,12 +16,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
     """The published run (its ``_report.html`` written by ``Pipeline.run``)."""
     root = tmp_path_factory.mktemp("report-run")
     write_corpus(root / "raw")
-    return (read_jsonl(str(root / "raw"), on_error="skip", task_bytes=48 * 1024)
-            .apply("word_count_filter", column="text", min=5)
-            .dedup(method="exact", column="text")
-            .dedup(method="minhash", column="text", threshold=0.7, ngram=3)
-            .write_parquet(str(root / "out"), target_shard_bytes=32 * 1024)
-            .run(backend="thread", progress=False))
+    return (
+        read_jsonl(str(root / "raw"), on_error="skip", task_bytes=48 * 1024)
+        .apply("word_count_filter", column="text", min=5)
+        .dedup(method="exact", column="text")
+        .dedup(method="minhash", column="text", threshold=0.7, ngram=3)
+        .write_parquet(str(root / "out"), target_shard_bytes=32 * 1024)
+        .run(backend="thread", progress=False)
+    )
 
 
 @pytest.fixture(scope="session")

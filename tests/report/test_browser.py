@@ -19,10 +19,19 @@ from shardwise.report import plan_view, render_plan
 pytestmark = pytest.mark.slow
 
 CHROMIUM_FLAGS = (
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-default-apps", "--disable-extensions", "--no-first-run", "--no-pings",
-    "--disable-domain-reliability", "--disable-client-side-phishing-detection",
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--no-first-run",
+    "--no-pings",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
     "--disable-features=OptimizationHints,MediaRouter,Translate,AutofillServerCommunication",
     "--host-resolver-rules=MAP * ~NOTFOUND",  # belt and braces: no name resolves
     "--window-size=1280,2000",
@@ -69,7 +78,8 @@ def _check_page(driver: Any, page: Path, shot: Path) -> None:
     errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert errors == []
     broken = driver.execute_script(
-        "return [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.id)")
+        "return [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.id)"
+    )
     assert broken == []
     assert driver.execute_script("return document.images.length") >= 3
     png = driver.get_screenshot_as_png()
@@ -82,22 +92,30 @@ def _check_page(driver: Any, page: Path, shot: Path) -> None:
 
 def _cells(driver: Any, table_id: str) -> dict[str, str]:
     rows = driver.execute_script(
-        f"return [...document.querySelectorAll('#{table_id} tr')].map(r => [...r.cells].map(c => c.textContent))")
+        f"return [...document.querySelectorAll('#{table_id} tr')].map(r => [...r.cells].map(c => c.textContent))"
+    )
     return {r[0]: r[1] for r in rows}
 
 
-def test_the_run_report_renders_with_the_manifest_numbers(browser: Any, run_dir: Path, tmp_path: Path) -> None:
+def test_the_run_report_renders_with_the_manifest_numbers(
+    browser: Any, run_dir: Path, tmp_path: Path
+) -> None:
     _check_page(browser, run_dir / "_report.html", tmp_path / "run.png")
     m = json.loads((run_dir / "_manifest.json").read_text())
     summary = _cells(browser, "summary-table")
-    for label, key in (("rows in", "rows_in"), ("rows out", "rows_out"), ("rows quarantined", "quarantined")):
+    for label, key in (
+        ("rows in", "rows_in"),
+        ("rows out", "rows_out"),
+        ("rows quarantined", "quarantined"),
+    ):
         assert summary[label] == f"{m[key]:,}"
     ledger = _cells(browser, "ledger-table")
     for op, reasons in m["dropped"].items():
         for reason, n in reasons.items():
             assert ledger[f"{op}: {reason}"] == f"{n:,}"
     quarantine = browser.execute_script(
-        "return [...document.querySelectorAll('#quarantine-table tbody tr')].map(r => r.cells[0].textContent)")
+        "return [...document.querySelectorAll('#quarantine-table tbody tr')].map(r => r.cells[0].textContent)"
+    )
     assert quarantine == [e[0] for e in m["quarantine_examples"]]
 
 
@@ -112,14 +130,17 @@ def test_the_plan_view_of_64_ranks_by_8_workers_renders(browser: Any, tmp_path: 
     assert steps["steps per rank"] == f"{plan.batches_per_rank:,}"
     assert _cells(browser, "edges-table")["padded"] == f"{plan.num_padded:,}"
     ranks = browser.execute_script(
-        "return [...document.querySelectorAll('#rank-table tbody tr')].map(r => r.cells[0].textContent)")
+        "return [...document.querySelectorAll('#rank-table tbody tr')].map(r => r.cells[0].textContent)"
+    )
     assert ranks == ["0-63"]  # every rank the same steps and samples
 
 
 def test_the_checks_see_a_request_and_a_console_error(browser: Any, tmp_path: Path) -> None:
     page = tmp_path / "bad.html"
-    page.write_text('<!DOCTYPE html><html><body><img src="http://fonts.invalid/x.png">'
-                    "<script>console.error('boom')</script></body></html>")
+    page.write_text(
+        '<!DOCTYPE html><html><body><img src="http://fonts.invalid/x.png">'
+        "<script>console.error('boom')</script></body></html>"
+    )
     urls = _open(browser, page)
     assert "http://fonts.invalid/x.png" in urls
     assert any("boom" in e["message"] for e in browser.get_log("browser"))

@@ -20,7 +20,9 @@ def test_every_run_writes_its_report_next_to_the_manifest(run_dir: Path) -> None
     assert (run_dir / "_report.html").stat().st_size < 2 * 2**20
     for section in ("ledger", "time", "shards", "dedup", "quarantine"):
         assert f'id="{section}"' in html
-    assert html.count('<img class="chart"') >= 7  # ledger, stages, tasks, throughput, shards, 2 clusters
+    assert (
+        html.count('<img class="chart"') >= 7
+    )  # ledger, stages, tasks, throughput, shards, 2 clusters
     assert "part-0.jsonl" in html and "line" in html  # quarantined records with file and place
 
 
@@ -43,21 +45,27 @@ def test_a_rerun_of_a_committed_pipeline_keeps_its_report(run: RunResult, run_di
     before = (run_dir / "_report.html").read_text()
     (run_dir / "_report.html").unlink()
     root = run_dir.parent
-    again = (read_jsonl(str(root / "raw"), on_error="skip", task_bytes=48 * 1024)
-             .apply("word_count_filter", column="text", min=5)
-             .dedup(method="exact", column="text")
-             .dedup(method="minhash", column="text", threshold=0.7, ngram=3)
-             .write_parquet(str(run_dir), target_shard_bytes=32 * 1024)
-             .run(backend="thread", progress=False))
+    again = (
+        read_jsonl(str(root / "raw"), on_error="skip", task_bytes=48 * 1024)
+        .apply("word_count_filter", column="text", min=5)
+        .dedup(method="exact", column="text")
+        .dedup(method="minhash", column="text", threshold=0.7, ngram=3)
+        .write_parquet(str(run_dir), target_shard_bytes=32 * 1024)
+        .run(backend="thread", progress=False)
+    )
     assert again.skipped_tasks == again.tasks
     assert (run_dir / "_report.html").read_text() == before
 
 
 def test_without_matplotlib_the_report_is_tables_and_names_the_extra(run_dir: Path) -> None:
-    code = ("import sys; sys.modules['matplotlib'] = None\n"
-            "from shardwise.report import load_run, render_run\n"
-            f"sys.stdout.write(render_run(load_run({str(run_dir)!r})))")
-    html = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from shardwise.report import load_run, render_run\n"
+        f"sys.stdout.write(render_run(load_run({str(run_dir)!r})))"
+    )
+    html = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert 'pip install "shardwise[report]"' in html.replace("&quot;", '"')
     assert "<img" not in html
     full = render_run(load_run(str(run_dir)))
@@ -67,15 +75,24 @@ def test_without_matplotlib_the_report_is_tables_and_names_the_extra(run_dir: Pa
 
 def test_a_run_on_object_storage_writes_its_report_there(tmp_path: Path) -> None:
     import fsspec
+
     write_corpus(tmp_path / "raw")
     out = "memory://bucket/report-test/out"
-    result = (read_jsonl(str(tmp_path / "raw"), on_error="skip").dedup(method="exact", column="text")
-              .write_parquet(out).run(backend="sequential", progress=False))
+    result = (
+        read_jsonl(str(tmp_path / "raw"), on_error="skip")
+        .dedup(method="exact", column="text")
+        .write_parquet(out)
+        .run(backend="sequential", progress=False)
+    )
     fs = fsspec.filesystem("memory")
     try:
         html = fs.cat("/bucket/report-test/out/_report.html").decode()
         r = load_run(out)
-        assert (r.rows_in, r.rows_out, r.quarantined) == (result.rows_in, result.rows_out, result.quarantined)
+        assert (r.rows_in, r.rows_out, r.quarantined) == (
+            result.rows_in,
+            result.rows_out,
+            result.quarantined,
+        )
         assert html == render_run(r) and r.dedup[0].cluster_sizes
     finally:
         fs.rm("/bucket/report-test", recursive=True)
@@ -87,10 +104,10 @@ def test_shardwise_run_prints_where_the_report_is(tmp_path: Path, capsys) -> Non
         f"input: {{path: {tmp_path / 'raw'}, format: jsonl, on_error: skip}}\n"
         "process:\n  - dedup: {method: exact, column: text}\n"
         f"output: {{path: {tmp_path / 'clean'}, format: parquet}}\n"
-        "executor: {backend: sequential}\n")
+        "executor: {backend: sequential}\n"
+    )
     assert main(["run", str(tmp_path / "config.yaml")]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last == f"report: {tmp_path / 'clean' / '_report.html'}"
     assert (tmp_path / "clean" / "_report.html").stat().st_size > 0
     assert not list((tmp_path / "clean").glob("report*"))
-

@@ -24,7 +24,9 @@ def test_64_ranks_by_8_workers_equal_the_plan() -> None:
     counts = _counts()
     plan = EpochPlan(counts, Topology(64, 8, 32, drop_last=False, interleave=8), seed=3)
     view = plan_view(plan, counts * 300, samples_total=int(counts.sum()))
-    assert {k: view.summary[k] for k in plan_report(plan, counts * 300)} == plan_report(plan, counts * 300)
+    assert {k: view.summary[k] for k in plan_report(plan, counts * 300)} == plan_report(
+        plan, counts * 300
+    )
     assert np.array(view.samples).shape == (64, 8)
     assert {n for row in view.samples for n in row} == {plan.samples_per_rank // 8}
     assert sum(map(sum, view.padded)) == plan.num_padded > 0
@@ -32,7 +34,9 @@ def test_64_ranks_by_8_workers_equal_the_plan() -> None:
     used = sum(view.reads_per_unit.values())
     reads = sum(k * n for k, n in view.reads_per_unit.items())
     assert reads == sum(map(sum, view.units)) and used <= len(counts)
-    assert min(view.reads_per_unit) == 1 and max(view.reads_per_unit) >= 2  # some units cut between workers
+    assert (
+        min(view.reads_per_unit) == 1 and max(view.reads_per_unit) >= 2
+    )  # some units cut between workers
     assert view.sources == []
     html = render_plan(view)
     assert "one source: nothing is mixed" in html and len(html) < 2 * 2**20
@@ -67,7 +71,11 @@ def test_mixed_sources_get_a_row_each_with_the_plan_quotas() -> None:
 
 def test_cli_plan_draws_the_view(tmp_path: Path, capsys) -> None:
     for i in range(3):
-        pq.write_table(pa.table({"id": list(range(400 + 50 * i))}), tmp_path / f"p{i}.parquet", row_group_size=37)
+        pq.write_table(
+            pa.table({"id": list(range(400 + 50 * i))}),
+            tmp_path / f"p{i}.parquet",
+            row_group_size=37,
+        )
     out = tmp_path / "plan.html"
     assert main(["plan", str(tmp_path), "-w", "4", "-k", "2", "-b", "8", "--html", str(out)]) == 0
     printed = capsys.readouterr().out

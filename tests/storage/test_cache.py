@@ -55,9 +55,13 @@ def _downloads(cache: NodeCache) -> list[str]:
 
 def test_keys_differ_by_source_range_and_version() -> None:
     base = Extent("s3://b/k", 0, 10, "e1:10")
-    others = [Extent("s3://b/k2", 0, 10, "e1:10"), Extent("s3://b/k", 0, 11, "e1:10"),
-              Extent("s3://b/k", 1, 10, "e1:10"), Extent("s3://b/k", 0, 10, "e2:10"),
-              Extent("http://other:9000|s3://b/k", 0, 10, "e1:10")]
+    others = [
+        Extent("s3://b/k2", 0, 10, "e1:10"),
+        Extent("s3://b/k", 0, 11, "e1:10"),
+        Extent("s3://b/k", 1, 10, "e1:10"),
+        Extent("s3://b/k", 0, 10, "e2:10"),
+        Extent("http://other:9000|s3://b/k", 0, 10, "e1:10"),
+    ]
     assert len({base.key, *(o.key for o in others)}) == 6
 
 
@@ -69,8 +73,10 @@ def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
 
 def test_two_processes_download_each_range_once(tmp_path: Path) -> None:
     root, ids = str(tmp_path / "c"), list(range(24))
-    procs = [_start(lease_all, root, 10**8, order, str(tmp_path / f"r{n}"))
-             for n, order in enumerate([ids, ids[::-1]])]
+    procs = [
+        _start(lease_all, root, 10**8, order, str(tmp_path / f"r{n}"))
+        for n, order in enumerate([ids, ids[::-1]])
+    ]
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
@@ -168,7 +174,11 @@ def test_stale_leases_of_a_dead_process_or_another_boot_are_ignored(tmp_path: Pa
     me = owner_id()
     assert is_alive(me)
     boot, pid, start = me.rsplit("-", 2)
-    for owner in (f"{'0' * 16}-{pid}-{start}", f"{boot}-{pid}-{int(start) + 1}", f"{boot}-999999999-5"):
+    for owner in (
+        f"{'0' * 16}-{pid}-{start}",
+        f"{boot}-{pid}-{int(start) + 1}",
+        f"{boot}-999999999-5",
+    ):
         assert not is_alive(owner)
         (Path(root) / "leases" / f"{extent(1).key}.{owner}").touch()
     assert boot == boot_id()
@@ -177,7 +187,9 @@ def test_stale_leases_of_a_dead_process_or_another_boot_are_ignored(tmp_path: Pa
     assert not (Path(root) / "entries" / extent(1).key).exists()
 
 
-def test_verify_finds_corrupted_and_truncated_entries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_finds_corrupted_and_truncated_entries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = str(tmp_path / "c")
     cache = NodeCache(root, 10**7)
     for i in range(4):
@@ -222,8 +234,9 @@ class _CountingZlib:
         return zlib.crc32(data, value)
 
 
-def test_a_hit_reads_only_the_ranges_asked_and_the_crc_once_per_node(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hit_reads_only_the_ranges_asked_and_the_crc_once_per_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = str(tmp_path / "c")
     cache = NodeCache(root, 10**7)
     with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)):
@@ -235,7 +248,9 @@ def test_a_hit_reads_only_the_ranges_asked_and_the_crc_once_per_node(tmp_path: P
         assert data[100:110] == payload(8)[100:110] and data[-4:] == payload(8)[-4:]
     assert counting.bytes == 0
     result = str(tmp_path / "new-process")
-    p = _start(lease_all, root, 10**7, [8], result)  # another process: a hit, trusted (and counted by it)
+    p = _start(
+        lease_all, root, 10**7, [8], result
+    )  # another process: a hit, trusted (and counted by it)
     p.join(60)
     assert p.exitcode == 0 and Path(result).read_text() == "0 1"
     (Path(root) / "verified" / extent(8).key).unlink()  # nobody vouches for the file now
@@ -248,7 +263,9 @@ def test_a_hit_reads_only_the_ranges_asked_and_the_crc_once_per_node(tmp_path: P
 
 
 @pytest.mark.parametrize("change", ["in place", "replaced", "truncated"])
-def test_an_entry_changed_since_it_was_verified_is_checked_and_fetched_again(tmp_path: Path, change: str) -> None:
+def test_an_entry_changed_since_it_was_verified_is_checked_and_fetched_again(
+    tmp_path: Path, change: str
+) -> None:
     root = str(tmp_path / "c")
     cache = NodeCache(root, 10**7)
     for _ in range(2):  # downloaded, then a hit: the node's record names this file
@@ -266,7 +283,9 @@ def test_an_entry_changed_since_it_was_verified_is_checked_and_fetched_again(tmp
     else:
         entry.write_bytes(blob[: len(blob) // 2])
     result = str(tmp_path / "new-process")
-    p = _start(lease_all, root, 10**7, [8], result)  # a new process finds it bad and downloads it again
+    p = _start(
+        lease_all, root, 10**7, [8], result
+    )  # a new process finds it bad and downloads it again
     p.join(60)
     assert p.exitcode == 0 and Path(result).read_text() == "1 0"
     assert read_entry(str(entry), extent(8)) == payload(8)
@@ -277,7 +296,9 @@ def test_an_entry_changed_since_it_was_verified_is_checked_and_fetched_again(tmp
     assert cache.stats.bad_entries == 1 and cache.stats.downloads == 2
 
 
-def test_clear_keeps_what_a_live_process_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_clear_keeps_what_a_live_process_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = str(tmp_path / "c")
     holder = _start(hold_lease, root, 10**7, 0, str(tmp_path / "ready"))
     wait_for(str(tmp_path / "ready"))
@@ -306,7 +327,9 @@ def test_sparse_file_serves_pieces_and_reads_the_gaps_remotely() -> None:
         asked.append((a, b))
         return blob[a:b]
 
-    f = SparseFile(len(blob), [(4, blob[4:1200]), (3000, blob[3000:]), (1100, blob[1100:1500])], remote)
+    f = SparseFile(
+        len(blob), [(4, blob[4:1200]), (3000, blob[3000:]), (1100, blob[1100:1500])], remote
+    )
     rng = random.Random(1)
     for _ in range(300):
         a = rng.randrange(len(blob) + 10)

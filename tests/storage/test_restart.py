@@ -35,12 +35,23 @@ def own_server() -> Iterator[dict[str, Any]]:
     workdir = tempfile.mkdtemp(prefix="swweed-restart", dir="/tmp")
     key, secret = "restart-key", "restart-secret-" + uuid.uuid4().hex[:8]
     proc, ports, log = start_weed(workdir, key, secret)
-    server: dict[str, Any] = {"proc": proc, "ports": ports, "key": key, "secret": secret, "workdir": workdir,
-                              "logs": [log], "done": threading.Event()}
+    server: dict[str, Any] = {
+        "proc": proc,
+        "ports": ports,
+        "key": key,
+        "secret": secret,
+        "workdir": workdir,
+        "logs": [log],
+        "done": threading.Event(),
+    }
     try:
         wait_ready(proc, workdir, ports, key, secret)
         endpoint = f"http://127.0.0.1:{ports['s3']}"
-        server["storage_options"] = {"key": key, "secret": secret, "client_kwargs": {"endpoint_url": endpoint}}
+        server["storage_options"] = {
+            "key": key,
+            "secret": secret,
+            "client_kwargs": {"endpoint_url": endpoint},
+        }
         yield server
     finally:
         stop_weed(server["proc"])
@@ -73,7 +84,9 @@ def _restart_later(server: dict[str, Any], retried: threading.Event) -> threadin
     def back() -> None:
         retried.wait(40.0)
         time.sleep(max(0.0, 2.0 - (time.monotonic() - down_since)))
-        proc, _, log = start_weed(server["workdir"], server["key"], server["secret"], server["ports"])
+        proc, _, log = start_weed(
+            server["workdir"], server["key"], server["secret"], server["ports"]
+        )
         server["proc"] = proc
         server["logs"].append(log)
         server["started"] = True
@@ -105,9 +118,12 @@ def _ids(ds: StreamingDataset, on_step: Any = None) -> list[int]:
     return out
 
 
-def test_a_server_restart_mid_epoch_loses_and_repeats_nothing(own_server: dict[str, Any], tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_a_server_restart_mid_epoch_loses_and_repeats_nothing(
+    own_server: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     import s3fs
 
     monkeypatch.setenv("SHARDWISE_CACHE_DIR", str(tmp_path / "index-cache"))
@@ -117,8 +133,14 @@ def test_a_server_restart_mid_epoch_loses_and_repeats_nothing(own_server: dict[s
     _write_dataset(tmp_path / "local", fs, bucket)
     s3fs.S3FileSystem.clear_instance_cache()
     caplog.set_level(logging.WARNING, logger="shardwise")
-    common: dict[str, Any] = dict(batch_size=500, seed=3, batch_format="numpy", num_threads=1,
-                                  prefetch_bytes=4096, shuffle_bytes=4096)
+    common: dict[str, Any] = dict(
+        batch_size=500,
+        seed=3,
+        batch_format="numpy",
+        num_threads=1,
+        prefetch_bytes=4096,
+        shuffle_bytes=4096,
+    )
     expected = _ids(StreamingDataset(str(tmp_path / "local"), **common))
     # one try per request inside the client, so its own retries (a second or two) cannot ride out the outage
     options = own_server["storage_options"] | {"config_kwargs": {"retries": {"max_attempts": 1}}}
@@ -139,8 +161,13 @@ def test_a_server_restart_mid_epoch_loses_and_repeats_nothing(own_server: dict[s
     deadline = time.monotonic() + 60
     while not own_server.get("started") and time.monotonic() < deadline:
         time.sleep(0.1)
-    wait_ready(own_server["proc"], own_server["workdir"], own_server["ports"], own_server["key"],
-               own_server["secret"])
+    wait_ready(
+        own_server["proc"],
+        own_server["workdir"],
+        own_server["ports"],
+        own_server["key"],
+        own_server["secret"],
+    )
     assert len(got) == len(expected) == FILES * ROWS_PER_FILE
     assert got == expected  # same samples, same order, none lost or repeated
     assert seen.event.is_set(), "no read met the outage"
@@ -148,8 +175,9 @@ def test_a_server_restart_mid_epoch_loses_and_repeats_nothing(own_server: dict[s
     assert os.path.getsize(os.path.join(own_server["workdir"], "weed.log")) > 0
 
 
-def test_a_unit_read_is_retried_whole_and_its_quarantine_counted_once(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_unit_read_is_retried_whole_and_its_quarantine_counted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Fault injection at the reader: two dropped connections (one wrapped by Arrow, as a
     reader reports it) before the read succeeds; a record quarantined by each failed try
     is counted once."""
@@ -159,7 +187,9 @@ def test_a_unit_read_is_retried_whole_and_its_quarantine_counted_once(tmp_path: 
 
     path = tmp_path / "a.jsonl"
     path.write_text('{"id": 1}\nnot json\n{"id": 2}\n')
-    reader = UnitReader(open_dataset(str(path), progress=False, cache_dir=str(tmp_path / "c")), on_error="skip")
+    reader = UnitReader(
+        open_dataset(str(path), progress=False, cache_dir=str(tmp_path / "c")), on_error="skip"
+    )
     real, calls = reader._read, []
     monkeypatch.setattr(retry.time, "sleep", lambda s: None)
 

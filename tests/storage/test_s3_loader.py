@@ -23,11 +23,19 @@ ROWS = 1_200
 
 def _table(fmt: str) -> pa.Table:
     ids = np.arange(ROWS, dtype=np.int64)
-    cols: dict[str, Any] = {"id": ids, "text": [f"doc {i} ünï ✓" for i in ids],
-                            "vec": pa.array([[float(i), -float(i)] for i in ids], pa.list_(pa.float32()))}
+    cols: dict[str, Any] = {
+        "id": ids,
+        "text": [f"doc {i} ünï ✓" for i in ids],
+        "vec": pa.array([[float(i), -float(i)] for i in ids], pa.list_(pa.float32())),
+    }
     if fmt == "webdataset":
-        return pa.table({"__key__": [f"s{i:05d}" for i in ids], "txt": cols["text"],
-                         "cls": pa.array([str(i) for i in ids])})
+        return pa.table(
+            {
+                "__key__": [f"s{i:05d}" for i in ids],
+                "txt": cols["text"],
+                "cls": pa.array([str(i) for i in ids]),
+            }
+        )
     return pa.table(cols)
 
 
@@ -50,9 +58,13 @@ def _epoch(ds: StreamingDataset, per_sample: bool) -> list[str]:
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl", "webdataset"])
-def test_streaming_from_s3_equals_local_disk(fmt: str, s3_server: dict[str, Any],
-                                             bucket: tuple[str, Any], tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_streaming_from_s3_equals_local_disk(
+    fmt: str,
+    s3_server: dict[str, Any],
+    bucket: tuple[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("SHARDWISE_CACHE_DIR", str(tmp_path / "cache"))
     name, fs = bucket
     local = tmp_path / "local"
@@ -64,11 +76,18 @@ def test_streaming_from_s3_equals_local_disk(fmt: str, s3_server: dict[str, Any]
         fs.put(str(p), f"{name}/ds/{p.name}")
     opts = s3_server["storage_options"]
     for per_sample in (True, False):
-        common: dict[str, Any] = dict(batch_size=8, seed=5, num_workers=2, format=fmt,
-                                      batch_format=None if per_sample else "numpy")
+        common: dict[str, Any] = dict(
+            batch_size=8,
+            seed=5,
+            num_workers=2,
+            format=fmt,
+            batch_format=None if per_sample else "numpy",
+        )
         if fmt == "jsonl":
             common["unit_bytes"] = 4_000  # byte-range units inside each file
         want = _epoch(StreamingDataset(str(local), **common), per_sample)
-        got = _epoch(StreamingDataset(f"s3://{name}/ds", storage_options=opts, **common), per_sample)
+        got = _epoch(
+            StreamingDataset(f"s3://{name}/ds", storage_options=opts, **common), per_sample
+        )
         assert len(want) == len(set(want)) > ROWS * 0.9
         assert got == want

@@ -41,7 +41,11 @@ def _cases(server: dict[str, Any], name: str) -> list[tuple[str, dict[str, Any],
     return [
         (f"s3://nobucket-{name}/out", good, "no such bucket"),
         (f"s3://{name}/out", {**good, "secret": "wrong"}, "access denied to"),
-        (f"s3://{name}/out", {"client_kwargs": {"endpoint_url": server["endpoint_url"]}}, "no credentials for"),
+        (
+            f"s3://{name}/out",
+            {"client_kwargs": {"endpoint_url": server["endpoint_url"]}},
+            "no credentials for",
+        ),
     ]
 
 
@@ -51,42 +55,58 @@ def _check(info: pytest.ExceptionInfo[StorageError], url: str, words: str) -> No
     assert not is_transient(info.value.__cause__ or info.value)
 
 
-def test_shard_writer_refusals_name_the_url(s3_server: dict[str, Any], bucket: tuple[str, Any],
-                                            no_aws_env: None) -> None:
+def test_shard_writer_refusals_name_the_url(
+    s3_server: dict[str, Any], bucket: tuple[str, Any], no_aws_env: None
+) -> None:
     name, _ = bucket
     batch = pa.record_batch({"id": pa.array(range(10))})
     # (a missing bucket: SeaweedFS creates it on a PUT, AWS refuses the PUT; the pipeline and
     # prepare check the bucket before they start, below)
     for url, opts, words in _cases(s3_server, name)[1:]:
-        writer = get_format("parquet", storage_options=opts).open_writer(f"{url}/part", target_shard_bytes=1 << 20)
+        writer = get_format("parquet", storage_options=opts).open_writer(
+            f"{url}/part", target_shard_bytes=1 << 20
+        )
         with pytest.raises(StorageError) as info:
             writer.write(batch)
             writer.close()
         _check(info, url, words)
 
 
-def test_pipeline_and_prepare_refusals_name_the_url(s3_server: dict[str, Any], bucket: tuple[str, Any],
-                                                    tmp_path: Path, no_aws_env: None) -> None:
+def test_pipeline_and_prepare_refusals_name_the_url(
+    s3_server: dict[str, Any], bucket: tuple[str, Any], tmp_path: Path, no_aws_env: None
+) -> None:
     name, _ = bucket
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(20)))
     for url, opts, words in _cases(s3_server, name):
         with pytest.raises(StorageError) as info:
-            read_jsonl(str(src)).write_parquet(url, storage_options=opts).run("sequential", progress=False)
+            read_jsonl(str(src)).write_parquet(url, storage_options=opts).run(
+                "sequential", progress=False
+            )
         _check(info, url, words)
         with pytest.raises(StorageError) as info:
             prepare([str(src)], url, storage_options=opts, progress=False)
         _check(info, url, words)
 
 
-def test_prepare_of_a_missing_source_names_it(s3_server: dict[str, Any], bucket: tuple[str, Any],
-                                              tmp_path: Path) -> None:
+def test_prepare_of_a_missing_source_names_it(
+    s3_server: dict[str, Any], bucket: tuple[str, Any], tmp_path: Path
+) -> None:
     name, _ = bucket
     with http_files(tmp_path) as served:
         url = f"{served.base}/missing.jsonl"
         with pytest.raises(StorageError, match=f"file not found: {url}"):
-            prepare([url], f"s3://{name}/out", storage_options=s3_server["storage_options"], backend="thread",
-                    progress=False)
+            prepare(
+                [url],
+                f"s3://{name}/out",
+                storage_options=s3_server["storage_options"],
+                backend="thread",
+                progress=False,
+            )
     with pytest.raises(StorageError, match=f"no such file or directory: s3://{name}/nothing.jsonl"):
-        prepare([f"s3://{name}/nothing.jsonl"], f"s3://{name}/out", storage_options=s3_server["storage_options"],
-                progress=False)
+        prepare(
+            [f"s3://{name}/nothing.jsonl"],
+            f"s3://{name}/out",
+            storage_options=s3_server["storage_options"],
+            progress=False,
+        )

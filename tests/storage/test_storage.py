@@ -50,7 +50,11 @@ def test_expand_glob_is_sorted_and_stable(tmp_path: Path) -> None:
         _touch(tmp_path / name)
     first = expand(str(tmp_path / "*.jsonl"))
     names = [os.path.basename(p) for p in first]
-    assert names == sorted(names) == ["Part-3.jsonl", "part-00.jsonl", "part-02.jsonl", "part-1.jsonl", "part-10.jsonl"]
+    assert (
+        names
+        == sorted(names)
+        == ["Part-3.jsonl", "part-00.jsonl", "part-02.jsonl", "part-1.jsonl", "part-10.jsonl"]
+    )
     assert all(os.path.isabs(p) and os.path.exists(p) for p in first)
     for _ in range(3):
         assert expand(str(tmp_path / "*.jsonl")) == first
@@ -65,8 +69,13 @@ def test_expand_skips_hidden_and_underscore_files(tmp_path: Path) -> None:
     _touch(tmp_path / "_tmp.0123abcd.b.parquet")
     _touch(tmp_path / "sub" / "b.parquet")
     _touch(tmp_path / "sub" / "_c.parquet")
-    assert expand(str(tmp_path)) == [str(tmp_path / "a.parquet"), str(tmp_path / "sub" / "b.parquet")]
-    assert expand(str(tmp_path / "*")) == [str(tmp_path / "a.parquet")]  # the sub directory itself is not a file
+    assert expand(str(tmp_path)) == [
+        str(tmp_path / "a.parquet"),
+        str(tmp_path / "sub" / "b.parquet"),
+    ]
+    assert expand(str(tmp_path / "*")) == [
+        str(tmp_path / "a.parquet")
+    ]  # the sub directory itself is not a file
     assert expand(str(tmp_path / "**" / "*.parquet")) == [
         str(tmp_path / "a.parquet"),
         str(tmp_path / "sub" / "b.parquet"),
@@ -79,7 +88,11 @@ def test_expand_directories_recursively_and_keeps_input_order(tmp_path: Path) ->
     z = expand(str(tmp_path / "z"))
     assert z == [str(tmp_path / "z" / "2.tar"), str(tmp_path / "z" / "deep" / "er" / "1.tar")]
     both = expand([str(tmp_path / "z"), str(tmp_path / "a"), str(tmp_path / "m.tar")])
-    assert both == z + [str(tmp_path / "a" / "10.tar"), str(tmp_path / "a" / "9.tar"), str(tmp_path / "m.tar")]
+    assert both == z + [
+        str(tmp_path / "a" / "10.tar"),
+        str(tmp_path / "a" / "9.tar"),
+        str(tmp_path / "m.tar"),
+    ]
     assert expand(tmp_path / "m.tar") == [str(tmp_path / "m.tar")]  # PathLike works too
 
 
@@ -185,13 +198,19 @@ def test_memory_urls_expand_read_and_write(mem_root: str) -> None:
 
 
 def test_memory_dataset_and_shard_writer(mem_root: str, tmp_path: Path) -> None:
-    writer = get_format("parquet").open_writer(f"{mem_root}/out/part", target_shard_bytes=1, row_group_rows=10)
+    writer = get_format("parquet").open_writer(
+        f"{mem_root}/out/part", target_shard_bytes=1, row_group_rows=10
+    )
     for i in range(3):
         writer.write(pa.record_batch({"i": list(range(i * 10, i * 10 + 10))}))
     written = writer.close()
     assert len(written) >= 3 and sum(w.num_rows for w in written) == 30
-    assert [w.path for w in written] == [f"{mem_root}/out/part-{n:05d}.parquet" for n in range(len(written))]
-    index = open_dataset(f"{mem_root}/out/*.parquet", progress=False, cache_dir=str(tmp_path / "cache"))
+    assert [w.path for w in written] == [
+        f"{mem_root}/out/part-{n:05d}.parquet" for n in range(len(written))
+    ]
+    index = open_dataset(
+        f"{mem_root}/out/*.parquet", progress=False, cache_dir=str(tmp_path / "cache")
+    )
     assert index.num_samples == 30 and len(index.files) == len(written)
     fmt = get_format("parquet")
     ids = [i for u in index.units for b in fmt.read_unit(u) for i in b.column("i").to_pylist()]
@@ -261,7 +280,13 @@ def test_with_retries_caps_delay_and_gives_up() -> None:
 
 @pytest.mark.parametrize(
     "error",
-    [ValueError("bad value"), FileNotFoundError("gone"), PermissionError("denied"), KeyError("k"), OSError("disk full")],
+    [
+        ValueError("bad value"),
+        FileNotFoundError("gone"),
+        PermissionError("denied"),
+        KeyError("k"),
+        OSError("disk full"),
+    ],
 )
 def test_with_retries_does_not_retry_other_errors(error: BaseException) -> None:
     delays: list[float] = []
@@ -274,7 +299,9 @@ def test_with_retries_does_not_retry_other_errors(error: BaseException) -> None:
 def test_with_retries_custom_predicate_and_validation() -> None:
     delays: list[float] = []
     fn = Flaky([KeyError("a"), KeyError("b")], value="done")
-    assert with_retries(fn, retry_on=lambda e: isinstance(e, KeyError), sleep=delays.append) == "done"
+    assert (
+        with_retries(fn, retry_on=lambda e: isinstance(e, KeyError), sleep=delays.append) == "done"
+    )
     assert fn.calls == 3 and len(delays) == 2
     with pytest.raises(ValueError, match="attempts"):
         with_retries(lambda: 1, attempts=0)
@@ -285,10 +312,17 @@ def test_is_transient_classification() -> None:
     assert is_transient(ConnectionAbortedError())
     assert is_transient(Exception("Request timed out"))
     assert is_transient(Exception("Throttling: rate exceeded"))
-    assert not is_transient(FileNotFoundError("503 in the name"))  # never retried, whatever the text
+    assert not is_transient(
+        FileNotFoundError("503 in the name")
+    )  # never retried, whatever the text
     assert not is_transient(ValueError("nope"))
     # what s3fs makes of a server's 5xx answers (InternalError, ServiceUnavailable) while it starts again
-    assert is_transient(OSError(getattr(errno, "EREMOTEIO", errno.EIO), "We encountered an internal error, please try again."))
+    assert is_transient(
+        OSError(
+            getattr(errno, "EREMOTEIO", errno.EIO),
+            "We encountered an internal error, please try again.",
+        )
+    )
     assert is_transient(OSError(errno.EBUSY, "Service Unavailable"))
     assert is_transient(Exception("InternalError: we encountered an internal error"))
     assert not is_transient(OSError(errno.EINVAL, "Invalid argument"))
@@ -461,7 +495,9 @@ def test_s3_atomic_write_and_expand(s3_server: dict[str, Any], bucket: tuple[str
 
 
 @pytest.mark.engine
-def test_s3_atomic_write_error_publishes_nothing(s3_server: dict[str, Any], bucket: tuple[str, Any]) -> None:
+def test_s3_atomic_write_error_publishes_nothing(
+    s3_server: dict[str, Any], bucket: tuple[str, Any]
+) -> None:
     name, fs = bucket
     opts = s3_server["storage_options"]
     with pytest.raises(RuntimeError):
@@ -496,21 +532,30 @@ def test_s3_shard_writer_and_dataset(
     assert len(jfiles) >= 3 and all(w.path.startswith(f"s3://{name}/js/shard-") for w in jfiles)
 
     index = open_dataset(
-        f"s3://{name}/ds/*.parquet", storage_options=opts, cache_dir=str(tmp_path / "cache"), progress=False
+        f"s3://{name}/ds/*.parquet",
+        storage_options=opts,
+        cache_dir=str(tmp_path / "cache"),
+        progress=False,
     )
     assert [u.num_samples for u in index.units] == [100, 100, 50, 3, 3, 1, 120]
     pfmt = get_format("parquet", storage_options=opts)
-    ids = [i for u in index.units for b in pfmt.read_unit(u, schema=index.schema) for i in b.column("id").to_pylist()]
+    ids = [
+        i
+        for u in index.units
+        for b in pfmt.read_unit(u, schema=index.schema)
+        for i in b.column("id").to_pylist()
+    ]
     assert ids == list(range(377)) and index.num_samples == len(ids)
 
-    jindex = open_dataset(
-        f"s3://{name}/js", storage_options=opts, progress=False, unit_bytes=700
-    )
+    jindex = open_dataset(f"s3://{name}/js", storage_options=opts, progress=False, unit_bytes=700)
     assert jindex.location == f"s3://{name}/js/_shardwise_index.json"  # saved beside the data
     assert fs.exists(f"{name}/js/_shardwise_index.json")
     jfmt_small = get_format("jsonl", storage_options=opts, unit_bytes=700)
     jids = [
-        i for u in jindex.units for b in jfmt_small.read_unit(u, schema=jindex.schema) for i in b.column("id").to_pylist()
+        i
+        for u in jindex.units
+        for b in jfmt_small.read_unit(u, schema=jindex.schema)
+        for i in b.column("id").to_pylist()
     ]
     assert jids == list(range(300)) and jindex.num_samples == 300 and jindex.num_units > len(jfiles)
 
@@ -573,7 +618,10 @@ def test_s3_sees_changes_made_by_another_client(
     cache = str(tmp_path / "cache")
     assert expand(pattern, **opts) == [f"s3://{name}/ds/p0.jsonl", f"s3://{name}/ds/p1.jsonl"]
     old = info(f"s3://{name}/ds/p1.jsonl", **opts)
-    assert open_dataset(pattern, storage_options=opts, cache_dir=cache, progress=False).num_samples == 3
+    assert (
+        open_dataset(pattern, storage_options=opts, cache_dir=cache, progress=False).num_samples
+        == 3
+    )
 
     _external_put(s3_env, name, "ds/p1.jsonl", b'{"a": 2}\n' * 10)
     _external_put(s3_env, name, "ds/p2.jsonl", b'{"a": 3}\n' * 4)
@@ -590,7 +638,10 @@ def test_s3_sees_changes_made_by_another_client(
 
 @pytest.mark.engine
 def test_s3_open_dataset_uses_storage_options(
-    s3_server: dict[str, Any], bucket: tuple[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    s3_server: dict[str, Any],
+    bucket: tuple[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_PROFILE"):
         monkeypatch.delenv(var, raising=False)
@@ -602,19 +653,28 @@ def test_s3_open_dataset_uses_storage_options(
     with atomic_write(f"s3://{name}/ds/p.parquet", **opts) as f:
         f.write(_parquet_bytes(list(range(9)), 4))
     index = open_dataset(
-        f"s3://{name}/ds/*.parquet", storage_options=opts, cache_dir=str(tmp_path / "cache"), progress=False
+        f"s3://{name}/ds/*.parquet",
+        storage_options=opts,
+        cache_dir=str(tmp_path / "cache"),
+        progress=False,
     )
     assert index.num_samples == 9
 
 
 @pytest.mark.engine
-def test_s3_refusals_fail_fast_naming_the_url(s3_server: dict[str, Any], bucket: tuple[str, Any],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_s3_refusals_fail_fast_naming_the_url(
+    s3_server: dict[str, Any], bucket: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     name, fs = bucket
     fs.pipe(f"{name}/d/a.jsonl", b'{"id": 1}\n')
     endpoint = {"client_kwargs": {"endpoint_url": s3_server["endpoint_url"]}}
     good = s3_server["storage_options"]
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE"):
+    for var in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_PROFILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
@@ -631,7 +691,9 @@ def test_s3_refusals_fail_fast_naming_the_url(s3_server: dict[str, Any], bucket:
             with pytest.raises(error) as info:
                 open_dataset(url, storage_options=options, progress=False, refresh=True)
             assert words in str(info.value) and url.rstrip("/") in str(info.value), info.value
-            assert not is_transient(info.value.__cause__ or info.value)  # refused at once, never retried
+            assert not is_transient(
+                info.value.__cause__ or info.value
+            )  # refused at once, never retried
     finally:
         _forget_s3_clients()
 
@@ -639,7 +701,12 @@ def test_s3_refusals_fail_fast_naming_the_url(s3_server: dict[str, Any], bucket:
 def test_s3_filesystems_of_a_process_share_one_botocore_session() -> None:
     from shardwise.storage.paths import resolve
 
-    a, _ = resolve("s3://bucket/a.parquet", key="k", secret="s", client_kwargs={"endpoint_url": "http://127.0.0.1:1"})
+    a, _ = resolve(
+        "s3://bucket/a.parquet",
+        key="k",
+        secret="s",
+        client_kwargs={"endpoint_url": "http://127.0.0.1:1"},
+    )
     b, _ = resolve("s3://other/b.parquet", key="k2", secret="s2")
     assert a is not b and a.session is b.session  # parsed once, inherited by forked workers
     c, _ = resolve("s3://bucket/a.parquet", profile="someone")

@@ -21,10 +21,20 @@ def run(spec: dict[str, Any]) -> list[int]:
     from shardwise import StreamingDataset
 
     extra = {"unit_bytes": spec["unit_bytes"]} if spec.get("unit_bytes") else {}
-    ds = StreamingDataset(spec["source"], storage_options=spec["storage_options"], format=spec["format"],
-                          cache_dir=spec["cache_dir"], cache_bytes=spec["cache_bytes"], batch_size=8,
-                          seed=spec["seed"], rank=spec["rank"], world_size=spec["world_size"],
-                          num_workers=spec["num_workers"], batch_format="numpy", **extra)
+    ds = StreamingDataset(
+        spec["source"],
+        storage_options=spec["storage_options"],
+        format=spec["format"],
+        cache_dir=spec["cache_dir"],
+        cache_bytes=spec["cache_bytes"],
+        batch_size=8,
+        seed=spec["seed"],
+        rank=spec["rank"],
+        world_size=spec["world_size"],
+        num_workers=spec["num_workers"],
+        batch_format="numpy",
+        **extra,
+    )
     ids: list[int] = []
     loader = DataLoader(ds, batch_size=None, num_workers=spec["num_workers"])
     for batch in loader:

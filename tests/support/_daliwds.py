@@ -44,8 +44,14 @@ def build_pipeline(src: Any) -> Any:
     Outputs per source: the decoded image and the label bytes."""
     from nvidia.dali import fn, pipeline_def
 
-    @pipeline_def(batch_size=src.per_worker, num_threads=1, device_id=None,
-                  py_num_workers=src.num_workers, py_start_method="spawn", prefetch_queue_depth=2)
+    @pipeline_def(
+        batch_size=src.per_worker,
+        num_threads=1,
+        device_id=None,
+        py_num_workers=src.num_workers,
+        py_start_method="spawn",
+        prefetch_queue_depth=2,
+    )
     def pipe() -> tuple[Any, ...]:
         outs: list[Any] = []
         for jpg, cls in src.external_sources():

@@ -29,10 +29,19 @@ def main() -> None:
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(1, 1))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    ds = StreamingDataset([Source(f"{root}/web", weight=2.0, name="web"),
-                           Source(f"{root}/code", weight=1.0, name="code", columns={"id": "id", "x": "value"})],
-                          epoch_size=960, batch_size=int(global_batch) // world, canonical_workers=4,
-                          num_workers=workers_n, seed=21, batch_format="numpy", columns=["id", "x"])
+    ds = StreamingDataset(
+        [
+            Source(f"{root}/web", weight=2.0, name="web"),
+            Source(f"{root}/code", weight=1.0, name="code", columns={"id": "id", "x": "value"}),
+        ],
+        epoch_size=960,
+        batch_size=int(global_batch) // world,
+        canonical_workers=4,
+        num_workers=workers_n,
+        seed=21,
+        batch_format="numpy",
+        columns=["id", "x"],
+    )
     if stop_n < 0 and state_path != "-":
         with open(state_path) as f:
             ds.load_state_dict(json.load(f))

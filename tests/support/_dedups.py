@@ -17,7 +17,9 @@ class KeepFirstOfEachLength(DedupOp):
     column: str = "text"
 
     def keys(self, batch: pa.RecordBatch) -> dict[str, np.ndarray]:
-        return {"len": np.array([len(t or "") for t in batch.column(self.column).to_pylist()], np.int64)}
+        return {
+            "len": np.array([len(t or "") for t in batch.column(self.column).to_pylist()], np.int64)
+        }
 
     def decide(self, ctx: DedupContext) -> DedupDecision:
         lengths = ctx.map(_lengths, [(ctx.keys, t) for t in range(ctx.num_tasks)], "lengths")

@@ -14,8 +14,16 @@ from shardwise import open_dataset
 from shardwise.formats import Unit, WrittenFile, get_format
 
 # Values chosen to trip encoders: multi-byte UTF-8, escapes, empty strings, nulls.
-TEXTS = ["héllo wörld", "日本語テキスト", "emoji 🚀🎉", "", 'quote " back\\slash', "tab\tnew\nline", None]
-BATCH_TEXTS = ["plain", "ünïcödé ✓ 漢字", "", "quote \" and \\ backslash", "new\nline", None]
+TEXTS = [
+    "héllo wörld",
+    "日本語テキスト",
+    "emoji 🚀🎉",
+    "",
+    'quote " back\\slash',
+    "tab\tnew\nline",
+    None,
+]
+BATCH_TEXTS = ["plain", "ünïcödé ✓ 漢字", "", 'quote " and \\ backslash', "new\nline", None]
 
 
 def table(n: int, start: int = 0) -> pa.Table:
@@ -34,11 +42,13 @@ def table(n: int, start: int = 0) -> pa.Table:
 def batch(n: int, offset: int = 0) -> pa.RecordBatch:
     """``n`` rows of id, text and score, ids from ``offset``."""
     ids = list(range(offset, offset + n))
-    return pa.record_batch({
-        "id": pa.array(ids, pa.int64()),
-        "text": pa.array([BATCH_TEXTS[i % len(BATCH_TEXTS)] for i in ids], pa.string()),
-        "score": pa.array([i / 4 if i % 7 else None for i in ids], pa.float64()),
-    })
+    return pa.record_batch(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "text": pa.array([BATCH_TEXTS[i % len(BATCH_TEXTS)] for i in ids], pa.string()),
+            "score": pa.array([i / 4 if i % 7 else None for i in ids], pa.float64()),
+        }
+    )
 
 
 def wds_table(n: int, start: int = 0) -> pa.Table:
@@ -48,9 +58,15 @@ def wds_table(n: int, start: int = 0) -> pa.Table:
         {
             "__key__": pa.array(keys, pa.string()),
             # binary with NUL and high bytes; every 4th sample has an empty payload
-            "bin": pa.array([bytes([i % 256, 0, 255, 10]) * (i % 4) for i in range(start, start + n)], pa.binary()),
+            "bin": pa.array(
+                [bytes([i % 256, 0, 255, 10]) * (i % 4) for i in range(start, start + n)],
+                pa.binary(),
+            ),
             # unicode text; every 3rd sample lacks it (no member written)
-            "txt": pa.array([None if i % 3 == 0 else f"sample {i} ✓ ünï" for i in range(start, start + n)], pa.string()),
+            "txt": pa.array(
+                [None if i % 3 == 0 else f"sample {i} ✓ ünï" for i in range(start, start + n)],
+                pa.string(),
+            ),
         }
     )
 
@@ -60,12 +76,17 @@ def incompressible_table(n: int) -> pa.Table:
     return pa.table(
         {
             "id": pa.array(range(n), pa.int64()),
-            "payload": ["".join(xxhash.xxh128(f"{i}-{j}".encode()).hexdigest() for j in range(4)) for i in range(n)],
+            "payload": [
+                "".join(xxhash.xxh128(f"{i}-{j}".encode()).hexdigest() for j in range(4))
+                for i in range(n)
+            ],
         }
     )
 
 
-def write(name: str, prefix: str, data: pa.Table, batch_rows: int, **options: Any) -> list[WrittenFile]:
+def write(
+    name: str, prefix: str, data: pa.Table, batch_rows: int, **options: Any
+) -> list[WrittenFile]:
     """Write ``data`` through format ``name``'s rolling writer, ``batch_rows`` at a time."""
     writer = get_format(name).open_writer(prefix, **options)
     for b in data.to_batches(max_chunksize=batch_rows):
@@ -96,7 +117,11 @@ def read_everything(path: str, **fmt_opts: Any) -> pa.Table:
     index = open_dataset(path, progress=False, **fmt_opts)
     fmt = get_format(index.format)
     batches = [b for u in index.units for b in fmt.read_unit(u, schema=index.schema)]
-    return pa.Table.from_batches(batches, schema=index.schema) if batches else index.schema.empty_table()
+    return (
+        pa.Table.from_batches(batches, schema=index.schema)
+        if batches
+        else index.schema.empty_table()
+    )
 
 
 def check_written(files: list[WrittenFile]) -> None:

@@ -38,7 +38,12 @@ def _client_pid(client_port: int, server_port: int) -> int:
     import psutil
 
     for conn in psutil.net_connections(kind="tcp4"):
-        if conn.laddr and conn.raddr and conn.laddr.port == client_port and conn.raddr.port == server_port:
+        if (
+            conn.laddr
+            and conn.raddr
+            and conn.laddr.port == client_port
+            and conn.raddr.port == server_port
+        ):
             return conn.pid if conn.pid is not None else -1
     return -1
 

@@ -17,12 +17,14 @@ def make_parquet(root: Path, n: int = 10_007, files: int = 7, seed: int = 0) -> 
     for i in range(files):
         lo, hi = bounds[i], bounds[i + 1]
         ids = np.arange(lo, hi)
-        table = pa.table({
-            "id": pa.array(ids, pa.int64()),
-            "label": pa.array(ids % 10, pa.int64()),
-            "x": pa.array((ids * 0.5).astype(np.float32)),
-            "text": pa.array([f"doc {j}" for j in ids]),
-        })
+        table = pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "label": pa.array(ids % 10, pa.int64()),
+                "x": pa.array((ids * 0.5).astype(np.float32)),
+                "text": pa.array([f"doc {j}" for j in ids]),
+            }
+        )
         with pq.ParquetWriter(root / f"part-{i:02d}.parquet", table.schema) as w:
             start = 0
             while start < table.num_rows:

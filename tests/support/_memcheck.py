@@ -44,11 +44,20 @@ def main() -> None:
             read += batch.num_rows
             ids_sum += int(batch.column("id").to_numpy().sum())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({
-        "rows": rows, "indexed": index.num_samples, "read": read, "units": index.num_units,
-        "ids_ok": ids_sum == rows * (rows - 1) // 2, "bytes": os.path.getsize(path),
-        "peak_rss_mib": peak, "rss_before_index_mib": base,
-    }))
+    print(
+        json.dumps(
+            {
+                "rows": rows,
+                "indexed": index.num_samples,
+                "read": read,
+                "units": index.num_units,
+                "ids_ok": ids_sum == rows * (rows - 1) // 2,
+                "bytes": os.path.getsize(path),
+                "peak_rss_mib": peak,
+                "rss_before_index_mib": base,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

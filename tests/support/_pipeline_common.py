@@ -13,7 +13,20 @@ from shardwise.pipeline import Pipeline, read_jsonl
 
 def make_input(root: Path, files: int = 4, rows: int = 1500, bad_lines: bool = False) -> Path:
     rng = random.Random(0)
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "epsilon",
+        "zeta",
+        "eta",
+        "theta",
+        "iota",
+        "kappa",
+        "lambda",
+        "mu",
+    ]
     root.mkdir(parents=True, exist_ok=True)
     n = 0
     for f in range(files):
@@ -51,15 +64,19 @@ def note_node(batch: Any, notes_dir: str) -> Any:
     return batch
 
 
-def build(src: str, out: str, slow: bool = False, on_error: str = "raise", notes_dir: str | None = None) -> Pipeline:
+def build(
+    src: str, out: str, slow: bool = False, on_error: str = "raise", notes_dir: str | None = None
+) -> Pipeline:
     p = read_jsonl(src, task_bytes=40_000, on_error=on_error)
     if slow:
         p = p.map(_slow)
     if notes_dir:
         p = p.map(note_node, notes_dir=notes_dir)
-    return (p.apply("normalize_text", column="text", lowercase=True)
-             .apply("strip_urls", column="text")
-             .apply("word_count_filter", column="text", min=3)
-             .dedup(method="exact", column="text")
-             .apply("length_filter", column="text", max=200)
-             .write_parquet(out, target_shard_bytes=20_000, row_group_rows=500))
+    return (
+        p.apply("normalize_text", column="text", lowercase=True)
+        .apply("strip_urls", column="text")
+        .apply("word_count_filter", column="text", min=3)
+        .dedup(method="exact", column="text")
+        .apply("length_filter", column="text", max=200)
+        .write_parquet(out, target_shard_bytes=20_000, row_group_rows=500)
+    )

@@ -62,8 +62,12 @@ def groups(data: str, state_path: str) -> dict[str, Any]:
     states = _gather(state)
     if dist.get_rank() == 0:
         torch.save(state, state_path)
-    return {"epoch0": epoch0, "head": head, "same_state": all(s == states[0] for s in states),
-            "dp": _gather([ds.dp_rank, ds.dp_size])}
+    return {
+        "epoch0": epoch0,
+        "head": head,
+        "same_state": all(s == states[0] for s in states),
+        "dp": _gather([ds.dp_rank, ds.dp_size]),
+    }
 
 
 def resume(data: str, state_path: str) -> dict[str, Any]:

@@ -7,7 +7,28 @@ import json
 import random
 from pathlib import Path
 
-WORDS = ["river", "stone", "market", "winter", "engine", "garden", "letter", "silver", "window", "harbor", "planet", "candle", "orchard", "ladder", "meadow", "pillow", "thunder", "violin", "basket", "copper"]
+WORDS = [
+    "river",
+    "stone",
+    "market",
+    "winter",
+    "engine",
+    "garden",
+    "letter",
+    "silver",
+    "window",
+    "harbor",
+    "planet",
+    "candle",
+    "orchard",
+    "ladder",
+    "meadow",
+    "pillow",
+    "thunder",
+    "violin",
+    "basket",
+    "copper",
+]
 
 
 def _documents(rng: random.Random, n: int) -> list[str]:

@@ -122,8 +122,9 @@ def _die_with_parent() -> None:
         pass
 
 
-def start_weed(workdir: str, key: str, secret: str,
-               ports: dict[str, int] | None = None) -> tuple[subprocess.Popen[bytes], dict[str, int], Any]:
+def start_weed(
+    workdir: str, key: str, secret: str, ports: dict[str, int] | None = None
+) -> tuple[subprocess.Popen[bytes], dict[str, int], Any]:
     """Start ``weed mini`` with every service on a fresh port (or on ``ports``, to restart
     a stopped server where clients expect it, over the same data); return (process, ports, log)."""
     names = ["master", "volume", "filer", "s3", "admin"]
@@ -193,7 +194,9 @@ def remove_weed_files(workdir: str, ports: dict[str, int]) -> None:
                     os.unlink(path)
 
 
-def wait_ready(proc: subprocess.Popen[bytes], workdir: str, ports: dict[str, int], key: str, secret: str) -> None:
+def wait_ready(
+    proc: subprocess.Popen[bytes], workdir: str, ports: dict[str, int], key: str, secret: str
+) -> None:
     """Wait until the S3 port answers signed requests; raise with the log's tail if weed exits."""
     endpoint = f"http://127.0.0.1:{ports['s3']}"
     deadline = time.monotonic() + START_TIMEOUT
@@ -205,7 +208,9 @@ def wait_ready(proc: subprocess.Popen[bytes], workdir: str, ports: dict[str, int
         if _answers(ports["s3"]) and _s3_ready(endpoint, key, secret):
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"weed mini S3 did not answer on {endpoint} within {START_TIMEOUT:.0f}s")
+            raise RuntimeError(
+                f"weed mini S3 did not answer on {endpoint} within {START_TIMEOUT:.0f}s"
+            )
         time.sleep(0.2)
 
 
@@ -222,7 +227,11 @@ def s3_server() -> Iterator[dict[str, Any]]:
             "endpoint_url": endpoint,
             "key": key,
             "secret": secret,
-            "storage_options": {"key": key, "secret": secret, "client_kwargs": {"endpoint_url": endpoint}},
+            "storage_options": {
+                "key": key,
+                "secret": secret,
+                "client_kwargs": {"endpoint_url": endpoint},
+            },
         }
     finally:
         stop_weed(proc)
@@ -244,8 +253,13 @@ def bucket(s3_server: dict[str, Any]) -> Iterator[tuple[str, Any]]:
 
 def aws_env(server: dict[str, Any]) -> dict[str, str]:
     """The environment of a process that reaches ``server`` through the usual AWS variables."""
-    return {**os.environ, "AWS_ACCESS_KEY_ID": server["key"], "AWS_SECRET_ACCESS_KEY": server["secret"],
-            "AWS_ENDPOINT_URL": server["endpoint_url"], "AWS_DEFAULT_REGION": "us-east-1"}
+    return {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": server["key"],
+        "AWS_SECRET_ACCESS_KEY": server["secret"],
+        "AWS_ENDPOINT_URL": server["endpoint_url"],
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
 
 
 def upload(fs: Any, local: str | os.PathLike[str], prefix: str) -> None:
@@ -257,5 +271,8 @@ def upload(fs: Any, local: str | os.PathLike[str], prefix: str) -> None:
 def published_parts(fs: Any, prefix: str) -> dict[str, bytes]:
     """The published ``part-*`` data files under ``prefix`` (``bucket/key``), by name."""
     fs.invalidate_cache()
-    return {p.rsplit("/", 1)[-1]: fs.cat_file(p) for p in sorted(fs.find(prefix))
-            if p.rsplit("/", 1)[-1].startswith("part-") and "/_work/" not in p}
+    return {
+        p.rsplit("/", 1)[-1]: fs.cat_file(p)
+        for p in sorted(fs.find(prefix))
+        if p.rsplit("/", 1)[-1].startswith("part-") and "/_work/" not in p
+    }

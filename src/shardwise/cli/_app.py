@@ -41,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         code = cli.main(args=argv, prog_name="shardwise", standalone_mode=False)
-        if isinstance(code, int) and not isinstance(code, bool) and code:  # a command's own exit code
+        if (
+            isinstance(code, int) and not isinstance(code, bool) and code
+        ):  # a command's own exit code
             return code
     except click.exceptions.Abort:
         click.echo("interrupted", err=True)
@@ -62,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - last-resort handler for a CLI
         if debug:
             traceback.print_exc()
-        click.echo(f"error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", err=True)
+        click.echo(
+            f"error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", err=True
+        )
         return EXIT_ERROR
     return 0

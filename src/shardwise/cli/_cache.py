@@ -23,20 +23,28 @@ def cache_verify(directory: str, keep: bool) -> None:
     report = verify_cache(directory, remove=not keep)
     for path, reason in report.bad:
         click.echo(f"bad: {path}: {reason}")
-    click.echo(f"{report.checked} entries checked, {len(report.bad)} bad, {report.removed} removed, "
-               f"{report.stale} leftovers of dead processes removed")
+    click.echo(
+        f"{report.checked} entries checked, {len(report.bad)} bad, {report.removed} removed, "
+        f"{report.stale} leftovers of dead processes removed"
+    )
     if report.bad:
         raise click.exceptions.Exit(EXIT_ERROR)
 
 
 @cache.command("clear")
 @click.argument("directory")
-@click.option("--all", "everything", is_flag=True,
-              help="Also remove entries a running process leases (it keeps what it already read).")
+@click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="Also remove entries a running process leases (it keeps what it already read).",
+)
 def cache_clear(directory: str, everything: bool) -> None:
     """Remove the entries of DIRECTORY that no running process reads."""
     from shardwise.storage.cache_admin import clear_cache
 
     report = clear_cache(directory, all=everything)
-    click.echo(f"removed {report.removed} entries ({human_bytes(report.removed_bytes)}); "
-               f"kept {report.kept_leased} in use")
+    click.echo(
+        f"removed {report.removed} entries ({human_bytes(report.removed_bytes)}); "
+        f"kept {report.kept_leased} in use"
+    )

@@ -12,18 +12,29 @@ from shardwise.cli._app import cli, human_bytes
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix).")
+@click.option(
+    "--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix)."
+)
 @click.option("--refresh", is_flag=True, help="Ignore a saved index and re-read every file.")
-@click.option("--on-error", type=click.Choice(["raise", "skip"]), default="raise", show_default=True,
-              help="A bad sample found while indexing (WebDataset): refuse the shard, or leave it "
-                   "out of the counts.")
+@click.option(
+    "--on-error",
+    type=click.Choice(["raise", "skip"]),
+    default="raise",
+    show_default=True,
+    help="A bad sample found while indexing (WebDataset): refuse the shard, or leave it "
+    "out of the counts.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def inspect(paths: tuple[str, ...], fmt: str | None, refresh: bool, on_error: str, as_json: bool) -> None:
+def inspect(
+    paths: tuple[str, ...], fmt: str | None, refresh: bool, on_error: str, as_json: bool
+) -> None:
     """Index PATHS (files, directories, globs or URLs) and print a summary."""
     from shardwise.formats import check_on_error
     from shardwise.index import open_dataset
 
-    index = open_dataset(list(paths), format=fmt, refresh=refresh, on_error=check_on_error(on_error))
+    index = open_dataset(
+        list(paths), format=fmt, refresh=refresh, on_error=check_on_error(on_error)
+    )
     summary = index.summary()
     summary["index_location"] = index.location
     if as_json:
@@ -34,9 +45,17 @@ def inspect(paths: tuple[str, ...], fmt: str | None, refresh: bool, on_error: st
 
 @cli.command()
 @click.argument("run_dir")
-@click.option("--format", "fmt", type=click.Choice(["html", "json"]), default="html", show_default=True,
-              help="html: write _report.html; json: print the report's numbers.")
-@click.option("--out", "-o", default=None, help="Where to write the HTML (default: RUN_DIR/_report.html).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "json"]),
+    default="html",
+    show_default=True,
+    help="html: write _report.html; json: print the report's numbers.",
+)
+@click.option(
+    "--out", "-o", default=None, help="Where to write the HTML (default: RUN_DIR/_report.html)."
+)
 def report(run_dir: str, fmt: str, out: str | None) -> None:
     """Rebuild the report of the run published in RUN_DIR from its manifests."""
     from shardwise.report import load_run, render_run, write_run_report
@@ -54,17 +73,44 @@ def report(run_dir: str, fmt: str, out: str | None) -> None:
 
 @cli.command()
 @click.argument("sources", nargs=-1, required=True)
-@click.option("--out", "-o", required=True, help="Output directory (raw/ downloads, data/ Parquet shards).")
-@click.option("--steps", default="download,convert,index", show_default=True,
-              help="Comma-separated steps to run.")
-@click.option("--backend", default=None, help="Parallel backend for the steps (local, thread, ray, dask, spark, joblib).")
+@click.option(
+    "--out", "-o", required=True, help="Output directory (raw/ downloads, data/ Parquet shards)."
+)
+@click.option(
+    "--steps",
+    default="download,convert,index",
+    show_default=True,
+    help="Comma-separated steps to run.",
+)
+@click.option(
+    "--backend",
+    default=None,
+    help="Parallel backend for the steps (local, thread, ray, dask, spark, joblib).",
+)
 @click.option("--format", "fmt", default=None, help="Input format (default: by suffix).")
-@click.option("--shard-mb", type=click.FloatRange(min=0.001), default=128.0, show_default=True,
-              help="Target Parquet shard size in MB.")
-@click.option("--checksum", multiple=True, metavar="URL=ALGO:HEX", help="Verify a download (repeatable).")
-@click.option("--skip-bad-records", is_flag=True, help="Quarantine and count bad records instead of failing.")
-def prepare(sources: tuple[str, ...], out: str, steps: str, backend: str | None, fmt: str | None,
-            shard_mb: float, checksum: tuple[str, ...], skip_bad_records: bool) -> None:
+@click.option(
+    "--shard-mb",
+    type=click.FloatRange(min=0.001),
+    default=128.0,
+    show_default=True,
+    help="Target Parquet shard size in MB.",
+)
+@click.option(
+    "--checksum", multiple=True, metavar="URL=ALGO:HEX", help="Verify a download (repeatable)."
+)
+@click.option(
+    "--skip-bad-records", is_flag=True, help="Quarantine and count bad records instead of failing."
+)
+def prepare(
+    sources: tuple[str, ...],
+    out: str,
+    steps: str,
+    backend: str | None,
+    fmt: str | None,
+    shard_mb: float,
+    checksum: tuple[str, ...],
+    skip_bad_records: bool,
+) -> None:
     """Download SOURCES (URLs, paths, globs) in parallel, resuming partial downloads, and
     convert them to indexed Parquet shards in OUT/data."""
     from shardwise.errors import ConfigError
@@ -76,57 +122,115 @@ def prepare(sources: tuple[str, ...], out: str, steps: str, backend: str | None,
         if not sep:
             raise ConfigError(f"--checksum must be URL=ALGO:HEX, got {item!r}")
         sums[url] = value
-    result = run_prepare(list(sources), out, steps=[s.strip() for s in steps.split(",") if s.strip()],
-                         backend=backend, format=fmt, target_shard_bytes=int(shard_mb * 2**20),
-                         checksums=sums, on_error="skip" if skip_bad_records else "raise")
-    click.echo(f"downloaded {len(result.downloaded)} files ({human_bytes(result.resumed_bytes)} resumed)")
-    click.echo(f"{len(result.shards)} Parquet shards, {result.num_rows:,} rows; index: {result.index_location or '-'}")
+    result = run_prepare(
+        list(sources),
+        out,
+        steps=[s.strip() for s in steps.split(",") if s.strip()],
+        backend=backend,
+        format=fmt,
+        target_shard_bytes=int(shard_mb * 2**20),
+        checksums=sums,
+        on_error="skip" if skip_bad_records else "raise",
+    )
+    click.echo(
+        f"downloaded {len(result.downloaded)} files ({human_bytes(result.resumed_bytes)} resumed)"
+    )
+    click.echo(
+        f"{len(result.shards)} Parquet shards, {result.num_rows:,} rows; index: {result.index_location or '-'}"
+    )
 
 
 @cli.command()
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
-@click.option("--backend", default=None, help="Override executor.backend (local, thread, ray, spark, dask, joblib).")
-@click.option("--num-proc", type=int, default=None, help="Override executor.num_proc (-1: all cores/slots).")
-@click.option("--accounting", type=click.Path(dir_okay=False), default=None,
-              help="Also save the accounting as JSON here (it is always in OUT/_manifest.json).")
+@click.option(
+    "--backend",
+    default=None,
+    help="Override executor.backend (local, thread, ray, spark, dask, joblib).",
+)
+@click.option(
+    "--num-proc", type=int, default=None, help="Override executor.num_proc (-1: all cores/slots)."
+)
+@click.option(
+    "--accounting",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also save the accounting as JSON here (it is always in OUT/_manifest.json).",
+)
 def run(config: str, backend: str | None, num_proc: int | None, accounting: str | None) -> None:
     """Run the pipeline described by the YAML file CONFIG and print its accounting."""
     from shardwise.pipeline.config import pipeline_from_config
 
     with open(config, encoding="utf-8") as f:
         pipeline, executor = pipeline_from_config(f.read(), config)
-    result = pipeline.run(backend or executor.get("backend"), num_proc=num_proc or executor.get("num_proc"))
+    result = pipeline.run(
+        backend or executor.get("backend"), num_proc=num_proc or executor.get("num_proc")
+    )
     click.echo(result.table())
     if result.skipped_tasks:
-        click.echo(f"({result.skipped_tasks} of {result.tasks} tasks were already committed and skipped)")
+        click.echo(
+            f"({result.skipped_tasks} of {result.tasks} tasks were already committed and skipped)"
+        )
     click.echo(f"manifest: {result.manifest}")
     click.echo(f"report: {result.manifest.rsplit('/', 1)[0]}/_report.html")
     if accounting:
         with open(accounting, "w", encoding="utf-8") as f:
-            json.dump({"rows_in": result.rows_in, "rows_out": result.rows_out, "dropped": result.dropped,
-                       "quarantined": result.quarantined, "files": result.files}, f, indent=1)
+            json.dump(
+                {
+                    "rows_in": result.rows_in,
+                    "rows_out": result.rows_out,
+                    "dropped": result.dropped,
+                    "quarantined": result.quarantined,
+                    "files": result.files,
+                },
+                f,
+                indent=1,
+            )
 
 
 @cli.command()
 @click.argument("source", nargs=-1, required=True)
 @click.option("--out", "-o", required=True, help="Output directory.")
-@click.option("--target-mb", type=click.FloatRange(min=0.001), default=128.0, show_default=True,
-              help="Target file size in MB.")
+@click.option(
+    "--target-mb",
+    type=click.FloatRange(min=0.001),
+    default=128.0,
+    show_default=True,
+    help="Target file size in MB.",
+)
 @click.option("--format", "fmt", default=None, help="Input format (default: by suffix).")
 @click.option("--backend", default=None, help="Parallel backend.")
-@click.option("--on-error", type=click.Choice(["raise", "skip"]), default="raise", show_default=True,
-              help="skip: quarantine and count bad records instead of failing.")
-def resplit(source: tuple[str, ...], out: str, target_mb: float, fmt: str | None, backend: str | None,
-            on_error: str) -> None:
+@click.option(
+    "--on-error",
+    type=click.Choice(["raise", "skip"]),
+    default="raise",
+    show_default=True,
+    help="skip: quarantine and count bad records instead of failing.",
+)
+def resplit(
+    source: tuple[str, ...],
+    out: str,
+    target_mb: float,
+    fmt: str | None,
+    backend: str | None,
+    on_error: str,
+) -> None:
     """Rewrite SOURCE as balanced Parquet files of about --target-mb (at least 2 per core).
     OUT appears whole or not at all."""
     from shardwise.pipeline.api import resplit as run_resplit
 
-    result = run_resplit(list(source), out, target_file_bytes=int(target_mb * 2**20), format=fmt,
-                         backend=backend, on_error="skip" if on_error == "skip" else "raise")
+    result = run_resplit(
+        list(source),
+        out,
+        target_file_bytes=int(target_mb * 2**20),
+        format=fmt,
+        backend=backend,
+        on_error="skip" if on_error == "skip" else "raise",
+    )
     sizes = [f["bytes"] for f in result.files] or [0]
-    click.echo(f"{len(result.files)} files, {result.rows_out:,} rows, "
-               f"{human_bytes(min(sizes))} to {human_bytes(max(sizes))} each; manifest: {result.manifest}")
+    click.echo(
+        f"{len(result.files)} files, {result.rows_out:,} rows, "
+        f"{human_bytes(min(sizes))} to {human_bytes(max(sizes))} each; manifest: {result.manifest}"
+    )
     if result.quarantined:
         click.echo(f"quarantined {result.quarantined:,} bad records (examples in the manifest)")
 
@@ -137,14 +241,23 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("files", f"{s['files']:,}"),
         ("units", f"{s['units']:,}"),
         ("samples", f"{s['samples']:,}"),
-        *([("skipped", f"{s['skipped']:,} bad samples left out (--on-error skip)")] if s.get("skipped") else []),
+        *(
+            [("skipped", f"{s['skipped']:,} bad samples left out (--on-error skip)")]
+            if s.get("skipped")
+            else []
+        ),
         ("bytes", f"{s['bytes']:,} ({human_bytes(s['bytes'])})"),
         ("columns", ", ".join(s["columns"])),
     ]
     if "smallest_unit" in s:
         for key in ("smallest_unit", "largest_unit"):
             u = s[key]
-            rows.append((key.replace("_", " "), f"{u['samples']:,} samples, {human_bytes(u['bytes'])} ({u['path']} #{u['unit']})"))
+            rows.append(
+                (
+                    key.replace("_", " "),
+                    f"{u['samples']:,} samples, {human_bytes(u['bytes'])} ({u['path']} #{u['unit']})",
+                )
+            )
         rows.append(("mean samples/unit", f"{s['mean_samples_per_unit']:,.1f}"))
     rows.append(("index", s.get("index_location") or "(not saved)"))
     width = max(len(k) for k, _ in rows)

@@ -12,38 +12,111 @@ from shardwise.cli._app import cli, human_bytes
 
 @cli.command()
 @click.argument("paths", nargs=-1)
-@click.option("--source", "-s", "sources", multiple=True, metavar="PATH[:KEY=VALUE,...]",
-              help="Mix sources instead of PATHS (repeat it): PATH, then after ':' weight=W, repeat=R or "
-                   "choose=N, and name=, format= (e.g. -s data/web:weight=0.7 -s data/code:weight=0.3).")
-@click.option("--epoch-size", type=click.IntRange(min=1), default=None,
-              help="Samples per epoch split among the sources by their rules (StreamingDataset's epoch_size=).")
-@click.option("--batching", type=click.Choice(["random", "stratified"]), default="random", show_default=True,
-              help="random: sources mixed across the epoch; stratified: every batch holds each source's share.")
-@click.option("--canonical-workers", type=click.IntRange(min=1), default=None,
-              help="Plan on C canonical workers: the same global batches on every topology whose "
-                   "ranks x workers divide C (StreamingDataset's canonical_workers=).")
-@click.option("--world-size", "-w", type=click.IntRange(min=1), default=1, show_default=True, help="Ranks.")
-@click.option("--workers", "-k", type=click.IntRange(min=1), default=1, show_default=True,
-              help="DataLoader workers per rank (use 1 for num_workers=0).")
-@click.option("--batch-size", "-b", type=click.IntRange(min=1), default=1, show_default=True, help="Per-rank batch size.")
-@click.option("--keep-last", is_flag=True, help="Pad instead of dropping the remainder (drop_last=False).")
-@click.option("--replication", "-r", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Ranks per model-parallel group reading identical batches (StreamingDataset's "
-                   "replication=); must divide --world-size.")
-@click.option("--interleave", type=click.IntRange(min=1), default=None,
-              help="Units mixed per worker (default: as StreamingDataset picks it from --shuffle-mb).")
-@click.option("--shuffle-mb", type=click.IntRange(min=1), default=512, show_default=True,
-              help="Per-worker memory for mixing units (StreamingDataset's shuffle_bytes).")
+@click.option(
+    "--source",
+    "-s",
+    "sources",
+    multiple=True,
+    metavar="PATH[:KEY=VALUE,...]",
+    help="Mix sources instead of PATHS (repeat it): PATH, then after ':' weight=W, repeat=R or "
+    "choose=N, and name=, format= (e.g. -s data/web:weight=0.7 -s data/code:weight=0.3).",
+)
+@click.option(
+    "--epoch-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Samples per epoch split among the sources by their rules (StreamingDataset's epoch_size=).",
+)
+@click.option(
+    "--batching",
+    type=click.Choice(["random", "stratified"]),
+    default="random",
+    show_default=True,
+    help="random: sources mixed across the epoch; stratified: every batch holds each source's share.",
+)
+@click.option(
+    "--canonical-workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Plan on C canonical workers: the same global batches on every topology whose "
+    "ranks x workers divide C (StreamingDataset's canonical_workers=).",
+)
+@click.option(
+    "--world-size", "-w", type=click.IntRange(min=1), default=1, show_default=True, help="Ranks."
+)
+@click.option(
+    "--workers",
+    "-k",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="DataLoader workers per rank (use 1 for num_workers=0).",
+)
+@click.option(
+    "--batch-size",
+    "-b",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Per-rank batch size.",
+)
+@click.option(
+    "--keep-last", is_flag=True, help="Pad instead of dropping the remainder (drop_last=False)."
+)
+@click.option(
+    "--replication",
+    "-r",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Ranks per model-parallel group reading identical batches (StreamingDataset's "
+    "replication=); must divide --world-size.",
+)
+@click.option(
+    "--interleave",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Units mixed per worker (default: as StreamingDataset picks it from --shuffle-mb).",
+)
+@click.option(
+    "--shuffle-mb",
+    type=click.IntRange(min=1),
+    default=512,
+    show_default=True,
+    help="Per-worker memory for mixing units (StreamingDataset's shuffle_bytes).",
+)
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--epoch", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix).")
+@click.option(
+    "--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
-              help="Also draw the plan view (steps per rank and worker, reads, memory) into this HTML file.")
-def plan(paths: tuple[str, ...], sources: tuple[str, ...], epoch_size: int | None, batching: str,
-         canonical_workers: int | None, world_size: int, workers: int, batch_size: int, keep_last: bool,
-         replication: int, interleave: int | None, shuffle_mb: int, seed: int, epoch: int, fmt: str | None,
-         as_json: bool, html_out: str | None) -> None:
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also draw the plan view (steps per rank and worker, reads, memory) into this HTML file.",
+)
+def plan(
+    paths: tuple[str, ...],
+    sources: tuple[str, ...],
+    epoch_size: int | None,
+    batching: str,
+    canonical_workers: int | None,
+    world_size: int,
+    workers: int,
+    batch_size: int,
+    keep_last: bool,
+    replication: int,
+    interleave: int | None,
+    shuffle_mb: int,
+    seed: int,
+    epoch: int,
+    fmt: str | None,
+    as_json: bool,
+    html_out: str | None,
+) -> None:
     """Show the loader plan for PATHS (or the mixed --source's) without reading data: steps
     per rank, samples left out or padded, read amplification, peak buffered bytes, and each
     source's exact samples this epoch. With --replication R the plan is cut for world-size /
@@ -58,7 +131,9 @@ def plan(paths: tuple[str, ...], sources: tuple[str, ...], epoch_size: int | Non
     from shardwise.report import source_rows
 
     if world_size % replication:
-        raise click.BadParameter(f"{replication} does not divide --world-size {world_size}", param_hint="--replication")
+        raise click.BadParameter(
+            f"{replication} does not divide --world-size {world_size}", param_hint="--replication"
+        )
     if bool(paths) == bool(sources):
         raise click.UsageError("give PATHS or --source options (one or more), not both")
     groups = world_size // replication
@@ -68,16 +143,35 @@ def plan(paths: tuple[str, ...], sources: tuple[str, ...], epoch_size: int | Non
     unit_bytes = np.array([u.num_bytes for u in index.units])
     interleave = interleave or auto_interleave(unit_bytes, shuffle_mb * 2**20)
     topo = Topology(groups, workers, batch_size, not keep_last, interleave)
-    p = make_plan(index.counts(), topo, seed=seed, epoch=epoch, mixing=mixing, canonical_workers=canonical_workers)
+    p = make_plan(
+        index.counts(),
+        topo,
+        seed=seed,
+        epoch=epoch,
+        mixing=mixing,
+        canonical_workers=canonical_workers,
+    )
     names = [s.name for s in given] if sources else []
-    rows = source_rows(mixing, index.counts(), topo, names=names, canonical_workers=canonical_workers) if mixing else []
+    rows = (
+        source_rows(mixing, index.counts(), topo, names=names, canonical_workers=canonical_workers)
+        if mixing
+        else []
+    )
     report = plan_report(p, unit_bytes)
     report["sources"] = rows
     report["samples_total"] = index.num_samples
     report["interleave"] = interleave
     report.update(world_size=world_size, replication=replication, groups=groups)
     if html_out:
-        _write_plan_view(p, unit_bytes, index.num_samples, html_out, " ".join(paths or sources), replication, rows)
+        _write_plan_view(
+            p,
+            unit_bytes,
+            index.num_samples,
+            html_out,
+            " ".join(paths or sources),
+            replication,
+            rows,
+        )
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
@@ -89,8 +183,15 @@ def plan(paths: tuple[str, ...], sources: tuple[str, ...], epoch_size: int | Non
         click.echo(f"plan view: {html_out}")
 
 
-def _write_plan_view(p: Any, unit_bytes: Any, samples: int, out: str, what: str, replication: int = 1,
-                     sources: Any = ()) -> None:
+def _write_plan_view(
+    p: Any,
+    unit_bytes: Any,
+    samples: int,
+    out: str,
+    what: str,
+    replication: int = 1,
+    sources: Any = (),
+) -> None:
     from shardwise.report import plan_view, render_plan
 
     view = plan_view(p, unit_bytes, samples_total=samples, replication=replication, sources=sources)
@@ -99,31 +200,60 @@ def _write_plan_view(p: Any, unit_bytes: Any, samples: int, out: str, what: str,
         f.write(html)
 
 
-def _summary_lines(report: dict[str, Any], index: Any, workers: int, batch_size: int,
-                   canonical_workers: int | None) -> list[tuple[str, str]]:
+def _summary_lines(
+    report: dict[str, Any], index: Any, workers: int, batch_size: int, canonical_workers: int | None
+) -> list[tuple[str, str]]:
     """The plan report as (label, text) lines for the terminal."""
     world_size, replication, groups = report["world_size"], report["replication"], report["groups"]
     interleave, rows = report["interleave"], report["sources"]
-    ranks = f"{world_size} ranks" if replication == 1 else (
-        f"{world_size} ranks in {groups} groups of {replication} (data-parallel ranks; "
-        "a group's ranks read the same batches)")
+    ranks = (
+        f"{world_size} ranks"
+        if replication == 1
+        else (
+            f"{world_size} ranks in {groups} groups of {replication} (data-parallel ranks; "
+            "a group's ranks read the same batches)"
+        )
+    )
     lines = [
         ("samples", f"{index.num_samples:,} in {index.num_units:,} units"),
         ("topology", f"{ranks} x {workers} workers, batch {batch_size}, interleave {interleave}"),
         ("steps per rank", f"{report['steps_per_rank']:,} (equal on every rank)"),
-        ("samples per rank", f"{report['samples_per_rank']:,}"
-                             + (f" (per group: {groups} groups share the epoch)" if replication > 1 else "")),
+        (
+            "samples per rank",
+            f"{report['samples_per_rank']:,}"
+            + (f" (per group: {groups} groups share the epoch)" if replication > 1 else ""),
+        ),
         ("left out", f"{report['samples_left_out']:,}"),
         ("padded", f"{report['samples_padded']:,}"),
-        ("read amplification", f"{report['read_amplification']:.3f}x (bytes read by all workers / "
-                               "bytes of the units used; 1.000x = each unit read once)"
-                               + (f", per group: each of a group's {replication} ranks reads the "
-                                  "same units" if replication > 1 else "")),
-        ("peak buffered", human_bytes(report["peak_buffered_bytes"]) + " per worker (on-storage size)"),
+        (
+            "read amplification",
+            f"{report['read_amplification']:.3f}x (bytes read by all workers / "
+            "bytes of the units used; 1.000x = each unit read once)"
+            + (
+                f", per group: each of a group's {replication} ranks reads the same units"
+                if replication > 1
+                else ""
+            ),
+        ),
+        (
+            "peak buffered",
+            human_bytes(report["peak_buffered_bytes"]) + " per worker (on-storage size)",
+        ),
     ]
-    lines += [(f"source {r['source']}", f"{r['samples this epoch']:,} samples this epoch ({r['share']}; "
-                                        f"{r['rule']}; {r['samples stored']:,} stored)") for r in rows]
+    lines += [
+        (
+            f"source {r['source']}",
+            f"{r['samples this epoch']:,} samples this epoch ({r['share']}; "
+            f"{r['rule']}; {r['samples stored']:,} stored)",
+        )
+        for r in rows
+    ]
     if canonical_workers:
-        lines.append(("canonical workers", f"{canonical_workers} (the same global batches on every topology "
-                                           "whose ranks x workers divide it)"))
+        lines.append(
+            (
+                "canonical workers",
+                f"{canonical_workers} (the same global batches on every topology "
+                "whose ranks x workers divide it)",
+            )
+        )
     return lines

@@ -51,7 +51,9 @@ def components_in_memory(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.n
     graph = sparse.coo_matrix((np.ones(len(a), np.int8), (a, b)), shape=(len(nodes), len(nodes)))
     _, labels = csgraph.connected_components(graph, directed=False)
     first = np.full(labels.max() + 1, len(nodes), dtype=np.int64)
-    np.minimum.at(first, labels, np.arange(len(nodes)))  # nodes are sorted: smallest index = smallest id
+    np.minimum.at(
+        first, labels, np.arange(len(nodes))
+    )  # nodes are sorted: smallest index = smallest id
     return nodes, nodes[first[labels]]
 
 
@@ -79,8 +81,9 @@ def _name(rnd: int, producer: int, part: int) -> str:
     return f"cc/r{rnd}/from{producer:05d}-to{part:05d}.npy"
 
 
-def _write_partitioned(scratch: Scratch, rnd: int, producer: int, src: np.ndarray, dst: np.ndarray,
-                       parts: int) -> tuple[int, int]:
+def _write_partitioned(
+    scratch: Scratch, rnd: int, producer: int, src: np.ndarray, dst: np.ndarray, parts: int
+) -> tuple[int, int]:
     """Store directed records (both directions of each edge) by ``src % parts``; return the
     number of undirected edges and an order-free checksum of them."""
     lo, hi = np.minimum(src, dst), np.maximum(src, dst)
@@ -91,7 +94,11 @@ def _write_partitioned(scratch: Scratch, rnd: int, producer: int, src: np.ndarra
     for p in range(parts):
         m = part == np.uint64(p)
         scratch.save(_name(rnd, producer, p), np.stack([s[m], d[m]], axis=1))
-    check = int(np.bitwise_xor.reduce(pairs[:, 0] * np.uint64(0x9E3779B97F4A7C15) ^ pairs[:, 1])) if len(pairs) else 0
+    check = (
+        int(np.bitwise_xor.reduce(pairs[:, 0] * np.uint64(0x9E3779B97F4A7C15) ^ pairs[:, 1]))
+        if len(pairs)
+        else 0
+    )
     return len(pairs), check
 
 
@@ -118,8 +125,9 @@ def _star(args: tuple[Scratch, int, int, int, int, str]) -> tuple[int, int]:
     return _write_partitioned(scratch, rnd + 1, p, out_v[keep], out_m[keep], parts)
 
 
-def components_distributed(edges: list[str], parts: int, map: Mapper, scratch: Scratch, *,
-                           max_rounds: int = 200) -> tuple[np.ndarray, np.ndarray]:
+def components_distributed(
+    edges: list[str], parts: int, map: Mapper, scratch: Scratch, *, max_rounds: int = 200
+) -> tuple[np.ndarray, np.ndarray]:
     """Components of the edges stored in ``scratch`` as ``edges`` (rows ``(a, b)``), one
     ``map`` task per partition and round.
 
@@ -132,10 +140,16 @@ def components_distributed(edges: list[str], parts: int, map: Mapper, scratch: S
     rnd = 0
     for rnd in range(max_rounds):
         kind = "large" if rnd % 2 == 0 else "small"
-        stats = map(_star, [(scratch, rnd, p, producers, parts, kind) for p in range(parts)],
-                    f"components round {rnd + 1} ({kind} star)")
+        stats = map(
+            _star,
+            [(scratch, rnd, p, producers, parts, kind) for p in range(parts)],
+            f"components round {rnd + 1} ({kind} star)",
+        )
         producers = parts
-        state = (sum(n for n, _ in stats), int(np.bitwise_xor.reduce(np.array([c for _, c in stats], dtype=np.uint64))))
+        state = (
+            sum(n for n, _ in stats),
+            int(np.bitwise_xor.reduce(np.array([c for _, c in stats], dtype=np.uint64))),
+        )
         if kind == "small" and state == previous:
             break
         if kind == "small":

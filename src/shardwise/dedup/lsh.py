@@ -8,7 +8,14 @@ import numpy as np
 
 from shardwise.errors import ConfigError
 
-__all__ = ["band_hashes", "bucket_order", "maybe_shared", "optimal_bands", "partition_records", "recall_bands"]
+__all__ = [
+    "band_hashes",
+    "bucket_order",
+    "maybe_shared",
+    "optimal_bands",
+    "partition_records",
+    "recall_bands",
+]
 
 
 def _prob(s: np.ndarray, b: int, r: int) -> np.ndarray:
@@ -16,8 +23,9 @@ def _prob(s: np.ndarray, b: int, r: int) -> np.ndarray:
     return 1.0 - (1.0 - s**r) ** b
 
 
-def optimal_bands(threshold: float, num_perm: int, fp_weight: float = 0.5,
-                  fn_weight: float = 0.5) -> tuple[int, int]:
+def optimal_bands(
+    threshold: float, num_perm: int, fp_weight: float = 0.5, fn_weight: float = 0.5
+) -> tuple[int, int]:
     """``(bands, rows)`` with ``bands * rows <= num_perm`` minimising the weighted area of
     false positives (similarity below ``threshold`` becoming candidates) and false
     negatives (similarity above it missed)."""
@@ -51,12 +59,15 @@ def recall_bands(threshold: float, num_perm: int, min_recall: float = 0.99) -> t
     hi = np.linspace(threshold, 1.0, 201)
     best, best_fp = (num_perm, 1), float("inf")
     for r in range(1, num_perm + 1):
+
         def enough(b: int, r: int = r) -> bool:
             return float(np.trapezoid(_prob(hi, b, r), hi)) / (1.0 - threshold) >= min_recall
 
         if not enough(num_perm // r):
             continue
-        b = bisect.bisect_left(range(1, num_perm // r + 1), True, key=enough) + 1  # recall grows with bands
+        b = (
+            bisect.bisect_left(range(1, num_perm // r + 1), True, key=enough) + 1
+        )  # recall grows with bands
         fp = float(np.trapezoid(_prob(lo, b, r), lo))
         if fp < best_fp:
             best, best_fp = (b, r), fp
@@ -67,7 +78,9 @@ def band_hashes(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """``(n_docs, bands)`` uint64 hashes of each band's ``rows`` signature values (all
     bands at once, one pass per row of a band)."""
     n = sig.shape[0]
-    start = np.array([((b + 1) * 0xD6E8FEB86659FD93) & 0xFFFFFFFFFFFFFFFF for b in range(bands)], dtype=np.uint64)
+    start = np.array(
+        [((b + 1) * 0xD6E8FEB86659FD93) & 0xFFFFFFFFFFFFFFFF for b in range(bands)], dtype=np.uint64
+    )
     h = np.repeat(start[None, :], n, axis=0)
     by_band = sig[:, : bands * rows].reshape(n, bands, rows)
     mult = np.uint64(0x9E3779B97F4A7C15)
@@ -79,7 +92,9 @@ def band_hashes(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return h
 
 
-def partition_records(bands: np.ndarray, ids: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:
+def partition_records(
+    bands: np.ndarray, ids: np.ndarray, parts: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``(band, hash, doc)`` records of documents ``ids`` (row ``i`` of ``bands``: the
     band hashes of ``ids[i]``), ordered by hash partition (``hash % parts``), each
     partition's in document order; and where each partition's records start (``parts + 1``
@@ -89,7 +104,9 @@ def partition_records(bands: np.ndarray, ids: np.ndarray, parts: int) -> tuple[n
     hh = bands.ravel()
     doc = np.repeat(ids, b)
     part = (hh % np.uint64(parts)).astype(np.min_scalar_type(parts))
-    order = np.argsort(part, kind="stable")  # a radix sort: each partition's records in document order
+    order = np.argsort(
+        part, kind="stable"
+    )  # a radix sort: each partition's records in document order
     rec = np.stack([band[order], hh[order], doc[order]], axis=1)
     return rec, np.concatenate([[0], np.cumsum(np.bincount(part, minlength=parts))])
 
@@ -113,6 +130,8 @@ def bucket_order(rec: np.ndarray) -> np.ndarray:
     hash depends on the band: almost never; then a sort by all three)."""
     order = np.argsort(rec[:, 1], kind="stable")
     h, band = rec[order, 1], rec[order, 0]
-    if ((h[1:] == h[:-1]) & (band[1:] != band[:-1])).any() or (np.diff(rec[:, 2].view(np.int64)) < 0).any():
+    if ((h[1:] == h[:-1]) & (band[1:] != band[:-1])).any() or (
+        np.diff(rec[:, 2].view(np.int64)) < 0
+    ).any():
         order = np.lexsort((rec[:, 2], rec[:, 1], rec[:, 0]))
     return order

@@ -98,11 +98,21 @@ class MinHashDedup(DedupOp):
     memory_budget: int = 2**30
 
     def __post_init__(self) -> None:
-        _check(self.tokenization, self.ngram, self.num_perm, self.threshold, self.bands, self.rows,
-               self.scheme, self.components)
+        _check(
+            self.tokenization,
+            self.ngram,
+            self.num_perm,
+            self.threshold,
+            self.bands,
+            self.rows,
+            self.scheme,
+            self.components,
+        )
         if self.partitions < 1 or self.max_memory_edges < 0 or self.memory_budget < 1:
-            raise ConfigError("partitions and memory_budget must be >= 1 and max_memory_edges >= 0, got "
-                              f"{self.partitions}, {self.memory_budget} and {self.max_memory_edges}")
+            raise ConfigError(
+                "partitions and memory_budget must be >= 1 and max_memory_edges >= 0, got "
+                f"{self.partitions}, {self.memory_budget} and {self.max_memory_edges}"
+            )
 
     def banding(self) -> tuple[int, int]:
         """``(bands, rows)``: given, or chosen for the threshold."""
@@ -115,8 +125,13 @@ class MinHashDedup(DedupOp):
         band, not 8 per signature value), each row's number of shingles, and, verifying,
         each row's shingle set."""
         # repeats do not change a minimum; verification stores each document's set
-        sh, off = doc_shingles(text_column(batch, self.column), tokenization=self.tokenization,
-                               ngram=self.ngram, seed=self.seed, unique=False)
+        sh, off = doc_shingles(
+            text_column(batch, self.column),
+            tokenization=self.tokenization,
+            ngram=self.ngram,
+            seed=self.seed,
+            unique=False,
+        )
         sig = signatures(sh, off, num_perm=self.num_perm, seed=self.seed, scheme=self.scheme)
         out = {"bands": band_hashes(sig, *self.banding())}
         if self.verify:  # each document's set, sorted once here, so that the pair check only merges
@@ -137,13 +152,23 @@ def _chosen_banding(threshold: float, num_perm: int, verify: bool) -> tuple[int,
     return recall_bands(threshold, num_perm) if verify else optimal_bands(threshold, num_perm)
 
 
-def _check(tokenization: str, ngram: int, num_perm: int, threshold: float, bands: int | None,
-           rows: int | None, scheme: str, components: str) -> None:
+def _check(
+    tokenization: str,
+    ngram: int,
+    num_perm: int,
+    threshold: float,
+    bands: int | None,
+    rows: int | None,
+    scheme: str,
+    components: str,
+) -> None:
     if tokenization not in ("word", "char"):
         raise ConfigError(f"tokenization must be 'word' or 'char', got {tokenization!r}")
     if ngram < 1 or not 2 <= num_perm <= MAX_PERM:
-        raise ConfigError(f"ngram must be >= 1 and num_perm in [2, {MAX_PERM}], got ngram={ngram}, "
-                          f"num_perm={num_perm}")
+        raise ConfigError(
+            f"ngram must be >= 1 and num_perm in [2, {MAX_PERM}], got ngram={ngram}, "
+            f"num_perm={num_perm}"
+        )
     if not 0.0 < threshold < 1.0:
         raise ConfigError(f"threshold must be in (0, 1), got {threshold}")
     if (bands is None) != (rows is None):
@@ -153,7 +178,9 @@ def _check(tokenization: str, ngram: int, num_perm: int, threshold: float, bands
     if scheme not in ("oph", "perm"):
         raise ConfigError(f"scheme must be 'oph' or 'perm', got {scheme!r}")
     if components not in ("auto", "memory", "distributed"):
-        raise ConfigError(f"components must be 'auto', 'memory' or 'distributed', got {components!r}")
+        raise ConfigError(
+            f"components must be 'auto', 'memory' or 'distributed', got {components!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -185,7 +212,9 @@ def _task_records(st: _Stage, task: int) -> tuple[np.ndarray, np.ndarray]:
     bounds (:func:`~shardwise.dedup.lsh.partition_records`)."""
     keys = st.keys.load(task, ["bands", "lengths"])
     bands = keys.get("bands", np.zeros((0, st.bands), np.uint64))
-    live = np.flatnonzero(keys.get("lengths", np.zeros(0, np.int64)) > 0)  # documents without shingles never match
+    live = np.flatnonzero(
+        keys.get("lengths", np.zeros(0, np.int64)) > 0
+    )  # documents without shingles never match
     ids = (np.uint64(task) << np.uint64(ROW_BITS)) | live.astype(np.uint64)
     return partition_records(bands[live], ids, st.parts)
 
@@ -204,7 +233,10 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
     from the tasks' band hashes (every edges task reads them all: cheaper than a step)."""
     st, p = args
     if st.direct:
-        parts = [rec[bounds[p] : bounds[p + 1]] for rec, bounds in (_task_records(st, t) for t in range(st.num_tasks))]
+        parts = [
+            rec[bounds[p] : bounds[p + 1]]
+            for rec, bounds in (_task_records(st, t) for t in range(st.num_tasks))
+        ]
     else:
         parts = [st.scratch.load(_bucket_name(t, p)) for t in range(st.num_tasks)]
     rec = np.concatenate(parts) if parts else np.zeros((0, 3), np.uint64)
@@ -225,9 +257,16 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
             u_out.append(rec[is_member, 2])
             v_out.append(group_min[is_member])
         else:
-            rejected = verified_stars(st.keys, st.threshold, rec[:, 2],
-                                      np.repeat(np.arange(len(sizes)), sizes), np.repeat(multi, sizes),
-                                      u_out, v_out, max_bytes=st.cache_bytes)
+            rejected = verified_stars(
+                st.keys,
+                st.threshold,
+                rec[:, 2],
+                np.repeat(np.arange(len(sizes)), sizes),
+                np.repeat(multi, sizes),
+                u_out,
+                v_out,
+                max_bytes=st.cache_bytes,
+            )
     u = np.concatenate(u_out) if u_out else np.zeros(0, np.uint64)
     v = np.concatenate(v_out) if v_out else np.zeros(0, np.uint64)
     pairs = unique_pairs(u, v)[0]
@@ -235,7 +274,9 @@ def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
     return len(pairs), rejected, records
 
 
-def _components(op: MinHashDedup, ctx: DedupContext, parts: int, n_edges: int) -> tuple[np.ndarray, np.ndarray, str]:
+def _components(
+    op: MinHashDedup, ctx: DedupContext, parts: int, n_edges: int
+) -> tuple[np.ndarray, np.ndarray, str]:
     """``(removed docs, their kept doc, mode)`` from the stored edges."""
     mode = op.components
     if mode == "auto":
@@ -265,12 +306,27 @@ def _partitions(op: MinHashDedup, records: int) -> int:
 
 def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
     b, r = op.banding()
-    lengths = [ctx.keys.load(t, ["lengths"]).get("lengths", np.zeros(0, np.int64)) for t in range(ctx.num_tasks)]
+    lengths = [
+        ctx.keys.load(t, ["lengths"]).get("lengths", np.zeros(0, np.int64))
+        for t in range(ctx.num_tasks)
+    ]
     rows_per_task, records = [len(n) for n in lengths], sum(len(n) for n in lengths) * b
     parts = _partitions(op, records)
-    direct = records <= DIRECT_RECORDS and records * RECORD_BYTES <= op.memory_budget // BUDGET_SHARE
-    st = _Stage(ctx.keys, ctx.scratch, ctx.num_tasks, b, r, parts, op.verify, op.threshold,
-                max(1, op.memory_budget // BUDGET_SHARE), direct)
+    direct = (
+        records <= DIRECT_RECORDS and records * RECORD_BYTES <= op.memory_budget // BUDGET_SHARE
+    )
+    st = _Stage(
+        ctx.keys,
+        ctx.scratch,
+        ctx.num_tasks,
+        b,
+        r,
+        parts,
+        op.verify,
+        op.threshold,
+        max(1, op.memory_budget // BUDGET_SHARE),
+        direct,
+    )
     if not direct:  # else the edges tasks read the band hashes themselves
         ctx.map(_buckets, [(st, t) for t in range(ctx.num_tasks)], "minhash buckets")
     stats = ctx.map(_edges, [(st, p) for p in range(parts)], "minhash edges")
@@ -280,17 +336,34 @@ def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
     task_of, row_of = split_ids(docs)
     for t in distinct(task_of):
         masks[t][row_of[task_of == t]] = False
-    cluster_sizes = np.unique(kept, return_counts=True)[1] + 1 if len(kept) else np.zeros(0, np.int64)
+    cluster_sizes = (
+        np.unique(kept, return_counts=True)[1] + 1 if len(kept) else np.zeros(0, np.int64)
+    )
     kept_task, kept_row = split_ids(kept)
-    audit = pa.table({"removed_task": int64_array(task_of), "removed_row": int64_array(row_of),
-                      "kept_task": int64_array(kept_task), "kept_row": int64_array(kept_row)})
+    audit = pa.table(
+        {
+            "removed_task": int64_array(task_of),
+            "removed_row": int64_array(row_of),
+            "kept_task": int64_array(kept_task),
+            "kept_row": int64_array(kept_row),
+        }
+    )
     summary = {
-        "method": "minhash", "bands": b, "rows": r, "num_perm": op.num_perm, "threshold": op.threshold,
-        "partitions": parts, "buckets_step": not direct,
-        "documents": int(sum(rows_per_task)), "documents_with_shingles": sum(int((n > 0).sum()) for n in lengths),
-        "candidate_edges": int(n_edges), "rejected_by_verification": int(sum(s[1] for s in stats)),
-        "components_mode": mode, "clusters": len(cluster_sizes),
+        "method": "minhash",
+        "bands": b,
+        "rows": r,
+        "num_perm": op.num_perm,
+        "threshold": op.threshold,
+        "partitions": parts,
+        "buckets_step": not direct,
+        "documents": int(sum(rows_per_task)),
+        "documents_with_shingles": sum(int((n > 0).sum()) for n in lengths),
+        "candidate_edges": int(n_edges),
+        "rejected_by_verification": int(sum(s[1] for s in stats)),
+        "components_mode": mode,
+        "clusters": len(cluster_sizes),
         "largest_cluster": int(cluster_sizes.max()) if len(cluster_sizes) else 0,
-        "removed": len(docs), "audit": ctx.write_audit(audit),
+        "removed": len(docs),
+        "audit": ctx.write_audit(audit),
     }
     return DedupDecision(masks, summary)

@@ -46,8 +46,11 @@ def normalise(texts: pa.Array) -> pa.Array:
         return low
     lengths = ends - starts
     piece_offsets = np.concatenate([[0], np.cumsum(lengths)])
-    pieces = pa.Array.from_buffers(pa.large_string(), len(starts), [None, pa.py_buffer(piece_offsets),
-                                                                    pa.py_buffer(buf[_ranges(starts, lengths)])])
+    pieces = pa.Array.from_buffers(
+        pa.large_string(),
+        len(starts),
+        [None, pa.py_buffer(piece_offsets), pa.py_buffer(buf[_ranges(starts, lengths)])],
+    )
     done = _drop_non_word(call("utf8_lower", utf8_normalize(pieces, "NFKC")))
     return _splice(low.type, offs, buf, starts, ends, done)
 
@@ -82,13 +85,19 @@ def _drop_non_word(text: pa.Array) -> pa.Array:
     characters outside ``[\\pL\\pN]`` replaced by one space, in numpy over the code
     points; each distinct non-ASCII code point is classified once."""
     offsets, data = _buffers(text)
-    codes = np.frombuffer(data[offsets[0] : offsets[-1]].tobytes().decode("utf-8").encode("utf-32-le"), np.uint32)
-    rows = np.concatenate([[0], np.cumsum(call("utf8_length", text).to_numpy(zero_copy_only=False))]).astype(np.int64)
+    codes = np.frombuffer(
+        data[offsets[0] : offsets[-1]].tobytes().decode("utf-8").encode("utf-32-le"), np.uint32
+    )
+    rows = np.concatenate(
+        [[0], np.cumsum(call("utf8_length", text).to_numpy(zero_copy_only=False))]
+    ).astype(np.int64)
     drop = codes >= 128
     at = np.flatnonzero(drop)
     if len(at):
         distinct, which = np.unique(codes[at], return_inverse=True)
-        keep_code = np.fromiter(map(_letter_or_digit, distinct.tolist()), dtype=bool, count=len(distinct))
+        keep_code = np.fromiter(
+            map(_letter_or_digit, distinct.tolist()), dtype=bool, count=len(distinct)
+        )
         drop[at] = ~keep_code[which]
     first = drop.copy()  # the first character of a dropped run (within its row) becomes a space
     first[1:] &= ~drop[:-1]
@@ -117,8 +126,14 @@ def _inside(n: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return mask
 
 
-def _splice(kind: pa.DataType, offs: np.ndarray, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-            done: pa.Array) -> pa.Array:
+def _splice(
+    kind: pa.DataType,
+    offs: np.ndarray,
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    done: pa.Array,
+) -> pa.Array:
     """The rows of ``buf`` (bytes, row offsets ``offs``) with the byte range ``starts[i] ..
     ends[i]`` replaced by ``done[i]``; ranges are sorted, disjoint and within rows. Up to
     :data:`SLICES_UP_TO` ranges the bytes are joined slice by slice, else the bytes
@@ -128,7 +143,9 @@ def _splice(kind: pa.DataType, offs: np.ndarray, buf: np.ndarray, starts: np.nda
     done_offsets = done_offsets - done_offsets[0]
     grown = np.concatenate([[0], np.cumsum(np.diff(done_offsets) - (ends - starts))])
     if len(starts) <= SLICES_UP_TO:
-        cuts = np.stack([np.concatenate([[0], ends]), np.concatenate([starts, [len(buf)]])], axis=1).tolist()
+        cuts = np.stack(
+            [np.concatenate([[0], ends]), np.concatenate([starts, [len(buf)]])], axis=1
+        ).tolist()
         made = np.stack([done_offsets[:-1], done_offsets[1:]], axis=1).tolist()
         parts = []
         for (a, b), (c, d) in zip(cuts, made):
@@ -146,10 +163,16 @@ def _splice(kind: pa.DataType, offs: np.ndarray, buf: np.ndarray, starts: np.nda
 def _string_array(kind: pa.DataType, offsets: np.ndarray, data: np.ndarray) -> pa.Array:
     """A string array without nulls (``large_string`` when the bytes need 64-bit offsets)."""
     if pa.types.is_large_string(kind) or int(offsets[-1]) >= 2**31:
-        return pa.Array.from_buffers(pa.large_string(), len(offsets) - 1,
-                                     [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(data)])
-    return pa.Array.from_buffers(pa.string(), len(offsets) - 1,
-                                 [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
+        return pa.Array.from_buffers(
+            pa.large_string(),
+            len(offsets) - 1,
+            [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(data)],
+        )
+    return pa.Array.from_buffers(
+        pa.string(),
+        len(offsets) - 1,
+        [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)],
+    )
 
 
 def normalise_chars(texts: pa.Array) -> pa.Array:

@@ -17,7 +17,16 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["LOOP_FROM", "PAIR_SHINGLES", "distinct", "ranges", "shared_count", "shingle_sets", "sorted_rows", "take_ranges"]
+__all__ = [
+    "LOOP_FROM",
+    "PAIR_SHINGLES",
+    "distinct",
+    "ranges",
+    "shared_count",
+    "shingle_sets",
+    "sorted_rows",
+    "take_ranges",
+]
 
 LOOP_FROM = 64  # shingles from which a document (or a pair) is handled on its own
 PAIR_SHINGLES = 1 << 21  # entries of the 2-D arrays sorted at once (~16 MB)
@@ -43,8 +52,9 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(np.asarray(starts, np.int64) - first, lengths) + np.arange(int(lengths.sum()))
 
 
-def take_ranges(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
-                out: np.ndarray | None = None) -> np.ndarray:
+def take_ranges(
+    values: np.ndarray, starts: np.ndarray, lengths: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
     """``values[starts[i]:starts[i] + lengths[i]]`` of every ``i``, concatenated (into
     ``out`` when given, of the total length): by slices when the ranges are long (no index
     array as long as the result), else by one index."""
@@ -53,7 +63,10 @@ def take_ranges(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
     if out is None:
         out = np.empty(total, dtype=values.dtype)
     if total and total >= LOOP_FROM * len(lengths):
-        np.concatenate([values[s : s + n] for s, n in zip(np.asarray(starts).tolist(), lengths.tolist())], out=out)
+        np.concatenate(
+            [values[s : s + n] for s, n in zip(np.asarray(starts).tolist(), lengths.tolist())],
+            out=out,
+        )
     elif total:
         np.take(values, ranges(starts, lengths), out=out)
     return out
@@ -115,26 +128,38 @@ def _top_bits_first() -> bool:
     return top < 0.8 * plain
 
 
-def sorted_rows(vals: np.ndarray, sides: Sequence[tuple[np.ndarray, np.ndarray]],
-                kind: Literal["quicksort", "stable"] = "quicksort") -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def sorted_rows(
+    vals: np.ndarray,
+    sides: Sequence[tuple[np.ndarray, np.ndarray]],
+    kind: Literal["quicksort", "stable"] = "quicksort",
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``(rows, m, n)`` over chunks of about ``PAIR_SHINGLES`` entries: row ``i`` of ``m``
     holds, sorted (by ``kind``: ``stable`` merges sorted ranges in linear time), the
     ranges ``vals[s:s + length]`` of every ``(s, length)`` in ``sides`` at ``rows[i]``
     (``n[i]`` entries, then the largest value). Rows go in length order, so the rows of
     one chunk are about as long and little of ``m`` is filler."""
-    total = sum((np.asarray(length, np.int64) for _, length in sides), np.zeros(len(sides[0][1]), np.int64))
+    total = sum(
+        (np.asarray(length, np.int64) for _, length in sides), np.zeros(len(sides[0][1]), np.int64)
+    )
     order = np.argsort(total, kind="stable")
     lo = 0
     while lo < len(order):
         widths = np.maximum(total[order[lo : lo + PAIR_SHINGLES]], 1)
-        hi = lo + max(1, int(np.searchsorted(widths * np.arange(1, len(widths) + 1), PAIR_SHINGLES, side="right")))
+        hi = lo + max(
+            1,
+            int(
+                np.searchsorted(widths * np.arange(1, len(widths) + 1), PAIR_SHINGLES, side="right")
+            ),
+        )
         rows, n = order[lo:hi], total[order[lo:hi]]
         m = np.full((len(rows), max(1, int(n.max()))), _PAD, dtype=np.uint64)
         col = np.arange(m.shape[1])
         before = np.zeros(len(rows), dtype=np.int64)
         for s, length in sides:
             part = np.asarray(length, np.int64)[rows]
-            m[(col >= before[:, None]) & (col < (before + part)[:, None])] = vals[ranges(np.asarray(s)[rows], part)]
+            m[(col >= before[:, None]) & (col < (before + part)[:, None])] = vals[
+                ranges(np.asarray(s)[rows], part)
+            ]
             before += part
         # equal values are alike, so any sort gives the same rows: on rows of up to
         # MERGE_FROM entries numpy's quicksort beats the merge of the two runs 2-4x

@@ -86,7 +86,9 @@ def _word_hashes(norm: pa.Array, seed: int) -> tuple[np.ndarray, np.ndarray]:
     lengths = ends - starts
     with np.errstate(over="ignore"):
         salt = np.uint64((seed * 0x9E3779B97F4A7C15 + 0x574F5244) % 2**64)
-        out = _mix(_word_values(buf, starts, lengths) ^ salt ^ (lengths.astype(np.uint64) << np.uint64(56)))
+        out = _mix(
+            _word_values(buf, starts, lengths) ^ salt ^ (lengths.astype(np.uint64) << np.uint64(56))
+        )
     return out, np.searchsorted(starts, offs).astype(np.int64)
 
 
@@ -100,9 +102,13 @@ def _word_values(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np
     n = len(buf)
     padded = np.zeros(n + 8, dtype=np.uint8)
     padded[:n] = buf
-    loads = np.ndarray((n + 1,), dtype="<u8", buffer=padded, strides=(1,))  # loads[i]: bytes i .. i + 7
+    loads = np.ndarray(
+        (n + 1,), dtype="<u8", buffer=padded, strides=(1,)
+    )  # loads[i]: bytes i .. i + 7
     out = loads[starts]
-    past = (64 - 8 * np.minimum(lengths, 8)).astype(np.uint64)  # bits of the bytes past a short word
+    past = (64 - 8 * np.minimum(lengths, 8)).astype(
+        np.uint64
+    )  # bits of the bytes past a short word
     out <<= past
     out >>= past
     longer = np.flatnonzero(lengths > 8)
@@ -134,8 +140,14 @@ def _tokens(texts: pa.Array, tokenization: str, seed: int) -> tuple[np.ndarray, 
     raise ConfigError(f"tokenization must be 'word' or 'char', got {tokenization!r}")
 
 
-def doc_shingles(texts: pa.Array, *, tokenization: str = "word", ngram: int = 5,
-                 seed: int = 0, unique: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def doc_shingles(
+    texts: pa.Array,
+    *,
+    tokenization: str = "word",
+    ngram: int = 5,
+    seed: int = 0,
+    unique: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(shingles, offsets)``: 64-bit shingle hashes of every document, concatenated,
     and ``offsets`` (length ``n_docs + 1``) delimiting each document's. With ``unique``
     each document's are sorted and unique (its shingle set); without, they come in text
@@ -166,7 +178,9 @@ def _ngram_hashes(tok: np.ndarray, off: np.ndarray, ngram: int) -> tuple[np.ndar
     lengths = np.diff(off)
     n = len(tok)
     g = tok.copy()
-    for k in range(1, min(ngram, n + 1)):  # g[i] = poly(tok[i], ..., tok[i + k]); the tail pads with 0
+    for k in range(
+        1, min(ngram, n + 1)
+    ):  # g[i] = poly(tok[i], ..., tok[i + k]); the tail pads with 0
         g[: n - k] *= _POLY
         g[: n - k] += tok[k:]
         g[n - k :] *= _POLY

@@ -69,8 +69,14 @@ class _Orders:
 _tables: dict[tuple[int, int], _Orders] = {}
 
 
-def signatures(shingles: np.ndarray, offsets: np.ndarray, *, num_perm: int = 128, seed: int = 0,
-               scheme: str = "oph") -> np.ndarray:
+def signatures(
+    shingles: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    num_perm: int = 128,
+    seed: int = 0,
+    scheme: str = "oph",
+) -> np.ndarray:
     """MinHash signatures of the shingle sets of many documents.
 
     Args:
@@ -127,17 +133,28 @@ def _orders(k: int, seed: int) -> _Orders:
         salt = np.uint64((seed * _GOLDEN + 0x4F52444552) % 2**64)
         p = np.arange(n_base, dtype=np.uint64)[:, None] << np.uint64(32)
         keys = _mix((p | np.arange(k, dtype=np.uint64)[None, :]) ^ salt)
-        base = np.argsort(keys, axis=1)  # a row's keys are distinct (a bijective mix of distinct values)
+        base = np.argsort(
+            keys, axis=1
+        )  # a row's keys are distinct (a bijective mix of distinct values)
         shift, kdt = (8, np.uint16) if k <= 256 else (16, np.uint32)
         rank = np.empty((n_base, k), dtype=kdt)
-        np.put_along_axis(rank, base, (np.arange(k, dtype=kdt) << np.array(shift, dtype=kdt))[None, :], axis=1)
+        np.put_along_axis(
+            rank, base, (np.arange(k, dtype=kdt) << np.array(shift, dtype=kdt))[None, :], axis=1
+        )
         by_round = np.ascontiguousarray(base.T.astype(np.min_scalar_type(k - 1)))
         found = _tables[(k, seed)] = _Orders(by_round, np.concatenate([rank, rank], axis=1), shift)
     return found
 
 
-def _by_table(h: np.ndarray, base: np.ndarray, rot: np.ndarray, offsets: np.ndarray,
-              sig: np.ndarray, docs: np.ndarray, tab: _Orders) -> None:
+def _by_table(
+    h: np.ndarray,
+    base: np.ndarray,
+    rot: np.ndarray,
+    offsets: np.ndarray,
+    sig: np.ndarray,
+    docs: np.ndarray,
+    tab: _Orders,
+) -> None:
     """Signatures of ``docs`` (short documents): per bin, the shingle of smallest (place
     of the bin in its order, place in hash order). Documents of about one length go
     together (:func:`_width`), each row padded to the group's width with places that
@@ -156,7 +173,9 @@ def _by_table(h: np.ndarray, base: np.ndarray, rot: np.ndarray, offsets: np.ndar
             pad = np.arange(w) >= n  # past the document's end: sorted last, never chosen
             at = offsets[part][:, None] + np.minimum(np.arange(w), n - 1)
             hh = np.where(pad, EMPTY, h[at])
-            at = np.take_along_axis(at, np.argsort(hh, axis=1, kind="stable"), axis=1)  # rows in hash order
+            at = np.take_along_axis(
+                at, np.argsort(hh, axis=1, kind="stable"), axis=1
+            )  # rows in hash order
             key = windows[base[at], k - rot[at]]  # (documents, width, bins)
             key |= place
             key[pad] = np.iinfo(key.dtype).max
@@ -177,8 +196,15 @@ def _bit_length(x: np.ndarray) -> np.ndarray:
     return np.where(x > 0, np.frexp(x.astype(np.float64))[1], 0)
 
 
-def _by_rounds(h: np.ndarray, base: np.ndarray, rot: np.ndarray, offsets: np.ndarray,
-               sig: np.ndarray, chosen: np.ndarray, tab: _Orders) -> None:
+def _by_rounds(
+    h: np.ndarray,
+    base: np.ndarray,
+    rot: np.ndarray,
+    offsets: np.ndarray,
+    sig: np.ndarray,
+    chosen: np.ndarray,
+    tab: _Orders,
+) -> None:
     """Signatures of the ``chosen`` documents (long ones): each shingle fills its first
     bin (round 0), then in round ``t`` visits its ``t``-th bin, where a still-empty bin
     takes the smallest hash among the round's visitors. Rounds go in blocks (1, 2, 4,

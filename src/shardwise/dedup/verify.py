@@ -98,7 +98,9 @@ class _Shingles:
 
 def split_ids(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(task, row)`` of document ids."""
-    return (docs >> np.uint64(ROW_BITS)).astype(np.int64), (docs & np.uint64((1 << ROW_BITS) - 1)).astype(np.int64)
+    return (docs >> np.uint64(ROW_BITS)).astype(np.int64), (
+        docs & np.uint64((1 << ROW_BITS) - 1)
+    ).astype(np.int64)
 
 
 class _Candidates:
@@ -107,8 +109,13 @@ class _Candidates:
     task needs when its candidates fit in its share of the memory budget (a cache of whole
     tasks would read every task again in every round once they do not all fit)."""
 
-    def __init__(self, docs: np.ndarray, values: np.ndarray, sizes: np.ndarray,
-                 views: list[np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        docs: np.ndarray,
+        values: np.ndarray,
+        sizes: np.ndarray,
+        views: list[np.ndarray] | None = None,
+    ) -> None:
         self.docs, self.values, self.sizes, self.views = docs, values, sizes, views
         self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 
@@ -117,7 +124,9 @@ class _Candidates:
         """The rows of ``docs``, or None when they would pass ``max_bytes``: their sizes
         first, then their shingles copied once, straight into one array."""
         task, row = split_ids(docs)
-        found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (shingles, starts, sizes) per task
+        found: list[
+            tuple[np.ndarray, np.ndarray, np.ndarray]
+        ] = []  # (shingles, starts, sizes) per task
         used = 0
         for t in distinct(task):  # docs are sorted, so by task and then by row
             d = keys.load(int(t), ["shingles", "lengths"])
@@ -132,7 +141,9 @@ class _Candidates:
         sizes = np.concatenate([n for _, _, n in found])
         # views of the mapped key files when the sets are long (no copy); short ones are
         # copied by one index, cheaper than a view each
-        if int(sizes.sum()) >= LOOP_FROM * len(sizes) and all(_mapped(shingles) for shingles, _, _ in found):
+        if int(sizes.sum()) >= LOOP_FROM * len(sizes) and all(
+            _mapped(shingles) for shingles, _, _ in found
+        ):
             views = [sh[s : s + k] for sh, at, n in found for s, k in zip(at.tolist(), n.tolist())]
             return cls(docs, np.zeros(0, np.uint64), sizes, views)
         values = np.empty(int(sizes.sum()), dtype=np.uint64)
@@ -180,7 +191,9 @@ def _mapped(a: np.ndarray) -> bool:
 PAIR_LOOP_FROM = 2048  # shingles of a pair from which it is checked on its own
 
 
-def exact_similar(shingles: _Shingles | _Candidates, a: np.ndarray, b: np.ndarray, threshold: float) -> np.ndarray:
+def exact_similar(
+    shingles: _Shingles | _Candidates, a: np.ndarray, b: np.ndarray, threshold: float
+) -> np.ndarray:
     """Whether the exact Jaccard similarity of the shingle sets of each pair ``(a[i], b[i])``
     reaches ``threshold``; the documents' shingles are stored as sets (sorted, no repeats:
     :func:`~shardwise.dedup.sets.shingle_sets`).
@@ -217,17 +230,34 @@ def exact_similar(shingles: _Shingles | _Candidates, a: np.ndarray, b: np.ndarra
     return np.where(union > 0, maybe & (inter / np.maximum(union, 1) >= threshold), True)
 
 
-def _intersections(sets: np.ndarray, sa: np.ndarray, la: np.ndarray, sb: np.ndarray, lb: np.ndarray,
-                   pairs: np.ndarray, inter: np.ndarray) -> None:
+def _intersections(
+    sets: np.ndarray,
+    sa: np.ndarray,
+    la: np.ndarray,
+    sb: np.ndarray,
+    lb: np.ndarray,
+    pairs: np.ndarray,
+    inter: np.ndarray,
+) -> None:
     """``inter[i]`` = the shingles shared by ``sets[sa[i]:sa[i] + la[i]]`` and
     ``sets[sb[i]:sb[i] + lb[i]]``, for every ``i`` in ``pairs``, many pairs at once."""
-    for rows, m, n in sorted_rows(sets, [(sa[pairs], la[pairs]), (sb[pairs], lb[pairs])], kind="stable"):
+    for rows, m, n in sorted_rows(
+        sets, [(sa[pairs], la[pairs]), (sb[pairs], lb[pairs])], kind="stable"
+    ):
         common = (m[:, 1:] == m[:, :-1]) & (np.arange(1, m.shape[1]) < n[:, None])
         inter[pairs[rows]] = common.sum(axis=1)
 
 
-def verified_stars(keys: TaskKeys, threshold: float, doc: np.ndarray, group: np.ndarray, active: np.ndarray,
-                   u_out: list[np.ndarray], v_out: list[np.ndarray], max_bytes: int = 2**62) -> int:
+def verified_stars(
+    keys: TaskKeys,
+    threshold: float,
+    doc: np.ndarray,
+    group: np.ndarray,
+    active: np.ndarray,
+    u_out: list[np.ndarray],
+    v_out: list[np.ndarray],
+    max_bytes: int = 2**62,
+) -> int:
     """Star edges of each bucket to its smallest document, kept only when the pair really
     is similar; members rejected by their root form the next star of the bucket, and so
     on. ``doc`` is sorted within each ``group`` (bucket). Vectorised by rounds; returns the
@@ -240,7 +270,9 @@ def verified_stars(keys: TaskKeys, threshold: float, doc: np.ndarray, group: np.
     ``max_bytes`` (:class:`_Candidates`); else at most ``max_bytes`` of the tasks' keys
     are kept in memory at a time (:class:`TaskCache`)."""
     gathered = _Candidates.gather(keys, distinct(doc[active]), max_bytes)
-    shingles: _Shingles | _Candidates = gathered if gathered is not None else _Shingles(keys, max_bytes)
+    shingles: _Shingles | _Candidates = (
+        gathered if gathered is not None else _Shingles(keys, max_bytes)
+    )
     rejected = 0
     active = active.copy()
     while True:
@@ -263,5 +295,7 @@ def verified_stars(keys: TaskKeys, threshold: float, doc: np.ndarray, group: np.
         rejected += int((~ok_member).sum())
         u_out.append(u[ok_member])
         v_out.append(v[ok_member])
-        active[idx[member][ok_member]] = False  # joined its root; the rejected stay for the next star
+        active[idx[member][ok_member]] = (
+            False  # joined its root; the rejected stay for the next star
+        )
     return rejected

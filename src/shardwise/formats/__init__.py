@@ -49,7 +49,13 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "jsonl": ("shardwise.formats.jsonl", "JsonlFormat"),
     "webdataset": ("shardwise.formats.webdataset", "WebDatasetFormat"),
 }
-_ALIASES = {"json": "jsonl", "ndjson": "jsonl", "tar": "webdataset", "wds": "webdataset", "pq": "parquet"}
+_ALIASES = {
+    "json": "jsonl",
+    "ndjson": "jsonl",
+    "tar": "webdataset",
+    "wds": "webdataset",
+    "pq": "parquet",
+}
 _CACHE: dict[str, Format] = {}
 
 
@@ -80,8 +86,9 @@ def get_format(name: str, **options: object) -> Format:
     return _CACHE[key]
 
 
-def check_format_options(format: str | None, options: Mapping[str, Any], caller: str,
-                         own: Iterable[str] = ()) -> None:
+def check_format_options(
+    format: str | None, options: Mapping[str, Any], caller: str, own: Iterable[str] = ()
+) -> None:
     """Refuse an option that neither ``format`` (any format when ``None``) nor the public
     call ``caller`` takes, suggesting the nearest name among both.
 
@@ -119,4 +126,6 @@ def detect_format(path: str) -> str:
     if name is not None:
         return name
     known = ", ".join(suffix for suffix, _ in SUFFIXES)
-    raise FormatError(f"unknown format (expected one of {known}); pass format=... to choose one", path)
+    raise FormatError(
+        f"unknown format (expected one of {known}); pass format=... to choose one", path
+    )

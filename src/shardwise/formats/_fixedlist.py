@@ -43,8 +43,19 @@ __all__ = ["read_fixed_lists"]
 
 _PHYSICAL = {"FLOAT": ("f", 4), "DOUBLE": ("f", 8), "INT32": ("iu", 4), "INT64": ("iu", 8)}
 PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY, BYTE_STREAM_SPLIT = 0, 2, 3, 8, 9
-_ERRORS = (ValueError, IndexError, KeyError, TypeError, AssertionError, OverflowError, MemoryError, RecursionError,
-           pa.ArrowException, OSError, zlib.error)
+_ERRORS = (
+    ValueError,
+    IndexError,
+    KeyError,
+    TypeError,
+    AssertionError,
+    OverflowError,
+    MemoryError,
+    RecursionError,
+    pa.ArrowException,
+    OSError,
+    zlib.error,
+)
 
 
 def read_fixed_lists(pf: Any, source: Any, group: int, names: list[str]) -> dict[str, pa.Array]:
@@ -53,8 +64,11 @@ def read_fixed_lists(pf: Any, source: Any, group: int, names: list[str]) -> dict
     others (and any this path declines) are left out, for Arrow to read."""
     out: dict[str, pa.Array] = {}
     schema = pf.schema_arrow
-    if sys.byteorder != "little" or len(set(schema.names)) != len(schema.names) or \
-            sum(_leaves(f.type) for f in schema) != pf.metadata.num_columns:
+    if (
+        sys.byteorder != "little"
+        or len(set(schema.names)) != len(schema.names)
+        or sum(_leaves(f.type) for f in schema) != pf.metadata.num_columns
+    ):
         return out
     leaf = 0
     for field in schema:
@@ -75,8 +89,13 @@ def _leaves(t: pa.DataType) -> int:
         return sum(_leaves(t.field(i).type) for i in range(t.num_fields))
     if pa.types.is_map(t):
         return _leaves(t.key_type) + _leaves(t.item_type)
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or \
-            pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+    if (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_list_view(t)
+        or pa.types.is_large_list_view(t)
+    ):
         return _leaves(t.value_type)
     return 1
 
@@ -97,9 +116,15 @@ def _column(pf: Any, source: Any, group: int, leaf: int, field: pa.Field) -> pa.
             return None
         dtype = np.dtype(field.type.value_type.to_pandas_dtype())
         kinds, size = _PHYSICAL.get(desc.physical_type, ("", 0))
-        if dtype.kind not in kinds or dtype.itemsize != size or chunk.num_values != rows * field.type.list_size:
+        if (
+            dtype.kind not in kinds
+            or dtype.itemsize != size
+            or chunk.num_values != rows * field.type.list_size
+        ):
             return None
-        values = _values(chunk, source, desc.max_definition_level, field.type.list_size, rows, dtype)
+        values = _values(
+            chunk, source, desc.max_definition_level, field.type.list_size, rows, dtype
+        )
     except _ERRORS:
         return None
     if values is None:
@@ -108,7 +133,9 @@ def _column(pf: Any, source: Any, group: int, leaf: int, field: pa.Field) -> pa.
     return pa.FixedSizeListArray.from_arrays(flat, type=field.type)
 
 
-def _values(chunk: Any, source: Any, max_def: int, k: int, rows: int, dtype: np.dtype) -> np.ndarray | None:
+def _values(
+    chunk: Any, source: Any, max_def: int, k: int, rows: int, dtype: np.dtype
+) -> np.ndarray | None:
     """The chunk's values, or None where a page is not one this path reads."""
     codec = chunk.compression
     if codec not in CODECS:
@@ -141,11 +168,22 @@ def _start(chunk: Any) -> int:
     """Where the chunk's pages start: at its dictionary page if it has one before its
     first data page (as Arrow reads it), else at its first data page."""
     first = chunk.dictionary_page_offset if chunk.has_dictionary_page else None
-    return first if first is not None and 0 < first < chunk.data_page_offset else chunk.data_page_offset
+    return (
+        first
+        if first is not None and 0 < first < chunk.data_page_offset
+        else chunk.data_page_offset
+    )
 
 
-def _data(page: Page, body: memoryview, codec: str, max_def: int, k: int,
-          dictionary: np.ndarray | None, dest: np.ndarray) -> bool:
+def _data(
+    page: Page,
+    body: memoryview,
+    codec: str,
+    max_def: int,
+    k: int,
+    dictionary: np.ndarray | None,
+    dest: np.ndarray,
+) -> bool:
     """One data page's values written to ``dest``, once its levels are checked (False:
     the page is not one this path reads)."""
     n = page.num_values
@@ -156,7 +194,9 @@ def _data(page: Page, body: memoryview, codec: str, max_def: int, k: int,
         rep_len = int.from_bytes(raw[:4], "little")
         rep, rest = raw[4 : 4 + rep_len], raw[4 + rep_len :]
         def_len = int.from_bytes(rest[:4], "little") if max_def else 0
-        levels, values = (rest[4 : 4 + def_len], rest[4 + def_len :]) if max_def else (rest[:0], rest)
+        levels, values = (
+            (rest[4 : 4 + def_len], rest[4 + def_len :]) if max_def else (rest[:0], rest)
+        )
     else:
         if page.num_nulls or page.num_rows * k != n:
             return False
@@ -164,14 +204,19 @@ def _data(page: Page, body: memoryview, codec: str, max_def: int, k: int,
         if levels_len > len(body):
             return False
         rep, levels = body[: page.rep_length], body[page.rep_length : levels_len]
-        values = inflate(body[levels_len:], page.uncompressed - levels_len, codec if page.is_compressed else
-                         "UNCOMPRESSED")
+        values = inflate(
+            body[levels_len:],
+            page.uncompressed - levels_len,
+            codec if page.is_compressed else "UNCOMPRESSED",
+        )
     if not check_rows(rep, n, k) or not check_constant(levels, max_def.bit_length(), n, max_def):
         return False
     return _decoded(values, page.encoding, dictionary, dest)
 
 
-def _decoded(values: memoryview, encoding: int, dictionary: np.ndarray | None, dest: np.ndarray) -> bool:
+def _decoded(
+    values: memoryview, encoding: int, dictionary: np.ndarray | None, dest: np.ndarray
+) -> bool:
     n, size = len(dest), dest.itemsize
     if encoding == PLAIN and len(values) >= n * size:
         dest[:] = np.frombuffer(values, dtype=dest.dtype, count=n)

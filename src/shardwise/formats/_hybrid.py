@@ -22,7 +22,9 @@ __all__ = ["check_constant", "check_rows", "decode"]
 
 MAX_RUNS = 1 << 14  # runs read one by one before giving up (the caller falls back to Arrow)
 PERIOD_TRIES = 64  # row ends at which check_rows looks for the stream repeating
-Runs = tuple[list[int], list[int], list[int], int]  # counts, values (-1: literal), payload starts, end
+Runs = tuple[
+    list[int], list[int], list[int], int
+]  # counts, values (-1: literal), payload starts, end
 
 
 def _run(b: memoryview, width: int, i: int, room: int) -> tuple[int, int, int, int]:
@@ -126,7 +128,9 @@ def check_rows(b: memoryview, n: int, k: int) -> bool:
             return False
         count, value, start, end = _run(b, 1, i, n - got)
         take = min(count, n - got)
-        if not np.array_equal(_values(b, 1, ([count], [value], [start], end), take), _expected(got, take, k)):
+        if not np.array_equal(
+            _values(b, 1, ([count], [value], [start], end), take), _expected(got, take, k)
+        ):
             return False
         got, i = got + count, end
         if tries and got % k == 0 and got < n:

@@ -76,7 +76,12 @@ def sample_rows(sample: bytes) -> list[dict[str, Any]]:
 
 
 def _parse_lines(
-    block: bytes, schema: pa.Schema | None, path: str, first_line: int, on_error: OnError, q: Quarantine
+    block: bytes,
+    schema: pa.Schema | None,
+    path: str,
+    first_line: int,
+    on_error: OnError,
+    q: Quarantine,
 ) -> tuple[pa.Table | None, int]:
     rows: list[dict[str, Any]] = []
     for offset, raw in enumerate(block.split(b"\n")):
@@ -117,7 +122,9 @@ def _decode_line(raw: bytes, schema: pa.Schema | None) -> dict[str, Any]:
         try:  # a lone \\udXXX escape decodes to a str that is not text (cannot be UTF-8)
             json.dumps(row, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
-            raise _BadRecord("a string holds a lone UTF-16 surrogate escape (\\ud800-\\udfff)") from None
+            raise _BadRecord(
+                "a string holds a lone UTF-16 surrogate escape (\\ud800-\\udfff)"
+            ) from None
     if schema is not None:
         for name in mixed_fields(schema):
             value = row.get(name)

@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["MAX_DEPTH", "depth_bound", "exact_depth", "infer_schema", "mixed_fields", "unify_fields"]
+__all__ = [
+    "MAX_DEPTH",
+    "depth_bound",
+    "exact_depth",
+    "infer_schema",
+    "mixed_fields",
+    "unify_fields",
+]
 
 MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have
 _SHORT = 1 << 12  # bytes up to which the openings are counted first
@@ -74,7 +81,11 @@ def infer_schema(rows: list[dict[str, Any]]) -> pa.Schema:
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
             fields.append(pa.field(name, pa.string(), metadata=_MIXED))
             continue
-        fields.append(pa.field(name, pa.string(), metadata=_UNTYPED) if pa.types.is_null(t) else pa.field(name, t))
+        fields.append(
+            pa.field(name, pa.string(), metadata=_UNTYPED)
+            if pa.types.is_null(t)
+            else pa.field(name, t)
+        )
     return pa.schema(fields)
 
 

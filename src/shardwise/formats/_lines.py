@@ -29,11 +29,13 @@ def compression_of(path: str) -> str | None:
 
 
 # what a file that is no JSON text starts with (bytes at an offset), and what it is
-_MAGIC = ((0, b"PAR1", "a Parquet file: pass format='parquet'"),
-          (257, b"ustar\x00", "a tar file: pass format='webdataset'"),  # POSIX; a NUL is no JSON
-          (257, b"ustar  \x00", "a tar file: pass format='webdataset'"),  # GNU
-          (0, b"\x1f\x8b", "gzip-compressed, but its name does not end in .gz: rename it"),
-          (0, b"\x28\xb5\x2f\xfd", "zstd-compressed, but its name does not end in .zst: rename it"))
+_MAGIC = (
+    (0, b"PAR1", "a Parquet file: pass format='parquet'"),
+    (257, b"ustar\x00", "a tar file: pass format='webdataset'"),  # POSIX; a NUL is no JSON
+    (257, b"ustar  \x00", "a tar file: pass format='webdataset'"),  # GNU
+    (0, b"\x1f\x8b", "gzip-compressed, but its name does not end in .gz: rename it"),
+    (0, b"\x28\xb5\x2f\xfd", "zstd-compressed, but its name does not end in .zst: rename it"),
+)
 
 
 def check_is_text(path: str, storage_options: dict[str, Any]) -> None:
@@ -98,7 +100,9 @@ def iter_aligned(
         remaining = None if end is None else end - start
         carry = b""
         while remaining is None or remaining > 0:
-            chunk, failed = _read(f, block_bytes if remaining is None else min(block_bytes, remaining), codec)
+            chunk, failed = _read(
+                f, block_bytes if remaining is None else min(block_bytes, remaining), codec
+            )
             if remaining is not None:
                 remaining -= len(chunk)
             data = carry + chunk
@@ -108,8 +112,12 @@ def iter_aligned(
                 lines += data.count(b"\n", 0, cut)
                 yield data[:cut]
             if failed is not None:
-                error = FormatError(f"cannot decompress {codec} data ({failed}): the file is truncated or is "
-                                    f"not {codec}-compressed", path, f"line {lines + 1}")
+                error = FormatError(
+                    f"cannot decompress {codec} data ({failed}): the file is truncated or is "
+                    f"not {codec}-compressed",
+                    path,
+                    f"line {lines + 1}",
+                )
                 if on_truncated is None:
                     raise error from None
                 on_truncated(error)

@@ -13,10 +13,23 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-__all__ = ["CODECS", "DATA", "DATA_V2", "DICTIONARY", "Page", "Unreadable", "as_bytes", "inflate", "read_page", "varint"]
+__all__ = [
+    "CODECS",
+    "DATA",
+    "DATA_V2",
+    "DICTIONARY",
+    "Page",
+    "Unreadable",
+    "as_bytes",
+    "inflate",
+    "read_page",
+    "varint",
+]
 
 DATA, DICTIONARY, DATA_V2 = 0, 2, 3  # Parquet PageType
-_STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(13)
+_STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(
+    13
+)
 _INTS = (_I16, _I32, _I64)
 _DEPTH = 16  # nested structs deeper than this are not a page header
 #: the codecs whose output length is checked exactly, as Arrow checks it (pyarrow's
@@ -142,15 +155,33 @@ def _struct(b: memoryview, i: int, want: _Fields, depth: int) -> tuple[dict[str,
 
 _DATA_FIELDS: _Fields = {1: "num_values", 2: "encoding", 3: "def_encoding", 4: "rep_encoding"}
 _DICT_FIELDS: _Fields = {1: "num_values", 2: "encoding"}
-_V2_FIELDS: _Fields = {1: "num_values", 2: "num_nulls", 3: "num_rows", 4: "encoding", 5: "def_length",
-                       6: "rep_length", 7: "is_compressed"}
-_HEADER: _Fields = {1: "kind", 2: "uncompressed", 3: "compressed", 5: ("data", _DATA_FIELDS),
-                    7: ("dictionary", _DICT_FIELDS), 8: ("data_v2", _V2_FIELDS)}
+_V2_FIELDS: _Fields = {
+    1: "num_values",
+    2: "num_nulls",
+    3: "num_rows",
+    4: "encoding",
+    5: "def_length",
+    6: "rep_length",
+    7: "is_compressed",
+}
+_HEADER: _Fields = {
+    1: "kind",
+    2: "uncompressed",
+    3: "compressed",
+    5: ("data", _DATA_FIELDS),
+    7: ("dictionary", _DICT_FIELDS),
+    8: ("data_v2", _V2_FIELDS),
+}
 
 
-_REQUIRED = {DATA: ("data", {"num_values", "encoding", "def_encoding", "rep_encoding"}),
-             DICTIONARY: ("dictionary", {"num_values", "encoding"}),
-             DATA_V2: ("data_v2", {"num_values", "num_nulls", "num_rows", "encoding", "def_length", "rep_length"})}
+_REQUIRED = {
+    DATA: ("data", {"num_values", "encoding", "def_encoding", "rep_encoding"}),
+    DICTIONARY: ("dictionary", {"num_values", "encoding"}),
+    DATA_V2: (
+        "data_v2",
+        {"num_values", "num_nulls", "num_rows", "encoding", "def_length", "rep_length"},
+    ),
+}
 
 
 def read_page(b: memoryview, i: int) -> Page:
@@ -168,7 +199,17 @@ def read_page(b: memoryview, i: int) -> Page:
     page = Page(int(kind), int(fields["uncompressed"]), int(fields["compressed"]), body=body)  # type: ignore[call-overload]
     for key, value in sub.items():
         setattr(page, key, value)
-    if min(page.compressed, page.uncompressed, page.num_values, page.def_length, page.rep_length, page.num_nulls) < 0:
+    if (
+        min(
+            page.compressed,
+            page.uncompressed,
+            page.num_values,
+            page.def_length,
+            page.rep_length,
+            page.num_nulls,
+        )
+        < 0
+    ):
         raise Unreadable("negative size in a page header")
     return page
 

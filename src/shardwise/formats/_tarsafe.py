@@ -74,7 +74,9 @@ def is_compressed(tar_path: str) -> bool:
     return lower.endswith((".tar.gz", ".tgz"))
 
 
-def iter_samples(tar_path: str, f: IO[bytes], keep_data: bool = False, tolerate: bool = False) -> Iterator[RawSample]:
+def iter_samples(
+    tar_path: str, f: IO[bytes], keep_data: bool = False, tolerate: bool = False
+) -> Iterator[RawSample]:
     """Group consecutive members with the same key into samples (headers only).
 
     A sample's members must be adjacent: a key that comes back after another key
@@ -97,7 +99,9 @@ def iter_samples(tar_path: str, f: IO[bytes], keep_data: bool = False, tolerate:
     try:
         tf = tarfile.open(fileobj=cast(IO[bytes], source), mode="r|" if stream else "r:")  # noqa: SIM115
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        raise FormatError(f"not a readable tar file ({exc})", tar_path, "header at offset 0") from exc
+        raise FormatError(
+            f"not a readable tar file ({exc})", tar_path, "header at offset 0"
+        ) from exc
     current: RawSample | None = None
     finished: set[str] = set()  # keys of samples already complete in this tar
     try:
@@ -141,7 +145,9 @@ def _members(tar_path: str, tf: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
         try:
             m = tf.next()
         except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-            raise FormatError(f"corrupt or truncated tar ({exc})", tar_path, f"header at offset {offset}") from exc
+            raise FormatError(
+                f"corrupt or truncated tar ({exc})", tar_path, f"header at offset {offset}"
+            ) from exc
         if m is None:
             return
         offset = m.offset
@@ -153,7 +159,9 @@ def _new_sample(key: str, m: tarfile.TarInfo, finished: set[str]) -> RawSample:
     sample = RawSample(key)
     if key in finished:
         sample.problem, sample.member = (
-            f"sample {key!r} has members that are not adjacent (another sample comes between them)", m.name)
+            f"sample {key!r} has members that are not adjacent (another sample comes between them)",
+            m.name,
+        )
     return sample
 
 
@@ -218,15 +226,21 @@ def _check_stream_end(tar_path: str, rec: _Recorder, tf: tarfile.TarFile) -> Non
     place = f"offset {tf.offset} of the uncompressed tar"
     rest, zeros = rec.since(tf.offset), 0
     if rest is None:
-        raise FormatError("corrupt tar: the end of the last member is out of reach", tar_path, place)
+        raise FormatError(
+            "corrupt tar: the end of the last member is out of reach", tar_path, place
+        )
     while rest:
         if rest.strip(b"\0"):
-            raise FormatError("corrupt or truncated tar: unreadable data after the last member", tar_path, place)
+            raise FormatError(
+                "corrupt or truncated tar: unreadable data after the last member", tar_path, place
+            )
         zeros += len(rest)
         try:
             rest = rec.read(1 << 20)
         except (OSError, EOFError, zlib.error) as exc:
-            raise FormatError(f"corrupt or truncated gzip stream ({exc})", tar_path, "end of file") from exc
+            raise FormatError(
+                f"corrupt or truncated gzip stream ({exc})", tar_path, "end of file"
+            ) from exc
     if zeros < tarfile.BLOCKSIZE:
         raise FormatError("truncated tar: the end-of-archive blocks are missing", tar_path, place)
 
@@ -236,9 +250,13 @@ def _member_bytes(tar_path: str, tf: tarfile.TarFile, m: tarfile.TarInfo) -> byt
         src = tf.extractfile(m)
         data = src.read() if src is not None else b""
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        raise FormatError(f"corrupt or truncated member data ({exc})", tar_path, f"member {m.name}") from exc
+        raise FormatError(
+            f"corrupt or truncated member data ({exc})", tar_path, f"member {m.name}"
+        ) from exc
     if len(data) != m.size:
-        raise FormatError(f"truncated member data ({len(data)} of {m.size} bytes)", tar_path, f"member {m.name}")
+        raise FormatError(
+            f"truncated member data ({len(data)} of {m.size} bytes)", tar_path, f"member {m.name}"
+        )
     return data
 
 
@@ -256,14 +274,22 @@ def _check_complete(tar_path: str, f: IO[bytes], tf: tarfile.TarFile) -> None:
         end = last.offset_data + last.size
         if end > size:
             raise FormatError(
-                f"truncated tar: member {last.name!r} needs {end} bytes, file has {size}", tar_path, f"member {last.name}"
+                f"truncated tar: member {last.name!r} needs {end} bytes, file has {size}",
+                tar_path,
+                f"member {last.name}",
             )
     f.seek(tf.offset)
     tail = f.read(64 * 1024)
     if tail.strip(b"\0"):
-        raise FormatError("corrupt or truncated tar: unreadable data after the last member", tar_path, f"offset {tf.offset}")
+        raise FormatError(
+            "corrupt or truncated tar: unreadable data after the last member",
+            tar_path,
+            f"offset {tf.offset}",
+        )
     if len(tail) < tarfile.BLOCKSIZE:
-        raise FormatError("truncated tar: the end-of-archive blocks are missing", tar_path, f"offset {tf.offset}")
+        raise FormatError(
+            "truncated tar: the end-of-archive blocks are missing", tar_path, f"offset {tf.offset}"
+        )
 
 
 def unsafe(tar_path: str, sample: RawSample) -> UnsafeMemberError:

@@ -27,7 +27,9 @@ class RollingWriter(ABC):
         storage_options: fsspec options for remote prefixes.
     """
 
-    def __init__(self, prefix: str, ext: str, target_shard_bytes: int, storage_options: dict | None = None) -> None:
+    def __init__(
+        self, prefix: str, ext: str, target_shard_bytes: int, storage_options: dict | None = None
+    ) -> None:
         if target_shard_bytes < 1:
             raise ConfigError(f"target_shard_bytes must be >= 1, got {target_shard_bytes}")
         self.prefix = prefix
@@ -80,7 +82,9 @@ class RollingWriter(ABC):
         path = f"{self.prefix}-{len(self.written):05d}.{self.ext}"
         with atomic_write(path, "wb", **self.storage_options) as f:
             f.write(data)
-        self.written.append(WrittenFile(path, self._rows, len(data), xxhash.xxh64(data).hexdigest()))
+        self.written.append(
+            WrittenFile(path, self._rows, len(data), xxhash.xxh64(data).hexdigest())
+        )
         self._buf = None
         self._rows = 0
 

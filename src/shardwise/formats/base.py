@@ -20,11 +20,20 @@ OnError = Literal["raise", "skip"]
 
 # the one table of file suffixes shardwise reads, and the format of each
 SUFFIXES: tuple[tuple[str, str], ...] = (
-    (".parquet", "parquet"), (".pq", "parquet"),
-    (".jsonl", "jsonl"), (".jsonl.gz", "jsonl"), (".jsonl.zst", "jsonl"),
-    (".json", "jsonl"), (".json.gz", "jsonl"), (".json.zst", "jsonl"),
-    (".ndjson", "jsonl"), (".ndjson.gz", "jsonl"), (".ndjson.zst", "jsonl"),
-    (".tar", "webdataset"), (".tar.gz", "webdataset"), (".tgz", "webdataset"),
+    (".parquet", "parquet"),
+    (".pq", "parquet"),
+    (".jsonl", "jsonl"),
+    (".jsonl.gz", "jsonl"),
+    (".jsonl.zst", "jsonl"),
+    (".json", "jsonl"),
+    (".json.gz", "jsonl"),
+    (".json.zst", "jsonl"),
+    (".ndjson", "jsonl"),
+    (".ndjson.gz", "jsonl"),
+    (".ndjson.zst", "jsonl"),
+    (".tar", "webdataset"),
+    (".tar.gz", "webdataset"),
+    (".tgz", "webdataset"),
 )
 
 
@@ -208,8 +217,9 @@ class TableFromBatches:
     """``read_table`` for formats that decode record by record: the unit's batches from
     ``read_unit`` as one table (``None`` when nothing is left)."""
 
-    def read_table(self: _ReadsUnits, unit: Unit, *, use_threads: bool = True,
-                   **kwargs: Any) -> pa.Table | None:
+    def read_table(
+        self: _ReadsUnits, unit: Unit, *, use_threads: bool = True, **kwargs: Any
+    ) -> pa.Table | None:
         """The unit's rows as one table (see ``read_unit``); ``None`` when empty."""
         got = list(self.read_unit(unit, **kwargs))
         return pa.Table.from_batches(got) if got else None

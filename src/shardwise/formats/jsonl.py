@@ -78,7 +78,10 @@ class JsonlFormat(TableFromBatches):
     extensions = suffixes_of("jsonl")
 
     def __init__(
-        self, unit_bytes: int = 32 * 2**20, block_bytes: int = 8 * 2**20, storage_options: dict[str, Any] | None = None,
+        self,
+        unit_bytes: int = 32 * 2**20,
+        block_bytes: int = 8 * 2**20,
+        storage_options: dict[str, Any] | None = None,
         on_error: OnError = "raise",
     ) -> None:
         if unit_bytes < 1 or block_bytes < 1:
@@ -94,8 +97,15 @@ class JsonlFormat(TableFromBatches):
         if compression_of(path) is not None:
             damaged: list[FormatError] = []
             keep = damaged.append if self.on_error == "skip" else None
-            records = sum(count_records(p)[0] for p in iter_aligned(
-                path, block_bytes=self.block_bytes, storage_options=self.storage_options, on_truncated=keep))
+            records = sum(
+                count_records(p)[0]
+                for p in iter_aligned(
+                    path,
+                    block_bytes=self.block_bytes,
+                    storage_options=self.storage_options,
+                    on_truncated=keep,
+                )
+            )
             return [Unit(path, 0, records, size, 0, size, 1, skipped=len(damaged))]
         ranges = split_ranges(path, size, self.unit_bytes, self.block_bytes, self.storage_options)
         return [Unit(path, i, n, e - s, s, e, line) for i, (s, e, n, line) in enumerate(ranges)]
@@ -104,8 +114,12 @@ class JsonlFormat(TableFromBatches):
         """Infer the schema from the first MiB of records (null-only columns become strings)."""
         sample = b""
         # a damaged compressed file: the types of what can be read (reading says the rest)
-        for piece in iter_aligned(path, block_bytes=_SAMPLE_BYTES, storage_options=self.storage_options,
-                                  on_truncated=lambda error: None):
+        for piece in iter_aligned(
+            path,
+            block_bytes=_SAMPLE_BYTES,
+            storage_options=self.storage_options,
+            on_truncated=lambda error: None,
+        ):
             sample += piece
             if len(sample) >= _SAMPLE_BYTES:
                 break
@@ -127,11 +141,18 @@ class JsonlFormat(TableFromBatches):
         check_columns(columns, schema)
         end = None if compression_of(unit.path) else unit.end
         line = unit.first_line or 1
+
         def damaged(error: FormatError) -> None:
-            q.add(unit.path, error.location or "", f"{error.reason}; the rest of the file is left out")
+            q.add(
+                unit.path, error.location or "", f"{error.reason}; the rest of the file is left out"
+            )
 
         for piece in iter_aligned(
-            unit.path, start=unit.start, end=end, block_bytes=self.block_bytes, storage_options=self.storage_options,
+            unit.path,
+            start=unit.start,
+            end=end,
+            block_bytes=self.block_bytes,
+            storage_options=self.storage_options,
             on_truncated=damaged if on_error == "skip" else None,
         ):
             table = parse_block(piece, schema, unit.path, line, on_error, q)
@@ -191,7 +212,10 @@ class JsonlShardWriter(RollingWriter):
     def _append(self, batch: pa.RecordBatch) -> None:
         assert self._buf is not None
         dumps = json.dumps
-        lines = [dumps(row, ensure_ascii=False, separators=(",", ":"), default=_json_default) for row in batch.to_pylist()]
+        lines = [
+            dumps(row, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+            for row in batch.to_pylist()
+        ]
         self._buf.write(("\n".join(lines) + "\n").encode("utf-8"))
 
     def _finish(self) -> bytes:

@@ -50,7 +50,9 @@ class ParquetFormat:
     name = "parquet"
     extensions = suffixes_of("parquet")
 
-    def __init__(self, batch_rows: int = 65536, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, batch_rows: int = 65536, storage_options: dict[str, Any] | None = None
+    ) -> None:
         if batch_rows < 1:
             raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
         self.batch_rows = batch_rows
@@ -92,7 +94,9 @@ class ParquetFormat:
         A row group that cannot be decoded is a whole-unit failure: under
         ``on_error="skip"`` its rows are quarantined (counted) and nothing is yielded.
         """
-        table = self.read_table(unit, columns=columns, on_error=on_error, quarantine=quarantine, schema=schema)
+        table = self.read_table(
+            unit, columns=columns, on_error=on_error, quarantine=quarantine, schema=schema
+        )
         if table is not None:
             yield from table.to_batches(max_chunksize=self.batch_rows)
 
@@ -118,10 +122,16 @@ class ParquetFormat:
             except (pa.ArrowInvalid, pa.ArrowException, OSError, IndexError) as exc:
                 if transient_in_chain(exc):  # a dropped connection, not a bad row group
                     raise
-                err = FormatError(f"cannot decode row group ({exc})", unit.path, f"row group {unit.index}")
+                err = FormatError(
+                    f"cannot decode row group ({exc})", unit.path, f"row group {unit.index}"
+                )
                 if on_error == "skip" and quarantine is not None:
-                    quarantine.add(unit.path, f"row group {unit.index}", f"{err.reason} ({unit.num_samples} rows)",
-                                   count=unit.num_samples)
+                    quarantine.add(
+                        unit.path,
+                        f"row group {unit.index}",
+                        f"{err.reason} ({unit.num_samples} rows)",
+                        count=unit.num_samples,
+                    )
                     return None
                 raise err from exc
         finally:
@@ -137,23 +147,32 @@ class ParquetFormat:
         return ParquetShardWriter(prefix, storage_options=self.storage_options, **options)
 
 
-def _read_row_group(pf: pq.ParquetFile, source: Any, group: int, columns: Sequence[str] | None,
-                    use_threads: bool) -> pa.Table:
+def _read_row_group(
+    pf: pq.ParquetFile, source: Any, group: int, columns: Sequence[str] | None, use_threads: bool
+) -> pa.Table:
     """Row group ``group``: fixed-size lists of numbers without nulls decoded from their
     pages (:mod:`shardwise.formats._fixedlist`), the other columns by Arrow."""
     names = list(columns) if columns is not None else pf.schema_arrow.names
-    plain = len(set(names)) == len(names) and set(names) <= set(pf.schema_arrow.names)  # else as Arrow has it
+    plain = len(set(names)) == len(names) and set(names) <= set(
+        pf.schema_arrow.names
+    )  # else as Arrow has it
     fixed = read_fixed_lists(pf, source, group, names) if plain else {}
     if not fixed:
-        return pf.read_row_group(group, columns=list(columns) if columns is not None else None, use_threads=use_threads)
+        return pf.read_row_group(
+            group, columns=list(columns) if columns is not None else None, use_threads=use_threads
+        )
     rest = [n for n in names if n not in fixed]
     table = pf.read_row_group(group, columns=rest, use_threads=use_threads) if rest else None
     schema = pf.schema_arrow
     arrays = [fixed[n] if n in fixed else table.column(n) for n in names]  # type: ignore[union-attr]
-    return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(n) for n in names], metadata=schema.metadata))
+    return pa.Table.from_arrays(
+        arrays, schema=pa.schema([schema.field(n) for n in names], metadata=schema.metadata)
+    )
 
 
-def _conform(table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None, unit: Unit) -> pa.Table:
+def _conform(
+    table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None, unit: Unit
+) -> pa.Table:
     names = list(columns) if columns is not None else schema.names
     target = pa.schema([schema.field(n) for n in names if n in schema.names])
     if table.schema.equals(target):
@@ -165,7 +184,11 @@ def _conform(table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None, 
             try:
                 arrays.append(col.cast(field.type) if col.type != field.type else col)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise FormatError(f"column {field.name!r} cannot be cast to {field.type}: {exc}", unit.path, f"row group {unit.index}") from exc
+                raise FormatError(
+                    f"column {field.name!r} cannot be cast to {field.type}: {exc}",
+                    unit.path,
+                    f"row group {unit.index}",
+                ) from exc
         else:
             arrays.append(pa.nulls(table.num_rows, field.type))
     return pa.Table.from_arrays(arrays, schema=target)
@@ -202,7 +225,9 @@ class ParquetShardWriter(RollingWriter):
 
     def _append(self, batch: pa.RecordBatch) -> None:
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self._buf, batch.schema, compression=self.compression, write_statistics=True)
+            self._writer = pq.ParquetWriter(
+                self._buf, batch.schema, compression=self.compression, write_statistics=True
+            )
         self._pending.append(batch)
         self._pending_rows += batch.num_rows
         while self._pending_rows >= self.row_group_rows:

@@ -53,8 +53,12 @@ class WebDatasetFormat(TableFromBatches):
     name = "webdataset"
     extensions = suffixes_of("webdataset")
 
-    def __init__(self, batch_rows: int = 1024, storage_options: dict[str, Any] | None = None,
-                 on_error: OnError = "raise") -> None:
+    def __init__(
+        self,
+        batch_rows: int = 1024,
+        storage_options: dict[str, Any] | None = None,
+        on_error: OnError = "raise",
+    ) -> None:
         if batch_rows < 1:
             raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
         self.batch_rows = batch_rows
@@ -122,7 +126,13 @@ class WebDatasetFormat(TableFromBatches):
             yield pa.RecordBatch.from_pylist(rows, schema=out_schema)
 
     def _row(
-        self, path: str, s: RawSample, names: list[str], data: _DataReader, on_error: OnError, q: Quarantine
+        self,
+        path: str,
+        s: RawSample,
+        names: list[str],
+        data: _DataReader,
+        on_error: OnError,
+        q: Quarantine,
     ) -> dict[str, Any] | None:
         if s.problem is not None:
             if on_error == "raise":
@@ -164,7 +174,11 @@ class _DataReader:
         data = self.f.read(m.size)
         self.f.seek(pos)
         if len(data) != m.size:
-            raise FormatError(f"truncated member data ({len(data)} of {m.size} bytes)", self.path, f"member {m.name}")
+            raise FormatError(
+                f"truncated member data ({len(data)} of {m.size} bytes)",
+                self.path,
+                f"member {m.name}",
+            )
         return bytes(data)
 
 
@@ -190,7 +204,11 @@ class WebDatasetShardWriter(RollingWriter):
     """
 
     def __init__(
-        self, prefix: str, *, target_shard_bytes: int = 256 * 2**20, storage_options: dict[str, Any] | None = None
+        self,
+        prefix: str,
+        *,
+        target_shard_bytes: int = 256 * 2**20,
+        storage_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(prefix, "tar", target_shard_bytes, storage_options)
         self._tar: tarfile.TarFile | None = None
@@ -198,7 +216,9 @@ class WebDatasetShardWriter(RollingWriter):
     def write(self, batch: pa.RecordBatch) -> None:
         """Write samples one at a time so rollover happens between samples."""
         if KEY not in batch.schema.names:
-            raise FormatError(f"a WebDataset batch needs a {KEY!r} column; got {batch.schema.names}")
+            raise FormatError(
+                f"a WebDataset batch needs a {KEY!r} column; got {batch.schema.names}"
+            )
         for i in range(batch.num_rows):
             super().write(batch.slice(i, 1))
 
@@ -214,7 +234,9 @@ class WebDatasetShardWriter(RollingWriter):
         if not key or not isinstance(key, str):
             raise FormatError(f"{KEY} must be a non-empty string, got {key!r}")
         if all(value is None for value in row.values()):
-            raise FormatError(f"sample {key!r} has no non-null field; a WebDataset sample needs at least one member")
+            raise FormatError(
+                f"sample {key!r} has no non-null field; a WebDataset sample needs at least one member"
+            )
         for name, value in row.items():
             if value is None:
                 continue

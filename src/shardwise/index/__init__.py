@@ -29,11 +29,20 @@ from shardwise.index.sources import MANIFEST_NAME, choose_format, expand_with_ma
 from shardwise.index.store import cache_root, index_location, load_saved, save
 from shardwise.storage import FileInfo
 
-__all__ = ["INDEX_NAME", "MANIFEST_NAME", "OPEN_OPTIONS", "DatasetIndex", "FileEntry", "cache_root",
-           "open_dataset"]
+__all__ = [
+    "INDEX_NAME",
+    "MANIFEST_NAME",
+    "OPEN_OPTIONS",
+    "DatasetIndex",
+    "FileEntry",
+    "cache_root",
+    "open_dataset",
+]
 
 
-def _index_one(args: tuple[str, str, int, dict[str, Any], dict[str, Any]]) -> tuple[list[Unit], pa.Schema]:
+def _index_one(
+    args: tuple[str, str, int, dict[str, Any], dict[str, Any]],
+) -> tuple[list[Unit], pa.Schema]:
     path, fmt_name, size, fmt_options, storage_options = args
     fmt = get_format(fmt_name, storage_options=storage_options, **fmt_options)
     return fmt.list_units(path, size), fmt.read_schema(path)
@@ -79,7 +88,11 @@ def open_dataset(
     """
     check_format_options(format, format_options, "open_dataset", OPEN_OPTIONS)
     opts = storage_options or {}
-    spec = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+    spec = (
+        [os.fspath(paths)]
+        if isinstance(paths, (str, os.PathLike))
+        else [os.fspath(p) for p in paths]
+    )
     files = expand_with_manifests(spec, opts)
     fmt_name = choose_format(files, format)
     if "on_error" in inspect.signature(format_class(fmt_name)).parameters:
@@ -110,12 +123,18 @@ def _build(
     todo = [fi for fi in infos if fi.path not in reuse]
     args = [(fi.path, fmt_name, fi.size, format_options, storage_options) for fi in todo]
     backend = _index_backend(todo)
-    fresh = parallel_map(_index_one, args, backend=backend, desc="index files", progress=progress and len(args) > 1)
+    fresh = parallel_map(
+        _index_one, args, backend=backend, desc="index files", progress=progress and len(args) > 1
+    )
     built = dict(zip((fi.path for fi in todo), fresh))
     files, units, schemas = [], [], []
     for fi in infos:
         f_units, schema = reuse[fi.path] if fi.path in reuse else built[fi.path]
-        files.append(FileEntry(fi.path, fi.size, fi.fingerprint, len(f_units), sum(u.num_samples for u in f_units)))
+        files.append(
+            FileEntry(
+                fi.path, fi.size, fi.fingerprint, len(f_units), sum(u.num_samples for u in f_units)
+            )
+        )
         units.extend(f_units)
         schemas.append(schema)
     schema = get_format(fmt_name).unify_schemas(schemas, [fi.path for fi in infos])
@@ -140,7 +159,9 @@ def _index_backend(todo: Sequence[FileInfo]) -> str | None:
     return "thread" if len(todo) < 64 else None
 
 
-def _reusable(saved: DatasetIndex | None, infos: Iterable[FileInfo]) -> dict[str, tuple[list[Unit], pa.Schema]]:
+def _reusable(
+    saved: DatasetIndex | None, infos: Iterable[FileInfo]
+) -> dict[str, tuple[list[Unit], pa.Schema]]:
     if saved is None:
         return {}
     by_path = {f.path: f for f in saved.files}
@@ -150,7 +171,11 @@ def _reusable(saved: DatasetIndex | None, infos: Iterable[FileInfo]) -> dict[str
     out = {}
     for fi in infos:
         old = by_path.get(fi.path)
-        if old is not None and old.size == fi.size and old.fingerprint == fi.fingerprint and fi.fingerprint:
+        if (
+            old is not None
+            and old.size == fi.size
+            and old.fingerprint == fi.fingerprint
+            and fi.fingerprint
+        ):
             out[fi.path] = (units_by_path.get(fi.path, []), saved.schema)
     return out
-

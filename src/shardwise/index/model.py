@@ -79,7 +79,9 @@ class DatasetIndex:
 
     def counts(self) -> np.ndarray:
         """Samples per unit as an int64 array (the input of ``shardwise.plan``)."""
-        return np.fromiter((u.num_samples for u in self.units), dtype=np.int64, count=len(self.units))
+        return np.fromiter(
+            (u.num_samples for u in self.units), dtype=np.int64, count=len(self.units)
+        )
 
     def summary(self) -> dict[str, Any]:
         """Totals and the smallest/largest unit, as plain values (``skipped``: bad samples

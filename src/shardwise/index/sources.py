@@ -54,8 +54,11 @@ def _refuse_unfinished(item: str, opts: dict[str, Any]) -> None:
             raise
         return
     if unfinished:
-        raise StorageError(f"{item} is the output of an unfinished shardwise run (no {MANIFEST_NAME} yet); "
-                           "rerun the pipeline to finish it", item)
+        raise StorageError(
+            f"{item} is the output of an unfinished shardwise run (no {MANIFEST_NAME} yet); "
+            "rerun the pipeline to finish it",
+            item,
+        )
 
 
 def choose_format(files: list[str], format: str | None) -> str:
@@ -64,8 +67,11 @@ def choose_format(files: list[str], format: str | None) -> str:
         for f in files:  # a file whose suffix names another format is not read as this one
             other = guess_format(f)
             if other is not None and other != name:
-                raise FormatError(f"format={format!r} was given, but this is a {other} file by its name; "
-                                  f"drop format= or pass format={other!r}", f)
+                raise FormatError(
+                    f"format={format!r} was given, but this is a {other} file by its name; "
+                    f"drop format= or pass format={other!r}",
+                    f,
+                )
         return name
     found: dict[str, str] = {}
     for f in files:

@@ -15,8 +15,10 @@ __all__ = ["cache_root", "index_location", "load_saved", "save"]
 
 
 def cache_root(cache_dir: str | None) -> str:
-    root = cache_dir or os.environ.get("SHARDWISE_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "shardwise"
+    root = (
+        cache_dir
+        or os.environ.get("SHARDWISE_CACHE_DIR")
+        or os.path.join(os.path.expanduser("~"), ".cache", "shardwise")
     )
     return os.path.join(root, "index")
 
@@ -27,7 +29,11 @@ def _spec_key(spec: list[str], fmt: str, format_options: dict[str, Any]) -> str:
 
 
 def index_location(
-    spec: list[str], fmt: str, format_options: dict[str, Any], cache_dir: str | None, opts: dict[str, Any]
+    spec: list[str],
+    fmt: str,
+    format_options: dict[str, Any],
+    cache_dir: str | None,
+    opts: dict[str, Any],
 ) -> str:
     if len(spec) == 1:
         fs, path = resolve(spec[0], **opts)
@@ -62,9 +68,14 @@ def save(
     opts: dict[str, Any],
 ) -> str:
     payload = json.dumps(
-        {"format_options": json.loads(json.dumps(format_options, default=str)), "index": index.to_json()}
+        {
+            "format_options": json.loads(json.dumps(format_options, default=str)),
+            "index": index.to_json(),
+        }
     )
-    fallback = os.path.join(cache_root(cache_dir), _spec_key(spec, index.format, format_options) + ".json")
+    fallback = os.path.join(
+        cache_root(cache_dir), _spec_key(spec, index.format, format_options) + ".json"
+    )
     for target in dict.fromkeys([location, fallback]):
         try:
             with atomic_write(target, "w", **(opts if "://" in target else {})) as f:

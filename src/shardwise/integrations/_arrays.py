@@ -23,8 +23,12 @@ _EMPTY = np.zeros(0, dtype=np.uint8)
 
 
 def _is_bytes(t: pa.DataType) -> bool:
-    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t)
-                or pa.types.is_string(t) or pa.types.is_large_string(t))
+    return bool(
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+    )
 
 
 def _is_number(t: pa.DataType) -> bool:
@@ -47,8 +51,10 @@ def column_spec(name: str, t: pa.DataType) -> tuple[np.dtype[Any], int]:
         return np.dtype(t.to_pandas_dtype()), 0
     if (_is_list(t) or pa.types.is_fixed_size_list(t)) and _is_number(t.value_type):
         return np.dtype(t.value_type.to_pandas_dtype()), 1
-    raise ConfigError(f"column {name!r} of type {t} cannot be passed to DALI: choose binary, "
-                      "string, numeric or list-of-numeric columns with columns=")
+    raise ConfigError(
+        f"column {name!r} of type {t} cannot be passed to DALI: choose binary, "
+        "string, numeric or list-of-numeric columns with columns="
+    )
 
 
 def column_arrays(name: str, col: pa.Array) -> np.ndarray | list[np.ndarray]:
@@ -59,13 +65,19 @@ def column_arrays(name: str, col: pa.Array) -> np.ndarray | list[np.ndarray]:
         return _byte_samples(col)
     if _is_number(t):
         if col.null_count:
-            raise ConfigError(f"column {name!r} has nulls in this batch; DALI needs a value per sample")
+            raise ConfigError(
+                f"column {name!r} has nulls in this batch; DALI needs a value per sample"
+            )
         return col.to_numpy(zero_copy_only=False)
     if pa.types.is_fixed_size_list(t) and not col.null_count:
         flat = col.flatten().to_numpy(zero_copy_only=False)
         return flat.reshape(len(col), t.list_size)
-    return [np.asarray(v, dtype=t.value_type.to_pandas_dtype()) if v is not None
-            else np.zeros(0, dtype=t.value_type.to_pandas_dtype()) for v in col.to_pylist()]
+    return [
+        np.asarray(v, dtype=t.value_type.to_pandas_dtype())
+        if v is not None
+        else np.zeros(0, dtype=t.value_type.to_pandas_dtype())
+        for v in col.to_pylist()
+    ]
 
 
 def _byte_samples(col: pa.Array) -> list[np.ndarray]:
@@ -73,7 +85,11 @@ def _byte_samples(col: pa.Array) -> list[np.ndarray]:
     wide = pa.types.is_large_binary(col.type) or pa.types.is_large_string(col.type)
     _, offsets_buf, data_buf = col.buffers()
     n = len(col)
-    offsets = np.frombuffer(offsets_buf, dtype=np.int64 if wide else np.int32)[col.offset : col.offset + n + 1]
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64 if wide else np.int32)[
+        col.offset : col.offset + n + 1
+    ]
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else _EMPTY
     valid = col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else None
-    return [data[offsets[i] : offsets[i + 1]] if valid is None or valid[i] else _EMPTY for i in range(n)]
+    return [
+        data[offsets[i] : offsets[i + 1]] if valid is None or valid[i] else _EMPTY for i in range(n)
+    ]

@@ -46,8 +46,9 @@ class WorkerSource:
     starts that process's next epoch.
     """
 
-    def __init__(self, ds: StreamingDatasetBase, worker: int, num_workers: int,
-                 columns: Sequence[str]) -> None:
+    def __init__(
+        self, ds: StreamingDatasetBase, worker: int, num_workers: int, columns: Sequence[str]
+    ) -> None:
         self._ds = ds
         self.rank = ds.dp_rank  # the data-parallel rank (the rank unless model-parallel groups)
         self.worker, self.num_workers = worker, num_workers
@@ -62,8 +63,10 @@ class WorkerSource:
         return self._epoch(self.start_epoch + n)
 
     def __repr__(self) -> str:
-        return (f"WorkerSource(rank={self.rank}, worker={self.worker} of {self.num_workers}, "
-                f"per_worker={self._ds.batch_size}, columns={self.columns})")
+        return (
+            f"WorkerSource(rank={self.rank}, worker={self.worker} of {self.num_workers}, "
+            f"per_worker={self._ds.batch_size}, columns={self.columns})"
+        )
 
     def __len__(self) -> int:
         """Batches this source yields in the epoch it started on."""
@@ -75,8 +78,10 @@ class WorkerSource:
         per_worker = ds.batch_size
         for batch in ds.iter_shard(self.rank, ds.dp_size, self.worker, self.num_workers):
             if batch.num_rows != per_worker:
-                raise PlanError(f"DALI source {self.worker} of rank {self.rank} got {batch.num_rows} "
-                                f"samples, not per_worker={per_worker}")
+                raise PlanError(
+                    f"DALI source {self.worker} of rank {self.rank} got {batch.num_rows} "
+                    f"samples, not per_worker={per_worker}"
+                )
             yield tuple(column_arrays(c, batch.column(c)) for c in self.columns)
 
 
@@ -106,9 +111,20 @@ class DaliSource:
         MissingExtraError: DALI is not installed.
     """
 
-    def __init__(self, source: Any, *, per_worker: int, num_workers: int, columns: Sequence[str],
-                 rank: int | None = None, world_size: int | None = None, seed: int = 0,
-                 shuffle: bool = True, drop_last: bool = True, **options: Any) -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        per_worker: int,
+        num_workers: int,
+        columns: Sequence[str],
+        rank: int | None = None,
+        world_size: int | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        drop_last: bool = True,
+        **options: Any,
+    ) -> None:
         require("nvidia.dali", "DaliSource")
         for name, value in (("per_worker", per_worker), ("num_workers", num_workers)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -119,9 +135,18 @@ class DaliSource:
         self.num_workers, self.per_worker = num_workers, per_worker
         options.setdefault("num_threads", 1)  # each DALI worker is a process of its own
         self.dataset = StreamingDatasetBase(
-            source, batch_size=per_worker, batch_format="arrow", num_workers=num_workers,
-            columns=self.columns, rank=rank, world_size=world_size, seed=seed, shuffle=shuffle,
-            drop_last=drop_last, **options)
+            source,
+            batch_size=per_worker,
+            batch_format="arrow",
+            num_workers=num_workers,
+            columns=self.columns,
+            rank=rank,
+            world_size=world_size,
+            seed=seed,
+            shuffle=shuffle,
+            drop_last=drop_last,
+            **options,
+        )
         self.rank, self.world_size = self.dataset.rank, self.dataset.world_size
         schema = self.dataset.index.schema
         self.specs = {c: column_spec(c, schema.field(c).type) for c in self.columns}
@@ -129,8 +154,10 @@ class DaliSource:
     # -- the sources ------------------------------------------------------------------
     def sources(self) -> list[WorkerSource]:
         """``num_workers`` fresh sources from the current epoch (and loaded state)."""
-        return [WorkerSource(copy.copy(self.dataset), k, self.num_workers, self.columns)
-                for k in range(self.num_workers)]
+        return [
+            WorkerSource(copy.copy(self.dataset), k, self.num_workers, self.columns)
+            for k in range(self.num_workers)
+        ]
 
     def external_sources(self, **kwargs: Any) -> list[tuple[Any, ...]]:
         """Call ``nvidia.dali.fn.external_source`` once per source (inside a pipeline definition).
@@ -145,7 +172,10 @@ class DaliSource:
         _shutdown_pipelines_before_joining_workers()
         types = require("nvidia.dali.types", "DaliSource.external_sources")
         opts: dict[str, Any] = {
-            "batch": True, "parallel": True, "cycle": "raise", "num_outputs": len(self.columns),
+            "batch": True,
+            "parallel": True,
+            "cycle": "raise",
+            "num_outputs": len(self.columns),
             "dtype": [types.to_dali_type(self.specs[c][0]) for c in self.columns],
             "ndim": [self.specs[c][1] for c in self.columns],
         }
@@ -203,7 +233,9 @@ class DaliSource:
             return {n: _concat([outputs[f"{n}_w{i}"] for i in range(k)]) for n in names}
         outs = list(outputs)
         if not outs or len(outs) % k:
-            raise ConfigError(f"expected the outputs of {k} sources (a multiple of {k}), got {len(outs)}")
+            raise ConfigError(
+                f"expected the outputs of {k} sources (a multiple of {k}), got {len(outs)}"
+            )
         per = len(outs) // k
         return [_concat([outs[i * per + j] for i in range(k)]) for j in range(per)]
 

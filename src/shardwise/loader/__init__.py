@@ -22,13 +22,22 @@ def _build() -> type:
         try:
             from torch.utils.data import IterableDataset
         except ImportError:
-            _cls = type("StreamingDataset", (StreamingDatasetBase,), {"__module__": __name__,
-                        "__doc__": StreamingDatasetBase.__doc__})
+            _cls = type(
+                "StreamingDataset",
+                (StreamingDatasetBase,),
+                {"__module__": __name__, "__doc__": StreamingDatasetBase.__doc__},
+            )
         else:
-            _cls = type("StreamingDataset", (StreamingDatasetBase, IterableDataset), {
-                "__module__": __name__, "__doc__": StreamingDatasetBase.__doc__,
-                "__iter__": StreamingDatasetBase.__iter__, "__len__": StreamingDatasetBase.__len__,
-            })
+            _cls = type(
+                "StreamingDataset",
+                (StreamingDatasetBase, IterableDataset),
+                {
+                    "__module__": __name__,
+                    "__doc__": StreamingDatasetBase.__doc__,
+                    "__iter__": StreamingDatasetBase.__iter__,
+                    "__len__": StreamingDatasetBase.__len__,
+                },
+            )
     return _cls
 
 

@@ -14,8 +14,15 @@ import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError
 
-__all__ = ["check_bool", "check_columns", "check_filter", "check_int", "check_state", "check_threads",
-           "default_threads"]
+__all__ = [
+    "check_bool",
+    "check_columns",
+    "check_filter",
+    "check_int",
+    "check_state",
+    "check_threads",
+    "default_threads",
+]
 
 
 def check_int(name: str, value: Any, minimum: int | None = None, optional: bool = False) -> Any:
@@ -52,27 +59,41 @@ def check_filter(expression: Any, schemas: Sequence[pa.Schema]) -> pc.Expression
     if expression is None:
         return None
     if not isinstance(expression, pc.Expression):
-        raise ConfigError(f"filter must be a pyarrow.compute expression (e.g. pc.field('label') == 3), "
-                          f"got {type(expression).__name__} {expression!r}")
+        raise ConfigError(
+            f"filter must be a pyarrow.compute expression (e.g. pc.field('label') == 3), "
+            f"got {type(expression).__name__} {expression!r}"
+        )
     for schema in schemas:
         try:
             schema.empty_table().filter(expression)
         except (pa.ArrowException, TypeError, ValueError) as exc:
-            raise ConfigError(f"filter {expression} does not apply to the dataset's columns "
-                              f"{schema.names}: {exc}") from exc
+            raise ConfigError(
+                f"filter {expression} does not apply to the dataset's columns {schema.names}: {exc}"
+            ) from exc
     return expression
 
 
-_STATE_KEYS = {"version": int, "epoch": int, "seed": int, "shuffle": bool, "counts": str, "resumes": list}
+_STATE_KEYS = {
+    "version": int,
+    "epoch": int,
+    "seed": int,
+    "shuffle": bool,
+    "counts": str,
+    "resumes": list,
+}
 
 
 def check_state(state: Any) -> None:
     """A loader state as ``state_dict`` writes it (keys and their types)."""
     if not isinstance(state, dict):
-        raise ConfigError(f"load_state_dict takes the dict state_dict returned, got {type(state).__name__}")
+        raise ConfigError(
+            f"load_state_dict takes the dict state_dict returned, got {type(state).__name__}"
+        )
     for key, kind in _STATE_KEYS.items():
         if key in state and not isinstance(state[key], kind):
-            raise ConfigError(f"loader state field {key!r} must be {kind.__name__}, got {state[key]!r}")
+            raise ConfigError(
+                f"loader state field {key!r} must be {kind.__name__}, got {state[key]!r}"
+            )
 
 
 def default_threads() -> int:
@@ -91,7 +112,8 @@ def default_threads() -> int:
 
 def check_threads(num_threads: int | None) -> int:
     """``num_threads`` as given (an integer >= 1), or the default for this process."""
-    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
-                                    or num_threads < 1):
+    if num_threads is not None and (
+        isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
+    ):
         raise ConfigError(f"num_threads must be an integer >= 1, got {num_threads!r}")
     return num_threads or default_threads()

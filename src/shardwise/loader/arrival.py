@@ -39,7 +39,11 @@ __all__ = ["ArrivalWindow", "Filling", "arrival_schema"]
 def arrival_schema(schema: pa.Schema, batch_format: str | None) -> bool:
     """Whether windows of ``schema`` may be built by :class:`ArrivalWindow`: numpy or
     torch batches of numbers, fixed-size lists of numbers, strings and binary."""
-    return batch_format in ("numpy", "torch") and len(schema) > 0 and all(_kind(f.type) for f in schema)
+    return (
+        batch_format in ("numpy", "torch")
+        and len(schema) > 0
+        and all(_kind(f.type) for f in schema)
+    )
 
 
 def _kind(t: pa.DataType) -> bool:
@@ -60,8 +64,13 @@ class ArrivalWindow:
         memory: the dataset's window memory (default: new mappings, let go with the window).
     """
 
-    def __init__(self, units: list[int], capacity: list[int], schema: pa.Schema,
-                 memory: WindowMemory | None = None) -> None:
+    def __init__(
+        self,
+        units: list[int],
+        capacity: list[int],
+        schema: pa.Schema,
+        memory: WindowMemory | None = None,
+    ) -> None:
         self.units = np.asarray(units, dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(capacity, dtype=np.int64)])
         self.start = dict(zip(units, starts[:-1].tolist()))
@@ -69,8 +78,11 @@ class ArrivalWindow:
         self.n = int(starts[-1])
         self.text = [is_text(f.type) for f in schema]
         self.take = memory.take if memory is not None else window_memory
-        self.texts = WindowTexts(schema, [i for i, t in enumerate(self.text) if t], self.n, self.take) \
-            if any(self.text) else None
+        self.texts = (
+            WindowTexts(schema, [i for i, t in enumerate(self.text) if t], self.n, self.take)
+            if any(self.text)
+            else None
+        )
         self.columns: list[np.ndarray | None] = [None] * len(schema)
         self.failed = False
         self.src: np.ndarray | None = None  # for each place of the window, its row in the columns
@@ -81,7 +93,11 @@ class ArrivalWindow:
         they cannot be."""
         n = table.num_rows
         arrays = [views.get((unit, i)) for i in range(len(self.text))]
-        if self.failed or n > self.capacity[unit] or any(a is None for a, t in zip(arrays, self.text) if not t):
+        if (
+            self.failed
+            or n > self.capacity[unit]
+            or any(a is None for a, t in zip(arrays, self.text) if not t)
+        ):
             self.failed = True
             return False
         at = self.start[unit]
@@ -103,7 +119,9 @@ class ArrivalWindow:
         with self._lock:
             if self.columns[i] is None:  # virtual memory: pages are mapped as units are written
                 shape = (self.n, *a.shape[1:])
-                self.columns[i] = self.take(int(np.prod(shape)) * a.itemsize).view(a.dtype).reshape(shape)
+                self.columns[i] = (
+                    self.take(int(np.prod(shape)) * a.itemsize).view(a.dtype).reshape(shape)
+                )
             out = self.columns[i]
         assert out is not None
         return out if out.dtype == a.dtype and out.shape[1:] == a.shape[1:] else None
@@ -111,7 +129,9 @@ class ArrivalWindow:
     def complete(self) -> bool:
         """Whether every unit was written (once all were added); False when the window
         was refused (its pieces are then gathered from the unit tables)."""
-        return not self.failed and all(c is not None or t or self.n == 0 for c, t in zip(self.columns, self.text))
+        return not self.failed and all(
+            c is not None or t or self.n == 0 for c, t in zip(self.columns, self.text)
+        )
 
     def order(self, unit_ids: np.ndarray, rows: np.ndarray) -> None:
         """The window's order: sample ``i`` is row ``rows[i]`` of unit ``unit_ids[i]``.
@@ -158,8 +178,14 @@ class Filling:
         size: a unit's estimated decoded bytes.
     """
 
-    def __init__(self, win: ArrivalWindow, units: list[int], fill: Callable[[int], None],
-                 size: Callable[[int], int], pool: Executor) -> None:
+    def __init__(
+        self,
+        win: ArrivalWindow,
+        units: list[int],
+        fill: Callable[[int], None],
+        size: Callable[[int], int],
+        pool: Executor,
+    ) -> None:
         self.win = win
         self.todo = list(reversed(units))
         self.fill, self.size, self.pool = fill, size, pool

@@ -51,8 +51,13 @@ def fetch_range(url: str, start: int, end: int, storage_options: dict[str, Any])
 
 def _endpoint(storage_options: dict[str, Any]) -> str:
     client = storage_options.get("client_kwargs") or {}
-    return str(client.get("endpoint_url") or storage_options.get("endpoint_url")
-               or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "")
+    return str(
+        client.get("endpoint_url")
+        or storage_options.get("endpoint_url")
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+        or ""
+    )
 
 
 class UnitCache:
@@ -93,14 +98,21 @@ class UnitCache:
             return
         size = self._files[unit.path].size
         with contextlib.ExitStack() as stack:
-            pieces = [piece for extent in self._extents(unit, stack)
-                      if (piece := self._lease(stack, unit.path, extent)) is not None]
+            pieces = [
+                piece
+                for extent in self._extents(unit, stack)
+                if (piece := self._lease(stack, unit.path, extent)) is not None
+            ]
             reader = partial(self._read_remote, unit.path)
             with serving(unit.path, lambda: SparseFile(size, pieces, reader, unit.path)):  # type: ignore[arg-type,return-value]
                 yield
 
-    def _lease(self, stack: contextlib.ExitStack, url: str, extent: Extent) -> tuple[int, Bytes] | None:
-        data = stack.enter_context(self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end)))
+    def _lease(
+        self, stack: contextlib.ExitStack, url: str, extent: Extent
+    ) -> tuple[int, Bytes] | None:
+        data = stack.enter_context(
+            self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end))
+        )
         return None if data is None else (extent.start, data)
 
     def _read_remote(self, url: str, start: int, end: int) -> bytes:
@@ -112,7 +124,9 @@ class UnitCache:
         """The unit's one entry, unless it is a row group of a file with several."""
         if self.index.format == "parquet" and self._units_in[unit.path] > 1:
             return None
-        start, end = (unit.start, unit.end) if unit.end > unit.start else (0, self._files[unit.path].size)
+        start, end = (
+            (unit.start, unit.end) if unit.end > unit.start else (0, self._files[unit.path].size)
+        )
         return self._extent(unit.path, start, end)
 
     def is_cached(self, unit: Unit) -> bool:
@@ -129,7 +143,9 @@ class UnitCache:
         size = self._files[unit.path].size
         tail = self._extent(unit.path, max(0, size - FOOTER_READ), size)
         start, end = ranges[unit.index][0], min(ranges[unit.index][1], tail.start)
-        return self.cache.has(tail) and (end <= start or self.cache.has(self._extent(unit.path, start, end)))
+        return self.cache.has(tail) and (
+            end <= start or self.cache.has(self._extent(unit.path, start, end))
+        )
 
     def _extents(self, unit: Unit, stack: contextlib.ExitStack) -> list[Extent]:
         size = self._files[unit.path].size
@@ -138,14 +154,24 @@ class UnitCache:
             return [whole]
         footer = self._footer(unit.path, size, stack)
         if unit.path not in self._row_groups:
-            self._row_groups[unit.path] = _row_group_ranges(SparseFile(size, [(e.start, d) for e, d in footer],
-                                                                       partial(self._read_remote, unit.path), unit.path))
+            self._row_groups[unit.path] = _row_group_ranges(
+                SparseFile(
+                    size,
+                    [(e.start, d) for e, d in footer],
+                    partial(self._read_remote, unit.path),
+                    unit.path,
+                )
+            )
         start, end = self._row_groups[unit.path][unit.index]
-        end = min(end, *(e.start for e, _ in footer))  # bytes the footer's entries hold come from there
+        end = min(
+            end, *(e.start for e, _ in footer)
+        )  # bytes the footer's entries hold come from there
         tail = [self._extent(unit.path, start, end)] if end > start else []
         return [e for e, _ in footer] + tail
 
-    def _footer(self, url: str, size: int, stack: contextlib.ExitStack) -> list[tuple[Extent, Bytes]]:
+    def _footer(
+        self, url: str, size: int, stack: contextlib.ExitStack
+    ) -> list[tuple[Extent, Bytes]]:
         """The footer's entries (the last 64 KiB, and the rest of a larger footer)."""
         tail = self._extent(url, max(0, size - FOOTER_READ), size)
         tail_data = self._leased(stack, url, tail)
@@ -157,7 +183,9 @@ class UnitCache:
         return out
 
     def _leased(self, stack: contextlib.ExitStack, url: str, extent: Extent) -> Bytes:
-        data = stack.enter_context(self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end)))
+        data = stack.enter_context(
+            self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end))
+        )
         return data if data is not None else self._read_remote(url, extent.start, extent.end)
 
 

@@ -46,7 +46,11 @@ class TopologyChannel:
 
     @classmethod
     def new(cls) -> TopologyChannel:
-        root = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+        root = (
+            "/dev/shm"
+            if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
+            else tempfile.gettempdir()
+        )
         return cls(os.path.join(root, f"shardwise-topology-{uuid.uuid4().hex}.json"))
 
     def announce(self, world_size: int, num_workers: int) -> None:
@@ -54,7 +58,9 @@ class TopologyChannel:
         tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
             with open(tmp, "w") as f:
-                json.dump({"world_size": world_size, "num_workers": num_workers, "at": time.time()}, f)
+                json.dump(
+                    {"world_size": world_size, "num_workers": num_workers, "at": time.time()}, f
+                )
             os.replace(tmp, self.path)
         except OSError:
             pass  # no writable temp space: state_dict will say it cannot tell

@@ -36,8 +36,19 @@ from shardwise.errors import ConfigError, FormatError, PlanError
 from shardwise.formats import Unit
 from shardwise.loader.transport import NumpyColumn, RingBatch, active, string_column
 
-__all__ = ["Padding", "check_padding", "check_values", "column_to_numpy", "is_ragged", "pad", "rows", "runs", "split",
-           "torch_other", "without_views"]
+__all__ = [
+    "Padding",
+    "check_padding",
+    "check_values",
+    "column_to_numpy",
+    "is_ragged",
+    "pad",
+    "rows",
+    "runs",
+    "split",
+    "torch_other",
+    "without_views",
+]
 
 Padding = int | str | None  # None, "longest", or a fixed length
 
@@ -49,8 +60,11 @@ _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000}
 
 def check_padding(pad_to: Padding) -> Padding:
     """Validate ``pad_to`` once, at the public edge."""
-    if pad_to is None or pad_to == "longest" or (isinstance(pad_to, int) and pad_to >= 1
-                                                 and not isinstance(pad_to, bool)):
+    if (
+        pad_to is None
+        or pad_to == "longest"
+        or (isinstance(pad_to, int) and pad_to >= 1 and not isinstance(pad_to, bool))
+    ):
         return pad_to
     raise ConfigError(f"pad_to must be None, 'longest' or a length >= 1, got {pad_to!r}")
 
@@ -82,22 +96,34 @@ def split(run: pa.Table, size: int, fmt: str, pad_to: Padding = None) -> Iterato
         run = run.combine_chunks()
         for i in range(n):
             part = run.slice(i * size, size)
-            yield part.to_batches()[0] if run.num_columns else pa.record_batch([], schema=run.schema)
+            yield (
+                part.to_batches()[0] if run.num_columns else pa.record_batch([], schema=run.schema)
+            )
         return
     batch = run.combine_chunks().to_batches()[0]
     # inside a DataLoader worker that sends numpy batches through its ring, arrays are
     # copied into the ring anyway (and arrive writable), so they stay read-only views
     # here, and string columns keep their Arrow arrays so their buffers go as they are
     ring = fmt == "numpy" and active()
-    padded = [name for name, col in zip(batch.schema.names, batch.columns)
-              if pad_to is not None and is_ragged(col.type)]
+    padded = [
+        name
+        for name, col in zip(batch.schema.names, batch.columns)
+        if pad_to is not None and is_ragged(col.type)
+    ]
     columns = to_numpy(batch.drop_columns(padded), writable=not ring)
-    strings = {name: col for name, col in zip(batch.schema.names, batch.columns)
-               if ring and col.null_count == 0 and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type))}
+    strings = {
+        name: col
+        for name, col in zip(batch.schema.names, batch.columns)
+        if ring
+        and col.null_count == 0
+        and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type))
+    }
     for i in range(n):
         part = {k: v[i * size : (i + 1) * size] for k, v in columns.items()}
         for name in padded:
-            part[name], part[f"{name}_lengths"] = pad(batch.column(name).slice(i * size, size), pad_to)
+            part[name], part[f"{name}_lengths"] = pad(
+                batch.column(name).slice(i * size, size), pad_to
+            )
         out = _package(part, fmt)
         if ring:  # the whole batch goes through the ring as one region
             for k, col in strings.items():
@@ -116,7 +142,9 @@ def pad(col: pa.Array, pad_to: Padding) -> tuple[np.ndarray, np.ndarray]:
     to ``pad_to`` (longer rows are cut there), and each row's length in it. Null rows are
     empty; null values inside a row are zeros."""
     n = len(col)
-    lengths = pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    lengths = (
+        pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    )
     width = int(lengths.max(initial=0)) if pad_to == "longest" else int(pad_to or 0)
     kept = np.minimum(lengths, width)
     flat = pc.fill_null(pc.list_flatten(col), 0).to_numpy(zero_copy_only=False)
@@ -136,11 +164,17 @@ def column_to_numpy(col: pa.Array) -> np.ndarray:
     numbers become 2-D arrays (embeddings, token windows) instead of arrays of objects."""
     t = col.type
     if pa.types.is_time(t):  # numpy has no time of day: a count in the column's unit
-        return col.cast(pa.int32() if pa.types.is_time32(t) else pa.int64()).to_numpy(zero_copy_only=False)
+        return col.cast(pa.int32() if pa.types.is_time32(t) else pa.int64()).to_numpy(
+            zero_copy_only=False
+        )
     if pa.types.is_fixed_size_list(t) and col.null_count == 0 and _numeric(t.value_type):
         values = col.flatten().to_numpy(zero_copy_only=False)
         return values.reshape(len(col), t.list_size)
-    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and col.null_count == 0 and _numeric(t.value_type):
+    if (
+        (pa.types.is_list(t) or pa.types.is_large_list(t))
+        and col.null_count == 0
+        and _numeric(t.value_type)
+    ):
         offsets = col.offsets.to_numpy()
         lengths = np.diff(offsets)
         if len(lengths) and (lengths == lengths[0]).all():
@@ -159,7 +193,11 @@ def rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
 def _python_values(name: str, col: pa.Array) -> list[Any]:
     t = col.type
     try:
-        if col.null_count == 0 and (pa.types.is_fixed_size_list(t) or pa.types.is_list(t)) and _numeric(t.value_type):
+        if (
+            col.null_count == 0
+            and (pa.types.is_fixed_size_list(t) or pa.types.is_list(t))
+            and _numeric(t.value_type)
+        ):
             arr = column_to_numpy(col)  # one writable copy: rows are torch-safe views
             return list(np.array(arr)) if arr.dtype != object else col.to_pylist()
         if col.null_count == 0 and _numeric(t):
@@ -170,7 +208,9 @@ def _python_values(name: str, col: pa.Array) -> list[Any]:
             return col.cast(pa.int64()).to_pylist()
         return col.to_pylist()
     except (ValueError, OverflowError, pa.ArrowException) as exc:
-        raise FormatError(f"column {name!r} ({t}) has values that cannot become Python objects: {exc}") from exc
+        raise FormatError(
+            f"column {name!r} ({t}) has values that cannot become Python objects: {exc}"
+        ) from exc
 
 
 def _nullable(col: pa.Array, values: list[Any]) -> list[Any]:
@@ -190,17 +230,24 @@ def check_values(table: pa.Table, unit: Unit, where: str, *, dates: bool = True)
             try:
                 col.validate(full=True)  # about 20 ms per GB of text
             except pa.ArrowInvalid as exc:
-                raise FormatError(f"column {name!r} ({col.type}) holds bytes that are not UTF-8 text ({exc})",
-                                  unit.path, where) from exc
+                raise FormatError(
+                    f"column {name!r} ({col.type}) holds bytes that are not UTF-8 text ({exc})",
+                    unit.path,
+                    where,
+                ) from exc
         bounds = _python_bounds(col.type) if dates else None
         if bounds is None or col.null_count == len(col):
             continue
         limits = pc.min_max(col.cast(pa.int32() if pa.types.is_date32(col.type) else pa.int64()))
         lo, hi = limits["min"].as_py(), limits["max"].as_py()
         if lo < bounds[0] or hi > bounds[1]:
-            raise FormatError(f"column {name!r} ({col.type}) holds values outside the years 1-9999, "
-                              "which Python's datetime cannot represent (read it with batch_format="
-                              "'numpy' or 'arrow' instead)", unit.path, where)
+            raise FormatError(
+                f"column {name!r} ({col.type}) holds values outside the years 1-9999, "
+                "which Python's datetime cannot represent (read it with batch_format="
+                "'numpy' or 'arrow' instead)",
+                unit.path,
+                where,
+            )
 
 
 def without_views(table: pa.Table) -> pa.Table:
@@ -209,7 +256,9 @@ def without_views(table: pa.Table) -> pa.Table:
     the types the loader's gathers can take (pyarrow has no ``take`` for them). List
     views stay as they are: ``take`` handles them, and pyarrow 26 casts them to lists
     wrongly."""
-    target = pa.schema([f.with_type(_no_views(f.type)) for f in table.schema], metadata=table.schema.metadata)
+    target = pa.schema(
+        [f.with_type(_no_views(f.type)) for f in table.schema], metadata=table.schema.metadata
+    )
     return table if target.equals(table.schema) else table.cast(target)
 
 
@@ -225,10 +274,15 @@ def _no_views(t: pa.DataType) -> pa.DataType:
     if pa.types.is_fixed_size_list(t):
         return pa.list_(t.value_field.with_type(_no_views(t.value_type)), t.list_size)
     if pa.types.is_map(t):
-        return pa.map_(t.key_field.with_type(_no_views(t.key_type)), t.item_field.with_type(_no_views(t.item_type)),
-                       t.keys_sorted)
+        return pa.map_(
+            t.key_field.with_type(_no_views(t.key_type)),
+            t.item_field.with_type(_no_views(t.item_type)),
+            t.keys_sorted,
+        )
     if pa.types.is_struct(t):
-        return pa.struct([t.field(i).with_type(_no_views(t.field(i).type)) for i in range(t.num_fields)])
+        return pa.struct(
+            [t.field(i).with_type(_no_views(t.field(i).type)) for i in range(t.num_fields)]
+        )
     if pa.types.is_dictionary(t):
         return pa.dictionary(t.index_type, _no_views(t.value_type), t.ordered)
     return t
@@ -255,8 +309,12 @@ def to_numpy(batch: pa.RecordBatch, writable: bool = True) -> dict[str, np.ndarr
     """Each column as a numpy array (see :func:`column_to_numpy`)."""
     # Arrow buffers are read-only; arrays handed out (and tensors made from them by a
     # DataLoader's collate) must own writable memory, so zero-copy views are copied once
-    return {name: np.require(column_to_numpy(col), requirements="W") if writable else column_to_numpy(col)
-            for name, col in zip(batch.schema.names, batch.columns)}
+    return {
+        name: np.require(column_to_numpy(col), requirements="W")
+        if writable
+        else column_to_numpy(col)
+        for name, col in zip(batch.schema.names, batch.columns)
+    }
 
 
 def _package(columns: dict[str, np.ndarray], fmt: str) -> dict[str, Any]:
@@ -265,7 +323,10 @@ def _package(columns: dict[str, np.ndarray], fmt: str) -> dict[str, Any]:
     from shardwise._optional import require
 
     torch = require("torch", 'batch_format="torch"')
-    return {k: torch.from_numpy(v) if v.dtype.kind in "biuf" else torch_other(v) for k, v in columns.items()}
+    return {
+        k: torch.from_numpy(v) if v.dtype.kind in "biuf" else torch_other(v)
+        for k, v in columns.items()
+    }
 
 
 def torch_other(values: np.ndarray) -> Any:

@@ -151,18 +151,27 @@ class StreamingDatasetBase(LoaderState):
         **open_options: Any,
     ) -> None:
         if batch_format not in (None, "numpy", "torch", "arrow"):
-            raise ConfigError(f"batch_format must be None, 'numpy', 'torch' or 'arrow', got {batch_format!r}")
+            raise ConfigError(
+                f"batch_format must be None, 'numpy', 'torch' or 'arrow', got {batch_format!r}"
+            )
         self.on_error = check_on_error(on_error)
         if pad_to is not None and batch_format not in ("numpy", "torch"):
-            raise ConfigError(f"pad_to={pad_to!r} pads numpy or torch batches; batch_format is {batch_format!r}")
+            raise ConfigError(
+                f"pad_to={pad_to!r} pads numpy or torch batches; batch_format is {batch_format!r}"
+            )
         self.columns = check_columns(columns)
         self.cache = node_cache(cache_dir, cache_bytes)
         self._open(source, cache_dir, open_options, epoch_size, batching)
         self.canonical_workers = check_int("canonical_workers", canonical_workers, 1, optional=True)
         self.batch_size = check_int("batch_size", batch_size, 1)
-        self.shuffle, self.drop_last = check_bool("shuffle", shuffle), check_bool("drop_last", drop_last)
+        self.shuffle, self.drop_last = (
+            check_bool("shuffle", shuffle),
+            check_bool("drop_last", drop_last),
+        )
         self.seed = check_int("seed", seed, 0)
-        self.filter = check_filter(filter, [ix.schema for ix in getattr(self.index, "indexes", [self.index])])
+        self.filter = check_filter(
+            filter, [ix.schema for ix in getattr(self.index, "indexes", [self.index])]
+        )
         self.batch_format = batch_format
         self.pad_to = check_padding(pad_to)
         self.num_threads = check_threads(num_threads)
@@ -171,8 +180,18 @@ class StreamingDatasetBase(LoaderState):
         interleave = check_int("interleave", interleave, 1, optional=True)
         self.interleave = interleave if interleave is not None else self._auto_interleave()
         self.prefetch_bytes = check_int("prefetch_bytes", prefetch_bytes, 0)
-        self._place(rank, world_size, num_workers, dict(replication=replication, dp_rank=dp_rank,
-                                                        dp_size=dp_size, device_mesh=device_mesh, dp_dim=dp_dim))
+        self._place(
+            rank,
+            world_size,
+            num_workers,
+            dict(
+                replication=replication,
+                dp_rank=dp_rank,
+                dp_size=dp_size,
+                device_mesh=device_mesh,
+                dp_dim=dp_dim,
+            ),
+        )
         # plan from what reading yields: after the filter, and after quarantine under "skip"
         self.counts, self.quarantine = read_counts(self.index, filter, self.on_error)
         self._start_state()
@@ -182,19 +201,36 @@ class StreamingDatasetBase(LoaderState):
         self.topology(1)  # validate batch_size etc. now
         check_not_empty(self.index, self.counts, filter, self.quarantine)
 
-    def _open(self, source: Any, cache_dir: str | None, open_options: dict[str, Any],
-              epoch_size: int | None, batching: str) -> None:
+    def _open(
+        self,
+        source: Any,
+        cache_dir: str | None,
+        open_options: dict[str, Any],
+        epoch_size: int | None,
+        batching: str,
+    ) -> None:
         """The index of the source (or of every :class:`Source`) and the mixing rules."""
-        sources = isinstance(source, Source) or (isinstance(source, (list, tuple))
-                                                 and any(isinstance(s, Source) for s in source))
+        sources = isinstance(source, Source) or (
+            isinstance(source, (list, tuple)) and any(isinstance(s, Source) for s in source)
+        )
         if cache_dir is not None and not sources:  # the index is kept there too
             open_options = dict(open_options, cache_dir=cache_dir)
-        self.index = open_source(source, self.on_error, open_options, self.columns,
-                                 tuple(inspect.signature(StreamingDatasetBase.__init__).parameters))
+        self.index = open_source(
+            source,
+            self.on_error,
+            open_options,
+            self.columns,
+            tuple(inspect.signature(StreamingDatasetBase.__init__).parameters),
+        )
         self.mixing = mixing_for(self.index, epoch_size, batching)
 
-    def _place(self, rank: int | None, world_size: int | None, num_workers: int | None,
-               groups: dict[str, Any]) -> None:
+    def _place(
+        self,
+        rank: int | None,
+        world_size: int | None,
+        num_workers: int | None,
+        groups: dict[str, Any],
+    ) -> None:
         """The training rank and world size (given or detected), the data-parallel ones the
         plan is cut for, and the DataLoader workers if given."""
         placement = detect_placement(rank, world_size, 0, 1)
@@ -208,25 +244,41 @@ class StreamingDatasetBase(LoaderState):
     def _auto_interleave(self) -> int:
         """As many units as fit ``shuffle_bytes`` once decoded (taken as twice their
         stored size), between 1 and ``shardwise.plan.budget.MAX_AUTO_INTERLEAVE``."""
-        return auto_interleave(np.array([u.num_bytes for u in self.index.units]), self.shuffle_bytes)
+        return auto_interleave(
+            np.array([u.num_bytes for u in self.index.units]), self.shuffle_bytes
+        )
 
     # -- planning ---------------------------------------------------------------------
     def topology(self, num_workers: int | None = None, world_size: int | None = None) -> Topology:
         """The topology of this dataset for ``num_workers`` workers per data-parallel rank."""
-        return Topology(world_size or self.dp_size, num_workers or self.num_workers or 1, self.batch_size,
-                        self.drop_last, self.interleave)
+        return Topology(
+            world_size or self.dp_size,
+            num_workers or self.num_workers or 1,
+            self.batch_size,
+            self.drop_last,
+            self.interleave,
+        )
 
     def plan(self, num_workers: int | None = None, world_size: int | None = None) -> Plan:
         """The current epoch's plan (including a loaded resume point)."""
-        return make_plan(self.counts, self.topology(num_workers, world_size), seed=self.seed, epoch=self.epoch,
-                         shuffle=self.shuffle, resumes=self._resumes, mixing=self.mixing,
-                         canonical_workers=self.canonical_workers)
+        return make_plan(
+            self.counts,
+            self.topology(num_workers, world_size),
+            seed=self.seed,
+            epoch=self.epoch,
+            shuffle=self.shuffle,
+            resumes=self._resumes,
+            mixing=self.mixing,
+            canonical_workers=self.canonical_workers,
+        )
 
     def stats(self) -> dict[str, Any]:
         """This epoch's numbers: steps and samples per rank, and ``"per_source"``: each
         source's rule and the exact samples this epoch takes from it."""
         start = self._resumes[0].topology if self._resumes else self.topology()
-        return epoch_stats(self.index, self.mixing, self.counts, self.plan(), start, self.canonical_workers)
+        return epoch_stats(
+            self.index, self.mixing, self.counts, self.plan(), start, self.canonical_workers
+        )
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (a new order); forgets a resume point of another epoch."""
@@ -241,8 +293,16 @@ class StreamingDatasetBase(LoaderState):
         """Fill the node cache with this epoch's first units while workers start (see
         :func:`~shardwise.loader.headstart.head_start`)."""
         workers = self.num_workers or 1
-        self._head = head_start(self._head, self.index, self.cache, partial(self.plan, workers), self.dp_rank,
-                                workers, self.prefetch_bytes, bool(self._resumes))
+        self._head = head_start(
+            self._head,
+            self.index,
+            self.cache,
+            partial(self.plan, workers),
+            self.dp_rank,
+            workers,
+            self.prefetch_bytes,
+            bool(self._resumes),
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         return self.__dict__ | {"_head": None, "_memory": None}  # its threads and memory stay here
@@ -279,19 +339,38 @@ class StreamingDatasetBase(LoaderState):
     def _items(self, wp: WindowSource) -> Iterator[tuple[Any, int]]:
         """Samples or batches, each with its number of samples: batches in the training
         process on threads of its own, everything else as a DataLoader worker does."""
-        reading = Reading(self.index, self.columns, self.filter, self.on_error, self.batch_format,
-                          self.batch_size, self.interleave, self.prefetch_bytes, self.pad_to,
-                          self.num_threads, self.pin_memory, self.cache, self._memory)
+        reading = Reading(
+            self.index,
+            self.columns,
+            self.filter,
+            self.on_error,
+            self.batch_format,
+            self.batch_size,
+            self.interleave,
+            self.prefetch_bytes,
+            self.pad_to,
+            self.num_threads,
+            self.pin_memory,
+            self.cache,
+            self._memory,
+        )
         if self.batch_format is not None and not in_dataloader_worker():
             return threaded_batches(reading, wp)
         return serial_items(reading, wp)
 
     def __iter__(self) -> Iterator[Any]:
         placement = detect_placement(self.rank, self.world_size)
-        if self._explicit_workers and placement.num_workers != (self.num_workers or 1) and placement.num_workers > 1:
-            raise PlanError(f"num_workers={self.num_workers} was given but the DataLoader runs "
-                            f"{placement.num_workers} workers")
+        if (
+            self._explicit_workers
+            and placement.num_workers != (self.num_workers or 1)
+            and placement.num_workers > 1
+        ):
+            raise PlanError(
+                f"num_workers={self.num_workers} was given but the DataLoader runs "
+                f"{placement.num_workers} workers"
+            )
         if in_dataloader_worker():
             setup_worker(self.batch_format)
-        return self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, placement.num_workers)
-
+        return self.iter_shard(
+            self.dp_rank, self.dp_size, placement.worker_id, placement.num_workers
+        )

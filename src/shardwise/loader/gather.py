@@ -21,29 +21,42 @@ import pyarrow as pa
 
 __all__ = ["Columns", "Views", "column_to_arrow", "gather", "gather_columns", "unit_views"]
 
-Views = dict[tuple[int, int], "np.ndarray | None"]  # (unit, column) -> numpy view, or None: use Arrow
-Columns = list["np.ndarray | pa.ChunkedArray"]  # one per schema field: gathered by numpy, or by Arrow
+Views = dict[
+    tuple[int, int], "np.ndarray | None"
+]  # (unit, column) -> numpy view, or None: use Arrow
+Columns = list[
+    "np.ndarray | pa.ChunkedArray"
+]  # one per schema field: gathered by numpy, or by Arrow
 
 
-def gather(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, views: Views) -> pa.Table:
+def gather(
+    tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, views: Views
+) -> pa.Table:
     """Rows ``rows[i]`` of units ``unit_ids[i]``, in that order, as one contiguous table.
 
     ``views`` caches the numpy views of the unit tables' columns; keep one per window.
     """
     schema = tables[int(unit_ids[0])].schema
     columns = gather_columns(tables, unit_ids, rows, views)
-    arrays = [column_to_arrow(c, f.type) if isinstance(c, np.ndarray) else c for c, f in zip(columns, schema)]
+    arrays = [
+        column_to_arrow(c, f.type) if isinstance(c, np.ndarray) else c
+        for c, f in zip(columns, schema)
+    ]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, views: Views) -> Columns:
+def gather_columns(
+    tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, views: Views
+) -> Columns:
     """The gathered rows column by column (see :func:`gather`): numbers and fixed-size
     lists of numbers without nulls as new numpy arrays (2-D for lists), the rest as Arrow."""
     order = np.argsort(unit_ids, kind="stable")
     grouped = unit_ids[order]
     cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
     bounds = list(zip([0, *cuts], [*cuts, len(order)]))
-    groups = [(int(grouped[a]), rows[order[a:b]]) for a, b in bounds]  # (unit, its rows in piece order)
+    groups = [
+        (int(grouped[a]), rows[order[a:b]]) for a, b in bounds
+    ]  # (unit, its rows in piece order)
     schema = tables[groups[0][0]].schema
     columns: Columns = []
     by_arrow: list[int] = []
@@ -55,7 +68,10 @@ def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.n
             columns.append(pa.chunked_array([], type=f.type))  # filled below
             by_arrow.append(i)
     if by_arrow:
-        parts = [tables[u].select(by_arrow).take(pa.array(picked, type=pa.int64())) for u, picked in groups]
+        parts = [
+            tables[u].select(by_arrow).take(pa.array(picked, type=pa.int64()))
+            for u, picked in groups
+        ]
         taken = pa.concat_tables(parts).combine_chunks()
         if len(groups) > 1:  # rows grouped by unit are put back in piece order
             back = np.empty(len(order), dtype=np.int64)
@@ -66,8 +82,13 @@ def gather_columns(tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.n
     return columns
 
 
-def _take_numeric(arrays: list[np.ndarray], groups: list[tuple[int, np.ndarray]], bounds: list[tuple[int, int]],
-                  order: np.ndarray, n: int) -> np.ndarray:
+def _take_numeric(
+    arrays: list[np.ndarray],
+    groups: list[tuple[int, np.ndarray]],
+    bounds: list[tuple[int, int]],
+    order: np.ndarray,
+    n: int,
+) -> np.ndarray:
     """Rows of several units' numpy views into one new array in piece order: each unit's
     rows taken into a small scratch buffer (cache-resident) and scattered to their places,
     instead of a whole piece in unit order taken again into piece order."""
@@ -124,5 +145,7 @@ def _numeric(t: pa.DataType) -> bool:
 def column_to_arrow(values: np.ndarray, t: pa.DataType) -> pa.Array:
     """A column gathered by numpy as an Arrow array of type ``t`` (no copy)."""
     if pa.types.is_fixed_size_list(t):
-        return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), type=t.value_type), type=t)
+        return pa.FixedSizeListArray.from_arrays(
+            pa.array(values.reshape(-1), type=t.value_type), type=t
+        )
     return pa.array(values, type=t)

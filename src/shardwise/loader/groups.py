@@ -60,21 +60,33 @@ def data_parallel(
     Raises:
         ConfigError: arguments that contradict each other or the world size.
     """
-    given = [name for name, on in (("replication=", replication is not None),
-                                   ("dp_rank=/dp_size=", dp_rank is not None or dp_size is not None),
-                                   ("device_mesh=", device_mesh is not None)) if on]
+    given = [
+        name
+        for name, on in (
+            ("replication=", replication is not None),
+            ("dp_rank=/dp_size=", dp_rank is not None or dp_size is not None),
+            ("device_mesh=", device_mesh is not None),
+        )
+        if on
+    ]
     if len(given) > 1:
-        raise ConfigError(f"give only one of replication=, dp_rank=/dp_size= and device_mesh=; got {' and '.join(given)}")
+        raise ConfigError(
+            f"give only one of replication=, dp_rank=/dp_size= and device_mesh=; got {' and '.join(given)}"
+        )
     if dp_dim is not None and device_mesh is None:
-        raise ConfigError(f"dp_dim={dp_dim!r} names a dimension of device_mesh=; pass device_mesh= too")
+        raise ConfigError(
+            f"dp_dim={dp_dim!r} names a dimension of device_mesh=; pass device_mesh= too"
+        )
     if device_mesh is not None:
         return _from_mesh(device_mesh, dp_dim)
     if dp_rank is not None or dp_size is not None:
         return _explicit(dp_rank, dp_size)
     r = _check_int("replication", 1 if replication is None else replication, 1)
     if world_size % r:
-        raise ConfigError(f"replication={r} must divide the world size: {world_size} ranks cannot form "
-                          f"groups of {r} (rank {rank})")
+        raise ConfigError(
+            f"replication={r} must divide the world size: {world_size} ranks cannot form "
+            f"groups of {r} (rank {rank})"
+        )
     return DataParallel(rank // r, world_size // r)
 
 
@@ -97,15 +109,21 @@ def _from_mesh(mesh: Any, dp_dim: str | int | None) -> DataParallel:
     names = list(getattr(mesh, "mesh_dim_names", None) or [])
     if dp_dim is None:
         if ndim != 1:
-            raise ConfigError(f"device_mesh= has {ndim} dimensions {tuple(names) or ''}; pass dp_dim= naming "
-                              "the data-parallel one")
+            raise ConfigError(
+                f"device_mesh= has {ndim} dimensions {tuple(names) or ''}; pass dp_dim= naming "
+                "the data-parallel one"
+            )
         dim = 0
     elif isinstance(dp_dim, str):
         if dp_dim not in names:
-            raise ConfigError(f"dp_dim={dp_dim!r} is not a dimension of device_mesh= (its dimensions: {names})")
+            raise ConfigError(
+                f"dp_dim={dp_dim!r} is not a dimension of device_mesh= (its dimensions: {names})"
+            )
         dim = names.index(dp_dim)
     elif isinstance(dp_dim, int) and not isinstance(dp_dim, bool) and 0 <= dp_dim < ndim:
         dim = dp_dim
     else:
-        raise ConfigError(f"dp_dim must name a dimension of device_mesh= ({names or list(range(ndim))}), got {dp_dim!r}")
+        raise ConfigError(
+            f"dp_dim must name a dimension of device_mesh= ({names or list(range(ndim))}), got {dp_dim!r}"
+        )
     return DataParallel(int(mesh.get_local_rank(dim)), int(mesh.size(dim)))

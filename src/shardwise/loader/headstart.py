@@ -61,8 +61,11 @@ class _ForkGate:
 
 
 _GATE = _ForkGate()
-os.register_at_fork(before=_GATE.before_fork, after_in_parent=_GATE.after_fork_in_parent,
-                    after_in_child=_GATE.after_fork_in_child)
+os.register_at_fork(
+    before=_GATE.before_fork,
+    after_in_parent=_GATE.after_fork_in_parent,
+    after_in_child=_GATE.after_fork_in_child,
+)
 
 
 class HeadStart:
@@ -86,14 +89,23 @@ class HeadStart:
         self._threads: list[threading.Thread] = []
         self._units = UnitCache(index, cache)  # kept: what it learns of files' footers
 
-    def start(self, plan: Callable[[], Plan], rank: int, num_workers: int, budget_bytes: int) -> None:
+    def start(
+        self, plan: Callable[[], Plan], rank: int, num_workers: int, budget_bytes: int
+    ) -> None:
         """Stop the previous epoch's head start; begin this one (``plan`` is called on a
         thread of its own, so planning a large dataset does not hold up the caller)."""
         self.stop()
         self._stop = threading.Event()
         queue = _Queue(lambda: self._heads(plan(), rank, num_workers, budget_bytes))
-        self._threads = [threading.Thread(target=self._run, args=(self._units, queue, self._stop), daemon=True,
-                                          name=f"shardwise-headstart-{i}") for i in range(THREADS)]
+        self._threads = [
+            threading.Thread(
+                target=self._run,
+                args=(self._units, queue, self._stop),
+                daemon=True,
+                name=f"shardwise-headstart-{i}",
+            )
+            for i in range(THREADS)
+        ]
         for t in self._threads:
             t.start()
 
@@ -129,16 +141,29 @@ class HeadStart:
                     pass  # its entries are downloaded (or found) and leased, then let go
 
 
-def head_start(previous: HeadStart | None, index: Any, cache: NodeCache | None, plan: Callable[[], Plan],
-               rank: int, num_workers: int, prefetch_bytes: int, resuming: bool) -> HeadStart | None:
+def head_start(
+    previous: HeadStart | None,
+    index: Any,
+    cache: NodeCache | None,
+    plan: Callable[[], Plan],
+    rank: int,
+    num_workers: int,
+    prefetch_bytes: int,
+    resuming: bool,
+) -> HeadStart | None:
     """Stop ``previous`` and start the head start of a new epoch, when it helps: in the
     training process, with a node cache, a dataset (not a mix) with remote files, and no
     resume point; ``prefetch_bytes`` per worker, at most half the cache's budget.
     Returns the :class:`HeadStart` to keep (``previous``, or a new one, or None)."""
     if previous is not None:
         previous.stop()
-    if (cache is None or resuming or in_dataloader_worker() or not isinstance(index, DatasetIndex)
-            or not any(UnitCache.cached(f.path) for f in index.files)):
+    if (
+        cache is None
+        or resuming
+        or in_dataloader_worker()
+        or not isinstance(index, DatasetIndex)
+        or not any(UnitCache.cached(f.path) for f in index.files)
+    ):
         return previous
     head = previous or HeadStart(index, cache)
     head.start(plan, rank, num_workers, min(prefetch_bytes * num_workers, cache.budget_bytes // 2))
@@ -159,6 +184,9 @@ class _Queue:
                 if self._items is None:
                     self._items = self._make()
                 return next(self._items, None)
-            except (ShardwiseError, ValueError):  # a plan that cannot be made: the workers will say why
+            except (
+                ShardwiseError,
+                ValueError,
+            ):  # a plan that cannot be made: the workers will say why
                 self._items = iter(())
                 return None

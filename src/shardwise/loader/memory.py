@@ -17,7 +17,9 @@ __all__ = ["WindowMemory", "map_pages", "window_memory"]
 SMALL = 1 << 20  # below this, ordinary heap memory
 MADV_POPULATE_WRITE = 23  # Linux 5.14+: map (and zero) a range's pages in one call
 PAGE = mmap.PAGESIZE
-HEADROOM = 8  # a new mapping has 1/8 more room than asked, so that a slightly larger column reuses it
+HEADROOM = (
+    8  # a new mapping has 1/8 more room than asked, so that a slightly larger column reuses it
+)
 LOOSEST = 5 / 4  # a free mapping serves a request of at least 4/5 of its size
 
 

@@ -36,7 +36,9 @@ class Placement:
 
     def __post_init__(self) -> None:
         if self.world_size < 1 or not 0 <= self.rank < self.world_size:
-            raise ConfigError(f"need 0 <= rank < world_size, got rank={self.rank}, world_size={self.world_size}")
+            raise ConfigError(
+                f"need 0 <= rank < world_size, got rank={self.rank}, world_size={self.world_size}"
+            )
         if self.num_workers < 1 or not 0 <= self.worker_id < self.num_workers:
             raise ConfigError(
                 f"need 0 <= worker_id < num_workers, got worker_id={self.worker_id}, num_workers={self.num_workers}"

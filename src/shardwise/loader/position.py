@@ -29,10 +29,22 @@ class Position:
         return (self.epoch, self.rank, self.world_size, self.worker_id, self.num_workers)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "rank": self.rank, "world_size": self.world_size,
-                "worker_id": self.worker_id, "num_workers": self.num_workers, "samples": self.samples}
+        return {
+            "epoch": self.epoch,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "worker_id": self.worker_id,
+            "num_workers": self.num_workers,
+            "samples": self.samples,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Position:
-        return cls(int(d["epoch"]), int(d["rank"]), int(d["world_size"]), int(d["worker_id"]),
-                   int(d["num_workers"]), int(d["samples"]))
+        return cls(
+            int(d["epoch"]),
+            int(d["rank"]),
+            int(d["world_size"]),
+            int(d["worker_id"]),
+            int(d["num_workers"]),
+            int(d["samples"]),
+        )

@@ -53,7 +53,9 @@ class UnitReader:
         if columns is not None:
             missing = [c for c in columns if c not in index.schema.names]
             if missing:
-                raise ConfigError(f"unknown columns {missing}; the dataset has {index.schema.names}")
+                raise ConfigError(
+                    f"unknown columns {missing}; the dataset has {index.schema.names}"
+                )
         self.index = index
         self.columns = list(columns) if columns is not None else None
         self.filter = filter
@@ -71,7 +73,9 @@ class UnitReader:
             return contextlib.nullcontext()
         if self._units is None:
             self._units = UnitCache(self.index, self.cache)
-        served: contextlib.AbstractContextManager[None] = self._units.serve(self.index.units[unit_id])
+        served: contextlib.AbstractContextManager[None] = self._units.serve(
+            self.index.units[unit_id]
+        )
         return served
 
     @property
@@ -88,11 +92,14 @@ class UnitReader:
         from the start (backoff with jitter, about a minute in all), so an object store that
         restarts mid-epoch costs time, never a sample; what a failed try quarantined is
         not counted twice."""
+
         def attempt() -> tuple[pa.Table, Quarantine]:
             quarantine = Quarantine()
             return self._read(unit_id, quarantine), quarantine
 
-        table, quarantine = with_retries(attempt, attempts=UNIT_READ_ATTEMPTS, retry_on=transient_in_chain)
+        table, quarantine = with_retries(
+            attempt, attempts=UNIT_READ_ATTEMPTS, retry_on=transient_in_chain
+        )
         self.quarantine.merge(quarantine)
         return table
 
@@ -100,9 +107,17 @@ class UnitReader:
         unit = self.index.units[unit_id]
         fmt = get_format(self.index.format, storage_options=self.index.storage_options)
         read_cols = None if self.filter is not None else self.columns
-        schema = self.index.schema if read_cols is None else pa.schema([self.index.schema.field(c) for c in read_cols])
-        kwargs: dict[str, Any] = dict(columns=read_cols, on_error=self.on_error, quarantine=quarantine,
-                                      schema=self.index.schema)
+        schema = (
+            self.index.schema
+            if read_cols is None
+            else pa.schema([self.index.schema.field(c) for c in read_cols])
+        )
+        kwargs: dict[str, Any] = dict(
+            columns=read_cols,
+            on_error=self.on_error,
+            quarantine=quarantine,
+            schema=self.index.schema,
+        )
         # the loader reads units on threads of its own: no decode threads per unit
         with self._served(unit_id):
             table = fmt.read_table(unit, use_threads=False, **kwargs)
@@ -115,7 +130,9 @@ class UnitReader:
         return table
 
 
-def _count_chunk(args: tuple[DatasetIndex, pc.Expression | None, OnError, list[int]]) -> tuple[list[int], Quarantine]:
+def _count_chunk(
+    args: tuple[DatasetIndex, pc.Expression | None, OnError, list[int]],
+) -> tuple[list[int], Quarantine]:
     index, expr, on_error, unit_ids = args
     reader = UnitReader(index, filter=expr, on_error=on_error)
     return [reader.read(u).num_rows for u in unit_ids], reader.quarantine
@@ -151,17 +168,27 @@ def count_rows(
     except (OSError, ValueError, KeyError, TypeError):
         pass
     step = max(1, index.num_units // 64)
-    chunks = [list(range(i, min(i + step, index.num_units))) for i in range(0, index.num_units, step)]
+    chunks = [
+        list(range(i, min(i + step, index.num_units))) for i in range(0, index.num_units, step)
+    ]
     desc = "count filter matches" if filter is not None else "count readable rows"
-    parts = parallel_map(_count_chunk, [(index, filter, on_error, c) for c in chunks], backend=backend, desc=desc)
+    parts = parallel_map(
+        _count_chunk, [(index, filter, on_error, c) for c in chunks], backend=backend, desc=desc
+    )
     out = np.asarray([n for counts, _ in parts for n in counts], dtype=np.int64)
     quarantine = Quarantine()
     for _, q in parts:
         quarantine.merge(q)
     try:
         with atomic_write(path, "w") as f:
-            json.dump({"counts": out.tolist(), "quarantined": quarantine.count,
-                       "examples": [list(e) for e in quarantine.examples]}, f)
+            json.dump(
+                {
+                    "counts": out.tolist(),
+                    "quarantined": quarantine.count,
+                    "examples": [list(e) for e in quarantine.examples],
+                },
+                f,
+            )
     except OSError:
         pass
     return out, quarantine

@@ -32,7 +32,16 @@ from shardwise.loader.reader import UnitReader, count_rows
 from shardwise.plan import Mixing, Rule
 from shardwise.storage.cache import NodeCache
 
-__all__ = ["MixedIndex", "MixedReader", "Source", "check_not_empty", "open_reader", "open_source", "place_of", "read_counts"]
+__all__ = [
+    "MixedIndex",
+    "MixedReader",
+    "Source",
+    "check_not_empty",
+    "open_reader",
+    "open_source",
+    "place_of",
+    "read_counts",
+]
 
 
 class Source:
@@ -55,17 +64,36 @@ class Source:
             ``storage_options``, format options).
     """
 
-    def __init__(self, path: Any, *, weight: float | None = None, repeat: float | None = None,
-                 choose: int | None = None, columns: Sequence[str] | Mapping[str, str] | None = None,
-                 name: str | None = None, **open_options: Any) -> None:
-        if choose is not None and (isinstance(choose, bool) or not isinstance(choose, (int, np.integer))):
+    def __init__(
+        self,
+        path: Any,
+        *,
+        weight: float | None = None,
+        repeat: float | None = None,
+        choose: int | None = None,
+        columns: Sequence[str] | Mapping[str, str] | None = None,
+        name: str | None = None,
+        **open_options: Any,
+    ) -> None:
+        if choose is not None and (
+            isinstance(choose, bool) or not isinstance(choose, (int, np.integer))
+        ):
             raise ConfigError(f"choose= must be a whole number of samples, got {choose!r}")
         self.rule = Rule(weight, repeat, None if choose is None else int(choose))
         self.path = path
-        if isinstance(columns, str) or (columns is not None and not isinstance(columns, (Mapping, Sequence))):
-            raise ConfigError(f"Source columns= must be a list of names or a mapping, got {columns!r}")
-        self.columns: dict[str, str] | None = (None if columns is None else dict(columns)
-                                               if isinstance(columns, Mapping) else {c: c for c in columns})
+        if isinstance(columns, str) or (
+            columns is not None and not isinstance(columns, (Mapping, Sequence))
+        ):
+            raise ConfigError(
+                f"Source columns= must be a list of names or a mapping, got {columns!r}"
+            )
+        self.columns: dict[str, str] | None = (
+            None
+            if columns is None
+            else dict(columns)
+            if isinstance(columns, Mapping)
+            else {c: c for c in columns}
+        )
         self.name = name if name is not None else _describe(path)
         if "on_error" in open_options:
             raise ConfigError("give on_error= to StreamingDataset: it applies to every source")
@@ -130,8 +158,13 @@ class MixedIndex:
         return Mixing(self.offsets, tuple(s.rule for s in self.sources), epoch_size, batching)
 
 
-def open_source(source: Any, on_error: OnError, open_options: dict[str, Any],
-                columns: Sequence[str] | None, known: Sequence[str] = ()) -> DatasetIndex | MixedIndex:
+def open_source(
+    source: Any,
+    on_error: OnError,
+    open_options: dict[str, Any],
+    columns: Sequence[str] | None,
+    known: Sequence[str] = (),
+) -> DatasetIndex | MixedIndex:
     """The dataset's index: a :class:`DatasetIndex`, or a :class:`MixedIndex` for a
     :class:`Source` or a list of them. Options neither ``open_dataset`` nor the format
     takes are refused naming ``StreamingDataset`` and the nearest of ``known`` arguments."""
@@ -139,25 +172,37 @@ def open_source(source: Any, on_error: OnError, open_options: dict[str, Any],
         source = [source]
     if isinstance(source, (list, tuple)) and any(isinstance(s, Source) for s in source):
         if not all(isinstance(s, Source) for s in source):
-            raise ConfigError("give StreamingDataset either paths or a list of shardwise.Source, not both")
+            raise ConfigError(
+                "give StreamingDataset either paths or a list of shardwise.Source, not both"
+            )
         if open_options:
-            raise ConfigError(f"with sources, give open options to each Source, not StreamingDataset "
-                              f"(got {sorted(open_options)})")
+            raise ConfigError(
+                f"with sources, give open options to each Source, not StreamingDataset "
+                f"(got {sorted(open_options)})"
+            )
         return _open_mixed(list(source), on_error, columns)
     return _open_one(source, on_error, open_options, "StreamingDataset", known)
 
 
-def _open_one(path: Any, on_error: OnError, options: dict[str, Any], who: str,
-              known: Sequence[str] = ()) -> DatasetIndex:
+def _open_one(
+    path: Any, on_error: OnError, options: dict[str, Any], who: str, known: Sequence[str] = ()
+) -> DatasetIndex:
     if isinstance(path, DatasetIndex):
         return path
-    own = (*known, *OPEN_OPTIONS) if known else (*inspect.signature(Source.__init__).parameters, *OPEN_OPTIONS)
-    check_format_options(options.get("format"), {k: v for k, v in options.items() if k not in OPEN_OPTIONS},
-                         who, own)
+    own = (
+        (*known, *OPEN_OPTIONS)
+        if known
+        else (*inspect.signature(Source.__init__).parameters, *OPEN_OPTIONS)
+    )
+    check_format_options(
+        options.get("format"), {k: v for k, v in options.items() if k not in OPEN_OPTIONS}, who, own
+    )
     return open_dataset(path, on_error=on_error, **options)
 
 
-def _open_mixed(sources: list[Source], on_error: OnError, columns: Sequence[str] | None) -> MixedIndex:
+def _open_mixed(
+    sources: list[Source], on_error: OnError, columns: Sequence[str] | None
+) -> MixedIndex:
     names = [s.name for s in sources]
     if len(set(names)) < len(names):
         raise ConfigError(f"sources need distinct names (name=...), got {names}")
@@ -167,8 +212,10 @@ def _open_mixed(sources: list[Source], on_error: OnError, columns: Sequence[str]
     for s, ren in zip(sources, renames):
         missing = [c for c in wanted if c not in ren]
         if missing:
-            raise ConfigError(f"source {s.name!r} has no column {missing} (it has {sorted(ren)}); map its "
-                              f"names with Source(..., columns={{'<name>': '<its name>'}})")
+            raise ConfigError(
+                f"source {s.name!r} has no column {missing} (it has {sorted(ren)}); map its "
+                f"names with Source(..., columns={{'<name>': '<its name>'}})"
+            )
     aligned = [{c: ren[c] for c in wanted} for ren in renames]
     schema = _unify(sources, indexes, aligned, wanted)
     offsets = tuple(np.cumsum([0, *(ix.num_units for ix in indexes)]).tolist())
@@ -193,21 +240,30 @@ def _common(sources: list[Source], renames: list[dict[str, str]]) -> list[str]:
                 f"sources {sources[0].name!r} and {s.name!r} have different columns: only in the first "
                 f"{sorted(set(first) - set(ren))}, only in the second {sorted(set(ren) - set(first))}; "
                 "pick common ones with columns=[...] or map a source's names with "
-                "Source(..., columns={'<name>': '<its name>'})")
+                "Source(..., columns={'<name>': '<its name>'})"
+            )
     return first
 
 
-def _unify(sources: list[Source], indexes: list[DatasetIndex], aligned: list[dict[str, str]],
-           wanted: list[str]) -> pa.Schema:
+def _unify(
+    sources: list[Source],
+    indexes: list[DatasetIndex],
+    aligned: list[dict[str, str]],
+    wanted: list[str],
+) -> pa.Schema:
     fields = []
     for c in wanted:
         types = [ix.schema.field(ren[c]).type for ix, ren in zip(indexes, aligned)]
         try:
-            schema = pa.unify_schemas([pa.schema([pa.field(c, t)]) for t in types], promote_options="permissive")
+            schema = pa.unify_schemas(
+                [pa.schema([pa.field(c, t)]) for t in types], promote_options="permissive"
+            )
         except (pa.ArrowInvalid, pa.ArrowTypeError, NotImplementedError) as exc:
             listed = ", ".join(f"{s.name!r}: {t}" for s, t in zip(sources, types))
-            raise ConfigError(f"column {c!r} has types that do not unify across sources ({listed}); "
-                              "select other columns with columns=[...]") from exc
+            raise ConfigError(
+                f"column {c!r} has types that do not unify across sources ({listed}); "
+                "select other columns with columns=[...]"
+            ) from exc
         fields.append(schema.field(c))
     return pa.schema(fields)
 
@@ -216,9 +272,14 @@ class MixedReader:
     """Reads a unit of a :class:`MixedIndex` from its source, with the dataset's columns
     (picklable; same interface as :class:`~shardwise.loader.reader.UnitReader`)."""
 
-    def __init__(self, index: MixedIndex, columns: Sequence[str] | None = None,
-                 filter: pc.Expression | None = None, on_error: OnError = "raise",
-                 cache: NodeCache | None = None) -> None:
+    def __init__(
+        self,
+        index: MixedIndex,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        on_error: OnError = "raise",
+        cache: NodeCache | None = None,
+    ) -> None:
         names = index.schema.names
         if columns is not None:
             missing = [c for c in columns if c not in names]
@@ -227,8 +288,10 @@ class MixedReader:
         self.index = index
         self.columns = list(columns) if columns is not None else list(names)
         self.schema = pa.schema([index.schema.field(c) for c in self.columns])
-        self.readers = [UnitReader(ix, [ren[c] for c in self.columns], filter, on_error, cache)
-                        for ix, ren in zip(index.indexes, index.renames)]
+        self.readers = [
+            UnitReader(ix, [ren[c] for c in self.columns], filter, on_error, cache)
+            for ix, ren in zip(index.indexes, index.renames)
+        ]
         self.quarantine = Quarantine()
 
     def read(self, unit_id: int) -> pa.Table:
@@ -242,8 +305,13 @@ class MixedReader:
         return table if table.schema == self.schema else table.cast(self.schema)
 
 
-def open_reader(index: DatasetIndex | MixedIndex, columns: Sequence[str] | None, filter: pc.Expression | None,
-                on_error: OnError, cache: NodeCache | None = None) -> UnitReader | MixedReader:
+def open_reader(
+    index: DatasetIndex | MixedIndex,
+    columns: Sequence[str] | None,
+    filter: pc.Expression | None,
+    on_error: OnError,
+    cache: NodeCache | None = None,
+) -> UnitReader | MixedReader:
     """The reader of ``index``'s units (remote ones through ``cache``, if given)."""
     if isinstance(index, MixedIndex):
         return MixedReader(index, columns, filter, on_error, cache)
@@ -258,8 +326,9 @@ def place_of(index: DatasetIndex | MixedIndex, unit: int) -> str:
     return unit_place(index.format, index.units[unit])
 
 
-def read_counts(index: DatasetIndex | MixedIndex, filter: pc.Expression | None,
-                on_error: OnError) -> tuple[np.ndarray, Quarantine]:
+def read_counts(
+    index: DatasetIndex | MixedIndex, filter: pc.Expression | None, on_error: OnError
+) -> tuple[np.ndarray, Quarantine]:
     """Samples per unit that reading yields: after ``filter`` and after quarantine under
     ``"skip"`` (counted, cached), else the indexes' counts."""
     if filter is None and on_error != "skip":
@@ -274,8 +343,12 @@ def read_counts(index: DatasetIndex | MixedIndex, filter: pc.Expression | None,
     return np.concatenate(parts).astype(np.int64), quarantine
 
 
-def check_not_empty(index: DatasetIndex | MixedIndex, counts: np.ndarray, filter: pc.Expression | None,
-                    quarantine: Quarantine) -> None:
+def check_not_empty(
+    index: DatasetIndex | MixedIndex,
+    counts: np.ndarray,
+    filter: pc.Expression | None,
+    quarantine: Quarantine,
+) -> None:
     """Refuse a dataset with nothing to stream, naming its first files."""
     if int(counts.sum()):
         return

@@ -29,7 +29,9 @@ def parse_source(spec: str, format: str | None = None) -> Source:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or key not in (*_NUMBERS, "name", "format"):
-            raise ConfigError(f"--source {spec!r}: {item!r} is not weight=, repeat=, choose=, name= or format=")
+            raise ConfigError(
+                f"--source {spec!r}: {item!r} is not weight=, repeat=, choose=, name= or format="
+            )
         try:
             options[key] = _NUMBERS[key](value) if key in _NUMBERS else value
         except ValueError as exc:

@@ -47,6 +47,7 @@ class LoaderState:
     _control: int
 
     if TYPE_CHECKING:
+
         def plan(self, num_workers: int | None = None, world_size: int | None = None) -> Plan: ...
 
     def _start_state(self) -> None:
@@ -77,8 +78,13 @@ class LoaderState:
         if in_dataloader_worker():
             return
         self._control += 1
-        self._channel.publish({"n": self._control, "epoch": self.epoch,
-                               "resumes": [r.to_dict() for r in self._resumes]})
+        self._channel.publish(
+            {
+                "n": self._control,
+                "epoch": self.epoch,
+                "resumes": [r.to_dict() for r in self._resumes],
+            }
+        )
 
     def _follow(self) -> None:
         """In a DataLoader worker: take what the training process set since this copy of
@@ -106,18 +112,27 @@ class LoaderState:
         iteration yielded.
         """
         if consumed_batches is None:
-            return self._state(position=(self._position or Position(self.epoch, 0, 1, 0, 1)).to_dict())
+            return self._state(
+                position=(self._position or Position(self.epoch, 0, 1, 0, 1)).to_dict()
+            )
         consumed_batches = check_int("consumed_batches", consumed_batches)
         world_size, num_workers = self._consumer(consumed_batches)
         p = self.plan(num_workers, world_size)
         if not 0 <= consumed_batches <= p.batches_per_rank:
-            raise PlanError(f"consumed_batches must be in [0, {p.batches_per_rank}], got {consumed_batches}")
+            raise PlanError(
+                f"consumed_batches must be in [0, {p.batches_per_rank}], got {consumed_batches}"
+            )
         return self._state(resumes=[r.to_dict() for r in p.resume(consumed_batches).resumes])
 
     def _state(self, **fields: Any) -> dict[str, Any]:
-        state = {"version": STATE_VERSION, "epoch": self.epoch, "seed": self.seed,
-                 "shuffle": self.shuffle, "counts": self._digest(),
-                 "resumes": [r.to_dict() for r in self._resumes]}
+        state = {
+            "version": STATE_VERSION,
+            "epoch": self.epoch,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "counts": self._digest(),
+            "resumes": [r.to_dict() for r in self._resumes],
+        }
         if (mixing := mixing_key(self.index, self.mixing, self.canonical_workers)) is not None:
             state["mixing"] = mixing
         state.update(fields)
@@ -135,7 +150,8 @@ class LoaderState:
         raise PlanError(
             "state_dict cannot tell how many DataLoader workers consumed these batches: this "
             "dataset was not iterated in this process and no worker reported; pass "
-            "num_workers= (the DataLoader's, 1 for num_workers=0) to StreamingDataset")
+            "num_workers= (the DataLoader's, 1 for num_workers=0) to StreamingDataset"
+        )
 
     def _check_mixing(self, saved: Any) -> None:
         """The saved sources, rules and plan layout are this dataset's."""
@@ -146,11 +162,14 @@ class LoaderState:
                 raise PlanError(
                     f"the loader state was saved by a shardwise version whose plans lay out this epoch "
                     f"differently (plan layout {was}, this version's is {now['layout']}), so it cannot "
-                    "continue that epoch exactly; start a new epoch instead (set_epoch) of loading it")
+                    "continue that epoch exactly; start a new epoch instead (set_epoch) of loading it"
+                )
             saved = {**saved, "layout": was}
         if saved != now:
-            raise PlanError("the loader state was saved with other sources, epoch_size, batching or "
-                            "canonical_workers")
+            raise PlanError(
+                "the loader state was saved with other sources, epoch_size, batching or "
+                "canonical_workers"
+            )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a saved position, on this or another topology (elastic resume)."""
@@ -167,7 +186,9 @@ class LoaderState:
             resumes = [Resume.from_dict(r) for r in state["resumes"]]
             at = Position.from_dict(state["position"]) if "position" in state else None
         except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"not a loader state written by state_dict: {type(exc).__name__} {exc}") from exc
+            raise ConfigError(
+                f"not a loader state written by state_dict: {type(exc).__name__} {exc}"
+            ) from exc
         self.epoch, self._resumes, self._resume_at = epoch, resumes, at
         self.plan()  # fail now, not inside a worker
         self._publish()

@@ -15,10 +15,14 @@ from shardwise.plan.deal import DEAL_VERSION
 __all__ = ["epoch_stats", "mixing_for", "mixing_key"]
 
 
-def mixing_for(index: DatasetIndex | MixedIndex, epoch_size: int | None, batching: str) -> Mixing | None:
+def mixing_for(
+    index: DatasetIndex | MixedIndex, epoch_size: int | None, batching: str
+) -> Mixing | None:
     """The dataset's :class:`~shardwise.plan.Mixing`: its sources' rules, or one source
     when only ``epoch_size`` or ``batching`` is given; None (today's plain plan) otherwise."""
-    if epoch_size is not None and (isinstance(epoch_size, bool) or not isinstance(epoch_size, (int, np.integer))):
+    if epoch_size is not None and (
+        isinstance(epoch_size, bool) or not isinstance(epoch_size, (int, np.integer))
+    ):
         raise ConfigError(f"epoch_size must be a whole number of samples, got {epoch_size!r}")
     if isinstance(index, MixedIndex):
         return index.mixing(epoch_size, batching)
@@ -27,8 +31,9 @@ def mixing_for(index: DatasetIndex | MixedIndex, epoch_size: int | None, batchin
     return Mixing((0, index.num_units), (Rule(),), epoch_size, batching)
 
 
-def mixing_key(index: DatasetIndex | MixedIndex, mixing: Mixing | None,
-               canonical_workers: int | None) -> dict[str, Any] | None:
+def mixing_key(
+    index: DatasetIndex | MixedIndex, mixing: Mixing | None, canonical_workers: int | None
+) -> dict[str, Any] | None:
     """What a saved state must agree on besides the counts: the sources and their rules,
     and the ``layout`` of the plan (random mixed plans: how sources are dealt to workers,
     :data:`~shardwise.plan.deal.DEAL_VERSION`; 1 otherwise, and in states saved before
@@ -36,15 +41,25 @@ def mixing_key(index: DatasetIndex | MixedIndex, mixing: Mixing | None,
     if mixing is None and canonical_workers is None:
         return None
     names = [s.name for s in index.sources] if isinstance(index, MixedIndex) else []
-    return {"sources": names, "bounds": list(mixing.bounds) if mixing else [],
-            "rules": [[r.weight, r.repeat, r.choose] for r in mixing.rules] if mixing else [],
-            "epoch_size": mixing.epoch_size if mixing else None,
-            "batching": mixing.batching if mixing else "random", "canonical_workers": canonical_workers,
-            "layout": DEAL_VERSION if mixing and mixing.batching == "random" else 1}
+    return {
+        "sources": names,
+        "bounds": list(mixing.bounds) if mixing else [],
+        "rules": [[r.weight, r.repeat, r.choose] for r in mixing.rules] if mixing else [],
+        "epoch_size": mixing.epoch_size if mixing else None,
+        "batching": mixing.batching if mixing else "random",
+        "canonical_workers": canonical_workers,
+        "layout": DEAL_VERSION if mixing and mixing.batching == "random" else 1,
+    }
 
 
-def epoch_stats(index: DatasetIndex | MixedIndex, mixing: Mixing | None, counts: np.ndarray, plan: Plan,
-                start: Topology, canonical_workers: int | None) -> dict[str, Any]:
+def epoch_stats(
+    index: DatasetIndex | MixedIndex,
+    mixing: Mixing | None,
+    counts: np.ndarray,
+    plan: Plan,
+    start: Topology,
+    canonical_workers: int | None,
+) -> dict[str, Any]:
     """``ds.stats()``: the epoch's steps and samples, and per source its rule, its stored
     samples and the exact samples the epoch (started on ``start``) takes from it."""
     whole = mixing or Mixing((0, len(counts)), (Rule(),))
@@ -55,20 +70,34 @@ def epoch_stats(index: DatasetIndex | MixedIndex, mixing: Mixing | None, counts:
     total = max(sum(taken), 1)
     per_source = []
     for s, rule in enumerate(whole.rules):
-        per_source.append({
-            "source": sources[s].name if sources else _name(index),
-            "weight": rule.weight, "repeat": rule.repeat, "choose": rule.choose,
-            "samples_stored": int(sizes[s]), "quota": int(quotas[s]),
-            "samples": int(taken[s]), "share": taken[s] / total,
-        })
+        per_source.append(
+            {
+                "source": sources[s].name if sources else _name(index),
+                "weight": rule.weight,
+                "repeat": rule.repeat,
+                "choose": rule.choose,
+                "samples_stored": int(sizes[s]),
+                "quota": int(quotas[s]),
+                "samples": int(taken[s]),
+                "share": taken[s] / total,
+            }
+        )
     return {
-        "steps_per_rank": plan.batches_per_rank, "samples_per_rank": plan.samples_per_rank,
-        "samples_left_out": plan.num_left_out, "samples_padded": plan.num_padded,
-        "epoch_size": whole.epoch_size, "batching": whole.batching, "canonical_workers": canonical_workers,
+        "steps_per_rank": plan.batches_per_rank,
+        "samples_per_rank": plan.samples_per_rank,
+        "samples_left_out": plan.num_left_out,
+        "samples_padded": plan.num_padded,
+        "epoch_size": whole.epoch_size,
+        "batching": whole.batching,
+        "canonical_workers": canonical_workers,
         "per_source": per_source,
     }
 
 
 def _name(index: DatasetIndex | MixedIndex) -> str:
     files = index.files
-    return files[0].path + (f" (+{len(files) - 1} files)" if len(files) > 1 else "") if files else "dataset"
+    return (
+        files[0].path + (f" (+{len(files) - 1} files)" if len(files) > 1 else "")
+        if files
+        else "dataset"
+    )

@@ -91,8 +91,9 @@ class Reading:
             except ShardwiseError:
                 raise
             except (pa.ArrowException, OSError, ValueError, EOFError) as exc:
-                raise FormatError(f"cannot read this unit ({type(exc).__name__}: {exc})",
-                                  units[u].path, place) from exc
+                raise FormatError(
+                    f"cannot read this unit ({type(exc).__name__}: {exc})", units[u].path, place
+                ) from exc
             if python_values:  # strings (and, per sample, dates) must become Python objects
                 check_values(table, units[u], place, dates=per_sample)
             return table
@@ -103,13 +104,19 @@ class Reading:
         """A unit's estimated decoded bytes (twice its stored size)."""
         return 2 * self.index.units[u].num_bytes
 
-    def prefetcher(self, load: Callable[[int], Any] | None = None, max_ahead: int | None = None,
-                   **kwargs: Any) -> Prefetcher[int, Any]:
+    def prefetcher(
+        self, load: Callable[[int], Any] | None = None, max_ahead: int | None = None, **kwargs: Any
+    ) -> Prefetcher[int, Any]:
         """Reads units ahead, across window boundaries, under ``prefetch_bytes``, with
         ``load`` (default: :meth:`loader`'s), at most ``max_ahead`` at a time (default:
         two windows' worth)."""
-        return Prefetcher(load or self.loader(), self.size, budget_bytes=self.prefetch_bytes,
-                          max_ahead=max_ahead or 2 * self.interleave + 2, **kwargs)
+        return Prefetcher(
+            load or self.loader(),
+            self.size,
+            budget_bytes=self.prefetch_bytes,
+            max_ahead=max_ahead or 2 * self.interleave + 2,
+            **kwargs,
+        )
 
 
 def serial_items(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, int]]:
@@ -141,7 +148,9 @@ def window_tables(reading: Reading, wp: WindowSource) -> Iterator[pa.Table]:
             loaded = {u: next(loaded_units) for u in window_units}
             views: Views = {}
             for start in range(0, len(order), piece):
-                yield gather(loaded, unit_ids[start : start + piece], order[start : start + piece], views)
+                yield gather(
+                    loaded, unit_ids[start : start + piece], order[start : start + piece], views
+                )
             del loaded, views
     finally:
         loaded_units.close()

@@ -49,8 +49,12 @@ MAX_VIEW_OFFSET = (1 << 31) - 1  # a view's offset into its buffer is an int32
 
 def is_text(t: pa.DataType) -> bool:
     """Whether a column of type ``t`` holds strings or binary values."""
-    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-            or pa.types.is_large_binary(t))
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
 
 
 def large_text(t: pa.DataType) -> pa.DataType:
@@ -81,13 +85,17 @@ class _Column:
     """One text column of a window: a view per row, and the segments of window memory
     holding the values they point at."""
 
-    def __init__(self, t: pa.DataType, n: int, take: Callable[[int], np.ndarray] = window_memory) -> None:
+    def __init__(
+        self, t: pa.DataType, n: int, take: Callable[[int], np.ndarray] = window_memory
+    ) -> None:
         self.type = large_text(t)
         self.view_type = pa.binary_view() if _binary(t) else pa.string_view()
         self.take = take
         self.n = n
         self.views = take(n * VIEW).view(np.int32).reshape(n, VIEW // 4)
-        self.valid: np.ndarray | None = None  # made when a unit has nulls: True for every row before
+        self.valid: np.ndarray | None = (
+            None  # made when a unit has nulls: True for every row before
+        )
         self.segments: list[_Segment] = []
         self.buffers: list[pa.Buffer] = []  # the segments' memory, as the views' buffers
         self.rows_seen = self.bytes_seen = 0
@@ -107,7 +115,9 @@ class _Column:
         seg = self.segments[-1] if self.segments else None
         if seg is None or seg.used + nbytes > len(seg.data):
             left = max(self.n - self.rows_seen, 0) * self.bytes_seen // max(self.rows_seen, 1)
-            seg = _Segment(self.take(max(nbytes, min(MAX_SEGMENT, nbytes + left + left // 8 + (64 << 10)))))
+            seg = _Segment(
+                self.take(max(nbytes, min(MAX_SEGMENT, nbytes + left + left // 8 + (64 << 10))))
+            )
             self.segments.append(seg)
             self.buffers.append(pa.py_buffer(seg.data))
         at = seg.used
@@ -127,13 +137,15 @@ class _Column:
         data = chunk.buffers()[2]
         if end > start and data is not None:  # the values, back to back (one memcpy, GIL released)
             map_pages(seg.data[where : where + end - start])
-            seg.data[where : where + end - start] = np.frombuffer(data, dtype=np.uint8, count=end - start,
-                                                                  offset=start)
+            seg.data[where : where + end - start] = np.frombuffer(
+                data, dtype=np.uint8, count=end - start, offset=start
+            )
         views = chunk.cast(self.view_type)  # values of at most 12 bytes are copied into their view
         dest = self.views[at : at + k]
         map_pages(dest)
-        dest[:] = np.frombuffer(views.buffers()[1], dtype=np.int32, count=(views.offset + k) * 4).reshape(-1, 4)[
-            views.offset:]
+        dest[:] = np.frombuffer(
+            views.buffers()[1], dtype=np.int32, count=(views.offset + k) * 4
+        ).reshape(-1, 4)[views.offset :]
         long = dest[:, 0] > INLINE  # the others point into the unit's buffer: now into the segment
         dest[long, 2] = number
         dest[long, 3] += where - start
@@ -148,14 +160,18 @@ class _Column:
         if self.valid is not None:
             mask = self.valid[src]
             valid = None if mask.all() else pa.py_buffer(np.packbits(mask, bitorder="little"))
-        arr = pa.Array.from_buffers(self.view_type, len(src), [valid, pa.py_buffer(views), *self.buffers])
+        arr = pa.Array.from_buffers(
+            self.view_type, len(src), [valid, pa.py_buffer(views), *self.buffers]
+        )
         return arr.cast(self.type)
 
 
 def _offsets(chunk: pa.Array) -> np.ndarray:
     """The value offsets of ``chunk`` (its own rows, as in its buffer)."""
     dtype = np.int64 if _large(chunk.type) else np.int32
-    return np.frombuffer(chunk.buffers()[1], dtype=dtype)[chunk.offset : chunk.offset + len(chunk) + 1]
+    return np.frombuffer(chunk.buffers()[1], dtype=dtype)[
+        chunk.offset : chunk.offset + len(chunk) + 1
+    ]
 
 
 def _parts(chunk: pa.Array) -> list[pa.Array]:
@@ -185,8 +201,13 @@ class WindowTexts:
         take: where the views' memory comes from (``nbytes`` -> uint8 array).
     """
 
-    def __init__(self, schema: pa.Schema, columns: list[int], n: int,
-                 take: Callable[[int], np.ndarray] = window_memory) -> None:
+    def __init__(
+        self,
+        schema: pa.Schema,
+        columns: list[int],
+        n: int,
+        take: Callable[[int], np.ndarray] = window_memory,
+    ) -> None:
         self.columns = columns
         self._cols = [_Column(schema.field(i).type, n, take) for i in columns]
 

@@ -51,10 +51,14 @@ from shardwise.plan.compose import WindowSource
 __all__ = ["threaded_batches"]
 
 _log = logging.getLogger(__name__)
-PIECE_ROWS = 16384  # rows per piece (in whole batches): 4x the worker path's, for fewer, larger takes
+PIECE_ROWS = (
+    16384  # rows per piece (in whole batches): 4x the worker path's, for fewer, larger takes
+)
 PIECE_BYTES = 16 << 20  # ... and at most about this many (estimated) bytes, for wide rows
 AHEAD_BYTES = 256 << 20  # pieces gathered ahead of the loop: about this many bytes, 2-8 per thread
-Part = tuple[dict[int, pa.Table], Views, np.ndarray, np.ndarray]  # unit tables, views, unit ids, rows
+Part = tuple[
+    dict[int, pa.Table], Views, np.ndarray, np.ndarray
+]  # unit tables, views, unit ids, rows
 
 
 @dataclass
@@ -76,22 +80,30 @@ def threaded_batches(reading: Reading, wp: WindowSource) -> Iterator[tuple[Any, 
     units: Generator[tuple[pa.Table, Views], None, None] | None = None
     pending: deque[Future[Piece]] = deque()
     try:
-        windows = list(wp.iter_windows())  # the plan's order, worked out while the first units are read
+        windows = list(
+            wp.iter_windows()
+        )  # the plan's order, worked out while the first units are read
         lengths = [len(order) for _, _, order in windows]
         if sum(lengths) % reading.batch_size:
-            raise PlanError(f"internal error: {sum(lengths) % reading.batch_size} samples left over "
-                            "after the last full batch")
+            raise PlanError(
+                f"internal error: {sum(lengths) % reading.batch_size} samples left over "
+                "after the last full batch"
+            )
         if not fills.on:
             units = reading.prefetcher(load, 2 * reading.num_threads, executor=pool).iterate(
-                [u for w in windows for u in w[0]])
+                [u for w in windows for u in w[0]]
+            )
         piece_rows, ahead = pacing(reading, windows)
         loaded: dict[int, Window] = {}  # window -> its columns or tables, while needed
         for piece in cut_pieces(lengths, piece_rows):
             for w, _, _ in piece:
                 if w not in loaded:  # earlier windows are done: in-flight pieces hold their own
                     loaded = {k: v for k, v in loaded.items() if k >= piece[0][0]}
-                    loaded[w] = fills.window(w, windows[w]) if units is None else \
-                        load_window(windows[w], units)
+                    loaded[w] = (
+                        fills.window(w, windows[w])
+                        if units is None
+                        else load_window(windows[w], units)
+                    )
             pending.append(pool.submit(maker.made, [(loaded[w], lo, hi) for w, lo, hi in piece]))
             while len(pending) > ahead:
                 yield from maker.batches(pending.popleft().result())
@@ -119,7 +131,9 @@ def _unit_loader(reading: Reading) -> Callable[[int], Loaded]:
     return load_unit
 
 
-def pacing(reading: Reading, windows: list[tuple[list[int], np.ndarray, np.ndarray]]) -> tuple[int, int]:
+def pacing(
+    reading: Reading, windows: list[tuple[list[int], np.ndarray, np.ndarray]]
+) -> tuple[int, int]:
     """Rows per piece (whole batches, up to ``PIECE_ROWS`` and about ``PIECE_BYTES``) and
     pieces gathered ahead of the loop (about ``AHEAD_BYTES`` or ``prefetch_bytes``, the
     smaller, and 2-8 per thread: the windows of pieces ahead are read ahead too).
@@ -167,8 +181,10 @@ class _Maker:
         self.pad_to = reading.pad_to
         self.pin = reading.pin_memory and self.fmt == "torch" and _cuda()
         if reading.pin_memory and not self.pin:
-            _log.info("pin_memory=True has no effect here: batches are pinned only as torch "
-                      "tensors with CUDA available")
+            _log.info(
+                "pin_memory=True has no effect here: batches are pinned only as torch "
+                "tensors with CUDA available"
+            )
 
     def made(self, parts: list[tuple[Window, int, int]]) -> Piece:
         """A piece (on a pool thread), its columns of numbers already cut into the
@@ -190,15 +206,20 @@ class _Maker:
         """A piece from windows built as their units arrived or gathered by pieces (each
         part made apart, then joined)."""
         if all(w.arrival is None for w, _, _ in parts):
-            return self.make([(w.tables, w.views, w.unit_ids[lo:hi], w.rows[lo:hi]) for w, lo, hi in parts])
+            return self.make(
+                [(w.tables, w.views, w.unit_ids[lo:hi], w.rows[lo:hi]) for w, lo, hi in parts]
+            )
         subs = [self.taken(p) if p[0].arrival is not None else self.make_mixed([p]) for p in parts]
         if len(subs) == 1:
             return subs[0]
         piece = Piece(sum(s.rows for s in subs))
         for name in subs[0].arrays:
             values = [s.arrays[name] for s in subs]
-            piece.arrays[name] = _join(values) if isinstance(values[0], pa.Array) else \
-                self._package(np.concatenate([np.asarray(v) for v in values]))
+            piece.arrays[name] = (
+                _join(values)
+                if isinstance(values[0], pa.Array)
+                else self._package(np.concatenate([np.asarray(v) for v in values]))
+            )
         return piece
 
     def taken(self, part: tuple[Window, int, int]) -> Piece:
@@ -218,16 +239,26 @@ class _Maker:
         else:  # a piece across windows: one gather (a unit in both is the same table)
             tables = {u: t for p in parts for u, t in p[0].items()}
             views = {k: v for p in parts for k, v in p[1].items()}
-            unit_ids, order = np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts])
+            unit_ids, order = (
+                np.concatenate([p[2] for p in parts]),
+                np.concatenate([p[3] for p in parts]),
+            )
         schema = next(iter(tables.values())).schema
-        columns = [c if isinstance(c, np.ndarray) else c.combine_chunks()
-                   for c in gather_columns(tables, unit_ids, order, views)]
+        columns = [
+            c if isinstance(c, np.ndarray) else c.combine_chunks()
+            for c in gather_columns(tables, unit_ids, order, views)
+        ]
         piece = Piece(sum(len(p[2]) for p in parts))
         if self.fmt == "arrow" or not len(schema):
-            arrays = [column_to_arrow(c, f.type) if isinstance(c, np.ndarray) else c
-                      for c, f in zip(columns, schema)]
-            piece.arrow = pa.Table.from_arrays(arrays, schema=schema).combine_chunks().to_batches()[0] \
-                if len(schema) else pa.record_batch([], schema=schema)
+            arrays = [
+                column_to_arrow(c, f.type) if isinstance(c, np.ndarray) else c
+                for c, f in zip(columns, schema)
+            ]
+            piece.arrow = (
+                pa.Table.from_arrays(arrays, schema=schema).combine_chunks().to_batches()[0]
+                if len(schema)
+                else pa.record_batch([], schema=schema)
+            )
             return piece
         for f, col in zip(schema, columns):
             if isinstance(col, np.ndarray):  # gathered into a buffer of its own: no copy
@@ -237,7 +268,9 @@ class _Maker:
             elif is_text(col.type):
                 piece.arrays[f.name] = col
             else:
-                piece.arrays[f.name] = self._package(np.require(column_to_numpy(col), requirements="W"))
+                piece.arrays[f.name] = self._package(
+                    np.require(column_to_numpy(col), requirements="W")
+                )
         return piece
 
     def _package(self, arr: np.ndarray) -> Any:
@@ -258,12 +291,14 @@ class _Maker:
                 yield (piece.arrow.slice(a, size) if piece.arrow.num_columns else piece.arrow), size
                 continue
             i = a // size
-            out = {k: v[i] if type(v) is list else self._objects(v, a, size) for k, v in piece.arrays.items()}
+            out = {
+                k: v[i] if type(v) is list else self._objects(v, a, size)
+                for k, v in piece.arrays.items()
+            }
             for name, col in piece.ragged.items():
                 values, lengths = pad(col.slice(a, size), self.pad_to)
                 out[name], out[f"{name}_lengths"] = self._package(values), self._package(lengths)
             yield out, size
-
 
     def _objects(self, values: pa.Array, a: int, size: int) -> np.ndarray:
         """Rows ``a`` to ``a + size`` of a piece's text, as Python objects made now."""

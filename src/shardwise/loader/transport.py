@@ -50,13 +50,16 @@ class NumpyColumn(np.ndarray):
 
     _sw_arrow: Any = None  # the Arrow array a string column was made from, if any
 
+
 class RingBatch(dict[str, Any]):
     """A batch (column name -> :class:`NumpyColumn`) that crosses to the training process
     as one region of the ring: one reservation, one reference and one rebuild per batch
     instead of one per column. It arrives as a plain ``dict``."""
 
+
 _ring: Ring | None = None
 _active = False
+
 
 def _worker_ring() -> Ring:
     global _ring
@@ -64,8 +67,10 @@ def _worker_ring() -> Ring:
         _ring = Ring(RING_BYTES)
     return _ring
 
+
 def _by_value(arr: np.ndarray) -> NumpyColumn:
     return arr.view(NumpyColumn)
+
 
 def _layout(col: NumpyColumn) -> tuple[tuple[Any, ...], list[np.ndarray]] | None:
     """How a column goes into a ring region: its spec (see :func:`_rebuild_batch`) and the
@@ -83,7 +88,10 @@ def _layout(col: NumpyColumn) -> tuple[tuple[Any, ...], list[np.ndarray]] | None
         return None
     return ("s", len(got[0]) - 1, got[1].nbytes), list(got)
 
-def _put(layouts: list[tuple[Any, ...]], parts: list[np.ndarray]) -> tuple[Any, tuple[Any, ...]] | None:
+
+def _put(
+    layouts: list[tuple[Any, ...]], parts: list[np.ndarray]
+) -> tuple[Any, tuple[Any, ...]] | None:
     """Write ``parts`` into this worker's ring; the reduction that rebuilds them, or None."""
     try:
         ring = _worker_ring()
@@ -94,12 +102,14 @@ def _put(layouts: list[tuple[Any, ...]], parts: list[np.ndarray]) -> tuple[Any, 
         return None
     return _rebuild_batch, (ring.pid, ring.fd, ring.token, *placed, layouts)
 
+
 def _reduce(col: NumpyColumn) -> tuple[Any, tuple[Any, ...]]:
     layout = _layout(col)
     reduced = _put([("", *layout[0])], layout[1]) if layout is not None else None
     if reduced is None:
         return _by_value, (np.ascontiguousarray(col.view(np.ndarray)),)
     return _rebuild_column, reduced[1]
+
 
 def _reduce_objects(arr: np.ndarray) -> Any:
     """A 1-D array of Python strings as an Arrow large_string array, or None."""
@@ -111,19 +121,31 @@ def _reduce_objects(arr: np.ndarray) -> Any:
         return None  # mixed objects
     return got if isinstance(got, pa.Array) else None  # str only (bytes stay bytes)
 
+
 def _strings_parts(strings: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """An Arrow string array (no nulls) as int64 offsets from 0 and its bytes."""
     import pyarrow as pa
 
-    if strings is None or strings.null_count or not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
+    if (
+        strings is None
+        or strings.null_count
+        or not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type))
+    ):
         return None
     n = len(strings)
     width = np.int64 if pa.types.is_large_string(strings.type) else np.int32
     _, offsets_buf, data_buf = strings.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=width, count=n + 1, offset=strings.offset * np.dtype(width).itemsize)
+    offsets = np.frombuffer(
+        offsets_buf, dtype=width, count=n + 1, offset=strings.offset * np.dtype(width).itemsize
+    )
     first, last = int(offsets[0]), int(offsets[-1])
-    data = np.frombuffer(data_buf, dtype=np.uint8)[first:last] if data_buf is not None else np.empty(0, np.uint8)
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8)[first:last]
+        if data_buf is not None
+        else np.empty(0, np.uint8)
+    )
     return offsets.astype(np.int64) - first, data
+
 
 def _reduce_batch(batch: RingBatch) -> tuple[Any, tuple[Any, ...]]:
     """All columns of a batch into one ring region; anything else in it goes by value."""
@@ -137,15 +159,23 @@ def _reduce_batch(batch: RingBatch) -> tuple[Any, tuple[Any, ...]]:
             specs.append((name, *layout[0]))
             parts.extend(layout[1])
         else:
-            specs.append((name, "o", np.asarray(col)) if isinstance(col, NumpyColumn) else (name, "v", col))
+            specs.append(
+                (name, "o", np.asarray(col)) if isinstance(col, NumpyColumn) else (name, "v", col)
+            )
     reduced = _put(specs, parts) if parts else None
     if reduced is None:
-        return _batch_by_value, ([(name, "o", np.asarray(col)) if isinstance(col, NumpyColumn) else (name, "v", col)
-                                  for name, col in batch.items()],)
+        return _batch_by_value, (
+            [
+                (name, "o", np.asarray(col)) if isinstance(col, NumpyColumn) else (name, "v", col)
+                for name, col in batch.items()
+            ],
+        )
     return reduced
+
 
 def _batch_by_value(specs: list[tuple[str, str, Any]]) -> dict[str, Any]:
     return {name: value.view(NumpyColumn) if kind == "o" else value for name, kind, value in specs}
+
 
 def string_column(values: np.ndarray, strings: Any) -> NumpyColumn:
     """``values`` (Python strings) as a read-only column that remembers ``strings``, the
@@ -155,12 +185,15 @@ def string_column(values: np.ndarray, strings: Any) -> NumpyColumn:
     col._sw_arrow = strings
     return col
 
+
 def active() -> bool:
     """Whether this process sends numpy batches through its ring (set up by setup_worker)."""
     return _active
 
+
 # -- the training process's side ---------------------------------------------------------
 _maps: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, int]] = {}
+
 
 def _attach(pid: int, fd: int, token: int) -> tuple[np.ndarray, np.ndarray, int]:
     key = (pid, fd, token)
@@ -180,6 +213,7 @@ def _attach(pid: int, fd: int, token: int) -> tuple[np.ndarray, np.ndarray, int]
         got = _maps[key] = (header, np.frombuffer(m, dtype=np.uint8, offset=HEADER), int(header[2]))
     return got
 
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -189,18 +223,27 @@ def _alive(pid: int) -> bool:
         return True
     return True
 
-def _rebuild_column(pid: int, fd: int, token: int, start: int, nbytes: int, specs: list[tuple[Any, ...]]) -> NumpyColumn:
+
+def _rebuild_column(
+    pid: int, fd: int, token: int, start: int, nbytes: int, specs: list[tuple[Any, ...]]
+) -> NumpyColumn:
     column: NumpyColumn = _rebuild_batch(pid, fd, token, start, nbytes, specs)[""]
     return column
+
 
 def _arrow_strings(offsets: np.ndarray, data: np.ndarray, length: int) -> NumpyColumn:
     """Python strings from int64 offsets and bytes in the ring (copied: the ring is reused)."""
     import pyarrow as pa
 
-    strings = pa.Array.from_buffers(pa.large_string(), length, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    strings = pa.Array.from_buffers(
+        pa.large_string(), length, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
     return strings.to_numpy(zero_copy_only=False).view(NumpyColumn)
 
-def _rebuild_batch(pid: int, fd: int, token: int, start: int, nbytes: int, specs: list[tuple[Any, ...]]) -> dict[str, Any]:
+
+def _rebuild_batch(
+    pid: int, fd: int, token: int, start: int, nbytes: int, specs: list[tuple[Any, ...]]
+) -> dict[str, Any]:
     header, data, size = _attach(pid, fd, token)
     region = data[start % size : start % size + nbytes]
     out: dict[str, Any] = {}
@@ -219,10 +262,13 @@ def _rebuild_batch(pid: int, fd: int, token: int, start: int, nbytes: int, specs
             length, text_bytes = spec[2], spec[3]
             offsets_n = (length + 1) * 8
             data_at = off + aligned(offsets_n)
-            out[name] = _arrow_strings(region[off : off + offsets_n], region[data_at : data_at + text_bytes], length)
+            out[name] = _arrow_strings(
+                region[off : off + offsets_n], region[data_at : data_at + text_bytes], length
+            )
             off = data_at + aligned(text_bytes)
     header[0] = start + nbytes  # this space may be written again
     return out
+
 
 def enable() -> None:
     """Send :class:`NumpyColumn` columns and :class:`RingBatch` batches through shared

@@ -41,7 +41,9 @@ class Window:
     arrival: ArrivalWindow | None = None
 
 
-def load_window(window: tuple[list[int], np.ndarray, np.ndarray], units: Iterator[tuple[pa.Table, Views]]) -> Window:
+def load_window(
+    window: tuple[list[int], np.ndarray, np.ndarray], units: Iterator[tuple[pa.Table, Views]]
+) -> Window:
     """The window's units (tables and views), taken from ``units`` (read ahead)."""
     unit_list, unit_ids, rows = window
     win = Window(unit_ids, rows)
@@ -58,8 +60,9 @@ class Fills:
     the columns allow: the first one's units are read from the start, while the order is
     worked out; the next one's, under ``prefetch_bytes``, once a window is in use."""
 
-    def __init__(self, reading: Reading, wp: WindowSource, pool: Executor,
-                 load: Callable[[int], Loaded]) -> None:
+    def __init__(
+        self, reading: Reading, wp: WindowSource, pool: Executor, load: Callable[[int], Loaded]
+    ) -> None:
         self.reading, self.pool, self.load = reading, pool, load
         self.units = wp.window_units()
         self.on = bool(self.units) and arrival_schema(_schema(reading), reading.batch_format)
@@ -70,9 +73,15 @@ class Fills:
     def _start(self, w: int) -> Filling:
         if w not in self.filling:
             units = self.units[w]
-            win = ArrivalWindow(units, [self.reading.index.units[u].num_samples for u in units], _schema(self.reading),
-                                self.reading.memory)
-            self.filling[w] = Filling(win, units, partial(_fill, self.load, win), self.reading.size, self.pool)
+            win = ArrivalWindow(
+                units,
+                [self.reading.index.units[u].num_samples for u in units],
+                _schema(self.reading),
+                self.reading.memory,
+            )
+            self.filling[w] = Filling(
+                win, units, partial(_fill, self.load, win), self.reading.size, self.pool
+            )
         return self.filling[w]
 
     def window(self, w: int, window: tuple[list[int], np.ndarray, np.ndarray]) -> Window:
@@ -80,8 +89,10 @@ class Fills:
         one's first units are then read ahead."""
         unit_list, unit_ids, rows = window
         if unit_list != self.units[w]:
-            raise PlanError(f"internal error: window {w} reads units {unit_list[:5]}..., "
-                            f"its read-ahead {self.units[w][:5]}...")
+            raise PlanError(
+                f"internal error: window {w} reads units {unit_list[:5]}..., "
+                f"its read-ahead {self.units[w][:5]}..."
+            )
         filling = self._start(w)
         filling.win.order(unit_ids, rows)  # while the last units are still read
         built = filling.wait()
@@ -109,4 +120,6 @@ def _fill(load: Callable[[int], Loaded], win: ArrivalWindow, u: int) -> None:
 
 def _schema(reading: Reading) -> pa.Schema:
     schema = reading.index.schema
-    return schema if reading.columns is None else pa.schema([schema.field(c) for c in reading.columns])
+    return (
+        schema if reading.columns is None else pa.schema([schema.field(c) for c in reading.columns])
+    )

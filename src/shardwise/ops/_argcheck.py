@@ -25,8 +25,10 @@ def check_types(label: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> N
     for name, value in kwargs.items():
         hint = hints.get(name)
         if hint is not None and not fits(value, hint):
-            raise ConfigError(f"operator {label!r}: argument {name!r} must be {describe(hint)}, "
-                              f"got {value!r} ({type(value).__name__})")
+            raise ConfigError(
+                f"operator {label!r}: argument {name!r} must be {describe(hint)}, "
+                f"got {value!r} ({type(value).__name__})"
+            )
 
 
 def fits(value: Any, hint: Any) -> bool:

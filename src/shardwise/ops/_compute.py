@@ -25,7 +25,16 @@ except ImportError:  # pragma: no cover - a pyarrow without it: the public (heav
     from pyarrow.compute import Utf8NormalizeOptions
     from pyarrow.compute import call_function as _call
 
-__all__ = ["bool_array", "call", "count_true", "fill_null", "filter_rows", "int64_array", "text_column", "utf8_normalize"]
+__all__ = [
+    "bool_array",
+    "call",
+    "count_true",
+    "fill_null",
+    "filter_rows",
+    "int64_array",
+    "text_column",
+    "utf8_normalize",
+]
 
 
 def call(name: str, *args: Any, options: Any = None) -> Any:

@@ -18,14 +18,22 @@ import pyarrow as pa
 
 from shardwise.ops._compute import call, count_true, fill_null, filter_rows
 
-__all__ = ["ascii_split", "collapse_ascii_nonalnum", "collapse_ascii_runs", "collapse_ascii_ws", "count_ascii_words"]
+__all__ = [
+    "ascii_split",
+    "collapse_ascii_nonalnum",
+    "collapse_ascii_runs",
+    "collapse_ascii_ws",
+    "count_ascii_words",
+]
 
 
 def _buffers(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, data bytes) of a string array with offset 0."""
     off_type = np.int64 if pa.types.is_large_string(col.type) else np.int32
     bufs = col.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=off_type, count=len(col) + 1, offset=col.offset * np.dtype(off_type).itemsize)
+    offsets = np.frombuffer(
+        bufs[1], dtype=off_type, count=len(col) + 1, offset=col.offset * np.dtype(off_type).itemsize
+    )
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     return offsets.astype(np.int64), data
 
@@ -68,15 +76,21 @@ def collapse_ascii_runs(col: pa.Array, is_sep: Callable[[np.ndarray], np.ndarray
         firsts = offsets[:-1] - lo
         drop = drop[~np.isin(drop, firsts)]
     if not len(drop):
-        return pa.Array.from_buffers(col.type, len(col), [validity, _off(col, offsets - lo), pa.py_buffer(out)])
+        return pa.Array.from_buffers(
+            col.type, len(col), [validity, _off(col, offsets - lo), pa.py_buffer(out)]
+        )
     keep = np.ones(len(b), dtype=bool)
     keep[drop] = False
     new_offsets = (offsets - lo) - np.searchsorted(drop, offsets - lo)
-    return pa.Array.from_buffers(col.type, len(col), [validity, _off(col, new_offsets), pa.py_buffer(out[keep])])
+    return pa.Array.from_buffers(
+        col.type, len(col), [validity, _off(col, new_offsets), pa.py_buffer(out[keep])]
+    )
 
 
 def _off(col: pa.Array, offsets: np.ndarray) -> pa.Buffer:
-    return pa.py_buffer(offsets.astype(np.int64 if pa.types.is_large_string(col.type) else np.int32))
+    return pa.py_buffer(
+        offsets.astype(np.int64 if pa.types.is_large_string(col.type) else np.int32)
+    )
 
 
 def count_ascii_words(col: pa.Array) -> pa.Array:
@@ -97,7 +111,9 @@ def count_ascii_words(col: pa.Array) -> pa.Array:
     return pa.array(n, pa.int64() if pa.types.is_large_string(col.type) else pa.int32())
 
 
-def ascii_split(col: pa.Array, fast: Callable[[pa.Array], pa.Array], slow: Callable[[pa.Array], pa.Array]) -> pa.Array:
+def ascii_split(
+    col: pa.Array, fast: Callable[[pa.Array], pa.Array], slow: Callable[[pa.Array], pa.Array]
+) -> pa.Array:
     """``fast`` on the ASCII rows of ``col`` and ``slow`` on the rest, back in row order.
     ``fast`` gets an array without nulls at offset 0; nulls go to ``slow``."""
     if isinstance(col, pa.ChunkedArray):

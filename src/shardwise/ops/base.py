@@ -80,22 +80,36 @@ class Op:
         """Apply a mapper; it must keep the row count."""
         out = self._call(batch)
         if isinstance(out, pa.Table):
-            out = out.combine_chunks().to_batches()[0] if out.num_rows else pa.RecordBatch.from_pylist([], schema=out.schema)
+            out = (
+                out.combine_chunks().to_batches()[0]
+                if out.num_rows
+                else pa.RecordBatch.from_pylist([], schema=out.schema)
+            )
         if not isinstance(out, pa.RecordBatch):
-            raise ConfigError(f"mapper {self.name!r} must return a RecordBatch, got {type(out).__name__}")
+            raise ConfigError(
+                f"mapper {self.name!r} must return a RecordBatch, got {type(out).__name__}"
+            )
         if out.num_rows != batch.num_rows:
-            raise ConfigError(f"mapper {self.name!r} changed the row count ({batch.num_rows} -> {out.num_rows}); use a filter")
+            raise ConfigError(
+                f"mapper {self.name!r} changed the row count ({batch.num_rows} -> {out.num_rows}); use a filter"
+            )
         return out
 
     def mask(self, batch: pa.RecordBatch) -> tuple[pa.BooleanArray, str]:
         """Apply a filter: the keep-mask (nulls count as drop) and the drop reason."""
         out = self._call(batch)
         mask, reason = out if isinstance(out, tuple) else (out, self.name)
-        mask = pa.array(mask, pa.bool_()) if not isinstance(mask, (pa.Array, pa.ChunkedArray)) else mask
+        mask = (
+            pa.array(mask, pa.bool_())
+            if not isinstance(mask, (pa.Array, pa.ChunkedArray))
+            else mask
+        )
         if isinstance(mask, pa.ChunkedArray):
             mask = mask.combine_chunks()
         if len(mask) != batch.num_rows:
-            raise ConfigError(f"filter {self.name!r} returned {len(mask)} values for {batch.num_rows} rows")
+            raise ConfigError(
+                f"filter {self.name!r} returned {len(mask)} values for {batch.num_rows} rows"
+            )
         return mask.fill_null(False), str(reason)
 
     @property
@@ -163,16 +177,27 @@ def _check_kwargs(label: str, params: list[inspect.Parameter], kwargs: dict[str,
     if unknown and not accepts_any:
         near = difflib.get_close_matches(unknown[0], names, n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
-        raise ConfigError(f"operator {label!r} has no argument {unknown[0]!r}{hint}; "
-                          f"its arguments: {', '.join(names) or '(none)'}")
-    missing = [p.name for p in params if p.default is p.empty
-               and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in kwargs]
+        raise ConfigError(
+            f"operator {label!r} has no argument {unknown[0]!r}{hint}; "
+            f"its arguments: {', '.join(names) or '(none)'}"
+        )
+    missing = [
+        p.name
+        for p in params
+        if p.default is p.empty
+        and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+        and p.name not in kwargs
+    ]
     if missing:
         raise ConfigError(f"operator {label!r} needs argument {missing[0]!r}")
 
 
-def make_op(fn: Callable[..., Any], kind: OpKind, name: str | None = None,
-            kwargs: dict[str, Any] | None = None) -> Op:
+def make_op(
+    fn: Callable[..., Any],
+    kind: OpKind,
+    name: str | None = None,
+    kwargs: dict[str, Any] | None = None,
+) -> Op:
     """Wrap a function (or, for ``dedup``, a DedupOp class) as an operator, checking
     ``kwargs`` against its signature."""
     kwargs = dict(kwargs or {})

@@ -59,8 +59,12 @@ class ExactDedup(DedupOp):
         masks = np.split(first == np.arange(len(first)), np.cumsum(sizes)[:-1])
         kept = first[removed]
         clusters = np.unique(kept, return_counts=True)[1] + 1
-        summary = {"method": "exact", "removed": len(removed), "clusters": len(clusters),
-                   "largest_cluster": int(clusters.max()) if len(clusters) else 0}
+        summary = {
+            "method": "exact",
+            "removed": len(removed),
+            "clusters": len(clusters),
+            "largest_cluster": int(clusters.max()) if len(clusters) else 0,
+        }
         if len(removed):
             summary["audit"] = ctx.write_audit(_audit(removed, kept, sizes))
         return DedupDecision(list(masks), summary)

@@ -32,7 +32,15 @@ WORD_RE = r"[^\s\p{Z}]+"
 UNICODE_SPACE_RE = r"[\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]"
 URL_RE = r"(?i)\b(?:https?://|www\.)[^\s<>\"']+"
 TAG_RE = r"<[^<>]{0,1000}>"
-_ENTITIES = {"&nbsp;": " ", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#39;": "'", "&apos;": "'", "&amp;": "&"}
+_ENTITIES = {
+    "&nbsp;": " ",
+    "&lt;": "<",
+    "&gt;": ">",
+    "&quot;": '"',
+    "&#39;": "'",
+    "&apos;": "'",
+    "&amp;": "&",
+}
 
 
 def _set(batch: pa.RecordBatch, column: str, values: pa.Array) -> pa.RecordBatch:
@@ -67,7 +75,9 @@ def unicode_normalize(col: pa.Array, form: str = "NFKC") -> pa.Array:
 def _unicode_spaces_to_ascii(col: pa.Array) -> pa.Array:
     """The non-ASCII members of :data:`WS_RE` replaced by a space (only rows with
     non-ASCII characters are scanned), so byte-level kernels see every space."""
-    return ascii_split(col, lambda c: c, lambda c: pc.replace_substring_regex(c, UNICODE_SPACE_RE, " "))
+    return ascii_split(
+        col, lambda c: c, lambda c: pc.replace_substring_regex(c, UNICODE_SPACE_RE, " ")
+    )
 
 
 def collapse_whitespace(col: pa.Array) -> pa.Array:
@@ -80,9 +90,13 @@ def word_counts(col: pa.Array) -> pa.Array:
     return count_ascii_words(_unicode_spaces_to_ascii(pc.fill_null(col, "")))
 
 
-def strip_urls(batch: pa.RecordBatch, *, column: str = "text", replacement: str = "") -> pa.RecordBatch:
+def strip_urls(
+    batch: pa.RecordBatch, *, column: str = "text", replacement: str = ""
+) -> pa.RecordBatch:
     """Remove http(s):// and www. URLs."""
-    return _set(batch, column, pc.replace_substring_regex(_text(batch, column), URL_RE, replacement))
+    return _set(
+        batch, column, pc.replace_substring_regex(_text(batch, column), URL_RE, replacement)
+    )
 
 
 def strip_html(batch: pa.RecordBatch, *, column: str = "text") -> pa.RecordBatch:
@@ -110,25 +124,39 @@ def _between(values: pa.Array, lo: float | None, hi: float | None) -> pa.Array:
     return keep
 
 
-def length_filter(batch: pa.RecordBatch, *, column: str = "text", min: int | None = None,
-                  max: int | None = None) -> tuple[pa.Array, str]:
+def length_filter(
+    batch: pa.RecordBatch, *, column: str = "text", min: int | None = None, max: int | None = None
+) -> tuple[pa.Array, str]:
     """Keep rows whose text has between ``min`` and ``max`` characters."""
     n = pc.utf8_length(pc.fill_null(_text(batch, column), ""))
     return _between(n, min, max), _reason("length", min, max)
 
 
-def word_count_filter(batch: pa.RecordBatch, *, column: str = "text", min: int | None = None,
-                      max: int | None = None) -> tuple[pa.Array, str]:
+def word_count_filter(
+    batch: pa.RecordBatch, *, column: str = "text", min: int | None = None, max: int | None = None
+) -> tuple[pa.Array, str]:
     """Keep rows with between ``min`` and ``max`` whitespace-separated words."""
     return _between(word_counts(_text(batch, column)), min, max), _reason("word count", min, max)
 
 
-_CLASSES = {"alphanumeric": r"[\pL\pN]", "alpha": r"\pL", "uppercase": r"\p{Lu}", "digits": r"\pN",
-            "whitespace": r"\s", "punctuation": r"\pP"}
+_CLASSES = {
+    "alphanumeric": r"[\pL\pN]",
+    "alpha": r"\pL",
+    "uppercase": r"\p{Lu}",
+    "digits": r"\pN",
+    "whitespace": r"\s",
+    "punctuation": r"\pP",
+}
 
 
-def char_ratio_filter(batch: pa.RecordBatch, *, column: str = "text", kind: str = "alphanumeric",
-                      min: float | None = None, max: float | None = None) -> tuple[pa.Array, str]:
+def char_ratio_filter(
+    batch: pa.RecordBatch,
+    *,
+    column: str = "text",
+    kind: str = "alphanumeric",
+    min: float | None = None,
+    max: float | None = None,
+) -> tuple[pa.Array, str]:
     """Keep rows whose share of ``kind`` characters (alphanumeric, alpha, uppercase,
     digits, whitespace, punctuation) is in ``[min, max]``; empty text has ratio 0."""
     if kind not in _CLASSES:
@@ -136,15 +164,22 @@ def char_ratio_filter(batch: pa.RecordBatch, *, column: str = "text", kind: str 
     text = pc.fill_null(_text(batch, column), "")
     total = pc.utf8_length(text)
     hits = pc.count_substring_regex(text, _CLASSES[kind])
-    ratio = pc.if_else(pc.equal(total, 0), 0.0, pc.divide(pc.cast(hits, pa.float64()), pc.cast(total, pa.float64())))
+    ratio = pc.if_else(
+        pc.equal(total, 0),
+        0.0,
+        pc.divide(pc.cast(hits, pa.float64()), pc.cast(total, pa.float64())),
+    )
     return _between(ratio, min, max), _reason(f"{kind} ratio", min, max)
 
 
-def regex_filter(batch: pa.RecordBatch, *, pattern: str, column: str = "text",
-                 exclude: bool = False) -> tuple[pa.Array, str]:
+def regex_filter(
+    batch: pa.RecordBatch, *, pattern: str, column: str = "text", exclude: bool = False
+) -> tuple[pa.Array, str]:
     """Keep rows matching ``pattern`` (RE2 syntax), or not matching with ``exclude``."""
     m = pc.match_substring_regex(pc.fill_null(_text(batch, column), ""), pattern)
-    return (pc.invert(m) if exclude else m), f"{'matches' if exclude else 'does not match'} {pattern!r}"
+    return (
+        pc.invert(m) if exclude else m
+    ), f"{'matches' if exclude else 'does not match'} {pattern!r}"
 
 
 def _dup_line_fraction(text: str) -> float:
@@ -169,8 +204,14 @@ def _dup_ngram_fraction(text: str, n: int) -> float:
     return sum(covered) / len(words)
 
 
-def repetition_filter(batch: pa.RecordBatch, *, column: str = "text", max_line_fraction: float | None = 0.3,
-                      ngram: int = 3, max_ngram_fraction: float | None = 0.3) -> tuple[pa.Array, str]:
+def repetition_filter(
+    batch: pa.RecordBatch,
+    *,
+    column: str = "text",
+    max_line_fraction: float | None = 0.3,
+    ngram: int = 3,
+    max_ngram_fraction: float | None = 0.3,
+) -> tuple[pa.Array, str]:
     """Drop rows where repeated lines, or words inside repeated word ``ngram``s, exceed the
     given fractions (per-row Python: no vectorised form exists)."""
     keep = []

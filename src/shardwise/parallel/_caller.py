@@ -26,8 +26,12 @@ class CallerSlot:
     """Runs one chunk at a time on a thread of the calling process; :attr:`signal` becomes
     readable (for :func:`multiprocessing.connection.wait`) when the chunk is done."""
 
-    def __init__(self, fn: Callable[[Any], Any], retry_on: tuple[type[BaseException], ...],
-                 count: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        fn: Callable[[Any], Any],
+        retry_on: tuple[type[BaseException], ...],
+        count: Callable[[int], None],
+    ) -> None:
         self.fn, self.retry_on, self.count = fn, retry_on, count
         keep_freed_memory()  # as in the pool's workers: shardwise's own array-heavy tasks run here
         self.signal, self._done = mpc.Pipe(duplex=False)
@@ -38,7 +42,9 @@ class CallerSlot:
     def start(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
         """Run ``chunk`` on the slot's thread (the slot must be idle)."""
         self.chunk_id, self._result = chunk_id, None
-        self._thread = threading.Thread(target=self._run, args=(chunk,), name="shardwise-caller-slot", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(chunk,), name="shardwise-caller-slot", daemon=True
+        )
         self._thread.start()
 
     def _run(self, chunk: Sequence[tuple[int, Any]]) -> None:

@@ -72,8 +72,12 @@ def _sender(address: tuple[str, int]) -> Iterator[Callable[[int], None]]:
             sock.close()
 
 
-def run_chunk_counted(fn: Callable[[Any], Any], chunk: Sequence[tuple[int, Any]],
-                      retry_on: tuple[type[BaseException], ...], address: tuple[str, int]) -> list[Outcome]:
+def run_chunk_counted(
+    fn: Callable[[Any], Any],
+    chunk: Sequence[tuple[int, Any]],
+    retry_on: tuple[type[BaseException], ...],
+    address: tuple[str, int],
+) -> list[Outcome]:
     """:func:`run_chunk` with ``report`` sent to the :class:`CounterServer` at ``address``."""
     with _sender(address) as send:
         sink = Throttled(send)

@@ -37,6 +37,7 @@ __all__ = [
 T = TypeVar("T")
 R = TypeVar("R")
 
+
 class _NoBar:
     """The bar of a run without progress output: tqdm (and the ~0.1 s of its imports)
     only loads when a bar is shown, so a worker or a quiet run never pays for it."""
@@ -107,7 +108,9 @@ def imap_unordered(
             could not be sent back; carries the item's index and the remote traceback.
     """
     if not callable(fn):
-        raise ConfigError(f"parallel_map needs a function of one item first, got {type(fn).__name__}")
+        raise ConfigError(
+            f"parallel_map needs a function of one item first, got {type(fn).__name__}"
+        )
     if not isinstance(items, Iterable):
         raise ConfigError(f"parallel_map needs an iterable of items, got {type(items).__name__}")
     inst = _resolve(backend)
@@ -121,8 +124,20 @@ def imap_unordered(
         total = None
     size = chunksize or inst.default_chunksize(total, parallelism)
     limit = max_in_flight or parallelism * 2
-    return _run(inst, fn, iter(items), total, size, limit, parallelism, desc, progress,
-                max_retries, retry_on, count_unit)
+    return _run(
+        inst,
+        fn,
+        iter(items),
+        total,
+        size,
+        limit,
+        parallelism,
+        desc,
+        progress,
+        max_retries,
+        retry_on,
+        count_unit,
+    )
 
 
 def _run(
@@ -140,7 +155,11 @@ def _run(
     count_unit: str | None,
 ) -> Iterator[tuple[int, Any]]:
     bar = _bar(total, desc, progress)
-    counter_bar = _bar(None, f"{desc or 'tasks'} ({count_unit})", progress, count_unit) if count_unit else None
+    counter_bar = (
+        _bar(None, f"{desc or 'tasks'} ({count_unit})", progress, count_unit)
+        if count_unit
+        else None
+    )
     flight = _InFlight(inst.open(fn, retry_on, parallelism), bar, max_retries)
     numbered = enumerate(source)
     exhausted = False
@@ -190,7 +209,10 @@ class _InFlight:
         if isinstance(result, WorkerLost):
             self.attempts[cid] += 1
             if self.attempts[cid] > self.max_retries:
-                raise TaskError(f"worker lost {self.attempts[cid]} times ({result.reason}); giving up", chunk[0][0])
+                raise TaskError(
+                    f"worker lost {self.attempts[cid]} times ({result.reason}); giving up",
+                    chunk[0][0],
+                )
             self.session.submit(cid, chunk)
             return []
         failed = [o for o in result if not o.ok and not o.transient]

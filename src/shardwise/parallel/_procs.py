@@ -60,14 +60,20 @@ class WorkerProcess:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "shardwise.parallel._worker", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
                 env=_child_env(),
             )
         finally:
             theirs.close()
         self.conn = mpc.Connection(ours.detach())
-        self._forward = threading.Thread(target=_forward, args=(self.proc.stderr, self.tail),
-                                         name="shardwise-worker-stderr", daemon=True)
+        self._forward = threading.Thread(
+            target=_forward,
+            args=(self.proc.stderr, self.tail),
+            name="shardwise-worker-stderr",
+            daemon=True,
+        )
         self._forward.start()
         self.pid = self.proc.pid
         self.conn.send_bytes(pickle.dumps(("init", list(sys.path))))
@@ -86,8 +92,10 @@ class WorkerProcess:
         self.kill()
         self._forward.join(5)
         lines = "\n".join(self.tail) or "(nothing on stderr)"
-        raise WorkerStartError(f"a local worker process could not start ({describe_exit(self.exitcode)}); "
-                               f"its last stderr lines:\n{lines}")
+        raise WorkerStartError(
+            f"a local worker process could not start ({describe_exit(self.exitcode)}); "
+            f"its last stderr lines:\n{lines}"
+        )
 
     @property
     def sentinel(self) -> int:

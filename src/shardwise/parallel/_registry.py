@@ -23,9 +23,13 @@ _REGISTRY: dict[str, str | type[Backend]] = {
     "spark": "shardwise.parallel.spark_backend:SparkBackend",
     "dask": "shardwise.parallel.dask_backend:DaskBackend",
 }
-_ACTIVE: contextvars.ContextVar[Backend | None] = contextvars.ContextVar("shardwise_backend", default=None)
+_ACTIVE: contextvars.ContextVar[Backend | None] = contextvars.ContextVar(
+    "shardwise_backend", default=None
+)
 # backends chosen for named steps only (``parallel_backend(..., steps=[...])``)
-_STEPS: contextvars.ContextVar[dict[str, Backend] | None] = contextvars.ContextVar("shardwise_steps", default=None)
+_STEPS: contextvars.ContextVar[dict[str, Backend] | None] = contextvars.ContextVar(
+    "shardwise_steps", default=None
+)
 _SHARED: dict[str, Backend] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -80,8 +84,13 @@ def active_backend() -> Backend | None:
 
 
 @contextlib.contextmanager
-def parallel_backend(backend: str | Backend, n_jobs: int | None = -1, *, steps: Sequence[str] | None = None,
-                     **options: Any) -> Iterator[Backend]:
+def parallel_backend(
+    backend: str | Backend,
+    n_jobs: int | None = -1,
+    *,
+    steps: Sequence[str] | None = None,
+    **options: Any,
+) -> Iterator[Backend]:
     """Run shardwise's parallel work inside the block on ``backend``.
 
     Applies to every call that does not pass ``backend=`` itself, including calls made
@@ -99,7 +108,9 @@ def parallel_backend(backend: str | Backend, n_jobs: int | None = -1, *, steps: 
         steps: the names of the steps this backend runs (default: all parallel work).
         **options: backend options (e.g. ``client=`` for dask, ``spark=`` for spark).
     """
-    if steps is not None and (isinstance(steps, str) or not steps or not all(isinstance(s, str) for s in steps)):
+    if steps is not None and (
+        isinstance(steps, str) or not steps or not all(isinstance(s, str) for s in steps)
+    ):
         raise ConfigError(f"steps must be a non-empty list of step names, got {steps!r}")
     owned = not isinstance(backend, Backend)
     inst = backend if isinstance(backend, Backend) else get_backend(backend, n_jobs, **options)

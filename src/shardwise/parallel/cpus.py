@@ -47,7 +47,10 @@ def cgroup_cpu_limit(root: Path = CGROUP_ROOT, own: str | None = None) -> int | 
         found = [x for x in limits if x is not None]
         return min(found) if found else None
     for name in V1_DIRS:
-        quota, period = _read(root / name / "cpu.cfs_quota_us"), _read(root / name / "cpu.cfs_period_us")
+        quota, period = (
+            _read(root / name / "cpu.cfs_quota_us"),
+            _read(root / name / "cpu.cfs_period_us"),
+        )
         if quota is not None and period is not None:
             return _whole_cpus(quota, period)
     return None

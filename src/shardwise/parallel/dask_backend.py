@@ -67,15 +67,18 @@ class _DaskSession(Session):
     def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
         if self.fn_future.status != "finished":  # its holder died: scatter again
             self.fn_future = self._scatter()
-        fut = self.client.submit(_job, self.fn_future, self.retry_on, list(chunk), self.topic, pure=False,
-                                 retries=0)
+        fut = self.client.submit(
+            _job, self.fn_future, self.retry_on, list(chunk), self.topic, pure=False, retries=0
+        )
         self.futures[fut] = chunk_id
 
     def wait(self, timeout: float) -> list[Finished]:
         if not self.futures:
             return []
         try:
-            done, _ = self.distributed.wait(list(self.futures), timeout=timeout, return_when="FIRST_COMPLETED")
+            done, _ = self.distributed.wait(
+                list(self.futures), timeout=timeout, return_when="FIRST_COMPLETED"
+            )
         except TimeoutError:
             return []
         except self.distributed.client.FuturesCancelledError:

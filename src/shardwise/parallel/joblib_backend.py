@@ -20,7 +20,9 @@ from shardwise.parallel.cpus import cpu_count
 __all__ = ["JoblibBackend"]
 
 
-def _job(fn: Any, retry_on: Any, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> tuple[int, Any]:
+def _job(
+    fn: Any, retry_on: Any, chunk_id: int, chunk: Sequence[tuple[int, Any]]
+) -> tuple[int, Any]:
     return chunk_id, run_chunk(fn, chunk, retry_on)
 
 
@@ -42,7 +44,9 @@ class _JoblibSession(Session):
                 backend=self.backend.options.get("backend", "loky"),
                 return_as="generator_unordered",
             )
-            for cid, outcomes in par(joblib.delayed(_job)(self.fn, self.retry_on, c, ch) for c, ch in wave):
+            for cid, outcomes in par(
+                joblib.delayed(_job)(self.fn, self.retry_on, c, ch) for c, ch in wave
+            ):
                 left.discard(cid)
                 self.results.put((cid, outcomes))
         except Exception as exc:  # noqa: BLE001 - a dead worker ends the wave

@@ -63,7 +63,9 @@ def _warm_up(w: _Worker) -> None:
         kind = pickle.loads(w.conn.recv_bytes())[0]
     except (EOFError, OSError):
         w.proc.join(1)
-        raise WorkerStartError(f"a local worker process died while loading its function: {w.proc.describe()}") from None
+        raise WorkerStartError(
+            f"a local worker process died while loading its function: {w.proc.describe()}"
+        ) from None
     w.ready = kind == "loaded"
 
 
@@ -78,9 +80,13 @@ class _LocalSession(Session):
         here = bool(backend.options.get("caller_slot")) and parallelism > 1
         self.here = CallerSlot(fn, retry_on, self._add) if here else None
         # with the caller as a slot, chunks start there while the workers are starting
-        self.workers = backend._take_workers(parallelism - 1 if here else parallelism, wait=not here)
+        self.workers = backend._take_workers(
+            parallelism - 1 if here else parallelism, wait=not here
+        )
         self.pending: list[tuple[int, Sequence[tuple[int, Any]]]] = []
-        for w in self.workers:  # a starting worker loads the function (its imports) before taking chunks
+        for w in (
+            self.workers
+        ):  # a starting worker loads the function (its imports) before taking chunks
             if not w.ready:
                 w.conn.send_bytes(dumps(("fn", self.key, by_value((fn, retry_on)), True)))
                 w.fn_key = self.key
@@ -193,12 +199,16 @@ class LocalBackend(Backend):
                 if w not in alive:
                     w.stop(kill=True)
             taken, self._idle = alive[:n], alive[n:]
-        fresh = [_Worker(wait=False) for _ in range(n - len(taken))]  # interpreters start side by side
+        fresh = [
+            _Worker(wait=False) for _ in range(n - len(taken))
+        ]  # interpreters start side by side
         try:
             for w in (taken + fresh) if wait else ():
                 if not w.started:
                     w.proc.wait_ready()
-                w.started = w.ready = True  # a "loaded" still to come is skipped like any other message
+                w.started = w.ready = (
+                    True  # a "loaded" still to come is skipped like any other message
+                )
         except BaseException:
             for w in fresh:
                 w.proc.kill()

@@ -56,16 +56,22 @@ class _RaySession(Session):
         """The counter actor, on the driver's own node: losing a worker node loses no count."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        here = NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(), soft=True)
+        here = NodeAffinitySchedulingStrategy(
+            self.ray.get_runtime_context().get_node_id(), soft=True
+        )
         return self.ray.remote(num_cpus=0)(_Counter).options(scheduling_strategy=here).remote()
 
     def submit(self, chunk_id: int, chunk: Sequence[tuple[int, Any]]) -> None:
-        self.refs[self.remote.remote(self.fn_ref, self.retry_on, list(chunk), self.counter)] = chunk_id
+        self.refs[self.remote.remote(self.fn_ref, self.retry_on, list(chunk), self.counter)] = (
+            chunk_id
+        )
 
     def wait(self, timeout: float) -> list[Finished]:
         if not self.refs:
             return []
-        ready, _ = self.ray.wait(list(self.refs), num_returns=len(self.refs), timeout=timeout, fetch_local=True)
+        ready, _ = self.ray.wait(
+            list(self.refs), num_returns=len(self.refs), timeout=timeout, fetch_local=True
+        )
         out: list[Finished] = []
         for ref in ready:
             cid = self.refs.pop(ref)

@@ -43,7 +43,9 @@ class _SparkSession(Session):
         self.sc.setJobGroup(self.group, "shardwise parallel_map", interruptOnCancel=True)
         fn_bc, retry_on, address = self.fn_bc, self.retry_on, self.counter.address
         rdd = self.sc.parallelize([list(chunk)], 1)
-        return rdd.map(lambda ch: run_chunk_counted(pickle.loads(fn_bc.value), ch, retry_on, address)).collect()[0]
+        return rdd.map(
+            lambda ch: run_chunk_counted(pickle.loads(fn_bc.value), ch, retry_on, address)
+        ).collect()[0]
 
     def counters(self) -> int:
         return self.counter.take()
@@ -79,10 +81,13 @@ def _start_session(n: int) -> Any:
     """A ``local[n]`` session on 127.0.0.1; a missing Java runtime is named as such."""
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(f"local[{n},4]").appName("shardwise")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.ui.enabled", "false"))
+    builder = (
+        SparkSession.builder.master(f"local[{n},4]")
+        .appName("shardwise")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+    )
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise MissingJavaError("no `java` on PATH and JAVA_HOME is not set")
     try:
@@ -100,7 +105,8 @@ class MissingJavaError(ShardwiseError, RuntimeError):
         super().__init__(
             f"the spark backend needs a Java runtime (JDK 17) and could not start one ({detail}); "
             "install it (e.g. `apt-get install openjdk-17-jre-headless`, or a JDK 17 from "
-            "https://adoptium.net) and put `java` on PATH or set JAVA_HOME")
+            "https://adoptium.net) and put `java` on PATH or set JAVA_HOME"
+        )
         self.detail = detail
 
     def __reduce__(self) -> tuple[object, ...]:

@@ -13,7 +13,15 @@ if TYPE_CHECKING:
     from shardwise.pipeline.api import Pipeline, read_jsonl, read_parquet, read_webdataset, resplit
     from shardwise.pipeline.runner import RunResult, Sink
 
-__all__ = ["Pipeline", "RunResult", "Sink", "read_jsonl", "read_parquet", "read_webdataset", "resplit"]
+__all__ = [
+    "Pipeline",
+    "RunResult",
+    "Sink",
+    "read_jsonl",
+    "read_parquet",
+    "read_webdataset",
+    "resplit",
+]
 
 _LAZY = {"RunResult": "shardwise.pipeline.runner", "Sink": "shardwise.pipeline.runner"}
 

@@ -56,8 +56,13 @@ def _member(buf: mmap.mmap, info: zipfile.ZipInfo) -> np.ndarray | None:
     header = _NpyHeader(view)
     if header.dtype is None:
         return None
-    return np.ndarray(header.shape, header.dtype, buffer=view, offset=header.end,
-                      order="F" if header.fortran else "C")
+    return np.ndarray(
+        header.shape,
+        header.dtype,
+        buffer=view,
+        offset=header.end,
+        order="F" if header.fortran else "C",
+    )
 
 
 class _NpyHeader:
@@ -70,7 +75,10 @@ class _NpyHeader:
         version = np.lib.format.read_magic(f)
         self.shape: tuple[int, ...] = ()
         self.fortran, self.dtype = False, None
-        read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        read = {
+            (1, 0): np.lib.format.read_array_header_1_0,
+            (2, 0): np.lib.format.read_array_header_2_0,
+        }.get(version)
         if read is not None:
             self.shape, self.fortran, dtype = read(f)
             self.dtype = None if dtype.hasobject else dtype

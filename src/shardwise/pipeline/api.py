@@ -61,7 +61,9 @@ class Pipeline:
             return self.apply(fn, **kwargs)
         return replace(self, ops=(*self.ops, make_op(fn, "map", None, kwargs)))
 
-    def filter(self, fn: Callable[..., Any] | str, *, reason: str | None = None, **kwargs: Any) -> Pipeline:
+    def filter(
+        self, fn: Callable[..., Any] | str, *, reason: str | None = None, **kwargs: Any
+    ) -> Pipeline:
         """Add a filter: a registered name or ``fn(batch, **kwargs)`` returning a boolean mask
         (True = keep) or ``(mask, reason)``; dropped rows are counted under ``reason``."""
         if isinstance(fn, str):
@@ -71,7 +73,9 @@ class Pipeline:
             op = Op(op.name, "filter", _Reasoned(fn, reason), op.kwargs)
         return replace(self, ops=(*self.ops, op))
 
-    def dedup(self, method: str | DedupOp = "exact", column: str = "text", **kwargs: Any) -> Pipeline:
+    def dedup(
+        self, method: str | DedupOp = "exact", column: str = "text", **kwargs: Any
+    ) -> Pipeline:
         """Drop rows whose ``column`` duplicates an earlier row (in input order).
 
         ``method="exact"`` compares normalised content (NFKC, lower case, whitespace);
@@ -92,23 +96,44 @@ class Pipeline:
         """Keep only ``columns``."""
         return self.apply("select_columns", columns=list(columns))
 
-    def write(self, path: str, format: str = "parquet", *, target_shard_bytes: int = 128 * 2**20,
-              storage_options: dict[str, Any] | None = None, **options: Any) -> Pipeline:
+    def write(
+        self,
+        path: str,
+        format: str = "parquet",
+        *,
+        target_shard_bytes: int = 128 * 2**20,
+        storage_options: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> Pipeline:
         """Set the output: ``format`` shards of about ``target_shard_bytes`` in ``path``
         (``storage_options`` for fsspec; by default the input's when on the same protocol)."""
         get_format(format)  # an unknown format fails here, not after the run
-        return replace(self, sink=Sink(os.fspath(path), format, int(target_shard_bytes), options,
-                                       dict(storage_options or {})))
+        return replace(
+            self,
+            sink=Sink(
+                os.fspath(path),
+                format,
+                int(target_shard_bytes),
+                options,
+                dict(storage_options or {}),
+            ),
+        )
 
-    def write_parquet(self, path: str, *, target_shard_bytes: int = 128 * 2**20, **options: Any) -> Pipeline:
+    def write_parquet(
+        self, path: str, *, target_shard_bytes: int = 128 * 2**20, **options: Any
+    ) -> Pipeline:
         """Write Parquet shards (options: ``row_group_rows``, ``compression``)."""
         return self.write(path, "parquet", target_shard_bytes=target_shard_bytes, **options)
 
-    def write_jsonl(self, path: str, *, target_shard_bytes: int = 128 * 2**20, **options: Any) -> Pipeline:
+    def write_jsonl(
+        self, path: str, *, target_shard_bytes: int = 128 * 2**20, **options: Any
+    ) -> Pipeline:
         """Write JSONL shards (option: ``compression`` None/``gzip``/``zstd``)."""
         return self.write(path, "jsonl", target_shard_bytes=target_shard_bytes, **options)
 
-    def write_webdataset(self, path: str, *, target_shard_bytes: int = 256 * 2**20, **options: Any) -> Pipeline:
+    def write_webdataset(
+        self, path: str, *, target_shard_bytes: int = 256 * 2**20, **options: Any
+    ) -> Pipeline:
         """Write WebDataset tar shards (rows need a ``__key__`` column)."""
         return self.write(path, "webdataset", target_shard_bytes=target_shard_bytes, **options)
 
@@ -122,30 +147,56 @@ class Pipeline:
             work = self._work()  # finer with a CPU-heavy operator: a small input still splits
             # (no finer than 64 KiB for that reason; a task_bytes the user chose is kept); units
             # of half the finest task, so that files' remainders do not leave fewer units than tasks
-            unit = self.task_bytes if work <= 1.0 else max(64 * 2**10, int(self.task_bytes / work / MIN_SPLIT / 2))
+            unit = (
+                self.task_bytes
+                if work <= 1.0
+                else max(64 * 2**10, int(self.task_bytes / work / MIN_SPLIT / 2))
+            )
             options.setdefault("unit_bytes", min(32 * 2**20, self.task_bytes, unit))
-        return open_dataset(self.source, self.format, progress=progress, on_error=self.on_error, **options)
+        return open_dataset(
+            self.source, self.format, progress=progress, on_error=self.on_error, **options
+        )
 
     def _work(self) -> float:
         """CPU work per input byte of the heaviest operator (1.0: reading and writing)."""
         return max([1.0, *(op.dedup.work_per_byte for op in self.ops if op.kind == "dedup")])
 
-    def run(self, backend: BackendSpec = None, *, num_proc: int | None = None, progress: bool = True,
-            report: bool = True) -> RunResult:
+    def run(
+        self,
+        backend: BackendSpec = None,
+        *,
+        num_proc: int | None = None,
+        progress: bool = True,
+        report: bool = True,
+    ) -> RunResult:
         """Run on ``backend`` (default: the active one, else the local process pool).
 
         With ``report`` (and ``import shardwise``, which registers it), ``_report.html`` is
         written beside the output's manifest once the run is published."""
         if self.sink is None:
-            raise ConfigError("the pipeline has no output; call write_parquet()/write_jsonl()/write() first")
+            raise ConfigError(
+                "the pipeline has no output; call write_parquet()/write_jsonl()/write() first"
+            )
         index = self.index(progress)
         tasks = plan_tasks(index, self.task_bytes, self.min_tasks, work=self._work())
         sink = self.sink
-        if not sink.storage_options and index.storage_options and _protocol(sink.path) == _protocol(
-                index.files[0].path if index.files else ""):
+        if (
+            not sink.storage_options
+            and index.storage_options
+            and _protocol(sink.path) == _protocol(index.files[0].path if index.files else "")
+        ):
             sink = replace(sink, storage_options=dict(index.storage_options))
-        result = run_pipeline(index, self.ops, sink, tasks, backend=backend, num_proc=num_proc,
-                              on_error=self.on_error, columns=self.columns, progress=progress)
+        result = run_pipeline(
+            index,
+            self.ops,
+            sink,
+            tasks,
+            backend=backend,
+            num_proc=num_proc,
+            on_error=self.on_error,
+            columns=self.columns,
+            progress=progress,
+        )
         if report:
             after_run(result.manifest.rsplit("/", 1)[0], sink.storage_options)
         return result
@@ -166,19 +217,34 @@ def _protocol(url: str) -> str:
 
 
 def _reader(fmt: str) -> Callable[..., Pipeline]:
-    def read(path: Any, *, on_error: OnError = "raise", columns: Sequence[str] | None = None,
-             task_bytes: int = 32 * 2**20, **options: Any) -> Pipeline:
+    def read(
+        path: Any,
+        *,
+        on_error: OnError = "raise",
+        columns: Sequence[str] | None = None,
+        task_bytes: int = 32 * 2**20,
+        **options: Any,
+    ) -> Pipeline:
         own = ("on_error", "columns", "task_bytes", *OPEN_OPTIONS)
-        check_format_options(fmt, {k: v for k, v in options.items() if k not in OPEN_OPTIONS},
-                             f"read_{fmt}", own)
-        return Pipeline(path, fmt, on_error=check_on_error(on_error), columns=tuple(columns) if columns else None,
-                        read_options=tuple(sorted(options.items())), task_bytes=int(task_bytes))
+        check_format_options(
+            fmt, {k: v for k, v in options.items() if k not in OPEN_OPTIONS}, f"read_{fmt}", own
+        )
+        return Pipeline(
+            path,
+            fmt,
+            on_error=check_on_error(on_error),
+            columns=tuple(columns) if columns else None,
+            read_options=tuple(sorted(options.items())),
+            task_bytes=int(task_bytes),
+        )
 
     read.__name__ = f"read_{fmt}"
-    read.__doc__ = (f"Start a pipeline reading {fmt} files (paths, globs, URLs or a directory).\n\n"
-                    "Args: ``on_error`` (``raise`` or ``skip``: quarantine and count bad records), "
-                    "``columns`` (read only these), ``task_bytes`` (input bytes per task), and "
-                    "options for :func:`shardwise.open_dataset` (e.g. ``storage_options``).")
+    read.__doc__ = (
+        f"Start a pipeline reading {fmt} files (paths, globs, URLs or a directory).\n\n"
+        "Args: ``on_error`` (``raise`` or ``skip``: quarantine and count bad records), "
+        "``columns`` (read only these), ``task_bytes`` (input bytes per task), and "
+        "options for :func:`shardwise.open_dataset` (e.g. ``storage_options``)."
+    )
     return read
 
 
@@ -187,8 +253,16 @@ read_jsonl = _reader("jsonl")
 read_webdataset = _reader("webdataset")
 
 
-def resplit(source: Any, out: str, *, target_file_bytes: int = 128 * 2**20, format: str | None = None,
-            backend: BackendSpec = None, on_error: OnError = "raise", progress: bool = True) -> RunResult:
+def resplit(
+    source: Any,
+    out: str,
+    *,
+    target_file_bytes: int = 128 * 2**20,
+    format: str | None = None,
+    backend: BackendSpec = None,
+    on_error: OnError = "raise",
+    progress: bool = True,
+) -> RunResult:
     """Rewrite a dataset as Parquet files of about ``target_file_bytes``, at least twice as
     many files as cores (more for small data), with the index written. The output appears
     whole or not at all; ``on_error="skip"`` quarantines and counts bad records."""
@@ -198,5 +272,8 @@ def resplit(source: Any, out: str, *, target_file_bytes: int = 128 * 2**20, form
     cores = cpu_count()
     n = max(2 * cores, -(-total // target_file_bytes))
     per_file = max(1, total // n)
-    return replace(p, task_bytes=per_file, min_tasks=n).write_parquet(out, target_shard_bytes=2**62).run(
-        backend, progress=progress)
+    return (
+        replace(p, task_bytes=per_file, min_tasks=n)
+        .write_parquet(out, target_shard_bytes=2**62)
+        .run(backend, progress=progress)
+    )

@@ -64,8 +64,14 @@ def read_json(url: str, storage_options: dict[str, Any]) -> Any:
         return json.loads(f.read())
 
 
-def write_json(url: str, data: Any, storage_options: dict[str, Any], *, indent: int | None = None,
-               durable: bool = True) -> None:
+def write_json(
+    url: str,
+    data: Any,
+    storage_options: dict[str, Any],
+    *,
+    indent: int | None = None,
+    durable: bool = True,
+) -> None:
     with atomic_write(url, "w", durable=durable, **storage_options) as f:
         f.write(json.dumps(data, sort_keys=True, indent=indent))
 
@@ -77,15 +83,28 @@ def exists(url: str, storage_options: dict[str, Any]) -> bool:
         return bool(fs.exists(path))
 
 
-def fingerprint(index: DatasetIndex, ops: Sequence[Op], sink: Sink, tasks: Sequence[Sequence[Piece]]) -> str:
+def fingerprint(
+    index: DatasetIndex, ops: Sequence[Op], sink: Sink, tasks: Sequence[Sequence[Piece]]
+) -> str:
     """A digest of everything that decides the output bytes."""
     h = hashlib.sha1()
     for f in index.files:
         h.update(f"{f.path}|{f.size}|{f.fingerprint}\n".encode())
     for op in ops:
         fn = op.fn if callable(op.fn) else type(op.fn)
-        h.update(repr((op.name, op.kind, getattr(fn, "__qualname__", ""), sorted(op.kwargs.items(), key=str))).encode())
-    h.update(repr((sink.format, sink.target_shard_bytes, sorted(sink.options.items(), key=str))).encode())
+        h.update(
+            repr(
+                (
+                    op.name,
+                    op.kind,
+                    getattr(fn, "__qualname__", ""),
+                    sorted(op.kwargs.items(), key=str),
+                )
+            ).encode()
+        )
+    h.update(
+        repr((sink.format, sink.target_shard_bytes, sorted(sink.options.items(), key=str))).encode()
+    )
     h.update(repr([[(p.unit, p.lo, p.hi) for p in t] for t in tasks]).encode())
     return h.hexdigest()
 
@@ -131,7 +150,7 @@ class Layout:
     def relative(self, url: str) -> str:
         """``url`` relative to the staging root (as the manifest lists files)."""
         base = self.root.rstrip("/") + "/"
-        return url[len(base):] if url.startswith(base) else os.path.basename(url)
+        return url[len(base) :] if url.startswith(base) else os.path.basename(url)
 
     # -- lifecycle ------------------------------------------------------------------
     def committed(self, fp: str) -> dict[str, Any] | None:
@@ -140,12 +159,16 @@ class Layout:
         manifest = join(self.final, MANIFEST_NAME)
         if not exists(manifest, opts):
             if self.local and os.path.isdir(self.final) and os.listdir(self.final):
-                raise ConfigError(f"{self.final} exists and is not empty; choose a new output directory")
+                raise ConfigError(
+                    f"{self.final} exists and is not empty; choose a new output directory"
+                )
             return None
         m = read_json(manifest, opts)
         if m.get("fingerprint") != fp:
-            raise ConfigError(f"{self.final} already holds a committed dataset of another pipeline or "
-                              "input; use a new output directory")
+            raise ConfigError(
+                f"{self.final} already holds a committed dataset of another pipeline or "
+                "input; use a new output directory"
+            )
         return dict(m)
 
     def begin(self, fp: str) -> None:
@@ -174,18 +197,24 @@ class Layout:
         fs, work = resolve(join(self.root, WORK), **opts)
         if self.local:
             write_json(join(self.root, MANIFEST_NAME), manifest, opts, indent=1)
-            trash = _set_aside(work)  # deleting ~2x the input's bytes of staging files is not waited for
+            trash = _set_aside(
+                work
+            )  # deleting ~2x the input's bytes of staging files is not waited for
             if os.path.isdir(self.final):
                 os.rmdir(self.final)  # empty (checked when the run began)
             os.replace(self.root, self.final)
             if trash is not None:  # not a daemon thread: the interpreter finishes it before exiting
-                threading.Thread(target=shutil.rmtree, args=(trash,), kwargs={"ignore_errors": True},
-                                 name=CLEANUP_THREAD).start()
+                threading.Thread(
+                    target=shutil.rmtree,
+                    args=(trash,),
+                    kwargs={"ignore_errors": True},
+                    name=CLEANUP_THREAD,
+                ).start()
             return
         _, root = resolve(self.root, **opts)
         fs.invalidate_cache()  # the workers wrote these files: list and read them afresh
         for path in sorted(fs.find(root)):
-            rel = path[len(root.rstrip("/")) + 1:]
+            rel = path[len(root.rstrip("/")) + 1 :]
             if not rel.startswith(WORK + "/"):
                 fs.copy(path, resolve(join(self.final, rel), **opts)[1])
         write_json(join(self.final, MANIFEST_NAME), manifest, opts, indent=1)

@@ -28,10 +28,22 @@ __all__ = ["load_config", "pipeline_from_config"]
 
 # every key a section takes, with the type its value must have
 _SECTIONS: dict[str, dict[str, Any]] = {
-    "input": {"path": str | list[str], "format": str | None, "on_error": Literal["raise", "skip"],
-              "columns": list[str] | None, "task_mb": float | None, "storage_options": dict[str, Any]},
-    "output": {"path": str, "format": str | None, "target_shard_mb": float, "row_group_rows": int,
-               "compression": str | None, "storage_options": dict[str, Any]},
+    "input": {
+        "path": str | list[str],
+        "format": str | None,
+        "on_error": Literal["raise", "skip"],
+        "columns": list[str] | None,
+        "task_mb": float | None,
+        "storage_options": dict[str, Any],
+    },
+    "output": {
+        "path": str,
+        "format": str | None,
+        "target_shard_mb": float,
+        "row_group_rows": int,
+        "compression": str | None,
+        "storage_options": dict[str, Any],
+    },
     "executor": {"backend": str | None, "num_proc": int | None},
 }
 _REQUIRED = {"input": {"path"}, "output": {"path"}}
@@ -57,9 +69,13 @@ def load_config(text: str, source: str = "<config>") -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f", line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{source}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from exc
+        raise ConfigError(
+            f"{source}{line}: not valid YAML ({getattr(exc, 'problem', exc)})"
+        ) from exc
     if not isinstance(root, yaml.MappingNode):
-        raise ConfigError(f"{source}: the config must be a mapping with input, process, output, executor")
+        raise ConfigError(
+            f"{source}: the config must be a mapping with input, process, output, executor"
+        )
     config: dict[str, Any] = {}
     for key_node, value_node in root.value:
         key = key_node.value
@@ -68,8 +84,10 @@ def load_config(text: str, source: str = "<config>") -> dict[str, Any]:
         elif key in _SECTIONS:
             config[key] = _section(key, key_node, value_node, source)
         else:
-            raise ConfigError(f"{_where(source, key_node)}: unknown key {key!r}{_near(key, [*_SECTIONS, 'process'])}"
-                              "; expected one of input, process, output, executor")
+            raise ConfigError(
+                f"{_where(source, key_node)}: unknown key {key!r}{_near(key, [*_SECTIONS, 'process'])}"
+                "; expected one of input, process, output, executor"
+            )
     for key in ("input", "output"):
         if key not in config:
             raise ConfigError(f"{source}: the config needs an {key!r} section")
@@ -90,7 +108,9 @@ def _process(node: yaml.Node, source: str) -> list[tuple[str, dict[str, Any], in
         if isinstance(op, str):
             op = {op: {}}
         if not isinstance(op, dict) or len(op) != 1:
-            raise ConfigError(f"{_where(source, item)}: each process step is one 'name: {{args}}' entry")
+            raise ConfigError(
+                f"{_where(source, item)}: each process step is one 'name: {{args}}' entry"
+            )
         ((name, args),) = op.items()
         if args is None:
             args = {}
@@ -108,12 +128,16 @@ def _section(key: str, key_node: yaml.Node, node: yaml.Node, source: str) -> dic
     for k_node, v_node in node.value:
         name = k_node.value
         if name not in allowed:
-            raise ConfigError(f"{_where(source, k_node)}: unknown key {name!r} in {key}{_near(name, list(allowed))}; "
-                              f"expected one of {', '.join(sorted(allowed))}")
+            raise ConfigError(
+                f"{_where(source, k_node)}: unknown key {name!r} in {key}{_near(name, list(allowed))}; "
+                f"expected one of {', '.join(sorted(allowed))}"
+            )
         value = _plain(v_node)
         if not fits(value, allowed[name]):
-            raise ConfigError(f"{_where(source, v_node)}: {key}.{name} must be {describe(allowed[name])}, "
-                              f"got {value!r}")
+            raise ConfigError(
+                f"{_where(source, v_node)}: {key}.{name} must be {describe(allowed[name])}, "
+                f"got {value!r}"
+            )
         section[name] = value
     missing = _REQUIRED.get(key, set()) - set(section)
     if missing:
@@ -135,7 +159,11 @@ def pipeline_from_config(text: str, source: str = "<config>") -> tuple[Pipeline,
             kwargs["task_bytes"] = int(float(inp["task_mb"]) * 2**20)
         if inp.get("storage_options"):
             kwargs["storage_options"] = inp["storage_options"]
-        p = read(inp["path"], **kwargs) if read else Pipeline(inp["path"], None, on_error=kwargs["on_error"])
+        p = (
+            read(inp["path"], **kwargs)
+            if read
+            else Pipeline(inp["path"], None, on_error=kwargs["on_error"])
+        )
     except ConfigError as exc:
         raise ConfigError(f"{source}, input: {exc}") from exc
     for name, args, line in config.get("process", []):

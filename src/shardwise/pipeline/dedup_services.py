@@ -35,8 +35,15 @@ class Execution:
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], desc: str) -> list[R]:
         """``fn`` over ``items`` on the backend, one item per task, in order."""
-        return parallel_map(fn, items, backend=self.backend, num_proc=self.num_proc, desc=desc,
-                            progress=self.progress, chunksize=1)
+        return parallel_map(
+            fn,
+            items,
+            backend=self.backend,
+            num_proc=self.num_proc,
+            desc=desc,
+            progress=self.progress,
+            chunksize=1,
+        )
 
 
 @dataclass(frozen=True)
@@ -83,8 +90,9 @@ class StorageScratch:
             return np.load(io.BytesIO(f.read()))
 
 
-def dedup_context(layout: Layout, stage: int, name: str, num_tasks: int,
-                  run: Execution) -> DedupContext:
+def dedup_context(
+    layout: Layout, stage: int, name: str, num_tasks: int, run: Execution
+) -> DedupContext:
     """The context of the dedup that ends stage ``stage`` (named ``name``)."""
     opts = layout.storage_options
 
@@ -96,9 +104,17 @@ def dedup_context(layout: Layout, stage: int, name: str, num_tasks: int,
             f.write(buf.getvalue())
         return join(layout.final, layout.relative(path))  # where it is once published
 
-    keys = TaskKeyFiles(tuple(layout.stage_file(stage, t, "keys.npz") for t in range(num_tasks)), opts)
-    return DedupContext(name, num_tasks, keys, StorageScratch(layout.work(f"d{stage + 1}"), opts), run.map,
-                        write_audit)
+    keys = TaskKeyFiles(
+        tuple(layout.stage_file(stage, t, "keys.npz") for t in range(num_tasks)), opts
+    )
+    return DedupContext(
+        name,
+        num_tasks,
+        keys,
+        StorageScratch(layout.work(f"d{stage + 1}"), opts),
+        run.map,
+        write_audit,
+    )
 
 
 def _safe(name: str) -> str:
@@ -113,8 +129,9 @@ EXAMPLE_CHARS = 400
 AUDIT_COLUMNS = ("removed_task", "removed_row", "kept_task", "kept_row")
 
 
-def audit_examples(layout: Layout, stage: int, name: str, column: str | None, clusters: int = 4,
-                   removed: int = 3) -> list[dict[str, Any]]:
+def audit_examples(
+    layout: Layout, stage: int, name: str, column: str | None, clusters: int = 4, removed: int = 3
+) -> list[dict[str, Any]]:
     """The ``column`` of the kept row and a few removed rows of the largest duplicate
     clusters, from the audit table of the dedup ending ``stage`` (when it has the built-in
     operators' :data:`AUDIT_COLUMNS`) and the stage's rows (read before they are
@@ -125,7 +142,9 @@ def audit_examples(layout: Layout, stage: int, name: str, column: str | None, cl
     if column is None or not fs.exists(local):
         return []
     with open_input(path, **opts) as f:
-        audit = pq.ParquetFile(io.BytesIO(f.read()), pre_buffer=False).read(use_threads=False)  # see report.model
+        audit = pq.ParquetFile(io.BytesIO(f.read()), pre_buffer=False).read(
+            use_threads=False
+        )  # see report.model
     if not set(AUDIT_COLUMNS) <= set(audit.column_names):  # a custom operator's own audit
         return []
     kept = np.stack([audit["kept_task"].to_numpy(), audit["kept_row"].to_numpy()], axis=1)
@@ -134,21 +153,34 @@ def audit_examples(layout: Layout, stage: int, name: str, column: str | None, cl
     rows = []
     for g in np.lexsort((first, -counts))[:clusters]:  # largest first, then first seen
         mine = gone[(kept == groups[g]).all(axis=1)][:removed]
-        rows.append(((int(groups[g][0]), int(groups[g][1])),
-                     [(int(t), int(r)) for t, r in mine], int(counts[g])))
+        rows.append(
+            (
+                (int(groups[g][0]), int(groups[g][1])),
+                [(int(t), int(r)) for t, r in mine],
+                int(counts[g]),
+            )
+        )
     texts = _stage_values(layout, stage, column, {p for r in rows for p in [r[0], *r[1]]})
-    return [{"kept": {"task": k[0], "row": k[1], "text": texts.get(k, "")}, "cluster_size": n + 1,
-             "removed": [{"task": t, "row": r, "text": texts.get((t, r), "")} for t, r in gone]}
-            for k, gone, n in rows]
+    return [
+        {
+            "kept": {"task": k[0], "row": k[1], "text": texts.get(k, "")},
+            "cluster_size": n + 1,
+            "removed": [{"task": t, "row": r, "text": texts.get((t, r), "")} for t, r in gone],
+        }
+        for k, gone, n in rows
+    ]
 
 
-def _stage_values(layout: Layout, stage: int, column: str,
-                  wanted: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
+def _stage_values(
+    layout: Layout, stage: int, column: str, wanted: set[tuple[int, int]]
+) -> dict[tuple[int, int], str]:
     """``column`` of the stage's rows ``(task, row)`` in ``wanted``, as short text."""
     out: dict[tuple[int, int], str] = {}
     for task in sorted({t for t, _ in wanted}):
         # mapped where local: only the pages of the few rows wanted are read
-        with open_arrow_input(layout.stage_file(stage, task, "arrow"), **layout.storage_options) as f:
+        with open_arrow_input(
+            layout.stage_file(stage, task, "arrow"), **layout.storage_options
+        ) as f:
             table = ipc.open_file(f).read_all()
         if column not in table.column_names:
             continue

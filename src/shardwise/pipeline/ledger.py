@@ -65,14 +65,23 @@ class Ledger:
         return self.rows_in - self.rows_out - self.dropped_total - self.quarantined
 
     def to_json(self) -> dict[str, Any]:
-        return {"rows_in": self.rows_in, "rows_out": self.rows_out, "dropped": self.dropped,
-                "quarantined": self.quarantined, "quarantine_examples": self.examples}
+        return {
+            "rows_in": self.rows_in,
+            "rows_out": self.rows_out,
+            "dropped": self.dropped,
+            "quarantined": self.quarantined,
+            "quarantine_examples": self.examples,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Ledger:
-        return cls(int(data["rows_in"]), int(data.get("rows_out", 0)),
-                   {op: dict(r) for op, r in data["dropped"].items()}, int(data["quarantined"]),
-                   [list(e) for e in data.get("quarantine_examples", [])])
+        return cls(
+            int(data["rows_in"]),
+            int(data.get("rows_out", 0)),
+            {op: dict(r) for op, r in data["dropped"].items()},
+            int(data["quarantined"]),
+            [list(e) for e in data.get("quarantine_examples", [])],
+        )
 
     @classmethod
     def total(cls, ledgers: Iterable[Ledger]) -> Ledger:

@@ -71,7 +71,9 @@ class RunResult:
 
     @property
     def ledger(self) -> Ledger:
-        return Ledger(self.rows_in, self.rows_out, self.dropped, self.quarantined, self.quarantine_examples)
+        return Ledger(
+            self.rows_in, self.rows_out, self.dropped, self.quarantined, self.quarantine_examples
+        )
 
     def table(self) -> str:
         """The accounting as a plain-text table."""
@@ -79,8 +81,17 @@ class RunResult:
 
     @classmethod
     def from_manifest(cls, m: dict[str, Any], path: str, skipped: int) -> RunResult:
-        return cls(m["rows_in"], m["rows_out"], m["dropped"], m["quarantined"], m["files"], m["tasks"],
-                   skipped, path, m["quarantine_examples"])
+        return cls(
+            m["rows_in"],
+            m["rows_out"],
+            m["dropped"],
+            m["quarantined"],
+            m["files"],
+            m["tasks"],
+            skipped,
+            path,
+            m["quarantine_examples"],
+        )
 
 
 def run_pipeline(
@@ -114,21 +125,41 @@ def run_pipeline(
         if stage.index > 0:
             summaries[stage.after] = _decide(layout, stages[stage.index - 1], len(tasks), run)
             timings[-1]["decide_seconds"] = summaries[stage.after]["seconds"]
-        jobs = [Job(t, stage, tuple(p), index, sink, layout, on_error, tuple(columns) if columns else None)
-                for t, p in enumerate(tasks)]
+        jobs = [
+            Job(
+                t,
+                stage,
+                tuple(p),
+                index,
+                sink,
+                layout,
+                on_error,
+                tuple(columns) if columns else None,
+            )
+            for t, p in enumerate(tasks)
+        ]
         desc = f"stage {stage.index + 1}/{len(stages)}" if len(stages) > 1 else "tasks"
         t0 = time.time()
         results = run.map(run_job, jobs, desc)
-        timings.append({"stage": stage.index, "operators": [*stage.names, *([stage.dedup_name] if stage.dedup else [])],
-                        "seconds": round(time.time() - t0, 6)})
+        timings.append(
+            {
+                "stage": stage.index,
+                "operators": [*stage.names, *([stage.dedup_name] if stage.dedup else [])],
+                "seconds": round(time.time() - t0, 6),
+            }
+        )
         skipped += sum(1 for r in results if r.get("skipped"))
     manifest = _manifest(sorted(results, key=lambda r: r["task"]), ops, summaries, fp, len(tasks))
-    manifest.update({"started": started, "seconds": round(time.time() - started, 6), "stages": timings})
+    manifest.update(
+        {"started": started, "seconds": round(time.time() - started, 6), "stages": timings}
+    )
     layout.publish(manifest)
     if manifest["files"]:
         from shardwise.index import open_dataset
 
-        open_dataset(layout.final, format=sink.format, progress=False, storage_options=sink.storage_options)
+        open_dataset(
+            layout.final, format=sink.format, progress=False, storage_options=sink.storage_options
+        )
     return RunResult.from_manifest(manifest, manifest_path, skipped // max(len(stages), 1))
 
 
@@ -142,10 +173,17 @@ def _backend_for(backend: BackendSpec, index: DatasetIndex, ops: Sequence[Op]) -
     the output."""
     if backend not in (None, "local") or (backend is None and active_backend() is not None):
         return backend
-    if not all(str(getattr(getattr(op.fn, "fn", op.fn), "__module__", "")).startswith("shardwise.") for op in ops):
+    if not all(
+        str(getattr(getattr(op.fn, "fn", op.fn), "__module__", "")).startswith("shardwise.")
+        for op in ops
+    ):
         return backend
-    work = index.num_bytes * max([1.0, *(op.dedup.work_per_byte for op in ops
-                                         if op.kind == "dedup" and op.dedup is not None)])
+    work = index.num_bytes * max(
+        [
+            1.0,
+            *(op.dedup.work_per_byte for op in ops if op.kind == "dedup" and op.dedup is not None),
+        ]
+    )
     if work <= IN_DRIVER_WORK:
         return "sequential"
     if work > CALLER_SLOT_WORK:
@@ -168,16 +206,22 @@ def _decide(layout: Layout, stage: Stage, num_tasks: int, run: Execution) -> dic
         buf = io.BytesIO()
         np.save(buf, np.asarray(keep, dtype=bool))
         # recomputed by every run before the next stage starts: no fsync (durable=False)
-        with atomic_write(layout.stage_file(stage.index + 1, t, "keep.npy"), durable=False,
-                          **layout.storage_options) as f:
+        with atomic_write(
+            layout.stage_file(stage.index + 1, t, "keep.npy"),
+            durable=False,
+            **layout.storage_options,
+        ) as f:
             f.write(buf.getvalue())
     column = getattr(stage.dedup.dedup, "column", None)
-    examples = audit_examples(layout, stage.index, stage.dedup_name, column if isinstance(column, str) else None)
+    examples = audit_examples(
+        layout, stage.index, stage.dedup_name, column if isinstance(column, str) else None
+    )
     return {**decision.summary, "examples": examples, "seconds": round(time.time() - t0, 6)}
 
 
-def _manifest(final: list[dict[str, Any]], ops: Sequence[Op], summaries: dict[str, Any], fp: str,
-              tasks: int) -> dict[str, Any]:
+def _manifest(
+    final: list[dict[str, Any]], ops: Sequence[Op], summaries: dict[str, Any], fp: str, tasks: int
+) -> dict[str, Any]:
     """The run's manifest from each task's last-stage result (cumulative per task)."""
     total = Ledger.total(Ledger.from_json(r) for r in final)
     files = [f for r in final for f in r["files"]]

@@ -62,8 +62,18 @@ def run_job(job: Job) -> dict[str, Any]:
     ledger.quarantine(q.count, q.examples)
     result.update(ledger.to_json())
     seconds = round(time.time() - started, 6)
-    result.update({"task": job.task, "stage": job.stage.index, "started": started, "seconds": seconds,
-                   "stages": [*timings, {"stage": job.stage.index, "started": started, "seconds": seconds}]})
+    result.update(
+        {
+            "task": job.task,
+            "stage": job.stage.index,
+            "started": started,
+            "seconds": seconds,
+            "stages": [
+                *timings,
+                {"stage": job.stage.index, "started": started, "seconds": seconds},
+            ],
+        }
+    )
     write_json(job.marker, result, opts, durable=job.stage.last)
     return result
 
@@ -92,10 +102,18 @@ def _done_before(job: Job) -> dict[str, Any] | None:
 def _carried_ledger(job: Job) -> tuple[Ledger, list[dict[str, Any]]]:
     """The task's ledger and per-stage times from the earlier stages (fresh for stage 0)."""
     if job.stage.index == 0:
-        units = job.index.units  # samples indexing left out (on_error="skip") are read and quarantined
-        rows = sum(units[p.unit].num_samples + units[p.unit].skipped if p.hi < 0 else p.hi - p.lo for p in job.pieces)
+        units = (
+            job.index.units
+        )  # samples indexing left out (on_error="skip") are read and quarantined
+        rows = sum(
+            units[p.unit].num_samples + units[p.unit].skipped if p.hi < 0 else p.hi - p.lo
+            for p in job.pieces
+        )
         return Ledger(rows_in=rows), []
-    before = read_json(job.layout.stage_file(job.stage.index - 1, job.task, "done.json"), job.layout.storage_options)
+    before = read_json(
+        job.layout.stage_file(job.stage.index - 1, job.task, "done.json"),
+        job.layout.storage_options,
+    )
     ledger = Ledger.from_json(before)
     ledger.rows_out = 0
     return ledger, list(before.get("stages", []))
@@ -106,7 +124,9 @@ def _source_batches(job: Job, q: Quarantine) -> Iterator[pa.RecordBatch]:
     cols = list(job.columns) if job.columns else None
     for piece in job.pieces:
         unit = job.index.units[piece.unit]
-        batches = fmt.read_unit(unit, columns=cols, on_error=job.on_error, quarantine=q, schema=job.index.schema)
+        batches = fmt.read_unit(
+            unit, columns=cols, on_error=job.on_error, quarantine=q, schema=job.index.schema
+        )
         if piece.hi < 0:
             yield from batches
             continue
@@ -126,15 +146,18 @@ def _stage_input(job: Job, q: Quarantine) -> tuple[Iterator[pa.RecordBatch], np.
     opts = job.layout.storage_options
     # mapped where local (no copy of the rows into a read buffer: the filter below copies
     # the kept ones anyway); read the ordinary way elsewhere
-    with open_arrow_input(job.layout.stage_file(job.stage.index - 1, job.task, "arrow"), **opts) as f:
+    with open_arrow_input(
+        job.layout.stage_file(job.stage.index - 1, job.task, "arrow"), **opts
+    ) as f:
         table = ipc.open_file(f).read_all()
     with open_input(job.layout.stage_file(job.stage.index, job.task, "keep.npy"), **opts) as f:
         keep = np.load(io.BytesIO(f.read()))
     return iter(table.to_batches()), keep
 
 
-def _apply(job: Job, batches: Iterator[pa.RecordBatch], keep: np.ndarray | None,
-           ledger: Ledger) -> Iterator[pa.RecordBatch]:
+def _apply(
+    job: Job, batches: Iterator[pa.RecordBatch], keep: np.ndarray | None, ledger: Ledger
+) -> Iterator[pa.RecordBatch]:
     """The stage's rows: the dedup keep-mask, then each mapper and filter in turn."""
     offset = 0
     for batch in batches:
@@ -168,17 +191,28 @@ def _write_stage(job: Job, batches: Iterator[pa.RecordBatch], ledger: Ledger) ->
 def _write_output(job: Job, batches: Iterator[pa.RecordBatch], ledger: Ledger) -> dict[str, Any]:
     sink = job.sink
     writer = get_format(sink.format, storage_options=sink.storage_options).open_writer(
-        job.layout.part_prefix(job.task), target_shard_bytes=sink.target_shard_bytes, **sink.options)
+        job.layout.part_prefix(job.task), target_shard_bytes=sink.target_shard_bytes, **sink.options
+    )
     for batch in batches:
         writer.write(batch)
     files = writer.close()
     ledger.rows_out = sum(f.num_rows for f in files)
-    return {"files": [{"path": job.layout.relative(f.path), "rows": f.num_rows, "bytes": f.num_bytes,
-                       "xxh64": f.checksum} for f in files]}
+    return {
+        "files": [
+            {
+                "path": job.layout.relative(f.path),
+                "rows": f.num_rows,
+                "bytes": f.num_bytes,
+                "xxh64": f.checksum,
+            }
+            for f in files
+        ]
+    }
 
 
-def _write_intermediate(job: Job, dedup: DedupOp, batches: Iterator[pa.RecordBatch],
-                        ledger: Ledger) -> dict[str, Any]:
+def _write_intermediate(
+    job: Job, dedup: DedupOp, batches: Iterator[pa.RecordBatch], ledger: Ledger
+) -> dict[str, Any]:
     """The stage's rows (Arrow IPC) and the ending dedup's keys (``.npz``)."""
     kept: list[pa.RecordBatch] = []
     keys: list[dict[str, np.ndarray]] = []
@@ -187,14 +221,18 @@ def _write_intermediate(job: Job, dedup: DedupOp, batches: Iterator[pa.RecordBat
         keys.append(dedup.keys(batch))
     opts = job.layout.storage_options
     sizes = {}
-    with atomic_write(job.layout.stage_file(job.stage.index, job.task, "arrow"), durable=False, **opts) as f:
+    with atomic_write(
+        job.layout.stage_file(job.stage.index, job.task, "arrow"), durable=False, **opts
+    ) as f:
         if kept:  # straight into the file: a copy through memory cost as much as the write
             with ipc.new_file(f, kept[0].schema) as w:
                 for batch in kept:
                     w.write_batch(batch)
         sizes["arrow"] = f.tell()
     merged = {k: np.concatenate([d[k] for d in keys]) for k in keys[0]} if keys else {}
-    with atomic_write(job.layout.stage_file(job.stage.index, job.task, "keys.npz"), durable=False, **opts) as f:
+    with atomic_write(
+        job.layout.stage_file(job.stage.index, job.task, "keys.npz"), durable=False, **opts
+    ) as f:
         _save_npz(f, merged)
         sizes["keys.npz"] = f.tell()
     ledger.rows_out = sum(b.num_rows for b in kept)

@@ -31,7 +31,9 @@ MIN_SPLIT = 8
 MIN_TASK_BYTES = 2**20
 
 
-def plan_tasks(index: DatasetIndex, target_bytes: int, min_tasks: int = 1, work: float = 1.0) -> list[list[Piece]]:
+def plan_tasks(
+    index: DatasetIndex, target_bytes: int, min_tasks: int = 1, work: float = 1.0
+) -> list[list[Piece]]:
     """Group the dataset's units into at least ``min_tasks`` tasks of about ``target_bytes``
     of work: input bytes times ``work``, the CPU cost per byte of the heaviest operator
     (1.0: reading and writing), so a CPU-heavy stage on a small input still gets tasks
@@ -45,13 +47,22 @@ def plan_tasks(index: DatasetIndex, target_bytes: int, min_tasks: int = 1, work:
     total = float(sizes.sum()) * max(work, 1.0)
     # at least MIN_SPLIT tasks once there is enough work (so even a modest input keeps
     # every core of a small machine busy), but none under MIN_TASK_BYTES for that reason
-    n = max(min_tasks, math.ceil(total / max(target_bytes, 1)), min(MIN_SPLIT, int(total // MIN_TASK_BYTES)), 1)
+    n = max(
+        min_tasks,
+        math.ceil(total / max(target_bytes, 1)),
+        min(MIN_SPLIT, int(total // MIN_TASK_BYTES)),
+        1,
+    )
     if n > MIN_SPLIT and min_tasks <= 1:  # whole waves for 2, 4 or 8 workers (9 tasks on 2 cores
-        n = -(-n // MIN_SPLIT) * MIN_SPLIT  # would leave one idle for the last); a count asked for is kept
+        n = (
+            -(-n // MIN_SPLIT) * MIN_SPLIT
+        )  # would leave one idle for the last); a count asked for is kept
     if index.format == "parquet":
         return _split_rows(index, n)
     n = min(n, len(units))
-    bounds = np.searchsorted(np.cumsum(sizes), np.arange(1, n) * float(sizes.sum()) / n, side="left") + 1
+    bounds = (
+        np.searchsorted(np.cumsum(sizes), np.arange(1, n) * float(sizes.sum()) / n, side="left") + 1
+    )
     groups = np.split(np.arange(len(units)), distinct(np.clip(bounds, 1, len(units) - 1)))
     return [[Piece(int(u)) for u in g] for g in groups if len(g)]
 

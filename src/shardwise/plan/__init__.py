@@ -5,5 +5,15 @@ from shardwise.plan.epoch import EpochPlan, Resume, Topology, WorkerPlan
 from shardwise.plan.mix import Mixing, Rule
 from shardwise.plan.plans import Plan, make_plan, source_counts
 
-__all__ = ["EpochPlan", "Mixing", "Plan", "Resume", "Rule", "Topology", "WorkerPlan", "auto_interleave",
-           "make_plan", "source_counts"]
+__all__ = [
+    "EpochPlan",
+    "Mixing",
+    "Plan",
+    "Resume",
+    "Rule",
+    "Topology",
+    "WorkerPlan",
+    "auto_interleave",
+    "make_plan",
+    "source_counts",
+]

@@ -68,29 +68,43 @@ class CanonicalPlan:
             the global step reached, whatever topology it was saved on.
     """
 
-    def __init__(self, topology: Topology, canonical_workers: int, inner: Callable[[Topology], Inner], *,
-                 resumes: Sequence[Resume] = ()) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        canonical_workers: int,
+        inner: Callable[[Topology], Inner],
+        *,
+        resumes: Sequence[Resume] = (),
+    ) -> None:
         c, t = int(canonical_workers), topology
         self.topology, self.canonical_workers, self.resumes = t, c, list(resumes)
         self.global_batch = t.world_size * t.batch_size
         if c < 1 or c % t.slots:
-            raise PlanError(f"canonical_workers={c} must be a multiple of world_size*num_workers = {t.slots}")
+            raise PlanError(
+                f"canonical_workers={c} must be a multiple of world_size*num_workers = {t.slots}"
+            )
         for r in self.resumes:
             if r.topology.world_size * r.topology.batch_size != self.global_batch:
-                raise PlanError(f"canonical_workers keeps the global batch: it was "
-                                f"{r.topology.world_size * r.topology.batch_size}, now {self.global_batch} "
-                                "(world_size * batch_size)")
+                raise PlanError(
+                    f"canonical_workers keeps the global batch: it was "
+                    f"{r.topology.world_size * r.topology.batch_size}, now {self.global_batch} "
+                    "(world_size * batch_size)"
+                )
         if self.global_batch % c:
-            raise PlanError(f"canonical_workers={c} must divide the global batch "
-                            f"world_size*batch_size = {self.global_batch}")
+            raise PlanError(
+                f"canonical_workers={c} must divide the global batch "
+                f"world_size*batch_size = {self.global_batch}"
+            )
         first = self.resumes[0].topology if self.resumes else t  # the grid the epoch started with
         self.grid = Topology(c, c, self.global_batch // c, first.drop_last, first.interleave)
         self._inner_factory = inner
         self.inner = inner(self.grid)
         self.consumed_batches = self.resumes[-1].consumed_batches if self.resumes else 0
         if not 0 <= self.consumed_batches <= self.inner.batches_per_rank:
-            raise PlanError(f"the state says {self.consumed_batches} global steps were taken, but this "
-                            f"epoch has only {self.inner.batches_per_rank}")
+            raise PlanError(
+                f"the state says {self.consumed_batches} global steps were taken, but this "
+                f"epoch has only {self.inner.batches_per_rank}"
+            )
 
     @property
     def batches_per_rank(self) -> int:
@@ -112,8 +126,10 @@ class CanonicalPlan:
         """The plan of one (rank, dataloader worker): its steps, from the cells it serves."""
         t, c, s = self.topology, self.canonical_workers, self.consumed_batches
         if not (0 <= rank < t.world_size and 0 <= worker_id < t.num_workers):
-            raise PlanError(f"rank {rank}/worker {worker_id} is outside world_size={t.world_size}, "
-                            f"num_workers={t.num_workers}")
+            raise PlanError(
+                f"rank {rank}/worker {worker_id} is outside world_size={t.world_size}, "
+                f"num_workers={t.num_workers}"
+            )
         n = round_robin_count(self.batches_per_rank, worker_id, t.num_workers)
         steps = s + worker_id + t.num_workers * np.arange(n, dtype=np.int64)
         per_rank = c // t.world_size
@@ -134,8 +150,16 @@ class CanonicalPlan:
     def resume(self, consumed_batches: int, topology: Topology | None = None) -> CanonicalPlan:
         """The plan that continues at the next global step, on ``topology`` (default: the same)."""
         if not 0 <= consumed_batches <= self.batches_per_rank:
-            raise PlanError(f"consumed_batches must be in [0, {self.batches_per_rank}], got {consumed_batches}")
+            raise PlanError(
+                f"consumed_batches must be in [0, {self.batches_per_rank}], got {consumed_batches}"
+            )
         point = Resume(self.topology, self.consumed_batches + consumed_batches)
-        origin = self.resumes[:1] if self.resumes and self.resumes[0].topology != point.topology else []
-        return CanonicalPlan(topology or self.topology, self.canonical_workers, self._inner_factory,
-                             resumes=[*origin, point])
+        origin = (
+            self.resumes[:1] if self.resumes and self.resumes[0].topology != point.topology else []
+        )
+        return CanonicalPlan(
+            topology or self.topology,
+            self.canonical_workers,
+            self._inner_factory,
+            resumes=[*origin, point],
+        )

@@ -15,8 +15,15 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["ComposedWorker", "Part", "WindowSource", "compose", "part_of", "round_robin_batches",
-           "round_robin_count"]
+__all__ = [
+    "ComposedWorker",
+    "Part",
+    "WindowSource",
+    "compose",
+    "part_of",
+    "round_robin_batches",
+    "round_robin_count",
+]
 
 
 class WindowSource(Protocol):
@@ -65,8 +72,12 @@ def part_of(worker: WindowSource, batch_size: int) -> Part:
         starts.append(starts[-1] + len(r))
     empty = np.empty(0, dtype=np.int64)
     first_batch = np.asarray(starts[:-1], dtype=np.int64) // batch_size
-    return Part(np.concatenate(units) if units else empty, np.concatenate(rows) if rows else empty,
-                batch_size, np.unique(first_batch))
+    return Part(
+        np.concatenate(units) if units else empty,
+        np.concatenate(rows) if rows else empty,
+        batch_size,
+        np.unique(first_batch),
+    )
 
 
 def compose(slot: int, parts: Sequence[Part], take: Sequence[np.ndarray]) -> ComposedWorker:
@@ -146,7 +157,9 @@ def round_robin_count(batches_per_rank: int, worker: int, num_workers: int) -> i
     return max(0, -(-(batches_per_rank - worker) // num_workers))
 
 
-def round_robin_batches(per_worker: Sequence[np.ndarray], batch_size: int, num_batches: int) -> list[np.ndarray]:
+def round_robin_batches(
+    per_worker: Sequence[np.ndarray], batch_size: int, num_batches: int
+) -> list[np.ndarray]:
     """A rank's ``num_batches`` batches from its workers' ``(unit, row)`` pairs, batch ``j``
     from worker ``j % len(per_worker)`` (a DataLoader's round-robin)."""
     w, b = len(per_worker), batch_size

@@ -43,8 +43,17 @@ MAX_SEGMENTS = 2**28  # pieces of one source in one epoch: more could not be pla
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]  # unit, lo, hi of each segment
 
 
-def source_arrays(counts: np.ndarray, lo: int, hi: int, quota: int, *, seed: int, epoch: int, source: int,
-                  shuffle: bool) -> Arrays:
+def source_arrays(
+    counts: np.ndarray,
+    lo: int,
+    hi: int,
+    quota: int,
+    *,
+    seed: int,
+    epoch: int,
+    source: int,
+    shuffle: bool,
+) -> Arrays:
     """The segments of units ``lo:hi`` (one source) that fill ``quota`` samples this epoch,
     as arrays: every sample ``quota // size`` times, then the next ``quota % size`` of the
     source's fixed cyclic order of units, from where the previous epoch stopped."""
@@ -55,20 +64,28 @@ def source_arrays(counts: np.ndarray, lo: int, hi: int, quota: int, *, seed: int
         return empty, empty, empty
     passes, rest = divmod(int(quota), size)
     if passes * len(own) > MAX_SEGMENTS:
-        raise PlanError(f"the source of units {lo}:{hi} ({size} samples) would be read {passes} times per "
-                        f"epoch for its quota of {quota} samples, too many to plan; give it a smaller "
-                        "weight, repeat or choose, or a larger share of the data")
+        raise PlanError(
+            f"the source of units {lo}:{hi} ({size} samples) would be read {passes} times per "
+            f"epoch for its quota of {quota} samples, too many to plan; give it a smaller "
+            "weight, repeat or choose, or a larger share of the data"
+        )
     order = rng_for(seed, source, CYCLE).permutation(len(own)) if shuffle else np.arange(len(own))
     sizes = own[order]
     keep = sizes > 0
     unit, sizes = lo + order[keep], sizes[keep]
     ends = np.cumsum(sizes)
-    units, los, his = [np.tile(unit, passes)], [np.zeros(len(unit) * passes, dtype=np.int64)], [np.tile(sizes, passes)]
+    units, los, his = (
+        [np.tile(unit, passes)],
+        [np.zeros(len(unit) * passes, dtype=np.int64)],
+        [np.tile(sizes, passes)],
+    )
     start = (epoch * rest) % size
     for a, b in ((start, min(start + rest, size)), (0, max(0, start + rest - size))):
         if b <= a:
             continue
-        idx = np.arange(np.searchsorted(ends, a, side="right"), np.searchsorted(ends, b, side="left") + 1)
+        idx = np.arange(
+            np.searchsorted(ends, a, side="right"), np.searchsorted(ends, b, side="left") + 1
+        )
         begin = ends[idx] - sizes[idx]
         plo, phi = np.maximum(a, begin) - begin, np.minimum(b, ends[idx]) - begin
         part = phi > plo
@@ -83,7 +100,9 @@ def slot_shares(quotas: np.ndarray, slots: int, offset: int = 0) -> np.ndarray:
     are equal, and each entry is ``quota // slots`` or one more."""
     quotas = np.asarray(quotas, dtype=np.int64)
     if int(quotas.sum()) % slots:
-        raise PlanError(f"the quotas ({int(quotas.sum())} samples) do not split into {slots} equal pieces")
+        raise PlanError(
+            f"the quotas ({int(quotas.sum())} samples) do not split into {slots} equal pieces"
+        )
     shares = np.repeat((quotas // slots)[:, None], slots, axis=1)
     rest = quotas % slots
     first = offset + np.concatenate([[0], np.cumsum(rest)[:-1]])
@@ -108,8 +127,16 @@ def _split(segs: Arrays, share: np.ndarray) -> tuple[np.ndarray, ...]:
     return unit[seg], plo, plo + (b - a), slot, key
 
 
-def dealt_stream(counts: np.ndarray, bounds: tuple[int, ...], quotas: np.ndarray, slots: int, *, seed: int,
-                 epoch: int, shuffle: bool) -> Stream:
+def dealt_stream(
+    counts: np.ndarray,
+    bounds: tuple[int, ...],
+    quotas: np.ndarray,
+    slots: int,
+    *,
+    seed: int,
+    epoch: int,
+    shuffle: bool,
+) -> Stream:
     """The epoch's stream of mixed sources (units ``bounds[s]:bounds[s + 1]`` of source
     ``s``, ``quotas[s]`` samples of it), slot after slot, each holding every source in
     proportion (see the module docstring)."""
@@ -118,8 +145,16 @@ def dealt_stream(counts: np.ndarray, bounds: tuple[int, ...], quotas: np.ndarray
     shares = slot_shares(quotas, slots, offset)
     cols: list[tuple[np.ndarray, ...]] = []
     for s, quota in enumerate(np.asarray(quotas).tolist()):
-        segs = source_arrays(counts, bounds[s], bounds[s + 1], int(quota), seed=seed, epoch=epoch, source=s,
-                             shuffle=shuffle)
+        segs = source_arrays(
+            counts,
+            bounds[s],
+            bounds[s + 1],
+            int(quota),
+            seed=seed,
+            epoch=epoch,
+            source=s,
+            shuffle=shuffle,
+        )
         if not len(segs[0]):
             continue
         if shuffle:

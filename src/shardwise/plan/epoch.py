@@ -82,7 +82,9 @@ class EpochPlan:
         self.topology = topology
         self.seed, self.epoch, self.shuffle = int(seed), int(epoch), shuffle
         if self.seed < 0 or self.epoch < 0:
-            raise PlanError(f"seed and epoch must be >= 0, got seed={self.seed}, epoch={self.epoch}")
+            raise PlanError(
+                f"seed and epoch must be >= 0, got seed={self.seed}, epoch={self.epoch}"
+            )
         self.resumes = list(resumes)
         self.base = base
         self.generation = 0
@@ -108,7 +110,11 @@ class EpochPlan:
         t = self.resumes[0].topology if self.resumes else self.topology
         if self.base is not None:
             return self.base(t)
-        order = spread_order(self.counts, t.slots, t.interleave, rng_for(self.seed, self.epoch, UNITS)) if self.shuffle else np.arange(n)
+        order = (
+            spread_order(self.counts, t.slots, t.interleave, rng_for(self.seed, self.epoch, UNITS))
+            if self.shuffle
+            else np.arange(n)
+        )
         return unit_stream(self.counts, order)
 
     def _check(self, r: Resume, pieces: Cut) -> None:
@@ -173,7 +179,11 @@ class EpochPlan:
         perm = self._row_perms.get(unit)
         if perm is None:
             n = int(self.counts[unit])
-            perm = rng_for(self.seed, self.epoch, unit, ROWS).permutation(n) if self.shuffle else np.arange(n)
+            perm = (
+                rng_for(self.seed, self.epoch, unit, ROWS).permutation(n)
+                if self.shuffle
+                else np.arange(n)
+            )
             if len(self._row_perms) > 64:
                 self._row_perms.clear()
             self._row_perms[unit] = perm
@@ -188,7 +198,9 @@ class EpochPlan:
         """
         t = self.topology
         if not (0 <= rank < t.world_size and 0 <= worker_id < t.num_workers):
-            raise PlanError(f"rank {rank}/worker {worker_id} is outside world_size={t.world_size}, num_workers={t.num_workers}")
+            raise PlanError(
+                f"rank {rank}/worker {worker_id} is outside world_size={t.world_size}, num_workers={t.num_workers}"
+            )
         original = (worker_id + self.consumed_batches) % t.num_workers
         slot = rank * t.num_workers + original
         wp = self._worker(t, self.pieces, slot)
@@ -207,26 +219,42 @@ class EpochPlan:
         t = self.topology
         per_worker = [self.worker(rank, w).pairs() for w in range(t.num_workers)]
         b = t.batch_size
-        return [per_worker[j % t.num_workers][(j // t.num_workers) * b : (j // t.num_workers + 1) * b]
-                for j in range(self.batches_per_rank)]
+        return [
+            per_worker[j % t.num_workers][(j // t.num_workers) * b : (j // t.num_workers + 1) * b]
+            for j in range(self.batches_per_rank)
+        ]
 
     def resume(self, consumed_batches: int, topology: Topology | None = None) -> EpochPlan:
         """The plan that continues this epoch after ``consumed_batches`` batches per rank
         (counted from this plan's start), on ``topology`` (default: the same)."""
         if not 0 <= consumed_batches <= self.batches_per_rank:
-            raise PlanError(f"consumed_batches must be in [0, {self.batches_per_rank}], got {consumed_batches}")
+            raise PlanError(
+                f"consumed_batches must be in [0, {self.batches_per_rank}], got {consumed_batches}"
+            )
         total = self.consumed_batches + consumed_batches
         previous = self.resumes[:-1] if self._continuation else list(self.resumes)
         point = Resume(self.topology, total)
-        return EpochPlan(self.counts, topology or self.topology, seed=self.seed, epoch=self.epoch,
-                         shuffle=self.shuffle, resumes=[*previous, point], base=self.base)
+        return EpochPlan(
+            self.counts,
+            topology or self.topology,
+            seed=self.seed,
+            epoch=self.epoch,
+            shuffle=self.shuffle,
+            resumes=[*previous, point],
+            base=self.base,
+        )
 
 
 class _Orders:
     """A plan's seeds and row orders as they are in its current generation."""
 
     def __init__(self, plan: EpochPlan) -> None:
-        self.seed, self.epoch, self.generation, self.shuffle = plan.seed, plan.epoch, plan.generation, plan.shuffle
+        self.seed, self.epoch, self.generation, self.shuffle = (
+            plan.seed,
+            plan.epoch,
+            plan.generation,
+            plan.shuffle,
+        )
         self._plan = plan
 
     def row_perm(self, unit: int) -> np.ndarray:

@@ -36,7 +36,15 @@ from shardwise.plan.order import UNITS, rng_for, spread_order
 from shardwise.plan.stream import Segment, Stream, range_segments
 from shardwise.plan.topology import Topology
 
-__all__ = ["Mixing", "Rule", "counts_key", "kept_stream", "largest_remainder", "order_segments", "source_segments"]
+__all__ = [
+    "Mixing",
+    "Rule",
+    "counts_key",
+    "kept_stream",
+    "largest_remainder",
+    "order_segments",
+    "source_segments",
+]
 
 BATCHINGS = ("random", "stratified")
 MAX_SAMPLES = 2**62  # more samples than any epoch holds; larger counts would overflow int64
@@ -53,16 +61,22 @@ class Rule:
     def __post_init__(self) -> None:
         given = [k for k in ("weight", "repeat", "choose") if getattr(self, k) is not None]
         if len(given) > 1:
-            raise ConfigError(f"give a source at most one of weight=, repeat=, choose= (got {given})")
+            raise ConfigError(
+                f"give a source at most one of weight=, repeat=, choose= (got {given})"
+            )
         for k in given:
             v = getattr(self, k)
             kind = numbers.Integral if k == "choose" else numbers.Real
             if isinstance(v, bool) or not isinstance(v, kind):
-                raise ConfigError(f"{k}= must be a {'whole ' if k == 'choose' else ''}number, got {v!r}")
+                raise ConfigError(
+                    f"{k}= must be a {'whole ' if k == 'choose' else ''}number, got {v!r}"
+                )
             x = float(v) if k != "choose" or v < MAX_SAMPLES else float(MAX_SAMPLES)
             if not math.isfinite(x) or x < 0 or (k != "weight" and x >= MAX_SAMPLES):
-                raise ConfigError(f"{k}= must be a finite number >= 0{'' if k == 'weight' else ' (below 2**62)'}, "
-                                  f"got {v!r}")
+                raise ConfigError(
+                    f"{k}= must be a finite number >= 0{'' if k == 'weight' else ' (below 2**62)'}, "
+                    f"got {v!r}"
+                )
             # plain Python numbers (not numpy's): saved states hold them and must stay JSON
             object.__setattr__(self, k, int(getattr(self, k)) if k == "choose" else x)
 
@@ -77,9 +91,15 @@ class Rule:
             return int(size)
         product = float(size) * float(self.repeat)
         near = round(product)
-        n = near if abs(product - near) <= 8 * np.finfo(np.float64).eps * max(product, 1.0) else math.floor(product)
+        n = (
+            near
+            if abs(product - near) <= 8 * np.finfo(np.float64).eps * max(product, 1.0)
+            else math.floor(product)
+        )
         if n >= MAX_SAMPLES:
-            raise ConfigError(f"repeat={self.repeat!r} of {size} samples is {n} samples per epoch, too many")
+            raise ConfigError(
+                f"repeat={self.repeat!r} of {size} samples is {n} samples per epoch, too many"
+            )
         return n
 
 
@@ -109,8 +129,12 @@ class Mixing:
         if len(weighted) > 1:
             raise ConfigError("give weight= to every source or to none (then repeat= or choose=)")
         e = self.epoch_size
-        if e is not None and (isinstance(e, bool) or not isinstance(e, numbers.Integral) or not 1 <= e < MAX_SAMPLES):
-            raise ConfigError(f"epoch_size must be a whole number of samples, at least 1 (and below 2**62), got {e!r}")
+        if e is not None and (
+            isinstance(e, bool) or not isinstance(e, numbers.Integral) or not 1 <= e < MAX_SAMPLES
+        ):
+            raise ConfigError(
+                f"epoch_size must be a whole number of samples, at least 1 (and below 2**62), got {e!r}"
+            )
         if e is not None:
             object.__setattr__(self, "epoch_size", int(e))
 
@@ -127,11 +151,15 @@ class Mixing:
             weights = np.array([r.weight for r in self.rules], dtype=np.float64) * (sizes > 0)
             total = self.epoch_size if self.epoch_size is not None else int(sizes.sum())
             return largest_remainder(total, weights)
-        natural = np.array([r.natural(s) for r, s in zip(self.rules, sizes.tolist())], dtype=np.int64) * (sizes > 0)
+        natural = np.array(
+            [r.natural(s) for r, s in zip(self.rules, sizes.tolist())], dtype=np.int64
+        ) * (sizes > 0)
         if self.epoch_size is not None:
             return largest_remainder(self.epoch_size, natural.astype(np.float64))
         if sum(natural.tolist()) >= MAX_SAMPLES:
-            raise ConfigError(f"the sources' rules ask for {sum(natural.tolist())} samples per epoch, too many")
+            raise ConfigError(
+                f"the sources' rules ask for {sum(natural.tolist())} samples per epoch, too many"
+            )
         return natural
 
     def aligned_quotas(self, counts: np.ndarray, topology: Topology) -> np.ndarray:
@@ -141,8 +169,10 @@ class Mixing:
         total = int(q.sum())
         aligned = (total // quantum if topology.drop_last else -(-total // quantum)) * quantum
         if aligned == 0:
-            raise PlanError(f"the sources' quotas ({total} samples) are fewer than "
-                            f"world_size*num_workers*batch_size = {quantum}")
+            raise PlanError(
+                f"the sources' quotas ({total} samples) are fewer than "
+                f"world_size*num_workers*batch_size = {quantum}"
+            )
         return q if aligned == total else largest_remainder(aligned, q.astype(np.float64))
 
 
@@ -168,22 +198,43 @@ def largest_remainder(total: int, weights: np.ndarray | Sequence[float]) -> np.n
     return np.asarray(base, dtype=np.int64)
 
 
-def source_segments(counts: np.ndarray, lo: int, hi: int, quota: int, *, seed: int, epoch: int,
-                    source: int, shuffle: bool) -> list[Segment]:
+def source_segments(
+    counts: np.ndarray,
+    lo: int,
+    hi: int,
+    quota: int,
+    *,
+    seed: int,
+    epoch: int,
+    source: int,
+    shuffle: bool,
+) -> list[Segment]:
     """The segments of units ``lo:hi`` (one source) that fill ``quota`` samples this epoch
     (:func:`~shardwise.plan.deal.source_arrays` as segments)."""
-    return range_segments(*source_arrays(counts, lo, hi, quota, seed=seed, epoch=epoch, source=source,
-                                         shuffle=shuffle))
+    return range_segments(
+        *source_arrays(
+            counts, lo, hi, quota, seed=seed, epoch=epoch, source=source, shuffle=shuffle
+        )
+    )
 
 
-def order_segments(segments: list[Segment], topology: Topology, *, seed: int, epoch: int,
-                   shuffle: bool, salt: int = 0) -> Stream:
+def order_segments(
+    segments: list[Segment],
+    topology: Topology,
+    *,
+    seed: int,
+    epoch: int,
+    shuffle: bool,
+    salt: int = 0,
+) -> Stream:
     """The epoch's stream of ``segments``: stratified over workers and windows
     (:func:`~shardwise.plan.order.spread_order`), or as given without ``shuffle``."""
     if not shuffle:
         return Stream(segments)
     sizes = np.fromiter((s.size for s in segments), dtype=np.int64, count=len(segments))
-    order = spread_order(sizes, topology.slots, topology.interleave, rng_for(seed, epoch, UNITS, MIX, salt))
+    order = spread_order(
+        sizes, topology.slots, topology.interleave, rng_for(seed, epoch, UNITS, MIX, salt)
+    )
     return Stream([segments[i] for i in order.tolist()], sizes[order])
 
 

@@ -19,7 +19,9 @@ def rng_for(*key: int) -> np.random.Generator:
     return np.random.default_rng([k & 0xFFFFFFFF for k in key] + [k >> 32 for k in key])
 
 
-def spread_order(counts: np.ndarray, slots: int, interleave: int, rng: np.random.Generator) -> np.ndarray:
+def spread_order(
+    counts: np.ndarray, slots: int, interleave: int, rng: np.random.Generator
+) -> np.ndarray:
     """A random order of the units in which every worker's piece, and every window of at
     most ``interleave`` units inside it, draws its samples from all over the dataset.
 
@@ -62,7 +64,10 @@ def stratified_order(keys: np.ndarray, batch_size: int, rng: np.random.Generator
     by_key = np.argsort(keys, kind="stable")
     # deal[g, j] = j * groups + g: the j-th sample dealt to group g (past n: none); each
     # group's members are shuffled, the groups put in random order, and read group by group
-    deal = np.arange(per, dtype=np.int64)[None, :] * groups + np.arange(groups, dtype=np.int64)[:, None]
+    deal = (
+        np.arange(per, dtype=np.int64)[None, :] * groups
+        + np.arange(groups, dtype=np.int64)[:, None]
+    )
     dealt = rng.permuted(deal, axis=1)[rng.permutation(groups)].ravel()
     picked: np.ndarray = by_key[dealt[dealt < n]]
     return picked

@@ -21,9 +21,17 @@ __all__ = ["Plan", "make_plan", "source_counts"]
 Plan = EpochPlan | StratifiedPlan | CanonicalPlan
 
 
-def make_plan(counts: Sequence[int] | np.ndarray, topology: Topology, *, seed: int = 0, epoch: int = 0,
-              shuffle: bool = True, resumes: Sequence[Resume] = (), mixing: Mixing | None = None,
-              canonical_workers: int | None = None) -> Plan:
+def make_plan(
+    counts: Sequence[int] | np.ndarray,
+    topology: Topology,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    shuffle: bool = True,
+    resumes: Sequence[Resume] = (),
+    mixing: Mixing | None = None,
+    canonical_workers: int | None = None,
+) -> Plan:
     """The plan of one epoch.
 
     Args:
@@ -38,34 +46,60 @@ def make_plan(counts: Sequence[int] | np.ndarray, topology: Topology, *, seed: i
     if canonical_workers is not None:
         inner = partial(_plain, counts, seed=seed, epoch=epoch, shuffle=shuffle, mixing=mixing)
         return CanonicalPlan(topology, canonical_workers, inner, resumes=resumes)
-    return _plain(counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, mixing=mixing, resumes=resumes)
+    return _plain(
+        counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, mixing=mixing, resumes=resumes
+    )
 
 
-def _plain(counts: np.ndarray, topology: Topology, *, seed: int, epoch: int, shuffle: bool,
-           mixing: Mixing | None, resumes: Sequence[Resume] = ()) -> EpochPlan | StratifiedPlan:
+def _plain(
+    counts: np.ndarray,
+    topology: Topology,
+    *,
+    seed: int,
+    epoch: int,
+    shuffle: bool,
+    mixing: Mixing | None,
+    resumes: Sequence[Resume] = (),
+) -> EpochPlan | StratifiedPlan:
     if mixing is None:
         return EpochPlan(counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes)
     if mixing.batching == "stratified":
-        return StratifiedPlan(counts, topology, mixing, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes)
+        return StratifiedPlan(
+            counts, topology, mixing, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes
+        )
     base = partial(_mixed_stream, mixing, counts, seed=seed, epoch=epoch, shuffle=shuffle)
-    return EpochPlan(counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes, base=base)
+    return EpochPlan(
+        counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes, base=base
+    )
 
 
-def _mixed_stream(mixing: Mixing, counts: np.ndarray, topology: Topology, *, seed: int, epoch: int,
-                  shuffle: bool) -> Stream:
+def _mixed_stream(
+    mixing: Mixing, counts: np.ndarray, topology: Topology, *, seed: int, epoch: int, shuffle: bool
+) -> Stream:
     key = (mixing, counts_key(counts), topology, seed, epoch, shuffle)
-    return kept_stream(key, partial(_build_mixed_stream, mixing, counts, topology, seed=seed, epoch=epoch,
-                                    shuffle=shuffle))
+    return kept_stream(
+        key,
+        partial(
+            _build_mixed_stream, mixing, counts, topology, seed=seed, epoch=epoch, shuffle=shuffle
+        ),
+    )
 
 
-def _build_mixed_stream(mixing: Mixing, counts: np.ndarray, topology: Topology, *, seed: int, epoch: int,
-                        shuffle: bool) -> Stream:
+def _build_mixed_stream(
+    mixing: Mixing, counts: np.ndarray, topology: Topology, *, seed: int, epoch: int, shuffle: bool
+) -> Stream:
     quotas = mixing.aligned_quotas(counts, topology)
-    return dealt_stream(counts, mixing.bounds, quotas, topology.slots, seed=seed, epoch=epoch, shuffle=shuffle)
+    return dealt_stream(
+        counts, mixing.bounds, quotas, topology.slots, seed=seed, epoch=epoch, shuffle=shuffle
+    )
 
 
-def source_counts(mixing: Mixing, counts: Sequence[int] | np.ndarray, topology: Topology,
-                  canonical_workers: int | None = None) -> list[int]:
+def source_counts(
+    mixing: Mixing,
+    counts: Sequence[int] | np.ndarray,
+    topology: Topology,
+    canonical_workers: int | None = None,
+) -> list[int]:
     """Samples each source gives to an epoch that starts on ``topology`` (its quotas after
     rounding to whole global batches, or to whole stratified batches)."""
     counts = np.asarray(counts, dtype=np.int64)

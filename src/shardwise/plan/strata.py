@@ -51,8 +51,17 @@ class StratifiedPlan:
         seed, epoch, shuffle, resumes: as for ``EpochPlan``.
     """
 
-    def __init__(self, counts: Sequence[int] | np.ndarray, topology: Topology, mixing: Mixing, *,
-                 seed: int = 0, epoch: int = 0, shuffle: bool = True, resumes: Sequence[Resume] = ()) -> None:
+    def __init__(
+        self,
+        counts: Sequence[int] | np.ndarray,
+        topology: Topology,
+        mixing: Mixing,
+        *,
+        seed: int = 0,
+        epoch: int = 0,
+        shuffle: bool = True,
+        resumes: Sequence[Resume] = (),
+    ) -> None:
         self.counts = np.asarray(counts, dtype=np.int64)
         self.topology, self.mixing = topology, mixing
         self.seed, self.epoch, self.shuffle = int(seed), int(epoch), shuffle
@@ -64,9 +73,18 @@ class StratifiedPlan:
         self.sources = [s for s, k in enumerate(self._first.tolist()) if k > 0]
         elastic = bool(self.resumes) and self.resumes[-1].topology != topology
         self.parts = [
-            EpochPlan(self.counts, self._sub(topology, s), seed=seed, epoch=epoch, shuffle=shuffle,
-                      resumes=[Resume(self._sub(r.topology, s), r.consumed_batches) for r in self.resumes],
-                      base=partial(self._base, s), elastic=elastic)
+            EpochPlan(
+                self.counts,
+                self._sub(topology, s),
+                seed=seed,
+                epoch=epoch,
+                shuffle=shuffle,
+                resumes=[
+                    Resume(self._sub(r.topology, s), r.consumed_batches) for r in self.resumes
+                ],
+                base=partial(self._base, s),
+                elastic=elastic,
+            )
             for s in self.sources
         ]
 
@@ -78,30 +96,53 @@ class StratifiedPlan:
     def _sub(self, t: Topology, source: int) -> Topology:
         k = int(self.shares(t.batch_size)[source])
         if k == 0:
-            raise PlanError(f"batch_size {t.batch_size} leaves no room in a stratified batch for source "
-                            f"{source}, which the epoch started with; use a larger batch_size")
+            raise PlanError(
+                f"batch_size {t.batch_size} leaves no room in a stratified batch for source "
+                f"{source}, which the epoch started with; use a larger batch_size"
+            )
         return Topology(t.world_size, t.num_workers, k, t.drop_last, t.interleave)
 
     def _batches(self, t: Topology) -> int:
         total, quantum = int(self._quotas.sum()), t.slots * t.batch_size
         per_worker = total // quantum if t.drop_last else -(-total // quantum)
         if per_worker == 0:
-            raise PlanError(f"the sources' quotas ({total} samples) are fewer than "
-                            f"world_size*num_workers*batch_size = {quantum}")
+            raise PlanError(
+                f"the sources' quotas ({total} samples) are fewer than "
+                f"world_size*num_workers*batch_size = {quantum}"
+            )
         return per_worker
 
     def _base(self, source: int, t: Topology) -> Stream:
         """Source ``source``'s samples for an epoch that started on ``t`` (a source's topology)."""
         whole = self.resumes[0].topology if self.resumes else self.topology
         quota = int(self.shares(whole.batch_size)[source]) * self._batches(whole) * whole.slots
-        key = (self.mixing, counts_key(self.counts), source, quota, t, self.seed, self.epoch, self.shuffle)
+        key = (
+            self.mixing,
+            counts_key(self.counts),
+            source,
+            quota,
+            t,
+            self.seed,
+            self.epoch,
+            self.shuffle,
+        )
         return kept_stream(key, partial(self._build, source, quota, t))
 
     def _build(self, source: int, quota: int, t: Topology) -> Stream:
         b = self.mixing.bounds
-        segs = source_segments(self.counts, b[source], b[source + 1], quota, seed=self.seed,
-                               epoch=self.epoch, source=source, shuffle=self.shuffle)
-        return order_segments(segs, t, seed=self.seed, epoch=self.epoch, shuffle=self.shuffle, salt=source + 1)
+        segs = source_segments(
+            self.counts,
+            b[source],
+            b[source + 1],
+            quota,
+            seed=self.seed,
+            epoch=self.epoch,
+            source=source,
+            shuffle=self.shuffle,
+        )
+        return order_segments(
+            segs, t, seed=self.seed, epoch=self.epoch, shuffle=self.shuffle, salt=source + 1
+        )
 
     # -- the EpochPlan interface -----------------------------------------------------------
     @property
@@ -127,8 +168,10 @@ class StratifiedPlan:
     @property
     def num_left_out(self) -> int:
         slots, bpw = self.topology.slots, self.batches_per_worker
-        return sum(p.num_left_out + (p.batches_per_worker - bpw) * p.topology.batch_size * slots
-                   for p in self.parts)
+        return sum(
+            p.num_left_out + (p.batches_per_worker - bpw) * p.topology.batch_size * slots
+            for p in self.parts
+        )
 
     @property
     def num_padded(self) -> int:
@@ -162,9 +205,18 @@ class StratifiedPlan:
     def resume(self, consumed_batches: int, topology: Topology | None = None) -> StratifiedPlan:
         """The plan that continues this epoch after ``consumed_batches`` batches per rank."""
         if not 0 <= consumed_batches <= self.batches_per_rank:
-            raise PlanError(f"consumed_batches must be in [0, {self.batches_per_rank}], got {consumed_batches}")
+            raise PlanError(
+                f"consumed_batches must be in [0, {self.batches_per_rank}], got {consumed_batches}"
+            )
         continuing = bool(self.resumes) and self.resumes[-1].topology == self.topology
         previous = self.resumes[:-1] if continuing else self.resumes
         point = Resume(self.topology, self.consumed_batches + consumed_batches)
-        return StratifiedPlan(self.counts, topology or self.topology, self.mixing, seed=self.seed,
-                              epoch=self.epoch, shuffle=self.shuffle, resumes=[*previous, point])
+        return StratifiedPlan(
+            self.counts,
+            topology or self.topology,
+            self.mixing,
+            seed=self.seed,
+            epoch=self.epoch,
+            shuffle=self.shuffle,
+            resumes=[*previous, point],
+        )

@@ -147,7 +147,9 @@ def _wrapped(total: int, start: int, stop: int) -> Iterator[tuple[int, int]]:
 def unit_stream(counts: np.ndarray, order: np.ndarray) -> Stream:
     """Whole units in ``order`` (a permutation of unit ids)."""
     sizes = np.asarray(counts, dtype=np.int64)[order]
-    return Stream([Segment(u, 0, n) for u, n in zip(np.asarray(order).tolist(), sizes.tolist())], sizes)
+    return Stream(
+        [Segment(u, 0, n) for u, n in zip(np.asarray(order).tolist(), sizes.tolist())], sizes
+    )
 
 
 def range_segments(unit: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[Segment]:

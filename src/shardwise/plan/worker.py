@@ -67,17 +67,25 @@ class WorkerPlan:
             seen.setdefault(s.unit, None)
         return list(seen)
 
-    def _window_order(self, w: int, window: list[Segment], *, rows: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def _window_order(
+        self, w: int, window: list[Segment], *, rows: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Unit ids and positions of the window's samples in emitted order; with ``rows``,
         real row numbers (the epoch's row permutation applied) instead of positions."""
-        units = np.repeat(np.array([s.unit for s in window], dtype=np.int64), [s.size for s in window])
+        units = np.repeat(
+            np.array([s.unit for s in window], dtype=np.int64), [s.size for s in window]
+        )
         if rows:
             perms = [self.plan.row_perm(s.unit) for s in window]
-            pos = np.concatenate([p[s.lo : s.hi] if s.rows is None else p[s.rows] for p, s in zip(perms, window)])
+            pos = np.concatenate(
+                [p[s.lo : s.hi] if s.rows is None else p[s.rows] for p, s in zip(perms, window)]
+            )
         else:
             pos = np.concatenate([s.positions() for s in window])
         if self.plan.shuffle:
-            rng = rng_for(self.plan.seed, self.plan.epoch, self.plan.generation, self.slot, w, WINDOW)
+            rng = rng_for(
+                self.plan.seed, self.plan.epoch, self.plan.generation, self.slot, w, WINDOW
+            )
             order = stratified_order(units, self.topology.batch_size, rng)
             units, pos = units[order], pos[order]
         return units, pos

@@ -72,8 +72,16 @@ def _exists(url: str, opts: dict[str, Any]) -> bool:
         return bool(fs.exists(path))
 
 
-def _convert(files: list[str], data: str, format: str | None, target: int, on_error: OnError,
-             backend: BackendSpec, progress: bool, storage_options: dict[str, Any]) -> RunResult:
+def _convert(
+    files: list[str],
+    data: str,
+    format: str | None,
+    target: int,
+    on_error: OnError,
+    backend: BackendSpec,
+    progress: bool,
+    storage_options: dict[str, Any],
+) -> RunResult:
     """Every input as Parquet shards in ``data``: a pipeline with no operators, so the
     task lifecycle, the ledger and the all-or-nothing commit are the pipeline's own. A
     ``data`` directory already converted is kept as it is (delete it to convert again)."""
@@ -86,18 +94,34 @@ def _convert(files: list[str], data: str, format: str | None, target: int, on_er
 
     formats = {format or detect_format(f) for f in files}
     if len(formats) > 1:
-        raise ConfigError(f"the inputs mix formats ({', '.join(sorted(formats))}); prepare them separately "
-                          "or pass format=")
+        raise ConfigError(
+            f"the inputs mix formats ({', '.join(sorted(formats))}); prepare them separately "
+            "or pass format="
+        )
     remote = any(is_remote(f) for f in files)
-    pipeline = Pipeline(files, formats.pop(), on_error=on_error,
-                        read_options=(("storage_options", storage_options),) if remote else ())
-    writer = pipeline.write_parquet(data, target_shard_bytes=target,
-                                    **({"storage_options": storage_options} if is_remote(data) else {}))
+    pipeline = Pipeline(
+        files,
+        formats.pop(),
+        on_error=on_error,
+        read_options=(("storage_options", storage_options),) if remote else (),
+    )
+    writer = pipeline.write_parquet(
+        data,
+        target_shard_bytes=target,
+        **({"storage_options": storage_options} if is_remote(data) else {}),
+    )
     return writer.run(backend, progress=progress)
 
 
-def _download_all(files: list[str], raw: str, checksums: dict[str, str], backend: BackendSpec,
-                  progress: bool, opts: dict[str, Any], part_bytes: int) -> tuple[list[str], int]:
+def _download_all(
+    files: list[str],
+    raw: str,
+    checksums: dict[str, str],
+    backend: BackendSpec,
+    progress: bool,
+    opts: dict[str, Any],
+    part_bytes: int,
+) -> tuple[list[str], int]:
     """Download the remote ones of ``files`` into ``raw``; where every file now is, and the
     bytes kept from partial downloads."""
     from shardwise.parallel import parallel_map
@@ -107,12 +131,25 @@ def _download_all(files: list[str], raw: str, checksums: dict[str, str], backend
         return list(files), 0
     names = [f.rstrip("/").rsplit("/", 1)[-1] for f in remote]
     if len(set(names)) != len(names):
-        raise ConfigError("two remote inputs have the same file name; download them to separate dirs")
+        raise ConfigError(
+            "two remote inputs have the same file name; download them to separate dirs"
+        )
     dest_opts = opts if is_remote(raw) else {}
-    jobs = [Download(f, join(raw, n), checksums.get(f), _options_for(f, raw, opts), dest_opts, part_bytes)
-            for f, n in zip(remote, names)]
-    done = parallel_map(download, jobs, backend=backend, desc="download", progress=progress,
-                        count_unit="B", chunksize=1)
+    jobs = [
+        Download(
+            f, join(raw, n), checksums.get(f), _options_for(f, raw, opts), dest_opts, part_bytes
+        )
+        for f, n in zip(remote, names)
+    ]
+    done = parallel_map(
+        download,
+        jobs,
+        backend=backend,
+        desc="download",
+        progress=progress,
+        count_unit="B",
+        chunksize=1,
+    )
     by_url = {f: d for f, (d, _) in zip(remote, done)}
     return [by_url.get(f, f) for f in files], sum(r for _, r in done)
 
@@ -121,9 +158,15 @@ def _expand(sources: str | Sequence[str], out: str, opts: dict[str, Any]) -> lis
     """The files named; an ``http(s)://`` URL without a glob is one file (listing it as a
     possible directory would fetch the whole file on the driver)."""
     items = [sources] if isinstance(sources, str) else list(sources)
-    return [f for item in items
-            for f in ([item] if item.startswith(("http://", "https://")) and not set("*?[") & set(item)
-                      else expand(item, **_options_for(item, out, opts)))]
+    return [
+        f
+        for item in items
+        for f in (
+            [item]
+            if item.startswith(("http://", "https://")) and not set("*?[") & set(item)
+            else expand(item, **_options_for(item, out, opts))
+        )
+    ]
 
 
 def _index(data: str, backend: BackendSpec, progress: bool, opts: dict[str, Any]) -> Any:
@@ -188,8 +231,9 @@ def prepare(
     files = _expand(sources, out, opts)
     raw, data = join(out, "raw"), join(out, "data")
     if "download" in run:
-        local_files, resumed = _download_all(files, raw, checksums or {}, chosen["download"], progress, opts,
-                                             part_bytes)
+        local_files, resumed = _download_all(
+            files, raw, checksums or {}, chosen["download"], progress, opts, part_bytes
+        )
     else:
         local_files = [join(raw, f.rsplit("/", 1)[-1]) if is_remote(f) else f for f in files]
         resumed = 0
@@ -198,9 +242,19 @@ def prepare(
     if "convert" in run:
         missing = [f for f in local_files if not _exists(f, _options_for(f, out, opts))]
         if missing:
-            raise StorageError(f"input not found (run the download step first?): {missing[0]}", missing[0])
-        result = _convert(local_files, data, format, target_shard_bytes, check_on_error(on_error),
-                          chosen["convert"], progress, opts)
+            raise StorageError(
+                f"input not found (run the download step first?): {missing[0]}", missing[0]
+            )
+        result = _convert(
+            local_files,
+            data,
+            format,
+            target_shard_bytes,
+            check_on_error(on_error),
+            chosen["convert"],
+            progress,
+            opts,
+        )
         shards = [join(data, f["path"]) for f in result.files]
         quarantined = result.quarantined
     rows, location = 0, ""
@@ -209,5 +263,11 @@ def prepare(
         rows, location = index.num_samples, index.location
         shards = shards or [f.path for f in index.files]
     raw_prefix = raw.rstrip("/") + "/"
-    return PrepareResult([f for f in local_files if f.startswith(raw_prefix)], resumed, shards, rows, location,
-                         quarantined)
+    return PrepareResult(
+        [f for f in local_files if f.startswith(raw_prefix)],
+        resumed,
+        shards,
+        rows,
+        location,
+        quarantined,
+    )

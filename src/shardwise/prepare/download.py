@@ -90,10 +90,15 @@ class _Hasher:
 
     def check(self, size: int | None) -> None:
         if size is not None and self.size != size:
-            raise BadDownload(f"download of {self.url} has {self.size} bytes, expected {size}", self.url)
+            raise BadDownload(
+                f"download of {self.url} has {self.size} bytes, expected {size}", self.url
+            )
         if self.h is not None and self.h.hexdigest() != self.want.lower():
-            raise BadDownload(f"checksum mismatch for {self.url}: {self.algo} {self.h.hexdigest()} != "
-                               f"{self.want}", self.url)
+            raise BadDownload(
+                f"checksum mismatch for {self.url}: {self.algo} {self.h.hexdigest()} != "
+                f"{self.want}",
+                self.url,
+            )
 
 
 def _verify_local(path: str, size: int | None, job: Download) -> None:

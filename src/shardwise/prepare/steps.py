@@ -41,9 +41,14 @@ class Step:
         can = ", ".join(self.anywhere)
         if self.shared:
             can += f" (and {', '.join(self.shared)} when the output is shared storage such as s3://...)"
-        why = (f" with the local output {out!r}: its workers may run on other machines"
-               if backend in self.shared else "")
-        return UnsupportedError(f"step {self.name!r} cannot run on backend {backend!r}{why}; it runs on: {can}")
+        why = (
+            f" with the local output {out!r}: its workers may run on other machines"
+            if backend in self.shared
+            else ""
+        )
+        return UnsupportedError(
+            f"step {self.name!r} cannot run on backend {backend!r}{why}; it runs on: {can}"
+        )
 
 
 STEPS: dict[str, Step] = {
@@ -76,12 +81,16 @@ def backend_for(step: str, given: BackendSpec, out: str, shared_output: bool) ->
     scoped = step_backends()
     unknown = sorted(set(scoped) - set(STEPS) - set(ALIASES))
     if unknown:
-        raise ConfigError(f"parallel_backend(steps=...) names unknown steps {unknown}; known steps: "
-                          f"{', '.join([*STEPS, *ALIASES])}")
+        raise ConfigError(
+            f"parallel_backend(steps=...) names unknown steps {unknown}; known steps: "
+            f"{', '.join([*STEPS, *ALIASES])}"
+        )
     spec = STEPS[step]
     chosen: BackendSpec = given
     if chosen is None:
-        chosen = scoped.get(step) or next((b for s, b in scoped.items() if step in ALIASES.get(s, ())), None)
+        chosen = scoped.get(step) or next(
+            (b for s, b in scoped.items() if step in ALIASES.get(s, ())), None
+        )
     if chosen is not None:
         if not spec.can_run(_name(chosen), shared_output):
             raise spec.refuse(_name(chosen), out)

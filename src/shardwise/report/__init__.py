@@ -49,4 +49,3 @@ def write_run_report(run_dir: str, storage_options: dict[str, Any] | None = None
     with atomic_write(path, "w", **opts) as f:
         f.write(html)
     return path
-

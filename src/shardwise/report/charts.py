@@ -22,8 +22,14 @@ __all__ = ["Chart", "bars", "heatmap", "histogram", "line", "plotting", "timelin
 Chart = Callable[..., str]
 COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 WIDTH = 9.0  # inches (SVG: scaled to the page)
-_RC = {"svg.fonttype": "path", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
-       "axes.titlesize": 10, "axes.titleweight": "bold"}
+_RC = {
+    "svg.fonttype": "path",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.titlesize": 10,
+    "axes.titleweight": "bold",
+}
 
 
 def plotting() -> str | None:
@@ -39,8 +45,14 @@ def _mpl() -> ModuleType:
     return require("matplotlib", "charts in reports")
 
 
-def _draw(name: str, width: float, height: float, draw: Callable[[Any], None], alt: str,
-          left: float = 0.75) -> str:
+def _draw(
+    name: str,
+    width: float,
+    height: float,
+    draw: Callable[[Any], None],
+    alt: str,
+    left: float = 0.75,
+) -> str:
     """A figure of ``width`` x ``height`` inches drawn by ``draw(axes)``, as an ``<img>``.
     Margins are fixed (``left`` inches for the tick labels): a layout engine would draw
     every figure twice, the larger part of a report's time."""
@@ -49,18 +61,29 @@ def _draw(name: str, width: float, height: float, draw: Callable[[Any], None], a
 
     with mpl.rc_context({**_RC, "svg.hashsalt": name}):
         fig = Figure(figsize=(width, height))
-        fig.subplots_adjust(left=left / width, right=1 - 0.25 / width, bottom=0.5 / height,
-                            top=1 - 0.35 / height)
+        fig.subplots_adjust(
+            left=left / width, right=1 - 0.25 / width, bottom=0.5 / height, top=1 - 0.35 / height
+        )
         draw(fig.add_subplot())
         buf = io.BytesIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})
     data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return (f'<img class="chart" id="chart-{escape(name)}" alt="{escape(alt)}" '
-            f'src="data:image/svg+xml;base64,{data}">')
+    return (
+        f'<img class="chart" id="chart-{escape(name)}" alt="{escape(alt)}" '
+        f'src="data:image/svg+xml;base64,{data}">'
+    )
 
 
-def bars(name: str, labels: Sequence[str], values: Sequence[float], *, title: str, xlabel: str,
-         stacked: Sequence[tuple[str, Sequence[float]]] = (), log: bool = False) -> str:
+def bars(
+    name: str,
+    labels: Sequence[str],
+    values: Sequence[float],
+    *,
+    title: str,
+    xlabel: str,
+    stacked: Sequence[tuple[str, Sequence[float]]] = (),
+    log: bool = False,
+) -> str:
     """Horizontal bars, one per label (top to bottom), with the values written beside them;
     ``stacked`` adds named series after ``values`` on the same bars."""
     height = 1.1 + 0.28 * max(len(labels), 1)
@@ -72,8 +95,14 @@ def bars(name: str, labels: Sequence[str], values: Sequence[float], *, title: st
             ax.barh(y, vals, left=left, color=COLORS[i % len(COLORS)], label=series)
             left = [a + b for a, b in zip(left, vals)]
         for yy, total in zip(y, left):
-            ax.annotate(f"{total:,.6g}", (total, yy), xytext=(3, 0), textcoords="offset points",
-                        va="center", fontsize=8)
+            ax.annotate(
+                f"{total:,.6g}",
+                (total, yy),
+                xytext=(3, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+            )
         ax.set_yticks(y, [_short(label) for label in labels])
         ax.set_title(title, loc="left")
         ax.set_xlabel(xlabel)
@@ -87,11 +116,15 @@ def bars(name: str, labels: Sequence[str], values: Sequence[float], *, title: st
     return _draw(name, WIDTH, height, draw, title, left=left)
 
 
-def histogram(name: str, values: Sequence[float], *, title: str, xlabel: str, bins: int = 30) -> str:
+def histogram(
+    name: str, values: Sequence[float], *, title: str, xlabel: str, bins: int = 30
+) -> str:
     """A histogram of ``values``."""
 
     def draw(ax: Any) -> None:
-        ax.hist(values, bins=min(bins, max(len(set(values)), 1)), color=COLORS[0], edgecolor="white")
+        ax.hist(
+            values, bins=min(bins, max(len(set(values)), 1)), color=COLORS[0], edgecolor="white"
+        )
         ax.set_title(title, loc="left")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("count")
@@ -99,8 +132,9 @@ def histogram(name: str, values: Sequence[float], *, title: str, xlabel: str, bi
     return _draw(name, WIDTH, 2.6, draw, title)
 
 
-def line(name: str, xs: Sequence[float], ys: Sequence[float], *, title: str, xlabel: str,
-         ylabel: str) -> str:
+def line(
+    name: str, xs: Sequence[float], ys: Sequence[float], *, title: str, xlabel: str, ylabel: str
+) -> str:
     """A step line of ``ys`` over ``xs``."""
 
     def draw(ax: Any) -> None:
@@ -114,16 +148,24 @@ def line(name: str, xs: Sequence[float], ys: Sequence[float], *, title: str, xla
     return _draw(name, WIDTH, 2.6, draw, title)
 
 
-def timeline(name: str, rows: Sequence[Sequence[tuple[float, float, int]]], *, title: str,
-             legend: Sequence[str]) -> str:
+def timeline(
+    name: str,
+    rows: Sequence[Sequence[tuple[float, float, int]]],
+    *,
+    title: str,
+    legend: Sequence[str],
+) -> str:
     """One row per item (top to bottom) of ``(start, length, colour index)`` segments."""
     height = min(1.2 + 0.12 * len(rows), 9.0)
 
     def draw(ax: Any) -> None:
         for i, segments in enumerate(rows):
             colors = [COLORS[c % len(COLORS)] for _, _, c in segments]
-            ax.broken_barh([(s, max(w, 1e-6)) for s, w, _ in segments], (len(rows) - i - 0.4, 0.8),
-                           facecolors=colors)
+            ax.broken_barh(
+                [(s, max(w, 1e-6)) for s, w, _ in segments],
+                (len(rows) - i - 0.4, 0.8),
+                facecolors=colors,
+            )
         for c, label in enumerate(legend):
             ax.barh([0], [0], color=COLORS[c % len(COLORS)], label=label)
         ax.set_title(title, loc="left")
@@ -136,16 +178,24 @@ def timeline(name: str, rows: Sequence[Sequence[tuple[float, float, int]]], *, t
     return _draw(name, WIDTH, height, draw, title)
 
 
-def heatmap(name: str, matrix: Sequence[Sequence[float]], *, title: str, xlabel: str, ylabel: str,
-            unit: str) -> str:
+def heatmap(
+    name: str, matrix: Sequence[Sequence[float]], *, title: str, xlabel: str, ylabel: str, unit: str
+) -> str:
     """``matrix[row][column]`` as coloured cells with a colour bar starting at 0."""
     import numpy as np
 
     data = np.asarray(matrix, dtype=np.float64)
 
     def draw(ax: Any) -> None:
-        image = ax.imshow(data.T, aspect="auto", cmap="viridis", interpolation="nearest", origin="lower",
-                          vmin=0, vmax=max(float(data.max(initial=0.0)), 1e-9))
+        image = ax.imshow(
+            data.T,
+            aspect="auto",
+            cmap="viridis",
+            interpolation="nearest",
+            origin="lower",
+            vmin=0,
+            vmax=max(float(data.max(initial=0.0)), 1e-9),
+        )
         ax.figure.colorbar(image, ax=ax, label=unit, pad=0.01)
         ax.set_title(title, loc="left")
         ax.set_xlabel(xlabel)

@@ -39,7 +39,11 @@ class Section:
         return self.add(f'<p class="note">{escape(text)}</p>')
 
     def render(self) -> str:
-        return f'<section id="{escape(self.anchor)}"><h2>{escape(self.title)}</h2>\n' + "\n".join(self.parts) + "</section>"
+        return (
+            f'<section id="{escape(self.anchor)}"><h2>{escape(self.title)}</h2>\n'
+            + "\n".join(self.parts)
+            + "</section>"
+        )
 
 
 def _cell(value: object, tag: str) -> str:
@@ -49,18 +53,27 @@ def _cell(value: object, tag: str) -> str:
     return f'<{tag} class="num">{text}</{tag}>'
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, table_id: str = "",
-          sample: Sequence[int] = ()) -> str:
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    *,
+    table_id: str = "",
+    sample: Sequence[int] = (),
+) -> str:
     """An HTML table; numbers are right-aligned with thousands separators, columns listed
     in ``sample`` hold long text."""
     attr = f' id="{escape(table_id)}"' if table_id else ""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []
     for row in rows:
-        cells = [f'<td class="sample">{escape(str(v))}</td>' if i in sample else _cell(v, "td")
-                 for i, v in enumerate(row)]
+        cells = [
+            f'<td class="sample">{escape(str(v))}</td>' if i in sample else _cell(v, "td")
+            for i, v in enumerate(row)
+        ]
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>" + "".join(body) + "</tbody></table>"
+    return (
+        f"<table{attr}><thead><tr>{head}</tr></thead><tbody>" + "".join(body) + "</tbody></table>"
+    )
 
 
 def key_values(rows: Sequence[tuple[str, object]], *, table_id: str = "") -> str:
@@ -74,13 +87,13 @@ def page(title: str, subtitle: str, sections: Sequence[Section]) -> str:
     """The whole document."""
     nav = " · ".join(f'<a href="#{escape(s.anchor)}">{escape(s.title)}</a>' for s in sections)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         # nothing may be fetched: images are data: URIs, styles inline
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "img-src data:; style-src 'unsafe-inline'\">"
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>\n"
-        f"<h1>{escape(title)}</h1><p class=\"note\">{escape(subtitle)}</p><nav>{nav}</nav>\n"
+        f'<h1>{escape(title)}</h1><p class="note">{escape(subtitle)}</p><nav>{nav}</nav>\n'
         + "\n".join(s.render() for s in sections)
         + "\n</body></html>\n"
     )

@@ -123,8 +123,15 @@ class RunReport:
         """The report whose :meth:`to_json` gave ``data``."""
         plain = {k: v for k, v in data.items() if k not in ("unaccounted", "throughput")}
         plain["tasks"] = [TaskTime(**t) for t in data["tasks"]]
-        plain["dedup"] = [DedupStage(d["name"], d["summary"], {int(k): v for k, v in d["cluster_sizes"].items()},
-                                     d["examples"]) for d in data["dedup"]]
+        plain["dedup"] = [
+            DedupStage(
+                d["name"],
+                d["summary"],
+                {int(k): v for k, v in d["cluster_sizes"].items()},
+                d["examples"],
+            )
+            for d in data["dedup"]
+        ]
         return cls(**plain)
 
 
@@ -134,13 +141,24 @@ def _read_json(url: str, storage_options: dict[str, Any]) -> Any:
 
 
 def _task(data: dict[str, Any]) -> TaskTime:
-    stages = data.get("stages") or [{"stage": data.get("stage", 0), "started": data.get("started", 0.0),
-                                      "seconds": data.get("seconds", 0.0)}]
-    return TaskTime(int(data["task"]), int(data["rows_in"]), int(data["rows_out"]),
-                    [{k: float(v) if k != "stage" else int(v) for k, v in s.items()} for s in stages])
+    stages = data.get("stages") or [
+        {
+            "stage": data.get("stage", 0),
+            "started": data.get("started", 0.0),
+            "seconds": data.get("seconds", 0.0),
+        }
+    ]
+    return TaskTime(
+        int(data["task"]),
+        int(data["rows_in"]),
+        int(data["rows_out"]),
+        [{k: float(v) if k != "stage" else int(v) for k, v in s.items()} for s in stages],
+    )
 
 
-def _cluster_sizes(run_dir: str, summary: dict[str, Any], storage_options: dict[str, Any]) -> dict[int, int]:
+def _cluster_sizes(
+    run_dir: str, summary: dict[str, Any], storage_options: dict[str, Any]
+) -> dict[int, int]:
     """``{cluster size: clusters}`` from the stage's audit table (next to the manifest)."""
     audit = summary.get("audit")
     if not audit:
@@ -154,7 +172,9 @@ def _cluster_sizes(run_dir: str, summary: dict[str, Any], storage_options: dict[
     if table.num_rows == 0 or not {"kept_task", "kept_row"} <= set(table.column_names):
         return {}  # empty, or a custom operator's own audit
     kept = np.stack([table["kept_task"].to_numpy(), table["kept_row"].to_numpy()], axis=1)
-    sizes, counts = np.unique(np.unique(kept, axis=0, return_counts=True)[1] + 1, return_counts=True)
+    sizes, counts = np.unique(
+        np.unique(kept, axis=0, return_counts=True)[1] + 1, return_counts=True
+    )
     return {int(s): int(c) for s, c in zip(sizes, counts)}
 
 
@@ -169,14 +189,36 @@ def load_run(run_dir: str, storage_options: dict[str, Any] | None = None) -> Run
     manifest_path = join(run_dir, MANIFEST_NAME)
     fs, local = resolve(manifest_path, **opts)
     if not fs.exists(local):
-        raise StorageError(f"{run_dir}: no {MANIFEST_NAME} here; give the output directory of a finished run")
+        raise StorageError(
+            f"{run_dir}: no {MANIFEST_NAME} here; give the output directory of a finished run"
+        )
     m = _read_json(manifest_path, opts)
-    tasks = [_task(_read_json(join(run_dir, "_manifests", f"task-{t:05d}.json"), opts))
-             for t in range(int(m["tasks"]))]
-    dedup = [DedupStage(name, {k: v for k, v in s.items() if k != "examples"},
-                        _cluster_sizes(run_dir, s, opts), list(s.get("examples", [])))
-             for name, s in m.get("dedup", {}).items()]
-    return RunReport(run_dir, int(m["rows_in"]), int(m["rows_out"]), m["dropped"], int(m["quarantined"]),
-                     m.get("quarantine_examples", []), m["files"], m.get("operators", []),
-                     m.get("stages", []), tasks, dedup, float(m.get("started", 0.0)),
-                     float(m.get("seconds", 0.0)), manifest=m)
+    tasks = [
+        _task(_read_json(join(run_dir, "_manifests", f"task-{t:05d}.json"), opts))
+        for t in range(int(m["tasks"]))
+    ]
+    dedup = [
+        DedupStage(
+            name,
+            {k: v for k, v in s.items() if k != "examples"},
+            _cluster_sizes(run_dir, s, opts),
+            list(s.get("examples", [])),
+        )
+        for name, s in m.get("dedup", {}).items()
+    ]
+    return RunReport(
+        run_dir,
+        int(m["rows_in"]),
+        int(m["rows_out"]),
+        m["dropped"],
+        int(m["quarantined"]),
+        m.get("quarantine_examples", []),
+        m["files"],
+        m.get("operators", []),
+        m.get("stages", []),
+        tasks,
+        dedup,
+        float(m.get("started", 0.0)),
+        float(m.get("seconds", 0.0)),
+        manifest=m,
+    )

@@ -52,10 +52,16 @@ class PlanView:
         return out
 
 
-def _worker_numbers(plan: Plan, unit_bytes: np.ndarray, prefetch_windows: int) -> tuple[np.ndarray, ...]:
+def _worker_numbers(
+    plan: Plan, unit_bytes: np.ndarray, prefetch_windows: int
+) -> tuple[np.ndarray, ...]:
     t = plan.topology
     shape = (t.world_size, t.num_workers)
-    samples, units, peak = np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+    samples, units, peak = (
+        np.zeros(shape, np.int64),
+        np.zeros(shape, np.int64),
+        np.zeros(shape, np.int64),
+    )
     readers = np.zeros(len(unit_bytes), np.int64)
     for rank in range(t.world_size):
         for w in range(t.num_workers):
@@ -64,7 +70,9 @@ def _worker_numbers(plan: Plan, unit_bytes: np.ndarray, prefetch_windows: int) -
             samples[rank, w], units[rank, w] = wp.num_samples, len(used)
             readers[used] += 1
             sizes = [int(unit_bytes[wu].sum()) for wu, _, _ in wp.iter_windows()]
-            peak[rank, w] = max((sum(sizes[i : i + prefetch_windows]) for i in range(len(sizes))), default=0)
+            peak[rank, w] = max(
+                (sum(sizes[i : i + prefetch_windows]) for i in range(len(sizes))), default=0
+            )
     return samples, units, peak, readers
 
 
@@ -81,25 +89,50 @@ def _padded(plan: Plan) -> list[list[int]]:
     return out
 
 
-def plan_view(plan: Plan, unit_bytes: Sequence[int] | np.ndarray, *, samples_total: int,
-              sources: Sequence[Mapping[str, Any]] = (), prefetch_windows: int = 2,
-              replication: int = 1) -> PlanView:
+def plan_view(
+    plan: Plan,
+    unit_bytes: Sequence[int] | np.ndarray,
+    *,
+    samples_total: int,
+    sources: Sequence[Mapping[str, Any]] = (),
+    prefetch_windows: int = 2,
+    replication: int = 1,
+) -> PlanView:
     """The view of ``plan`` given each unit's size in bytes and the dataset's samples;
     ``sources`` are rows (name, units, samples, quota...) of a mixed dataset, none for a
     single source; ``replication`` training ranks per rank of the plan (model-parallel
     groups), to label ranks by group."""
     unit_bytes = np.asarray(unit_bytes, dtype=np.int64)
     summary = plan_report(plan, unit_bytes, prefetch_windows)
-    summary.update({"interleave": plan.topology.interleave, "drop_last": plan.topology.drop_last,
-                    "samples_total": int(samples_total), "replication": int(replication)})
+    summary.update(
+        {
+            "interleave": plan.topology.interleave,
+            "drop_last": plan.topology.drop_last,
+            "samples_total": int(samples_total),
+            "replication": int(replication),
+        }
+    )
     samples, units, peak, readers = _worker_numbers(plan, unit_bytes, prefetch_windows)
     counts = np.bincount(readers[readers > 0])
-    return PlanView(summary, samples.tolist(), units.tolist(), peak.tolist(), _padded(plan),
-                    {int(k): int(v) for k, v in enumerate(counts) if v}, [dict(s) for s in sources])
+    return PlanView(
+        summary,
+        samples.tolist(),
+        units.tolist(),
+        peak.tolist(),
+        _padded(plan),
+        {int(k): int(v) for k, v in enumerate(counts) if v},
+        [dict(s) for s in sources],
+    )
 
 
-def source_rows(mixing: Mixing, counts: Sequence[int] | np.ndarray, topology: Topology, *,
-                names: Sequence[str] = (), canonical_workers: int | None = None) -> list[dict[str, Any]]:
+def source_rows(
+    mixing: Mixing,
+    counts: Sequence[int] | np.ndarray,
+    topology: Topology,
+    *,
+    names: Sequence[str] = (),
+    canonical_workers: int | None = None,
+) -> list[dict[str, Any]]:
     """The per-source rows of a mixed plan: units, samples stored, the rule, and the
     samples the epoch takes from each (its exact quota)."""
     sizes = mixing.sizes(np.asarray(counts, dtype=np.int64)).tolist()
@@ -108,10 +141,16 @@ def source_rows(mixing: Mixing, counts: Sequence[int] | np.ndarray, topology: To
     rows = []
     for s, rule in enumerate(mixing.rules):
         given = {k: v for k, v in vars(rule).items() if v is not None}
-        rows.append({"source": names[s] if s < len(names) else f"source {s}",
-                     "units": mixing.bounds[s + 1] - mixing.bounds[s], "samples stored": sizes[s],
-                     "rule": ", ".join(f"{k}={v}" for k, v in given.items()) or "repeat=1",
-                     "samples this epoch": epoch[s], "share": f"{100 * epoch[s] / total:.2f}%"})
+        rows.append(
+            {
+                "source": names[s] if s < len(names) else f"source {s}",
+                "units": mixing.bounds[s + 1] - mixing.bounds[s],
+                "samples stored": sizes[s],
+                "rule": ", ".join(f"{k}={v}" for k, v in given.items()) or "repeat=1",
+                "samples this epoch": epoch[s],
+                "share": f"{100 * epoch[s] / total:.2f}%",
+            }
+        )
     return rows
 
 
@@ -123,10 +162,21 @@ def render_plan(view: PlanView, title: str = "shardwise plan view") -> str:
     """The plan view as a self-contained HTML page."""
     missing = charts.plotting()
     s = view.summary
-    subtitle = (f"{_ranks(s)} x {s['workers_per_rank']} workers, batch {s['batch_size']}, "
-                f"interleave {s['interleave']}, drop_last={s['drop_last']}")
-    return page(title, subtitle, [_steps(view, missing), _edges(view), _reads(view, missing),
-                                  _sources(view), _memory(view, missing)])
+    subtitle = (
+        f"{_ranks(s)} x {s['workers_per_rank']} workers, batch {s['batch_size']}, "
+        f"interleave {s['interleave']}, drop_last={s['drop_last']}"
+    )
+    return page(
+        title,
+        subtitle,
+        [
+            _steps(view, missing),
+            _edges(view),
+            _reads(view, missing),
+            _sources(view),
+            _memory(view, missing),
+        ],
+    )
 
 
 def _ranks(s: Mapping[str, Any]) -> str:
@@ -144,19 +194,42 @@ def _steps(v: PlanView, missing: str | None) -> Section:
     s = v.summary
     sec = Section("Steps per rank and worker", "steps")
     if missing:
-        sec.add(f'<p class="bad" id="no-charts">Charts are not drawn: {missing}. Tables follow.</p>')
-    sec.add(key_values([("samples in the dataset", s["samples_total"]), ("steps per rank", s["steps_per_rank"]),
-                        ("samples per rank", s["samples_per_rank"]),
-                        ("samples per worker", s["samples_per_rank"] // max(s["workers_per_rank"], 1))],
-                       table_id="steps-summary"))
+        sec.add(
+            f'<p class="bad" id="no-charts">Charts are not drawn: {missing}. Tables follow.</p>'
+        )
+    sec.add(
+        key_values(
+            [
+                ("samples in the dataset", s["samples_total"]),
+                ("steps per rank", s["steps_per_rank"]),
+                ("samples per rank", s["samples_per_rank"]),
+                ("samples per worker", s["samples_per_rank"] // max(s["workers_per_rank"], 1)),
+            ],
+            table_id="steps-summary",
+        )
+    )
     if not missing:
-        sec.add(charts.heatmap("samples", v.samples, title=f"samples per ({_who(s)}, worker): equal everywhere",
-                               xlabel=_who(s), ylabel="worker", unit="samples"))
+        sec.add(
+            charts.heatmap(
+                "samples",
+                v.samples,
+                title=f"samples per ({_who(s)}, worker): equal everywhere",
+                xlabel=_who(s),
+                ylabel="worker",
+                unit="samples",
+            )
+        )
     first = "ranks" if s.get("replication", 1) == 1 else "groups (their ranks)"
-    return sec.add(table([first, "steps", "samples", "fewest per worker", "most per worker"],
-                         _rank_ranges([(s["steps_per_rank"], sum(w), min(w), max(w)) for w in v.samples],
-                                      s.get("replication", 1)),
-                         table_id="rank-table"))
+    return sec.add(
+        table(
+            [first, "steps", "samples", "fewest per worker", "most per worker"],
+            _rank_ranges(
+                [(s["steps_per_rank"], sum(w), min(w), max(w)) for w in v.samples],
+                s.get("replication", 1),
+            ),
+            table_id="rank-table",
+        )
+    )
 
 
 def _span(a: int, b: int) -> str:
@@ -182,39 +255,79 @@ def _edges(v: PlanView) -> Section:
     s = v.summary
     sec = Section("Padding or dropping", "edges")
     if s["drop_last"]:
-        sec.add(f"<p>drop_last=True: <b>{s['samples_left_out']:,}</b> samples are left out this epoch "
-                f"(always fewer than {_who(s)}s x workers x batch = "
-                f"{s['world_size'] * s['workers_per_rank'] * s['batch_size']:,}).</p>")
+        sec.add(
+            f"<p>drop_last=True: <b>{s['samples_left_out']:,}</b> samples are left out this epoch "
+            f"(always fewer than {_who(s)}s x workers x batch = "
+            f"{s['world_size'] * s['workers_per_rank'] * s['batch_size']:,}).</p>"
+        )
     else:
-        sec.add(f"<p>drop_last=False: <b>{s['samples_padded']:,}</b> samples are repeated from the start "
-                "of the epoch's order to fill the last batches.</p>")
+        sec.add(
+            f"<p>drop_last=False: <b>{s['samples_padded']:,}</b> samples are repeated from the start "
+            "of the epoch's order to fill the last batches.</p>"
+        )
     padded = [(r, w, n) for r, row in enumerate(v.padded) for w, n in enumerate(row) if n]
     if padded:
         sec.add(table([_who(s), "worker", "padded samples"], padded, table_id="padded-table"))
-    return sec.add(key_values([("left out", s["samples_left_out"]), ("padded", s["samples_padded"])],
-                              table_id="edges-table"))
+    return sec.add(
+        key_values(
+            [("left out", s["samples_left_out"]), ("padded", s["samples_padded"])],
+            table_id="edges-table",
+        )
+    )
 
 
 def _reads(v: PlanView, missing: str | None) -> Section:
     sec = Section("Read amplification", "reads")
-    sec.add(f"<p><b>{v.summary['read_amplification']:.3f}x</b>: bytes read by all workers over the bytes "
-            "of the units in use (1.000x: every unit read once; a unit cut between two workers, or "
-            "padding, is read twice)" + (f"; per group: each of a group's {v.summary['replication']} ranks "
-                                         "reads the same units" if v.summary.get("replication", 1) > 1 else "")
-            + ".</p>")
+    sec.add(
+        f"<p><b>{v.summary['read_amplification']:.3f}x</b>: bytes read by all workers over the bytes "
+        "of the units in use (1.000x: every unit read once; a unit cut between two workers, or "
+        "padding, is read twice)"
+        + (
+            f"; per group: each of a group's {v.summary['replication']} ranks reads the same units"
+            if v.summary.get("replication", 1) > 1
+            else ""
+        )
+        + ".</p>"
+    )
     keys = sorted(v.reads_per_unit)
     if not missing and keys:
-        sec.add(charts.bars("reads", [f"read by {k} worker(s)" for k in keys], [v.reads_per_unit[k] for k in keys],
-                            title="units by number of workers reading them", xlabel="units"))
-    sec.add(table(["workers reading the unit", "units"], [(k, v.reads_per_unit[k]) for k in keys],
-                  table_id="reads-table"))
+        sec.add(
+            charts.bars(
+                "reads",
+                [f"read by {k} worker(s)" for k in keys],
+                [v.reads_per_unit[k] for k in keys],
+                title="units by number of workers reading them",
+                xlabel="units",
+            )
+        )
+    sec.add(
+        table(
+            ["workers reading the unit", "units"],
+            [(k, v.reads_per_unit[k]) for k in keys],
+            table_id="reads-table",
+        )
+    )
     if not missing:
-        sec.add(charts.heatmap("units", v.units, title=f"units read per ({_who(v.summary)}, worker)",
-                               xlabel=_who(v.summary),
-                               ylabel="worker", unit="units"))
+        sec.add(
+            charts.heatmap(
+                "units",
+                v.units,
+                title=f"units read per ({_who(v.summary)}, worker)",
+                xlabel=_who(v.summary),
+                ylabel="worker",
+                unit="units",
+            )
+        )
     flat = [n for row in v.units for n in row]
-    return sec.add(key_values([("fewest units per worker", min(flat, default=0)),
-                               ("most units per worker", max(flat, default=0))], table_id="units-table"))
+    return sec.add(
+        key_values(
+            [
+                ("fewest units per worker", min(flat, default=0)),
+                ("most units per worker", max(flat, default=0)),
+            ],
+            table_id="units-table",
+        )
+    )
 
 
 def _sources(v: PlanView) -> Section:
@@ -223,20 +336,41 @@ def _sources(v: PlanView) -> Section:
         sec.note("one source: nothing is mixed")
         return sec.add(table(["source", "samples"], [], table_id="sources-table"))
     headers = list(dict.fromkeys(k for row in v.sources for k in row))
-    return sec.add(table(headers, [[row.get(h, "") for h in headers] for row in v.sources], table_id="sources-table"))
+    return sec.add(
+        table(
+            headers,
+            [[row.get(h, "") for h in headers] for row in v.sources],
+            table_id="sources-table",
+        )
+    )
 
 
 def _memory(v: PlanView, missing: str | None) -> Section:
     sec = Section("Memory a worker holds", "memory")
     flat = [b for row in v.peak_bytes for b in row]
-    sec.add(f"<p>Largest on-storage bytes of two consecutive windows of one worker (the window being "
-            f"mixed and the one read ahead): <b>{_mib(max(flat, default=0))}</b>. Decoded Arrow data is "
-            "usually larger.</p>")
+    sec.add(
+        f"<p>Largest on-storage bytes of two consecutive windows of one worker (the window being "
+        f"mixed and the one read ahead): <b>{_mib(max(flat, default=0))}</b>. Decoded Arrow data is "
+        "usually larger.</p>"
+    )
     if not missing and flat:
-        sec.add(charts.heatmap("memory", [[b / 2**20 for b in row] for row in v.peak_bytes],
-                               title=f"peak buffered bytes per ({_who(v.summary)}, worker)",
-                               xlabel=_who(v.summary), ylabel="worker",
-                               unit="MiB"))
-    return sec.add(key_values([("smallest peak, bytes", min(flat, default=0)),
-                               ("median peak, bytes", int(np.median(flat)) if flat else 0),
-                               ("largest peak, bytes", max(flat, default=0))], table_id="memory-table"))
+        sec.add(
+            charts.heatmap(
+                "memory",
+                [[b / 2**20 for b in row] for row in v.peak_bytes],
+                title=f"peak buffered bytes per ({_who(v.summary)}, worker)",
+                xlabel=_who(v.summary),
+                ylabel="worker",
+                unit="MiB",
+            )
+        )
+    return sec.add(
+        key_values(
+            [
+                ("smallest peak, bytes", min(flat, default=0)),
+                ("median peak, bytes", int(np.median(flat)) if flat else 0),
+                ("largest peak, bytes", max(flat, default=0)),
+            ],
+            table_id="memory-table",
+        )
+    )

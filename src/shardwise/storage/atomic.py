@@ -29,7 +29,9 @@ def temp_name(path: str) -> str:
 
 
 @contextmanager
-def atomic_write(url: str, mode: str = "wb", *, durable: bool = True, **storage_options: Any) -> Iterator[IO[Any]]:
+def atomic_write(
+    url: str, mode: str = "wb", *, durable: bool = True, **storage_options: Any
+) -> Iterator[IO[Any]]:
     """Open ``url`` for writing so that it appears whole or not at all.
 
     ``durable=False`` skips the fsync before a local rename: the file still appears whole

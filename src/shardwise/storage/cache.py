@@ -26,6 +26,7 @@ from shardwise.storage.lease import FileLock, owner_id
 
 __all__ = ["CacheStats", "NodeCache"]
 
+
 @dataclass
 class CacheStats:
     """What one process did with the cache (downloads are also journaled per node)."""
@@ -72,8 +73,14 @@ class NodeCache:
             before reading it without caching (a stopped, not dead, downloader).
     """
 
-    def __init__(self, root: str, budget_bytes: int, *, wait_seconds: float = 10.0,
-                 lock_timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        root: str,
+        budget_bytes: int,
+        *,
+        wait_seconds: float = 10.0,
+        lock_timeout: float = 600.0,
+    ) -> None:
         if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, int) or budget_bytes <= 0:
             raise ConfigError(f"cache_bytes must be a positive integer, got {budget_bytes!r}")
         if not root:
@@ -93,8 +100,12 @@ class NodeCache:
         self.stats = CacheStats()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root, "budget_bytes": self.budget_bytes,
-                "wait_seconds": self.wait_seconds, "lock_timeout": self.lock_timeout}
+        return {
+            "root": self.root,
+            "budget_bytes": self.budget_bytes,
+            "wait_seconds": self.wait_seconds,
+            "lock_timeout": self.lock_timeout,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -112,7 +123,9 @@ class NodeCache:
 
     # -- reading ----------------------------------------------------------------------
     @contextlib.contextmanager
-    def lease(self, extent: Extent, fetch: Callable[[], Iterable[bytes]]) -> Iterator[bytes | EntryView | None]:
+    def lease(
+        self, extent: Extent, fetch: Callable[[], Iterable[bytes]]
+    ) -> Iterator[bytes | EntryView | None]:
         """Hold ``extent``'s entry for a ``with`` block: yields its verified bytes
         (downloading them with ``fetch`` if no process of this node has; an entry found
         on disk is an :class:`EntryView`, read on demand until the block ends), or None
@@ -131,7 +144,9 @@ class NodeCache:
             if data is not None:
                 self._unlease(extent.key)
 
-    def _acquire(self, extent: Extent, fetch: Callable[[], Iterable[bytes]]) -> bytes | EntryView | None:
+    def _acquire(
+        self, extent: Extent, fetch: Callable[[], Iterable[bytes]]
+    ) -> bytes | EntryView | None:
         found = self._hit(extent)
         if found is not None:
             return found
@@ -175,7 +190,11 @@ class NodeCache:
         with self._mutex:
             n = self._leases.get(key, 0)
             if n == 0:
-                os.close(os.open(self._path("leases", f"{key}.{owner_id()}"), os.O_CREAT | os.O_WRONLY, 0o666))
+                os.close(
+                    os.open(
+                        self._path("leases", f"{key}.{owner_id()}"), os.O_CREAT | os.O_WRONLY, 0o666
+                    )
+                )
             self._leases[key] = n + 1
 
     def _unlease(self, key: str) -> None:
@@ -219,7 +238,9 @@ class NodeCache:
     def _journal(self, kind: str, key: str, source: str, nbytes: int, start: int = -1) -> None:
         """Record one fetch in the node's journal, so what every process of the node
         fetched can be counted afterwards."""
-        append_journal(self.root, {"kind": kind, "key": key, "source": source, "start": start, "bytes": nbytes})
+        append_journal(
+            self.root, {"kind": kind, "key": key, "source": source, "start": start, "bytes": nbytes}
+        )
 
     def _reserve(self, key: str, need: int) -> str | None:
         """A part file counted as ``need`` bytes, once there is room; None if there is none."""

@@ -48,9 +48,13 @@ def cache_directory(path: str) -> str:
         StorageError: ``path`` holds no shardwise node cache.
     """
     for root in (os.path.join(path, "units"), path):
-        if os.path.isdir(os.path.join(root, "entries")) and os.path.isdir(os.path.join(root, "leases")):
+        if os.path.isdir(os.path.join(root, "entries")) and os.path.isdir(
+            os.path.join(root, "leases")
+        ):
             return root
-    raise StorageError(f"not a shardwise cache directory (no entries/ and leases/ inside): {path}", path)
+    raise StorageError(
+        f"not a shardwise cache directory (no entries/ and leases/ inside): {path}", path
+    )
 
 
 def _stale_count(root: str) -> int:

@@ -13,8 +13,17 @@ from dataclasses import dataclass
 
 from shardwise.errors import StorageError
 
-__all__ = ["BadEntry", "EntryView", "Extent", "forget_verified", "is_verified", "mark_verified", "open_entry",
-           "read_entry", "write_entry"]
+__all__ = [
+    "BadEntry",
+    "EntryView",
+    "Extent",
+    "forget_verified",
+    "is_verified",
+    "mark_verified",
+    "open_entry",
+    "read_entry",
+    "write_entry",
+]
 
 MAGIC = b"SWCACHE1"
 CRC_STEP = 8 * 2**20
@@ -48,15 +57,21 @@ class Extent:
 
     def record(self, crc: int) -> bytes:
         """The trailer written after the bytes: a JSON record, its length, the magic."""
-        body = json.dumps({"source": self.source, "start": self.start, "end": self.end,
-                           "version": self.version, "length": self.length, "crc32": f"{crc:08x}"}).encode()
+        body = json.dumps(
+            {
+                "source": self.source,
+                "start": self.start,
+                "end": self.end,
+                "version": self.version,
+                "length": self.length,
+                "crc32": f"{crc:08x}",
+            }
+        ).encode()
         return body + len(body).to_bytes(8, "little") + MAGIC
-
 
 
 class BadEntry(Exception):
     """An entry whose record, length or checksum does not match."""
-
 
 
 class EntryView:
@@ -82,15 +97,22 @@ class EntryView:
         want = max(0, stop - start)
         data = os.pread(self._fd, want, start) if want else b""
         if len(data) != want:
-            raise StorageError(f"cache entry {self.path} shrank while in use (read {len(data)} of {want} bytes "
-                               f"at {start})", self.path)
+            raise StorageError(
+                f"cache entry {self.path} shrank while in use (read {len(data)} of {want} bytes "
+                f"at {start})",
+                self.path,
+            )
         return data
 
     def __bytes__(self) -> bytes:
         return self[:]
 
     def __eq__(self, other: object) -> bool:
-        return bytes(self) == other if isinstance(other, (bytes, bytearray, memoryview, EntryView)) else NotImplemented
+        return (
+            bytes(self) == other
+            if isinstance(other, (bytes, bytearray, memoryview, EntryView))
+            else NotImplemented
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -129,8 +151,15 @@ def _checked(fd: int, path: str, extent: Extent | None, check_crc: bool) -> Entr
         raise BadEntry(f"unreadable record ({exc})") from None
     length = total - 16 - size
     if not isinstance(rec, dict) or rec.get("length") != length:
-        raise BadEntry(f"{length} bytes, the record says {rec.get('length') if isinstance(rec, dict) else '?'}")
-    found = Extent(str(rec.get("source")), int(rec.get("start", -1)), int(rec.get("end", -1)), str(rec.get("version")))
+        raise BadEntry(
+            f"{length} bytes, the record says {rec.get('length') if isinstance(rec, dict) else '?'}"
+        )
+    found = Extent(
+        str(rec.get("source")),
+        int(rec.get("start", -1)),
+        int(rec.get("end", -1)),
+        str(rec.get("version")),
+    )
     if found.key != os.path.basename(path) or (extent is not None and found != extent):
         raise BadEntry("the record names another range or object version")
     if check_crc:
@@ -172,8 +201,11 @@ def write_entry(path: str, extent: Extent, chunks: Iterable[bytes]) -> bytes:
             parts.append(chunk)
         data = b"".join(parts)
         if len(data) != extent.length:
-            raise StorageError(f"got {len(data)} bytes of {extent.source} [{extent.start}, {extent.end}), "
-                               f"expected {extent.length}", extent.source)
+            raise StorageError(
+                f"got {len(data)} bytes of {extent.source} [{extent.start}, {extent.end}), "
+                f"expected {extent.length}",
+                extent.source,
+            )
         f.write(extent.record(crc))
         f.flush()
         os.fsync(f.fileno())

@@ -22,8 +22,25 @@ import re
 __all__ = ["mappable", "parse_mountinfo"]
 
 # filesystems whose page faults are served from a local disk or from memory
-LOCAL_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "jfs", "reiserfs",
-                               "tmpfs", "ramfs", "overlay", "squashfs", "vfat", "exfat"})
+LOCAL_FILESYSTEMS = frozenset(
+    {
+        "ext2",
+        "ext3",
+        "ext4",
+        "xfs",
+        "btrfs",
+        "zfs",
+        "f2fs",
+        "jfs",
+        "reiserfs",
+        "tmpfs",
+        "ramfs",
+        "overlay",
+        "squashfs",
+        "vfat",
+        "exfat",
+    }
+)
 
 
 def parse_mountinfo(text: str) -> list[tuple[str, str]]:

@@ -30,7 +30,10 @@ class Bytes(Protocol):
 
     def __getitem__(self, index: slice, /) -> bytes: ...
 
-_SERVED: ContextVar[dict[str, Callable[[], IO[bytes]]] | None] = ContextVar("shardwise_served", default=None)
+
+_SERVED: ContextVar[dict[str, Callable[[], IO[bytes]]] | None] = ContextVar(
+    "shardwise_served", default=None
+)
 
 
 class SparseFile(io.RawIOBase):
@@ -49,8 +52,13 @@ class SparseFile(io.RawIOBase):
             code that reads file objects handles it as one).
     """
 
-    def __init__(self, size: int, pieces: list[tuple[int, Bytes]], fallback: RangeReader | None = None,
-                 url: str = "<cached file>") -> None:
+    def __init__(
+        self,
+        size: int,
+        pieces: list[tuple[int, Bytes]],
+        fallback: RangeReader | None = None,
+        url: str = "<cached file>",
+    ) -> None:
         super().__init__()
         self._url = url
         self._size = size
@@ -107,14 +115,19 @@ class SparseFile(io.RawIOBase):
         i = bisect.bisect_right(self._starts, start)
         stop = min(end, self._starts[i]) if i < len(self._starts) else end
         if self._fallback is None:
-            raise StorageError(f"{self._url}: bytes {start}-{stop} are not in the cached pieces and no remote file "
-                               "was given",
-                               self._url)
+            raise StorageError(
+                f"{self._url}: bytes {start}-{stop} are not in the cached pieces and no remote file "
+                "was given",
+                self._url,
+            )
         self.misses += 1
         data = self._fallback(start, stop)
         if not data:
-            raise StorageError(f"{self._url}: the remote file ends at byte {start}, before the {self._size} bytes it had when "
-                               "it was indexed (it changed since: index the dataset again)", self._url)
+            raise StorageError(
+                f"{self._url}: the remote file ends at byte {start}, before the {self._size} bytes it had when "
+                "it was indexed (it changed since: index the dataset again)",
+                self._url,
+            )
         return data
 
 

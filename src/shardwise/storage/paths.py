@@ -18,7 +18,14 @@ from shardwise.storage.localfs import mappable
 from shardwise.storage.overlay import overlay_for
 from shardwise.storage.retry import with_retries
 
-_PROTOCOL_EXTRAS = {"http": ("aiohttp", "HTTP access"), "https": ("aiohttp", "HTTP access"), "s3": ("s3fs", "S3 access"), "s3a": ("s3fs", "S3 access"), "gs": ("gcsfs", "GCS access"), "gcs": ("gcsfs", "GCS access")}
+_PROTOCOL_EXTRAS = {
+    "http": ("aiohttp", "HTTP access"),
+    "https": ("aiohttp", "HTTP access"),
+    "s3": ("s3fs", "S3 access"),
+    "s3a": ("s3fs", "S3 access"),
+    "gs": ("gcsfs", "GCS access"),
+    "gcs": ("gcsfs", "GCS access"),
+}
 _GLOB_CHARS = set("*?[")
 
 
@@ -51,7 +58,11 @@ def resolve(url: str, **storage_options: Any) -> tuple[fsspec.AbstractFileSystem
     proto = _protocol(url)
     if proto in _PROTOCOL_EXTRAS:
         require(*_PROTOCOL_EXTRAS[proto])
-    if proto in ("s3", "s3a") and "session" not in storage_options and "profile" not in storage_options:
+    if (
+        proto in ("s3", "s3a")
+        and "session" not in storage_options
+        and "profile" not in storage_options
+    ):
         storage_options = {**storage_options, "session": _s3_session()}
     try:
         fs, path = url_to_fs(url, **storage_options)
@@ -112,14 +123,20 @@ def expand(
     Raises:
         EmptyDatasetError: nothing matched.
     """
-    items = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+    items = (
+        [os.fspath(paths)]
+        if isinstance(paths, (str, os.PathLike))
+        else [os.fspath(p) for p in paths]
+    )
     if not items:
         raise EmptyDatasetError("no paths given", None)
     out: list[str] = []
     refreshed: list[fsspec.AbstractFileSystem] = []
     for item in items:
         fs, path = resolve(item, **storage_options)
-        if not any(fs is seen for seen in refreshed):  # once per filesystem: later items reuse these listings
+        if not any(
+            fs is seen for seen in refreshed
+        ):  # once per filesystem: later items reuse these listings
             fs.invalidate_cache()
             refreshed.append(fs)
         with named(item):
@@ -142,18 +159,33 @@ def _files_of(fs: fsspec.AbstractFileSystem, path: str, item: str) -> list[str]:
         found = with_retries(partial(fs.find, path, detail=True))
         root = path.rstrip("/") + "/"
         # inside a walked directory, hidden or '_' directories (_temporary, _work, .cache) are skipped too
-        return sorted(p for p, d in found.items() if d.get("type") != "directory"
-                      and not any(_hidden(part) for part in p[len(root):].split("/")[:-1]))
+        return sorted(
+            p
+            for p, d in found.items()
+            if d.get("type") != "directory"
+            and not any(_hidden(part) for part in p[len(root) :].split("/")[:-1])
+        )
     if with_retries(partial(fs.exists, path)):
         return [path]
     bucket = path.split("/", 1)[0]
-    if _protocol(item) != "file" and bucket and bucket != path and not with_retries(partial(fs.exists, bucket)):
+    if (
+        _protocol(item) != "file"
+        and bucket
+        and bucket != path
+        and not with_retries(partial(fs.exists, bucket))
+    ):
         raise EmptyDatasetError(f"no such bucket {bucket!r}: {item}", item)
     raise EmptyDatasetError(f"no such file or directory: {item}", item)
 
 
 _NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError")
-_DENIED = ("AccessDenied", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken")
+_DENIED = (
+    "AccessDenied",
+    "Forbidden",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+)
 
 
 @contextlib.contextmanager
@@ -174,15 +206,23 @@ def named(url: str) -> Iterator[None]:
         if status in (404, 410):
             raise StorageError(f"file not found: {url} (HTTP {status})", url) from exc
         if status in (401, 403):
-            raise StorageError(f"access denied to {url} (HTTP {status})", url, refused=True) from exc
+            raise StorageError(
+                f"access denied to {url} (HTTP {status})", url, refused=True
+            ) from exc
         if names & set(_NO_CREDENTIALS):
             raise StorageError(
                 f"no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
                 "AWS_PROFILE), pass storage_options={'key': ..., 'secret': ...}, or anon=True for a "
-                "public bucket", url, refused=True) from exc
+                "public bucket",
+                url,
+                refused=True,
+            ) from exc
         if isinstance(exc, PermissionError) or any(d in text for d in _DENIED):
-            raise StorageError(f"access denied to {url} ({exc}); check the credentials and the "
-                               "bucket's policy", url, refused=True) from exc
+            raise StorageError(
+                f"access denied to {url} ({exc}); check the credentials and the bucket's policy",
+                url,
+                refused=True,
+            ) from exc
         raise
 
 
@@ -224,7 +264,15 @@ def info(url: str, **storage_options: Any) -> FileInfo:
     fs, path = resolve(url, **storage_options)
     with named(url):
         d = with_retries(partial(fs.info, path))
-    fp = d.get("ETag") or d.get("etag") or d.get("mtime") or d.get("LastModified") or d.get("last_modified") or d.get("created") or ""
+    fp = (
+        d.get("ETag")
+        or d.get("etag")
+        or d.get("mtime")
+        or d.get("LastModified")
+        or d.get("last_modified")
+        or d.get("created")
+        or ""
+    )
     return FileInfo(path=url, size=int(d.get("size") or 0), fingerprint=str(fp).strip('"'))
 
 

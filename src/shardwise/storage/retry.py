@@ -32,14 +32,31 @@ _TRANSIENT_NAMES = {
     "ClientOSError",
     "SlowDown",
 }
-_TRANSIENT_TEXT = ("slow down", "throttl", "503", "500 internal", "timed out", "reset by peer",
-                   "cannot connect to host", "connect call failed", "could not connect to the endpoint",
-                   "internal error", "please try again", "service unavailable")
+_TRANSIENT_TEXT = (
+    "slow down",
+    "throttl",
+    "503",
+    "500 internal",
+    "timed out",
+    "reset by peer",
+    "cannot connect to host",
+    "connect call failed",
+    "could not connect to the endpoint",
+    "internal error",
+    "please try again",
+    "service unavailable",
+)
 # s3fs turns an object store's 5xx answers into OSErrors with these numbers: InternalError
 # and 500 into EREMOTEIO, ServiceUnavailable, SlowDown and 503 into EBUSY. A server that is
 # starting again (or failing over) answers so until it is ready.
-_TRANSIENT_ERRNOS = {getattr(errno, "EREMOTEIO", errno.EIO), errno.EBUSY, errno.ETIMEDOUT, errno.ECONNRESET,
-                     errno.ECONNREFUSED, errno.ECONNABORTED}
+_TRANSIENT_ERRNOS = {
+    getattr(errno, "EREMOTEIO", errno.EIO),
+    errno.EBUSY,
+    errno.ETIMEDOUT,
+    errno.ECONNRESET,
+    errno.ECONNREFUSED,
+    errno.ECONNABORTED,
+}
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -102,7 +119,13 @@ def with_retries(
             if attempt == attempts - 1 or not retry_on(exc):
                 raise
             delay = min(max_delay, base_delay * (2**attempt)) * (0.5 + random.random() / 2)
-            log.warning("retrying in %.1f s after a transient error (try %d of %d): %s: %s",
-                        delay, attempt + 1, attempts, type(exc).__name__, exc)
+            log.warning(
+                "retrying in %.1f s after a transient error (try %d of %d): %s: %s",
+                delay,
+                attempt + 1,
+                attempts,
+                type(exc).__name__,
+                exc,
+            )
             sleep(delay)
     raise AssertionError("unreachable")
