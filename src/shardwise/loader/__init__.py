@@ -1,5 +1,14 @@
 """Training ingest: the torch-aware ``StreamingDataset`` built on ``shardwise.plan``.
 
+:meth:`StreamingDataset.iter_shard` yields the samples (or ready batches) of one (rank,
+worker) from the epoch's plan. With torch installed the class is also a
+``torch.utils.data.IterableDataset``: iterating it inside a ``DataLoader`` detects the
+rank from ``torch.distributed`` (or ``RANK`` / ``WORLD_SIZE``) and the worker from
+``get_worker_info()``. Per-sample mode (``batch_format=None``) yields dicts; use
+``DataLoader(ds, batch_size=<the same batch_size>)``. Batched mode (``"numpy"``,
+``"torch"``, ``"arrow"``) yields whole per-rank batches: iterate it directly (the
+in-process path) or in ``DataLoader(ds, batch_size=None)`` (the worker path).
+
 The rooms, by the path a batch takes (each sub-package's docstring says what it may
 import; ``tests/test_layers.py`` checks it):
 

@@ -1,12 +1,6 @@
-"""``StreamingDataset``: exact, equal, deterministic, resumable streaming for training.
-
-One class, composed of small objects: its :class:`~shardwise.loader.placement.Ranks`
-(where it streams to), :class:`~shardwise.loader.planner.Planner` (what every plan
-shares), :class:`~shardwise.loader.state.LoaderState` (epoch, resume points, positions)
-and :class:`~shardwise.loader.batches.reading.Reading` (how units are read and what they
-become); :mod:`~shardwise.loader.shard` makes one (rank, worker)'s items. With torch
-installed it is also a ``torch.utils.data.IterableDataset``
-(:mod:`~shardwise.loader.iterable`).
+"""``StreamingDataset``: exact, equal, deterministic, resumable streaming for training;
+one class composed of its Ranks, Planner, LoaderState and Reading (see the package), a
+``torch.utils.data.IterableDataset`` where torch is installed (:mod:`.iterable`).
 """
 
 from __future__ import annotations
@@ -166,7 +160,8 @@ class StreamingDatasetBase:
         self.shuffle = check_bool("shuffle", shuffle)
         self.drop_last = check_bool("drop_last", drop_last)
         self.seed = check_int("seed", seed, 0)
-        self.filter = check_filter(filter, getattr(self.index, "indexes", [self.index]))
+        schemas = [ix.schema for ix in getattr(self.index, "indexes", [self.index])]
+        self.filter = check_filter(filter, schemas)
         self.batch_format, self.pad_to = batch_format, check_padding(pad_to)
         self.num_threads, self.pin_memory = check_threads(num_threads), bool(pin_memory)
         self.shuffle_bytes = check_int("shuffle_bytes", shuffle_bytes, 1)

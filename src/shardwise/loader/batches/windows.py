@@ -80,9 +80,11 @@ class WindowBuilder:
         self.reading, self.pool = reading, pool
         self.load = unit_loader(reading)
         self.units = wp.window_units()
-        fmt = reading.batch_format
-        arrival = bool(self.units) and arrival_schema(reading.schema(), fmt)
-        self.arrival = pool is not None and arrival
+        self.arrival = (
+            pool is not None
+            and bool(self.units)
+            and arrival_schema(reading.schema(), reading.batch_format)
+        )
         self.filling: dict[int, Filling] = {}
         self.stream: Generator[Loaded, None, None] | None = None
         if self.arrival:

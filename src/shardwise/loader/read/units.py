@@ -159,14 +159,9 @@ def count_rows(
 
     key = _filter_key(index, f"{filter}|{on_error}")
     path = os.path.join(cache_root(cache_dir), "filters", key + ".json")
-    try:
-        with open(path) as f:
-            cached = json.load(f)
-        if len(cached["counts"]) == index.num_units:
-            q = Quarantine(int(cached["quarantined"]), [tuple(e) for e in cached["examples"]])
-            return np.asarray(cached["counts"], dtype=np.int64), q
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    cached = _load_counts(path, index.num_units)
+    if cached is not None:
+        return cached
     step = max(1, index.num_units // 64)
     chunks = [
         list(range(i, min(i + step, index.num_units))) for i in range(0, index.num_units, step)
@@ -179,19 +174,35 @@ def count_rows(
     quarantine = Quarantine()
     for _, q in parts:
         quarantine.merge(q)
+    _save_counts(path, out, quarantine)
+    return out, quarantine
+
+
+def _load_counts(path: str, num_units: int) -> tuple[np.ndarray, Quarantine] | None:
+    """Counts saved by :func:`_save_counts` for ``num_units`` units, if there are any."""
+    try:
+        with open(path) as f:
+            cached = json.load(f)
+        if len(cached["counts"]) == num_units:
+            q = Quarantine(int(cached["quarantined"]), [tuple(e) for e in cached["examples"]])
+            return np.asarray(cached["counts"], dtype=np.int64), q
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def _save_counts(path: str, counts: np.ndarray, quarantine: Quarantine) -> None:
+    """Keep ``counts`` and what was quarantined for the next count of the same key."""
+    saved = {
+        "counts": counts.tolist(),
+        "quarantined": quarantine.count,
+        "examples": [list(e) for e in quarantine.examples],
+    }
     try:
         with atomic_write(path, "w") as f:
-            json.dump(
-                {
-                    "counts": out.tolist(),
-                    "quarantined": quarantine.count,
-                    "examples": [list(e) for e in quarantine.examples],
-                },
-                f,
-            )
+            json.dump(saved, f)
     except OSError:
         pass
-    return out, quarantine
 
 
 def _filter_key(index: DatasetIndex, filter: Any) -> str:
