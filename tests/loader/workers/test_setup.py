@@ -19,7 +19,9 @@ from shardwise import StreamingDataset
 from shardwise.loader.workers.setup import setup_worker
 
 default = pa.default_memory_pool().backend_name
-ds = StreamingDataset(sys.argv[1], batch_size=64, batch_format="numpy", num_workers=None, progress=False)
+ds = StreamingDataset(
+    sys.argv[1], batch_size=64, batch_format="numpy", num_workers=None, progress=False
+)
 rows = sum(len(b["id"]) for b in ds)
 assert pa.default_memory_pool().backend_name == default  # in-process iteration leaves it alone
 before = pa.array(range(1000))  # made by the pool in place before the worker set-up

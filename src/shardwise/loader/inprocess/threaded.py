@@ -6,7 +6,7 @@ between processes. One pool of ``num_threads`` threads does the work that releas
 GIL: it reads the units and builds the windows (for numpy and torch batches of numbers,
 fixed-size lists, strings and binary, as their units arrive, see
 :mod:`shardwise.loader.batches.windows`), then gathers and converts pieces of whole
-batches a few ahead of the training thread (:mod:`shardwise.loader.inprocess.pieces`).
+batches a few ahead of the training thread (:mod:`shardwise.loader.inprocess.piece_maker`).
 The training thread only cuts batches out of finished pieces, as views.
 
 Leaving the loop early (``break``, then the iterator is garbage-collected) cancels what
@@ -25,7 +25,7 @@ from typing import Any
 from shardwise.loader.batches.pieces import piece_parts, piece_size, plan_windows, row_bytes
 from shardwise.loader.batches.reading import Reading
 from shardwise.loader.batches.windows import WindowBuilder, WindowOrder
-from shardwise.loader.inprocess.pieces import Piece, PieceMaker
+from shardwise.loader.inprocess.piece_maker import Piece, PieceMaker
 from shardwise.plan.compose import WorkerWindows
 
 __all__ = ["pacing", "threaded_batches"]
