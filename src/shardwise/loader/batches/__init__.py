@@ -9,6 +9,6 @@ rows in plan order; :mod:`~shardwise.loader.batches.convert` and
 format; :mod:`~shardwise.loader.batches.serial` makes batches on one thread (the worker
 path). The paths differ only in where this runs and how batches travel.
 
-May import: :mod:`shardwise.loader.read` and the loader's argument checks, plus
-formats, index, storage and plan; not ``inprocess`` nor ``workers``.
+May import: :mod:`shardwise.loader.read`, plus formats, index, storage and plan; no other
+room of the loader (not ``inprocess`` nor ``workers``).
 """
