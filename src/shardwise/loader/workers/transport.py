@@ -74,8 +74,10 @@ def _layout(col: NumpyColumn) -> tuple[tuple[Any, ...], list[np.ndarray]] | None
         return None
     # a column made by string_column and still read-only holds exactly its Arrow strings:
     # their buffers go to the ring without re-encoding the objects
-    source = None if col.flags.writeable else col.__dict__.get("_sw_arrow")
-    got = _strings_parts(source if source is not None else _reduce_objects(col.view(np.ndarray)))
+    made_from = None if col.flags.writeable else col.__dict__.get("_sw_arrow")
+    got = _strings_parts(
+        made_from if made_from is not None else _reduce_objects(col.view(np.ndarray))
+    )
     if got is None:
         return None
     return ("s", len(got[0]) - 1, got[1].nbytes), list(got)
