@@ -17,7 +17,7 @@ import shardwise.loader.threaded as threaded
 from shardwise import StreamingDataset
 from shardwise.loader.arrival import ArrivalWindow, arrival_schema
 from shardwise.loader.gather import unit_views
-from shardwise.plan.worker import WorkerPlan
+from shardwise.plan.worker_share import WorkerPlan
 
 
 @pytest.fixture(scope="module")

@@ -54,8 +54,8 @@ def test_text_column() -> None:
 def test_worker_path_does_not_import_pyarrow_compute() -> None:
     code = (
         "import sys\n"
-        "import shardwise.parallel._worker, shardwise.parallel._task\n"
-        "import shardwise.pipeline.task, shardwise.pipeline.dedup_services, shardwise.dedup.minhash\n"
+        "import shardwise.parallel.backends.local_worker, shardwise.parallel._in_worker\n"
+        "import shardwise.pipeline.run_task, shardwise.pipeline.dedup_services, shardwise.dedup.minhash\n"
         "import pyarrow as pa\n"
         "from shardwise.dedup.shingles import doc_shingles\n"
         "from shardwise.dedup.sets import shingle_sets\n"

@@ -255,7 +255,7 @@ class _Recording(Backend):
         return 1
 
     def open(self, fn: Any, retry_on: Any, parallelism: int) -> Any:
-        from shardwise.parallel.local import SequentialBackend
+        from shardwise.parallel.backends.local import SequentialBackend
 
         type(self).opened += 1
         return SequentialBackend().open(fn, retry_on, parallelism)

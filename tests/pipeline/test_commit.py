@@ -19,7 +19,7 @@ from shardwise import ConfigError, EmptyDatasetError, FormatError, StorageError
 from shardwise.cli import main
 from shardwise.pipeline import read_jsonl, resplit
 from shardwise.pipeline.commit import CLEANUP_THREAD, TRASH
-from shardwise.prepare import prepare
+from shardwise.preparing import prepare
 
 
 def _with_failure(src: Path, out: str, marker_dir: Path) -> shardwise.pipeline.Pipeline:

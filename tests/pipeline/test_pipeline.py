@@ -277,7 +277,7 @@ def test_resplit_balances_files(reference: tuple[Path, Any], tmp_path: Path) -> 
 def test_small_input_runs_in_the_driver_with_the_pool_output(
     src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from shardwise.parallel.local import LocalBackend
+    from shardwise.parallel.backends.local import LocalBackend
     from shardwise.pipeline import runner
 
     opened: list[int] = []

@@ -9,7 +9,7 @@ import pyarrow as pa
 import xxhash
 
 from shardwise.errors import ConfigError
-from shardwise.formats.base import WrittenFile
+from shardwise.formats.contract import WrittenFile
 from shardwise.storage import atomic_write
 
 

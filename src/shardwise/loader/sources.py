@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError, PlanError
 from shardwise.formats import OnError, Quarantine, Unit, check_format_options, unit_place
-from shardwise.index import OPEN_OPTIONS, DatasetIndex, FileEntry, open_dataset
+from shardwise.index import OPEN_OPTIONS, DatasetIndex, FileEntry
+from shardwise.index import index_dataset as open_dataset
 from shardwise.loader.reader import UnitReader, count_rows
 from shardwise.plan import Mixing, Rule
 from shardwise.storage.cache import NodeCache

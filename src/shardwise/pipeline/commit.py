@@ -6,7 +6,7 @@ A run writes everything under a *staging root* that no reader looks at:
   output directory, renamed to the output directory in one step when the run is complete;
 - on object stores (no directory rename), ``<out>/_work/out/``; when the run is complete
   its files are copied into ``<out>/`` and ``_manifest.json`` is written last. Readers of
-  shardwise trust the manifest, and ``open_dataset`` refuses a directory whose run has
+  shardwise trust the manifest, and ``index_dataset`` refuses a directory whose run has
   not finished; pyarrow and pandas ignore the ``_work`` directory.
 
 Inside the staging root, every file is written under a temporary name and renamed (or
@@ -44,9 +44,9 @@ from typing import Any
 
 from shardwise.errors import ConfigError
 from shardwise.index import MANIFEST_NAME, DatasetIndex
-from shardwise.ops.base import Op
+from shardwise.ops.operators import Op
 from shardwise.pipeline.sink import Sink
-from shardwise.pipeline.tasks import Piece
+from shardwise.pipeline.task_split import Piece
 from shardwise.storage import atomic_write, join, named, open_input, require_bucket, resolve
 
 __all__ = ["WORK", "Layout", "fingerprint", "read_json", "write_json"]

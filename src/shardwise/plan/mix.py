@@ -33,7 +33,7 @@ import numpy as np
 from shardwise.errors import ConfigError, PlanError
 from shardwise.plan.deal import MIX, source_arrays
 from shardwise.plan.order import UNITS, rng_for, spread_order
-from shardwise.plan.stream import Segment, Stream, range_segments
+from shardwise.plan.segments import Segment, Stream, range_segments
 from shardwise.plan.topology import Topology
 
 __all__ = [

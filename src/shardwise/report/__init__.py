@@ -13,6 +13,10 @@
 Pages are self-contained (inline style, charts as SVG ``data:`` images, nothing
 fetched). Charts need matplotlib (``pip install "shardwise[report]"``); without it the
 pages hold the same numbers as tables and say which extra adds the charts.
+
+May import: ``shardwise.errors``, ``shardwise._optional``, ``shardwise.storage``,
+``shardwise.formats``, ``shardwise.index``, ``shardwise.plan``, ``shardwise.pipeline``
+and ``shardwise.loader`` (see ``docs/layers.toml``).
 """
 
 from __future__ import annotations
