@@ -56,8 +56,8 @@ def test_dir_lists_the_lazy_public_names() -> None:
 def test_import_does_not_load_optional_packages() -> None:
     code = (
         "import sys, shardwise, shardwise.index, shardwise.cli;"
-        "heavy = [m for m in ('torch', 'ray', 'pyspark', 'dask', 's3fs', 'distributed') if m in sys.modules];"
-        "print(','.join(heavy))"
+        "heavy = [m for m in ('torch', 'ray', 'pyspark', 'dask', 's3fs', 'distributed') if m in "
+        "sys.modules];print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
@@ -68,8 +68,8 @@ def test_import_is_lazy_and_names_load_on_first_use() -> None:
     # tree only, and a run without a progress bar never loads tqdm
     code = (
         "import sys, shardwise;"
-        "eager = [m for m in ('pyarrow', 'numpy', 'fsspec', 'tqdm', 'shardwise.report', 'shardwise.index',"
-        " 'shardwise.pipeline.api') if m in sys.modules];"
+        "eager = [m for m in ('pyarrow', 'numpy', 'fsspec', 'tqdm', 'shardwise.report', "
+        "'shardwise.index', 'shardwise.pipeline.api') if m in sys.modules];"
         "from shardwise.preparing.steps import expand_steps;"  # the subpackage first
         "fn = shardwise.prepare; import shardwise.preparing.api;"
         "print(','.join(eager), callable(shardwise.prepare) and fn is shardwise.prepare,"

@@ -125,7 +125,10 @@ def echo(tmp, value, fail=False):
         raise ValueError("bad value " + str(value))
     return {{"value": value * 2, "tmp_existed": os.path.isdir(tmp)}}
 
-SYSTEMS = {{"ok": System("ok", "__main__:echo"), "bad": System("bad", "__main__:echo", kwargs=(("fail", True),))}}
+SYSTEMS = {{
+    "ok": System("ok", "__main__:echo"),
+    "bad": System("bad", "__main__:echo", kwargs=(("fail", True),)),
+}}
 sys.exit(maybe_worker(base_parser(None, "").parse_args(sys.argv[1:]), SYSTEMS))
 """
 

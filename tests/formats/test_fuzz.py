@@ -201,7 +201,8 @@ def test_random_byte_flips(
     if name == "a.tar.gz":
         return
     if name == "a.tar":  # the same damage inside a compressed shard reads the same, except that
-        # a damaged compressed shard is not partly kept under "skip" (nothing before its CRC is trusted)
+        # a damaged compressed shard is not partly kept under "skip" (nothing before its CRC is
+        # trusted)
         raised_gz, skipped_gz = _both(
             tmp_path_factory.mktemp("g") / "a.tar.gz", gzip.compress(damaged, mtime=0)
         )

@@ -172,7 +172,8 @@ def test_random_mix_deals_every_source_to_every_worker_in_proportion(
     per_worker = np.array(
         [np.bincount(s, minlength=len(units)) for s in _worker_sources(plan, source_of)]
     )
-    # a DataLoader batch comes from one worker: each worker holds every source's share, to one sample
+    # a DataLoader batch comes from one worker: each worker holds every source's share, to one
+    # sample
     assert (per_worker >= quotas // t.slots).all() and (per_worker <= -(-quotas // t.slots)).all()
     assert per_worker.sum(axis=0).tolist() == quotas.tolist()
 

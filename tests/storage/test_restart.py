@@ -142,7 +142,8 @@ def test_a_server_restart_mid_epoch_loses_and_repeats_nothing(
         shuffle_bytes=4096,
     )
     expected = _ids(StreamingDataset(str(tmp_path / "local"), **common))
-    # one try per request inside the client, so its own retries (a second or two) cannot ride out the outage
+    # one try per request inside the client, so its own retries (a second or two) cannot ride out
+    # the outage
     options = own_server["storage_options"] | {"config_kwargs": {"retries": {"max_attempts": 1}}}
     ds = StreamingDataset(f"s3://{bucket}/ds", storage_options=options, **common)
     threads: list[threading.Thread] = []

@@ -316,7 +316,8 @@ def test_is_transient_classification() -> None:
         FileNotFoundError("503 in the name")
     )  # never retried, whatever the text
     assert not is_transient(ValueError("nope"))
-    # what s3fs makes of a server's 5xx answers (InternalError, ServiceUnavailable) while it starts again
+    # what s3fs makes of a server's 5xx answers (InternalError, ServiceUnavailable) while it starts
+    # again
     assert is_transient(
         OSError(
             getattr(errno, "EREMOTEIO", errno.EIO),

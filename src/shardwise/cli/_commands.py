@@ -136,7 +136,8 @@ def prepare(
         f"downloaded {len(result.downloaded)} files ({human_bytes(result.resumed_bytes)} resumed)"
     )
     click.echo(
-        f"{len(result.shards)} Parquet shards, {result.num_rows:,} rows; index: {result.index_location or '-'}"
+        f"{len(result.shards)} Parquet shards, {result.num_rows:,} rows; index: "
+        f"{result.index_location or '-'}"
     )
 
 
@@ -255,7 +256,8 @@ def _print_summary(s: dict[str, Any]) -> None:
             rows.append(
                 (
                     key.replace("_", " "),
-                    f"{u['samples']:,} samples, {human_bytes(u['bytes'])} ({u['path']} #{u['unit']})",
+                    f"{u['samples']:,} samples, {human_bytes(u['bytes'])} ({u['path']} "
+                    f"#{u['unit']})",
                 )
             )
         rows.append(("mean samples/unit", f"{s['mean_samples_per_unit']:,.1f}"))

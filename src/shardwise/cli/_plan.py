@@ -25,14 +25,16 @@ from shardwise.cli._app import cli, human_bytes
     "--epoch-size",
     type=click.IntRange(min=1),
     default=None,
-    help="Samples per epoch split among the sources by their rules (StreamingDataset's epoch_size=).",
+    help="Samples per epoch split among the sources by their rules (StreamingDataset's "
+    "epoch_size=).",
 )
 @click.option(
     "--batching",
     type=click.Choice(["random", "stratified"]),
     default="random",
     show_default=True,
-    help="random: sources mixed across the epoch; stratified: every batch holds each source's share.",
+    help="random: sources mixed across the epoch; stratified: every batch holds each source's "
+    "share.",
 )
 @click.option(
     "--canonical-workers",

@@ -91,7 +91,8 @@ class Op:
             )
         if out.num_rows != batch.num_rows:
             raise ConfigError(
-                f"mapper {self.name!r} changed the row count ({batch.num_rows} -> {out.num_rows}); use a filter"
+                f"mapper {self.name!r} changed the row count ({batch.num_rows} -> "
+                f"{out.num_rows}); use a filter"
             )
         return out
 

@@ -1,4 +1,5 @@
-"""The Python API: ``read_*(...)`` -> ``.map() / .filter() / .dedup()`` -> ``.write_*()`` -> ``.run()``.
+"""The Python API: ``read_*(...)`` -> ``.map() / .filter() / .dedup()`` -> ``.write_*()`` ->
+``.run()``.
 
 >>> import shardwise
 >>> result = (shardwise.read_jsonl("raw/*.jsonl")            # doctest: +SKIP

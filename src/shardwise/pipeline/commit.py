@@ -16,8 +16,9 @@ files with bytes and xxh64, its time) is written after its files, and a stage's 
 manifests are fsynced before their rename; a stage's intermediate files and marker are
 not (they are no output): the marker records the files' sizes, and a rerun redoes a stage
 whose marker is cut short or whose files are not as long as it says (what a power loss
-can leave). A rerun skips every task with a (valid) manifest or marker, so after a crash only unfinished work is redone, and because
-every step is deterministic the output is byte-identical to a clean run on every backend.
+can leave). A rerun skips every task with a (valid) manifest or marker, so after a crash
+only unfinished work is redone, and because every step is deterministic the output is
+byte-identical to a clean run on every backend.
 ``_work/`` is removed once the output is published. On a local filesystem it is first
 renamed out of the staging root into the temporary directory (``shardwise-trash-*``, when
 that is on the same filesystem; otherwise it is deleted in place), the staging root

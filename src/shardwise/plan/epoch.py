@@ -199,7 +199,8 @@ class EpochPlan:
         t = self.topology
         if not (0 <= rank < t.world_size and 0 <= worker_id < t.num_workers):
             raise PlanError(
-                f"rank {rank}/worker {worker_id} is outside world_size={t.world_size}, num_workers={t.num_workers}"
+                f"rank {rank}/worker {worker_id} is outside world_size={t.world_size}, "
+                f"num_workers={t.num_workers}"
             )
         original = (worker_id + self.consumed_batches) % t.num_workers
         slot = rank * t.num_workers + original

@@ -183,7 +183,10 @@ def _ranks(s: Mapping[str, Any]) -> str:
     r = s.get("replication", 1)
     if r == 1:
         return f"{s['world_size']} ranks"
-    return f"{s['world_size']} groups of {r} ranks ({s['world_size'] * r} ranks; a group's ranks read the same batches)"
+    return (
+        f"{s['world_size']} groups of {r} ranks ({s['world_size'] * r} ranks; a group's ranks "
+        "read the same batches)"
+    )
 
 
 def _who(s: Mapping[str, Any]) -> str:
@@ -262,8 +265,8 @@ def _edges(v: PlanView) -> Section:
         )
     else:
         sec.add(
-            f"<p>drop_last=False: <b>{s['samples_padded']:,}</b> samples are repeated from the start "
-            "of the epoch's order to fill the last batches.</p>"
+            f"<p>drop_last=False: <b>{s['samples_padded']:,}</b> samples are repeated from the "
+            "start of the epoch's order to fill the last batches.</p>"
         )
     padded = [(r, w, n) for r, row in enumerate(v.padded) for w, n in enumerate(row) if n]
     if padded:
@@ -279,7 +282,8 @@ def _edges(v: PlanView) -> Section:
 def _reads(v: PlanView, missing: str | None) -> Section:
     sec = Section("Read amplification", "reads")
     sec.add(
-        f"<p><b>{v.summary['read_amplification']:.3f}x</b>: bytes read by all workers over the bytes "
+        f"<p><b>{v.summary['read_amplification']:.3f}x</b>: bytes read by all workers over the "
+        "bytes "
         "of the units in use (1.000x: every unit read once; a unit cut between two workers, or "
         "padding, is read twice)"
         + (
@@ -350,8 +354,8 @@ def _memory(v: PlanView, missing: str | None) -> Section:
     flat = [b for row in v.peak_bytes for b in row]
     sec.add(
         f"<p>Largest on-storage bytes of two consecutive windows of one worker (the window being "
-        f"mixed and the one read ahead): <b>{_mib(max(flat, default=0))}</b>. Decoded Arrow data is "
-        "usually larger.</p>"
+        f"mixed and the one read ahead): <b>{_mib(max(flat, default=0))}</b>. Decoded Arrow data "
+        "is usually larger.</p>"
     )
     if not missing and flat:
         sec.add(

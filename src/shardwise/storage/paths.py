@@ -158,7 +158,8 @@ def _files_of(fs: fsspec.AbstractFileSystem, path: str, item: str) -> list[str]:
     if with_retries(partial(fs.isdir, path)):
         found = with_retries(partial(fs.find, path, detail=True))
         root = path.rstrip("/") + "/"
-        # inside a walked directory, hidden or '_' directories (_temporary, _work, .cache) are skipped too
+        # inside a walked directory, hidden or '_' directories (_temporary, _work, .cache) are
+        # skipped too
         return sorted(
             p
             for p, d in found.items()
@@ -212,8 +213,8 @@ def named(url: str) -> Iterator[None]:
         if names & set(_NO_CREDENTIALS):
             raise StorageError(
                 f"no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
-                "AWS_PROFILE), pass storage_options={'key': ..., 'secret': ...}, or anon=True for a "
-                "public bucket",
+                "AWS_PROFILE), pass storage_options={'key': ..., 'secret': ...}, or anon=True for "
+                "a public bucket",
                 url,
                 refused=True,
             ) from exc

@@ -22,7 +22,8 @@ from shardwise.formats import Quarantine, get_format
 from shardwise.index import open_dataset
 from shardwise.loader import StreamingDataset
 
-# --------------------------------------------------------------------------- round trips and grouping
+# --------------------------------------------------------------------------- round trips and
+# grouping
 
 
 def test_webdataset_round_trip(tmp_path: Path) -> None:
@@ -162,7 +163,8 @@ def test_samples_grouped_by_key(tmp_path: Path) -> None:
         list(fmt.read_unit(unit, columns=["nope"]))
 
 
-# --------------------------------------------------------------------------- unsafe members and bad samples
+# --------------------------------------------------------------------------- unsafe members and bad
+# samples
 
 
 UNSAFE = {
@@ -265,7 +267,8 @@ def test_unsafe_member_never_touches_the_filesystem(tmp_path: Path) -> None:
 
 
 def _typed_tar(path: Path, members: list[tuple[str, bytes, bytes]]) -> Path:
-    """members: (name, data, type) with type tarfile.REGTYPE, SYMTYPE, LNKTYPE, CHRTYPE, FIFOTYPE."""
+    """members: (name, data, type) with type tarfile.REGTYPE, SYMTYPE, LNKTYPE, CHRTYPE,
+    FIFOTYPE."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
         for name, data, kind in members:
@@ -363,7 +366,8 @@ def test_a_key_whose_members_are_not_adjacent_is_named(tmp_path: Path) -> None:
     assert open_dataset(str(path), progress=False, on_error="skip", refresh=True).num_samples == 4
 
 
-# --------------------------------------------------------------------------- truncated and non-tar files
+# --------------------------------------------------------------------------- truncated and non-tar
+# files
 
 
 def _three_sample_tar(tmp_path: Path) -> tuple[Path, bytes]:

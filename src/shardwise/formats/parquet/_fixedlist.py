@@ -7,7 +7,8 @@ against the fixed size. On the loader benchmark's text shape (2 million embeddin
 floats as a flat column without nulls took about 0.16 s. Without nulls, the levels say
 nothing a fixed-size list does not already say, so here each page's levels are only
 *checked* (the definition levels all at their maximum, the repetition levels opening a
-row every ``k`` values; both usually a few runs, see :mod:`shardwise.formats.parquet._rle_bitpacked`)
+row every ``k`` values; both usually a few runs, see
+:mod:`shardwise.formats.parquet._rle_bitpacked`)
 and the values are taken as they are: plain (one copy out of the decompressed page),
 byte-stream-split or dictionary indices. The same column took 0.48-0.64 s so; the emb
 shape's whole scan (128 floats a row), 1.2 CPU s against Arrow's 3.3 s.

@@ -24,7 +24,8 @@ from shardwise.errors import FormatError, UnsafeMemberError
 
 
 def split_key(name: str) -> tuple[str, str]:
-    """``dir.v1/0001.seg.jpg`` -> (``dir.v1/0001``, ``seg.jpg``): key ends at the basename's first dot."""
+    """``dir.v1/0001.seg.jpg`` -> (``dir.v1/0001``, ``seg.jpg``): key ends at the basename's
+    first dot."""
     head, base = posixpath.split(name)
     stem, dot, ext = base.partition(".")
     key = posixpath.join(head, stem) if head else stem

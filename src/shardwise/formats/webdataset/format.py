@@ -235,7 +235,8 @@ class WebDatasetShardWriter(RollingWriter):
             raise FormatError(f"{KEY} must be a non-empty string, got {key!r}")
         if all(value is None for value in row.values()):
             raise FormatError(
-                f"sample {key!r} has no non-null field; a WebDataset sample needs at least one member"
+                f"sample {key!r} has no non-null field; a WebDataset sample needs at least one "
+                "member"
             )
         for name, value in row.items():
             if value is None:

@@ -4,7 +4,8 @@ The local pool is shardwise's own: one socket per worker, so the driver always k
 which chunk a worker holds. When a worker dies (SIGKILL, OOM killer) its chunk, and only
 its chunk, is reported lost and the worker is replaced by a fresh process. Workers are
 fresh interpreters that never run the caller's ``__main__`` (see
-:mod:`shardwise.parallel.backends.local_procs`): functions from a script without a ``__main__`` guard,
+:mod:`shardwise.parallel.backends.local_procs`): functions from a script without a ``__main__``
+guard,
 a notebook, ``python -c`` or stdin travel by value, and starting workers is safe when the
 caller has threads (tokenizers, Arrow thread pools, gRPC).
 """

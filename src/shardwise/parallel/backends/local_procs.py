@@ -4,7 +4,8 @@ caller's ``__main__``.
 ``multiprocessing`` (spawn and forkserver alike) re-imports the main script in every
 worker, which runs a script without an ``if __name__ == "__main__":`` guard again in
 each of them, and cannot find functions defined in a notebook, ``python -c`` or stdin.
-shardwise starts ``python -m shardwise.parallel.backends.local_worker`` instead, hands it the caller's
+shardwise starts ``python -m shardwise.parallel.backends.local_worker`` instead, hands it the
+caller's
 ``sys.path``, and sends functions pickled by value when they live in ``__main__``.
 
 A worker's stderr goes to the caller's stderr line by line, and its last lines are
@@ -86,7 +87,8 @@ class WorkerProcess:
             self.wait_ready()
 
     def wait_ready(self) -> None:
-        """Block until the worker is ready for tasks; raise :class:`WorkerStartError` if it dies first."""
+        """Block until the worker is ready for tasks; raise :class:`WorkerStartError` if it
+        dies first."""
         if self.conn.poll(START_TIMEOUT):
             try:
                 kind, _ = pickle.loads(self.conn.recv_bytes())

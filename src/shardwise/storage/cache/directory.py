@@ -1,4 +1,5 @@
-"""A node cache directory's shared bookkeeping: what it holds on disk (:func:`scan_dir`) and its fetch journal."""
+"""A node cache directory's shared bookkeeping: what it holds on disk (:func:`scan_dir`) and
+its fetch journal."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The node cache protocol: byte ranges of remote objects downloaded once per node and shared by its processes."""
+"""The node cache protocol: byte ranges of remote objects downloaded once per node and shared
+by its processes."""
 
 from __future__ import annotations
 
