@@ -46,7 +46,7 @@ def test_no_module_or_function_over_the_limits() -> None:
 
 
 def test_every_known_entry_is_still_over_a_limit() -> None:
-    assert KNOWN <= _over(), f"no longer over a limit, remove from KNOWN: {KNOWN - _over()}"
+    assert _over() >= KNOWN, f"no longer over a limit, remove from KNOWN: {KNOWN - _over()}"
 
 
 def test_the_counter_counts_a_body_from_its_first_statement() -> None:

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from _corpus import bbc_texts
 
-from shardwise.dedup.verify import TaskCache
+from shardwise.dedup.candidates import TaskCache
 from shardwise.pipeline import read_jsonl
 
 

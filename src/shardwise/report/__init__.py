@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 from shardwise.report.model import DedupStage, RunReport, TaskTime, load_run
-from shardwise.report.plan_view import PlanView, plan_view, render_plan, source_rows
+from shardwise.report.plan_page import render_plan
+from shardwise.report.plan_view import PlanView, plan_view, source_rows
 from shardwise.report.run_page import render_run
 from shardwise.storage import atomic_write, join
 

@@ -24,12 +24,12 @@ from shardwise.storage.paths import (
     expand,
     info,
     join,
-    named,
     open_arrow_input,
     open_input,
     require_bucket,
     resolve,
 )
+from shardwise.storage.refusals import named
 from shardwise.storage.retry import is_transient, transient_in_chain, with_retries
 
 __all__ = [

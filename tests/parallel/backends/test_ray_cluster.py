@@ -25,7 +25,7 @@ from _s3server import aws_env, bucket, s3_server, upload  # noqa: F401
 from _s3server import published_parts as parts
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
-SUPPORT = Path(__file__).parent.parent / "support"
+SUPPORT = Path(__file__).parents[2] / "support"
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
