@@ -14,8 +14,16 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "shardwise"
 MAX_MODULE_LINES = 300
 MAX_FUNCTION_LINES = 40
 
-# "path relative to src/shardwise" or "path:function" over a limit today
-KNOWN: set[str] = set()
+# "path relative to src/shardwise" or "path:function" over a limit today: the loader's,
+# which the loader's restructuring (branch house-loader) cuts
+KNOWN: set[str] = {
+    "loader/convert.py",
+    "loader/dataset.py",
+    "loader/dataset.py:__init__",
+    "loader/sources.py",
+    "loader/threaded.py",
+    "loader/threaded.py:threaded_batches",
+}
 
 
 def _body_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
@@ -34,9 +42,9 @@ def _over() -> set[str]:
         if len(text.splitlines()) > MAX_MODULE_LINES:
             out.add(rel)
         for node in ast.walk(ast.parse(text, rel)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if _body_lines(node) > MAX_FUNCTION_LINES:
-                    out.add(f"{rel}:{node.name}")
+            is_function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if is_function and _body_lines(node) > MAX_FUNCTION_LINES:
+                out.add(f"{rel}:{node.name}")
     return out
 
 

@@ -117,11 +117,41 @@ def run_pipeline(
     layout.begin(fp)
     stages = plan_stages(ops)
     run = Execution(_backend_for(backend, index, ops), num_proc, progress)
+    started = time.time()
+    cols = tuple(columns) if columns else None
+    results, summaries, timings, skipped = _run_stages(
+        stages, tasks, index, sink, layout, run, on_error, cols
+    )
+    manifest = _manifest(sorted(results, key=lambda r: r["task"]), ops, summaries, fp, len(tasks))
+    manifest.update(
+        {"started": started, "seconds": round(time.time() - started, 6), "stages": timings}
+    )
+    layout.publish(manifest)
+    if manifest["files"]:
+        from shardwise.index import index_dataset
+
+        index_dataset(
+            layout.final, format=sink.format, progress=False, storage_options=sink.storage_options
+        )
+    return RunResult.from_manifest(manifest, manifest_path, skipped // max(len(stages), 1))
+
+
+def _run_stages(
+    stages: Sequence[Stage],
+    tasks: Sequence[Sequence[Piece]],
+    index: DatasetIndex,
+    sink: Sink,
+    layout: Layout,
+    run: Execution,
+    on_error: OnError,
+    columns: tuple[str, ...] | None,
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]], int]:
+    """Every stage's tasks on the backend, each dedup decided between its stages:
+    ``(the last stage's results, the dedup summaries, the stages' timings, tasks skipped)``."""
     summaries: dict[str, Any] = {}
     timings: list[dict[str, Any]] = []
     skipped = 0
     results: list[dict[str, Any]] = []
-    started = time.time()
     for stage in stages:
         if stage.index > 0:
             summaries[stage.after] = _decide(layout, stages[stage.index - 1], len(tasks), run)
@@ -135,7 +165,7 @@ def run_pipeline(
                 sink,
                 layout,
                 on_error,
-                tuple(columns) if columns else None,
+                columns,
             )
             for t, p in enumerate(tasks)
         ]
@@ -150,18 +180,7 @@ def run_pipeline(
             }
         )
         skipped += sum(1 for r in results if r.get("skipped"))
-    manifest = _manifest(sorted(results, key=lambda r: r["task"]), ops, summaries, fp, len(tasks))
-    manifest.update(
-        {"started": started, "seconds": round(time.time() - started, 6), "stages": timings}
-    )
-    layout.publish(manifest)
-    if manifest["files"]:
-        from shardwise.index import index_dataset
-
-        index_dataset(
-            layout.final, format=sink.format, progress=False, storage_options=sink.storage_options
-        )
-    return RunResult.from_manifest(manifest, manifest_path, skipped // max(len(stages), 1))
+    return results, summaries, timings, skipped
 
 
 def _backend_for(backend: BackendSpec, index: DatasetIndex, ops: Sequence[Op]) -> BackendSpec:

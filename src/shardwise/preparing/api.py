@@ -72,6 +72,15 @@ def _exists(url: str, opts: dict[str, Any]) -> bool:
         return bool(fs.exists(path))
 
 
+def _check_inputs(files: list[str], out: str, storage_options: dict[str, Any]) -> None:
+    """Refuse to convert when an input is missing, naming the first one."""
+    missing = [f for f in files if not _exists(f, _options_for(f, out, storage_options))]
+    if missing:
+        raise StorageError(
+            f"input not found (run the download step first?): {missing[0]}", missing[0]
+        )
+
+
 def _convert(
     files: list[str],
     data: str,
@@ -237,14 +246,9 @@ def prepare(
     else:
         local_files = [join(raw, f.rsplit("/", 1)[-1]) if is_remote(f) else f for f in files]
         resumed = 0
-    shards: list[str] = []
-    quarantined = 0
+    shards, quarantined = [], 0
     if "convert" in run:
-        missing = [f for f in local_files if not _exists(f, _options_for(f, out, opts))]
-        if missing:
-            raise StorageError(
-                f"input not found (run the download step first?): {missing[0]}", missing[0]
-            )
+        _check_inputs(local_files, out, opts)
         result = _convert(
             local_files,
             data,
@@ -255,19 +259,11 @@ def prepare(
             progress,
             opts,
         )
-        shards = [join(data, f["path"]) for f in result.files]
-        quarantined = result.quarantined
+        shards, quarantined = [join(data, f["path"]) for f in result.files], result.quarantined
     rows, location = 0, ""
     if "index" in run:
         index = _index(data, chosen["index"], progress, opts)
         rows, location = index.num_samples, index.location
         shards = shards or [f.path for f in index.files]
-    raw_prefix = raw.rstrip("/") + "/"
-    return PrepareResult(
-        [f for f in local_files if f.startswith(raw_prefix)],
-        resumed,
-        shards,
-        rows,
-        location,
-        quarantined,
-    )
+    downloaded = [f for f in local_files if f.startswith(raw.rstrip("/") + "/")]
+    return PrepareResult(downloaded, resumed, shards, rows, location, quarantined)
