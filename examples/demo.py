@@ -73,7 +73,7 @@ def main() -> int:
     print(result.table())
     print(f"manifest: {result.manifest}\n")
 
-    index = shardwise.open_dataset(str(OUT / "clean"), progress=False)
+    index = shardwise.index_dataset(str(OUT / "clean"), progress=False)
     print(
         f"clean dataset: {index.num_samples:,} articles in {len(index.files)} files, "
         f"{index.num_units} row groups"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardwise.index import open_dataset
+from shardwise.index import index_dataset
 from shardwise.pipeline.task_split import MIN_SPLIT, plan_tasks
 
 
@@ -24,7 +24,7 @@ def _parquet(tmp_path: Path, rows: int, files: int) -> Path:
 
 
 def test_more_than_eight_tasks_come_in_multiples_of_eight(tmp_path: Path) -> None:
-    index = open_dataset(str(_parquet(tmp_path, 20_000, 3)), "parquet")
+    index = index_dataset(str(_parquet(tmp_path, 20_000, 3)), "parquet")
     size = index.num_bytes
     for target in (size // 9, size // 13, size // 30):
         n = len(plan_tasks(index, max(1, target)))
@@ -39,11 +39,11 @@ def test_more_than_eight_tasks_come_in_multiples_of_eight(tmp_path: Path) -> Non
     # a count asked for is kept as it is, and the plan depends on the data alone
     assert len(plan_tasks(index, max(1, size // 9), min_tasks=11)) == 11
     assert plan_tasks(index, max(1, size // 13)) == plan_tasks(
-        open_dataset(str(tmp_path / "pq"), "parquet"), max(1, size // 13)
+        index_dataset(str(tmp_path / "pq"), "parquet"), max(1, size // 13)
     )
 
 
 def test_eight_or_fewer_tasks_are_left_as_the_work_asks(tmp_path: Path) -> None:
-    index = open_dataset(str(_parquet(tmp_path, 2_000, 2)), "parquet")
+    index = index_dataset(str(_parquet(tmp_path, 2_000, 2)), "parquet")
     assert len(plan_tasks(index, 2**40)) == 1  # a small input, little work: one task
     assert len(plan_tasks(index, max(1, index.num_bytes // 5))) == 5

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from shardwise.errors import FormatError
 from shardwise.formats import Quarantine, detect_format, get_format
 from shardwise.formats.jsonl import JsonlFormat
-from shardwise.index import open_dataset
+from shardwise.index import index_dataset
 from shardwise.loader import StreamingDataset
 
 # --------------------------------------------------------------------------- ranges and counts
@@ -157,7 +157,7 @@ def test_jsonl_blank_lines_are_not_records(tmp_path: Path) -> None:
     assert sum(u.num_samples for u in units) == 3
     rows = [r for u in units for b in fmt.read_unit(u) for r in b.to_pylist()]
     assert rows == [{"a": 1}, {"a": 2}, {"a": 3}]
-    index = open_dataset(str(path), progress=False, cache_dir=str(tmp_path / "cache"))
+    index = index_dataset(str(path), progress=False, cache_dir=str(tmp_path / "cache"))
     assert index.num_samples == 3
 
 
@@ -206,7 +206,7 @@ def test_compressed_jsonl_is_one_whole_file_unit(tmp_path: Path, codec: str, suf
     )
     got = [r for b in fmt.read_unit(units[0]) for r in b.to_pylist()]
     assert got == rows
-    index = open_dataset(str(path), progress=False, cache_dir=str(tmp_path / "cache"))
+    index = index_dataset(str(path), progress=False, cache_dir=str(tmp_path / "cache"))
     assert index.num_samples == 3000 and index.num_units == 1
 
 
@@ -216,7 +216,7 @@ def test_compressed_jsonl_files_are_one_unit_each(tmp_path: Path) -> None:
         f.writelines(rows)
     with pa.CompressedOutputStream(str(tmp_path / "b.jsonl.zst"), "zstd") as f:
         f.write(b"".join(rows))
-    index = open_dataset(str(tmp_path), progress=False, block_bytes=4096)
+    index = index_dataset(str(tmp_path), progress=False, block_bytes=4096)
     assert [u.num_samples for u in index.units] == [5000, 5000]
     assert sorted(fd.read_everything(str(tmp_path)).column("id").to_pylist()) == sorted(
         list(range(5000)) * 2
@@ -244,7 +244,7 @@ def test_truncated_or_fake_compressed_jsonl_names_the_file(tmp_path: Path) -> No
     (tmp_path / "f" / "a.jsonl.gz").write_bytes(good)
     for sub, what in (("t", "cannot decompress gzip"), ("f", "not gzip-compressed")):
         with pytest.raises(FormatError, match=what) as info:
-            open_dataset(str(tmp_path / sub), progress=False)
+            index_dataset(str(tmp_path / sub), progress=False)
         assert "a.jsonl.gz" in str(info.value) and "line " in str(info.value)
 
 
@@ -263,9 +263,9 @@ def test_truncated_compressed_jsonl_under_skip_keeps_what_came_before(
     (tmp_path / f"a.jsonl{suffix}").write_bytes(packed[: len(packed) * 2 // 3])
     (tmp_path / "b.jsonl").write_text('{"id": 99999, "text": "b"}\n')
     with pytest.raises(FormatError, match="line [1-9][0-9]+") as info:
-        open_dataset(str(tmp_path), progress=False)
+        index_dataset(str(tmp_path), progress=False)
     stopped = int(str(info.value).split("line ")[1].split(":")[0])
-    index = open_dataset(str(tmp_path), progress=False, on_error="skip", refresh=True)
+    index = index_dataset(str(tmp_path), progress=False, on_error="skip", refresh=True)
     assert index.summary()["skipped"] == 1 and index.num_samples == stopped - 1 + 1 > 1000
     ds = StreamingDataset(index, shuffle=False, rank=0, world_size=1, on_error="skip")
     assert [int(r["id"]) for r in ds] == [*range(stopped - 1), 99999]
@@ -416,7 +416,7 @@ def test_malformed_json_line_names_file_and_line(tmp_path: Path) -> None:
 
     fmt = get_format("jsonl")
     q = Quarantine()
-    [unit] = open_dataset(str(path), progress=False, refresh=True).units
+    [unit] = index_dataset(str(path), progress=False, refresh=True).units
     ids = [
         r["id"] for b in fmt.read_unit(unit, on_error="skip", quarantine=q) for r in b.to_pylist()
     ]
@@ -521,7 +521,7 @@ def test_a_file_that_is_not_json_lines_is_refused_while_indexing(
     path = tmp_path / name
     path.write_bytes(make())
     with pytest.raises(FormatError, match=f"not JSON lines: this is a?n? ?{what}") as info:
-        open_dataset(str(path), format="jsonl", progress=False)
+        index_dataset(str(path), format="jsonl", progress=False)
     assert str(path) in str(info.value)
 
 
@@ -537,7 +537,7 @@ def test_types_mixed_between_files_follow_one_rule_whatever_the_order(
         (tmp_path / f"{0 if name == first else 1}.jsonl").write_text(
             "".join(json.dumps(r) + "\n" for r in rows)
         )
-    index = open_dataset(str(tmp_path), progress=False)
+    index = index_dataset(str(tmp_path), progress=False)
     assert [(f.name, f.type) for f in index.schema] == [
         ("v", pa.string()),
         ("n", pa.int64()),

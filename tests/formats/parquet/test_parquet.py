@@ -12,7 +12,7 @@ import pytest
 
 from shardwise.errors import FormatError
 from shardwise.formats import Quarantine, get_format
-from shardwise.index import open_dataset
+from shardwise.index import index_dataset
 
 
 def test_parquet_round_trip_keeps_types_and_row_groups(tmp_path: Path) -> None:
@@ -38,7 +38,7 @@ def test_parquet_row_groups_are_units_and_projection(tmp_path: Path) -> None:
     w.write(fd.batch(1000))
     [f] = w.close()
     assert pq.ParquetFile(f.path).metadata.num_row_groups == 16
-    index = open_dataset(str(tmp_path), progress=False)
+    index = index_dataset(str(tmp_path), progress=False)
     assert [u.num_samples for u in index.units] == [64] * 15 + [40]
     batches = list(
         get_format("parquet").read_unit(index.units[3], columns=["id"], schema=index.schema)
@@ -69,7 +69,7 @@ def test_truncated_parquet_is_a_format_error(tmp_path: Path, cut: int) -> None:
     data = (root / "good.parquet").read_bytes()
     (root / "bad.parquet").write_bytes(data[:-cut])
     with pytest.raises(FormatError) as err:
-        open_dataset(str(root), progress=False, cache_dir=str(tmp_path / "cache"))
+        index_dataset(str(root), progress=False, cache_dir=str(tmp_path / "cache"))
     assert str(root / "bad.parquet") in str(err.value)
     assert "good.parquet" not in str(err.value)
 
@@ -80,7 +80,7 @@ def test_parquet_cut_inside_the_footer_names_the_file(tmp_path: Path) -> None:
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 20])
     with pytest.raises(FormatError) as info:
-        open_dataset(str(path), progress=False)
+        index_dataset(str(path), progress=False)
     assert str(path) in str(info.value)
 
 

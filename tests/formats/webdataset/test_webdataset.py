@@ -19,7 +19,7 @@ import pytest
 from shardwise.cli import main
 from shardwise.errors import FormatError, UnsafeMemberError
 from shardwise.formats import Quarantine, get_format
-from shardwise.index import open_dataset
+from shardwise.index import index_dataset
 from shardwise.loader import StreamingDataset
 
 # --------------------------------------------------------------------------- round trips and
@@ -312,16 +312,16 @@ def test_unsafe_members_are_refused_while_indexing_and_skipped_exactly(
     name, typ = BAD[kind]
     path = _typed_tar(tmp_path / "a.tar", _good(5) + [(name, b"x", typ)] + _good(4, 5))
     with pytest.raises(UnsafeMemberError) as info:
-        open_dataset(str(path), progress=False)
+        index_dataset(str(path), progress=False)
     assert "a.tar" in str(info.value) and name.lstrip("/") in str(info.value)
     assert main(["inspect", str(path)]) == 1
     assert name.lstrip("/") in capsys.readouterr().err
-    index = open_dataset(str(path), progress=False, on_error="skip")
+    index = index_dataset(str(path), progress=False, on_error="skip")
     assert (
         index.num_samples == 9 and index.units[0].skipped == 1 and index.summary()["skipped"] == 1
     )
     assert (
-        open_dataset(str(path), progress=False, on_error="skip").units == index.units
+        index_dataset(str(path), progress=False, on_error="skip").units == index.units
     )  # saved, reused
     ds = StreamingDataset(
         str(path), batch_size=1, shuffle=False, on_error="skip", rank=0, world_size=1
@@ -361,9 +361,9 @@ def test_a_key_whose_members_are_not_adjacent_is_named(tmp_path: Path) -> None:
     members = _good(2) + [("s000.json", b"{}", tarfile.REGTYPE)] + _good(2, 2)
     path = _typed_tar(tmp_path / "b.tar", members)
     with pytest.raises(FormatError, match="'s000' has members that are not adjacent") as info:
-        open_dataset(str(path), progress=False)
+        index_dataset(str(path), progress=False)
     assert "s000.json" in str(info.value)
-    assert open_dataset(str(path), progress=False, on_error="skip", refresh=True).num_samples == 4
+    assert index_dataset(str(path), progress=False, on_error="skip", refresh=True).num_samples == 4
 
 
 # --------------------------------------------------------------------------- truncated and non-tar
@@ -453,7 +453,7 @@ def test_truncated_shard_under_skip_streams_the_rest_of_the_dataset(tmp_path: Pa
     (tmp_path / "a.tar").write_bytes(data)
     (tmp_path / "b.tar").write_bytes(data[: 1536 * 5 + 700])
     (tmp_path / "full.tar").unlink()
-    index = open_dataset(str(tmp_path), progress=False, on_error="skip")
+    index = index_dataset(str(tmp_path), progress=False, on_error="skip")
     assert index.num_samples == 5
     ds = StreamingDataset(
         str(tmp_path), batch_size=1, seed=1, rank=0, world_size=1, on_error="skip"
@@ -504,14 +504,14 @@ def test_gzip_compressed_shards_stream_whole(tmp_path: Path, suffix: str) -> Non
         raw = _typed_tar(tmp_path / "raw.tar", _good(20, 20 * f)).read_bytes()
         (tmp_path / f"shard-{f}{suffix}").write_bytes(gzip.compress(raw))
     (tmp_path / "raw.tar").unlink()
-    index = open_dataset(str(tmp_path), progress=False)
+    index = index_dataset(str(tmp_path), progress=False)
     assert index.format == "webdataset" and index.num_units == 3 and index.num_samples == 60
     ds = StreamingDataset(str(tmp_path), batch_size=4, seed=2, rank=0, world_size=1)
     got = [(s["__key__"], s["txt"]) for s in ds]
     assert sorted(got) == [(f"s{i:03d}", b"t%d" % i) for i in range(60)]
     (tmp_path / f"shard-1{suffix}").write_bytes((tmp_path / f"shard-1{suffix}").read_bytes()[:-40])
     with pytest.raises(FormatError, match=f"shard-1{suffix}"):
-        open_dataset(str(tmp_path), progress=False, refresh=True)
+        index_dataset(str(tmp_path), progress=False, refresh=True)
 
 
 def test_compressed_shard_cut_short_by_a_bad_header_is_an_error(tmp_path: Path) -> None:
@@ -522,7 +522,7 @@ def test_compressed_shard_cut_short_by_a_bad_header_is_an_error(tmp_path: Path) 
     for suffix, data in ((".tar", bytes(raw)), (".tar.gz", gzip.compress(bytes(raw), mtime=0))):
         (tmp_path / f"bad{suffix}").write_bytes(data)
         with pytest.raises(FormatError, match="unreadable data after the last member") as info:
-            open_dataset(str(tmp_path / f"bad{suffix}"), progress=False)
+            index_dataset(str(tmp_path / f"bad{suffix}"), progress=False)
         assert f"bad{suffix}" in str(info.value) and "offset 10240" in str(info.value)
 
 
@@ -537,7 +537,7 @@ def test_member_name_that_is_not_utf8_is_a_bad_sample(tmp_path: Path, suffix: st
     path = tmp_path / f"latin{suffix}"
     path.write_bytes(gzip.compress(buf.getvalue()) if suffix == ".tar.gz" else buf.getvalue())
     with pytest.raises(FormatError, match="member name is not valid UTF-8") as info:
-        open_dataset(str(path), progress=False)
+        index_dataset(str(path), progress=False)
     assert path.name in str(info.value)
     ds = StreamingDataset(
         str(path), batch_size=1, shuffle=False, on_error="skip", rank=0, world_size=1
@@ -553,7 +553,7 @@ def test_a_field_first_seen_late_in_a_shard_is_a_column(tmp_path: Path) -> None:
         if ext == "txt" or i == 350
     ]
     path = _typed_tar(tmp_path / "late.tar", members)
-    index = open_dataset(str(path), progress=False)
+    index = index_dataset(str(path), progress=False)
     assert index.schema.names == ["__key__", "seg", "txt"]
     assert get_format("webdataset").read_schema(str(path)) == index.schema
     rows = list(StreamingDataset(index, shuffle=False, rank=0, world_size=1))

@@ -1,4 +1,4 @@
-"""open_dataset: counts equal a full read, persistence, invalidation, errors."""
+"""index_dataset: counts equal a full read, persistence, invalidation, errors."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from shardwise import EmptyDatasetError, FormatError
 from shardwise.formats import get_format
-from shardwise.index import INDEX_NAME, DatasetIndex, open_dataset
+from shardwise.index import INDEX_NAME, DatasetIndex, index_dataset
 
 
 def _parquet_dir(root: Path, sizes: list[list[int]]) -> Path:
@@ -46,7 +46,7 @@ def _read_all(index: DatasetIndex) -> list[int]:
 
 def test_parquet_counts_equal_full_read(tmp_path: Path) -> None:
     root = _parquet_dir(tmp_path / "pq", [[5, 100, 1], [7], [33, 0, 2]])
-    index = open_dataset(str(root))
+    index = index_dataset(str(root))
     assert index.format == "parquet"
     assert index.num_samples == 148
     assert [u.num_samples for u in index.units] == [5, 100, 1, 7, 33, 0, 2]
@@ -65,7 +65,7 @@ def test_jsonl_counts_equal_full_read(tmp_path: Path) -> None:
             for _ in range(rows):
                 f.write(json.dumps({"id": n, "text": "x" * (n % 50)}) + "\n")
                 n += 1
-    index = open_dataset(str(root), unit_bytes=16 * 1024)
+    index = index_dataset(str(root), unit_bytes=16 * 1024)
     assert index.num_samples == n
     assert index.num_units > 3  # the big file was cut into byte ranges
     assert sorted(_read_all(index)) == list(range(n))
@@ -86,7 +86,7 @@ def test_webdataset_counts_equal_full_read(tmp_path: Path) -> None:
                     ti.size = len(payload)
                     tf.addfile(ti, io.BytesIO(payload))
                 key += 1
-    index = open_dataset(str(root / "*.tar"))
+    index = index_dataset(str(root / "*.tar"))
     assert index.format == "webdataset"
     assert [u.num_samples for u in index.units] == [4, 9]
     fmt = get_format("webdataset")
@@ -98,22 +98,22 @@ def test_webdataset_counts_equal_full_read(tmp_path: Path) -> None:
 
 def test_index_saved_beside_data_and_reused(tmp_path: Path) -> None:
     root = _parquet_dir(tmp_path / "pq", [[10, 10], [5]])
-    first = open_dataset(str(root))
+    first = index_dataset(str(root))
     assert first.location == str(root / INDEX_NAME)
     assert (root / INDEX_NAME).exists()
-    again = open_dataset(str(root))
+    again = index_dataset(str(root))
     assert again.reused_files == 2
     assert again.units == first.units
 
 
 def test_index_rebuilt_when_a_file_changes(tmp_path: Path) -> None:
     root = _parquet_dir(tmp_path / "pq", [[10, 10], [5]])
-    open_dataset(str(root))
+    index_dataset(str(root))
     time.sleep(0.01)
     target = root / "part-001.parquet"
     pq.write_table(pa.table({"id": list(range(8)), "text": ["a"] * 8}), target, row_group_size=3)
     os.utime(target, (time.time() + 5, time.time() + 5))
-    index = open_dataset(str(root))
+    index = index_dataset(str(root))
     assert index.reused_files == 1
     assert index.num_samples == 28
     assert [u.num_samples for u in index.units] == [10, 10, 3, 3, 2]
@@ -122,32 +122,32 @@ def test_index_rebuilt_when_a_file_changes(tmp_path: Path) -> None:
 def test_index_goes_to_cache_for_globs(tmp_path: Path) -> None:
     root = _parquet_dir(tmp_path / "pq", [[4], [6]])
     cache = tmp_path / "cache"
-    index = open_dataset(str(root / "part-*.parquet"), cache_dir=str(cache))
+    index = index_dataset(str(root / "part-*.parquet"), cache_dir=str(cache))
     assert index.location.startswith(str(cache))
     assert not (root / INDEX_NAME).exists()
-    assert open_dataset(str(root / "part-*.parquet"), cache_dir=str(cache)).reused_files == 2
+    assert index_dataset(str(root / "part-*.parquet"), cache_dir=str(cache)).reused_files == 2
 
 
 def test_empty_glob_says_so(tmp_path: Path) -> None:
     with pytest.raises(EmptyDatasetError, match="no data files matched|no such file"):
-        open_dataset(str(tmp_path / "nothing-*.parquet"))
+        index_dataset(str(tmp_path / "nothing-*.parquet"))
 
 
 def test_mixed_formats_need_a_choice(tmp_path: Path) -> None:
     _parquet_dir(tmp_path, [[3]])
     (tmp_path / "x.jsonl").write_text('{"a": 1}\n')
     with pytest.raises(FormatError, match="mix formats"):
-        open_dataset(str(tmp_path))
+        index_dataset(str(tmp_path))
 
 
 def test_unknown_suffix_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "data.csv").write_text("a,b\n")
     with pytest.raises(FormatError, match="data.csv.*unknown format"):
-        open_dataset(str(tmp_path / "data.csv"))
+        index_dataset(str(tmp_path / "data.csv"))
 
 
 def test_index_json_round_trip(tmp_path: Path) -> None:
-    index = open_dataset(str(_parquet_dir(tmp_path / "pq", [[2, 3]])))
+    index = index_dataset(str(_parquet_dir(tmp_path / "pq", [[2, 3]])))
     back = DatasetIndex.from_json(index.to_json())
     assert (
         back.units == index.units and back.files == index.files and back.schema.equals(index.schema)
