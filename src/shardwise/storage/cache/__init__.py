@@ -4,8 +4,9 @@ Holds the cache itself (:mod:`.node`), its entries on disk (:mod:`.entry`), the
 directory's journal and scan (:mod:`.directory`), the leases that guard an entry being
 written (:mod:`.lease`) and the ``shardwise cache`` commands' work (:mod:`.admin`).
 
-May import: ``shardwise.errors`` and the rest of ``shardwise.storage`` (paths, retry,
-atomic). Nothing in ``storage`` outside this package imports it.
+May import: ``shardwise.errors`` and storage's core (paths, retry, atomic, localfs,
+overlay, refusals; see ``docs/layers.toml``). Nothing in ``storage`` outside this package
+imports it.
 """
 
 from shardwise.storage.cache.node import CacheStats, NodeCache
