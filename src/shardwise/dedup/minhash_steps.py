@@ -147,6 +147,7 @@ def partitions(ceiling: int, memory_budget: int, records: int) -> int:
     """Edges tasks: ``ceiling`` (the op's ``partitions``) is a ceiling (each edges task
     loads the signatures, and verifying the shingles, of the candidates it meets, so small
     inputs use fewer, fuller ones) unless one partition's records would not fit in a
-    quarter of the memory budget (the rest: the verification cache, the candidates' shingles, the interpreter)."""
+    quarter of the memory budget (the rest: the verification cache, the candidates'
+    shingles, the interpreter)."""
     by_records = min(ceiling, max(2, -(-records // RECORDS_PER_PARTITION)))
     return max(by_records, -(-records * RECORD_BYTES // max(1, memory_budget // BUDGET_SHARE)))
