@@ -15,12 +15,13 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "shardwise"
 
-BASE = {"errors", "_optional", "_types"}
+BASE = {"errors", "_optional", "_types", "_tokens"}
 # what each top-level package or module of shardwise may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "_optional": {"errors"},
     "_types": {"errors"},
+    "_tokens": {"errors"},
     "plan": {"errors"},
     "storage": BASE,
     "formats": BASE | {"storage"},
