@@ -57,6 +57,7 @@ def test_tokens_decode_to_the_text_with_eos_and_bos(bpe: str) -> None:
         assert tok.decode(ids[1:-1].tolist()) == (text or "")
         assert list(ids[1:-1]) == tok.encode(text or "", add_special_tokens=False).ids
     assert count_tokens(out) == sum(len(d) for d in docs)
+    assert out.column("num_tokens").to_pylist() == [len(d) for d in docs]
 
 
 def test_without_eos_the_ids_are_the_encoding(bpe: str) -> None:

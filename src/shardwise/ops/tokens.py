@@ -110,6 +110,7 @@ def tokenize(
     output: str = "tokens",
     eos: str | None = None,
     bos: str | None = None,
+    count_column: str | None = "num_tokens",
 ) -> pa.RecordBatch:
     """Encode ``column`` with the tokenizer saved at ``tokenizer`` into token column ``output``.
 
@@ -120,9 +121,12 @@ def tokenize(
         output: the token column to add (replaced if it exists).
         eos: token appended to every document (e.g. ``"<|endoftext|>"``); None: none.
         bos: token prepended to every document; None: none.
+        count_column: an int32 column of each document's token count, set too (None:
+            not); token plans read it instead of the tokens.
 
     Returns:
-        ``batch`` with ``output`` set (see :mod:`shardwise._tokens` for its layout).
+        ``batch`` with ``output`` (see :mod:`shardwise._tokens` for its layout) and
+        ``count_column`` set.
     """
     if column not in batch.schema.names:
         raise ConfigError(f"tokenize: no column {column!r} (columns: {batch.schema.names})")
@@ -130,9 +134,15 @@ def tokenize(
     texts = batch.column(column).to_pylist()
     ids = _encode(load_tokenizer(tokenizer)[0], [t if t is not None else "" for t in texts])
     flat, offsets = _framed(ids, info)
-    values = token_array(flat, offsets)
-    field = info.field(output)
-    i = batch.schema.get_field_index(output)
+    batch = _set(batch, info.field(output), token_array(flat, offsets))
+    if count_column is not None:
+        counts = pa.array(np.diff(offsets).astype(np.int32), pa.int32())
+        batch = _set(batch, pa.field(count_column, pa.int32()), counts)
+    return batch
+
+
+def _set(batch: pa.RecordBatch, field: pa.Field, values: pa.Array) -> pa.RecordBatch:
+    i = batch.schema.get_field_index(field.name)
     if i >= 0:
         return batch.set_column(i, field, values)
     return batch.append_column(field, values)
