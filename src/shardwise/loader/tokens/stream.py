@@ -55,6 +55,8 @@ class TokenStreamBase:
         pad_id: the id padding positions get (default: the tokenizer's eos, else 0).
         batch_format: ``"numpy"`` or ``"torch"``.
         rank, world_size: override detection (``torch.distributed`` or ``RANK``/``WORLD_SIZE``).
+        num_workers: the DataLoader's workers (for ``len()``, ``stats()`` and ``plan()`` in
+            the training process; inside a worker the DataLoader's own count must match).
         prefetch_units: units read ahead per iterating process.
         **open_options: for ``open_dataset`` (``storage_options``, ``format``).
     """
@@ -78,6 +80,7 @@ class TokenStreamBase:
         batch_format: str = "numpy",
         rank: int | None = None,
         world_size: int | None = None,
+        num_workers: int | None = None,
         prefetch_units: int = 2,
         **open_options: Any,
     ) -> None:
@@ -100,6 +103,7 @@ class TokenStreamBase:
             self.index.mixing(epoch_size, "random") if isinstance(self.index, MixedIndex) else None
         )
         self.rank, self.world_size, self.prefetch_units = rank, world_size, prefetch_units
+        self.num_workers = num_workers
         self.epoch = 0
         self.resumes: list[Resume] = []
         self._channel = TopologyChannel.new()
@@ -129,7 +133,15 @@ class TokenStreamBase:
         )
 
     def _placement(self) -> Placement:
-        return detect_placement(self.rank, self.world_size)
+        p = detect_placement(self.rank, self.world_size)
+        if self.num_workers is None or p.num_workers == self.num_workers:
+            return p
+        if in_dataloader_worker():
+            raise ConfigError(
+                f"TokenStream(num_workers={self.num_workers}) runs in a DataLoader of "
+                f"{p.num_workers} workers; give it the DataLoader's num_workers"
+            )
+        return detect_placement(self.rank, self.world_size, 0, self.num_workers)
 
     def set_epoch(self, epoch: int) -> None:
         """Stream epoch ``epoch`` next (also in DataLoader workers started later or kept)."""
