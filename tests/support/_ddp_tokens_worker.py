@@ -7,7 +7,6 @@ import os
 import sys
 from datetime import timedelta
 
-import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader
 
