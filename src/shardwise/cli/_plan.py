@@ -90,6 +90,20 @@ from shardwise.cli._app import cli, human_bytes
 @click.option(
     "--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix)."
 )
+@click.option(
+    "--seq-len",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Token shards: plan sequences of this many tokens (TokenStream); --batch-size counts "
+    "sequences and --epoch-size tokens.",
+)
+@click.option(
+    "--packing",
+    type=click.Choice(["concat", "best_fit", "pad"]),
+    default="concat",
+    show_default=True,
+    help="With --seq-len: how documents become sequences.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--html",
@@ -114,6 +128,8 @@ def plan(
     seed: int,
     epoch: int,
     fmt: str | None,
+    seq_len: int | None,
+    packing: str,
     as_json: bool,
     html_out: str | None,
 ) -> None:
@@ -138,11 +154,32 @@ def plan(
         raise click.UsageError("give PATHS or --source options (one or more), not both")
     groups = world_size // replication
     given: list[Any] = [parse_source(s, fmt) for s in sources] or list(paths)
-    index = open_source(given, "raise", {"format": fmt} if fmt and paths else {}, [])
+    wanted = None if seq_len is not None else []  # token plans read the token columns
+    index = open_source(given, "raise", {"format": fmt} if fmt and paths else {}, wanted)
     mixing = mixing_for(index, epoch_size, batching)
     unit_bytes = np.array([u.num_bytes for u in index.units])
     interleave = interleave or auto_interleave(unit_bytes, shuffle_mb * 2**20)
     topo = Topology(groups, workers, batch_size, not keep_last, interleave)
+    if seq_len is not None:
+        from shardwise.cli._tokenplan import echo_token_report, token_report
+
+        names = [s.name for s in given] if sources else []
+        tokens = token_report(
+            index,
+            names,
+            topo,
+            seq_len=seq_len,
+            packing=packing,
+            seed=seed,
+            epoch=epoch,
+            mixing=mixing,
+            canonical_workers=canonical_workers,
+        )
+        if as_json:
+            click.echo(json.dumps(tokens, indent=2))
+        else:
+            echo_token_report(tokens)
+        return
     p = make_plan(
         index.counts(),
         topo,
