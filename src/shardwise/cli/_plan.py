@@ -154,7 +154,7 @@ def plan(
         raise click.UsageError("give PATHS or --source options (one or more), not both")
     groups = world_size // replication
     given: list[Any] = [parse_source(s, fmt) for s in sources] or list(paths)
-    wanted = None if seq_len is not None else []  # token plans read the token columns
+    wanted: list[str] | None = None if seq_len is not None else []  # token plans: their columns
     index = open_source(given, "raise", {"format": fmt} if fmt and paths else {}, wanted)
     mixing = mixing_for(index, epoch_size, batching)
     unit_bytes = np.array([u.num_bytes for u in index.units])
