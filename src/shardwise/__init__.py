@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from shardwise.index import DatasetIndex, open_dataset
     from shardwise.loader import StreamingDataset
     from shardwise.loader.sources import Source
+    from shardwise.loader.tokens import TokenStream
     from shardwise.parallel import parallel_backend, parallel_map
     from shardwise.pipeline import read_jsonl, read_parquet, read_webdataset
     from shardwise.prepare import prepare
@@ -51,6 +52,7 @@ __all__ = [
     "StorageError",
     "StreamingDataset",
     "TaskError",
+    "TokenStream",
     "UnsafeMemberError",
     "UnsupportedError",
     "__version__",
@@ -76,6 +78,7 @@ _LAZY = {
     "read_webdataset": "shardwise.pipeline",
     "StreamingDataset": "shardwise.loader",
     "Source": "shardwise.loader.sources",
+    "TokenStream": "shardwise.loader.tokens",
 }
 
 
