@@ -128,3 +128,26 @@ def test_sources_mix_by_token_weight(shards: tuple[Path, str, list[str]]) -> Non
     assert abs(stats["a"]["epoch_tokens"] / total - 0.25) < 100 * 2 / total
     batches = list(ds)
     assert sum(len(x["input_ids"]) for x in batches) * 100 == total
+
+
+def test_dataloader_workers_follow_epochs_and_state(shards: tuple[Path, str, list[str]]) -> None:
+    from torch.utils.data import DataLoader
+
+    path, _, _ = shards
+    ds = TokenStream(str(path), seq_len=256, batch_size=2, num_workers=2, seed=4)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)
+
+    def epoch() -> list[bytes]:
+        return [x.numpy().tobytes() for b in loader for x in b["input_ids"]]
+
+    first, second = epoch(), epoch()  # persistent workers advance by themselves
+    assert len(first) == len(second) == 2 * len(ds) and first != second
+    assert Counter(first) == Counter(second) or len(first) < ds.counts.sum()
+    ds.set_epoch(0)
+    assert epoch() == first
+    inline = TokenStream(str(path), seq_len=256, batch_size=2, seed=4, num_workers=2)
+    assert len(inline) == len(ds)
+    state = ds.state_dict(3)
+    assert state["resumes"][0]["topology"]["num_workers"] == 2
+    ds.load_state_dict(state)
+    assert epoch() == first[3 * 2 :]

@@ -108,6 +108,7 @@ class TokenStreamBase:
         self.resumes: list[Resume] = []
         self._channel = TopologyChannel.new()
         self._seen: tuple[int, int] | None = None
+        self._control = 0  # number of the last epoch/resume control published or applied
         self.counts = count_sequences(self.lengths, self.docs, seq_len, packing, buffer)
 
     # -- planning ---------------------------------------------------------------------
@@ -146,7 +147,12 @@ class TokenStreamBase:
     def set_epoch(self, epoch: int) -> None:
         """Stream epoch ``epoch`` next (also in DataLoader workers started later or kept)."""
         self.epoch, self.resumes = int(epoch), []
-        self._channel.publish({"epoch": self.epoch, "resumes": []})
+        self._publish()
+
+    def _publish(self) -> None:
+        self._control += 1
+        resumes = [r.to_dict() for r in self.resumes]
+        self._channel.publish({"n": self._control, "epoch": self.epoch, "resumes": resumes})
 
     def __len__(self) -> int:
         """Batches this rank yields in the epoch (DataLoader workers included)."""
@@ -155,7 +161,8 @@ class TokenStreamBase:
     # -- iterating --------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
         control = self._channel.control()
-        if in_dataloader_worker() and control is not None:
+        if in_dataloader_worker() and control is not None and control["n"] > self._control:
+            self._control = int(control["n"])  # newer than this worker's copy: follow it
             self.epoch = int(control["epoch"])
             self.resumes = [Resume.from_dict(r) for r in control["resumes"]]
         p = self._placement()
@@ -218,7 +225,7 @@ class TokenStreamBase:
                 )
         self.epoch = int(state["epoch"])
         self.resumes = [Resume.from_dict(r) for r in state["resumes"]]
-        self._channel.publish({"epoch": self.epoch, "resumes": state["resumes"]})
+        self._publish()
 
     def stats(self) -> dict[str, Any]:
         """Tokens, sequences, padding and split documents per source, and the epoch's."""
