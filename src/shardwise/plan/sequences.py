@@ -46,38 +46,52 @@ def sequence_tokens(
     return tokens[starts + np.arange(int(lengths.sum()))], lengths
 
 
-def _empty(b: int, seq_len: int, pad_id: int) -> dict[str, np.ndarray]:
-    return {
-        "input_ids": np.full((b, seq_len), pad_id, dtype=np.int64),
-        "labels": np.full((b, seq_len), IGNORE, dtype=np.int64),
-        "position_ids": np.zeros((b, seq_len), dtype=np.int64),
-        "document_ids": np.full((b, seq_len), -1, dtype=np.int64),
-        "loss_mask": np.zeros((b, seq_len), dtype=bool),
-    }
-
-
 def fill_batch(
     sequences: Sequence[tuple[np.ndarray, np.ndarray]], seq_len: int, pad_id: int = 0
 ) -> dict[str, np.ndarray]:
     """The batch of ``sequences``, each ``(tokens, piece lengths)`` from
-    :func:`sequence_tokens` (see the module docstring for the arrays)."""
-    out = _empty(len(sequences), seq_len, pad_id)
-    segments = [0]
-    for i, (ids, lengths) in enumerate(sequences):
-        n = len(ids)
-        out["input_ids"][i, :n] = ids
-        out["loss_mask"][i, :n] = True
-        first = np.cumsum(lengths) - lengths
-        piece = np.repeat(np.arange(len(lengths)), lengths)
-        out["position_ids"][i, :n] = np.arange(n) - first[piece]
-        out["document_ids"][i, :n] = piece
-        nxt = np.arange(1, n + 1)
-        same = np.zeros(n, dtype=bool)
-        same[:-1] = piece[1:] == piece[:-1]
-        out["labels"][i, :n][same] = ids[nxt[same]]
-        base = i * seq_len
-        segments.extend((base + first + lengths).tolist())
-        if n < seq_len:
-            segments.append(base + seq_len)
-    out["cu_seqlens"] = np.asarray(segments, dtype=np.int32)
-    return out
+    :func:`sequence_tokens` (see the module docstring for the arrays). Vectorised over
+    the whole batch: a handful of array operations per batch, none per token."""
+    b = len(sequences)
+    lengths = np.concatenate([p for _, p in sequences]).astype(np.int64)
+    per_seq = np.fromiter((len(p) for _, p in sequences), np.int64, b)
+    tokens = np.concatenate([t for t, _ in sequences]).astype(np.int64)
+    seq_of = np.repeat(np.arange(b, dtype=np.int64), per_seq)
+    first_piece = np.cumsum(per_seq) - per_seq
+    starts = np.cumsum(lengths) - lengths  # each piece's first token among the batch's tokens
+    within = starts - np.repeat(starts[first_piece], per_seq)  # ... inside its sequence
+    flat_start = seq_of * seq_len + within
+    at = np.repeat(flat_start - starts, lengths) + np.arange(len(tokens))  # flat place of each
+    n = b * seq_len
+    ids = np.full(n, pad_id, dtype=np.int64)
+    ids[at] = tokens
+    pos = np.zeros(n, dtype=np.int64)
+    pos[at] = np.arange(len(tokens)) - np.repeat(starts, lengths)
+    doc = np.full(n, -1, dtype=np.int64)
+    doc[at] = np.repeat(np.arange(len(lengths)) - np.repeat(first_piece, per_seq), lengths)
+    labels = np.full(n, IGNORE, dtype=np.int64)
+    follows = np.ones(len(tokens), dtype=bool)
+    follows[starts + lengths - 1] = False  # a piece's last token has no target
+    labels[at[follows]] = tokens[1:][follows[:-1]] if len(tokens) else tokens
+    mask = np.zeros(n, dtype=bool)
+    mask[at] = True
+    shape = (b, seq_len)
+    return {
+        "input_ids": ids.reshape(shape),
+        "labels": labels.reshape(shape),
+        "position_ids": pos.reshape(shape),
+        "document_ids": doc.reshape(shape),
+        "loss_mask": mask.reshape(shape),
+        "cu_seqlens": _cu_seqlens(flat_start, lengths, per_seq, seq_len),
+    }
+
+
+def _cu_seqlens(
+    flat_start: np.ndarray, lengths: np.ndarray, per_seq: np.ndarray, seq_len: int
+) -> np.ndarray:
+    """Piece ends in the flat batch, plus each padded sequence's end."""
+    ends = flat_start + lengths
+    last = np.cumsum(per_seq) - 1
+    seq_ends = np.arange(1, len(per_seq) + 1, dtype=np.int64) * seq_len
+    padded = seq_ends[ends[last] < seq_ends]
+    return np.concatenate([[0], np.sort(np.concatenate([ends, padded]))]).astype(np.int32)
