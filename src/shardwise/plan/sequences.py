@@ -21,6 +21,7 @@ A sequence's tokens are one gather (a slice copy when its pieces are contiguous,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -61,20 +62,19 @@ def fill_batch(
     starts = np.cumsum(lengths) - lengths  # each piece's first token among the batch's tokens
     within = starts - np.repeat(starts[first_piece], per_seq)  # ... inside its sequence
     flat_start = seq_of * seq_len + within
-    at = np.repeat(flat_start - starts, lengths) + np.arange(len(tokens))  # flat place of each
-    n = b * seq_len
-    ids = np.full(n, pad_id, dtype=np.int64)
-    ids[at] = tokens
-    pos = np.zeros(n, dtype=np.int64)
-    pos[at] = np.arange(len(tokens)) - np.repeat(starts, lengths)
-    doc = np.full(n, -1, dtype=np.int64)
-    doc[at] = np.repeat(np.arange(len(lengths)) - np.repeat(first_piece, per_seq), lengths)
-    labels = np.full(n, IGNORE, dtype=np.int64)
-    follows = np.ones(len(tokens), dtype=bool)
+    n, m = b * seq_len, len(tokens)
+    full = m == n  # every sequence full: the tokens are the flat batch as they are
+    at = slice(None) if full else np.repeat(flat_start - starts, lengths) + np.arange(m)
+    piece = np.repeat(np.arange(len(lengths)), lengths)
+    ids = tokens if full else _scatter(n, pad_id, at, tokens)
+    pos = _scatter(n, 0, at, np.arange(m) - np.repeat(starts, lengths), full)
+    doc = _scatter(n, -1, at, piece - np.repeat(first_piece, per_seq)[piece], full)
+    follows = np.ones(m, dtype=bool)
     follows[starts + lengths - 1] = False  # a piece's last token has no target
-    labels[at[follows]] = tokens[1:][follows[:-1]] if len(tokens) else tokens
-    mask = np.zeros(n, dtype=bool)
-    mask[at] = True
+    nxt = np.empty(m, dtype=np.int64)
+    nxt[:-1] = tokens[1:]
+    labels = _scatter(n, IGNORE, at, np.where(follows, nxt, IGNORE), full)
+    mask = np.ones(n, dtype=bool) if full else _scatter(n, False, at, True)
     shape = (b, seq_len)
     return {
         "input_ids": ids.reshape(shape),
@@ -84,6 +84,17 @@ def fill_batch(
         "loss_mask": mask.reshape(shape),
         "cu_seqlens": _cu_seqlens(flat_start, lengths, per_seq, seq_len),
     }
+
+
+def _scatter(n: int, fill: object, at: Any, values: Any, full: bool = False) -> np.ndarray:
+    """``values`` placed at ``at`` of ``n`` slots holding ``fill`` (``values`` as they are
+    when the batch is ``full``)."""
+    if full:
+        return np.asarray(values, dtype=np.int64)
+    dtype = bool if isinstance(fill, bool) else np.int64
+    out = np.full(n, fill, dtype=dtype)
+    out[at] = values
+    return out
 
 
 def _cu_seqlens(
