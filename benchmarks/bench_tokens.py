@@ -49,8 +49,8 @@ DATA = HERE / ".data"
 LOGS = HERE / "results" / "logs-tokens"
 PEERS = Venv(
     HERE / ".venv-tokens",
-    ("datatrove", "tokenizers", "psutil"),
-    {"datatrove": "datatrove", "psutil": "psutil"},
+    ("datatrove", "tokenizers", "orjson", "psutil"),
+    {"datatrove": "datatrove", "orjson": "orjson", "psutil": "psutil"},
 )
 T = "adapters.tokens_systems"
 SYSTEMS = {

@@ -56,7 +56,7 @@ def fill_batch(
     b = len(sequences)
     lengths = np.concatenate([p for _, p in sequences]).astype(np.int64)
     per_seq = np.fromiter((len(p) for _, p in sequences), np.int64, b)
-    tokens = np.concatenate([t for t, _ in sequences]).astype(np.int64)
+    tokens = np.concatenate([t for t, _ in sequences], dtype=np.int64)
     seq_of = np.repeat(np.arange(b, dtype=np.int64), per_seq)
     first_piece = np.cumsum(per_seq) - per_seq
     starts = np.cumsum(lengths) - lengths  # each piece's first token among the batch's tokens
@@ -65,15 +65,14 @@ def fill_batch(
     n, m = b * seq_len, len(tokens)
     full = m == n  # every sequence full: the tokens are the flat batch as they are
     at = slice(None) if full else np.repeat(flat_start - starts, lengths) + np.arange(m)
-    piece = np.repeat(np.arange(len(lengths)), lengths)
     ids = tokens if full else _scatter(n, pad_id, at, tokens)
     pos = _scatter(n, 0, at, np.arange(m) - np.repeat(starts, lengths), full)
-    doc = _scatter(n, -1, at, piece - np.repeat(first_piece, per_seq)[piece], full)
-    follows = np.ones(m, dtype=bool)
-    follows[starts + lengths - 1] = False  # a piece's last token has no target
-    nxt = np.empty(m, dtype=np.int64)
-    nxt[:-1] = tokens[1:]
-    labels = _scatter(n, IGNORE, at, np.where(follows, nxt, IGNORE), full)
+    number = np.arange(len(lengths)) - np.repeat(first_piece, per_seq)  # piece in its sequence
+    doc = _scatter(n, -1, at, np.repeat(number, lengths), full)
+    targets = np.empty(m, dtype=np.int64)
+    targets[:-1] = tokens[1:]
+    targets[starts + lengths - 1] = IGNORE  # a piece's last token has no target
+    labels = _scatter(n, IGNORE, at, targets, full)
     mask = np.ones(n, dtype=bool) if full else _scatter(n, False, at, True)
     shape = (b, seq_len)
     return {

@@ -123,6 +123,7 @@ def test_sources_mix_by_token_weight(shards: tuple[Path, str, list[str]]) -> Non
     path, _, _ = shards
     a, b = Source(str(path), weight=1, name="a"), Source(str(path), weight=3, name="b")
     ds = TokenStream([a, b], seq_len=100, batch_size=2, seed=2)
+    assert ds.units.count_column == "num_tokens"  # lengths from the counts, not the tokens
     stats = ds.stats()["sources"]
     total = stats["a"]["epoch_tokens"] + stats["b"]["epoch_tokens"]
     assert abs(stats["a"]["epoch_tokens"] / total - 0.25) < 100 * 2 / total

@@ -86,7 +86,7 @@ class TokenStreamBase:
     ) -> None:
         if batch_format not in FORMATS:
             raise ConfigError(f"batch_format must be 'numpy' or 'torch', got {batch_format!r}")
-        self.index = open_source(source, "raise", open_options, [column])
+        self.index = open_source(source, "raise", open_options, None)
         self.units = TokenUnits(self.index, column, count_column)
         self.lengths, self.docs = self.units.lengths()
         self.seq_len, self.batch_size, self.packing, self.buffer = (
