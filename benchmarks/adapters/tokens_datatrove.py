@@ -24,7 +24,7 @@ def tokenize(data: str, tokenizer: str, procs: int, tmp: str, **_: Any) -> dict[
             output_folder=f"{tmp}/out",
             tokenizer_name_or_path=tokenizer,
             eos_token="<|endoftext|>",
-            shuffle=False,
+            shuffle_documents=False,
         ),
     ]
     ex = LocalPipelineExecutor(pipeline, tasks=procs, workers=procs, logging_dir=f"{tmp}/logs")
