@@ -1,4 +1,4 @@
-"""One rank of the gloo token-stream test (launched twice by tests/loader/tokens/test_distributed.py)."""
+"""One rank of the gloo token-stream test (run twice by tests/loader/tokens/test_distributed.py)."""
 
 from __future__ import annotations
 

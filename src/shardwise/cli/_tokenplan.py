@@ -4,9 +4,61 @@ documents. Reads the per-document token counts, not the tokens."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 import click
+
+__all__ = ["echo_token_report", "show_token_plan", "token_options", "token_report"]
+
+
+def token_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--seq-len`` and ``--packing`` for ``shardwise plan``."""
+    command = click.option(
+        "--packing",
+        type=click.Choice(["concat", "best_fit", "pad"]),
+        default="concat",
+        show_default=True,
+        help="With --seq-len: how documents become sequences.",
+    )(command)
+    return click.option(
+        "--seq-len",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Token shards: plan sequences of this many tokens (TokenStream); --batch-size "
+        "counts sequences and --epoch-size tokens.",
+    )(command)
+
+
+def show_token_plan(
+    index: Any,
+    names: list[str],
+    topology: Any,
+    seq_len: int,
+    packing: str,
+    as_json: bool,
+    seed: int,
+    epoch: int,
+    mixing: Any,
+    canonical_workers: int | None,
+) -> None:
+    """Print the token plan's report (JSON or lines)."""
+    report = token_report(
+        index,
+        names,
+        topology,
+        seq_len=seq_len,
+        packing=packing,
+        seed=seed,
+        epoch=epoch,
+        mixing=mixing,
+        canonical_workers=canonical_workers,
+    )
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        echo_token_report(report)
 
 
 def token_report(

@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from shardwise.errors import ConfigError
-from shardwise.loader.channel import TopologyChannel, in_dataloader_worker
-from shardwise.loader.placement import Placement, detect_placement
-from shardwise.loader.sources import MixedIndex, open_source
+from shardwise.loader.channel import TopologyChannel
+from shardwise.loader.placement import Placement, detect_placement, in_dataloader_worker
+from shardwise.loader.read.mixed import MixedIndex
+from shardwise.loader.read.opening import open_index
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan import Mixing, Resume, Topology
 from shardwise.plan.packing import DEFAULT_BUFFER, count_sequences
@@ -58,7 +59,7 @@ class TokenStreamBase:
         num_workers: the DataLoader's workers (for ``len()``, ``stats()`` and ``plan()`` in
             the training process; inside a worker the DataLoader's own count must match).
         prefetch_units: units read ahead per iterating process.
-        **open_options: for ``open_dataset`` (``storage_options``, ``format``).
+        **open_options: for ``index_dataset`` (``storage_options``, ``format``).
     """
 
     def __init__(
@@ -86,7 +87,7 @@ class TokenStreamBase:
     ) -> None:
         if batch_format not in FORMATS:
             raise ConfigError(f"batch_format must be 'numpy' or 'torch', got {batch_format!r}")
-        self.index = open_source(source, "raise", open_options, None)
+        self.index = open_index(source, "raise", open_options, None)
         self.units = TokenUnits(self.index, column, count_column)
         self.lengths, self.docs = self.units.lengths()
         self.seq_len, self.batch_size, self.packing, self.buffer = (

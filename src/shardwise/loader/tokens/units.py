@@ -18,7 +18,7 @@ import numpy as np
 from shardwise._tokens import TokenInfo, flat_tokens
 from shardwise.errors import ConfigError
 from shardwise.formats import OnError
-from shardwise.loader.sources import open_reader
+from shardwise.loader.read.mixed import unit_reader
 
 __all__ = ["TokenUnits", "UnitFeed"]
 
@@ -48,9 +48,9 @@ class TokenUnits:
             raise ConfigError(f"no token column {column!r}; the dataset has {index.schema.names}")
         self.info, self.column, self.index = _token_info(index, column), column, index
         self.count_column = count_column if count_column in index.schema.names else None
-        self.reader = open_reader(index, [column], None, on_error, cache)
+        self.reader = unit_reader(index, [column], None, on_error, cache)
         self._counts = (
-            open_reader(index, [self.count_column], None, on_error, cache)
+            unit_reader(index, [self.count_column], None, on_error, cache)
             if self.count_column
             else None
         )
