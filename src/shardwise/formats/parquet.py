@@ -8,8 +8,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardwise.errors import ConfigError, FormatError
-from shardwise.formats._fixedlist import read_fixed_lists
+from shardwise.errors import ConfigError, FormatError, StorageError
+from shardwise.formats._fixedlist import page_reader_enabled, read_fixed_lists
 from shardwise.formats._writer import RollingWriter
 from shardwise.formats.base import (
     OnError,
@@ -19,7 +19,8 @@ from shardwise.formats.base import (
     suffixes_of,
     unify_permissive,
 )
-from shardwise.storage import open_arrow_input, transient_in_chain
+from shardwise.storage import open_arrow_input
+from shardwise.storage.recording import RecordingFile, storage_failure
 
 __all__ = ["ParquetFormat", "ParquetShardWriter"]
 
@@ -30,13 +31,27 @@ def _open(path: str, storage_options: dict[str, Any]) -> pq.ParquetFile:
 
 def _open_with_source(path: str, storage_options: dict[str, Any]) -> tuple[pq.ParquetFile, Any]:
     f = open_arrow_input(path, **storage_options)
+    if not isinstance(f, pa.NativeFile):  # a Python file: its own failures are told apart
+        f = RecordingFile(f)
     try:
         return pq.ParquetFile(f), f
-    except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
+    except Exception as exc:
         f.close()
-        if transient_in_chain(exc):  # a dropped connection, not a bad file: the caller may retry
+        _raise_storage(exc, f, path, "footer")
+        if not isinstance(exc, (pa.ArrowException, OSError)):
             raise
         raise FormatError(f"not a readable Parquet file ({exc})", path, "footer") from exc
+
+
+def _raise_storage(exc: BaseException, source: Any, path: str, where: str) -> None:
+    """Raise a ``StorageError`` naming ``path`` if what failed was reading ``source`` (a
+    dropped connection, not a bad file: the caller retries it when the cause is
+    transient); return when the failure is the bytes' own."""
+    failed = storage_failure(source)
+    if failed is not None:
+        raise StorageError(
+            f"cannot read {path} ({where}): {type(failed).__name__}: {failed}", path
+        ) from failed
 
 
 class ParquetFormat:
@@ -119,9 +134,12 @@ class ParquetFormat:
             check_columns(columns, schema if schema is not None else pf.schema_arrow)
             try:
                 table = _read_row_group(pf, source, unit.index, columns, use_threads)
-            except (pa.ArrowInvalid, pa.ArrowException, OSError, IndexError) as exc:
-                if transient_in_chain(exc):  # a dropped connection, not a bad row group
-                    raise
+            except Exception as exc:
+                # bytes already read that do not decode are the file's damage, whatever the
+                # message says (a snappy page of 503 bytes is no throttled request)
+                _raise_storage(exc, source, unit.path, f"row group {unit.index}")
+                if not isinstance(exc, (pa.ArrowException, OSError, IndexError)):
+                    raise  # a bug, not the file's damage
                 err = FormatError(
                     f"cannot decode row group ({exc})", unit.path, f"row group {unit.index}"
                 )
@@ -156,7 +174,9 @@ def _read_row_group(
     plain = len(set(names)) == len(names) and set(names) <= set(
         pf.schema_arrow.names
     )  # else as Arrow has it
-    fixed = read_fixed_lists(pf, source, group, names) if plain else {}
+    # the one switch of the page reader (SHARDWISE_PAGE_READER=0): the pipeline's reads
+    # (read_unit) and the loader's (read_table) both come here
+    fixed = read_fixed_lists(pf, source, group, names) if plain and page_reader_enabled() else {}
     if not fixed:
         return pf.read_row_group(
             group, columns=list(columns) if columns is not None else None, use_threads=use_threads
