@@ -76,7 +76,8 @@ class Reading:
         read is a :class:`FormatError` naming its file and its place (row group, ...)."""
         reader = open_reader(self.index, self.columns, self.filter, self.on_error, self.cache)
         units = self.index.units
-        per_sample = self.batch_format is None
+        # per sample and in torch batches, dates become Python objects; numpy keeps datetime64
+        python_dates = self.batch_format in (None, "torch")
         python_values = self.batch_format != "arrow"
 
         def load(u: int) -> pa.Table:
@@ -94,8 +95,8 @@ class Reading:
                 raise FormatError(
                     f"cannot read this unit ({type(exc).__name__}: {exc})", units[u].path, place
                 ) from exc
-            if python_values:  # strings (and, per sample, dates) must become Python objects
-                check_values(table, units[u], place, dates=per_sample)
+            if python_values:  # strings and nested dates (and Python's dates) must convert
+                check_values(table, units[u], place, dates=python_dates)
             return table
 
         return load
