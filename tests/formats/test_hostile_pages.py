@@ -72,6 +72,7 @@ def _format_error(tmp_path: Path, data: bytes) -> FormatError:
     with pytest.raises(FormatError) as err:
         fmt.read_table(unit)
     assert str(path) in str(err.value) and "row group 0" in str(err.value)
+    assert "column 'emb'" in str(err.value), err.value
     quarantine = Quarantine()
     assert fmt.read_table(unit, on_error="skip", quarantine=quarantine) is None
     assert quarantine.count == unit.num_samples

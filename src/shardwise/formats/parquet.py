@@ -140,8 +140,11 @@ class ParquetFormat:
                 _raise_storage(exc, source, unit.path, f"row group {unit.index}")
                 if not isinstance(exc, (pa.ArrowException, OSError, IndexError)):
                     raise  # a bug, not the file's damage
+                column = _failing_column(pf, unit.index, columns)
                 err = FormatError(
-                    f"cannot decode row group ({exc})", unit.path, f"row group {unit.index}"
+                    f"cannot decode row group{column} ({exc})",
+                    unit.path,
+                    f"row group {unit.index}",
                 )
                 if on_error == "skip" and quarantine is not None:
                     quarantine.add(
@@ -163,6 +166,17 @@ class ParquetFormat:
     def open_writer(self, prefix: str, **options: Any) -> ParquetShardWriter:
         """Return a rolling writer of ``{prefix}-{n:05d}.parquet`` shards."""
         return ParquetShardWriter(prefix, storage_options=self.storage_options, **options)
+
+
+def _failing_column(pf: pq.ParquetFile, group: int, columns: Sequence[str] | None) -> str:
+    """ ", column 'name'" for the first column Arrow cannot read alone (after a failed read
+    of the row group: the error's message rarely names it), or "" when none fails alone."""
+    for name in list(columns) if columns is not None else pf.schema_arrow.names:
+        try:
+            pf.read_row_group(group, columns=[name], use_threads=False)
+        except (pa.ArrowException, OSError, IndexError):
+            return f", column {name!r}"
+    return ""
 
 
 def _read_row_group(
