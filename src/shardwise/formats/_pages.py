@@ -318,6 +318,8 @@ def inflate(body: memoryview, size: int, codec: str) -> memoryview:
             out = as_bytes(pa.Codec(codec.lower()).decompress(body, size))
         except OSError as exc:  # the codec's own complaint about its bytes (not storage's)
             raise Unreadable(f"{codec.lower()} page: {exc}") from exc
+        except MemoryError as exc:  # the size a header chose: Arrow allocates it, or reports
+            raise Unreadable(f"no memory for a page of {size} bytes") from exc
     else:
         raise Unreadable(f"codec {codec}")
     if len(out) != size:
