@@ -321,3 +321,57 @@ def test_one_switch_turns_the_page_reader_off_for_the_pipeline_and_the_loader(
         assert fmt.read_table(unit).equals(c.meta["table"])
         assert pa.Table.from_batches(list(fmt.read_unit(unit))).equals(c.meta["table"])
         assert calls == ([] if off else ["emb", "emb"])
+
+
+# ------------------------------------------------------------- object storage (Python files)
+
+
+def test_a_python_file_is_read_by_the_page_reader_and_its_failures_are_storage_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A file on an fsspec store (a Python file, no ``read_at``): the page reader reads
+    it; a read that fails there is a StorageError naming the file and row group, whose
+    cause (a dropped connection) keeps it retryable; a damaged one stays a FormatError."""
+    import fsspec
+
+    import shardwise.formats.parquet as parquet
+    from shardwise.errors import StorageError
+
+    c = craft(rows=100, k=4)
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/hostile/emb.parquet", c.build())
+    url = "memory://hostile/emb.parquet"
+    fmt = get_format("parquet")
+    unit = fmt.list_units(url, len(c.build()))[0]
+    calls: list[str] = []
+
+    def spy(*args: Any) -> dict[str, pa.Array]:
+        out = read_fixed_lists(*args)
+        calls.extend(out)
+        return out
+
+    monkeypatch.setattr(parquet, "read_fixed_lists", spy)
+    assert fmt.read_table(unit).equals(c.meta["table"]) and calls == ["emb"]
+
+    real_open = parquet.open_arrow_input
+
+    def dropping(path: str, **opts: Any) -> Any:
+        f = real_open(path, **opts)
+
+        def read(*args: Any) -> bytes:
+            raise ConnectionResetError("reset by peer")
+
+        f.read = read
+        return f
+
+    monkeypatch.setattr(parquet, "open_arrow_input", dropping)
+    with pytest.raises(StorageError, match="reset by peer") as err:
+        fmt.read_table(unit)
+    assert url in str(err.value) and transient_in_chain(err.value)
+
+    monkeypatch.setattr(parquet, "open_arrow_input", real_open)
+    c.past_eof = 10_000
+    fs.pipe("/hostile/emb.parquet", c.build())
+    with pytest.raises(FormatError, match="row group 0: cannot decode column 'emb'"):
+        fmt.read_table(unit)
+    fs.rm("/hostile", recursive=True)

@@ -128,7 +128,7 @@ def _chunk_bytes(chunk: Any, source: Any) -> memoryview:
     if chunk.compression not in CODECS:
         raise Unreadable(f"codec {chunk.compression}")
     start, size = _start(chunk), chunk.total_compressed_size
-    total = source.size() if hasattr(source, "size") else source.seek(0, 2)
+    total = _file_size(source)
     if start < 0 or size < 0 or start + size > total:
         raise Unreadable(f"column chunk at {start} of {size} bytes in a file of {total}")
     if hasattr(source, "read_at"):
@@ -140,6 +140,14 @@ def _chunk_bytes(chunk: Any, source: Any) -> memoryview:
     if len(b) != size:
         raise Unreadable("column chunk shorter than its metadata says")
     return b
+
+
+def _file_size(source: Any) -> int:
+    """The size of an Arrow file (``size()``) or of a Python one (fsspec's ``size``)."""
+    size = getattr(source, "size", None)
+    if callable(size):
+        return int(size())
+    return int(size) if isinstance(size, int) else int(source.seek(0, 2))
 
 
 def _headers(b: memoryview, count: int, itemsize: int) -> list[Page]:

@@ -140,9 +140,9 @@ class ParquetFormat:
                 _raise_storage(exc, source, unit.path, f"row group {unit.index}")
                 if not isinstance(exc, (pa.ArrowException, OSError, IndexError)):
                     raise  # a bug, not the file's damage
-                column = _failing_column(pf, unit.index, columns)
+                what = _failing_column(pf, unit.index, columns)
                 err = FormatError(
-                    f"cannot decode row group{column} ({exc})",
+                    f"cannot decode {what} ({exc})",
                     unit.path,
                     f"row group {unit.index}",
                 )
@@ -169,14 +169,15 @@ class ParquetFormat:
 
 
 def _failing_column(pf: pq.ParquetFile, group: int, columns: Sequence[str] | None) -> str:
-    """ ", column 'name'" for the first column Arrow cannot read alone (after a failed read
-    of the row group: the error's message rarely names it), or "" when none fails alone."""
+    """The first column Arrow cannot read alone, as "column 'name'" (after a failed read
+    of the row group: the error's message rarely names it), or "row group" when none
+    fails alone."""
     for name in list(columns) if columns is not None else pf.schema_arrow.names:
         try:
             pf.read_row_group(group, columns=[name], use_threads=False)
         except (pa.ArrowException, OSError, IndexError):
-            return f", column {name!r}"
-    return ""
+            return f"column {name!r}"
+    return "row group"
 
 
 def _read_row_group(
