@@ -13,9 +13,15 @@ byte-stream-split or dictionary indices. The same column took 0.48-0.64 s so; th
 shape's whole scan (128 floats a row), 1.2 CPU s against Arrow's 3.3 s.
 
 Anything else -- nulls, other encodings or codecs, pages splitting a row, a header or
-level that does not parse, a count that does not add up -- declines the column
-(``None``), and Arrow reads it as before, reporting any damage itself. So this path
-returns nothing Arrow would not, or it returns nothing.
+level that does not parse, a count that does not add up -- declines the column: an
+:class:`~shardwise.formats._pages.Unreadable` with its reason, logged at debug level, and
+Arrow reads the column as before, reporting any damage itself. So this path returns
+nothing Arrow would not, or it returns nothing; any other exception is a bug and
+propagates. Memory stays bounded on any input: the chunk's range is checked against the
+file's size, every page header is read before anything is decompressed (the values add
+up to the row group's, each page's sizes are bounded by its values), and no
+decompression produces more than its header declares. ``SHARDWISE_PAGE_READER=0`` turns
+this path off (see :func:`page_reader_enabled`).
 """
 
 from __future__ import annotations
