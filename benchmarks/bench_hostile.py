@@ -32,7 +32,7 @@ CHILD = """
 import sys, time
 import pyarrow as pa, pyarrow.parquet as pq
 from shardwise.formats import get_format
-from shardwise.formats._fixedlist import read_fixed_lists
+from shardwise.formats.parquet._fixedlist import read_fixed_lists
 reader, path = sys.argv[1], sys.argv[2]
 fmt = get_format("parquet")
 unit = fmt.list_units(path, 0)[0]

@@ -41,7 +41,7 @@ from _parquetcraft import (
     gzip_member,
 )
 
-from shardwise.formats._fixedlist import read_fixed_lists
+from shardwise.formats.parquet._fixedlist import read_fixed_lists
 
 STATS = {"arrow read": 0, "ours read": 0}
 TYPES = [I16, I32, I64, TRUE, FALSE, BYTE, BINARY, STRUCT]

@@ -5,8 +5,9 @@ A date or timestamp outside the years 1-9999 cannot be a ``datetime``, nor can b
 are not UTF-8 be a ``str``: each is a :class:`FormatError` naming the file, the unit and
 the column (see :func:`check_values`) wherever it would become a Python object: per
 sample and in torch batches, and, nested in lists, structs or maps, in numpy batches too.
-Numpy batches keep a date column of its own exactly, as ``datetime64``. String and binary *view* columns become ``large_string`` and
-``large_binary`` (:func:`without_views`), the types the loader's gathers can take.
+Numpy batches keep a date column of its own exactly, as ``datetime64``. String and binary
+*view* columns become ``large_string`` and ``large_binary`` (:func:`without_views`), the
+types the loader's gathers can take.
 """
 
 from __future__ import annotations

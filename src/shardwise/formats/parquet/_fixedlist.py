@@ -1,0 +1,297 @@
+"""Fixed-size lists of numbers (embeddings, token windows) read straight from their Parquet pages.
+
+Arrow decodes a ``fixed_size_list<float>[64]`` column as a nested list: a repetition
+and a definition level per value, turned into offsets and validity, then checked
+against the fixed size. On the loader benchmark's text shape (2 million embeddings of
+64 floats) that took 0.73-0.98 CPU s of a 1.2-1.5 s decode, on one thread; the same
+floats as a flat column without nulls took about 0.16 s. Without nulls, the levels say
+nothing a fixed-size list does not already say, so here each page's levels are only
+*checked* (the definition levels all at their maximum, the repetition levels opening a
+row every ``k`` values; both usually a few runs, see
+:mod:`shardwise.formats.parquet._rle_bitpacked`)
+and the values are taken as they are: plain (one copy out of the decompressed page),
+byte-stream-split or dictionary indices. The same column took 0.48-0.64 s so; the emb
+shape's whole scan (128 floats a row), 1.2 CPU s against Arrow's 3.3 s.
+
+Anything else -- nulls, other encodings or codecs, pages splitting a row, a header or
+level that does not parse, a count that does not add up -- declines the column: an
+:class:`~shardwise.formats.parquet._pages.Unreadable` with its reason, logged at debug level, and
+Arrow reads the column as before, reporting any damage itself. So this path returns
+nothing Arrow would not, or it returns nothing; any other exception is a bug and
+propagates. Memory stays bounded on any input: the chunk's range is checked against the
+file's size, every page header is read before anything is decompressed (the values add
+up to the row group's, each page's sizes are bounded by its values), and no
+decompression produces more than its header declares. ``SHARDWISE_PAGE_READER=0`` turns
+this path off (see :func:`page_reader_enabled`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from shardwise.formats.parquet._pages import (
+    CODECS,
+    DATA,
+    DATA_V2,
+    DICTIONARY,
+    Page,
+    Unreadable,
+    as_bytes,
+    inflate,
+    read_page,
+)
+from shardwise.formats.parquet._rle_bitpacked import check_constant, check_rows, decode
+
+__all__ = ["page_reader_enabled", "read_fixed_lists"]
+
+log = logging.getLogger(__name__)
+_PHYSICAL = {"FLOAT": ("f", 4), "DOUBLE": ("f", 8), "INT32": ("iu", 4), "INT64": ("iu", 8)}
+PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY, BYTE_STREAM_SPLIT = 0, 2, 3, 8, 9
+# a chunk of more pages is left to Arrow: this reader's cost per page (~60 us of Python)
+# would make it slower than Arrow's, and a hostile chunk of tiny pages costs Python time
+MAX_PAGES = 1 << 14
+MAX_CHUNK_ITEMS = 32 * MAX_PAGES  # Thrift fields and elements read in one chunk's headers
+ENV = "SHARDWISE_PAGE_READER"
+
+
+def page_reader_enabled() -> bool:
+    """Whether fixed-size lists are read from their pages: yes unless the environment
+    says ``SHARDWISE_PAGE_READER=0`` (read at each call, so a test or a job can switch it)."""
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def read_fixed_lists(pf: Any, source: Any, group: int, names: list[str]) -> dict[str, pa.Array]:
+    """The columns of ``names`` in row group ``group`` of ``pf`` (a ``ParquetFile`` over
+    ``source``) that are fixed-size lists of numbers without nulls, decoded here; the
+    others (and any this path declines) are left out, for Arrow to read."""
+    out: dict[str, pa.Array] = {}
+    schema = pf.schema_arrow
+    if (
+        sys.byteorder != "little"
+        or len(set(schema.names)) != len(schema.names)
+        or sum(_leaves(f.type) for f in schema) != pf.metadata.num_columns
+    ):
+        return out
+    leaf = 0
+    for field in schema:
+        width = _leaves(field.type)
+        if field.name in names and width == 1 and _eligible(field.type):
+            try:
+                out[field.name] = _column(pf, source, group, leaf, field)
+            except Unreadable as exc:
+                log.debug("row group %d, column %r: left to Arrow (%s)", group, field.name, exc)
+        leaf += width
+    return out
+
+
+def _leaves(t: pa.DataType) -> int:
+    """How many Parquet columns hold a field of type ``t``."""
+    if isinstance(t, pa.BaseExtensionType):
+        return _leaves(t.storage_type)
+    if pa.types.is_struct(t):
+        return sum(_leaves(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _leaves(t.key_type) + _leaves(t.item_type)
+    if (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_list_view(t)
+        or pa.types.is_large_list_view(t)
+    ):
+        return _leaves(t.value_type)
+    return 1
+
+
+def _eligible(t: pa.DataType) -> bool:
+    if not pa.types.is_fixed_size_list(t) or t.list_size < 1:
+        return False
+    v = t.value_type
+    return (pa.types.is_floating(v) or pa.types.is_integer(v)) and v.bit_width in (32, 64)
+
+
+def _column(pf: Any, source: Any, group: int, leaf: int, field: pa.Field) -> pa.Array:
+    meta = pf.metadata.row_group(group)
+    rows = meta.num_rows
+    chunk, desc = meta.column(leaf), pf.schema.column(leaf)
+    if desc.path.split(".")[0] != field.name or desc.max_repetition_level != 1:
+        raise Unreadable("a list of another nesting")
+    dtype = np.dtype(field.type.value_type.to_pandas_dtype())
+    kinds, size = _PHYSICAL.get(desc.physical_type, ("", 0))
+    k = field.type.list_size
+    if dtype.kind not in kinds or dtype.itemsize != size or chunk.num_values != rows * k:
+        raise Unreadable("values of another type or count than the schema's")
+    values = _values(chunk, _chunk_bytes(chunk, source), desc.max_definition_level, k, rows, dtype)
+    flat = pa.Array.from_buffers(field.type.value_type, len(values), [None, pa.py_buffer(values)])
+    return pa.FixedSizeListArray.from_arrays(flat, type=field.type)
+
+
+def _chunk_bytes(chunk: Any, source: Any) -> memoryview:
+    """The column chunk's bytes, once its range is checked against the file's size (as
+    Arrow checks it). A storage error propagates: it is not the file's damage."""
+    if chunk.compression not in CODECS:
+        raise Unreadable(f"codec {chunk.compression}")
+    start, size = _start(chunk), chunk.total_compressed_size
+    total = _file_size(source)
+    if start < 0 or size < 0 or start + size > total:
+        raise Unreadable(f"column chunk at {start} of {size} bytes in a file of {total}")
+    if hasattr(source, "read_at"):
+        data = source.read_at(size, start)
+    else:  # a Python file (fsspec)
+        source.seek(start)
+        data = source.read(size)
+    b = as_bytes(data)
+    if len(b) != size:
+        raise Unreadable("column chunk shorter than its metadata says")
+    return b
+
+
+def _file_size(source: Any) -> int:
+    """The size of an Arrow file (``size()``) or of a Python one (fsspec's ``size``)."""
+    size = getattr(source, "size", None)
+    if callable(size):
+        return int(size())
+    return int(size) if isinstance(size, int) else int(source.seek(0, 2))
+
+
+def _headers(b: memoryview, count: int, itemsize: int) -> list[Page]:
+    """Every page header of the chunk, checked before anything is decompressed: the data
+    pages hold ``count`` values in all, each page's sizes are bounded by its values (so
+    no decompression allocates more than a small multiple of the column's output), and
+    the pages fill the chunk exactly."""
+    pages: list[Page] = []
+    pos = items = got = 0
+    while pos < len(b):
+        page = read_page(b, pos)
+        pos, items = page.body + page.compressed, items + page.items
+        if pos > len(b) or items > MAX_CHUNK_ITEMS or len(pages) >= MAX_PAGES:
+            raise Unreadable("a page past its chunk, or pages or headers too many to read here")
+        n = page.num_values
+        if page.kind == DICTIONARY:
+            if pages or n > count or page.uncompressed != n * itemsize:
+                raise Unreadable("a dictionary page not first, or of another size")
+        elif page.uncompressed > n * (itemsize + 8) + 1024 or n == 0 or got + n > count:
+            raise Unreadable("a data page larger than its values, empty, or one too many")
+        got += 0 if page.kind == DICTIONARY else n
+        pages.append(page)
+    if got != count:
+        raise Unreadable(f"pages of {got} values in a chunk of {count}")
+    return pages
+
+
+def _allocate(count: int, dtype: np.dtype) -> np.ndarray:
+    # from Arrow's memory pool, which serves it from the memory of units let go before
+    # (new memory from the kernel would be mapped and zeroed page by page)
+    try:
+        return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize), dtype=dtype)
+    except (MemoryError, pa.ArrowMemoryError) as exc:  # Arrow reads page by page instead
+        raise Unreadable(f"no memory for {count} values at once") from exc
+
+
+def _values(
+    chunk: Any, b: memoryview, max_def: int, k: int, rows: int, dtype: np.dtype
+) -> np.ndarray:
+    """The chunk's values (Unreadable where a page is not one this path reads)."""
+    codec = chunk.compression
+    pages = _headers(b, rows * k, dtype.itemsize)
+    out = _allocate(rows * k, dtype)
+    at, dictionary = 0, None
+    for page in pages:
+        body = b[page.body : page.body + page.compressed]
+        if page.kind == DICTIONARY:
+            if page.encoding not in (PLAIN, PLAIN_DICTIONARY):
+                raise Unreadable(f"dictionary of encoding {page.encoding}")
+            dictionary = _plain(inflate(body, page.uncompressed, codec), page.num_values, dtype)
+            continue
+        n = page.num_values
+        if page.kind not in (DATA, DATA_V2) or n % k:
+            raise Unreadable(f"a page of type {page.kind} or splitting a row")
+        _data(page, body, codec, max_def, k, dictionary, out[at : at + n])
+        at += n
+    return out
+
+
+def _start(chunk: Any) -> int:
+    """Where the chunk's pages start: at its dictionary page if it has one before its
+    first data page (as Arrow reads it), else at its first data page."""
+    first = chunk.dictionary_page_offset if chunk.has_dictionary_page else None
+    return (
+        first
+        if first is not None and 0 < first < chunk.data_page_offset
+        else chunk.data_page_offset
+    )
+
+
+def _data(
+    page: Page,
+    body: memoryview,
+    codec: str,
+    max_def: int,
+    k: int,
+    dictionary: np.ndarray | None,
+    dest: np.ndarray,
+) -> None:
+    """One data page's values written to ``dest``, once its levels are checked
+    (Unreadable: the page is not one this path reads)."""
+    n = page.num_values
+    if page.kind == DATA:
+        if page.rep_encoding != RLE or page.def_encoding != RLE:
+            raise Unreadable("levels of another encoding than RLE")
+        rep, rest = _prefixed(inflate(body, page.uncompressed, codec))
+        levels, values = _prefixed(rest) if max_def else (rest[:0], rest)
+    else:
+        if page.num_nulls or page.num_rows * k != n:
+            raise Unreadable("a v2 page with nulls or rows of another count")
+        levels_len = page.rep_length + page.def_length
+        if levels_len > min(len(body), page.uncompressed):
+            raise Unreadable("v2 levels longer than their page")
+        rep, levels = body[: page.rep_length], body[page.rep_length : levels_len]
+        values = inflate(
+            body[levels_len:],
+            page.uncompressed - levels_len,
+            codec if page.is_compressed else "UNCOMPRESSED",
+        )
+    if not check_rows(rep, n, k) or not check_constant(levels, max_def.bit_length(), n, max_def):
+        raise Unreadable("levels other than whole lists without nulls")
+    if not _decoded(values, page.encoding, dictionary, dest):
+        raise Unreadable(f"values of encoding {page.encoding} that do not fill the page exactly")
+
+
+def _prefixed(raw: memoryview) -> tuple[memoryview, memoryview]:
+    """A v1 page's levels (4 bytes of length, then the runs) and the bytes after them."""
+    if len(raw) < 4 or int.from_bytes(raw[:4], "little") > len(raw) - 4:
+        raise Unreadable("v1 levels longer than their page")
+    end = 4 + int.from_bytes(raw[:4], "little")
+    return raw[4:end], raw[end:]
+
+
+def _decoded(
+    values: memoryview, encoding: int, dictionary: np.ndarray | None, dest: np.ndarray
+) -> bool:
+    n, size = len(dest), dest.itemsize
+    if encoding == PLAIN and len(values) == n * size:
+        dest[:] = np.frombuffer(values, dtype=dest.dtype, count=n)
+        return True
+    if encoding == BYTE_STREAM_SPLIT and len(values) == n * size:
+        streams = np.frombuffer(values, dtype=np.uint8, count=n * size).reshape(size, n)
+        dest.view(np.uint8).reshape(n, size)[:] = streams.T
+        return True
+    if encoding in (RLE_DICTIONARY, PLAIN_DICTIONARY) and dictionary is not None and len(values):
+        index = decode(values[1:], values[0], n)
+        if len(index) != n or (n and int(index.max()) >= len(dictionary)):
+            return False
+        np.take(dictionary, index, out=dest)
+        return True
+    return False
+
+
+def _plain(values: memoryview, n: int, dtype: np.dtype) -> np.ndarray:
+    if len(values) != n * dtype.itemsize:
+        raise Unreadable("a dictionary of another size than its values")
+    return np.frombuffer(values, dtype=dtype, count=n)
