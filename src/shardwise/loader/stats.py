@@ -11,6 +11,7 @@ from shardwise.index import DatasetIndex
 from shardwise.loader.sources import MixedIndex
 from shardwise.plan import Mixing, Plan, Rule, Topology, source_counts
 from shardwise.plan.deal import DEAL_VERSION
+from shardwise.plan.strata import STRATA_VERSION
 
 __all__ = ["epoch_stats", "mixing_for", "mixing_key"]
 
@@ -31,13 +32,20 @@ def mixing_for(
     return Mixing((0, index.num_units), (Rule(),), epoch_size, batching)
 
 
+def _layout(mixing: Mixing | None) -> int:
+    if mixing is None:
+        return 1
+    return DEAL_VERSION if mixing.batching == "random" else STRATA_VERSION
+
+
 def mixing_key(
     index: DatasetIndex | MixedIndex, mixing: Mixing | None, canonical_workers: int | None
 ) -> dict[str, Any] | None:
     """What a saved state must agree on besides the counts: the sources and their rules,
     and the ``layout`` of the plan (random mixed plans: how sources are dealt to workers,
-    :data:`~shardwise.plan.deal.DEAL_VERSION`; 1 otherwise, and in states saved before
-    there was one). None without mixing or canonical workers: the state is today's."""
+    :data:`~shardwise.plan.deal.DEAL_VERSION`; stratified plans: how batches carry their
+    rounding, :data:`~shardwise.plan.strata.STRATA_VERSION`; 1 otherwise, and in states
+    saved before there was one). None without mixing or canonical workers: the state is today's."""
     if mixing is None and canonical_workers is None:
         return None
     names = [s.name for s in index.sources] if isinstance(index, MixedIndex) else []
@@ -48,7 +56,7 @@ def mixing_key(
         "epoch_size": mixing.epoch_size if mixing else None,
         "batching": mixing.batching if mixing else "random",
         "canonical_workers": canonical_workers,
-        "layout": DEAL_VERSION if mixing and mixing.batching == "random" else 1,
+        "layout": _layout(mixing),
     }
 
 

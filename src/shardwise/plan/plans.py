@@ -101,15 +101,11 @@ def source_counts(
     canonical_workers: int | None = None,
 ) -> list[int]:
     """Samples each source gives to an epoch that starts on ``topology`` (its quotas after
-    rounding to whole global batches, or to whole stratified batches)."""
+    rounding to whole global batches; stratified batches take them exactly too)."""
     counts = np.asarray(counts, dtype=np.int64)
     t = topology
     if canonical_workers is not None:
         c = int(canonical_workers)
         t = Topology(c, c, t.world_size * t.batch_size // c, t.drop_last, t.interleave)
-    if mixing.batching == "stratified":
-        plan = StratifiedPlan(counts, t, mixing)
-        per_batch = plan.shares(t.batch_size)
-        return [int(k) * plan.batches_per_worker * t.slots for k in per_batch.tolist()]
     quotas: list[int] = mixing.aligned_quotas(counts, t).tolist()
     return quotas
