@@ -153,7 +153,9 @@ def plan(
     )
     names = [s.name for s in given] if sources else []
     rows = (
-        source_rows(mixing, index.counts(), topo, names=names, canonical_workers=canonical_workers)
+        source_rows(
+            mixing, index.counts(), topo, names=names, canonical_workers=canonical_workers, plan=p
+        )
         if mixing
         else []
     )
@@ -244,7 +246,13 @@ def _summary_lines(
         (
             f"source {r['source']}",
             f"{r['samples this epoch']:,} samples this epoch ({r['share']}; "
-            f"{r['rule']}; {r['samples stored']:,} stored)",
+            f"{r['rule']}; {r['samples stored']:,} stored)"
+            + (
+                f"; per batch off its share by {r['global batch off share (worst / mean)']} "
+                f"(worst / mean; a rank's batch: {r['rank batch off share (worst / mean)']})"
+                if "realised" in r
+                else ""
+            ),
         )
         for r in rows
     ]

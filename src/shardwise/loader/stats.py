@@ -9,7 +9,7 @@ import numpy as np
 from shardwise.errors import ConfigError
 from shardwise.index import DatasetIndex
 from shardwise.loader.sources import MixedIndex
-from shardwise.plan import Mixing, Plan, Rule, Topology, source_counts
+from shardwise.plan import Mixing, Plan, Rule, Topology, batch_shares, source_counts
 from shardwise.plan.deal import DEAL_VERSION
 from shardwise.plan.strata import STRATA_VERSION
 
@@ -77,6 +77,7 @@ def epoch_stats(
     sources = index.sources if isinstance(index, MixedIndex) else []
     total = max(sum(taken), 1)
     per_source = []
+    shares = batch_shares(plan)
     for s, rule in enumerate(whole.rules):
         per_source.append(
             {
@@ -88,6 +89,7 @@ def epoch_stats(
                 "quota": int(quotas[s]),
                 "samples": int(taken[s]),
                 "share": taken[s] / total,
+                **_shares_of(shares, s),
             }
         )
     return {
@@ -99,6 +101,17 @@ def epoch_stats(
         "batching": whole.batching,
         "canonical_workers": canonical_workers,
         "per_source": per_source,
+    }
+
+
+def _shares_of(shares: dict[str, list[float]] | None, source: int) -> dict[str, float]:
+    """A stratified epoch's distance of batches from a source's share (worst and mean
+    ``|count - share|`` over global batches and ranks' batches, from this plan's start)."""
+    if shares is None:
+        return {}
+    return {
+        f"batch_share_{k}": float(shares[k][source])
+        for k in ("global_worst", "global_mean", "rank_worst", "rank_mean")
     }
 
 

@@ -3,7 +3,7 @@
 from shardwise.plan.budget import auto_interleave
 from shardwise.plan.epoch import EpochPlan, Resume, Topology, WorkerPlan
 from shardwise.plan.mix import Mixing, Rule
-from shardwise.plan.plans import Plan, make_plan, source_counts
+from shardwise.plan.plans import Plan, batch_shares, make_plan, source_counts
 
 __all__ = [
     "EpochPlan",
@@ -14,6 +14,7 @@ __all__ = [
     "Topology",
     "WorkerPlan",
     "auto_interleave",
+    "batch_shares",
     "make_plan",
     "source_counts",
 ]

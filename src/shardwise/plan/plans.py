@@ -12,11 +12,12 @@ from shardwise.plan.canonical import CanonicalPlan
 from shardwise.plan.deal import dealt_stream
 from shardwise.plan.epoch import EpochPlan
 from shardwise.plan.mix import Mixing, counts_key, kept_stream
+from shardwise.plan.quota import deviation
 from shardwise.plan.strata import StratifiedPlan
 from shardwise.plan.stream import Stream
 from shardwise.plan.topology import Resume, Topology
 
-__all__ = ["Plan", "make_plan", "source_counts"]
+__all__ = ["Plan", "batch_shares", "make_plan", "source_counts"]
 
 Plan = EpochPlan | StratifiedPlan | CanonicalPlan
 
@@ -109,3 +110,18 @@ def source_counts(
         t = Topology(c, c, t.world_size * t.batch_size // c, t.drop_last, t.interleave)
     quotas: list[int] = mixing.aligned_quotas(counts, t).tolist()
     return quotas
+
+
+def batch_shares(plan: Plan) -> dict[str, list[float]] | None:
+    """For a stratified plan (also on canonical workers), per source how far batches are
+    from its share, from the plan's start: the worst and mean ``|count - share|`` over
+    global batches and over ranks' batches (the real ranks'), and the realised counts
+    (:func:`~shardwise.plan.quota.deviation`). None for other plans."""
+    if isinstance(plan, StratifiedPlan):
+        return plan.batch_shares()
+    if isinstance(plan, CanonicalPlan) and isinstance(plan.inner, StratifiedPlan):
+        table = plan.inner.stretch.table[plan.consumed_batches :]
+        n, cells, sources = table.shape
+        ranks = plan.topology.world_size
+        return deviation(table.reshape(n, ranks, cells // ranks, sources).sum(axis=2))
+    return None
