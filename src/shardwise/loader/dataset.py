@@ -302,6 +302,7 @@ class StreamingDatasetBase(LoaderState):
             workers,
             self.prefetch_bytes,
             bool(self._resumes),
+            None if self.filter is not None else self.columns,  # what the workers read
         )
 
     def __getstate__(self) -> dict[str, Any]:

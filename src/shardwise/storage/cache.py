@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shardwise.errors import ConfigError
@@ -29,7 +29,14 @@ __all__ = ["CacheStats", "NodeCache"]
 
 @dataclass
 class CacheStats:
-    """What one process did with the cache (downloads are also journaled per node)."""
+    """What one process did with the cache (downloads are also journaled per node).
+
+    Attributes:
+        bytes_fetched: every byte this process read from remote objects for the units it
+            read: its downloads plus what it read outside entries (``uncached_bytes``).
+        bytes_per_column: bytes downloaded per Parquet column (``"(footer)"``: files'
+            footers; ``"(unit)"``: whole units or row groups read as one range).
+    """
 
     hits: int = 0
     downloads: int = 0
@@ -38,6 +45,8 @@ class CacheStats:
     evictions: int = 0
     bad_entries: int = 0
     uncached_bytes: int = 0
+    bytes_fetched: int = 0
+    bytes_per_column: dict[str, int] = field(default_factory=dict)
 
 
 class NodeCache:
@@ -144,6 +153,19 @@ class NodeCache:
             if data is not None:
                 self._unlease(extent.key)
 
+    @contextlib.contextmanager
+    def lease_if_cached(self, extent: Extent) -> Iterator[EntryView | None]:
+        """Hold ``extent``'s entry for a ``with`` block if it is on disk and good (yields
+        it), else yield None; never downloads."""
+        self._check_fork()
+        found = self._hit(extent)
+        try:
+            yield found
+        finally:
+            if found is not None:
+                found.close()
+                self._unlease(extent.key)
+
     def _acquire(
         self, extent: Extent, fetch: Callable[[], Iterable[bytes]]
     ) -> bytes | EntryView | None:
@@ -227,20 +249,25 @@ class NodeCache:
             raise
         self.stats.downloads += 1
         self.stats.bytes_downloaded += len(data)
-        self._journal("download", extent.key, extent.source, extent.length, extent.start)
+        self.stats.bytes_fetched += len(data)
+        column = extent.column or "(unit)"
+        self.stats.bytes_per_column[column] = self.stats.bytes_per_column.get(column, 0) + len(data)
+        self._journal("download", extent.key, extent.source, extent.length, extent.start, column)
         return data
 
     def note_uncached(self, source: str, nbytes: int) -> None:
         """Count (and journal) bytes read from the remote object outside any entry."""
         self.stats.uncached_bytes += nbytes
+        self.stats.bytes_fetched += nbytes
         self._journal("uncached", "", source, nbytes)
 
-    def _journal(self, kind: str, key: str, source: str, nbytes: int, start: int = -1) -> None:
+    def _journal(
+        self, kind: str, key: str, source: str, nbytes: int, start: int = -1, column: str = ""
+    ) -> None:
         """Record one fetch in the node's journal, so what every process of the node
         fetched can be counted afterwards."""
-        append_journal(
-            self.root, {"kind": kind, "key": key, "source": source, "start": start, "bytes": nbytes}
-        )
+        record = {"kind": kind, "key": key, "source": source, "start": start, "bytes": nbytes}
+        append_journal(self.root, record | ({"column": column} if column else {}))
 
     def _reserve(self, key: str, need: int) -> str | None:
         """A part file counted as ``need`` bytes, once there is room; None if there is none."""
