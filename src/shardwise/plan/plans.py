@@ -120,8 +120,6 @@ def batch_shares(plan: Plan) -> dict[str, list[float]] | None:
     if isinstance(plan, StratifiedPlan):
         return plan.batch_shares()
     if isinstance(plan, CanonicalPlan) and isinstance(plan.inner, StratifiedPlan):
-        table = plan.inner.stretch.table[plan.consumed_batches :]
-        n, cells, sources = table.shape
-        ranks = plan.topology.world_size
-        return deviation(table.reshape(n, ranks, cells // ranks, sources).sum(axis=2))
+        sched = plan.inner.stretch.schedule
+        return deviation(sched, plan.consumed_batches, plan.topology.world_size)
     return None

@@ -20,11 +20,12 @@ product of primes ``p1 <= p2 <= ...``, any ``p1 * ... * pi`` consecutive blocks 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
 from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["deviation", "schedule", "split", "spread", "spread_ranks"]
+__all__ = ["Schedule", "deviation", "planned", "schedule", "split", "spread", "spread_ranks"]
 
 
 def spread(totals: np.ndarray, n: int) -> np.ndarray:
@@ -86,57 +87,96 @@ def spread_ranks(ranks: int) -> np.ndarray:
     return order
 
 
+class Schedule:
+    """The samples of each source in every global batch, and, computed per rank when asked
+    (a table of every rank's batches of a long epoch would be large), in every rank's
+    batch: each global batch split among ``ranks`` ranks, ``floor(G_s / ranks)`` or one
+    more each, every rank the same total.
+
+    Args:
+        table: ``(batches, S)``, the global batches (see :func:`spread`, :func:`planned`).
+        ranks: ranks a global batch is split among.
+    """
+
+    def __init__(self, table: np.ndarray, ranks: int) -> None:
+        self.table = np.asarray(table, dtype=np.int64)
+        self.ranks = int(ranks)
+        self._base = self.table // self.ranks
+        self._extras = self.table - self._base * self.ranks
+        n, sources = self.table.shape
+        # the extras of a batch laid end to end from an offset that turns with the running
+        # count of the source with the most extras, so each rank gets its turn
+        lead = (
+            self._extras[:, int(np.argmax(self._extras.sum(axis=0)))]
+            if sources
+            else np.zeros(n, dtype=np.int64)
+        )
+        offset = (np.cumsum(lead) - lead) % self.ranks
+        self._start = (
+            np.cumsum(self._extras, axis=1) - self._extras + offset[:, None]
+        ) % self.ranks
+        self._where = np.empty(self.ranks, dtype=np.int64)
+        self._where[spread_ranks(self.ranks)] = np.arange(self.ranks)  # each rank's position
+
+    def rank(self, rank: int) -> np.ndarray:
+        """``(batches, S)``: the samples of each source in each batch of ``rank``."""
+        hit = (self._where[rank] - self._start) % self.ranks < self._extras
+        return np.asarray(self._base + hit, dtype=np.int64)
+
+    def ranks_of(self, first: int, groups: int) -> Iterator[np.ndarray]:
+        """From global batch ``first`` on, the batches of ``groups`` groups of consecutive
+        ranks (the real ranks of a canonical grid), one ``(batches, S)`` table each."""
+        per = self.ranks // groups
+        for g in range(groups):
+            out = self.rank(g * per)[first:]
+            for k in range(g * per + 1, (g + 1) * per):
+                out = out + self.rank(k)[first:]
+            yield out
+
+
 def split(batches: np.ndarray, ranks: int) -> np.ndarray:
-    """``(n, ranks, S)`` counts: each global batch of ``batches`` (``(n, S)``) split among
-    ``ranks`` ranks, ``floor(G_s / ranks)`` or one more each, every rank the same total."""
-    batches = np.asarray(batches, dtype=np.int64)
-    n, sources = batches.shape
-    base = batches // ranks
-    extras = batches - base * ranks
-    # the extras of a batch laid end to end from an offset that turns with the first
-    # source's running count of extras, so each rank gets its turn
-    lead = extras[:, int(np.argmax(extras.sum(axis=0)))] if sources else np.zeros(n, int)
-    offset = (np.cumsum(lead) - lead) % ranks
-    start = (np.cumsum(extras, axis=1) - extras + offset[:, None]) % ranks
-    where = np.empty(ranks, dtype=np.int64)
-    where[spread_ranks(ranks)] = np.arange(ranks)  # the position each rank takes
-    pos = where[None, :, None]
-    hit = (pos - start[:, None, :]) % ranks < extras[:, None, :]
-    return np.asarray(base[:, None, :] + hit, dtype=np.int64)
+    """``(n, ranks, S)``: each global batch of ``batches`` (``(n, S)``) split among ``ranks``
+    ranks as :class:`Schedule` does (small epochs: tests and tools)."""
+    sched = Schedule(batches, ranks)
+    n, sources = sched.table.shape
+    return np.stack([sched.rank(r) for r in range(ranks)], axis=1).reshape(n, ranks, sources)
+
+
+def planned(totals: np.ndarray, batches: int, ranks: int) -> Schedule:
+    """The :class:`Schedule` of an epoch (its global batches by :func:`spread`, kept for the
+    last few arguments: every worker and every resume plans the same epoch again)."""
+    key = tuple(int(x) for x in np.asarray(totals).tolist())
+    return Schedule(_spread(key, int(batches)), ranks)
 
 
 def schedule(totals: np.ndarray, batches: int, ranks: int) -> np.ndarray:
-    """``(batches, ranks, S)``: the samples of each source in every rank's batch of every
-    global batch (:func:`spread`, then :func:`split`; kept for the last few arguments, as
-    every worker and every resume plans the same epoch again). Read-only."""
-    return _schedule(tuple(int(x) for x in np.asarray(totals).tolist()), int(batches), int(ranks))
+    """``(batches, ranks, S)``: every rank's batches of an epoch (small epochs: tests)."""
+    return split(planned(totals, batches, ranks).table, ranks)
 
 
 @lru_cache(maxsize=8)
-def _schedule(totals: tuple[int, ...], batches: int, ranks: int) -> np.ndarray:
-    table = split(spread(np.asarray(totals, dtype=np.int64), batches), ranks)
+def _spread(totals: tuple[int, ...], batches: int) -> np.ndarray:
+    table = spread(np.asarray(totals, dtype=np.int64), batches)
     table.flags.writeable = False
     return table
 
 
-def deviation(table: np.ndarray) -> dict[str, list[float]]:
-    """Per source, how far batches are from its share of them (``table`` as
-    :func:`schedule` gives it): the worst and the mean ``|count - share|`` over global
-    batches and over ranks' batches, and the realised count."""
-    table = np.asarray(table, dtype=np.int64)
-    n, ranks, _ = table.shape
-    totals = table.sum(axis=(0, 1))
-    if not n:
-        zero = [0.0] * len(totals)
-        return {k: zero for k in ("global_worst", "global_mean", "rank_worst", "rank_mean")} | {
-            "realised": [int(x) for x in totals]
-        }
-    g = np.abs(table.sum(axis=1) - totals / n)
-    r = np.abs(table - totals / (n * ranks))
-    return {
-        "global_worst": g.max(axis=0).tolist(),
-        "global_mean": g.mean(axis=0).tolist(),
-        "rank_worst": r.max(axis=(0, 1)).tolist(),
-        "rank_mean": r.mean(axis=(0, 1)).tolist(),
-        "realised": [int(x) for x in totals],
-    }
+def deviation(sched: Schedule, first: int = 0, groups: int | None = None) -> dict[str, list[float]]:
+    """Per source, how far batches from global batch ``first`` on are from its share of
+    them: the worst and the mean ``|count - share|`` over global batches and over ranks'
+    batches (``groups`` ranks of consecutive grid ranks; default: every rank), and the
+    realised count."""
+    table = sched.table[first:]
+    n, groups = len(table), groups or sched.ranks
+    totals = table.sum(axis=0)
+    out = {k: [0.0] * len(totals) for k in ("global_worst", "global_mean")}
+    out |= {k: [0.0] * len(totals) for k in ("rank_worst", "rank_mean")}
+    if n:
+        g = np.abs(table - totals / n)
+        out["global_worst"], out["global_mean"] = g.max(axis=0).tolist(), g.mean(axis=0).tolist()
+        worst, mean = np.zeros(len(totals)), np.zeros(len(totals))
+        for counts in sched.ranks_of(first, groups):
+            r = np.abs(counts - totals / (n * groups))
+            worst, mean = np.maximum(worst, r.max(axis=0)), mean + r.mean(axis=0) / groups
+        out["rank_worst"], out["rank_mean"] = worst.tolist(), mean.tolist()
+    return out | {"realised": [int(x) for x in totals]}

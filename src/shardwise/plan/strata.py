@@ -180,11 +180,13 @@ class StratifiedPlan:
 
     def per_source(self) -> list[int]:
         """Samples of each source this epoch (from this plan's start)."""
-        return [int(x) for x in self.stretch.table[self.consumed_batches :].sum(axis=(0, 1))]
+        table = self.stretch.schedule.table[self.consumed_batches :]
+        return [int(x) for x in table.sum(axis=0)]
 
-    def batch_shares(self) -> dict[str, list[float]]:
-        """How far the batches are from each source's share (see :func:`.quota.deviation`)."""
-        return deviation(self.stretch.table[self.consumed_batches :])
+    def batch_shares(self, ranks: int | None = None) -> dict[str, list[float]]:
+        """How far the batches are from each source's share (see :func:`.quota.deviation`;
+        ``ranks``: of groups of consecutive ranks, for a canonical grid's real ranks)."""
+        return deviation(self.stretch.schedule, self.consumed_batches, ranks)
 
     def worker(self, rank: int, worker_id: int = 0) -> ComposedWorker:
         """The plan of one (rank, dataloader worker): batches in the rank's round-robin.

@@ -18,7 +18,7 @@ import numpy as np
 
 from shardwise.plan.compose import ComposedWorker
 from shardwise.plan.cut import delivered
-from shardwise.plan.quota import schedule
+from shardwise.plan.quota import planned
 from shardwise.plan.stream import PartedStream, Segment, Stream
 from shardwise.plan.topology import Topology
 from shardwise.plan.worker import WorkerPlan
@@ -74,15 +74,19 @@ class Stretch:
         self.topology, self.streams, self.orders = topology, list(streams), list(orders)
         self.totals = np.asarray(totals, dtype=np.int64)
         self.batches = int(batches)
-        self.table = schedule(self.totals, self.batches, topology.world_size)
+        self.schedule = planned(self.totals, self.batches, topology.world_size)
         t = topology
-        self.pieces = np.stack([self.slot_counts(slot).sum(axis=0) for slot in range(t.slots)])
+        pieces = []
+        for r in range(t.world_size):
+            mine = self.schedule.rank(r)
+            pieces += [mine[w :: t.num_workers].sum(axis=0) for w in range(t.num_workers)]
+        self.pieces = np.stack(pieces).reshape(t.slots, len(self.totals))
         self.offsets = np.cumsum(self.pieces, axis=0) - self.pieces  # (slots, S)
 
     def slot_counts(self, slot: int) -> np.ndarray:
         """``(batches_per_worker, S)``: samples of each source in each batch of ``slot``."""
         w = self.topology.num_workers
-        return np.asarray(self.table[slot % w :: w, slot // w, :], dtype=np.int64)
+        return self.schedule.rank(slot // w)[slot % w :: w]
 
     def source_worker(self, slot: int, source: int) -> WorkerPlan:
         """The piece of ``source`` that ``slot`` reads, in windows."""
