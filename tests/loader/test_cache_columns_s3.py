@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -226,3 +227,50 @@ def test_sigkill_in_the_middle_of_a_chunk_download(
     report = verify_cache(str(cache))
     assert report.bad == [] and report.checked > 0
     assert list(tmp.glob("*.part")) == []  # the killed download's part file is gone
+
+
+def test_the_budget_holds_with_chunk_entries(
+    s3_server: dict[str, Any], bucket: tuple[str, Any], proxy: CountingProxy, tmp_path: Path
+) -> None:
+    from _cachework import disk_bytes
+
+    name, fs = bucket
+    url = _upload(fs, name, tmp_path / "local")
+    chunks = _chunk_bytes(tmp_path / "local")
+    budget = 600_000  # a few payload chunks and the footers: evictions must happen
+    root = tmp_path / "cache" / "units"
+    peak, stop = [0], threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            if (root / "tmp").is_dir():
+                peak[0] = max(peak[0], disk_bytes(str(root)))
+            time.sleep(0.001)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        ds = StreamingDataset(
+            url,
+            storage_options=_options(s3_server, proxy),
+            cache_dir=str(tmp_path / "cache"),
+            cache_bytes=budget,
+            columns=["payload", "id"],
+            batch_size=8,
+            seed=5,
+            format="parquet",
+            batch_format="numpy",
+        )
+        got = _ids(ds)
+    finally:
+        stop.set()
+        sampler.join()
+    local = StreamingDataset(
+        str(tmp_path / "local"), batch_size=8, seed=5, format="parquet", batch_format="numpy"
+    )
+    assert got == _ids(local)
+    assert 0 < peak[0] <= budget
+    assert ds.cache.stats.evictions > 0
+    assert sum(f["bytes"] for f in _fetches(tmp_path / "cache")) > budget
+    assert "label" not in ds.cache.stats.bytes_per_column
+    assert ds.cache.stats.bytes_per_column["payload"] <= chunks["payload"]
