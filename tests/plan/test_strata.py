@@ -198,3 +198,28 @@ def test_spread_ranks_balances_every_prefix_of_factors() -> None:
         for start in range(8):
             window = [blocks[(start + j) % 8] for j in range(m)]
             assert sorted(window) == list(range(m))
+
+
+@SETTINGS
+@given(
+    c=st.sampled_from([6, 10, 12]),
+    per_cell=st.integers(1, 4),
+    batches=st.integers(1, 60),
+    weights=st.lists(st.floats(0.01, 1), min_size=2, max_size=4),
+)
+def test_canonical_grids_of_other_sizes_keep_ranks_within_two(
+    c: int, per_cell: int, batches: int, weights: list[float]
+) -> None:
+    """Real ranks group the grid's ranks: within one of the share for a product of the grid's
+    first prime factors (6: 2; 10: 2; 12: 2, 4), within two for the others (documented)."""
+    from shardwise.plan.mix import largest_remainder
+    from shardwise.plan.quota import deviation, planned
+
+    totals = largest_remainder(batches * c * per_cell, weights)
+    sched = planned(totals, batches, c)
+    chain = {6: {1, 2, 6}, 10: {1, 2, 10}, 12: {1, 2, 4, 12}}[c]
+    for ranks in (d for d in range(1, c + 1) if c % d == 0):
+        shares = deviation(sched, 0, ranks)
+        assert max(shares["global_worst"]) < 1
+        assert max(shares["rank_worst"]) < (1 if ranks in chain else 2)
+        assert shares["realised"] == totals.tolist()
