@@ -194,6 +194,9 @@ def test_two_concurrent_jobs_with_other_projections_fetch_each_chunk_once(
     for f in fetched:
         by_column[f.get("column", "")] = by_column.get(f.get("column", ""), 0) + f["bytes"]
     assert set(by_column) <= {"id", "label", "(footer)"}  # never the payload
+    node = NodeCache(str(tmp_path / "cache" / "units"), 10**9).node_fetched()
+    assert node["bytes_per_column"] == by_column
+    assert node["bytes_fetched"] == sum(by_column.values())  # nothing read outside the entries
     assert by_column["id"] <= chunks["id"] and by_column["label"] <= chunks["label"]
     total = sum(p.stat().st_size for p in (tmp_path / "local").iterdir())
     assert sum(by_column.values()) < total / 4

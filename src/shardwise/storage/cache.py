@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardwise.errors import ConfigError
-from shardwise.storage.cache_dir import append_journal, read_journal, scan_dir
+from shardwise.storage.cache_dir import append_journal, fetched, read_journal, scan_dir
 from shardwise.storage.cache_entry import (
     BadEntry,
     EntryView,
@@ -314,3 +314,9 @@ class NodeCache:
     def journal(self) -> list[dict[str, Any]]:
         """Every download recorded on this node (most recent few MiB)."""
         return read_journal(self.root)
+
+    def node_fetched(self) -> dict[str, Any]:
+        """Bytes every process of this node fetched (``bytes_fetched``) and downloaded per
+        column (``bytes_per_column``), from the journal: :attr:`stats` counts only this
+        process's, and DataLoader workers are processes of their own."""
+        return fetched(self.journal())
