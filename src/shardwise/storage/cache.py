@@ -7,11 +7,10 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from shardwise.errors import ConfigError
-from shardwise.storage.cache_dir import append_journal, fetched, read_journal, scan_dir
+from shardwise.storage.cache_dir import append_journal, read_journal, scan_dir
 from shardwise.storage.cache_entry import (
     BadEntry,
     EntryView,
@@ -22,31 +21,10 @@ from shardwise.storage.cache_entry import (
     open_entry,
     write_entry,
 )
+from shardwise.storage.cache_stats import CacheStats, fetched
 from shardwise.storage.lease import FileLock, owner_id
 
 __all__ = ["CacheStats", "NodeCache"]
-
-
-@dataclass
-class CacheStats:
-    """What one process did with the cache (downloads are also journaled per node).
-
-    Attributes:
-        bytes_fetched: every byte this process read from remote objects for the units it
-            read: its downloads plus what it read outside entries (``uncached_bytes``).
-        bytes_per_column: bytes downloaded per Parquet column (``"(footer)"``: files'
-            footers; ``"(unit)"``: whole units or row groups read as one range).
-    """
-
-    hits: int = 0
-    downloads: int = 0
-    bytes_downloaded: int = 0
-    read_through: int = 0
-    evictions: int = 0
-    bad_entries: int = 0
-    uncached_bytes: int = 0
-    bytes_fetched: int = 0
-    bytes_per_column: dict[str, int] = field(default_factory=dict)
 
 
 class NodeCache:

@@ -11,7 +11,7 @@ from typing import Any
 
 from shardwise.storage.lease import is_alive
 
-__all__ = ["Scan", "append_journal", "fetched", "read_journal", "scan_dir"]
+__all__ = ["Scan", "append_journal", "read_journal", "scan_dir"]
 
 JOURNAL_MAX = 4 * 2**20
 
@@ -82,15 +82,3 @@ def read_journal(root: str) -> list[dict[str, Any]]:
         with contextlib.suppress(OSError), open(os.path.join(root, name), encoding="utf-8") as f:
             out.extend(json.loads(line) for line in f if line.strip())
     return out
-
-
-def fetched(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """What journal ``records`` say was fetched: ``bytes_fetched`` (downloads and reads
-    outside entries) and ``bytes_per_column`` (downloads by column, as in ``CacheStats``)."""
-    per: dict[str, int] = {}
-    for r in records:
-        if r.get("kind") == "download":
-            column = r.get("column") or "(unit)"
-            per[column] = per.get(column, 0) + int(r["bytes"])
-    total = sum(int(r["bytes"]) for r in records if r.get("kind") in ("download", "uncached"))
-    return {"bytes_fetched": total, "bytes_per_column": per}
