@@ -36,8 +36,8 @@ from shardwise.plan.mix import (
 )
 from shardwise.plan.order import ROWS, rng_for
 from shardwise.plan.quota import deviation
+from shardwise.plan.segments import Stream
 from shardwise.plan.strata_parts import SourceOrders, SourceStream, Stretch
-from shardwise.plan.stream import Stream
 from shardwise.plan.topology import Resume, Topology
 
 __all__ = ["STRATA_VERSION", "StratifiedPlan"]

@@ -3,7 +3,7 @@ the samples of each source in every batch (:mod:`.quota`), and the workers made 
 
 Source ``s``'s stream is cut into one consecutive piece per slot (``rank * num_workers +
 worker``, rank-major), of the samples of ``s`` in the batches that slot yields; a slot
-reads its piece of each source in windows (:class:`~shardwise.plan.worker.WorkerPlan`)
+reads its piece of each source in windows (:class:`~shardwise.plan.worker_share.WorkerPlan`)
 and its batch ``t`` is, source after source, the next ``counts[t, s]`` samples of each.
 """
 
@@ -19,9 +19,9 @@ import numpy as np
 from shardwise.plan.compose import ComposedWorker
 from shardwise.plan.cut import delivered
 from shardwise.plan.quota import planned
-from shardwise.plan.stream import PartedStream, Segment, Stream
+from shardwise.plan.segments import PartedStream, Segment, Stream
 from shardwise.plan.topology import Topology
-from shardwise.plan.worker import WorkerPlan
+from shardwise.plan.worker_share import WorkerPlan
 
 __all__ = ["SourceOrders", "Stretch", "compose_counts"]
 
@@ -38,7 +38,7 @@ class RowPerms(Protocol):
 
 @dataclass
 class SourceOrders:
-    """The seeds one source's windows are ordered with (a :class:`~.worker.Orders`)."""
+    """The seeds one source's windows are ordered with (a :class:`~.worker_share.Orders`)."""
 
     seed: int
     epoch: int

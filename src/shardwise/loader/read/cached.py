@@ -1,0 +1,237 @@
+"""Read units of a remote dataset through the node-local cache.
+
+Which bytes a unit needs: a Parquet row group of a file with several is the file's
+footer (the last 64 KiB, an entry of its own shared by the file's row groups) and the
+column chunks the dataset reads, each chunk an entry of its own: a read of some columns
+fetches only theirs, and a later read of other columns (another epoch, another job on
+the node) reuses the chunks they share and fetches the rest. A read of every column on
+a cold row group takes its whole byte range in one request, as one entry, which later
+reads of any columns use too. Entries stop where the footer's start, so no byte is
+fetched twice. The only row group of a file is read with its footer in one request, as
+one entry (the whole file), unless some columns are chosen and that entry is not on
+disk: then as a row group of a file with several. A JSONL unit is its byte range; a
+compressed JSONL file and a tar shard are read whole. While a unit is read, those
+entries are leased and the format's reader is served from them (see
+:mod:`shardwise.storage.overlay`), so formats need no change and errors still name the
+URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from functools import partial
+from typing import Any
+
+from shardwise.formats import Unit
+from shardwise.index import DatasetIndex, cache_root
+from shardwise.loader.read.chunks import Chunk, chosen, row_group_chunks, span
+from shardwise.storage import named, resolve, with_retries
+from shardwise.storage.cache import NodeCache
+from shardwise.storage.cache.entry import Extent
+from shardwise.storage.overlay import Bytes, SparseFile, serving
+
+__all__ = ["UnitCache", "default_budget", "fetch_range", "node_cache"]
+
+FOOTER_READ = 64 * 2**10  # what Arrow reads first from the end of a Parquet file
+FETCH_CHUNK = 16 * 2**20
+FOOTER = "(footer)"  # the stats' name for the bytes of files' footers
+
+
+def default_budget(root: str) -> int:
+    """Half the free space of the filesystem that holds ``root`` (at least 1 GiB)."""
+    os.makedirs(root, exist_ok=True)
+    st = os.statvfs(root)
+    return max(2**30, st.f_bavail * st.f_frsize // 2)
+
+
+def fetch_range(url: str, start: int, end: int, storage_options: dict[str, Any]) -> Iterator[bytes]:
+    """Yield ``[start, end)`` of ``url`` in ranged reads of at most 16 MiB (each retried)."""
+    fs, path = resolve(url, **storage_options)
+    with named(url):
+        for lo in range(start, end, FETCH_CHUNK):
+            yield with_retries(partial(fs.cat_file, path, start=lo, end=min(end, lo + FETCH_CHUNK)))
+
+
+def _endpoint(storage_options: dict[str, Any]) -> str:
+    client = storage_options.get("client_kwargs") or {}
+    return str(
+        client.get("endpoint_url")
+        or storage_options.get("endpoint_url")
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+        or ""
+    )
+
+
+class UnitCache:
+    """The units of one dataset, read through a :class:`NodeCache`.
+
+    Args:
+        index: the dataset (its files' sizes and ETags/mtimes make the entries' versions).
+        cache: the node cache.
+        columns: the columns read (None: all). A Parquet row group then takes only those
+            columns' chunks, each an entry of its own, shared by every read that needs it.
+    """
+
+    def __init__(
+        self, index: DatasetIndex, cache: NodeCache, columns: Sequence[str] | None = None
+    ) -> None:
+        self.index = index
+        self.cache = cache
+        self.columns = list(columns) if columns is not None else None
+        self.options = dict(index.storage_options or {})
+        self._files = {f.path: f for f in index.files}
+        self._endpoint = _endpoint(self.options)
+        self._layout: dict[str, list[list[Chunk]]] = {}
+        self._units_in = Counter(u.path for u in index.units)
+
+    @staticmethod
+    def cached(url: str) -> bool:
+        """True for remote files (local files are read where they are)."""
+        return "://" in url and not url.startswith("file://")
+
+    def _extent(self, url: str, start: int, end: int, column: str = "") -> Extent:
+        f = self._files[url]
+        source = f"{self._endpoint}|{url}" if self._endpoint else url
+        return Extent(source, start, end, f"{f.fingerprint}:{f.size}", column)
+
+    def _fetch(self, url: str, start: int, end: int) -> Iterator[bytes]:
+        return fetch_range(url, start, end, self.options)
+
+    @contextlib.contextmanager
+    def serve(self, unit: Unit) -> Iterator[None]:
+        """For a ``with`` block reading ``unit``: its entries leased, its reads served."""
+        if not self.cached(unit.path) or unit.path not in self._files:
+            yield
+            return
+        size = self._files[unit.path].size
+        with contextlib.ExitStack() as stack:
+            pieces = self._pieces(unit, stack)
+            reader = partial(self._read_remote, unit.path)
+            with serving(unit.path, lambda: SparseFile(size, pieces, reader, unit.path)):  # type: ignore[arg-type,return-value]
+                yield
+
+    def _pieces(self, unit: Unit, stack: contextlib.ExitStack) -> list[tuple[int, Bytes]]:
+        """The unit's bytes as leased entries: a whole unit; or a row group's footer and,
+        if on disk, its whole range, else the chosen columns' chunks (a cold read of every
+        column: the row group in one range)."""
+        whole = self._whole(unit)
+        if whole is not None and not self._projected():
+            return self._leased_pieces(stack, unit.path, [whole])
+        found = stack.enter_context(self.cache.lease_if_cached(whole)) if whole else None
+        if whole is not None and found is not None:
+            return [(whole.start, found)]
+        footer = self._footer(unit.path, self._files[unit.path].size, stack)
+        pieces: list[tuple[int, Bytes]] = [(e.start, d) for e, d in footer]
+        group, chunks = self._group(unit, footer)
+        if group is None:
+            return pieces
+        found = stack.enter_context(self.cache.lease_if_cached(group))
+        if found is not None:
+            return [*pieces, (group.start, found)]
+        if self.columns is None and not any(self.cache.has(c) for c in chunks):
+            chunks = [group]
+        return pieces + self._leased_pieces(stack, unit.path, chunks)
+
+    def _projected(self) -> bool:
+        return self.index.format == "parquet" and self.columns is not None
+
+    def _leased_pieces(
+        self, stack: contextlib.ExitStack, url: str, extents: list[Extent]
+    ) -> list[tuple[int, Bytes]]:
+        out: list[tuple[int, Bytes]] = []
+        for extent in extents:
+            data = stack.enter_context(
+                self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end))
+            )
+            if data is not None:
+                out.append((extent.start, data))
+        return out
+
+    def _read_remote(self, url: str, start: int, end: int) -> bytes:
+        data = b"".join(fetch_range(url, start, end, self.options))
+        self.cache.note_uncached(url, len(data))
+        return data
+
+    def _whole(self, unit: Unit) -> Extent | None:
+        """The unit's one entry, unless it is a row group of a file with several."""
+        if self.index.format == "parquet" and self._units_in[unit.path] > 1:
+            return None
+        start, end = (
+            (unit.start, unit.end) if unit.end > unit.start else (0, self._files[unit.path].size)
+        )
+        return self._extent(unit.path, start, end)
+
+    def _group(
+        self, unit: Unit, footer: list[tuple[Extent, Bytes]]
+    ) -> tuple[Extent | None, list[Extent]]:
+        """The row group's whole range and its chosen chunks, as extents that stop where
+        the footer's entries start (bytes those hold come from there)."""
+        if unit.path not in self._layout:
+            size = self._files[unit.path].size
+            f = SparseFile(
+                size, [(e.start, d) for e, d in footer], partial(self._read_remote, unit.path)
+            )
+            self._layout[unit.path] = row_group_chunks(f)  # type: ignore[arg-type]
+        return self._cut(unit, min(e.start for e, _ in footer))
+
+    def _cut(self, unit: Unit, stop: int) -> tuple[Extent | None, list[Extent]]:
+        chunks = self._layout[unit.path][unit.index]
+        start, end = span(chunks)
+        group = self._extent(unit.path, start, min(end, stop)) if min(end, stop) > start else None
+        parts = [
+            self._extent(unit.path, c.start, min(c.end, stop), c.column)
+            for c in chosen(chunks, self.columns)
+            if min(c.end, stop) > c.start
+        ]
+        return group, parts
+
+    def is_cached(self, unit: Unit) -> bool:
+        """True if every entry ``unit`` needs is on disk now (nothing is read or leased);
+        False also when that is not known without reading its file's footer."""
+        if not self.cached(unit.path) or unit.path not in self._files:
+            return True
+        whole = self._whole(unit)
+        if whole is not None and (not self._projected() or self.cache.has(whole)):
+            return self.cache.has(whole)
+        if unit.path not in self._layout:
+            return False
+        size = self._files[unit.path].size
+        tail = self._extent(unit.path, max(0, size - FOOTER_READ), size)
+        group, chunks = self._cut(unit, tail.start)
+        return self.cache.has(tail) and (
+            group is None or self.cache.has(group) or all(self.cache.has(c) for c in chunks)
+        )
+
+    def _footer(
+        self, url: str, size: int, stack: contextlib.ExitStack
+    ) -> list[tuple[Extent, Bytes]]:
+        """The footer's entries (the last 64 KiB, and the rest of a larger footer)."""
+        tail = self._extent(url, max(0, size - FOOTER_READ), size, FOOTER)
+        tail_data = self._leased(stack, url, tail)
+        out = [(tail, tail_data)]
+        meta_len = int.from_bytes(tail_data[-8:-4], "little") + 8 if len(tail_data) >= 8 else 0
+        if meta_len > tail.length and size - meta_len >= 0:
+            head = self._extent(url, size - meta_len, tail.start, FOOTER)
+            out.append((head, self._leased(stack, url, head)))
+        return out
+
+    def _leased(self, stack: contextlib.ExitStack, url: str, extent: Extent) -> Bytes:
+        data = stack.enter_context(
+            self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end))
+        )
+        return data if data is not None else self._read_remote(url, extent.start, extent.end)
+
+
+def node_cache(cache_dir: str | None, cache_bytes: int | None) -> NodeCache | None:
+    """The node-local unit cache asked for, if any (see ``cache_dir``/``cache_bytes`` of
+    :class:`~shardwise.loader.StreamingDataset`)."""
+    if cache_dir is None and cache_bytes is None:
+        return None
+    root = os.path.join(os.path.dirname(cache_root(cache_dir)), "units")
+    if cache_bytes is None:
+        cache_bytes = default_budget(root)
+    return NodeCache(root, cache_bytes)
