@@ -27,7 +27,7 @@ class CountingProxy:
 
     Attributes:
         url: the proxy's endpoint.
-        get_bytes: body bytes of every GET response so far.
+        get_bytes: body bytes of every successful GET response so far.
         requests: ``(method, path, range header, body bytes)`` of every request.
         stall: with ``stall_above`` bytes or more, a GET response sends half its body,
             waits ``stall`` seconds, then the rest (a slow download to kill mid-way).
@@ -94,7 +94,10 @@ def _handler(proxy: CountingProxy) -> type[BaseHTTPRequestHandler]:
                 time.sleep(proxy.stall)
                 sent = sent[len(sent) // 2 :]
             self.wfile.write(sent)
-            proxy.record(self.command, self.path, self.headers.get("Range", ""), len(data))
+            if (
+                200 <= resp.status < 300
+            ):  # an error's body (a refusal the client retries) is not data
+                proxy.record(self.command, self.path, self.headers.get("Range", ""), len(data))
 
         do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _relay
 
