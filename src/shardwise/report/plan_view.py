@@ -17,7 +17,7 @@ import numpy as np
 from shardwise.plan import EpochPlan, Mixing, Plan, Topology, batch_shares, source_counts
 from shardwise.plan.report import plan_report
 
-__all__ = ["PlanView", "plan_view", "source_rows"]
+__all__ = ["PlanView", "plan_view", "share_note", "source_rows"]
 
 
 @dataclass(frozen=True)
@@ -170,3 +170,14 @@ def _batch_columns(shares: dict[str, list[float]] | None, s: int) -> dict[str, A
             f"{shares['rank_worst'][s]:.2f} / {shares['rank_mean'][s]:.2f}"
         ),
     }
+
+
+def share_note(row: Mapping[str, Any]) -> str:
+    """A stratified epoch's distance of batches from a source's share, for a line of text
+    (empty for a row of another plan)."""
+    if "realised" not in row:
+        return ""
+    return (
+        f"; per batch off its share by {row['global batch off share (worst / mean)']} "
+        f"(worst / mean; a rank's batch: {row['rank batch off share (worst / mean)']})"
+    )
