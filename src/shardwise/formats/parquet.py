@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats._fixedlist import read_fixed_lists
+from shardwise.formats._footer import row_group_units
 from shardwise.formats._writer import RollingWriter
 from shardwise.formats.base import (
     OnError,
@@ -62,13 +63,7 @@ class ParquetFormat:
         """One unit per row group, from the footer only."""
         pf = _open(path, self.storage_options)
         try:
-            md = pf.metadata
-            units = []
-            for i in range(md.num_row_groups):
-                rg = md.row_group(i)
-                nbytes = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
-                units.append(Unit(path, i, rg.num_rows, nbytes, 0, size))
-            return units
+            return row_group_units(pf.metadata, path, size)
         finally:
             pf.close()
 
