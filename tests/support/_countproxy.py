@@ -10,13 +10,19 @@ It runs on its own event loop in a daemon thread::
         opts = {..., "client_kwargs": {"endpoint_url": proxy.url}}
         ...
         proxy.counts   # {"GET": 12, "HEAD": 1, ...}; proxy.lists: GETs with ?list-type
+
+``python _countproxy.py UPSTREAM DELAY`` runs one in a process of its own (it prints its
+URL, stops when stdin closes); :func:`remote_counts` reads its counts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import json
+import sys
 import threading
+import urllib.request
 from typing import Any
 
 #: headers that belong to one connection, never forwarded
@@ -30,6 +36,10 @@ _HOP = {
     "upgrade",
     "content-length",
 }
+
+
+#: paths the proxy answers itself: ``counts`` (a snapshot as JSON) and ``reset``
+CONTROL = "/__countproxy/"
 
 
 class CountingProxy:
@@ -99,6 +109,10 @@ class CountingProxy:
         from aiohttp import web
         from yarl import URL
 
+        if request.path.startswith(CONTROL):  # another process asking (benchmarks)
+            if request.path == CONTROL + "reset":
+                self.reset()
+            return web.json_response(self.snapshot())
         with self._lock:
             self.counts[request.method] += 1
             self.lists += request.method == "GET" and "list-type" in request.query
@@ -128,3 +142,21 @@ class CountingProxy:
                 await out.write(payload)
             await out.write_eof()
             return out
+
+
+def remote_counts(url: str, reset: bool = False) -> dict[str, int]:
+    """The counts of a proxy running in another process (and reset them if asked)."""
+    with urllib.request.urlopen(url + CONTROL + ("reset" if reset else "counts")) as r:
+        return dict(json.loads(r.read()))
+
+
+def main(argv: list[str]) -> None:
+    """``python _countproxy.py UPSTREAM DELAY``: serve until stdin closes, in its own
+    process (so its work does not share the measured client's interpreter)."""
+    with CountingProxy(argv[0], float(argv[1])) as proxy:
+        print(proxy.url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
