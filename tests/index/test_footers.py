@@ -74,6 +74,21 @@ def test_indexer_keeps_order_and_names_a_bad_file(tmp_path: Path) -> None:
     assert str(paths[7]) in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"PAR1", b"PAR1" + b"\xff\xff\xff\x7fPAR1", b"PAR1" + b"\x04\x00\x00\x00PAR1"],
+    ids=["empty", "short", "footer-beyond-file", "bad-footer"],
+)
+def test_damaged_footers_give_the_per_file_readers_error(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "x.parquet"
+    path.write_bytes(data)
+    with pytest.raises(FormatError) as fast:
+        open_dataset(str(path), refresh=True, progress=False)
+    with pytest.raises(FormatError) as slow, parallel_backend("thread"):
+        open_dataset(str(path), refresh=True, progress=False)
+    assert str(fast.value) == str(slow.value) and str(path) in str(fast.value)
+
+
 def test_progress_bar_shows_files_per_second(
     tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
