@@ -1,7 +1,8 @@
 """Dataset index: every unit of every file with its exact sample count.
 
-``open_dataset(paths)`` expands paths and globs, reads only what it needs from each
-file (Parquet footers, tar headers, JSONL newlines), and returns a
+``open_dataset(paths)`` lists each path once (sizes and fingerprints come with the
+listing), reads only what it needs from each file (Parquet footers, by concurrent ranged
+reads of the files' tails; tar headers; JSONL newlines), and returns a
 :class:`DatasetIndex`. The index is saved beside the data (``_shardwise_index.json``
 in the dataset directory) or, when that is not possible, in a cache directory, and
 reused per file only while the file's size and fingerprint (mtime or ETag) match.
@@ -73,7 +74,7 @@ def open_dataset(
         cache_dir: where to keep the index when it cannot be saved beside the data
             (default ``$SHARDWISE_CACHE_DIR`` or ``~/.cache/shardwise``).
         refresh: ignore any saved index and re-read every file.
-        progress: show a progress bar while indexing.
+        progress: show a progress bar (files and files per second) while indexing.
         storage_options: fsspec options (credentials, endpoint) for remote paths.
         on_error: for formats that find bad records while indexing (WebDataset: unsafe
             members, keys whose members are not adjacent), ``"raise"`` refuses the file
