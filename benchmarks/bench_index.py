@@ -4,7 +4,7 @@
 Run from the repository root::
 
     .venv/bin/python benchmarks/bench_index.py [--quick] [--files 10000,100000]
-        [--repeats R] [--repeats-large R] [--delay 0.03] [--sample 300]
+        [--repeats R] [--repeats-large R] [--delay 0.03] [--sample 100]
 
 Starts a SeaweedFS S3 server on 127.0.0.1 (stopped at the end) and writes each size's
 files (100 rows each) straight to it, 64 PUTs in flight. A proxy in its own process
@@ -19,7 +19,8 @@ process, rounds alternated, median kept:
 - ``limit``: each file's last 64 KiB by one ranged GET, 64 connections (aiobotocore), the
   keys known beforehand; its listing of the prefix is timed apart.
 
-Writes ``benchmarks/results/index.json`` (``index-quick.json`` with ``--quick``).
+Writes ``benchmarks/results/index.json`` (``index-quick.json`` with ``--quick``,
+``index-<sizes>.json`` with other ``--files``).
 """
 
 from __future__ import annotations
@@ -230,7 +231,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--files", help="sizes, comma-separated (default 10000,100000)")
     ap.add_argument("--repeats-large", type=int, help="rounds at 100,000 files or more")
     ap.add_argument("--delay", type=float, default=0.03, help="seconds added per request")
-    ap.add_argument("--sample", type=int, default=300, help="files the sequential loop reads")
+    ap.add_argument("--sample", type=int, default=100, help="files the sequential loop reads")
     args = ap.parse_args(argv)
     worker = maybe_worker(args, SYSTEMS)
     if worker is not None:
@@ -262,7 +263,14 @@ def main(argv: list[str]) -> int:
     print(text + "\n")
     checks = targets(results)
     checks.print()
-    name = "index-quick.json" if args.quick else "index.json"
+    default = sizes == [10_000, 100_000]
+    name = (
+        "index-quick.json"
+        if args.quick
+        else "index.json"
+        if default
+        else f"index-{args.files}.json"
+    )
     write_json(
         HERE / "results" / name,
         {
