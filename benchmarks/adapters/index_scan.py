@@ -1,4 +1,4 @@
-"""Indexing many small Parquet files on S3: shardwise's open_dataset (cold, warm), a
+"""Indexing many small Parquet files on S3: shardwise's index_dataset (cold, warm), a
 sequential footer loop, and the limit (concurrent ranged reads of each file's last 64 KiB).
 
 Every function runs in a fresh worker process and times only its own work (imports and
@@ -26,11 +26,11 @@ def _options(s3: dict[str, Any]) -> dict[str, Any]:
 
 
 def _open(s3: dict[str, Any], prefix: str) -> dict[str, Any]:
-    from shardwise.index import open_dataset
+    from shardwise.index import index_dataset
 
     url = f"s3://{s3['bucket']}/{prefix}"
     c0, t0 = time.process_time(), time.perf_counter()
-    index = open_dataset(url, storage_options=_options(s3), progress=True)
+    index = index_dataset(url, storage_options=_options(s3), progress=True)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {
         "seconds": seconds,
@@ -43,12 +43,12 @@ def _open(s3: dict[str, Any], prefix: str) -> dict[str, Any]:
 
 
 def cold(s3: dict[str, Any], prefix: str, **_: Any) -> dict[str, Any]:
-    """open_dataset with no saved index (the driver removed it): list, read every footer."""
+    """index_dataset with no saved index (the driver removed it): list, read every footer."""
     return _open(s3, prefix)
 
 
 def warm(s3: dict[str, Any], prefix: str, **_: Any) -> dict[str, Any]:
-    """open_dataset again: the saved index is reused, no file changed."""
+    """index_dataset again: the saved index is reused, no file changed."""
     return _open(s3, prefix)
 
 

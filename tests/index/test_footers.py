@@ -17,7 +17,7 @@ from _countproxy import CountingProxy
 from _s3server import bucket, s3_server  # noqa: F401
 
 from shardwise import FormatError
-from shardwise.index import INDEX_NAME, open_dataset
+from shardwise.index import INDEX_NAME, index_dataset
 from shardwise.index.footers import index_parquet
 from shardwise.parallel import parallel_backend
 from shardwise.storage import FileInfo, info
@@ -50,14 +50,14 @@ def _local_files(root: Path, count: int) -> list[Path]:
 def _reference_json(url: str, **kwargs: Any) -> str:
     """The index as the per-file reader (``list_units`` + ``read_schema``) builds it."""
     with parallel_backend("thread"):
-        return open_dataset(url, refresh=True, progress=False, **kwargs).to_json()
+        return index_dataset(url, refresh=True, progress=False, **kwargs).to_json()
 
 
 def test_same_index_as_the_per_file_reader_on_local_files(tmp_path: Path) -> None:
     paths = _local_files(tmp_path / "pq", 40)
     tail = paths[3].read_bytes()[-8:]
     assert int.from_bytes(tail[:4], "little") > 64 * 1024  # its footer needs a second read
-    fast = open_dataset(str(tmp_path / "pq"), refresh=True, progress=False)
+    fast = index_dataset(str(tmp_path / "pq"), refresh=True, progress=False)
     assert fast.to_json() == _reference_json(str(tmp_path / "pq"))
     assert fast.num_samples == sum(pq.ParquetFile(p).metadata.num_rows for p in paths)
 
@@ -83,9 +83,9 @@ def test_damaged_footers_give_the_per_file_readers_error(tmp_path: Path, data: b
     path = tmp_path / "x.parquet"
     path.write_bytes(data)
     with pytest.raises(FormatError) as fast:
-        open_dataset(str(path), refresh=True, progress=False)
+        index_dataset(str(path), refresh=True, progress=False)
     with pytest.raises(FormatError) as slow, parallel_backend("thread"):
-        open_dataset(str(path), refresh=True, progress=False)
+        index_dataset(str(path), refresh=True, progress=False)
     assert str(fast.value) == str(slow.value) and str(path) in str(fast.value)
 
 
@@ -94,10 +94,10 @@ def test_progress_bar_shows_files_per_second(
 ) -> None:
     monkeypatch.delenv("SHARDWISE_PROGRESS", raising=False)
     _local_files(tmp_path / "pq", 20)
-    open_dataset(str(tmp_path / "pq"), refresh=True, progress=True)
+    index_dataset(str(tmp_path / "pq"), refresh=True, progress=True)
     err = capfd.readouterr().err
     assert "index files" in err and "20/20" in err and "files/s" in err
-    open_dataset(str(tmp_path / "pq"), refresh=True, progress=False)
+    index_dataset(str(tmp_path / "pq"), refresh=True, progress=False)
     assert "index files" not in capfd.readouterr().err
 
 
@@ -141,7 +141,7 @@ def test_s3_cold_warm_and_a_changed_file(
     url = f"s3://{name}/ds"
     with CountingProxy(s3_server["endpoint_url"]) as proxy:
         opts = _options(s3_server, proxy.url)
-        cold = open_dataset(url, storage_options=opts, progress=False)
+        cold = index_dataset(url, storage_options=opts, progress=False)
         # one listing; one ranged GET per file (two for the file whose footer is larger);
         # then the index is saved (atomic_write's own requests, none per file)
         assert _data_requests(proxy, "HEAD") == [] and len(_listings(proxy)) == 1, proxy.paths
@@ -151,7 +151,7 @@ def test_s3_cold_warm_and_a_changed_file(
         assert cold.to_json() == _reference_json(url, storage_options=opts)
 
         proxy.reset()
-        warm = open_dataset(url, storage_options=opts, progress=False)
+        warm = index_dataset(url, storage_options=opts, progress=False)
         counts = proxy.snapshot()
         assert warm.reused_files == 30 and warm.to_json() == cold.to_json()
         # the listing, then the saved index: nothing per file, nothing written
@@ -160,7 +160,7 @@ def test_s3_cold_warm_and_a_changed_file(
         time.sleep(1.1)  # a new modification time even where it has whole seconds
         fs.pipe_file(f"{name}/ds/part-0011.parquet", _parquet_bytes(50))
         proxy.reset()
-        changed = open_dataset(url, storage_options=opts, progress=False)
+        changed = index_dataset(url, storage_options=opts, progress=False)
         assert changed.reused_files == 29
         assert (
             _file_gets(proxy, f"{name}/ds")
@@ -184,10 +184,10 @@ def test_s3_glob_index_in_the_cache_dir(
     with CountingProxy(s3_server["endpoint_url"]) as proxy:
         opts = _options(s3_server, proxy.url)
         cache = str(tmp_path / "cache")
-        cold = open_dataset(pattern, storage_options=opts, cache_dir=cache, progress=False)
+        cold = index_dataset(pattern, storage_options=opts, cache_dir=cache, progress=False)
         assert cold.location.startswith(cache) and os.path.exists(cold.location)
         assert cold.to_json() == _reference_json(pattern, storage_options=opts, cache_dir=cache)
         proxy.reset()
-        warm = open_dataset(pattern, storage_options=opts, cache_dir=cache, progress=False)
+        warm = index_dataset(pattern, storage_options=opts, cache_dir=cache, progress=False)
         assert warm.reused_files == 12
         assert proxy.snapshot() == {"LIST": 1, "GET": 1, "total": 1}, proxy.paths

@@ -21,7 +21,7 @@ import fsspec
 import pyarrow as pa
 
 from shardwise.formats import Unit
-from shardwise.formats._footer import footer_start, tail_start, units_from_tail
+from shardwise.formats.parquet._footer import footer_start, tail_start, units_from_tail
 from shardwise.storage import FileInfo, is_transient, named, resolve, with_retries
 
 __all__ = ["CONCURRENCY", "index_parquet", "progress_bar"]
