@@ -322,11 +322,11 @@ class StreamingDatasetBase(LoaderState):
         ``dp_rank=``/``dp_size=``, ``device_mesh=``) pass ``ds.dp_rank, ds.dp_size``; every
         training rank of a group iterates the same ``rank`` and gets the same items.
         """
+        self._begin_pass(rank, worker_id)  # the epoch set, or the one after the last pass
         if in_dataloader_worker():
-            self._follow()
-            self._channel.announce(world_size, num_workers)
+            self._channel.announce(world_size, num_workers, self.epoch)
         else:
-            self._seen = Seen(world_size, num_workers, time.time())
+            self._seen = Seen(world_size, num_workers, time.time(), self.epoch)
         wp = self.plan(num_workers, world_size).worker(rank, worker_id)
         here = self._start_at(wp, Position(self.epoch, rank, world_size, worker_id, num_workers))
         yielded = here.samples

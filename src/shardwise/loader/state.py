@@ -7,6 +7,8 @@ rules that turn them into a saved state and back (exact and elastic resume)."""
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +47,9 @@ class LoaderState:
     _position: Position | None
     _resume_at: Position | None
     _control: int
+    _pinned: bool
+    _last_pass: dict[str, dict[str, int]]
+    _set_at: float
 
     if TYPE_CHECKING:
 
@@ -61,6 +66,9 @@ class LoaderState:
         self._position = None  # what the current iteration yielded
         self._resume_at = None  # a worker's own saved position
         self._control = 0  # number of the last epoch/resume published to or taken from workers
+        self._pinned = False  # a worker's own copy loaded a state: its next pass is that epoch
+        self._last_pass = {}  # the in-process pass records by slot (see channel.py)
+        self._set_at = 0.0  # when set_epoch or load_state_dict last ran in this process
 
     def _start_at(self, wp: WindowSource, here: Position) -> Position:
         """Where the worker ``wp`` at ``here`` starts: after its own progress when the
@@ -77,6 +85,7 @@ class LoaderState:
         the epoch and resume point set in the training process."""
         if in_dataloader_worker():
             return
+        self._set_at = time.time()
         self._control += 1
         self._channel.publish(
             {
@@ -85,6 +94,27 @@ class LoaderState:
                 "resumes": [r.to_dict() for r in self._resumes],
             }
         )
+
+    def _begin_pass(self, rank: int, worker_id: int) -> None:
+        """Start a pass of (data-parallel) ``rank``'s worker ``worker_id`` over the dataset: the
+        epoch set by ``set_epoch`` or ``load_state_dict`` if this is the slot's first pass
+        since, else the epoch after the slot's previous pass (see channel.py)."""
+        worker = in_dataloader_worker()
+        if worker:
+            self._follow()
+            slot = f"{os.getppid()}.{rank}.{worker_id}"
+            last = self._channel.last_pass(slot)
+        else:
+            slot = f"{rank}.{worker_id}"
+            last = self._last_pass.get(slot)
+        if not self._pinned and last is not None and last["n"] == self._control:
+            self.epoch = last["epoch"] + 1  # a new pass: the next epoch, from its start
+            self._resumes, self._resume_at = [], None
+        self._pinned = False
+        if worker:
+            self._channel.record_pass(slot, self._control, self.epoch)
+        else:
+            self._last_pass[slot] = {"n": self._control, "epoch": self.epoch}
 
     def _follow(self) -> None:
         """In a DataLoader worker: take what the training process set since this copy of
@@ -117,6 +147,7 @@ class LoaderState:
             )
         consumed_batches = check_int("consumed_batches", consumed_batches)
         world_size, num_workers = self._consumer(consumed_batches)
+        self.sync_epoch()
         p = self.plan(num_workers, world_size)
         if not 0 <= consumed_batches <= p.batches_per_rank:
             raise PlanError(
@@ -137,6 +168,21 @@ class LoaderState:
             state["mixing"] = mixing
         state.update(fields)
         return state
+
+    def sync_epoch(self) -> int:
+        """The epoch the latest pass streamed (DataLoader workers advance epochs by themselves
+        and report them); this object takes it on (without the resume point of another epoch).
+
+        Returns:
+            The current epoch.
+        """
+        seen = [s for s in (self._seen, self._channel.read()) if s is not None]
+        if seen:
+            latest = max(seen, key=lambda s: s.at)
+            newer = latest.at > self._set_at  # a pass begun after the last set_epoch/load
+            if newer and latest.epoch is not None and latest.epoch != self.epoch:
+                self.epoch, self._resumes = latest.epoch, []
+        return self.epoch
 
     def _consumer(self, consumed_batches: int) -> tuple[int, int]:
         """(world_size, num_workers) of whatever iterated this dataset most recently: a
@@ -190,5 +236,14 @@ class LoaderState:
                 f"not a loader state written by state_dict: {type(exc).__name__} {exc}"
             ) from exc
         self.epoch, self._resumes, self._resume_at = epoch, resumes, at
+        self._pinned = in_dataloader_worker()  # a worker's copy: its next pass is this epoch
         self.plan()  # fail now, not inside a worker
         self._publish()
+
+
+def _worker_id() -> int:
+    """The DataLoader worker id of this process (0 outside a worker)."""
+    from torch.utils.data import get_worker_info
+
+    info = get_worker_info()
+    return 0 if info is None else int(info.id)
