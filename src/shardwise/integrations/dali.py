@@ -2,20 +2,26 @@
 
 DALI's parallel external source does not tell a source which worker runs it, but it
 runs every *iterable* source in a dedicated worker process of its own (sources are
-assigned to workers in turn). :class:`DaliSource` therefore hands one rank ``K``
+assigned to workers in turn). :class:`DaliInput` therefore hands one rank ``K``
 picklable iterables, one per worker (``py_num_workers=K``): source ``k`` streams the
 (rank, k) piece of the epoch's :class:`~shardwise.plan.EpochPlan` and yields exactly
 ``per_worker`` samples per iteration (``batch=True``). Pieces are consecutive, equal
 and disjoint across ranks x workers, so every source on every rank yields the same
 number of batches and raises ``StopIteration`` on the same iteration: DALI pipelines
-on all ranks run the same number of iterations. :meth:`DaliSource.merge` joins the
+on all ranks run the same number of iterations. :meth:`DaliInput.merge` joins the
 ``K`` outputs of an iteration into the rank's batch of ``K * per_worker`` samples.
 
 Epochs: every ``iter()`` of a source starts the next epoch (``cycle="raise"``: DALI
 calls ``iter()`` again after ``pipe.reset()``, which its iterators do at an epoch's
-end), counted per process from :meth:`DaliSource.set_epoch`'s epoch. Resume:
-:meth:`DaliSource.state_dict` after ``n`` iterations, :meth:`DaliSource.load_state_dict`
-before building the pipeline (DALI's own checkpointing does not cover iterable sources).
+end), counted per process from :meth:`DaliInput.set_epoch`'s epoch. The training process
+counts the iterations it merges: once an epoch's ``iterations`` are merged, the next
+:meth:`DaliInput.merge` is the first iteration of the next epoch, so ``epoch``,
+``iterations`` and ``state_dict`` follow the sources. Resume: :meth:`DaliInput.state_dict`
+after ``n`` iterations, :meth:`DaliInput.load_state_dict` before building the pipeline
+(DALI's own checkpointing does not cover iterable sources).
+
+``DaliSource`` and ``WorkerSource`` are the former names (``shardwise.Source`` is the
+user's source of a mix); ``DaliSource`` still works and warns.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import atexit
 import copy
 import multiprocessing.util
 import os
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -34,10 +41,10 @@ from shardwise.errors import ConfigError, PlanError
 from shardwise.integrations._arrays import column_arrays, column_spec
 from shardwise.loader import StreamingDatasetBase
 
-__all__ = ["DaliSource", "WorkerSource"]
+__all__ = ["DaliInput", "DaliSource", "WorkerInput", "WorkerSource"]
 
 
-class WorkerSource:
+class WorkerInput:
     """The iterable of one (rank, DALI worker): ``per_worker`` samples per ``next()``.
 
     Each item is a tuple with one entry per column (for ``num_outputs=len(columns)``):
@@ -64,7 +71,7 @@ class WorkerSource:
 
     def __repr__(self) -> str:
         return (
-            f"WorkerSource(rank={self.rank}, worker={self.worker} of {self.num_workers}, "
+            f"WorkerInput(rank={self.rank}, worker={self.worker} of {self.num_workers}, "
             f"per_worker={self._ds.batch_size}, columns={self.columns})"
         )
 
@@ -85,7 +92,7 @@ class WorkerSource:
             yield tuple(column_arrays(c, batch.column(c)) for c in self.columns)
 
 
-class DaliSource:
+class DaliInput:
     """One rank's ``K`` DALI external sources over a dataset (WebDataset shards or any format).
 
     Args:
@@ -125,7 +132,7 @@ class DaliSource:
         drop_last: bool = True,
         **options: Any,
     ) -> None:
-        require("nvidia.dali", "DaliSource")
+        require("nvidia.dali", type(self).__name__)
         for name, value in (("per_worker", per_worker), ("num_workers", num_workers)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
@@ -150,12 +157,13 @@ class DaliSource:
         self.rank, self.world_size = self.dataset.rank, self.dataset.world_size
         schema = self.dataset.index.schema
         self.specs = {c: column_spec(c, schema.field(c).type) for c in self.columns}
+        self._merged = 0  # iterations of the current epoch merged in this process
 
     # -- the sources ------------------------------------------------------------------
-    def sources(self) -> list[WorkerSource]:
+    def sources(self) -> list[WorkerInput]:
         """``num_workers`` fresh sources from the current epoch (and loaded state)."""
         return [
-            WorkerSource(copy.copy(self.dataset), k, self.num_workers, self.columns)
+            WorkerInput(copy.copy(self.dataset), k, self.num_workers, self.columns)
             for k in range(self.num_workers)
         ]
 
@@ -168,9 +176,9 @@ class DaliSource:
         Returns:
             Per source, a tuple of data nodes, one per column.
         """
-        fn = require("nvidia.dali.fn", "DaliSource.external_sources")
+        fn = require("nvidia.dali.fn", "DaliInput.external_sources")
         _shutdown_pipelines_before_joining_workers()
-        types = require("nvidia.dali.types", "DaliSource.external_sources")
+        types = require("nvidia.dali.types", "DaliInput.external_sources")
         opts: dict[str, Any] = {
             "batch": True,
             "parallel": True,
@@ -185,11 +193,14 @@ class DaliSource:
     # -- epochs, sizes and resume -----------------------------------------------------
     @property
     def epoch(self) -> int:
+        """The epoch of the iterations being merged (the next one's once an epoch's
+        ``iterations`` are merged and the next iteration is)."""
         return self.dataset.epoch
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the sources made after this start with (before building the pipeline)."""
         self.dataset.set_epoch(epoch)
+        self._merged = 0
 
     @property
     def iterations(self) -> int:
@@ -201,8 +212,11 @@ class DaliSource:
         """The rank's merged batch: ``num_workers * per_worker`` samples."""
         return self.num_workers * self.per_worker
 
-    def state_dict(self, iterations: int) -> dict[str, Any]:
-        """The position after ``iterations`` pipeline iterations of the current epoch."""
+    def state_dict(self, iterations: int | None = None) -> dict[str, Any]:
+        """The position after ``iterations`` pipeline iterations of the current epoch
+        (default: the iterations merged so far in it); it names the epoch."""
+        if iterations is None:
+            iterations = self._merged
         if not 0 <= iterations <= self.iterations:
             raise PlanError(f"iterations must be in [0, {self.iterations}], got {iterations}")
         return self.dataset.state_dict(consumed_batches=iterations * self.num_workers)
@@ -211,6 +225,15 @@ class DaliSource:
         """Continue an epoch from :meth:`state_dict` (before building the pipeline); also on
         another number of ranks, workers or ``per_worker`` (what was consumed is not repeated)."""
         self.dataset.load_state_dict(state)
+        self._merged = 0
+
+    def _count_iteration(self) -> None:
+        """One more iteration merged: the first of the next epoch once this one's are done
+        (the sources start it after ``pipe.reset()``, from its start)."""
+        if self._merged >= self.iterations:
+            self.dataset.set_epoch(self.dataset.epoch + 1)
+            self._merged = 0
+        self._merged += 1
 
     # -- outputs ----------------------------------------------------------------------
     def merge(self, outputs: Sequence[Any] | Mapping[str, Any]) -> list[Any] | dict[str, Any]:
@@ -228,6 +251,7 @@ class DaliSource:
             (a list of per-sample arrays otherwise), source 0's samples first.
         """
         k = self.num_workers
+        self._count_iteration()
         if isinstance(outputs, Mapping):
             names = list(dict.fromkeys(key.rsplit("_w", 1)[0] for key in outputs))
             return {n: _concat([outputs[f"{n}_w{i}"] for i in range(k)]) for n in names}
@@ -243,6 +267,21 @@ class DaliSource:
         """Names of every source's outputs for a framework iterator's ``output_map``:
         ``names`` per source, suffixed ``_w<k>``, in the order :meth:`merge` expects."""
         return [f"{n}_w{i}" for i in range(self.num_workers) for n in names]
+
+
+class DaliSource(DaliInput):
+    """Deprecated name of :class:`DaliInput` (``Source`` names the sources of a mix)."""
+
+    def __init__(self, source: Any, **kwargs: Any) -> None:
+        warnings.warn(
+            "shardwise.integrations.dali.DaliSource is now DaliInput; the old name will go",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(source, **kwargs)
+
+
+WorkerSource = WorkerInput  # the former name
 
 
 _EXIT_HOOKED = False
