@@ -71,9 +71,12 @@ class LoaderState:
         self._set_at = 0.0  # when set_epoch or load_state_dict last ran in this process
 
     def _start_at(self, wp: WindowSource, here: Position) -> Position:
-        """Where the worker ``wp`` at ``here`` starts: after its own progress when the
-        resume point is this very worker's (``wp`` then skips it), else at its start."""
-        if self._resume_at is not None and self._resume_at.where() == here.where():
+        """Where the worker ``wp`` at ``here`` starts: after the resume point's progress when
+        it is this worker's, or the same worker's of another rank (``wp`` then skips it), else
+        at its start. Ranks advance in lockstep over equal worker pieces, so one rank's
+        position is every rank's: frameworks that checkpoint on rank 0 alone (Lightning, HF)
+        resume every rank from it."""
+        if self._resume_at is not None and _same_worker(self._resume_at, here):
             done = min(self._resume_at.samples, wp.num_samples)
             wp.skip, wp.num_samples = wp.skip + done, wp.num_samples - done
             here = Position(*here.where(), done)
@@ -247,3 +250,8 @@ def _worker_id() -> int:
 
     info = get_worker_info()
     return 0 if info is None else int(info.id)
+
+
+def _same_worker(saved: Position, here: Position) -> bool:
+    """Whether ``saved`` is the position of ``here``'s worker, on any rank, in this epoch."""
+    return (saved.epoch, *saved.where()[2:]) == (here.epoch, *here.where()[2:])
