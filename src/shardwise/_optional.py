@@ -21,6 +21,9 @@ _EXTRAS: dict[str, str] = {
     "aiohttp": "http",
     "matplotlib": "report",
     "nvidia": "dali",
+    "transformers": "hf",
+    "accelerate": "hf",
+    "lightning": "lightning",
 }
 
 

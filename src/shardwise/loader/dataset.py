@@ -40,6 +40,7 @@ from shardwise.loader.stats import epoch_stats, mixing_for
 from shardwise.loader.stream import BatchFormat, Reading, serial_items
 from shardwise.loader.threaded import threaded_batches
 from shardwise.loader.transport import NumpyColumn
+from shardwise.loader.wrappers import check_not_resharded
 from shardwise.plan import Plan, Topology, auto_interleave, make_plan
 from shardwise.plan.compose import WindowSource
 
@@ -283,6 +284,7 @@ class StreamingDatasetBase(LoaderState):
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (a new order); forgets a resume point of another epoch."""
         epoch = check_int("epoch", epoch, 0)
+        check_not_resharded()  # HF Accelerate's wrappers call set_epoch before the first batch
         if epoch != self.epoch:
             self._resumes = []
         self.epoch = epoch
