@@ -65,6 +65,17 @@ class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
             self._yielded += 1
             yield batch
 
+    def __len__(self) -> int:
+        """Batches per rank of a whole epoch (a Trainer counts its steps per epoch with it;
+        a resumed epoch yields only its rest)."""
+        ds, workers = self.dataset, max(1, self.num_workers)
+        resumes, ds._resumes = ds._resumes, []
+        try:
+            plan = ds.plan(workers)
+        finally:
+            ds._resumes = resumes
+        return int(plan.batches_per_rank)
+
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (a resumed epoch keeps its resume point)."""
         self.dataset.set_epoch(epoch)
