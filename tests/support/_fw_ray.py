@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -68,7 +69,7 @@ def main() -> None:
     resume = len(sys.argv) > 4
     ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     saved = os.path.join(out, "checkpoint.txt")
-    checkpoint = open(saved).read() if resume else None  # Ray Train 2's way: via the config
+    checkpoint = Path(saved).read_text() if resume else None  # Ray Train 2: via the config
     trainer = TorchTrainer(
         train,
         train_loop_config={"data": data, "out": out, "epochs": epochs, "resume": checkpoint},
