@@ -21,7 +21,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run(args: list[str], env: dict[str, str] | None = None, timeout: int = 400) -> str:
+def run(
+    args: list[str], env: dict[str, str] | None = None, timeout: int = 400, cwd: Path | None = None
+) -> str:
     """Run a script with the venv's Python; its output, failing the test on an error."""
     base = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1")
     p = subprocess.run(
@@ -30,6 +32,7 @@ def run(args: list[str], env: dict[str, str] | None = None, timeout: int = 400) 
         capture_output=True,
         text=True,
         timeout=timeout,
+        cwd=cwd,
     )
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-8000:]
     return p.stdout
