@@ -2,7 +2,8 @@
 
     torchrun --nproc_per_node=2 _fw_accelerate.py DATA OUT MODE FORMAT EPOCHS [resume]
 
-MODE ``plain``: the obvious code (``nodispatch``: with ``dispatch_batches=False``), ``accelerator.prepare(model, opt, DataLoader(ds, ...))``;
+MODE ``plain``: the obvious code, ``accelerator.prepare(model, opt, DataLoader(ds, ...))``
+(``nodispatch``: the same with ``dispatch_batches=False``);
 ``loader``: the same with a ShardwiseLoader, registered for checkpointing, ``save_state``
 after 27 steps, and with ``resume`` a run continued from it by ``load_state``. FORMAT is a
 batch_format (``numpy``, ``torch``) or ``samples`` (per sample, the default collator). Each

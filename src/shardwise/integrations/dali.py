@@ -14,14 +14,13 @@ on all ranks run the same number of iterations. :meth:`DaliInput.merge` joins th
 Epochs: every ``iter()`` of a source starts the next epoch (``cycle="raise"``: DALI
 calls ``iter()`` again after ``pipe.reset()``, which its iterators do at an epoch's
 end), counted per process from :meth:`DaliInput.set_epoch`'s epoch. The training process
-counts the iterations it merges: once an epoch's ``iterations`` are merged, the next
-:meth:`DaliInput.merge` is the first iteration of the next epoch, so ``epoch``,
-``iterations`` and ``state_dict`` follow the sources. Resume: :meth:`DaliInput.state_dict`
+counts merged iterations (after an epoch's ``iterations``, the next ``merge`` starts the next
+epoch), so ``epoch``, ``iterations`` and ``state_dict`` follow the sources. Resume: :meth:`DaliInput.state_dict`
 after ``n`` iterations, :meth:`DaliInput.load_state_dict` before building the pipeline
 (DALI's own checkpointing does not cover iterable sources).
 
-``DaliSource`` and ``WorkerSource`` are the former names (``shardwise.Source`` is the
-user's source of a mix); ``DaliSource`` still works and warns.
+``DaliSource`` is the former name of ``DaliInput`` (``shardwise.Source`` is the user's
+source of a mix); it still works and warns.
 """
 
 from __future__ import annotations
@@ -34,17 +33,15 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from shardwise._optional import require
 from shardwise.errors import ConfigError, PlanError
-from shardwise.integrations._arrays import column_arrays, column_spec
+from shardwise.integrations._arrays import column_arrays, column_spec, concat_outputs
 from shardwise.loader import StreamingDatasetBase
 
-__all__ = ["DaliInput", "DaliSource", "WorkerInput", "WorkerSource"]
+__all__ = ["DaliInput", "DaliSource", "WorkerFeed", "WorkerSource"]
 
 
-class WorkerInput:
+class WorkerFeed:
     """The iterable of one (rank, DALI worker): ``per_worker`` samples per ``next()``.
 
     Each item is a tuple with one entry per column (for ``num_outputs=len(columns)``):
@@ -71,7 +68,7 @@ class WorkerInput:
 
     def __repr__(self) -> str:
         return (
-            f"WorkerInput(rank={self.rank}, worker={self.worker} of {self.num_workers}, "
+            f"WorkerFeed(rank={self.rank}, worker={self.worker} of {self.num_workers}, "
             f"per_worker={self._ds.batch_size}, columns={self.columns})"
         )
 
@@ -90,6 +87,9 @@ class WorkerInput:
                     f"samples, not per_worker={per_worker}"
                 )
             yield tuple(column_arrays(c, batch.column(c)) for c in self.columns)
+
+
+WorkerSource = WorkerFeed  # its name in 0.1; a deprecated alias, kept for one release
 
 
 class DaliInput:
@@ -160,10 +160,10 @@ class DaliInput:
         self._merged = 0  # iterations of the current epoch merged in this process
 
     # -- the sources ------------------------------------------------------------------
-    def sources(self) -> list[WorkerInput]:
+    def sources(self) -> list[WorkerFeed]:
         """``num_workers`` fresh sources from the current epoch (and loaded state)."""
         return [
-            WorkerInput(copy.copy(self.dataset), k, self.num_workers, self.columns)
+            WorkerFeed(copy.copy(self.dataset), k, self.num_workers, self.columns)
             for k in range(self.num_workers)
         ]
 
@@ -204,7 +204,8 @@ class DaliInput:
 
     @property
     def iterations(self) -> int:
-        """Iterations of the current epoch, the same on every rank (from a resume point, if loaded)."""
+        """Iterations of the current epoch, the same on every rank (from a resume point, if
+        loaded)."""
         return self.dataset.plan().batches_per_rank // self.num_workers
 
     @property
@@ -254,14 +255,14 @@ class DaliInput:
         self._count_iteration()
         if isinstance(outputs, Mapping):
             names = list(dict.fromkeys(key.rsplit("_w", 1)[0] for key in outputs))
-            return {n: _concat([outputs[f"{n}_w{i}"] for i in range(k)]) for n in names}
+            return {n: concat_outputs([outputs[f"{n}_w{i}"] for i in range(k)]) for n in names}
         outs = list(outputs)
         if not outs or len(outs) % k:
             raise ConfigError(
                 f"expected the outputs of {k} sources (a multiple of {k}), got {len(outs)}"
             )
         per = len(outs) // k
-        return [_concat([outs[i * per + j] for i in range(k)]) for j in range(per)]
+        return [concat_outputs([outs[i * per + j] for i in range(k)]) for j in range(per)]
 
     def output_names(self, names: Sequence[str]) -> list[str]:
         """Names of every source's outputs for a framework iterator's ``output_map``:
@@ -273,15 +274,9 @@ class DaliSource(DaliInput):
     """Deprecated name of :class:`DaliInput` (``Source`` names the sources of a mix)."""
 
     def __init__(self, source: Any, **kwargs: Any) -> None:
-        warnings.warn(
-            "shardwise.integrations.dali.DaliSource is now DaliInput; the old name will go",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        msg = "shardwise.integrations.dali.DaliSource is now DaliInput; the old name will go"
+        warnings.warn(msg, DeprecationWarning, stacklevel=2)
         super().__init__(source, **kwargs)
-
-
-WorkerSource = WorkerInput  # the former name
 
 
 _EXIT_HOOKED = False
@@ -302,25 +297,3 @@ def _shutdown_pipelines_before_joining_workers() -> None:
     if not _EXIT_HOOKED and shutdown is not None and multiprocessing.util is not None:
         atexit.register(shutdown)
         _EXIT_HOOKED = True
-
-
-def _concat(parts: list[Any]) -> Any:
-    """Concatenate one output of every source along the batch (first) dimension."""
-    if all(isinstance(p, np.ndarray) for p in parts):
-        return np.concatenate(parts)
-    if all(type(p).__module__.startswith("torch") for p in parts):
-        return require("torch").cat(parts)
-    samples: list[np.ndarray] = []
-    dense = True
-    for p in parts:
-        if hasattr(p, "as_cpu"):
-            p = p.as_cpu()
-        if hasattr(p, "is_dense_tensor"):
-            dense = dense and bool(p.is_dense_tensor())
-            samples.extend(np.array(t) for t in p)
-        else:
-            dense = False
-            samples.extend(np.asarray(t) for t in p)
-    if dense and samples and len({s.shape for s in samples}) == 1:
-        return np.stack(samples)
-    return samples

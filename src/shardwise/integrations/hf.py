@@ -68,12 +68,8 @@ class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
     def __len__(self) -> int:
         """Batches per rank of a whole epoch (a Trainer counts its steps per epoch with it;
         a resumed epoch yields only its rest)."""
-        ds, workers = self.dataset, max(1, self.num_workers)
-        resumes, ds._resumes = ds._resumes, []
-        try:
-            plan = ds.plan(workers)
-        finally:
-            ds._resumes = resumes
+        ds = self.dataset
+        plan = ds.planner.plan(ds.epoch, [], max(1, self.num_workers), None)
         return int(plan.batches_per_rank)
 
     def set_epoch(self, epoch: int) -> None:

@@ -35,7 +35,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Seen", "TopologyChannel", "in_dataloader_worker"]
+__all__ = ["Seen", "TopologyChannel"]
 
 
 @dataclass(frozen=True)
@@ -127,12 +127,3 @@ def _write(path: str, record: dict[str, Any]) -> None:
         os.replace(tmp, path)
     except OSError:
         pass  # no writable temp space: state_dict will say it cannot tell
-
-
-def in_dataloader_worker() -> bool:
-    """Whether this code runs in a torch DataLoader worker (False without torch)."""
-    try:
-        from torch.utils.data import get_worker_info
-    except ImportError:
-        return False
-    return get_worker_info() is not None

@@ -34,7 +34,7 @@ _FIX = (
 )
 
 
-def _resharding_caller(depth: int = 6) -> Any:
+def _resharding_caller(depth: int = 8) -> Any:
     """The accelerate wrapper among the callers of the caller's caller, if any."""
     frame: FrameType | None = sys._getframe(2)
     for _ in range(depth):
