@@ -15,8 +15,8 @@ Epochs: every ``iter()`` of a source starts the next epoch (``cycle="raise"``: D
 calls ``iter()`` again after ``pipe.reset()``, which its iterators do at an epoch's
 end), counted per process from :meth:`DaliInput.set_epoch`'s epoch. The training process
 counts merged iterations (after an epoch's ``iterations``, the next ``merge`` starts the next
-epoch), so ``epoch``, ``iterations`` and ``state_dict`` follow the sources. Resume: :meth:`DaliInput.state_dict`
-after ``n`` iterations, :meth:`DaliInput.load_state_dict` before building the pipeline
+epoch), so ``epoch``, ``iterations`` and ``state_dict`` follow the sources. Resume:
+``state_dict()`` after some iterations, ``load_state_dict`` before building the pipeline
 (DALI's own checkpointing does not cover iterable sources).
 
 ``DaliSource`` is the former name of ``DaliInput`` (``shardwise.Source`` is the user's
