@@ -28,6 +28,7 @@ from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan import Mixing, Resume, Topology
+from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
 from shardwise.plan.packing import DEFAULT_BUFFER, count_sequences
 from shardwise.plan.sequences import fill_batch, sequence_tokens
 from shardwise.plan.tokens import TokenPlan
@@ -37,6 +38,7 @@ __all__ = ["STATE_VERSION", "TokenStreamBase"]
 
 STATE_VERSION = 1
 FORMATS = ("numpy", "torch")
+WINDOW_TOKENS = 2**15  # tokens per window of concat batches built at once
 
 
 class TokenStreamBase:
@@ -180,6 +182,9 @@ class TokenStreamBase:
             self._seen = (p.world_size, p.num_workers)
 
     def _batches(self, plan: TokenPlan, pairs: np.ndarray) -> Iterator[dict[str, Any]]:
+        if self.packing == "concat":
+            yield from self._concat_batches(pairs)
+            return
         feed = UnitFeed(pairs[:, 0], self.units.read, self.prefetch_units)
         rows = pairs[:, 1].tolist()
         seqs = []
@@ -188,6 +193,21 @@ class TokenStreamBase:
             if len(seqs) == self.batch_size:
                 yield self._format(fill_batch(seqs, self.seq_len, self.pad_id))
                 seqs = []
+
+    def _concat_batches(self, pairs: np.ndarray) -> Iterator[dict[str, Any]]:
+        """Windows of batches, each field one row gather per unit (see ``concat_rows``)."""
+        seq_len, pad_id = self.seq_len, self.pad_id
+
+        def read(unit: int) -> UnitRows:
+            return unit_rows(*self.units.read(unit), seq_len, pad_id)
+
+        b = self.batch_size
+        size = max(1, WINDOW_TOKENS // (seq_len * b)) * b
+        feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
+        for at, laid in feed.windows(size):
+            window, starts = take_window(pairs[at, 0], pairs[at, 1], laid, seq_len)
+            for batch in window_batches(window, starts, b):
+                yield self._format(batch)
 
     def _format(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         if self.batch_format == "numpy":
