@@ -5,10 +5,11 @@ With ``packing="concat"`` sequence ``k`` of a unit is tokens ``k * seq_len`` up 
 (:func:`unit_rows`, once per unit on the reading threads, padding the last row). A window
 of sequences (:func:`take_window`) is one row gather per unit for ``input_ids``; the other
 fields come from the document starts that fall inside the window's rows (two
-``searchsorted`` per unit), numbered per piece and spread over the window's tokens with ``repeat``. :func:`window_batches` cuts the window into batches
-(views) with their ``cu_seqlens``. The arrays are those of
-:func:`shardwise.plan.sequences.fill_batch` (same values, same dtypes); no Python runs per
-sequence or per document, only per window and unit.
+``searchsorted`` per unit), numbered per piece and spread over the window's tokens with
+``repeat``. :func:`window_batches` cuts the window into batches (views) with their
+``cu_seqlens``. The arrays are those of :func:`shardwise.plan.sequences.fill_batch` (same
+values, same dtypes); no Python runs per sequence or per document, only per window and
+unit.
 """
 
 from __future__ import annotations
@@ -59,11 +60,15 @@ def _starts(r: UnitRows, at: np.ndarray, ks: np.ndarray, seq_len: int) -> np.nda
 
 
 def take_window(
-    units: np.ndarray, rows: np.ndarray, laid: Mapping[int, UnitRows], seq_len: int
+    units: np.ndarray,
+    rows: np.ndarray,
+    laid: Mapping[int, UnitRows],
+    seq_len: int,
+    ids_only: bool = False,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Sequences ``(units[i], rows[i])`` as ``[len(rows), seq_len]`` arrays (``input_ids``,
-    ``labels``, ``position_ids``, ``document_ids``, ``loss_mask``) and the sorted flat
-    positions where a piece starts inside a row."""
+    ``labels``, ``position_ids``, ``document_ids``, ``loss_mask``; only ``input_ids`` when
+    ``ids_only``) and the sorted flat positions where a piece starts inside a row."""
     units, rows = np.asarray(units, dtype=np.int64), np.asarray(rows, dtype=np.int64)
     n = len(rows)
     ids = np.empty((n, seq_len), dtype=np.int64)
@@ -73,9 +78,13 @@ def take_window(
         at = np.arange(n) if len(present) == 1 else np.flatnonzero(units == u)
         ks, r = rows[at], laid[u]
         ids[at] = r.ids[ks]
+        if ids_only:
+            continue
         parts.append(_starts(r, at, ks, seq_len))
         last = np.flatnonzero(ks * seq_len + seq_len > r.total)
         pads.extend(zip(at[last].tolist(), (r.total - ks[last] * seq_len).tolist()))
+    if ids_only:
+        return {"input_ids": ids}, np.zeros(0, dtype=np.int64)
     starts = np.unique(np.concatenate(parts))
     doc, pos = _pieces(starts, n, seq_len)
     labels = np.empty((n, seq_len), dtype=np.int64)
@@ -112,6 +121,9 @@ def window_batches(
     cut = np.searchsorted(starts, np.arange(0, num * seq_len + 1, flat))
     for j, lo in enumerate(range(0, num - batch_size + 1, batch_size)):
         batch = {f: a[lo : lo + batch_size] for f, a in window.items()}
+        if "document_ids" not in window:
+            yield batch
+            continue
         inside = starts[cut[j] : cut[j + 1]] - lo * seq_len
         batch["cu_seqlens"] = np.union1d(inside, ends).astype(np.int32)
         yield batch

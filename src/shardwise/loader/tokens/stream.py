@@ -16,7 +16,7 @@ sequence is one copy out of its unit's token array, made in the iterating proces
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan import Mixing, Resume, Topology
 from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
 from shardwise.plan.packing import DEFAULT_BUFFER, count_sequences
-from shardwise.plan.sequences import fill_batch, sequence_tokens
+from shardwise.plan.sequences import FIELDS, fill_batch, sequence_tokens
 from shardwise.plan.tokens import TokenPlan
 from shardwise.plan.tokenstats import token_stats
 
@@ -39,6 +39,13 @@ __all__ = ["STATE_VERSION", "TokenStreamBase"]
 STATE_VERSION = 1
 FORMATS = ("numpy", "torch")
 WINDOW_TOKENS = 2**15  # tokens per window of concat batches built at once
+
+
+def _fields(fields: Sequence[str]) -> tuple[str, ...]:
+    chosen = tuple(fields)
+    if not chosen or any(f not in FIELDS for f in chosen) or len(set(chosen)) < len(chosen):
+        raise ConfigError(f"fields must be distinct names among {FIELDS}, got {fields!r}")
+    return tuple(f for f in FIELDS if f in chosen)
 
 
 class TokenStreamBase:
@@ -56,6 +63,8 @@ class TokenStreamBase:
         seed, shuffle, drop_last, canonical_workers: as for ``StreamingDataset``.
         epoch_size: tokens per epoch with weighted sources (None: all of them).
         pad_id: the id padding positions get (default: the tokenizer's eos, else 0).
+        fields: the arrays each batch holds (default all six; ``("input_ids",)`` skips the
+            document layout, for a model that needs only the tokens).
         batch_format: ``"numpy"`` or ``"torch"``.
         rank, world_size: override detection (``torch.distributed`` or ``RANK``/``WORLD_SIZE``).
         num_workers: the DataLoader's workers (for ``len()``, ``stats()`` and ``plan()`` in
@@ -81,6 +90,7 @@ class TokenStreamBase:
         epoch_size: int | None = None,
         pad_id: int | None = None,
         batch_format: str = "numpy",
+        fields: Sequence[str] = FIELDS,
         rank: int | None = None,
         world_size: int | None = None,
         num_workers: int | None = None,
@@ -100,6 +110,7 @@ class TokenStreamBase:
         )
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
         self.canonical_workers, self.batch_format = canonical_workers, batch_format
+        self.fields = _fields(fields)
         info = self.units.info
         self.pad_id = pad_id if pad_id is not None else (info.eos_id or 0)
         self.mixing: Mixing | None = (
@@ -201,15 +212,17 @@ class TokenStreamBase:
         def read(unit: int) -> UnitRows:
             return unit_rows(*self.units.read(unit), seq_len, pad_id)
 
-        b = self.batch_size
+        b, ids_only = self.batch_size, self.fields == ("input_ids",)
         size = max(1, WINDOW_TOKENS // (seq_len * b)) * b
         feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
         for at, laid in feed.windows(size):
-            window, starts = take_window(pairs[at, 0], pairs[at, 1], laid, seq_len)
+            window, starts = take_window(pairs[at, 0], pairs[at, 1], laid, seq_len, ids_only)
             for batch in window_batches(window, starts, b):
                 yield self._format(batch)
 
     def _format(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        if len(batch) != len(self.fields):
+            batch = {k: batch[k] for k in self.fields}
         if self.batch_format == "numpy":
             return batch
         import torch
