@@ -152,3 +152,22 @@ def test_dataloader_workers_follow_epochs_and_state(shards: tuple[Path, str, lis
     assert state["resumes"][0]["topology"]["num_workers"] == 2
     ds.load_state_dict(state)
     assert epoch() == first[3 * 2 :]
+
+
+@pytest.mark.parametrize("packing", ["concat", "best_fit"])
+def test_fields_choose_the_arrays_and_keep_their_values(
+    shards: tuple[Path, str, list[str]], packing: str
+) -> None:
+    path, _, _ = shards
+    full = list(TokenStream(str(path), seq_len=48, batch_size=3, packing=packing, seed=2))
+    for fields in [("input_ids",), ("cu_seqlens", "labels")]:
+        ds = TokenStream(
+            str(path), seq_len=48, batch_size=3, packing=packing, seed=2, fields=fields
+        )
+        got = list(ds)
+        assert len(got) == len(full) > 0
+        for a, b in zip(got, full):
+            assert sorted(a) == sorted(fields)
+            assert all(np.array_equal(a[f], b[f]) for f in fields)
+    with pytest.raises(ConfigError, match="fields"):
+        TokenStream(str(path), seq_len=48, fields=("input_ids", "tokens"))
