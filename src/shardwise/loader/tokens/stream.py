@@ -24,6 +24,7 @@ import numpy as np
 from shardwise.errors import ConfigError
 from shardwise.loader.channel import TopologyChannel
 from shardwise.loader.placement import Placement, detect_placement, in_dataloader_worker
+from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
@@ -70,6 +71,8 @@ class TokenStreamBase:
         num_workers: the DataLoader's workers (for ``len()``, ``stats()`` and ``plan()`` in
             the training process; inside a worker the DataLoader's own count must match).
         prefetch_units: units read ahead per iterating process.
+        cache_dir, cache_bytes: the node-local unit cache for remote token shards, as for
+            ``StreamingDataset`` (local files are read where they are).
         **open_options: for ``index_dataset`` (``storage_options``, ``format``).
     """
 
@@ -95,19 +98,18 @@ class TokenStreamBase:
         world_size: int | None = None,
         num_workers: int | None = None,
         prefetch_units: int = 2,
+        cache_dir: str | None = None,
+        cache_bytes: int | None = None,
         **open_options: Any,
     ) -> None:
         if batch_format not in FORMATS:
             raise ConfigError(f"batch_format must be 'numpy' or 'torch', got {batch_format!r}")
-        self.index = open_index(source, "raise", open_options, None)
-        self.units = TokenUnits(self.index, column, count_column)
+        self.cache = node_cache(cache_dir, cache_bytes)
+        self.index = open_index(source, "raise", open_options, None, (), cache_dir)
+        self.units = TokenUnits(self.index, column, count_column, cache=self.cache)
         self.lengths, self.docs = self.units.lengths()
-        self.seq_len, self.batch_size, self.packing, self.buffer = (
-            seq_len,
-            batch_size,
-            packing,
-            buffer,
-        )
+        self.seq_len, self.batch_size = seq_len, batch_size
+        self.packing, self.buffer = packing, buffer
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
         self.canonical_workers, self.batch_format = canonical_workers, batch_format
         self.fields = _fields(fields)
