@@ -56,7 +56,7 @@ def _starts(r: UnitRows, at: np.ndarray, ks: np.ndarray, seq_len: int) -> np.nda
     cnt = np.searchsorted(r.offsets, lo + seq_len, side="left") - a
     first = np.cumsum(cnt) - cnt
     idx = np.repeat(a - first, cnt) + np.arange(int(cnt.sum()))
-    return np.repeat(at * seq_len - lo, cnt) + r.offsets[idx]
+    return np.asarray(np.repeat(at * seq_len - lo, cnt) + r.offsets[idx], dtype=np.int64)
 
 
 def take_window(
@@ -72,7 +72,8 @@ def take_window(
     units, rows = np.asarray(units, dtype=np.int64), np.asarray(rows, dtype=np.int64)
     n = len(rows)
     ids = np.empty((n, seq_len), dtype=np.int64)
-    parts, pads = [], []
+    parts: list[np.ndarray] = []
+    pads: list[tuple[int, int]] = []
     present = np.unique(units).tolist()
     for u in present:
         at = np.arange(n) if len(present) == 1 else np.flatnonzero(units == u)
