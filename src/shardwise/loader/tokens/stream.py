@@ -16,17 +16,19 @@ sequence is one copy out of its unit's token array, made in the iterating proces
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from shardwise.errors import ConfigError
-from shardwise.loader.channel import TopologyChannel
+from shardwise.loader.channel import Seen, TopologyChannel
 from shardwise.loader.placement import Placement, detect_placement, in_dataloader_worker
 from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
+from shardwise.loader.tokens.passes import Passes
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan import Mixing, Resume, Topology
 from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
@@ -120,11 +122,9 @@ class TokenStreamBase:
         )
         self.rank, self.world_size, self.prefetch_units = rank, world_size, prefetch_units
         self.num_workers = num_workers
-        self.epoch = 0
-        self.resumes: list[Resume] = []
         self._channel = TopologyChannel.new()
-        self._seen: tuple[int, int] | None = None
-        self._control = 0  # number of the last epoch/resume control published or applied
+        self._passes = Passes(self._channel)
+        self._seen: Seen | None = None  # this process's own latest pass
         self.counts = count_sequences(self.lengths, self.docs, seq_len, packing, buffer)
 
     # -- planning ---------------------------------------------------------------------
@@ -160,15 +160,19 @@ class TokenStreamBase:
             )
         return detect_placement(self.rank, self.world_size, 0, self.num_workers)
 
+    @property
+    def epoch(self) -> int:
+        """The latest pass's epoch; each new pass is the next one unless ``set_epoch`` or
+        ``load_state_dict`` said otherwise (see :mod:`~shardwise.loader.tokens.passes`)."""
+        return self._passes.sync(self._seen)
+
+    @property
+    def resumes(self) -> list[Resume]:
+        return self._passes.resumes
+
     def set_epoch(self, epoch: int) -> None:
         """Stream epoch ``epoch`` next (also in DataLoader workers started later or kept)."""
-        self.epoch, self.resumes = int(epoch), []
-        self._publish()
-
-    def _publish(self) -> None:
-        self._control += 1
-        resumes = [r.to_dict() for r in self.resumes]
-        self._channel.publish({"n": self._control, "epoch": self.epoch, "resumes": resumes})
+        self._passes.set(epoch, [])
 
     def __len__(self) -> int:
         """Batches this rank yields in the epoch (DataLoader workers included)."""
@@ -176,23 +180,18 @@ class TokenStreamBase:
 
     # -- iterating --------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        control = self._channel.control()
-        if in_dataloader_worker() and control is not None and control["n"] > self._control:
-            self._control = int(control["n"])  # newer than this worker's copy: follow it
-            self.epoch = int(control["epoch"])
-            self.resumes = [Resume.from_dict(r) for r in control["resumes"]]
         p = self._placement()
+        self._passes.begin(p.rank, p.worker_id)
         self._announce(p)
         plan = self.plan(Topology(p.world_size, p.num_workers, self.batch_size, self.drop_last))
         pairs = plan.worker(p.rank, p.worker_id).pairs()
         yield from self._batches(plan, pairs)
-        self.epoch, self.resumes = self.epoch + 1, []  # the next pass is the next epoch
 
     def _announce(self, p: Placement) -> None:
         if in_dataloader_worker():
-            self._channel.announce(p.world_size, p.num_workers)
+            self._channel.announce(p.world_size, p.num_workers, self._passes.epoch)
         else:
-            self._seen = (p.world_size, p.num_workers)
+            self._seen = Seen(p.world_size, p.num_workers, time.time(), self._passes.epoch)
 
     def _batches(self, plan: TokenPlan, pairs: np.ndarray) -> Iterator[dict[str, Any]]:
         if self.packing == "concat":
@@ -235,11 +234,11 @@ class TokenStreamBase:
     def state_dict(self, consumed_batches: int) -> dict[str, Any]:
         """Where the epoch stands after this rank consumed ``consumed_batches`` batches of
         the current pass (all ranks consume the same number)."""
-        seen = self._channel.read()
-        topo = (seen.world_size, seen.num_workers) if seen is not None else self._seen
-        if topo is None:
+        seen = [s for s in (self._seen, self._channel.read()) if s is not None]
+        if not seen:
             raise ConfigError("state_dict: nothing was iterated yet, so no topology consumed")
-        t = Topology(topo[0], topo[1], self.batch_size, self.drop_last)
+        latest = max(seen, key=lambda s: s.at)
+        t = Topology(latest.world_size, latest.num_workers, self.batch_size, self.drop_last)
         resumed = self.plan(t).resume(int(consumed_batches))
         return {
             "version": STATE_VERSION,
@@ -259,9 +258,7 @@ class TokenStreamBase:
                 raise ConfigError(
                     f"the state has {key}={state[key]!r}, this stream {getattr(self, key)!r}"
                 )
-        self.epoch = int(state["epoch"])
-        self.resumes = [Resume.from_dict(r) for r in state["resumes"]]
-        self._publish()
+        self._passes.set(int(state["epoch"]), [Resume.from_dict(r) for r in state["resumes"]])
 
     def stats(self) -> dict[str, Any]:
         """Tokens, sequences, padding and split documents per source, and the epoch's."""
