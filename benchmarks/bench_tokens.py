@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,24 @@ PEERS = Venv(
     ("datatrove", "tokenizers", "orjson", "psutil"),
     {"datatrove": "datatrove", "orjson": "orjson", "psutil": "psutil"},
 )
+TORCH = "torch==2.13.0"  # the local CPU wheel
+LITDATA = Venv(
+    HERE / ".venv-tokens-litdata",
+    (TORCH, "litdata", "numpy", "psutil"),
+    {"litdata": "litdata", "torch": "torch"},
+)
+# mosaicml-streaming --no-deps: its declared dependencies pull every cloud SDK; transformers
+# and pillow it imports; torchvision is a stand-in (adapters/torchvision_stub.py)
+MOSAIC = Venv(
+    HERE / ".venv-tokens-mosaic",
+    (TORCH, "numpy<2.2", "tqdm", "xxhash>=3,<4", "zstd", "brotli", "python-snappy"),
+    {"mosaicml-streaming": "streaming", "torch": "torch"},
+    no_deps=("mosaicml-streaming",),
+)
+MOSAIC_MORE = ("catalogue", "psutil", "pyarrow", "pillow", "transformers>=4.21.3,<5")
+VENVS = {"peers": PEERS, "litdata": LITDATA, "mosaic": MOSAIC}
 T = "adapters.tokens_systems"
+P = "adapters.tokens_peers"
 SYSTEMS = {
     s.name: s
     for s in [
@@ -67,7 +85,18 @@ SYSTEMS = {
             "datatrove-2", "adapters.tokens_datatrove:tokenize", "peers", "tok", (("procs", 2),)
         ),
         System("stream-shardwise-concat", f"{T}:shardwise_stream", "main", "stream"),
+        System(
+            "stream-shardwise-ids",
+            f"{T}:shardwise_stream",
+            "main",
+            "stream",
+            (("fields", ("input_ids",)),),
+        ),
         System("stream-memmap", f"{T}:memmap_loop", "main", "stream"),
+        System("convert-litdata", f"{P}:convert_litdata", "litdata", "convert"),
+        System("convert-mosaic", f"{P}:convert_mosaic", "mosaic", "convert"),
+        System("stream-litdata", f"{P}:stream_litdata", "litdata", "stream"),
+        System("stream-mosaic", f"{P}:stream_mosaic", "mosaic", "stream"),
         System("plan-scale", f"{T}:plan_scale", "main", "plan"),
     ]
 }
@@ -113,6 +142,14 @@ def _stream_data(root: Path, tokens: int, lengths: np.ndarray) -> Path:
         root.mkdir(parents=True, exist_ok=True)
         write_stream_data(root, tokens, lengths, 8000)
         (root / "meta.json").write_text(json.dumps({"tokens": tokens}))
+    if not (root / "offsets.npy").exists():  # data written before the peer rows
+        import pyarrow.parquet as pq
+
+        counts = [
+            pq.read_table(f, columns=["num_tokens"]).column(0).to_numpy()
+            for f in sorted((root / "shards").glob("*.parquet"))
+        ]
+        np.save(root / "offsets.npy", np.concatenate([[0], np.cumsum(np.concatenate(counts))]))
     return root
 
 
@@ -132,8 +169,26 @@ def _packing(lengths: np.ndarray) -> dict[str, Any]:
     return out
 
 
+def _venvs(names: list[str]) -> list[str]:
+    """``names`` whose venv is ready (made on first use)."""
+    for key in sorted({SYSTEMS[n].env for n in names} - {"main"}):
+        _, err = ensure_venv(VENVS[key])
+        if key == "mosaic" and err:
+            from adapters.torchvision_stub import install
+
+            subprocess.run([str(MOSAIC.python), "-m", "pip", "install", "-q", *MOSAIC_MORE])
+            site = next(MOSAIC.path.glob("lib/python*/site-packages"))
+            install(site)
+            _, err = ensure_venv(MOSAIC)
+        if err:
+            print(f"{key} unavailable: {err}")
+            names = [n for n in names if SYSTEMS[n].env != key]
+    return names
+
+
 def _once(args: Any, name: str, kw: dict[str, Any]) -> dict[str, Any]:
-    py = sys.executable if SYSTEMS[name].env == "main" else str(PEERS.python)
+    env = SYSTEMS[name].env
+    py = sys.executable if env == "main" else str(VENVS[env].python)
     timeout = args.timeout or 1800
     return run_system(
         Path(__file__).resolve(), SYSTEMS[name], py, timeout=timeout, logdir=LOGS, worker_kwargs=kw
@@ -154,11 +209,7 @@ def main(argv: list[str]) -> int:
     stream = _stream_data(
         DATA / f"tokens-stream-{'q' if q else 'f'}", 10**7 if q else 10**8, lengths
     )
-    if any(SYSTEMS[n].env == "peers" for n in names):
-        _, err = ensure_venv(PEERS)
-        if err:
-            print(f"peers unavailable: {err}")
-            names = [n for n in names if SYSTEMS[n].env != "peers"]
+    names = _venvs(names)
     kw = {
         "data": str(text),
         "tokenizer": tok,
@@ -168,9 +219,18 @@ def main(argv: list[str]) -> int:
         "docs": 10**6 if q else 10**7,
         "ranks": 4096,
     }
-    kws = {n: dict(kw, data=str(stream)) if SYSTEMS[n].kind == "stream" else kw for n in names}
-    runs = alternate(names, args.repeats or (1 if q else 3), lambda n: _once(args, n, kws[n]))
-    res = {n: median_run(runs[n], "seconds") for n in names}
+    peer_out = {"litdata": str(stream / "litdata"), "mosaic": str(stream / "mds")}
+    kws = {
+        n: dict(kw, data=str(stream), out=peer_out.get(SYSTEMS[n].env, ""))
+        if SYSTEMS[n].kind in ("stream", "convert")
+        else kw
+        for n in names
+    }
+    first = [n for n in names if SYSTEMS[n].kind == "convert"]  # once, before the rounds
+    res = {n: _once(args, n, kws[n]) for n in first}
+    rest = [n for n in names if n not in first]
+    runs = alternate(rest, args.repeats or (1 if q else 3), lambda n: _once(args, n, kws[n]))
+    res |= {n: median_run(runs[n], "seconds") for n in rest}
     packing = _packing(lengths)
     _report(res, packing, q)
     return 0
@@ -187,12 +247,13 @@ def _report(res: dict[str, Any], packing: dict[str, Any], quick: bool) -> None:
                 f"{r.get('tokens', 0):,}",
                 fmt(tps and tps / 1e6, ".1f"),
                 fmt(r.get("peak_rss_mb"), ".0f"),
+                "/".join(f"{x:.1f}" for x in r.get("loadavg_1m", [])),
                 r.get("error", ""),
             ]
         )
     print(
         markdown(
-            ["system", "seconds", "tokens", "M tok/s", "peak RSS MB", "error"],
+            ["system", "seconds", "tokens", "M tok/s", "peak RSS MB", "load before/after", "error"],
             rows,
             right=(1, 2, 3, 4),
         )
@@ -224,11 +285,16 @@ def _report(res: dict[str, Any], packing: dict[str, Any], quick: bool) -> None:
             ratio(rate(f"tokenize-shardwise-{p}"), rate(f"encode-batch-{p}")),
             None,
         )
-    checks.add(
-        "stream concat vs memmap loop",
-        ratio(rate("stream-shardwise-concat"), rate("stream-memmap")),
-        0.8,
-    )
+    peers = [x for x in (rate("stream-litdata"), rate("stream-mosaic")) if x]
+    for row, what in (("stream-shardwise-ids", "input_ids"), ("stream-shardwise-concat", "all")):
+        checks.add(
+            f"stream concat ({what}) vs memmap loop", ratio(rate(row), rate("stream-memmap")), 0.8
+        )
+        checks.add(
+            f"stream concat ({what}) vs the faster peer",
+            ratio(rate(row), max(peers) if peers else None),
+            1.5,
+        )
     bf = packing["best_fit"]
     checks.add("best_fit documents split %", 100 * bf["split_share"], 1.0, at_most=True, unit="")
     checks.add("best_fit padding %", 100 * bf["padding_share"], 5.0, at_most=True, unit="")

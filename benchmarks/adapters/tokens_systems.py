@@ -68,20 +68,27 @@ def encode_batch(data: str, tokenizer: str, procs: int, **_: Any) -> dict[str, A
 
 
 def shardwise_stream(
-    data: str, seq_len: int, batch_size: int, packing: str = "concat", **_: Any
+    data: str,
+    seq_len: int,
+    batch_size: int,
+    packing: str = "concat",
+    fields: tuple[str, ...] | None = None,
+    **_: Any,
 ) -> dict[str, Any]:
     """One epoch of ``TokenStream`` in this process (every field: input_ids, labels,
-    position_ids, document_ids, loss_mask, cu_seqlens)."""
+    position_ids, document_ids, loss_mask, cu_seqlens; or ``fields``), opening included."""
     from shardwise.loader.tokens import TokenStream
 
+    kw = {"fields": tuple(fields)} if fields else {}
     t0 = time.perf_counter()
-    ds = TokenStream(f"{data}/shards", seq_len=seq_len, batch_size=batch_size, packing=packing)
+    ds = TokenStream(
+        f"{data}/shards", seq_len=seq_len, batch_size=batch_size, packing=packing, **kw
+    )
     opened = time.perf_counter() - t0
     tokens = 0
-    t1 = time.perf_counter()
     for b in ds:
         tokens += b["input_ids"].size
-    seconds = time.perf_counter() - t1
+    seconds = time.perf_counter() - t0
     return {"seconds": seconds, "open_s": opened, "tokens": tokens, "tok_per_s": tokens / seconds}
 
 
@@ -142,6 +149,7 @@ def write_stream_data(root: Path, tokens: int, lengths: np.ndarray, vocab: int) 
     offsets = np.concatenate([[0], np.cumsum(doc_len)])
     flat[offsets[1:] - 1] = 0  # eos
     np.save(root / "flat.npy", flat)
+    np.save(root / "offsets.npy", offsets)
     info = TokenInfo("<u2", vocab, 0, None, "synthetic")
     (root / "shards").mkdir(parents=True, exist_ok=True)
     per_file = 65_536

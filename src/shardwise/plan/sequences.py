@@ -27,9 +27,10 @@ import numpy as np
 
 from shardwise.plan.packing import Packed
 
-__all__ = ["IGNORE", "fill_batch", "sequence_tokens"]
+__all__ = ["FIELDS", "IGNORE", "fill_batch", "sequence_tokens"]
 
 IGNORE = -100  # label of positions without a target
+FIELDS = ("input_ids", "labels", "position_ids", "document_ids", "loss_mask", "cu_seqlens")
 
 
 def sequence_tokens(

@@ -152,3 +152,51 @@ def test_dataloader_workers_follow_epochs_and_state(shards: tuple[Path, str, lis
     assert state["resumes"][0]["topology"]["num_workers"] == 2
     ds.load_state_dict(state)
     assert epoch() == first[3 * 2 :]
+
+
+@pytest.mark.parametrize("packing", ["concat", "best_fit"])
+def test_fields_choose_the_arrays_and_keep_their_values(
+    shards: tuple[Path, str, list[str]], packing: str
+) -> None:
+    path, _, _ = shards
+    full = list(TokenStream(str(path), seq_len=48, batch_size=3, packing=packing, seed=2))
+    for fields in [("input_ids",), ("cu_seqlens", "labels")]:
+        ds = TokenStream(
+            str(path), seq_len=48, batch_size=3, packing=packing, seed=2, fields=fields
+        )
+        got = list(ds)
+        assert len(got) == len(full) > 0
+        for a, b in zip(got, full):
+            assert sorted(a) == sorted(fields)
+            assert all(np.array_equal(a[f], b[f]) for f in fields)
+    with pytest.raises(ConfigError, match="fields"):
+        TokenStream(str(path), seq_len=48, fields=("input_ids", "tokens"))
+
+
+def test_fresh_workers_and_inline_passes_advance_epochs_by_themselves(
+    shards: tuple[Path, str, list[str]],
+) -> None:
+    from torch.utils.data import DataLoader
+
+    path, _, _ = shards
+    kw: dict[str, Any] = {"seq_len": 256, "batch_size": 2, "num_workers": 2, "seed": 4}
+
+    def epoch(ds: Any) -> list[bytes]:
+        loader = DataLoader(ds, batch_size=None, num_workers=2)  # fresh workers each pass
+        return [x.numpy().tobytes() for b in loader for x in b["input_ids"]]
+
+    ds = TokenStream(str(path), **kw)
+    first, second = epoch(ds), epoch(ds)
+    assert first != second and ds.epoch == 1 and ds.state_dict(0)["epoch"] == 1
+    ref = TokenStream(str(path), **kw)
+    ref.set_epoch(1)
+    assert epoch(ref) == second
+    ds.set_epoch(0)
+    assert epoch(ds) == first and ds.epoch == 0
+    inline = TokenStream(str(path), seq_len=256, batch_size=2, seed=4)
+    one, two = list(inline), list(inline)
+    assert inline.epoch == 1 and inline.state_dict(0)["epoch"] == 1
+    again = TokenStream(str(path), seq_len=256, batch_size=2, seed=4)
+    again.set_epoch(1)
+    assert all(np.array_equal(a["input_ids"], b["input_ids"]) for a, b in zip(list(again), two))
+    assert any(not np.array_equal(a["input_ids"], b["input_ids"]) for a, b in zip(one, two))

@@ -16,20 +16,24 @@ sequence is one copy out of its unit's token array, made in the iterating proces
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from shardwise.errors import ConfigError
-from shardwise.loader.channel import TopologyChannel
+from shardwise.loader.channel import Seen, TopologyChannel
 from shardwise.loader.placement import Placement, detect_placement, in_dataloader_worker
+from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
+from shardwise.loader.tokens.passes import Passes
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan import Mixing, Resume, Topology
+from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
 from shardwise.plan.packing import DEFAULT_BUFFER, count_sequences
-from shardwise.plan.sequences import fill_batch, sequence_tokens
+from shardwise.plan.sequences import FIELDS, fill_batch, sequence_tokens
 from shardwise.plan.tokens import TokenPlan
 from shardwise.plan.tokenstats import token_stats
 
@@ -37,6 +41,14 @@ __all__ = ["STATE_VERSION", "TokenStreamBase"]
 
 STATE_VERSION = 1
 FORMATS = ("numpy", "torch")
+WINDOW_TOKENS = 2**15  # tokens per window of concat batches built at once
+
+
+def _fields(fields: Sequence[str]) -> tuple[str, ...]:
+    chosen = tuple(fields)
+    if not chosen or any(f not in FIELDS for f in chosen) or len(set(chosen)) < len(chosen):
+        raise ConfigError(f"fields must be distinct names among {FIELDS}, got {fields!r}")
+    return tuple(f for f in FIELDS if f in chosen)
 
 
 class TokenStreamBase:
@@ -54,11 +66,15 @@ class TokenStreamBase:
         seed, shuffle, drop_last, canonical_workers: as for ``StreamingDataset``.
         epoch_size: tokens per epoch with weighted sources (None: all of them).
         pad_id: the id padding positions get (default: the tokenizer's eos, else 0).
+        fields: the arrays each batch holds (default all six; ``("input_ids",)`` skips the
+            document layout, for a model that needs only the tokens).
         batch_format: ``"numpy"`` or ``"torch"``.
         rank, world_size: override detection (``torch.distributed`` or ``RANK``/``WORLD_SIZE``).
         num_workers: the DataLoader's workers (for ``len()``, ``stats()`` and ``plan()`` in
             the training process; inside a worker the DataLoader's own count must match).
         prefetch_units: units read ahead per iterating process.
+        cache_dir, cache_bytes: the node-local unit cache for remote token shards, as for
+            ``StreamingDataset`` (local files are read where they are).
         **open_options: for ``index_dataset`` (``storage_options``, ``format``).
     """
 
@@ -79,25 +95,26 @@ class TokenStreamBase:
         epoch_size: int | None = None,
         pad_id: int | None = None,
         batch_format: str = "numpy",
+        fields: Sequence[str] = FIELDS,
         rank: int | None = None,
         world_size: int | None = None,
         num_workers: int | None = None,
         prefetch_units: int = 2,
+        cache_dir: str | None = None,
+        cache_bytes: int | None = None,
         **open_options: Any,
     ) -> None:
         if batch_format not in FORMATS:
             raise ConfigError(f"batch_format must be 'numpy' or 'torch', got {batch_format!r}")
-        self.index = open_index(source, "raise", open_options, None)
-        self.units = TokenUnits(self.index, column, count_column)
+        self.cache = node_cache(cache_dir, cache_bytes)
+        self.index = open_index(source, "raise", open_options, None, (), cache_dir)
+        self.units = TokenUnits(self.index, column, count_column, cache=self.cache)
         self.lengths, self.docs = self.units.lengths()
-        self.seq_len, self.batch_size, self.packing, self.buffer = (
-            seq_len,
-            batch_size,
-            packing,
-            buffer,
-        )
+        self.seq_len, self.batch_size = seq_len, batch_size
+        self.packing, self.buffer = packing, buffer
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
         self.canonical_workers, self.batch_format = canonical_workers, batch_format
+        self.fields = _fields(fields)
         info = self.units.info
         self.pad_id = pad_id if pad_id is not None else (info.eos_id or 0)
         self.mixing: Mixing | None = (
@@ -105,11 +122,9 @@ class TokenStreamBase:
         )
         self.rank, self.world_size, self.prefetch_units = rank, world_size, prefetch_units
         self.num_workers = num_workers
-        self.epoch = 0
-        self.resumes: list[Resume] = []
         self._channel = TopologyChannel.new()
-        self._seen: tuple[int, int] | None = None
-        self._control = 0  # number of the last epoch/resume control published or applied
+        self._passes = Passes(self._channel)
+        self._seen: Seen | None = None  # this process's own latest pass
         self.counts = count_sequences(self.lengths, self.docs, seq_len, packing, buffer)
 
     # -- planning ---------------------------------------------------------------------
@@ -145,15 +160,19 @@ class TokenStreamBase:
             )
         return detect_placement(self.rank, self.world_size, 0, self.num_workers)
 
+    @property
+    def epoch(self) -> int:
+        """The latest pass's epoch; each new pass is the next one unless ``set_epoch`` or
+        ``load_state_dict`` said otherwise (see :mod:`~shardwise.loader.tokens.passes`)."""
+        return self._passes.sync(self._seen)
+
+    @property
+    def resumes(self) -> list[Resume]:
+        return self._passes.resumes
+
     def set_epoch(self, epoch: int) -> None:
         """Stream epoch ``epoch`` next (also in DataLoader workers started later or kept)."""
-        self.epoch, self.resumes = int(epoch), []
-        self._publish()
-
-    def _publish(self) -> None:
-        self._control += 1
-        resumes = [r.to_dict() for r in self.resumes]
-        self._channel.publish({"n": self._control, "epoch": self.epoch, "resumes": resumes})
+        self._passes.set(epoch, [])
 
     def __len__(self) -> int:
         """Batches this rank yields in the epoch (DataLoader workers included)."""
@@ -161,25 +180,23 @@ class TokenStreamBase:
 
     # -- iterating --------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        control = self._channel.control()
-        if in_dataloader_worker() and control is not None and control["n"] > self._control:
-            self._control = int(control["n"])  # newer than this worker's copy: follow it
-            self.epoch = int(control["epoch"])
-            self.resumes = [Resume.from_dict(r) for r in control["resumes"]]
         p = self._placement()
+        self._passes.begin(p.rank, p.worker_id)
         self._announce(p)
         plan = self.plan(Topology(p.world_size, p.num_workers, self.batch_size, self.drop_last))
         pairs = plan.worker(p.rank, p.worker_id).pairs()
         yield from self._batches(plan, pairs)
-        self.epoch, self.resumes = self.epoch + 1, []  # the next pass is the next epoch
 
     def _announce(self, p: Placement) -> None:
         if in_dataloader_worker():
-            self._channel.announce(p.world_size, p.num_workers)
+            self._channel.announce(p.world_size, p.num_workers, self._passes.epoch)
         else:
-            self._seen = (p.world_size, p.num_workers)
+            self._seen = Seen(p.world_size, p.num_workers, time.time(), self._passes.epoch)
 
     def _batches(self, plan: TokenPlan, pairs: np.ndarray) -> Iterator[dict[str, Any]]:
+        if self.packing == "concat":
+            yield from self._concat_batches(pairs)
+            return
         feed = UnitFeed(pairs[:, 0], self.units.read, self.prefetch_units)
         rows = pairs[:, 1].tolist()
         seqs = []
@@ -189,7 +206,24 @@ class TokenStreamBase:
                 yield self._format(fill_batch(seqs, self.seq_len, self.pad_id))
                 seqs = []
 
+    def _concat_batches(self, pairs: np.ndarray) -> Iterator[dict[str, Any]]:
+        """Windows of batches, each field one row gather per unit (see ``concat_rows``)."""
+        seq_len, pad_id = self.seq_len, self.pad_id
+
+        def read(unit: int) -> UnitRows:
+            return unit_rows(*self.units.read(unit), seq_len, pad_id)
+
+        b, ids_only = self.batch_size, self.fields == ("input_ids",)
+        size = max(1, WINDOW_TOKENS // (seq_len * b)) * b
+        feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
+        for at, laid in feed.windows(size):
+            window, starts = take_window(pairs[at, 0], pairs[at, 1], laid, seq_len, ids_only)
+            for batch in window_batches(window, starts, b):
+                yield self._format(batch)
+
     def _format(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        if len(batch) != len(self.fields):
+            batch = {k: batch[k] for k in self.fields}
         if self.batch_format == "numpy":
             return batch
         import torch
@@ -200,11 +234,11 @@ class TokenStreamBase:
     def state_dict(self, consumed_batches: int) -> dict[str, Any]:
         """Where the epoch stands after this rank consumed ``consumed_batches`` batches of
         the current pass (all ranks consume the same number)."""
-        seen = self._channel.read()
-        topo = (seen.world_size, seen.num_workers) if seen is not None else self._seen
-        if topo is None:
+        seen = [s for s in (self._seen, self._channel.read()) if s is not None]
+        if not seen:
             raise ConfigError("state_dict: nothing was iterated yet, so no topology consumed")
-        t = Topology(topo[0], topo[1], self.batch_size, self.drop_last)
+        latest = max(seen, key=lambda s: s.at)
+        t = Topology(latest.world_size, latest.num_workers, self.batch_size, self.drop_last)
         resumed = self.plan(t).resume(int(consumed_batches))
         return {
             "version": STATE_VERSION,
@@ -224,9 +258,7 @@ class TokenStreamBase:
                 raise ConfigError(
                     f"the state has {key}={state[key]!r}, this stream {getattr(self, key)!r}"
                 )
-        self.epoch = int(state["epoch"])
-        self.resumes = [Resume.from_dict(r) for r in state["resumes"]]
-        self._publish()
+        self._passes.set(int(state["epoch"]), [Resume.from_dict(r) for r in state["resumes"]])
 
     def stats(self) -> dict[str, Any]:
         """Tokens, sequences, padding and split documents per source, and the epoch's."""

@@ -107,17 +107,35 @@ class UnitFeed:
         self._futures: dict[int, Future[Any]] = {}
         self._submitted = 0
 
+    def _submit_through(self, unit: int) -> None:
+        target = min(self.rank[unit] + self.ahead + 1, len(self.order))
+        while self._submitted < target:
+            u = self.order[self._submitted]
+            self._futures[u] = self._pool.submit(self.read, u)
+            self._submitted += 1
+
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         """``(unit, what read gave)`` for every sequence, in order."""
         try:
             for i, unit in enumerate(self.units.tolist()):
-                target = min(self.rank[unit] + self.ahead + 1, len(self.order))
-                while self._submitted < target:
-                    u = self.order[self._submitted]
-                    self._futures[u] = self._pool.submit(self.read, u)
-                    self._submitted += 1
+                self._submit_through(unit)
                 yield unit, self._futures[unit].result()
                 if self.last[unit] == i:
                     del self._futures[unit]
+        finally:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def windows(self, size: int) -> Iterator[tuple[slice, dict[int, Any]]]:
+        """``(sequences, {unit: what read gave})`` for windows of ``size`` sequences, in
+        order: every unit the window's sequences need, each dropped after its last window."""
+        try:
+            for lo in range(0, len(self.units), size):
+                hi = min(lo + size, len(self.units))
+                need = np.unique(self.units[lo:hi]).tolist()
+                self._submit_through(max(need, key=self.rank.__getitem__))
+                yield slice(lo, hi), {u: self._futures[u].result() for u in need}
+                for u in need:
+                    if self.last[u] < hi:
+                        del self._futures[u]
         finally:
             self._pool.shutdown(wait=False, cancel_futures=True)
