@@ -84,6 +84,9 @@ SYSTEMS = {
             "dataloader_ceiling", "adapters.shardwise_loader:dataloader_ceiling", "main", "bound"
         ),
         _loader(
+            "shardwise_first_epoch", "adapters.shardwise_loader:first_epoch", "main", "in-process"
+        ),
+        _loader(
             "shardwise_inproc_numpy", "adapters.shardwise_loader:inproc_numpy", "main", "in-process"
         ),
         _loader(
@@ -120,7 +123,22 @@ INPROC = ("shardwise_inproc_numpy", "shardwise_inproc_torch", "shardwise_inproc_
 #: a training run's steady state: the second pass of each in one process (for reference)
 SECOND = ("raw_scan_pass2", "shardwise_inproc_numpy_epoch2")
 #: measured --repeats rounds (default 3) and alternated: the rows of the in-process target
-FOCUS = ("raw_scan", "raw_scan_threads", "raw_scan_pages", *INPROC, *SECOND)
+FOCUS = (
+    "raw_scan",
+    "raw_scan_threads",
+    "raw_scan_pages",
+    "shardwise_first_epoch",
+    *INPROC,
+    *SECOND,
+)
+#: the rows of the first-epoch targets, run on every shape
+FIRST = (
+    "raw_scan",
+    "raw_scan_pages",
+    "shardwise_first_epoch",
+    "shardwise_inproc_numpy_epoch2",
+    "shardwise_batched",
+)
 SLOW = (
     "hf_streaming",
     "webdataset",
@@ -137,7 +155,10 @@ SHAPE_SYSTEMS = {
         *INPROC,
         *SECOND,
         "shardwise_batched",
+        "shardwise_first_epoch",
     ],
+    "tokens": list(FIRST),
+    "images": list(FIRST),
 }
 
 
@@ -183,6 +204,7 @@ def table(results: dict[str, dict[str, Any]], ideal: float | None) -> str:
                 f"{r['peak_rss_mb']:,.0f}",
                 f"{r['cpu_s']:.1f}",
                 fmt(r.get("setup_s"), ".1f"),
+                fmt(r.get("first_batch_s"), ".3f"),
                 r.get("median_of", 1),
                 r.get("loadavg_1m", ["?"])[0],
             ]
@@ -201,11 +223,12 @@ def table(results: dict[str, dict[str, Any]], ideal: float | None) -> str:
             "peak RSS MB",
             "CPU s",
             "set-up s",
+            "first batch s",
             "runs",
             "load 1m",
         ],
         rows,
-        right=range(2, 12),
+        right=range(2, 13),
     )
 
 
@@ -269,6 +292,7 @@ def targets(results: dict[str, dict[str, Any]], ideal: float) -> Checks:
             ratio(rps[SECOND[1]], rps[SECOND[0]]),
             None,
         )
+    first_epoch_checks(ok, checks)
     sb, sp = rps.get("shardwise_batched"), rps.get("shardwise_per_sample")
     if fastest:
         checks.add(
@@ -333,6 +357,51 @@ def before_after_table(rows: list[list[Any]]) -> str:
         rows,
         right=range(1, 7),
     )
+
+
+def first_epoch_checks(ok: dict[str, dict[str, Any]], checks: Checks) -> None:
+    """The first epoch of a fresh process (construction included) against both raw scans;
+    its time to the first batch against one unit's decode time; its peak RSS against
+    ``shuffle_bytes + prefetch_bytes`` (the process's whole RSS, interpreter and torch
+    included: the raw scan's peak is printed for scale)."""
+    fe = ok.get("shardwise_first_epoch")
+    if fe is None:
+        return
+    for base_row, target in (("raw_scan", 1.0), ("raw_scan_pages", 1.0)):
+        if base_row in ok:
+            checks.add(
+                f"shardwise_first_epoch vs {base_row}",
+                ratio(fe["rows_per_s"], ok[base_row]["rows_per_s"]),
+                target,
+            )
+            checks.add(
+                f"shardwise_first_epoch vs {base_row}, median of the rounds' own ratios",
+                paired_ratio(fe, ok[base_row]),
+                None,
+            )
+    decode = get(ok.get("raw_scan_pages"), "unit_decode_s")
+    if decode and fe.get("first_batch_s") is not None:
+        checks.add(
+            "shardwise_first_epoch time to first batch",
+            fe["first_batch_s"],
+            round(decode["median"] + 0.05, 3),
+            spec=".3f",
+            unit=" s",
+            at_most=True,
+            vs="one unit's decode (median) + 50 ms",
+        )
+    if fe.get("shuffle_bytes"):
+        budget = 1.3 * (fe["shuffle_bytes"] + fe["prefetch_bytes"]) / 2**20
+        checks.add(
+            "shardwise_first_epoch peak RSS",
+            fe["peak_rss_mb"],
+            round(budget),
+            spec=",.0f",
+            unit=" MB",
+            at_most=True,
+            vs=f"(shuffle_bytes + prefetch_bytes) x 1.3; raw scan peak "
+            f"{fmt(get(ok.get('raw_scan'), 'peak_rss_mb'), ',.0f')} MB",
+        )
 
 
 def rounds(names: list[str], args: Any) -> list[list[str]]:
@@ -426,6 +495,7 @@ def run_shape(shape: str, rows: int, names: list[str], args: Any, versions: Any)
     )
     meta = json.loads((data / "meta.json").read_text())
     sh = SHAPES[shape]
+    rows = meta["rows"]
     print(
         f"\n## shape {shape!r}: {rows:,} rows ({', '.join(sh.columns)}; emb {sh.emb_dim} float32), "
         f"{sh.files} files, {meta['row_groups']} row groups",
