@@ -32,6 +32,7 @@ from harness.report import (
     write_json,
 )
 from harness.runner import System, alternate, median_run, run_system, warm_page_cache
+from harness.variants import SUFFIX, base, before_after, variant_env, with_variants, worker_systems
 from harness.venvs import Venv, ensure_venv
 
 HERE = Path(__file__).resolve().parent
@@ -83,6 +84,9 @@ SYSTEMS = {
             "dataloader_ceiling", "adapters.shardwise_loader:dataloader_ceiling", "main", "bound"
         ),
         _loader(
+            "shardwise_first_epoch", "adapters.shardwise_loader:first_epoch", "main", "in-process"
+        ),
+        _loader(
             "shardwise_inproc_numpy", "adapters.shardwise_loader:inproc_numpy", "main", "in-process"
         ),
         _loader(
@@ -119,7 +123,22 @@ INPROC = ("shardwise_inproc_numpy", "shardwise_inproc_torch", "shardwise_inproc_
 #: a training run's steady state: the second pass of each in one process (for reference)
 SECOND = ("raw_scan_pass2", "shardwise_inproc_numpy_epoch2")
 #: measured --repeats rounds (default 3) and alternated: the rows of the in-process target
-FOCUS = ("raw_scan", "raw_scan_threads", "raw_scan_pages", *INPROC, *SECOND)
+FOCUS = (
+    "raw_scan",
+    "raw_scan_threads",
+    "raw_scan_pages",
+    "shardwise_first_epoch",
+    *INPROC,
+    *SECOND,
+)
+#: the rows of the first-epoch targets, run on every shape
+FIRST = (
+    "raw_scan",
+    "raw_scan_pages",
+    "shardwise_first_epoch",
+    "shardwise_inproc_numpy_epoch2",
+    "shardwise_batched",
+)
 SLOW = (
     "hf_streaming",
     "webdataset",
@@ -136,8 +155,16 @@ SHAPE_SYSTEMS = {
         *INPROC,
         *SECOND,
         "shardwise_batched",
+        "shardwise_first_epoch",
     ],
+    "tokens": list(FIRST),
+    "images": list(FIRST),
 }
+
+
+def system_of(name: str) -> System:
+    """The system a row measures (an ``@before`` variant measures its base row's)."""
+    return SYSTEMS[base(name)]
 
 
 def ideal_tvd(hist: list[int], trials: int = 2000, seed: int = 0) -> float:
@@ -156,11 +183,11 @@ def table(results: dict[str, dict[str, Any]], ideal: float | None) -> str:
     raw = ok.get("raw_scan", {}).get("rows_per_s")
     ceiling = ok.get("dataloader_ceiling", {}).get("rows_per_s")
     fastest = max(
-        (v["rows_per_s"] for k, v in ok.items() if SYSTEMS[k].env == "peers"), default=None
+        (v["rows_per_s"] for k, v in ok.items() if system_of(k).env == "peers"), default=None
     )
     rows: list[list[Any]] = []
     for name, r in results.items():
-        kind = SYSTEMS[name].kind
+        kind = system_of(name).kind
         if "error" in r:
             rows.append([name, kind, f"failed: {r['error'][:60]}"])
             continue
@@ -177,6 +204,7 @@ def table(results: dict[str, dict[str, Any]], ideal: float | None) -> str:
                 f"{r['peak_rss_mb']:,.0f}",
                 f"{r['cpu_s']:.1f}",
                 fmt(r.get("setup_s"), ".1f"),
+                fmt(r.get("first_batch_s"), ".3f"),
                 r.get("median_of", 1),
                 r.get("loadavg_1m", ["?"])[0],
             ]
@@ -195,11 +223,12 @@ def table(results: dict[str, dict[str, Any]], ideal: float | None) -> str:
             "peak RSS MB",
             "CPU s",
             "set-up s",
+            "first batch s",
             "runs",
             "load 1m",
         ],
         rows,
-        right=range(2, 12),
+        right=range(2, 13),
     )
 
 
@@ -207,10 +236,10 @@ def targets(results: dict[str, dict[str, Any]], ideal: float) -> Checks:
     """The in-process path against the raw scan (speed, shuffle, memory); the other rows
     against the fastest peer; the DataLoader rows against their ceiling, for reference."""
     ok = {k: v for k, v in results.items() if "error" not in v}
-    peers = {k: v for k, v in ok.items() if SYSTEMS[k].env == "peers"}
+    peers = {k: v for k, v in ok.items() if system_of(k).env == "peers"}
     fastest = max(peers.values(), key=lambda v: v["rows_per_s"], default=None)
     fastest_ps = max(
-        (v for k, v in peers.items() if SYSTEMS[k].kind == "per_sample"),
+        (v for k, v in peers.items() if system_of(k).kind == "per_sample"),
         key=lambda v: v["rows_per_s"],
         default=None,
     )
@@ -263,6 +292,7 @@ def targets(results: dict[str, dict[str, Any]], ideal: float) -> Checks:
             ratio(rps[SECOND[1]], rps[SECOND[0]]),
             None,
         )
+    first_epoch_checks(ok, checks)
     sb, sp = rps.get("shardwise_batched"), rps.get("shardwise_per_sample")
     if fastest:
         checks.add(
@@ -312,11 +342,73 @@ def targets(results: dict[str, dict[str, Any]], ideal: float) -> Checks:
     return checks
 
 
+def before_after_table(rows: list[list[Any]]) -> str:
+    """The before/after table of ``--before``."""
+    return markdown(
+        [
+            "row",
+            "after rows/s",
+            "before rows/s",
+            "after/before (medians)",
+            "median of per-round ratios",
+            "runs",
+            "load 1m",
+        ],
+        rows,
+        right=range(1, 7),
+    )
+
+
+def first_epoch_checks(ok: dict[str, dict[str, Any]], checks: Checks) -> None:
+    """The first epoch of a fresh process (construction included) against both raw scans;
+    its time to the first batch against one unit's decode time; its peak RSS against
+    ``shuffle_bytes + prefetch_bytes`` (the process's whole RSS, interpreter and torch
+    included: the raw scan's peak is printed for scale)."""
+    fe = ok.get("shardwise_first_epoch")
+    if fe is None:
+        return
+    for base_row, target in (("raw_scan", 1.0), ("raw_scan_pages", 1.0)):
+        if base_row in ok:
+            checks.add(
+                f"shardwise_first_epoch vs {base_row}",
+                ratio(fe["rows_per_s"], ok[base_row]["rows_per_s"]),
+                target,
+            )
+            checks.add(
+                f"shardwise_first_epoch vs {base_row}, median of the rounds' own ratios",
+                paired_ratio(fe, ok[base_row]),
+                None,
+            )
+    decode = get(ok.get("raw_scan_pages"), "unit_decode_s")
+    if decode and fe.get("first_batch_s") is not None:
+        checks.add(
+            "shardwise_first_epoch time to first batch",
+            fe["first_batch_s"],
+            round(decode["median"] + 0.05, 3),
+            spec=".3f",
+            unit=" s",
+            at_most=True,
+            vs="one unit's decode (median) + 50 ms",
+        )
+    if fe.get("shuffle_bytes"):
+        budget = 1.3 * (fe["shuffle_bytes"] + fe["prefetch_bytes"]) / 2**20
+        checks.add(
+            "shardwise_first_epoch peak RSS",
+            fe["peak_rss_mb"],
+            round(budget),
+            spec=",.0f",
+            unit=" MB",
+            at_most=True,
+            vs=f"(shuffle_bytes + prefetch_bytes) x 1.3; raw scan peak "
+            f"{fmt(get(ok.get('raw_scan'), 'peak_rss_mb'), ',.0f')} MB",
+        )
+
+
 def rounds(names: list[str], args: Any) -> list[list[str]]:
     """The names run in each round: the focus rows (the in-process target's) in
     ``--repeats`` rounds, the others in the first ``--other-rounds`` of them."""
-    focus = [n for n in names if n in FOCUS]
-    others = [n for n in names if n not in FOCUS]
+    focus = [n for n in names if base(n) in FOCUS]
+    others = [n for n in names if base(n) not in FOCUS]
     return [
         [n for n in names if n in focus or (n in others and r < args.other_rounds)]
         for r in range(max(args.repeats if focus else 0, args.other_rounds if others else 0))
@@ -329,15 +421,16 @@ def measure(names: list[str], data: Path, args: Any) -> dict[str, dict[str, Any]
     logdir.mkdir(exist_ok=True)
 
     def once(name: str) -> dict[str, Any]:
-        py = sys.executable if SYSTEMS[name].env == "main" else str(PEERS.python)
+        py = sys.executable if system_of(name).env == "main" else str(PEERS.python)
         r = run_system(
             Path(__file__).resolve(),
-            SYSTEMS[name],
+            worker_systems(SYSTEMS)[name],
             py,
             timeout=args.timeout,
             logdir=logdir,
             idle_wait=args.idle_wait,
             worker_kwargs={"data": str(data), "time_cap": args.time_cap},
+            extra_env=variant_env(name, str(ROOT / "src"), args.before),
         )
         if "error" not in r:
             print(
@@ -357,7 +450,10 @@ def measure(names: list[str], data: Path, args: Any) -> dict[str, dict[str, Any]
                 runs[name].extend({**r, "round": i} for r in got)
     return {
         n: median_run(runs[n], "rows_per_s", higher_is_better=True)
-        | {"by_round": by_round(runs[n])}
+        | {
+            "by_round": by_round(runs[n]),
+            "loads": [r["loadavg_1m"][0] for r in runs[n] if "loadavg_1m" in r],
+        }
         for n in names
         if runs[n]
     }
@@ -399,6 +495,7 @@ def run_shape(shape: str, rows: int, names: list[str], args: Any, versions: Any)
     )
     meta = json.loads((data / "meta.json").read_text())
     sh = SHAPES[shape]
+    rows = meta["rows"]
     print(
         f"\n## shape {shape!r}: {rows:,} rows ({', '.join(sh.columns)}; emb {sh.emb_dim} float32), "
         f"{sh.files} files, {meta['row_groups']} row groups",
@@ -411,8 +508,14 @@ def run_shape(shape: str, rows: int, names: list[str], args: Any, versions: Any)
         "DataLoader workers, "
         f"shuffle buffer {BUFFER:,} ({os.cpu_count()} CPUs)\n\n{table(results, ideal)}\n"
     )
-    checks = targets(results, ideal)
+    checks = targets({k: v for k, v in results.items() if not k.endswith(SUFFIX)}, ideal)
     checks.print()
+    compared = before_after(results)
+    if compared:
+        print(
+            f"\n### before ({args.before}) vs after ({ROOT / 'src'}), shape {shape!r}, same "
+            f"run\n\n{before_after_table(compared)}\n"
+        )
     print("\noutput types (label / emb / text):")
     for name, r in results.items():
         if "types" in r:
@@ -427,6 +530,7 @@ def run_shape(shape: str, rows: int, names: list[str], args: Any, versions: Any)
         "checks": checks.data,
         "table": table(results, ideal),
         "check_lines": checks.lines,
+        "before_after": {"before_src": args.before, "rows": compared} if compared else None,
     }
 
 
@@ -464,8 +568,16 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="with --only: do not show the saved results of the others",
     )
+    ap.add_argument(
+        "--before",
+        metavar="SRC",
+        help=(
+            "also run every shardwise row with PYTHONPATH=SRC (another checkout's src/, e.g. "
+            "a worktree of an earlier commit) as <name>@before, alternated in the same rounds"
+        ),
+    )
     args = ap.parse_args(argv)
-    worker = maybe_worker(args, SYSTEMS)
+    worker = maybe_worker(args, worker_systems(SYSTEMS))
     if worker is not None:
         return worker
     rows = args.rows or (200_000 if args.quick else 2_000_000)
@@ -485,7 +597,9 @@ def main(argv: list[str]) -> int:
         HERE
         / "results"
         / (
-            "loader.json"
+            f"loader-before-after-{rows}.json"
+            if args.before
+            else "loader.json"
             if rows == 2_000_000
             else "loader-quick.json"
             if rows == 200_000
@@ -495,6 +609,8 @@ def main(argv: list[str]) -> int:
     shapes: dict[str, Any] = {}
     for shape in args.shape:
         measured = [n for n in names if n in SHAPE_SYSTEMS[shape]]
+        if args.before:
+            measured = with_variants(measured, SYSTEMS)
         shapes[shape] = run_shape(shape, rows, measured, args, versions)
         if (
             args.only and not args.fresh

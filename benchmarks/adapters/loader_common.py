@@ -2,7 +2,9 @@
 
 A loader adapter is ``setup(data, consume, info) -> go``: it builds its loader (set-up
 time goes in ``info["setup_s"]``) and returns ``go()``, which iterates one epoch and hands
-every batch to ``consume(labels, emb, text)``. :func:`epoch` times ``go()`` and measures.
+every batch to ``consume(labels, emb, payload)`` (``emb`` None on shapes without it; the
+payload is the shape's variable-size column: text, token lists or image bytes).
+:func:`epoch` times ``go()`` and measures.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
     "emb_dim",
     "epoch",
     "parquet_files",
+    "payload",
     "tar_files",
 ]
 
@@ -95,6 +98,7 @@ class Consumer:
         self.types: dict[str, str] = {}
         self.deadline = float("inf")  # stop consuming after this perf_counter() time
         self.last = 0.0  # perf_counter() when the last batch was consumed
+        self.first: float | None = None  # perf_counter() when the first batch was consumed
 
     @property
     def done(self) -> bool:
@@ -107,11 +111,12 @@ class Consumer:
         if not self.types:
             self.types = {"label": describe(labels), "emb": describe(emb), "text": describe(text)}
         lab = to_numpy(labels).astype(np.int64, copy=False).reshape(-1)
-        m = emb_matrix(emb, self.dim)
-        if m.shape != (len(lab), self.dim):
-            raise RuntimeError(f"emb has shape {m.shape}, expected {(len(lab), self.dim)}")
-        self.emb_sum += float(m[:, 0].sum())
-        if text is not None:  # the data has a text column: touch it
+        if self.dim:
+            m = emb_matrix(emb, self.dim)
+            if m.shape != (len(lab), self.dim):
+                raise RuntimeError(f"emb has shape {m.shape}, expected {(len(lab), self.dim)}")
+            self.emb_sum += float(m[:, 0].sum())
+        if text is not None:  # the data has a variable-size column: touch it
             self.text_bytes += len(text[0]) + len(text[-1])
         n = len(lab)
         self.rows += n
@@ -123,6 +128,8 @@ class Consumer:
             self.tvd_sum += 0.5 * float(np.abs(q - self.p).sum())
             self.tvd_n += 1
         self.last = time.perf_counter()
+        if self.first is None:
+            self.first = self.last
 
     @property
     def tvd(self) -> float | None:
@@ -140,8 +147,14 @@ def columns(data: Path) -> list[str]:
 
 
 def emb_dim(data: Path) -> int:
-    """The width of the data set's ``emb`` column."""
+    """The width of the data set's ``emb`` column (0: it has none)."""
     return int(_meta(data).get("emb_dim", EMB_DIM))
+
+
+def payload(data: Path) -> str | None:
+    """The data set's variable-size column (``text``, ``tokens``, ``image``) or None."""
+    meta = _meta(data)
+    return meta.get("payload", "text" if "text" in meta.get("columns", ["text"]) else None)
 
 
 def parquet_files(data: Path) -> list[str]:
@@ -157,7 +170,8 @@ def tar_files(data: Path) -> list[str]:
 def dict_batches(it: Any, consume: Consumer) -> None:
     """Consume batches that are dicts of columns, until the end or the time cap."""
     for b in it:
-        consume(b["label"], b["emb"], b.get("text"))
+        more = next((b[k] for k in ("text", "tokens", "image") if k in b), None)
+        consume(b["label"], b.get("emb"), more)
         if consume.done:
             break
 
@@ -179,6 +193,7 @@ def epoch(data: str, tmp: str, setup: str, time_cap: float = float("inf")) -> di
     cpu0 = monitor.cpu_seconds
     go()
     seconds = (consume.last or time.perf_counter()) - t0  # worker shutdown is not throughput
+    info["first_batch_s"] = consume.first - t0 if consume.first is not None else None
     monitor.stop()
     info.update(
         capped=consume.done,

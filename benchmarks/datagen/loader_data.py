@@ -7,7 +7,12 @@ of 5k-40k rows:
   bytes) and ``emb`` ``fixed_size_list<float32>[64]`` in 16 files; the same rows as 16
   tar shards (``<key>.json`` with id and label, ``<key>.txt``, ``<key>.npy``);
 * ``emb``: ``id``, ``label`` and ``emb`` ``fixed_size_list<float32>[128]`` in 6 files,
-  no text and no tar shards.
+  no text and no tar shards;
+* ``tokens``: ``id``, ``label`` and ``tokens`` ``list<int32>`` of 512-4,096 token ids
+  (uniform in a 50,000 vocabulary) in 4 files, a twentieth of the rows (row groups of
+  250-2,000 rows);
+* ``images``: ``id``, ``label`` and ``image`` binary values of 50-150 KB of random
+  (incompressible) bytes in 4 files, a hundredth of the rows (row groups of 50-400 rows).
 """
 
 from __future__ import annotations
@@ -31,17 +36,28 @@ DATA_VERSION = 1  # bump when the generated data changes
 
 @dataclass(frozen=True)
 class Shape:
-    """One shape of the loader data: its files, embedding width and whether it has text."""
+    """One shape of the loader data: its files, embedding width (0: none), its variable-size
+    column (``text``, ``tokens``, ``image`` or none) and its rows per ``--rows`` row."""
 
     name: str
     files: int
     emb_dim: int
     text: bool
+    payload: str | None = None
+    row_div: int = 1
 
     @property
     def columns(self) -> list[str]:
         """The columns every loader reads."""
-        return ["id", "label", "text", "emb"] if self.text else ["id", "label", "emb"]
+        if self.text:
+            return ["id", "label", "text", "emb"]
+        return ["id", "label", *([self.payload] if self.payload else [])] + (
+            ["emb"] if self.emb_dim else []
+        )
+
+    def rows_for(self, rows: int) -> int:
+        """The shape's rows for a ``--rows`` of ``rows``."""
+        return max(rows // self.row_div, 1000)
 
     def directory(self, rows: int) -> Path:
         """Where data of ``rows`` rows of this shape lives."""
@@ -50,7 +66,15 @@ class Shape:
         )
 
 
-SHAPES = {s.name: s for s in (Shape("text", 16, EMB_DIM, True), Shape("emb", 6, 128, False))}
+SHAPES = {
+    s.name: s
+    for s in (
+        Shape("text", 16, EMB_DIM, True, "text"),
+        Shape("emb", 6, 128, False),
+        Shape("tokens", 4, 0, False, "tokens", 20),
+        Shape("images", 4, 0, False, "image", 100),
+    )
+}
 
 
 def generate(rows: int, seed: int = 0, shape: str = "text") -> Path:
@@ -58,6 +82,7 @@ def generate(rows: int, seed: int = 0, shape: str = "text") -> Path:
     import numpy as np
 
     sh = SHAPES[shape]
+    rows = sh.rows_for(rows)
     out = sh.directory(rows)
     if reusable(out, DATA_VERSION, rows=rows):
         return out
@@ -71,7 +96,7 @@ def generate(rows: int, seed: int = 0, shape: str = "text") -> Path:
         sizes: list[int] = []
         left = hi - lo
         while left > 0:
-            s = min(left, int(rng.integers(5_000, 40_001)))
+            s = min(left, int(rng.integers(5_000, 40_001)) // sh.row_div)
             sizes.append(s)
             left -= s
         plans.append((i, lo, hi, sizes, seed * 1000 + i, rows, str(out), sh))
@@ -90,6 +115,7 @@ def generate(rows: int, seed: int = 0, shape: str = "text") -> Path:
         "files": sh.files,
         "columns": sh.columns,
         "emb_dim": sh.emb_dim,
+        "payload": sh.payload,
         "row_groups": int(sum(groups)),
         "label_hist": labels_hist.tolist(),
         "parquet_bytes": sum(p.stat().st_size for p in (out / "parquet").glob("*.parquet")),
@@ -114,6 +140,8 @@ def _rows(lo: int, hi: int, total: int, rng: Any, sh: Shape) -> Any:
     n = hi - lo
     ids = np.arange(lo, hi, dtype=np.int64)
     labels = ids * NUM_LABELS // total  # sorted by label, equal label counts
+    if sh.payload in ("tokens", "image"):
+        return pa.table({"id": ids, "label": labels, sh.payload: _payload(n, rng, sh)}), None
     if not sh.text:
         emb = rng.standard_normal((n, sh.emb_dim), dtype=np.float32)
         return pa.table({"id": ids, "label": labels, "emb": _fixed(emb)}), emb
@@ -127,6 +155,24 @@ def _rows(lo: int, hi: int, total: int, rng: Any, sh: Shape) -> Any:
     text = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes()))
     emb = rng.standard_normal((n, sh.emb_dim), dtype=np.float32)  # drawn after the text, as ever
     return pa.table({"id": ids, "label": labels, "text": text, "emb": _fixed(emb)}), emb
+
+
+def _payload(n: int, rng: Any, sh: Shape) -> Any:
+    """``n`` token lists (512-4,096 int32 ids) or images (50-150 KB of random bytes)."""
+    import numpy as np
+    import pyarrow as pa
+
+    token = sh.payload == "tokens"
+    lengths = rng.integers(512, 4097, n) if token else rng.integers(50_000, 150_001, n)
+    offsets = np.zeros(n + 1, dtype=np.int32 if token else np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if token:
+        values = pa.array(rng.integers(0, 50_000, int(offsets[-1]), dtype=np.int32))
+        return pa.ListArray.from_arrays(pa.array(offsets), values)
+    data = rng.bytes(int(offsets[-1]))
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    ).cast(pa.binary())
 
 
 def _fixed(emb: Any) -> Any:

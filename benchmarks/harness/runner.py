@@ -113,12 +113,15 @@ def run_system(
     idle_wait: float = 0.0,
     worker_kwargs: dict[str, Any] | None = None,
     scratch: Path | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Driver side: one measured run of ``system`` in a subprocess.
 
     The worker gets ``worker_kwargs`` plus ``tmp`` (a fresh scratch directory, removed
-    afterwards). Returns the worker's result with ``process_s`` (the subprocess's wall time),
-    ``loadavg_1m`` (before, after) and ``idle_wait_s``; or ``{"name", "error"}``.
+    afterwards) and ``extra_env`` on top of the environment (e.g. a ``PYTHONPATH`` that
+    points a variant at another checkout's sources). Returns the worker's result with
+    ``process_s`` (the subprocess's wall time), ``loadavg_1m`` (before, after) and
+    ``idle_wait_s``; or ``{"name", "error"}``.
     """
     tmp = Path(
         tempfile.mkdtemp(prefix=f"run-{system.name}-", dir=str(scratch) if scratch else None)
@@ -132,6 +135,7 @@ def run_system(
     )
     if system.env != "main":
         env.pop("PYTHONPATH", None)  # peers must not see the repository's package
+    env.update(extra_env or {})
     kwargs = dict(worker_kwargs or {}) | {"tmp": str(tmp)}
     cmd = [python, str(script), "--worker", system.name, "--worker-kwargs", json.dumps(kwargs)]
     waited = wait_idle(idle_wait)

@@ -456,3 +456,29 @@ def test_pieces_and_the_pieces_ahead_are_sized_by_bytes(
         assert ahead == (16 if prefetch > (1 << 20) else 4)  # small rows: up to 8 pieces per thread
     got = [i for b in ds for i in _ids(b)]  # the batches still come out, whole and each sample once
     assert len(got) == len(set(got)) >= 200 - 200 % batch - batch and len(got) % batch == 0
+
+
+def test_the_first_batches_go_out_before_the_later_windows_are_built(
+    data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ds = StreamingDataset(str(data), batch_size=32, interleave=1, batch_format="numpy", seed=4)
+    starts = np.cumsum([0, *ds.counts.tolist()])
+    expected = [
+        [int(starts[u]) + int(r) for u, r in b] for b in ds.plan(num_workers=1).rank_batches(0)
+    ]
+    built: list[int] = []
+    original = window_builder.WindowBuilder.window
+
+    def window(self: Any, w: int, order: Any) -> Any:
+        built.append(w)
+        return original(self, w, order)
+
+    monkeypatch.setattr(window_builder.WindowBuilder, "window", window)
+    monkeypatch.setattr(threaded, "pacing", lambda reading, windows: (32, 1000))  # all ahead
+    it = iter(ds)
+    got = [_ids(next(it))]
+    at_first = len(built)
+    got += [_ids(b) for b in it]
+    assert len(set(built)) > 2  # several windows, one unit each
+    assert at_first == 1  # only the first window before the first batch
+    assert got == expected  # the plan's batches, in order

@@ -42,9 +42,12 @@ def threaded_batches(reading: Reading, wp: WorkerWindows) -> Iterator[tuple[Any,
     try:
         windows = plan_windows(reading, wp)
         piece_rows, ahead = pacing(reading, windows)
+        first, filling = True, True  # the first piece waited for, then those made early
         for parts in piece_parts(builder, windows, piece_rows):
             pending.append(pool.submit(maker.made, parts))
-            while len(pending) > ahead:
+            filling = filling and len(pending) <= ahead
+            while len(pending) > ahead or (pending and (first or (filling and pending[0].done()))):
+                first = False
                 yield from maker.batches(pending.popleft().result())
         while pending:
             yield from maker.batches(pending.popleft().result())

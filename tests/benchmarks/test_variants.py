@@ -1,0 +1,49 @@
+"""The ``--before`` variants of the loader benchmark and its four data shapes."""
+
+from __future__ import annotations
+
+# benchmarks/ is on the tests' import path (pyproject's pytest ``pythonpath``)
+from datagen.loader_data import SHAPES
+from harness.runner import System
+from harness.variants import before_after, variant_env, with_variants, worker_systems
+
+SYSTEMS = {
+    "scan": System("scan", "m:f"),
+    "peer": System("peer", "m:g", env="peers"),
+}
+
+
+def test_every_main_row_gets_a_before_variant_and_peers_do_not() -> None:
+    assert with_variants(["scan", "peer"], SYSTEMS) == ["scan", "scan@before", "peer"]
+    found = worker_systems(SYSTEMS)
+    assert found["scan@before"].name == "scan@before"
+    assert found["scan@before"].target == "m:f"
+
+
+def test_a_variant_runs_on_the_earlier_sources_and_the_row_on_ours() -> None:
+    assert variant_env("scan@before", "/new/src", "/old/src") == {"PYTHONPATH": "/old/src"}
+    assert variant_env("scan", "/new/src", "/old/src") == {"PYTHONPATH": "/new/src"}
+    assert variant_env("scan", "/new/src", None) == {}
+
+
+def test_before_after_pairs_rounds_and_skips_failed_rows() -> None:
+    results = {
+        "scan": {"rows_per_s": 200.0, "by_round": {"0": 200.0, "1": 90.0}, "loads": [1.0]},
+        "scan@before": {"rows_per_s": 100.0, "by_round": {"0": 100.0, "1": 100.0}, "loads": [3.0]},
+        "gone": {"error": "boom"},
+        "gone@before": {"rows_per_s": 1.0},
+    }
+    rows = before_after(results)
+    assert len(rows) == 1
+    name, after, before, medians, paired, runs, load = rows[0]
+    assert (name, after, before, medians, paired) == ("scan", "200", "100", "2.00x", "1.45x")
+    assert load == "1.0-3.0"
+
+
+def test_the_four_shapes_read_their_own_columns() -> None:
+    assert SHAPES["text"].columns == ["id", "label", "text", "emb"]
+    assert SHAPES["emb"].columns == ["id", "label", "emb"]
+    assert SHAPES["tokens"].columns == ["id", "label", "tokens"]
+    assert SHAPES["images"].columns == ["id", "label", "image"]
+    assert SHAPES["images"].rows_for(200_000) == 2_000
+    assert SHAPES["text"].rows_for(200_000) == 200_000
