@@ -150,7 +150,20 @@ def _section(key: str, key_node: yaml.Node, node: yaml.Node, source: str) -> dic
 def pipeline_from_config(text: str, source: str = "<config>") -> tuple[Pipeline, dict[str, Any]]:
     """Build the pipeline a config describes; return it and the executor section."""
     config = load_config(text, source)
-    inp = config["input"]
+    p = _read_input(config["input"], source)
+    for name, args, line in config.get("process", []):
+        try:
+            if name == "dedup":
+                p = p.dedup(**args)
+            else:
+                p = p.apply(name, **args)
+        except (ConfigError, TypeError) as exc:
+            raise ConfigError(f"{source}, line {line}: {exc}") from exc
+    return _write_output(p, dict(config["output"]), source), config.get("executor", {})
+
+
+def _read_input(inp: dict[str, Any], source: str) -> Pipeline:
+    """The pipeline over the config's ``input`` section."""
     fmt = inp.get("format") or _guess_format(inp["path"])
     read = _reader(fmt) if fmt else None
     try:
@@ -161,30 +174,24 @@ def pipeline_from_config(text: str, source: str = "<config>") -> tuple[Pipeline,
             kwargs["task_bytes"] = int(float(inp["task_mb"]) * 2**20)
         if inp.get("storage_options"):
             kwargs["storage_options"] = inp["storage_options"]
-        p = (
+        return (
             read(inp["path"], **kwargs)
             if read
             else Pipeline(inp["path"], None, on_error=kwargs["on_error"])
         )
     except ConfigError as exc:
         raise ConfigError(f"{source}, input: {exc}") from exc
-    for name, args, line in config.get("process", []):
-        try:
-            if name == "dedup":
-                p = p.dedup(**args)
-            else:
-                p = p.apply(name, **args)
-        except (ConfigError, TypeError) as exc:
-            raise ConfigError(f"{source}, line {line}: {exc}") from exc
-    out = dict(config["output"])
+
+
+def _write_output(p: Pipeline, out: dict[str, Any], source: str) -> Pipeline:
+    """``p`` written where the config's ``output`` section (``out``, consumed) says."""
     path = out.pop("path")
     fmt_out = out.pop("format", "parquet")
     target = int(float(out.pop("target_shard_mb", 128)) * 2**20)
     try:
-        p = p.write(path, fmt_out, target_shard_bytes=target, **out)
+        return p.write(path, fmt_out, target_shard_bytes=target, **out)
     except ConfigError as exc:
         raise ConfigError(f"{source}, output: {exc}") from exc
-    return p, config.get("executor", {})
 
 
 def _guess_format(path: Any) -> str | None:

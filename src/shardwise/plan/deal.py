@@ -69,10 +69,7 @@ def source_arrays(
             f"epoch for its quota of {quota} samples, too many to plan; give it a smaller "
             "weight, repeat or choose, or a larger share of the data"
         )
-    order = rng_for(seed, source, CYCLE).permutation(len(own)) if shuffle else np.arange(len(own))
-    sizes = own[order]
-    keep = sizes > 0
-    unit, sizes = lo + order[keep], sizes[keep]
+    unit, sizes = _cycle(own, lo, seed=seed, source=source, shuffle=shuffle)
     ends = np.cumsum(sizes)
     units, los, his = (
         [np.tile(unit, passes)],
@@ -83,16 +80,36 @@ def source_arrays(
     for a, b in ((start, min(start + rest, size)), (0, max(0, start + rest - size))):
         if b <= a:
             continue
-        idx = np.arange(
-            np.searchsorted(ends, a, side="right"), np.searchsorted(ends, b, side="left") + 1
-        )
-        begin = ends[idx] - sizes[idx]
-        plo, phi = np.maximum(a, begin) - begin, np.minimum(b, ends[idx]) - begin
-        part = phi > plo
-        units.append(unit[idx[part]])
-        los.append(plo[part])
-        his.append(phi[part])
+        part_units, part_los, part_his = _samples_between(unit, sizes, ends, a, b)
+        units.append(part_units)
+        los.append(part_los)
+        his.append(part_his)
     return np.concatenate(units), np.concatenate(los), np.concatenate(his)
+
+
+def _cycle(
+    own: np.ndarray, lo: int, *, seed: int, source: int, shuffle: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The source's fixed cyclic order of its non-empty units (numbered from ``lo``), and
+    their sizes in that order."""
+    order = rng_for(seed, source, CYCLE).permutation(len(own)) if shuffle else np.arange(len(own))
+    sizes = own[order]
+    keep = sizes > 0
+    return lo + order[keep], sizes[keep]
+
+
+def _samples_between(
+    unit: np.ndarray, sizes: np.ndarray, ends: np.ndarray, a: int, b: int
+) -> Arrays:
+    """The segments holding samples ``a:b`` of the cyclic order (units ``unit`` of
+    ``sizes`` samples, ending at ``ends``), as arrays: unit, first and end sample."""
+    idx = np.arange(
+        np.searchsorted(ends, a, side="right"), np.searchsorted(ends, b, side="left") + 1
+    )
+    begin = ends[idx] - sizes[idx]
+    plo, phi = np.maximum(a, begin) - begin, np.minimum(b, ends[idx]) - begin
+    part = phi > plo
+    return unit[idx[part]], plo[part], phi[part]
 
 
 def slot_shares(quotas: np.ndarray, slots: int, offset: int = 0) -> np.ndarray:

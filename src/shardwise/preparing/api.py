@@ -19,19 +19,17 @@ step, and the backends each step can run on, are in :mod:`shardwise.preparing.st
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shardwise.errors import ConfigError, StorageError
-from shardwise.formats import OnError, check_on_error, detect_format
-from shardwise.index import MANIFEST_NAME
+from shardwise.errors import ConfigError
+from shardwise.formats import OnError
 from shardwise.parallel import BackendSpec, parallel_backend
-from shardwise.pipeline import RunResult
+from shardwise.preparing.convert import convert_step, one_format, options_for
 from shardwise.preparing.download import PART_BYTES, Download, download, is_remote
 from shardwise.preparing.steps import backend_for, expand_steps
-from shardwise.storage import expand, join, named, open_input, require_bucket, resolve
+from shardwise.storage import expand, join, require_bucket
 
 __all__ = ["PrepareResult", "prepare"]
 
@@ -58,76 +56,6 @@ class PrepareResult:
     quarantined: int = 0
 
 
-def _options_for(url: str, out: str, opts: dict[str, Any]) -> dict[str, Any]:
-    """``storage_options`` apply to the output's store and to inputs on the same protocol
-    (an ``https://`` source takes none when the output is in a bucket)."""
-    if is_remote(out) and url.split("://", 1)[0] != out.split("://", 1)[0]:
-        return {}
-    return opts
-
-
-def _exists(url: str, opts: dict[str, Any]) -> bool:
-    fs, path = resolve(url, **opts)
-    with named(url):
-        return bool(fs.exists(path))
-
-
-def _check_inputs(files: list[str], out: str, storage_options: dict[str, Any]) -> None:
-    """Refuse to convert when an input is missing, naming the first one."""
-    missing = [f for f in files if not _exists(f, _options_for(f, out, storage_options))]
-    if missing:
-        raise StorageError(
-            f"input not found (run the download step first?): {missing[0]}", missing[0]
-        )
-
-
-def _convert(
-    files: list[str],
-    data: str,
-    format: str | None,
-    target: int,
-    on_error: OnError,
-    backend: BackendSpec,
-    progress: bool,
-    storage_options: dict[str, Any],
-) -> RunResult:
-    """Every input as Parquet shards in ``data``: a pipeline with no operators, so the
-    task lifecycle, the ledger and the all-or-nothing commit are the pipeline's own. A
-    ``data`` directory already converted is kept as it is (delete it to convert again)."""
-    from shardwise.pipeline import Pipeline
-
-    manifest = join(data, MANIFEST_NAME)
-    if _exists(manifest, storage_options):
-        with open_input(manifest, **storage_options) as f:
-            return RunResult.from_manifest(json.loads(f.read()), manifest, 0)
-
-    remote = any(is_remote(f) for f in files)
-    pipeline = Pipeline(
-        files,
-        _one_format(files, format),
-        on_error=on_error,
-        read_options=(("storage_options", storage_options),) if remote else (),
-    )
-    writer = pipeline.write_parquet(
-        data,
-        target_shard_bytes=target,
-        **({"storage_options": storage_options} if is_remote(data) else {}),
-    )
-    return writer.run(backend, progress=progress)
-
-
-def _one_format(files: list[str], format: str | None) -> str:
-    """The inputs' one format, told by their names (so a mix is refused before anything is
-    downloaded); a ``ConfigError`` naming the formats when they differ."""
-    formats = {format or detect_format(f) for f in files}
-    if len(formats) > 1:
-        raise ConfigError(
-            f"the inputs mix formats ({', '.join(sorted(formats))}); prepare them separately "
-            "or pass format="
-        )
-    return formats.pop()
-
-
 def _download_all(
     files: list[str],
     raw: str,
@@ -152,7 +80,7 @@ def _download_all(
     dest_opts = opts if is_remote(raw) else {}
     jobs = [
         Download(
-            f, join(raw, n), checksums.get(f), _options_for(f, raw, opts), dest_opts, part_bytes
+            f, join(raw, n), checksums.get(f), options_for(f, raw, opts), dest_opts, part_bytes
         )
         for f, n in zip(remote, names)
     ]
@@ -169,6 +97,11 @@ def _download_all(
     return [by_url.get(f, f) for f in files], sum(r for _, r in done)
 
 
+def _where_downloaded(files: list[str], raw: str) -> list[str]:
+    """Where the download step put (or would put) each input: remote ones in ``raw``."""
+    return [join(raw, f.rsplit("/", 1)[-1]) if is_remote(f) else f for f in files]
+
+
 def _expand(sources: str | Sequence[str], out: str, opts: dict[str, Any]) -> list[str]:
     """The files named; an ``http(s)://`` URL without a glob is one file (listing it as a
     possible directory would fetch the whole file on the driver)."""
@@ -179,7 +112,7 @@ def _expand(sources: str | Sequence[str], out: str, opts: dict[str, Any]) -> lis
         for f in (
             [item]
             if item.startswith(("http://", "https://")) and not set("*?[") & set(item)
-            else expand(item, **_options_for(item, out, opts))
+            else expand(item, **options_for(item, out, opts))
         )
     ]
 
@@ -237,41 +170,31 @@ def prepare(
         StorageError: an input is missing or refused, or a download is corrupt (naming its URL).
     """
     run = expand_steps(steps)
-    shared = is_remote(out)
-    chosen = {step: backend_for(step, backend, out, shared) for step in run}
+    chosen = {step: backend_for(step, backend, out, is_remote(out)) for step in run}
     if part_bytes < 1:
         raise ConfigError(f"part_bytes must be at least 1, got {part_bytes}")
     opts = storage_options or {}
     require_bucket(out, **opts)
     files = _expand(sources, out, opts)
     if "convert" in run and files:
-        _one_format(files, format)  # the names tell the formats: refuse a mix before fetching
+        one_format(files, format)  # the names tell the formats: refuse a mix before fetching
     raw, data = join(out, "raw"), join(out, "data")
     if "download" in run:
-        local_files, resumed = _download_all(
+        inputs, resumed = _download_all(
             files, raw, checksums or {}, chosen["download"], progress, opts, part_bytes
         )
     else:
-        local_files = [join(raw, f.rsplit("/", 1)[-1]) if is_remote(f) else f for f in files]
-        resumed = 0
-    shards, quarantined = [], 0
+        inputs, resumed = _where_downloaded(files, raw), 0
+    shards: list[str] = []
+    quarantined = 0
     if "convert" in run:
-        _check_inputs(local_files, out, opts)
-        result = _convert(
-            local_files,
-            data,
-            format,
-            target_shard_bytes,
-            check_on_error(on_error),
-            chosen["convert"],
-            progress,
-            opts,
+        shards, quarantined = convert_step(
+            inputs, out, format, target_shard_bytes, on_error, chosen["convert"], progress, opts
         )
-        shards, quarantined = [join(data, f["path"]) for f in result.files], result.quarantined
     rows, location = 0, ""
     if "index" in run:
         index = _index(data, chosen["index"], progress, opts)
         rows, location = index.num_samples, index.location
         shards = shards or [f.path for f in index.files]
-    downloaded = [f for f in local_files if f.startswith(raw.rstrip("/") + "/")]
+    downloaded = [f for f in inputs if f.startswith(raw.rstrip("/") + "/")]
     return PrepareResult(downloaded, resumed, shards, rows, location, quarantined)

@@ -193,19 +193,8 @@ def load_run(run_dir: str, storage_options: dict[str, Any] | None = None) -> Run
             f"{run_dir}: no {MANIFEST_NAME} here; give the output directory of a finished run"
         )
     m = _read_json(manifest_path, opts)
-    tasks = [
-        _task(_read_json(join(run_dir, "_manifests", f"task-{t:05d}.json"), opts))
-        for t in range(int(m["tasks"]))
-    ]
-    dedup = [
-        DedupStage(
-            name,
-            {k: v for k, v in s.items() if k != "examples"},
-            _cluster_sizes(run_dir, s, opts),
-            list(s.get("examples", [])),
-        )
-        for name, s in m.get("dedup", {}).items()
-    ]
+    tasks = _tasks(run_dir, m, opts)
+    dedup = _dedup_stages(run_dir, m, opts)
     return RunReport(
         run_dir,
         int(m["rows_in"]),
@@ -222,3 +211,24 @@ def load_run(run_dir: str, storage_options: dict[str, Any] | None = None) -> Run
         float(m.get("seconds", 0.0)),
         manifest=m,
     )
+
+
+def _tasks(run_dir: str, m: dict[str, Any], opts: dict[str, Any]) -> list[TaskTime]:
+    """The run's tasks, from their manifests."""
+    return [
+        _task(_read_json(join(run_dir, "_manifests", f"task-{t:05d}.json"), opts))
+        for t in range(int(m["tasks"]))
+    ]
+
+
+def _dedup_stages(run_dir: str, m: dict[str, Any], opts: dict[str, Any]) -> list[DedupStage]:
+    """The run's dedup stages: summary, cluster sizes and examples of each."""
+    return [
+        DedupStage(
+            name,
+            {k: v for k, v in s.items() if k != "examples"},
+            _cluster_sizes(run_dir, s, opts),
+            list(s.get("examples", [])),
+        )
+        for name, s in m.get("dedup", {}).items()
+    ]

@@ -61,17 +61,7 @@ def _steps(v: PlanView, missing: str | None) -> Section:
         sec.add(
             f'<p class="bad" id="no-charts">Charts are not drawn: {missing}. Tables follow.</p>'
         )
-    sec.add(
-        key_values(
-            [
-                ("samples in the dataset", s["samples_total"]),
-                ("steps per rank", s["steps_per_rank"]),
-                ("samples per rank", s["samples_per_rank"]),
-                ("samples per worker", s["samples_per_rank"] // max(s["workers_per_rank"], 1)),
-            ],
-            table_id="steps-summary",
-        )
-    )
+    sec.add(_steps_summary(s))
     if not missing:
         sec.add(
             charts.heatmap(
@@ -83,16 +73,33 @@ def _steps(v: PlanView, missing: str | None) -> Section:
                 unit="samples",
             )
         )
+    return sec.add(_rank_table(v, s))
+
+
+def _steps_summary(s: dict[str, Any]) -> str:
+    """The plan's samples and steps per rank and worker, as a key-value table."""
+    return key_values(
+        [
+            ("samples in the dataset", s["samples_total"]),
+            ("steps per rank", s["steps_per_rank"]),
+            ("samples per rank", s["samples_per_rank"]),
+            ("samples per worker", s["samples_per_rank"] // max(s["workers_per_rank"], 1)),
+        ],
+        table_id="steps-summary",
+    )
+
+
+def _rank_table(v: PlanView, s: dict[str, Any]) -> str:
+    """Steps and samples of each rank (or model-parallel group), ranks of equal figures
+    in one row."""
     first = "ranks" if s.get("replication", 1) == 1 else "groups (their ranks)"
-    return sec.add(
-        table(
-            [first, "steps", "samples", "fewest per worker", "most per worker"],
-            _rank_ranges(
-                [(s["steps_per_rank"], sum(w), min(w), max(w)) for w in v.samples],
-                s.get("replication", 1),
-            ),
-            table_id="rank-table",
-        )
+    return table(
+        [first, "steps", "samples", "fewest per worker", "most per worker"],
+        _rank_ranges(
+            [(s["steps_per_rank"], sum(w), min(w), max(w)) for w in v.samples],
+            s.get("replication", 1),
+        ),
+        table_id="rank-table",
     )
 
 

@@ -7,8 +7,9 @@ import statistics
 from datetime import UTC, datetime
 
 import shardwise.report.charts as charts
+from shardwise.report.dedup_section import dedup_section
 from shardwise.report.html import Section, key_values, number, page, table
-from shardwise.report.model import DedupStage, RunReport
+from shardwise.report.model import RunReport
 
 __all__ = ["render_run"]
 
@@ -23,7 +24,7 @@ def render_run(report: RunReport) -> str:
         _ledger(report, missing),
         _time(report, missing),
         _shards(report, missing),
-        _dedup(report, missing),
+        dedup_section(report, missing),
         _quarantine(report),
     ]
     when = (
@@ -210,56 +211,6 @@ def _shards(r: RunReport, missing: str | None) -> Section:
         )
     )
     return s
-
-
-def _dedup(r: RunReport, missing: str | None) -> Section:
-    s = Section("Duplicates", "dedup")
-    if not r.dedup:
-        return s.note("the pipeline has no dedup stage")
-    for d in r.dedup:
-        _dedup_stage(s, d, missing)
-    return s
-
-
-def _dedup_stage(s: Section, d: DedupStage, missing: str | None) -> None:
-    s.add(f"<h3>{d.name}</h3>")
-    numbers = [
-        (k, v) for k, v in d.summary.items() if isinstance(v, int | float | str) and k != "audit"
-    ]
-    s.add(key_values(numbers, table_id=f"dedup-{d.name}"))
-    if d.cluster_sizes:
-        sizes = sorted(d.cluster_sizes)
-        if not missing:
-            s.add(
-                charts.bars(
-                    f"clusters-{d.name}",
-                    [f"{k} rows" for k in sizes],
-                    [d.cluster_sizes[k] for k in sizes],
-                    title="duplicate clusters by size (kept row included)",
-                    xlabel="clusters",
-                )
-            )
-        s.add(
-            table(
-                ["cluster size", "clusters"],
-                [(k, d.cluster_sizes[k]) for k in sizes],
-                table_id=f"clusters-{d.name}",
-            )
-        )
-    if d.examples:
-        rows = [
-            (e["cluster_size"], e["kept"]["text"], "\n---\n".join(x["text"] for x in e["removed"]))
-            for e in d.examples
-        ]
-        s.add("<p>The largest clusters: the row kept and rows removed as its duplicates.</p>")
-        s.add(
-            table(
-                ["cluster size", "kept", "removed"],
-                rows,
-                table_id=f"examples-{d.name}",
-                sample=(1, 2),
-            )
-        )
 
 
 def _quarantine(r: RunReport) -> Section:

@@ -60,19 +60,30 @@ def atomic_write(
         f = with_retries(lambda: fs.open(tmp, mode))
     try:
         yield f
-        if local and durable and hasattr(f, "flush"):
-            f.flush()
-            try:
-                os.fsync(f.fileno())
-            except (AttributeError, OSError, ValueError):
-                pass
-        with named(url):  # an object store's upload happens here: a refusal names the URL
-            f.close()
+        _close(f, url, fsync=local and durable)
     except BaseException:
         with contextlib.suppress(Exception):
             f.close()
         _remove_quietly(fs, tmp)
         raise
+    _publish(fs, tmp, path, url, local=local)
+
+
+def _close(f: IO[Any], url: str, *, fsync: bool) -> None:
+    """Close the written file (after an fsync when ``fsync``, where the file has one)."""
+    if fsync and hasattr(f, "flush"):
+        f.flush()
+        try:
+            os.fsync(f.fileno())
+        except (AttributeError, OSError, ValueError):
+            pass
+    with named(url):  # an object store's upload happens here: a refusal names the URL
+        f.close()
+
+
+def _publish(fs: Any, tmp: str, path: str, url: str, *, local: bool) -> None:
+    """Rename (local) or copy (object store) the temporary file to its final name; a
+    failure removes it and is a CommitError, unless the store refused or lacks the place."""
     try:
         if local:
             os.replace(tmp, path)

@@ -351,7 +351,7 @@ def test_columns_after_an_extension_type_are_found_by_their_own_pages() -> None:
 def test_chunk_starts_where_arrow_starts_it() -> None:
     from types import SimpleNamespace
 
-    from shardwise.formats.parquet._fixedlist import _start
+    from shardwise.formats.parquet._chunk import chunk_start as _start
 
     def chunk(dictionary: int | None, data: int) -> Any:
         return SimpleNamespace(

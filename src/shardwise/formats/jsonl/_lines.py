@@ -100,27 +100,16 @@ def iter_aligned(
         remaining = None if end is None else end - start
         carry = b""
         while remaining is None or remaining > 0:
-            chunk, failed = _read(
-                f, block_bytes if remaining is None else min(block_bytes, remaining), codec
-            )
+            size = block_bytes if remaining is None else min(block_bytes, remaining)
+            chunk, failed = _read(f, size, codec)
             if remaining is not None:
                 remaining -= len(chunk)
-            data = carry + chunk
-            cut = data.rfind(b"\n") + 1
-            carry = data[cut:]
-            if cut:
-                lines += data.count(b"\n", 0, cut)
-                yield data[:cut]
+            whole, carry = _split_after_last_line(carry + chunk)
+            if whole:
+                lines += whole.count(b"\n")
+                yield whole
             if failed is not None:
-                error = FormatError(
-                    f"cannot decompress {codec} data ({failed}): the file is truncated or is "
-                    f"not {codec}-compressed",
-                    path,
-                    f"line {lines + 1}",
-                )
-                if on_truncated is None:
-                    raise error from None
-                on_truncated(error)
+                _truncated(path, codec, failed, lines, on_truncated)
                 return
             if not chunk:
                 break
@@ -128,6 +117,32 @@ def iter_aligned(
             yield carry
     finally:
         f.close()
+
+
+def _split_after_last_line(data: bytes) -> tuple[bytes, bytes]:
+    """``data`` cut after its last newline: the whole lines, and the rest (carried on)."""
+    cut = data.rfind(b"\n") + 1
+    return data[:cut], data[cut:]
+
+
+def _truncated(
+    path: str,
+    codec: str | None,
+    failed: BaseException,
+    lines: int,
+    on_truncated: Callable[[FormatError], None] | None,
+) -> None:
+    """A decompression that failed after ``lines`` whole lines: raised, or handed to
+    ``on_truncated``."""
+    error = FormatError(
+        f"cannot decompress {codec} data ({failed}): the file is truncated or is "
+        f"not {codec}-compressed",
+        path,
+        f"line {lines + 1}",
+    )
+    if on_truncated is None:
+        raise error from None
+    on_truncated(error)
 
 
 _STEP = 1 << 16  # compressed files are read in steps: a damaged one keeps what came before

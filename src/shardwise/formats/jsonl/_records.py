@@ -102,6 +102,14 @@ def _parse_lines(
 
 
 def _decode_line(raw: bytes, schema: pa.Schema | None) -> dict[str, Any]:
+    row = _json_object(_text_of(raw), raw)
+    if schema is not None:
+        _fit_schema(row, schema)
+    return row
+
+
+def _text_of(raw: bytes) -> str:
+    """The line as text (without a leading BOM), once it is UTF-8 and not nested too deep."""
     if raw.startswith(_BOM):  # as Arrow's parser does: editors put one at the start of a file
         raw = raw[len(_BOM) :]
     try:
@@ -110,6 +118,11 @@ def _decode_line(raw: bytes, schema: pa.Schema | None) -> dict[str, Any]:
         raise _BadRecord(f"invalid UTF-8 at byte {exc.start} of the line") from None
     if depth_bound(raw) > MAX_DEPTH and exact_depth(raw) > MAX_DEPTH:
         raise _BadRecord(f"record nested deeper than {MAX_DEPTH} levels")
+    return text
+
+
+def _json_object(text: str, raw: bytes) -> dict[str, Any]:
+    """The line's JSON object, whose strings are all text."""
     try:
         row = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -125,16 +138,20 @@ def _decode_line(raw: bytes, schema: pa.Schema | None) -> dict[str, Any]:
             raise _BadRecord(
                 "a string holds a lone UTF-16 surrogate escape (\\ud800-\\udfff)"
             ) from None
-    if schema is not None:
-        for name in mixed_fields(schema):
-            value = row.get(name)
-            if value is not None and not isinstance(value, str):
-                row[name] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        extra = [k for k in row if k not in schema.names]
-        if extra:
-            raise _BadRecord(f"field(s) {extra} not in the dataset schema {schema.names}")
-        try:
-            pa.Table.from_pylist([row], schema=schema)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
-            raise _BadRecord(f"value does not fit the schema: {exc}") from None
     return row
+
+
+def _fit_schema(row: dict[str, Any], schema: pa.Schema) -> None:
+    """Mixed-type fields turned to JSON text in place, then ``row`` checked against the
+    dataset's schema."""
+    for name in mixed_fields(schema):
+        value = row.get(name)
+        if value is not None and not isinstance(value, str):
+            row[name] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    extra = [k for k in row if k not in schema.names]
+    if extra:
+        raise _BadRecord(f"field(s) {extra} not in the dataset schema {schema.names}")
+    try:
+        pa.Table.from_pylist([row], schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+        raise _BadRecord(f"value does not fit the schema: {exc}") from None

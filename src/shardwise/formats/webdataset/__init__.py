@@ -1,5 +1,6 @@
 """WebDataset tar shards: the format (:mod:`.format`) and the safe walk over tar members
-grouped into samples (:mod:`._tarsafe`).
+grouped into samples (:mod:`._tarsafe`), with the check of what follows the last member
+(:mod:`._tarend`).
 
 May import: ``shardwise.formats``' core, ``shardwise.storage`` and ``shardwise.errors``.
 """

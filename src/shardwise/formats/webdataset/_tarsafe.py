@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import IO, cast
 
 from shardwise.errors import FormatError, UnsafeMemberError
+from shardwise.formats.webdataset._tarend import StreamRecorder, check_complete, check_stream_end
 
 
 def split_key(name: str) -> tuple[str, str]:
@@ -95,14 +96,7 @@ def iter_samples(
     its end checks, and damage anywhere before can decode to plausible members.
     """
     stream = is_compressed(tar_path)
-    # gzip.GzipFile checks the stream's length and CRC at its end
-    source = _Recorder(cast(IO[bytes], gzip.GzipFile(fileobj=f, mode="rb"))) if stream else f
-    try:
-        tf = tarfile.open(fileobj=cast(IO[bytes], source), mode="r|" if stream else "r:")  # noqa: SIM115
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        raise FormatError(
-            f"not a readable tar file ({exc})", tar_path, "header at offset 0"
-        ) from exc
+    tf, rec = _open(tar_path, f)
     current: RawSample | None = None
     finished: set[str] = set()  # keys of samples already complete in this tar
     try:
@@ -116,10 +110,7 @@ def iter_samples(
             problem = _add_member(tar_path, current, ext, m)
             if keep_data and stream and problem is None:
                 current.data[ext] = _member_bytes(tar_path, tf, m)
-        if isinstance(source, _Recorder):
-            _check_stream_end(tar_path, source, tf)
-        else:
-            _check_complete(tar_path, f, tf)
+        _check_end(tar_path, f, tf, rec)
     except FormatError as exc:
         if not tolerate or stream or isinstance(exc, UnsafeMemberError):
             raise
@@ -129,6 +120,31 @@ def iter_samples(
         tf.close()
     if current is not None:
         yield current
+
+
+def _open(tar_path: str, f: IO[bytes]) -> tuple[tarfile.TarFile, StreamRecorder | None]:
+    """The tar over ``f``, and for a compressed shard the recorder of its decompressed
+    stream (gzip.GzipFile checks the stream's length and CRC at its end)."""
+    stream = is_compressed(tar_path)
+    rec = StreamRecorder(cast(IO[bytes], gzip.GzipFile(fileobj=f, mode="rb"))) if stream else None
+    source = cast(IO[bytes], rec) if rec is not None else f
+    try:
+        tf = tarfile.open(fileobj=source, mode="r|" if stream else "r:")  # noqa: SIM115
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise FormatError(
+            f"not a readable tar file ({exc})", tar_path, "header at offset 0"
+        ) from exc
+    return tf, rec
+
+
+def _check_end(
+    tar_path: str, f: IO[bytes], tf: tarfile.TarFile, rec: StreamRecorder | None
+) -> None:
+    """What follows the last member: checked in the stream or in the file."""
+    if rec is not None:
+        check_stream_end(tar_path, rec, tf)
+    else:
+        check_complete(tar_path, f, tf)
 
 
 def _damaged(current: RawSample | None, exc: FormatError) -> RawSample:
@@ -189,63 +205,6 @@ def _is_text(name: str) -> bool:
     return True
 
 
-class _Recorder:
-    """The decompressed stream of a compressed shard, as tarfile reads it, keeping its
-    last bytes: what follows the last member is checked once tarfile stops, and a
-    stream cannot seek back to it."""
-
-    KEEP = 1 << 16  # more than tarfile reads ahead (one 10 KiB record) plus a header
-
-    def __init__(self, src: IO[bytes]) -> None:
-        self.src = src
-        self.pulled = 0  # bytes handed to tarfile so far
-        self._kept: list[bytes] = []
-        self._kept_bytes = 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self.src.read(size)
-        self.pulled += len(data)
-        self._kept.append(data)
-        self._kept_bytes += len(data)
-        while self._kept_bytes - len(self._kept[0]) >= self.KEEP:
-            self._kept_bytes -= len(self._kept.pop(0))
-        return data
-
-    def since(self, offset: int) -> bytes | None:
-        """The bytes from ``offset`` of the stream to what was last read (None when
-        they are no longer kept)."""
-        back = self.pulled - offset
-        if back > self._kept_bytes:
-            return None
-        return b"".join(self._kept)[self._kept_bytes - back :] if back > 0 else b""
-
-
-def _check_stream_end(tar_path: str, rec: _Recorder, tf: tarfile.TarFile) -> None:
-    """What follows the last member of a compressed shard: only zero blocks, at least one
-    (tarfile stops quietly at a bad or cut header), then the gzip stream's end, whose
-    length and CRC gzip checks."""
-    place = f"offset {tf.offset} of the uncompressed tar"
-    rest, zeros = rec.since(tf.offset), 0
-    if rest is None:
-        raise FormatError(
-            "corrupt tar: the end of the last member is out of reach", tar_path, place
-        )
-    while rest:
-        if rest.strip(b"\0"):
-            raise FormatError(
-                "corrupt or truncated tar: unreadable data after the last member", tar_path, place
-            )
-        zeros += len(rest)
-        try:
-            rest = rec.read(1 << 20)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise FormatError(
-                f"corrupt or truncated gzip stream ({exc})", tar_path, "end of file"
-            ) from exc
-    if zeros < tarfile.BLOCKSIZE:
-        raise FormatError("truncated tar: the end-of-archive blocks are missing", tar_path, place)
-
-
 def _member_bytes(tar_path: str, tf: tarfile.TarFile, m: tarfile.TarInfo) -> bytes:
     try:
         src = tf.extractfile(m)
@@ -259,38 +218,6 @@ def _member_bytes(tar_path: str, tf: tarfile.TarFile, m: tarfile.TarInfo) -> byt
             f"truncated member data ({len(data)} of {m.size} bytes)", tar_path, f"member {m.name}"
         )
     return data
-
-
-def _check_complete(tar_path: str, f: IO[bytes], tf: tarfile.TarFile) -> None:
-    """tarfile stops quietly at a truncated header or member; check what is left.
-
-    After the last member only zero padding (the end-of-archive blocks) may follow,
-    and at least one such block must: without it the file may have been cut exactly
-    between two members, which tarfile would read as a shorter, valid archive.
-    """
-    size = f.seek(0, 2)
-    members = tf.getmembers()  # already read: no further I/O
-    if members:
-        last = members[-1]
-        end = last.offset_data + last.size
-        if end > size:
-            raise FormatError(
-                f"truncated tar: member {last.name!r} needs {end} bytes, file has {size}",
-                tar_path,
-                f"member {last.name}",
-            )
-    f.seek(tf.offset)
-    tail = f.read(64 * 1024)
-    if tail.strip(b"\0"):
-        raise FormatError(
-            "corrupt or truncated tar: unreadable data after the last member",
-            tar_path,
-            f"offset {tf.offset}",
-        )
-    if len(tail) < tarfile.BLOCKSIZE:
-        raise FormatError(
-            "truncated tar: the end-of-archive blocks are missing", tar_path, f"offset {tf.offset}"
-        )
 
 
 def unsafe(tar_path: str, sample: RawSample) -> UnsafeMemberError:

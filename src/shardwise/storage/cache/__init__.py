@@ -1,7 +1,8 @@
 """The node cache: remote files copied once per machine and shared by its processes.
 
 Holds the cache itself (:mod:`.node`), its entries on disk (:mod:`.entry`), the
-directory's journal and scan (:mod:`.directory`), what processes fetched (:mod:`.stats`),
+directory's journal and scan (:mod:`.directory`), the room under its budget
+(:mod:`.room`), what processes fetched (:mod:`.stats`),
 the leases that guard an entry being written (:mod:`.lease`) and the ``shardwise cache``
 commands' work (:mod:`.admin`).
 

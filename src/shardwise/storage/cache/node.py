@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -23,6 +22,7 @@ from shardwise.storage.cache.entry import (
     write_entry,
 )
 from shardwise.storage.cache.lease import FileLock, owner_id
+from shardwise.storage.cache.room import directory_lock, reserve_part
 from shardwise.storage.cache.stats import CacheStats, fetched
 
 __all__ = ["CacheStats", "NodeCache"]
@@ -107,7 +107,7 @@ class NodeCache:
         return os.path.join(self.root, sub, name)
 
     def _global(self) -> FileLock:
-        return FileLock(os.path.join(self.root, ".lock"))
+        return directory_lock(self.root)
 
     # -- reading ----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -212,7 +212,7 @@ class NodeCache:
     def _download(self, extent: Extent, fetch: Callable[[], Iterable[bytes]]) -> bytes | None:
         key = extent.key
         need = extent.length + len(extent.record(0))
-        part = self._reserve(key, need)
+        part = reserve_part(self.root, key, need, self.budget_bytes, self.wait_seconds, self.stats)
         if part is None:
             self.stats.read_through += 1
             return None
@@ -243,38 +243,6 @@ class NodeCache:
         fetched can be counted afterwards."""
         record = {"kind": kind, "key": key, "source": source, "start": start, "bytes": nbytes}
         append_journal(self.root, record | ({"column": column} if column else {}))
-
-    def _reserve(self, key: str, need: int) -> str | None:
-        """A part file counted as ``need`` bytes, once there is room; None if there is none."""
-        if need > self.budget_bytes:
-            return None
-        deadline = time.monotonic() + self.wait_seconds
-        while True:
-            with self._global().held():
-                if self._make_room(need):
-                    part = self._path("tmp", f"{key}.{need}.{owner_id()}.part")
-                    os.close(os.open(part, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o666))
-                    return part
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.05)
-
-    def _make_room(self, need: int) -> bool:
-        """Evict unleased entries, least recently used first, until ``need`` more bytes fit
-        (called under the exclusive lock)."""
-        scan = scan_dir(self.root, clean=True)
-        used = scan.used
-        for _mtime, size, key in sorted(scan.entries):
-            if used + need <= self.budget_bytes:
-                break
-            if key in scan.leased:
-                continue
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._path("entries", key))
-                forget_verified(self._path("entries", key))
-                used -= size
-                self.stats.evictions += 1
-        return used + need <= self.budget_bytes
 
     # -- the whole cache --------------------------------------------------------------
     def has(self, extent: Extent) -> bool:
