@@ -16,6 +16,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1] / "src"))  # this checkout's shardwise, not another
 
 import clihelp  # noqa: E402
 import layers  # noqa: E402

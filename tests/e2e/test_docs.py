@@ -1,14 +1,16 @@
-"""The README's code blocks run as written.
+"""The code blocks of the README and of every page of the docs site run as written.
 
 Every ```python block is saved as a script and run with the venv's Python (as a user
 pasting it into a file would), every ```yaml block is run with ``shardwise run``, and the
-install lines name extras that exist. The paths the blocks use (``raw/*.jsonl.zst``,
+install lines name extras that exist. A block right after the marker
+``<!-- needs: cluster -->`` needs a real cluster's addresses: it is not run, only parsed. The paths the blocks use (``raw/*.jsonl.zst``,
 ``s3://bucket/...``) are made real: local files in the working directory and a SeaweedFS
 S3 server on 127.0.0.1 whose endpoint and credentials come from the usual AWS variables.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import random
@@ -29,13 +31,37 @@ from _s3server import s3_server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
+NEEDS_CLUSTER = "<!-- needs: cluster -->"
+MAX_CLUSTER_BLOCKS = 4  # a few, not a way around the runner
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 
+def _all_blocks() -> list[tuple[str, str, str, bool]]:
+    """(page, language, body, needs a cluster) for every fenced block of every page."""
+    out = []
+    for page in PAGES:
+        text = page.read_text()
+        for match in BLOCK.finditer(text):
+            marked = text[: match.start()].rstrip().endswith(NEEDS_CLUSTER)
+            out.append((str(page.relative_to(ROOT)), match.group(1), match.group(2), marked))
+    return out
+
+
 def blocks(lang: str) -> list[str]:
-    return [body for kind, body in BLOCK.findall(README.read_text()) if kind == lang]
+    return [body for _, kind, body, marked in _all_blocks() if kind == lang and not marked]
+
+
+def _ids(lang: str) -> list[str]:
+    seen: dict[str, int] = {}
+    ids = []
+    for page, kind, _, marked in _all_blocks():
+        if kind == lang and not marked:
+            seen[page] = seen.get(page, 0) + 1
+            ids.append(f"{page}#{seen[page]}")
+    return ids
 
 
 def _words(rng: random.Random, n: int) -> str:
@@ -141,7 +167,7 @@ def _fresh(workspace: Path, tmp_path: Path) -> Path:
     return cwd
 
 
-@pytest.mark.parametrize("index", range(len(blocks("python"))))
+@pytest.mark.parametrize("index", range(len(blocks("python"))), ids=_ids("python"))
 def test_python_block_runs_as_a_script(
     index: int, workspace: Path, tmp_path: Path, s3_server: dict[str, Any]
 ) -> None:
@@ -158,7 +184,7 @@ def test_python_block_runs_as_a_script(
             assert (cwd / out / "_manifest.json").exists()
 
 
-@pytest.mark.parametrize("index", range(len(blocks("yaml"))))
+@pytest.mark.parametrize("index", range(len(blocks("yaml"))), ids=_ids("yaml"))
 def test_yaml_block_runs_with_shardwise_run(
     index: int, workspace: Path, tmp_path: Path, s3_server: dict[str, Any]
 ) -> None:
@@ -169,7 +195,7 @@ def test_yaml_block_runs_with_shardwise_run(
     manifest = json.loads((cwd / "clean" / "_manifest.json").read_text())
     assert manifest["rows_out"] > 0 and manifest["quarantined"] >= 3
     assert "quarantined" in proc.stdout
-    # the README's shardwise command lines that work on such an output (report, plan) run too
+    # the pages' shardwise command lines that work on such an output (report, plan) run too
     commands = [
         line.split("#")[0].split()
         for body in blocks("bash")
@@ -199,3 +225,17 @@ def test_install_lines_name_extras_that_exist() -> None:
     make_targets = re.findall(r"^make (\w+)", "\n".join(blocks("bash")), re.M)
     makefile = (ROOT / "Makefile").read_text()
     assert make_targets and all(re.search(rf"^{t}:", makefile, re.M) for t in make_targets)
+
+
+def test_cluster_blocks_are_few_and_parse() -> None:
+    marked = [(page, kind, body) for page, kind, body, needs in _all_blocks() if needs]
+    assert 0 < len(marked) <= MAX_CLUSTER_BLOCKS, [page for page, _, _ in marked]
+    for page, kind, body in marked:
+        assert kind == "python", (page, kind)
+        ast.parse(body, filename=page)
+
+
+def test_every_block_is_run_or_marked() -> None:
+    """A block in a language the runner does not know would silently go unchecked."""
+    known = {"python", "yaml", "bash", "text"}
+    assert {kind for _, kind, _, _ in _all_blocks()} <= known
