@@ -74,6 +74,19 @@ def test_benchmark_pages_show_the_results_files(site: Path) -> None:
     assert "<!-- results:" not in (site / "benchmarks" / "loader.html").read_text()
 
 
+def test_no_marker_is_left_unexpanded(site: Path) -> None:
+    for page in site.rglob("*.html"):
+        text = page.read_text()
+        for marker in ("<!-- results:", "<!-- value:", "<!-- layers -->", "<!-- cli-help -->"):
+            assert marker not in text, (page, marker)
+
+
+def test_inline_figures_come_from_the_results_files(site: Path) -> None:
+    data = results.load("dedup")["shapes"]["medium"]["results"]
+    recall = next(r["recall"] for r in data if r["name"] == "shardwise_noverify")
+    assert f"{recall:.3f}" in (site / "guides" / "dedup.html").read_text()
+
+
 def test_readme_benchmark_table_comes_from_the_results_files() -> None:
     text = (ROOT / "README.md").read_text()
     assert results.readme_with_summary(text) == text, (

@@ -252,6 +252,25 @@ def fix_table(text: str) -> str:
     return "\n".join(lines)
 
 
+def _get(data: Any, path: str) -> Any:
+    """``shapes.medium.results[name=datasketch].seconds``: keys, and list items by a field."""
+    for part in path.split("."):
+        if part.endswith("]"):
+            key, selector = part[:-1].split("[")
+            field, wanted = selector.split("=")
+            data = next(item for item in data[key] if str(item.get(field)) == wanted)
+        else:
+            data = data[part]
+    return data
+
+
+def value(spec: str) -> str:
+    """``dedup shapes.long.results[name=shardwise].precision .3f``: one figure of a results
+    file, formatted (the inline ``<!-- value: ... -->`` marker)."""
+    name, path, fmt = spec.split()
+    return format(_get(load(name), path), fmt)
+
+
 def expand(markdown: str, summary_prefix: str = "") -> str:
     """Replace every ``<!-- results: NAME -->`` marker with the rendered figures
     (``summary``: the README's table, its links relative to ``summary_prefix``)."""
@@ -262,6 +281,7 @@ def expand(markdown: str, summary_prefix: str = "") -> str:
             return summary_table(link_prefix=summary_prefix)
         return fix_table(RENDERERS[name]())
 
+    markdown = re.sub(r"<!-- value: ([^>]+?) -->", lambda m: value(m.group(1)), markdown)
     return re.sub(r"<!-- results: (\w+) -->", sub, markdown)
 
 
