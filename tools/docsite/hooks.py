@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,3 +59,12 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if "<!-- cli-help -->" in markdown:
         markdown = markdown.replace("<!-- cli-help -->", clihelp.markdown())
     return markdown
+
+
+SPHINX_ROLE = re.compile(r":(?:class|func|meth|attr|mod|exc|data|obj):(?=<code>)")
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """Docstrings name objects Sphinx-style (``:class:`X```); the role is dropped, the
+    name stays code."""
+    return SPHINX_ROLE.sub("", html)
