@@ -3,9 +3,10 @@
 Every ```python block is saved as a script and run with the venv's Python (as a user
 pasting it into a file would), every ```yaml block is run with ``shardwise run``, and the
 install lines name extras that exist. A block right after the marker
-``<!-- needs: cluster -->`` needs a real cluster's addresses: it is not run, only parsed. The paths the blocks use (``raw/*.jsonl.zst``,
-``s3://bucket/...``) are made real: local files in the working directory and a SeaweedFS
-S3 server on 127.0.0.1 whose endpoint and credentials come from the usual AWS variables.
+``<!-- needs: cluster -->`` needs a real cluster's addresses: it is not run, only parsed.
+The paths the blocks use (``raw/*.jsonl.zst``, ``s3://bucket/...``) are made real: local
+files in the working directory and a SeaweedFS S3 server on 127.0.0.1 whose endpoint and
+credentials come from the usual AWS variables.
 """
 
 from __future__ import annotations
