@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "shardwise"
 
 # (module, exception): internal invariants a user cannot trigger through the public API
 INTERNAL = {
-    ("loader/transport.py", "RuntimeError"),  # a worker's ring replaced under it: a bug, not input
+    ("loader/workers/receive.py", "RuntimeError"),  # a ring replaced under it: a bug, not input
     (
         "parallel/_caller.py",
         "RuntimeError",

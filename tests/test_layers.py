@@ -172,3 +172,41 @@ def test_no_import_circles() -> None:
 def test_the_checker_sees_a_circle_and_a_wrong_arrow() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _top("shardwise.plan.epoch") == "plan" and _top("shardwise") == "__init__"
+
+
+# -- the loader's rooms (shardwise.loader's sub-packages) ------------------------------
+# What each sub-package of the loader may import of the loader's other children (its
+# sub-packages and its top-level modules); imports inside one room are free. The
+# top-level modules (the dataset and the small objects it is made of) may import every
+# room. inprocess/ and workers/ are the two paths: they share batches/ and read/, and
+# never import each other.
+LOADER_SUBPACKAGES: dict[str, set[str]] = {
+    "read": {"source", "placement"},
+    "batches": {"read"},
+    "inprocess": {"batches", "read"},
+    "workers": {"batches", "read"},
+}
+
+
+def _loader_child(module: str) -> str | None:
+    """The child of ``shardwise.loader`` that ``module`` is or sits in, if any."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "loader" else None
+
+
+def test_the_loaders_rooms_import_only_the_rooms_below_them() -> None:
+    bad = []
+    for module, targets in _graph().items():
+        room = _loader_child(module)
+        if room not in LOADER_SUBPACKAGES:
+            continue
+        for target in targets:
+            dst = _loader_child(target)
+            if dst is not None and dst != room and dst not in LOADER_SUBPACKAGES[room]:
+                bad.append(f"{module} -> {target}")
+    assert not bad, "imports against the loader's rooms:\n" + "\n".join(sorted(bad))
+    rooms = {p.name for p in (SRC / "loader").iterdir() if (p / "__init__.py").is_file()}
+    assert rooms == set(LOADER_SUBPACKAGES)  # a new room gets its line above
+    for room in rooms:
+        doc = ast.get_docstring(ast.parse((SRC / "loader" / room / "__init__.py").read_text()))
+        assert doc and "May import" in doc, f"loader/{room}/__init__.py: say what it may import"

@@ -135,8 +135,9 @@ def dataloader_ceiling(data: Path, consume: Consumer, info: dict[str, Any]) -> C
     import pyarrow.parquet as pq
     from torch.utils.data import IterableDataset
 
-    from shardwise.loader import process
-    from shardwise.loader.convert import split
+    from shardwise.loader.batches.split import split
+    from shardwise.loader.workers import setup
+    from shardwise.loader.workers.transport import travel_for
 
     files = parquet_files(data)
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
@@ -145,8 +146,8 @@ def dataloader_ceiling(data: Path, consume: Consumer, info: dict[str, Any]) -> C
 
     class Prebuilt(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore]
         def __iter__(self) -> Any:
-            process.setup_worker("numpy")  # what shardwise does in a DataLoader worker
-            batches = list(split(table, BATCH, "numpy"))
+            setup.setup_worker("numpy")  # what shardwise does in a DataLoader worker
+            batches = list(split(table, BATCH, "numpy", None, travel_for("numpy")))
             for j in range(total // BATCH // WORKERS):
                 yield batches[j % len(batches)]
 

@@ -31,7 +31,7 @@ from shardwise.pipeline.hooks import on_run_published as _on_run_published
 if TYPE_CHECKING:
     from shardwise.index import DatasetIndex, open_dataset
     from shardwise.loader import StreamingDataset
-    from shardwise.loader.sources import Source
+    from shardwise.loader.source import Source
     from shardwise.parallel import parallel_backend, parallel_map
     from shardwise.pipeline import read_jsonl, read_parquet, read_webdataset
     from shardwise.prepare import prepare
@@ -75,7 +75,7 @@ _LAZY = {
     "read_parquet": "shardwise.pipeline",
     "read_webdataset": "shardwise.pipeline",
     "StreamingDataset": "shardwise.loader",
-    "Source": "shardwise.loader.sources",
+    "Source": "shardwise.loader.source",
 }
 
 

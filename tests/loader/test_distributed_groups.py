@@ -99,7 +99,8 @@ def test_two_groups_of_two_then_resume_onto_four_groups_of_one(tmp_path: Path) -
 def test_device_mesh_data_parallel_dimension_by_name(tmp_path: Path) -> None:
     data = make_parquet(tmp_path / "ds", N)
     got = _launch(tmp_path, data, "mesh")
-    # mesh [[0, 1], [2, 3]]: "dp" first groups ranks (0, 1) and (2, 3); "dp" second (0, 2) and (1, 3)
+    # mesh [[0, 1], [2, 3]]: "dp" first groups ranks (0, 1) and (2, 3); "dp" second (0, 2)
+    # and (1, 3)
     assert got["dptp"]["dp"] == [[0, 2], [0, 2], [1, 2], [1, 2]]
     assert got["tpdp"]["dp"] == [[0, 2], [1, 2], [0, 2], [1, 2]]
     for step in got["dptp"]["steps"]:
@@ -109,7 +110,11 @@ def test_device_mesh_data_parallel_dimension_by_name(tmp_path: Path) -> None:
         assert b[0] == b[2] == a[0] and b[1] == b[3] == a[2]  # the same plan, other ranks
     assert got["flat"] == [[r, 4] for r in range(4)]
     assert got["errors"] == {
-        "{'dp_dim': 'pp'}": "dp_dim='pp' is not a dimension of device_mesh= (its dimensions: ['tp', 'dp'])",
-        "{}": "device_mesh= has 2 dimensions ('tp', 'dp'); pass dp_dim= naming the data-parallel one",
+        "{'dp_dim': 'pp'}": (
+            "dp_dim='pp' is not a dimension of device_mesh= (its dimensions: ['tp', 'dp'])"
+        ),
+        "{}": (
+            "device_mesh= has 2 dimensions ('tp', 'dp'); pass dp_dim= naming the data-parallel one"
+        ),
         "{'dp_dim': 2}": "dp_dim must name a dimension of device_mesh= (['tp', 'dp']), got 2",
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shardwise.errors import ConfigError
-from shardwise.loader.placement import Placement, detect_placement
+from shardwise.loader.placement import Placement, detect_placement, in_dataloader_worker
 
 
 def test_defaults_to_one_rank_one_worker(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,7 +47,6 @@ def test_impossible_placements_are_config_errors(
 
 
 def test_inside_a_dataloader_worker_the_worker_is_detected() -> None:
-    import torch
     from torch.utils.data import DataLoader, IterableDataset
 
     class Probe(IterableDataset):  # type: ignore[type-arg]
@@ -59,4 +58,6 @@ def test_inside_a_dataloader_worker_the_worker_is_detected() -> None:
         tuple(int(v) for v in x) for x in DataLoader(Probe(), num_workers=2, batch_size=None)
     )
     assert got == [(0, 2), (1, 2)]
-    assert torch is not None
+    # the training process itself is no worker: worker 0 of 1 once its workers are done
+    assert not in_dataloader_worker()
+    assert detect_placement(rank=0, world_size=1) == Placement(0, 1, 0, 1)

@@ -205,7 +205,8 @@ def test_bad_combinations_are_config_errors_naming_the_arguments(
 def test_a_worker_position_saved_on_one_rank_of_a_group_resumes_the_other(
     index: DatasetIndex,
 ) -> None:
-    # torchdata's StatefulDataLoader saves each worker's own position (state_dict() without arguments)
+    # torchdata's StatefulDataLoader saves each worker's own position (state_dict() without
+    # arguments)
     a, b = _ranks(index, 4, 2, 2, 8, seed=2)[2:]
     full = [s["id"] for s in a.iter_shard(a.dp_rank, a.dp_size, 1, 2)]
     it = a.iter_shard(a.dp_rank, a.dp_size, 1, 2)
@@ -279,7 +280,8 @@ def _mixed_rank(mixed: list[str], rank: int, world: int, repl: int, workers: int
 def test_replication_composes_with_mixing_and_canonical_workers(mixed: list[str]) -> None:
     kw = {"epoch_size": 600, "batching": "stratified", "canonical_workers": 4}
     first = _global(mixed, 1, 1, 1, **kw)
-    # 600 rounds down to the canonical grid (4 x 4 workers x 3 samples = 48): 48 global batches of 12
+    # 600 rounds down to the canonical grid (4 x 4 workers x 3 samples = 48): 48 global
+    # batches of 12
     assert len(first) == 48 and all(len(b) == 12 for b in first)
     for s, quota in enumerate(
         (384, 192)

@@ -91,7 +91,8 @@ def test_skip_streams_every_readable_record_once_with_exact_counts(
         list(StreamingDataset(str(path), shuffle=False, rank=0, world_size=1))
     ds = StreamingDataset(str(path), batch_size=1, on_error="skip", rank=0, world_size=1)
     assert int(ds.counts.sum()) == len(good)
-    # exactly what was left out, each place once: two lines, one tar member, one row group's 100 rows
+    # exactly what was left out, each place once: two lines, one tar member, one row group's
+    # 100 rows
     expected = {
         "jsonl": (2, [("p0.jsonl", "line 38"), ("p2.jsonl", "line 6")]),
         "webdataset": (1, [("shard-1.tar", "member ../s0061.id")]),

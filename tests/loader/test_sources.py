@@ -328,7 +328,8 @@ def test_canonical_workers_give_the_same_global_batches_on_every_divisor_topolog
         (n, w): _global_batches(make(n), n, w) for n, w in [(1, 1), (1, 4), (2, 2), (4, 1), (2, 1)]
     }
     first = runs[(1, 1)]
-    # the grid is 4 ranks x 4 workers x 3 samples: 600 rounds down to 12 x 48 = 48 global batches of 12
+    # the grid is 4 ranks x 4 workers x 3 samples: 600 rounds down to 12 x 48 = 48 global
+    # batches of 12
     assert len(first) == 48 and all(len(b) == 12 for b in first)
     for topo, batches in runs.items():
         assert batches == first, topo

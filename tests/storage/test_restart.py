@@ -182,7 +182,7 @@ def test_a_unit_read_is_retried_whole_and_its_quarantine_counted_once(
     reader reports it) before the read succeeds; a record quarantined by each failed try
     is counted once."""
     from shardwise import open_dataset
-    from shardwise.loader.reader import UnitReader
+    from shardwise.loader.read.units import UnitReader
     from shardwise.storage import retry
 
     path = tmp_path / "a.jsonl"

@@ -123,8 +123,8 @@ def plan(
     R groups (data-parallel ranks) whose R ranks read the same batches."""
     import numpy as np
 
-    from shardwise.loader.sources import open_source
-    from shardwise.loader.spec import parse_source
+    from shardwise.cli.source_spec import parse_source
+    from shardwise.loader.read.opening import open_index
     from shardwise.loader.stats import mixing_for
     from shardwise.plan import Topology, auto_interleave, make_plan
     from shardwise.plan.report import plan_report
@@ -138,7 +138,7 @@ def plan(
         raise click.UsageError("give PATHS or --source options (one or more), not both")
     groups = world_size // replication
     given: list[Any] = [parse_source(s, fmt) for s in sources] or list(paths)
-    index = open_source(given, "raise", {"format": fmt} if fmt and paths else {}, [])
+    index = open_index(given, "raise", {"format": fmt} if fmt and paths else {}, [])
     mixing = mixing_for(index, epoch_size, batching)
     unit_bytes = np.array([u.num_bytes for u in index.units])
     interleave = interleave or auto_interleave(unit_bytes, shuffle_mb * 2**20)

@@ -34,10 +34,10 @@ from shardwise.errors import ConfigError, PlanError
 from shardwise.integrations._arrays import column_arrays, column_spec
 from shardwise.loader import StreamingDatasetBase
 
-__all__ = ["DaliSource", "WorkerSource"]
+__all__ = ["DaliSource", "WorkerFeed", "WorkerSource"]
 
 
-class WorkerSource:
+class WorkerFeed:
     """The iterable of one (rank, DALI worker): ``per_worker`` samples per ``next()``.
 
     Each item is a tuple with one entry per column (for ``num_outputs=len(columns)``):
@@ -64,7 +64,7 @@ class WorkerSource:
 
     def __repr__(self) -> str:
         return (
-            f"WorkerSource(rank={self.rank}, worker={self.worker} of {self.num_workers}, "
+            f"WorkerFeed(rank={self.rank}, worker={self.worker} of {self.num_workers}, "
             f"per_worker={self._ds.batch_size}, columns={self.columns})"
         )
 
@@ -83,6 +83,9 @@ class WorkerSource:
                     f"samples, not per_worker={per_worker}"
                 )
             yield tuple(column_arrays(c, batch.column(c)) for c in self.columns)
+
+
+WorkerSource = WorkerFeed  # its name in 0.1; a deprecated alias, kept for one release
 
 
 class DaliSource:
@@ -152,10 +155,10 @@ class DaliSource:
         self.specs = {c: column_spec(c, schema.field(c).type) for c in self.columns}
 
     # -- the sources ------------------------------------------------------------------
-    def sources(self) -> list[WorkerSource]:
+    def sources(self) -> list[WorkerFeed]:
         """``num_workers`` fresh sources from the current epoch (and loaded state)."""
         return [
-            WorkerSource(copy.copy(self.dataset), k, self.num_workers, self.columns)
+            WorkerFeed(copy.copy(self.dataset), k, self.num_workers, self.columns)
             for k in range(self.num_workers)
         ]
 

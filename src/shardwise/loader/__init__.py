@@ -1,47 +1,54 @@
 """Training ingest: the torch-aware ``StreamingDataset`` built on ``shardwise.plan``.
 
-``StreamingDataset`` is created on first access: with torch installed it is also a
-``torch.utils.data.IterableDataset``; without torch it is the plain class.
+:meth:`StreamingDataset.iter_shard` yields the samples (or ready batches) of one (rank,
+worker) from the epoch's plan. With torch installed the class is also a
+``torch.utils.data.IterableDataset``: iterating it inside a ``DataLoader`` detects the
+rank from ``torch.distributed`` (or ``RANK`` / ``WORLD_SIZE``) and the worker from
+``get_worker_info()``. Per-sample mode (``batch_format=None``) yields dicts; use
+``DataLoader(ds, batch_size=<the same batch_size>)``. Batched mode (``"numpy"``,
+``"torch"``, ``"arrow"``) yields whole per-rank batches: iterate it directly (the
+in-process path) or in ``DataLoader(ds, batch_size=None)`` (the worker path).
+
+The rooms, by the path a batch takes (each sub-package's docstring says what it may
+import; ``tests/test_layers.py`` checks it):
+
+- :mod:`~shardwise.loader.read`: units read (projection, filter, node cache, read-ahead,
+  several sources as one); imports no other room.
+- :mod:`~shardwise.loader.batches`: the one batch builder of both paths (windows, pieces,
+  gathers, conversion, packaging); imports ``read``.
+- :mod:`~shardwise.loader.inprocess`: batches made on threads of the training process.
+- :mod:`~shardwise.loader.workers`: what runs in DataLoader workers and how their batches
+  travel (shared-memory ring); ``inprocess`` and ``workers`` import ``batches`` and
+  ``read``, never each other.
+
+The modules beside them assemble the dataset: :mod:`~shardwise.loader.dataset`, and the
+small objects it is made of (placement, planner, state, position, channel, stats), the
+user's :class:`Source` (:mod:`~shardwise.loader.source`) and the argument checks.
+
+Names load lazily: ``StreamingDataset`` imports torch (its base) on first use.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from shardwise.loader.dataset import NumpyColumn, StreamingDatasetBase
-from shardwise.loader.sources import Source
+if TYPE_CHECKING:
+    from shardwise.loader.batches.numpy_column import NumpyColumn
+    from shardwise.loader.dataset import StreamingDataset, StreamingDatasetBase
+    from shardwise.loader.source import Source
 
 __all__ = ["NumpyColumn", "Source", "StreamingDataset", "StreamingDatasetBase"]
 
-_cls: type | None = None
-
-
-def _build() -> type:
-    global _cls
-    if _cls is None:
-        try:
-            from torch.utils.data import IterableDataset
-        except ImportError:
-            _cls = type(
-                "StreamingDataset",
-                (StreamingDatasetBase,),
-                {"__module__": __name__, "__doc__": StreamingDatasetBase.__doc__},
-            )
-        else:
-            _cls = type(
-                "StreamingDataset",
-                (StreamingDatasetBase, IterableDataset),
-                {
-                    "__module__": __name__,
-                    "__doc__": StreamingDatasetBase.__doc__,
-                    "__iter__": StreamingDatasetBase.__iter__,
-                    "__len__": StreamingDatasetBase.__len__,
-                },
-            )
-    return _cls
+_HOMES = {
+    "NumpyColumn": "shardwise.loader.batches.numpy_column",
+    "Source": "shardwise.loader.source",
+    "StreamingDataset": "shardwise.loader.dataset",
+    "StreamingDatasetBase": "shardwise.loader.dataset",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "StreamingDataset":
-        return _build()
+    if name in _HOMES:
+        return getattr(import_module(_HOMES[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,6 +18,7 @@ __all__ = [
     "check_bool",
     "check_columns",
     "check_filter",
+    "check_format",
     "check_int",
     "check_state",
     "check_threads",
@@ -117,3 +118,15 @@ def check_threads(num_threads: int | None) -> int:
     ):
         raise ConfigError(f"num_threads must be an integer >= 1, got {num_threads!r}")
     return num_threads or default_threads()
+
+
+def check_format(batch_format: Any, pad_to: Any) -> None:
+    """A batch format ``StreamingDataset`` makes, and ``pad_to`` only where it pads."""
+    if batch_format not in (None, "numpy", "torch", "arrow"):
+        raise ConfigError(
+            f"batch_format must be None, 'numpy', 'torch' or 'arrow', got {batch_format!r}"
+        )
+    if pad_to is not None and batch_format not in ("numpy", "torch"):
+        raise ConfigError(
+            f"pad_to={pad_to!r} pads numpy or torch batches; batch_format is {batch_format!r}"
+        )

@@ -26,7 +26,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Seen", "TopologyChannel", "in_dataloader_worker"]
+__all__ = ["Seen", "TopologyChannel"]
 
 
 @dataclass(frozen=True)
@@ -98,12 +98,3 @@ class TopologyChannel:
                 os.unlink(path)
             except OSError:
                 pass
-
-
-def in_dataloader_worker() -> bool:
-    """Whether this code runs in a torch DataLoader worker (False without torch)."""
-    try:
-        from torch.utils.data import get_worker_info
-    except ImportError:
-        return False
-    return get_worker_info() is not None

@@ -1,52 +1,50 @@
-"""``StreamingDataset``: exact, equal, deterministic, resumable streaming for training.
-
-Framework-agnostic at its core: :meth:`StreamingDataset.iter_shard` yields the samples
-(or ready batches) of one (rank, worker) from the epoch's :class:`~shardwise.plan.EpochPlan`.
-With torch installed the class is also a ``torch.utils.data.IterableDataset``: iterating
-it inside a ``DataLoader`` detects the rank from ``torch.distributed`` (or ``RANK`` /
-``WORLD_SIZE``) and the worker from ``get_worker_info()``.
-
-Per-sample mode (``batch_format=None``) yields dicts; use ``DataLoader(ds, batch_size=<the
-same batch_size>)``. Batched mode (``"numpy"``, ``"torch"``, ``"arrow"``) yields whole
-per-rank batches: iterate it directly (:mod:`shardwise.loader.threaded`) or in
-``DataLoader(ds, batch_size=None)``."""
+"""``StreamingDataset``: exact, equal, deterministic, resumable streaming for training;
+one class composed of its Ranks, Planner, LoaderState and Reading (see the package), a
+``torch.utils.data.IterableDataset`` where torch is installed (:mod:`.iterable`).
+"""
 
 from __future__ import annotations
 
 import inspect
-import time
+import weakref
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
-import numpy as np
 import pyarrow.compute as pc
 
-from shardwise.errors import ConfigError, PlanError
+from shardwise.errors import PlanError
 from shardwise.formats import OnError, check_on_error
-from shardwise.loader._args import check_bool, check_columns, check_filter, check_int, check_threads
-from shardwise.loader.cached import node_cache
-from shardwise.loader.channel import Seen, in_dataloader_worker
-from shardwise.loader.convert import Padding, check_padding
-from shardwise.loader.groups import data_parallel
-from shardwise.loader.headstart import HeadStart, head_start
-from shardwise.loader.memory import WindowMemory
-from shardwise.loader.placement import detect_placement
-from shardwise.loader.position import Position
-from shardwise.loader.process import setup_worker
-from shardwise.loader.sources import Source, check_not_empty, open_reader, open_source, read_counts
+from shardwise.loader._args import (
+    check_bool,
+    check_columns,
+    check_filter,
+    check_format,
+    check_int,
+    check_threads,
+)
+from shardwise.loader.batches.convert import Padding, check_padding
+from shardwise.loader.batches.memory import WindowMemory
+from shardwise.loader.batches.reading import BatchFormat, Reading
+from shardwise.loader.iterable import IterableBase
+from shardwise.loader.placement import Ranks, detect_placement, in_dataloader_worker, place_ranks
+from shardwise.loader.planner import Planner, interleave_for
+from shardwise.loader.read.cached import node_cache
+from shardwise.loader.read.headstart import HeadStart, head_start
+from shardwise.loader.read.mixed import read_counts, unit_reader
+from shardwise.loader.read.opening import check_not_empty, open_index
+from shardwise.loader.shard import shard_items
 from shardwise.loader.state import LoaderState
-from shardwise.loader.stats import epoch_stats, mixing_for
-from shardwise.loader.stream import BatchFormat, Reading, serial_items
-from shardwise.loader.threaded import threaded_batches
-from shardwise.loader.transport import NumpyColumn
-from shardwise.plan import Plan, Topology, auto_interleave, make_plan
-from shardwise.plan.compose import WindowSource
+from shardwise.loader.stats import epoch_stats, mixing_for, mixing_key
+from shardwise.loader.workers.setup import setup_worker
+from shardwise.plan import Plan, Topology
+from shardwise.plan.budget import DEFAULT_SHUFFLE_BYTES
 
-__all__ = ["NumpyColumn", "StreamingDatasetBase"]
+__all__ = ["StreamingDataset", "StreamingDatasetBase"]
 
 
-class StreamingDatasetBase(LoaderState):
+class StreamingDatasetBase:
     """Stream a dataset to training with exact, equal per-rank shares.
 
     Args:
@@ -129,7 +127,7 @@ class StreamingDatasetBase(LoaderState):
         filter: pc.Expression | None = None,
         batch_format: BatchFormat | None = None,
         interleave: int | None = None,
-        shuffle_bytes: int = 512 * 2**20,
+        shuffle_bytes: int = DEFAULT_SHUFFLE_BYTES,
         prefetch_bytes: int = 256 * 2**20,
         rank: int | None = None,
         world_size: int | None = None,
@@ -150,149 +148,84 @@ class StreamingDatasetBase(LoaderState):
         cache_bytes: int | None = None,
         **open_options: Any,
     ) -> None:
-        if batch_format not in (None, "numpy", "torch", "arrow"):
-            raise ConfigError(
-                f"batch_format must be None, 'numpy', 'torch' or 'arrow', got {batch_format!r}"
-            )
+        check_format(batch_format, pad_to)
         self.on_error = check_on_error(on_error)
-        if pad_to is not None and batch_format not in ("numpy", "torch"):
-            raise ConfigError(
-                f"pad_to={pad_to!r} pads numpy or torch batches; batch_format is {batch_format!r}"
-            )
         self.columns = check_columns(columns)
         self.cache = node_cache(cache_dir, cache_bytes)
-        self._open(source, cache_dir, open_options, epoch_size, batching)
+        known = tuple(inspect.signature(StreamingDatasetBase.__init__).parameters)
+        self.index = open_index(source, self.on_error, open_options, self.columns, known, cache_dir)
+        self.mixing = mixing_for(self.index, epoch_size, batching)
         self.canonical_workers = check_int("canonical_workers", canonical_workers, 1, optional=True)
         self.batch_size = check_int("batch_size", batch_size, 1)
-        self.shuffle, self.drop_last = (
-            check_bool("shuffle", shuffle),
-            check_bool("drop_last", drop_last),
-        )
+        self.shuffle = check_bool("shuffle", shuffle)
+        self.drop_last = check_bool("drop_last", drop_last)
         self.seed = check_int("seed", seed, 0)
-        self.filter = check_filter(
-            filter, [ix.schema for ix in getattr(self.index, "indexes", [self.index])]
-        )
-        self.batch_format = batch_format
-        self.pad_to = check_padding(pad_to)
-        self.num_threads = check_threads(num_threads)
-        self.pin_memory = bool(pin_memory)
+        schemas = [ix.schema for ix in getattr(self.index, "indexes", [self.index])]
+        self.filter = check_filter(filter, schemas)
+        self.batch_format, self.pad_to = batch_format, check_padding(pad_to)
+        self.num_threads, self.pin_memory = check_threads(num_threads), bool(pin_memory)
         self.shuffle_bytes = check_int("shuffle_bytes", shuffle_bytes, 1)
-        interleave = check_int("interleave", interleave, 1, optional=True)
-        self.interleave = interleave if interleave is not None else self._auto_interleave()
+        self.interleave = interleave_for(self.index, interleave, self.shuffle_bytes)
         self.prefetch_bytes = check_int("prefetch_bytes", prefetch_bytes, 0)
-        self._place(
-            rank,
-            world_size,
-            num_workers,
-            dict(
-                replication=replication,
-                dp_rank=dp_rank,
-                dp_size=dp_size,
-                device_mesh=device_mesh,
-                dp_dim=dp_dim,
-            ),
-        )
+        groups: dict[str, Any] = dict(replication=replication, dp_rank=dp_rank, dp_size=dp_size)
+        groups.update(device_mesh=device_mesh, dp_dim=dp_dim)
+        self.ranks: Ranks = place_ranks(rank, world_size, num_workers, groups)
         # plan from what reading yields: after the filter, and after quarantine under "skip"
         self.counts, self.quarantine = read_counts(self.index, filter, self.on_error)
-        self._start_state()
-        self._head: HeadStart | None = None  # the training process's downloads ahead of its workers
+        self._compose()
+        self._head: HeadStart | None = None  # the training process's downloads ahead of workers
         self._memory = WindowMemory()  # the in-process path's windows, kept for the next ones
-        open_reader(self.index, self.columns, self.filter, on_error)  # validate columns now
         self.topology(1)  # validate batch_size etc. now
         check_not_empty(self.index, self.counts, filter, self.quarantine)
 
-    def _open(
-        self,
-        source: Any,
-        cache_dir: str | None,
-        open_options: dict[str, Any],
-        epoch_size: int | None,
-        batching: str,
-    ) -> None:
-        """The index of the source (or of every :class:`Source`) and the mixing rules."""
-        sources = isinstance(source, Source) or (
-            isinstance(source, (list, tuple)) and any(isinstance(s, Source) for s in source)
-        )
-        if cache_dir is not None and not sources:  # the index is kept there too
-            open_options = dict(open_options, cache_dir=cache_dir)
-        self.index = open_source(
-            source,
-            self.on_error,
-            open_options,
-            self.columns,
-            tuple(inspect.signature(StreamingDatasetBase.__init__).parameters),
-        )
-        self.mixing = mixing_for(self.index, epoch_size, batching)
+    def _compose(self) -> None:
+        """The planner, the state and the reading, from the checked arguments."""
+        r = self.ranks
+        self.planner = Planner(
+            self.counts, self.batch_size, self.drop_last, self.interleave, self.seed,
+            self.shuffle, self.mixing, self.canonical_workers, r.dp_size, r.num_workers,
+        )  # fmt: skip
+        key = mixing_key(self.index, self.mixing, self.canonical_workers)
+        self.state = LoaderState(self.counts, key)
+        weakref.finalize(self, self.state.channel.remove)
+        self.reading = Reading(
+            self.index, self.columns, self.filter, self.on_error, self.batch_format,
+            self.batch_size, self.interleave, self.prefetch_bytes, self.pad_to,
+            self.num_threads, self.pin_memory, self.cache,
+        )  # fmt: skip
+        unit_reader(self.index, self.columns, self.filter, self.on_error)  # check columns now
 
-    def _place(
-        self,
-        rank: int | None,
-        world_size: int | None,
-        num_workers: int | None,
-        groups: dict[str, Any],
-    ) -> None:
-        """The training rank and world size (given or detected), the data-parallel ones the
-        plan is cut for, and the DataLoader workers if given."""
-        placement = detect_placement(rank, world_size, 0, 1)
-        self.rank, self.world_size = placement.rank, placement.world_size
-        dp = data_parallel(self.rank, self.world_size, **groups)
-        self.dp_rank, self.dp_size = dp.rank, dp.size  # what the plan is cut for
-        num_workers = check_int("num_workers", num_workers, 0, optional=True)
-        self.num_workers = max(1, num_workers) if num_workers is not None else None
-        self._explicit_workers = num_workers is not None
+    # -- where it streams to (see Ranks) ------------------------------------------------
+    rank = property(lambda self: self.ranks.rank, doc="The training rank.")
+    world_size = property(lambda self: self.ranks.world_size, doc="The training world size.")
+    dp_rank = property(lambda self: self.ranks.dp_rank, doc="The data-parallel rank.")
+    dp_size = property(lambda self: self.ranks.dp_size, doc="The data-parallel ranks.")
+    num_workers = property(lambda self: self.ranks.num_workers, doc="The workers, if given.")
+    epoch = property(lambda self: self.state.epoch, doc="The epoch (see set_epoch).")
 
-    def _auto_interleave(self) -> int:
-        """As many units as fit ``shuffle_bytes`` once decoded (taken as twice their
-        stored size), between 1 and ``shardwise.plan.budget.MAX_AUTO_INTERLEAVE``."""
-        return auto_interleave(
-            np.array([u.num_bytes for u in self.index.units]), self.shuffle_bytes
-        )
-
-    # -- planning ---------------------------------------------------------------------
+    # -- planning -----------------------------------------------------------------------
     def topology(self, num_workers: int | None = None, world_size: int | None = None) -> Topology:
         """The topology of this dataset for ``num_workers`` workers per data-parallel rank."""
-        return Topology(
-            world_size or self.dp_size,
-            num_workers or self.num_workers or 1,
-            self.batch_size,
-            self.drop_last,
-            self.interleave,
-        )
+        return self.planner.topology(num_workers, world_size)
 
     def plan(self, num_workers: int | None = None, world_size: int | None = None) -> Plan:
         """The current epoch's plan (including a loaded resume point)."""
-        return make_plan(
-            self.counts,
-            self.topology(num_workers, world_size),
-            seed=self.seed,
-            epoch=self.epoch,
-            shuffle=self.shuffle,
-            resumes=self._resumes,
-            mixing=self.mixing,
-            canonical_workers=self.canonical_workers,
-        )
+        return self.state.plan(self.planner, num_workers, world_size)
 
     def stats(self) -> dict[str, Any]:
         """This epoch's numbers: steps and samples per rank, and ``"per_source"``: each
         source's rule and the exact samples this epoch takes from it."""
-        start = self._resumes[0].topology if self._resumes else self.topology()
+        resumes = self.state.resumes
+        start = resumes[0].topology if resumes else self.topology()
         return epoch_stats(
             self.index, self.mixing, self.counts, self.plan(), start, self.canonical_workers
         )
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (a new order); forgets a resume point of another epoch."""
-        epoch = check_int("epoch", epoch, 0)
-        if epoch != self.epoch:
-            self._resumes = []
-        self.epoch = epoch
-        self._publish()
-        self._head_start()
-
-    def _head_start(self) -> None:
-        """Fill the node cache with this epoch's first units while workers start (see
-        :func:`~shardwise.loader.headstart.head_start`)."""
+        self.state.set_epoch(check_int("epoch", epoch, 0))
         workers = self.num_workers or 1
+        # the node cache is filled with this epoch's first units while workers start
         self._head = head_start(
             self._head,
             self.index,
@@ -301,18 +234,39 @@ class StreamingDatasetBase(LoaderState):
             self.dp_rank,
             workers,
             self.prefetch_bytes,
-            bool(self._resumes),
+            bool(self.state.resumes),
         )
 
+    def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
+        """The position after ``consumed_batches`` batches of this rank in this epoch.
+
+        Counted from the start of the epoch, or from the loaded state's position when the
+        epoch was resumed. Every rank saves the same state (ranks advance together).
+        Without ``consumed_batches`` (as torchdata's ``StatefulDataLoader`` calls it, in
+        each worker), the state is this worker's own position: the samples its current
+        iteration yielded.
+        """
+        return self.state.state_dict(self.planner, consumed_batches)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a saved position, on this or another topology (elastic resume)."""
+        self.state.load_state_dict(self.planner, state)
+
     def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__ | {"_head": None, "_memory": None}  # its threads and memory stay here
+        return self.__dict__ | {"_head": None, "_memory": None}  # its threads and memory stay
+
+    def __copy__(self) -> StreamingDatasetBase:
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.state = self.state.copy()  # a copy moves on apart from the original
+        return new
 
     def __len__(self) -> int:
         """Batches per rank (batched mode) or samples per rank (per-sample mode)."""
         p = self.plan()
         return p.batches_per_rank if self.batch_format else p.samples_per_rank
 
-    # -- iteration --------------------------------------------------------------------
+    # -- iteration ----------------------------------------------------------------------
     def iter_shard(
         self, rank: int, world_size: int, worker_id: int = 0, num_workers: int = 1
     ) -> Iterator[Any]:
@@ -322,55 +276,23 @@ class StreamingDatasetBase(LoaderState):
         ``dp_rank=``/``dp_size=``, ``device_mesh=``) pass ``ds.dp_rank, ds.dp_size``; every
         training rank of a group iterates the same ``rank`` and gets the same items.
         """
-        if in_dataloader_worker():
-            self._follow()
-            self._channel.announce(world_size, num_workers)
-        else:
-            self._seen = Seen(world_size, num_workers, time.time())
-        wp = self.plan(num_workers, world_size).worker(rank, worker_id)
-        here = self._start_at(wp, Position(self.epoch, rank, world_size, worker_id, num_workers))
-        yielded = here.samples
-        where = here.where()
-        for item, n in self._items(wp):
-            yielded += n  # counted as handed over: a state taken now includes this item
-            self._position = Position(*where, yielded)
-            yield item
-
-    def _items(self, wp: WindowSource) -> Iterator[tuple[Any, int]]:
-        """Samples or batches, each with its number of samples: batches in the training
-        process on threads of its own, everything else as a DataLoader worker does."""
-        reading = Reading(
-            self.index,
-            self.columns,
-            self.filter,
-            self.on_error,
-            self.batch_format,
-            self.batch_size,
-            self.interleave,
-            self.prefetch_bytes,
-            self.pad_to,
-            self.num_threads,
-            self.pin_memory,
-            self.cache,
-            self._memory,
+        reading = replace(self.reading, memory=self._memory)
+        return shard_items(
+            self.state, self.planner, reading, rank, world_size, worker_id, num_workers
         )
-        if self.batch_format is not None and not in_dataloader_worker():
-            return threaded_batches(reading, wp)
-        return serial_items(reading, wp)
 
     def __iter__(self) -> Iterator[Any]:
         placement = detect_placement(self.rank, self.world_size)
-        if (
-            self._explicit_workers
-            and placement.num_workers != (self.num_workers or 1)
-            and placement.num_workers > 1
-        ):
+        workers = placement.num_workers
+        if self.num_workers is not None and workers != self.num_workers and workers > 1:
             raise PlanError(
                 f"num_workers={self.num_workers} was given but the DataLoader runs "
-                f"{placement.num_workers} workers"
+                f"{workers} workers"
             )
         if in_dataloader_worker():
             setup_worker(self.batch_format)
-        return self.iter_shard(
-            self.dp_rank, self.dp_size, placement.worker_id, placement.num_workers
-        )
+        return self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, workers)
+
+
+class StreamingDataset(StreamingDatasetBase, IterableBase):
+    __doc__ = StreamingDatasetBase.__doc__

@@ -71,7 +71,8 @@ def data_parallel(
     ]
     if len(given) > 1:
         raise ConfigError(
-            f"give only one of replication=, dp_rank=/dp_size= and device_mesh=; got {' and '.join(given)}"
+            "give only one of replication=, dp_rank=/dp_size= and device_mesh=; "
+            f"got {' and '.join(given)}"
         )
     if dp_dim is not None and device_mesh is None:
         raise ConfigError(
@@ -124,6 +125,7 @@ def _from_mesh(mesh: Any, dp_dim: str | int | None) -> DataParallel:
         dim = dp_dim
     else:
         raise ConfigError(
-            f"dp_dim must name a dimension of device_mesh= ({names or list(range(ndim))}), got {dp_dim!r}"
+            "dp_dim must name a dimension of device_mesh= "
+            f"({names or list(range(ndim))}), got {dp_dim!r}"
         )
     return DataParallel(int(mesh.get_local_rank(dim)), int(mesh.size(dim)))

@@ -12,10 +12,13 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from shardwise.errors import ConfigError
+from shardwise.loader._args import check_int
+from shardwise.loader.groups import data_parallel
 
-__all__ = ["Placement", "detect_placement"]
+__all__ = ["Placement", "Ranks", "detect_placement", "in_dataloader_worker", "place_ranks"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class Placement:
             )
         if self.num_workers < 1 or not 0 <= self.worker_id < self.num_workers:
             raise ConfigError(
-                f"need 0 <= worker_id < num_workers, got worker_id={self.worker_id}, num_workers={self.num_workers}"
+                "need 0 <= worker_id < num_workers, got "
+                f"worker_id={self.worker_id}, num_workers={self.num_workers}"
             )
 
 
@@ -90,3 +94,43 @@ def detect_placement(
     workers = num_workers if num_workers is not None else d_workers
     wid = worker_id if worker_id is not None else d_worker
     return Placement(rk, world, wid, workers)
+
+
+def in_dataloader_worker() -> bool:
+    """Whether this code runs in a torch DataLoader worker (False without torch)."""
+    try:
+        from torch.utils.data import get_worker_info
+    except ImportError:
+        return False
+    return get_worker_info() is not None
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where a dataset streams to: its training rank, the data-parallel rank its plan
+    is cut for, and the DataLoader workers if given.
+
+    Attributes:
+        rank, world_size: the training rank and world size (given or detected).
+        dp_rank, dp_size: the data-parallel rank and size (see
+            :mod:`shardwise.loader.groups`).
+        num_workers: the DataLoader's workers (at least 1) if given, else None.
+    """
+
+    rank: int
+    world_size: int
+    dp_rank: int
+    dp_size: int
+    num_workers: int | None
+
+
+def place_ranks(
+    rank: int | None, world_size: int | None, num_workers: int | None, groups: dict[str, Any]
+) -> Ranks:
+    """The :class:`Ranks` of a dataset from its arguments (``groups``: ``replication``,
+    ``dp_rank``/``dp_size`` or ``device_mesh``/``dp_dim``)."""
+    placement = detect_placement(rank, world_size, 0, 1)
+    dp = data_parallel(placement.rank, placement.world_size, **groups)
+    workers = check_int("num_workers", num_workers, 0, optional=True)
+    workers = max(1, workers) if workers is not None else None
+    return Ranks(placement.rank, placement.world_size, dp.rank, dp.size, workers)

@@ -1,184 +1,163 @@
-"""What a :class:`~shardwise.loader.dataset.StreamingDatasetBase` saves and loads, and how
-the training process tells DataLoader workers the epoch and resume point it set.
+"""What a dataset saves and loads, and how the training process tells DataLoader workers
+the epoch and resume point it set: the :class:`LoaderState` object a dataset holds.
 
-A mixin: the dataset holds the counts, plan, channel and positions; this module holds the
-rules that turn them into a saved state and back (exact and elastic resume)."""
+It keeps the epoch, the resume points and the positions, and turns them into a saved
+state and back (exact and elastic resume); the plans it needs come from the dataset's
+:class:`~shardwise.loader.planner.Planner`, passed in.
+"""
 
 from __future__ import annotations
 
+import copy
 import hashlib
-import weakref
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from shardwise.errors import ConfigError, PlanError
-from shardwise.index import DatasetIndex
 from shardwise.loader._args import check_int, check_state
-from shardwise.loader.channel import Seen, TopologyChannel, in_dataloader_worker
+from shardwise.loader.channel import Seen, TopologyChannel
+from shardwise.loader.placement import in_dataloader_worker
+from shardwise.loader.planner import Planner
 from shardwise.loader.position import Position
-from shardwise.loader.sources import MixedIndex
-from shardwise.loader.stats import mixing_key
-from shardwise.plan import Mixing, Plan, Resume
-from shardwise.plan.compose import WindowSource
+from shardwise.plan import Plan, Resume
+from shardwise.plan.compose import WorkerWindows
+
+__all__ = ["STATE_VERSION", "LoaderState"]
 
 STATE_VERSION = 1
 
 
+@dataclass
 class LoaderState:
-    """Saving and loading the loader's position (mixed into the dataset)."""
+    """The position of one dataset object (and of the DataLoader workers it reaches).
 
-    index: DatasetIndex | MixedIndex
+    Attributes:
+        counts: samples per unit (their digest identifies the dataset and filter).
+        mixing_key: what a saved state must agree on besides the counts (see
+            :func:`~shardwise.loader.stats.mixing_key`).
+        epoch: the current epoch.
+        resumes: the resume points of this epoch, if one was loaded.
+        channel: where DataLoader workers report and learn the epoch.
+    """
+
     counts: np.ndarray
-    epoch: int
-    seed: int
-    shuffle: bool
-    mixing: Mixing | None
-    canonical_workers: int | None
-    dp_size: int
-    num_workers: int | None
-    _explicit_workers: bool
-    _counts_digest: str | None
-    _resumes: list[Resume]
-    _channel: TopologyChannel
-    _seen: Seen | None
-    _position: Position | None
-    _resume_at: Position | None
-    _control: int
+    mixing_key: dict[str, Any] | None
+    epoch: int = 0
+    resumes: list[Resume] = field(default_factory=list)
+    channel: TopologyChannel = field(default_factory=TopologyChannel.new)
+    seen: Seen | None = None  # the topology iterating in this process, if any
+    position: Position | None = None  # what the current iteration yielded
+    resume_at: Position | None = None  # a worker's own saved position
+    control: int = 0  # number of the last epoch/resume published to or taken from workers
+    _digest: str | None = None
 
-    if TYPE_CHECKING:
+    def copy(self) -> LoaderState:
+        """A copy of its own (a copied dataset moves on apart from the original)."""
+        return copy.copy(self)
 
-        def plan(self, num_workers: int | None = None, world_size: int | None = None) -> Plan: ...
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch``; a resume point of another epoch is forgotten."""
+        if epoch != self.epoch:
+            self.resumes = []
+        self.epoch = epoch
+        self.publish()
 
-    def _start_state(self) -> None:
-        """Epoch 0, no resume point, and the channel DataLoader workers report through."""
-        self.epoch = 0
-        self._counts_digest = None
-        self._resumes = []
-        self._channel = TopologyChannel.new()  # where DataLoader workers say how many they are
-        weakref.finalize(self, self._channel.remove)
-        self._seen = None  # the topology iterating in this process, if any
-        self._position = None  # what the current iteration yielded
-        self._resume_at = None  # a worker's own saved position
-        self._control = 0  # number of the last epoch/resume published to or taken from workers
+    def plan(
+        self, planner: Planner, num_workers: int | None = None, world: int | None = None
+    ) -> Plan:
+        """This epoch's plan (continuing a loaded resume point)."""
+        return planner.plan(self.epoch, self.resumes, num_workers, world)
 
-    def _start_at(self, wp: WindowSource, here: Position) -> Position:
+    def start_at(self, wp: WorkerWindows, here: Position) -> Position:
         """Where the worker ``wp`` at ``here`` starts: after its own progress when the
         resume point is this very worker's (``wp`` then skips it), else at its start."""
-        if self._resume_at is not None and self._resume_at.where() == here.where():
-            done = min(self._resume_at.samples, wp.num_samples)
+        if self.resume_at is not None and self.resume_at.where() == here.where():
+            done = min(self.resume_at.samples, wp.num_samples)
             wp.skip, wp.num_samples = wp.skip + done, wp.num_samples - done
             here = Position(*here.where(), done)
-        self._resume_at, self._position = None, here
+        self.resume_at, self.position = None, here
         return here
 
-    def _publish(self) -> None:
+    def publish(self) -> None:
         """Tell DataLoader workers that keep their dataset (``persistent_workers=True``)
         the epoch and resume point set in the training process."""
         if in_dataloader_worker():
             return
-        self._control += 1
-        self._channel.publish(
-            {
-                "n": self._control,
-                "epoch": self.epoch,
-                "resumes": [r.to_dict() for r in self._resumes],
-            }
-        )
+        self.control += 1
+        resumes = [r.to_dict() for r in self.resumes]
+        self.channel.publish({"n": self.control, "epoch": self.epoch, "resumes": resumes})
 
-    def _follow(self) -> None:
+    def follow(self) -> None:
         """In a DataLoader worker: take what the training process set since this copy of
         the dataset was made."""
-        control = self._channel.control()
-        if control is not None and int(control["n"]) > self._control:
-            self._control = int(control["n"])
+        control = self.channel.control()
+        if control is not None and int(control["n"]) > self.control:
+            self.control = int(control["n"])
             if int(control["epoch"]) != self.epoch:
-                self._resume_at = None
+                self.resume_at = None
             self.epoch = int(control["epoch"])
-            self._resumes = [Resume.from_dict(r) for r in control["resumes"]]
+            self.resumes = [Resume.from_dict(r) for r in control["resumes"]]
 
-    def _digest(self) -> str:
-        if self._counts_digest is None:  # asked for after every batch by StatefulDataLoader
-            self._counts_digest = hashlib.sha1(self.counts.tobytes()).hexdigest()[:16]
-        return self._counts_digest
+    def digest(self) -> str:
+        """A short digest of the counts (asked for after every batch by StatefulDataLoader)."""
+        if self._digest is None:
+            self._digest = hashlib.sha1(self.counts.tobytes()).hexdigest()[:16]
+        return self._digest
 
-    def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
-        """The position after ``consumed_batches`` batches of this rank in this epoch.
-
-        Counted from the start of the epoch, or from the loaded state's position when the
-        epoch was resumed. Every rank saves the same state (ranks advance together).
-        Without ``consumed_batches`` (as torchdata's ``StatefulDataLoader`` calls it, in
-        each worker), the state is this worker's own position: the samples its current
-        iteration yielded.
-        """
+    def state_dict(self, planner: Planner, consumed_batches: int | None) -> dict[str, Any]:
+        """See :meth:`~shardwise.loader.dataset.StreamingDatasetBase.state_dict`."""
         if consumed_batches is None:
-            return self._state(
-                position=(self._position or Position(self.epoch, 0, 1, 0, 1)).to_dict()
-            )
+            here = self.position or Position(self.epoch, 0, 1, 0, 1)
+            return self._saved(planner, position=here.to_dict())
         consumed_batches = check_int("consumed_batches", consumed_batches)
-        world_size, num_workers = self._consumer(consumed_batches)
-        p = self.plan(num_workers, world_size)
+        world_size, num_workers = self._consumer(planner, consumed_batches)
+        p = self.plan(planner, num_workers, world_size)
         if not 0 <= consumed_batches <= p.batches_per_rank:
             raise PlanError(
                 f"consumed_batches must be in [0, {p.batches_per_rank}], got {consumed_batches}"
             )
-        return self._state(resumes=[r.to_dict() for r in p.resume(consumed_batches).resumes])
+        resumes = [r.to_dict() for r in p.resume(consumed_batches).resumes]
+        return self._saved(planner, resumes=resumes)
 
-    def _state(self, **fields: Any) -> dict[str, Any]:
+    def _saved(self, planner: Planner, **fields: Any) -> dict[str, Any]:
         state = {
             "version": STATE_VERSION,
             "epoch": self.epoch,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "counts": self._digest(),
-            "resumes": [r.to_dict() for r in self._resumes],
+            "seed": planner.seed,
+            "shuffle": planner.shuffle,
+            "counts": self.digest(),
+            "resumes": [r.to_dict() for r in self.resumes],
         }
-        if (mixing := mixing_key(self.index, self.mixing, self.canonical_workers)) is not None:
-            state["mixing"] = mixing
+        if self.mixing_key is not None:
+            state["mixing"] = self.mixing_key
         state.update(fields)
         return state
 
-    def _consumer(self, consumed_batches: int) -> tuple[int, int]:
+    def _consumer(self, planner: Planner, consumed_batches: int) -> tuple[int, int]:
         """(world_size, num_workers) of whatever iterated this dataset most recently: a
         DataLoader's workers (through the channel) or this process itself."""
-        seen = [s for s in (self._seen, self._channel.read()) if s is not None]
+        seen = [s for s in (self.seen, self.channel.read()) if s is not None]
         if seen:
             latest = max(seen, key=lambda s: s.at)
             return latest.world_size, latest.num_workers
-        if self._explicit_workers or consumed_batches == 0:
-            return self.dp_size, self.num_workers or 1
+        if planner.num_workers is not None or consumed_batches == 0:
+            return planner.dp_size, planner.num_workers or 1
         raise PlanError(
             "state_dict cannot tell how many DataLoader workers consumed these batches: this "
             "dataset was not iterated in this process and no worker reported; pass "
             "num_workers= (the DataLoader's, 1 for num_workers=0) to StreamingDataset"
         )
 
-    def _check_mixing(self, saved: Any) -> None:
-        """The saved sources, rules and plan layout are this dataset's."""
-        now = mixing_key(self.index, self.mixing, self.canonical_workers)
-        if isinstance(saved, dict) and now is not None:
-            was = saved.get("layout", 1)  # states saved before plans had a layout: 1
-            if was != now["layout"]:
-                raise PlanError(
-                    f"the loader state was saved by a shardwise version whose plans lay out this epoch "
-                    f"differently (plan layout {was}, this version's is {now['layout']}), so it cannot "
-                    "continue that epoch exactly; start a new epoch instead (set_epoch) of loading it"
-                )
-            saved = {**saved, "layout": was}
-        if saved != now:
-            raise PlanError(
-                "the loader state was saved with other sources, epoch_size, batching or "
-                "canonical_workers"
-            )
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from a saved position, on this or another topology (elastic resume)."""
+    def load_state_dict(self, planner: Planner, state: dict[str, Any]) -> None:
+        """See :meth:`~shardwise.loader.dataset.StreamingDatasetBase.load_state_dict`."""
         check_state(state)
         if state.get("version") != STATE_VERSION:
             raise PlanError(f"unsupported loader state version {state.get('version')!r}")
-        if state.get("counts") != self._digest():
+        if state.get("counts") != self.digest():
             raise PlanError("the loader state was saved for a different dataset or filter")
-        if state.get("seed") != self.seed or state.get("shuffle") != self.shuffle:
+        if state.get("seed") != planner.seed or state.get("shuffle") != planner.shuffle:
             raise PlanError("the loader state was saved with another seed or shuffle setting")
         self._check_mixing(state.get("mixing"))
         try:
@@ -189,6 +168,25 @@ class LoaderState:
             raise ConfigError(
                 f"not a loader state written by state_dict: {type(exc).__name__} {exc}"
             ) from exc
-        self.epoch, self._resumes, self._resume_at = epoch, resumes, at
-        self.plan()  # fail now, not inside a worker
-        self._publish()
+        self.epoch, self.resumes, self.resume_at = epoch, resumes, at
+        self.plan(planner)  # fail now, not inside a worker
+        self.publish()
+
+    def _check_mixing(self, saved: Any) -> None:
+        """The saved sources, rules and plan layout are this dataset's."""
+        now = self.mixing_key
+        if isinstance(saved, dict) and now is not None:
+            was = saved.get("layout", 1)  # states saved before plans had a layout: 1
+            if was != now["layout"]:
+                raise PlanError(
+                    "the loader state was saved by a shardwise version whose plans lay out "
+                    f"this epoch differently (plan layout {was}, this version's is "
+                    f"{now['layout']}), so it cannot continue that epoch exactly; start a new "
+                    "epoch instead (set_epoch) of loading it"
+                )
+            saved = {**saved, "layout": was}
+        if saved != now:
+            raise PlanError(
+                "the loader state was saved with other sources, epoch_size, batching or "
+                "canonical_workers"
+            )

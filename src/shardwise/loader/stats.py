@@ -8,7 +8,7 @@ import numpy as np
 
 from shardwise.errors import ConfigError
 from shardwise.index import DatasetIndex
-from shardwise.loader.sources import MixedIndex
+from shardwise.loader.read.mixed import MixedIndex
 from shardwise.plan import Mixing, Plan, Rule, Topology, source_counts
 from shardwise.plan.deal import DEAL_VERSION
 

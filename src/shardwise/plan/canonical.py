@@ -29,7 +29,7 @@ import numpy as np
 from shardwise.errors import PlanError
 from shardwise.plan.compose import (
     ComposedWorker,
-    WindowSource,
+    WorkerWindows,
     compose,
     part_of,
     round_robin_batches,
@@ -50,7 +50,7 @@ class Inner(Protocol):
     @property
     def num_padded(self) -> int: ...
 
-    def slot_worker(self, slot: int) -> WindowSource:
+    def slot_worker(self, slot: int) -> WorkerWindows:
         """The whole piece of one cell."""
         ...
 

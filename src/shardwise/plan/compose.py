@@ -18,7 +18,7 @@ import numpy as np
 __all__ = [
     "ComposedWorker",
     "Part",
-    "WindowSource",
+    "WorkerWindows",
     "compose",
     "part_of",
     "round_robin_batches",
@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 
-class WindowSource(Protocol):
+class WorkerWindows(Protocol):
     """What a worker yields, window by window (a ``WorkerPlan`` or a ``ComposedWorker``)."""
 
     slot: int
@@ -61,7 +61,7 @@ class Part:
         return len(self.rows) // self.batch_size
 
 
-def part_of(worker: WindowSource, batch_size: int) -> Part:
+def part_of(worker: WorkerWindows, batch_size: int) -> Part:
     """The sequence of ``worker`` (after what it skips) as a :class:`Part`."""
     units: list[np.ndarray] = []
     rows: list[np.ndarray] = []

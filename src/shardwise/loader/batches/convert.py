@@ -1,0 +1,116 @@
+"""Arrow columns to numpy arrays for ``"numpy"`` and ``"torch"`` batches.
+
+Numeric columns become arrays without copies where Arrow allows, dates and timestamps
+``datetime64``, times of day integer counts in the column's unit, numeric lists of one
+length 2-D arrays, and variable-length numeric lists (token ids) 2-D arrays padded to
+the batch's longest row or to ``pad_to``, with a ``<column>_lengths`` int64 column, when
+``pad_to`` is set.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shardwise.errors import ConfigError
+
+__all__ = [
+    "Padding",
+    "check_padding",
+    "column_to_numpy",
+    "is_ragged",
+    "numeric",
+    "pad",
+    "to_numpy",
+    "torch_other",
+]
+
+Padding = int | str | None  # None, "longest", or a fixed length
+
+
+def check_padding(pad_to: Padding) -> Padding:
+    """Validate ``pad_to`` once, at the public edge."""
+    if (
+        pad_to is None
+        or pad_to == "longest"
+        or (isinstance(pad_to, int) and pad_to >= 1 and not isinstance(pad_to, bool))
+    ):
+        return pad_to
+    raise ConfigError(f"pad_to must be None, 'longest' or a length >= 1, got {pad_to!r}")
+
+
+def is_ragged(t: pa.DataType) -> bool:
+    """A list type of numbers whose rows may differ in length (padded under ``pad_to``)."""
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and numeric(t.value_type)
+
+
+def pad(col: pa.Array, pad_to: Padding) -> tuple[np.ndarray, np.ndarray]:
+    """A list-of-numbers column as a 2-D array padded with zeros, to its longest row or
+    to ``pad_to`` (longer rows are cut there), and each row's length in it. Null rows are
+    empty; null values inside a row are zeros."""
+    n = len(col)
+    lengths = (
+        pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    )
+    width = int(lengths.max(initial=0)) if pad_to == "longest" else int(pad_to or 0)
+    kept = np.minimum(lengths, width)
+    flat = pc.fill_null(pc.list_flatten(col), 0).to_numpy(zero_copy_only=False)
+    out = np.zeros((n, width), dtype=_numpy_type(col.type.value_type))
+    row = np.repeat(np.arange(n), kept)
+    pos = np.arange(int(kept.sum())) - np.repeat(np.cumsum(kept) - kept, kept)
+    out[row, pos] = flat[np.repeat(np.cumsum(lengths) - lengths, kept) + pos]
+    return out, kept
+
+
+def _numpy_type(t: pa.DataType) -> np.dtype[Any]:
+    return np.dtype(t.to_pandas_dtype())
+
+
+def column_to_numpy(col: pa.Array) -> np.ndarray:
+    """Numeric columns zero-copy where Arrow allows; fixed-size and equal-length lists of
+    numbers become 2-D arrays (embeddings, token windows) instead of arrays of objects."""
+    t = col.type
+    if pa.types.is_time(t):  # numpy has no time of day: a count in the column's unit
+        return col.cast(pa.int32() if pa.types.is_time32(t) else pa.int64()).to_numpy(
+            zero_copy_only=False
+        )
+    if pa.types.is_fixed_size_list(t) and col.null_count == 0 and numeric(t.value_type):
+        values = col.flatten().to_numpy(zero_copy_only=False)
+        return values.reshape(len(col), t.list_size)
+    if (
+        (pa.types.is_list(t) or pa.types.is_large_list(t))
+        and col.null_count == 0
+        and numeric(t.value_type)
+    ):
+        offsets = col.offsets.to_numpy()
+        lengths = np.diff(offsets)
+        if len(lengths) and (lengths == lengths[0]).all():
+            return col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), int(lengths[0]))
+    return col.to_numpy(zero_copy_only=False)
+
+
+def numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+
+
+def to_numpy(batch: pa.RecordBatch, writable: bool = True) -> dict[str, np.ndarray]:
+    """Each column as a numpy array (see :func:`column_to_numpy`)."""
+    # Arrow buffers are read-only; arrays handed out (and tensors made from them by a
+    # DataLoader's collate) must own writable memory, so zero-copy views are copied once
+    return {
+        name: np.require(column_to_numpy(col), requirements="W")
+        if writable
+        else column_to_numpy(col)
+        for name, col in zip(batch.schema.names, batch.columns)
+    }
+
+
+def torch_other(values: np.ndarray) -> Any:
+    """A column of a torch batch that is not a tensor: Python objects (strings, binary,
+    lists, ...) stay a numpy object array (torch's ``default_convert`` passes it as it
+    is; a list it would walk element by element); dates and durations, which a tensor
+    cannot hold, become a list of their Python values."""
+    return values if values.dtype == object else values.tolist()

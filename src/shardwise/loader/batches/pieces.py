@@ -1,0 +1,119 @@
+"""A worker's rows cut into pieces of whole batches, the same way on both paths.
+
+The plan's windows are taken one after the other and cut into pieces of about
+``PIECE_ROWS`` rows (whole batches, and about ``PIECE_BYTES`` for wide rows), so no batch
+straddles two pieces; a piece spanning two windows is one gather of both. Each piece is
+the list of its parts, ``(window, lo, hi)``; the in-process path makes pieces on its
+pool, the DataLoader-worker path one after the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from shardwise.errors import PlanError
+from shardwise.loader.batches.gather import Views, gather
+from shardwise.loader.batches.reading import Reading
+from shardwise.loader.batches.windows import Window, WindowBuilder, WindowOrder
+from shardwise.plan.compose import WorkerWindows
+
+__all__ = [
+    "PIECE_BYTES",
+    "PIECE_ROWS",
+    "Parts",
+    "cut_pieces",
+    "gather_piece",
+    "joined",
+    "piece_parts",
+    "piece_size",
+    "plan_windows",
+    "row_bytes",
+]
+
+PIECE_ROWS = 16384  # rows per piece (in whole batches)
+PIECE_BYTES = 16 << 20  # ... and at most about this many (estimated) bytes, for wide rows
+Parts = list[tuple[Window, int, int]]  # a piece: (window, lo, hi) of each window it takes
+
+
+def plan_windows(reading: Reading, wp: WorkerWindows) -> list[WindowOrder]:
+    """The worker's windows in the plan's order (worked out while the first units are
+    read); batches are whole."""
+    windows = list(wp.iter_windows())
+    left = sum(len(order) for _, _, order in windows) % reading.batch_size
+    if reading.batch_format is not None and left:
+        raise PlanError(f"internal error: {left} samples left over after the last full batch")
+    return windows
+
+
+def row_bytes(reading: Reading, windows: list[WindowOrder]) -> int:
+    """The estimated decoded bytes of one row of the worker's units."""
+    units = {u for w in windows for u in w[0]}
+    rows = sum(reading.index.units[u].num_samples for u in units)
+    return max(1, sum(reading.size(u) for u in units) // max(rows, 1))
+
+
+def piece_size(reading: Reading, windows: list[WindowOrder]) -> int:
+    """Rows per piece: whole batches, up to ``PIECE_ROWS`` and about ``PIECE_BYTES``."""
+    return reading.piece_rows(min(PIECE_ROWS, PIECE_BYTES // row_bytes(reading, windows)))
+
+
+def cut_pieces(
+    lengths: list[int], size: int, apart: bool = False
+) -> list[list[tuple[int, int, int]]]:
+    """Cut the rows of windows of ``lengths`` rows, taken one after the other, into pieces
+    of ``size`` rows (the last one shorter); each piece as ``(window, lo, hi)`` parts.
+    With ``apart`` a piece also ends where a window does (per-sample items need no whole
+    batches, and a piece then never waits for the next window's units)."""
+    pieces: list[list[tuple[int, int, int]]] = []
+    current: list[tuple[int, int, int]] = []
+    room = size
+    for w, n in enumerate(lengths):
+        lo = 0
+        while lo < n:
+            hi = min(n, lo + room)
+            current.append((w, lo, hi))
+            room -= hi - lo
+            lo = hi
+            if room == 0 or (apart and lo == n):
+                pieces.append(current)
+                current, room = [], size
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def piece_parts(
+    builder: WindowBuilder, windows: list[WindowOrder], size: int, apart: bool = False
+) -> Iterator[Parts]:
+    """The pieces of ``windows`` (see :func:`cut_pieces`), each window built by
+    ``builder`` when a piece first needs it and let go when the pieces go past it
+    (pieces made hold their own)."""
+    loaded: dict[int, Window] = {}
+    for piece in cut_pieces([len(order) for _, _, order in windows], size, apart):
+        for w, _, _ in piece:
+            if w not in loaded:
+                loaded = {k: v for k, v in loaded.items() if k >= piece[0][0]}
+                loaded[w] = builder.window(w, windows[w])
+        yield [(loaded[w], lo, hi) for w, lo, hi in piece]
+
+
+def joined(parts: Parts) -> tuple[dict[int, pa.Table], Views, np.ndarray, np.ndarray]:
+    """The tables, views and order of a piece's parts as one (a unit in two windows is
+    the same table)."""
+    if len(parts) == 1:
+        win, lo, hi = parts[0]
+        return win.tables, win.views, win.unit_ids[lo:hi], win.rows[lo:hi]
+    tables = {u: t for win, _, _ in parts for u, t in win.tables.items()}
+    views = {k: v for win, _, _ in parts for k, v in win.views.items()}
+    unit_ids = np.concatenate([win.unit_ids[lo:hi] for win, lo, hi in parts])
+    rows = np.concatenate([win.rows[lo:hi] for win, lo, hi in parts])
+    return tables, views, unit_ids, rows
+
+
+def gather_piece(parts: Parts) -> pa.Table:
+    """A piece of windows of unit tables gathered into one contiguous table."""
+    tables, views, unit_ids, rows = joined(parts)
+    return gather(tables, unit_ids, rows, views)

@@ -1,0 +1,7 @@
+"""The in-process path: batches made on a pool of threads of the training process
+(``for batch in ds``, ``DataLoader(ds, batch_size=None, num_workers=0)``), handed to the
+loop as views of pieces; nothing crosses a process.
+
+May import: :mod:`shardwise.loader.batches` and :mod:`shardwise.loader.read`; never
+:mod:`shardwise.loader.workers`.
+"""

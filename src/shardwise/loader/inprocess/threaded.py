@@ -1,0 +1,71 @@
+"""The in-process fast path: batches made on a few native threads of the training process.
+
+Iterating a batched dataset in the training process (``for batch in ds:``,
+``DataLoader(ds, batch_size=None, num_workers=0)``, or ``iter_shard``) sends nothing
+between processes. One pool of ``num_threads`` threads does the work that releases the
+GIL: it reads the units and builds the windows (for numpy and torch batches of numbers,
+fixed-size lists, strings and binary, as their units arrive, see
+:mod:`shardwise.loader.batches.windows`), then gathers and converts pieces of whole
+batches a few ahead of the training thread (:mod:`shardwise.loader.inprocess.piece_maker`).
+The training thread only cuts batches out of finished pieces, as views.
+
+Leaving the loop early (``break``, then the iterator is garbage-collected) cancels what
+is queued and joins the threads; an error on a thread (a unit that cannot be read) is
+raised in the training loop as the :class:`~shardwise.errors.FormatError` naming file and
+unit. The batches are exactly those of the worker path for ``num_workers=1``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from shardwise.loader.batches.pieces import piece_parts, piece_size, plan_windows, row_bytes
+from shardwise.loader.batches.reading import Reading
+from shardwise.loader.batches.windows import WindowBuilder, WindowOrder
+from shardwise.loader.inprocess.piece_maker import Piece, PieceMaker
+from shardwise.plan.compose import WorkerWindows
+
+__all__ = ["pacing", "threaded_batches"]
+
+AHEAD_BYTES = 256 << 20  # pieces gathered ahead of the loop: about this many bytes, 2-8 per thread
+
+
+def threaded_batches(reading: Reading, wp: WorkerWindows) -> Iterator[tuple[Any, int]]:
+    """The batches of ``wp`` made on ``reading.num_threads`` threads, each with its size."""
+    maker = PieceMaker(reading)
+    pool = ThreadPoolExecutor(reading.num_threads, thread_name_prefix="shardwise-loader")
+    builder = WindowBuilder(reading, wp, pool)  # the first window's units are read from now
+    pending: deque[Future[Piece]] = deque()
+    try:
+        windows = plan_windows(reading, wp)
+        piece_rows, ahead = pacing(reading, windows)
+        for parts in piece_parts(builder, windows, piece_rows):
+            pending.append(pool.submit(maker.made, parts))
+            while len(pending) > ahead:
+                yield from maker.batches(pending.popleft().result())
+        while pending:
+            yield from maker.batches(pending.popleft().result())
+    finally:
+        for fut in pending:
+            fut.cancel()
+        builder.close()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def pacing(reading: Reading, windows: list[WindowOrder]) -> tuple[int, int]:
+    """Rows per piece (:func:`~shardwise.loader.batches.pieces.piece_size`) and pieces
+    gathered ahead of the loop (about ``AHEAD_BYTES`` or ``prefetch_bytes``, the smaller,
+    and 2-8 per thread: the windows of pieces ahead are read ahead too).
+
+    Deep enough that the pool keeps ahead although each of its threads waits for the GIL
+    several times per piece while the training thread holds it (making the batches'
+    strings, running the loop): with 2 pieces per thread the loop waited for pieces for
+    about 0.1 s more of a text epoch of 2 s than with 8."""
+    piece_rows = piece_size(reading, windows)
+    piece_bytes = piece_rows * row_bytes(reading, windows)
+    budget = min(AHEAD_BYTES, reading.prefetch_bytes)  # the user's read-ahead budget bounds it too
+    per_thread = min(max(budget // piece_bytes // reading.num_threads, 2), 8)
+    return piece_rows, per_thread * reading.num_threads

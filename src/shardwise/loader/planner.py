@@ -1,0 +1,85 @@
+"""The dataset's planning settings, and the plans they give for an epoch and a topology.
+
+A :class:`Planner` is made once from ``StreamingDataset``'s arguments and the counts
+reading yields; the epoch and resume points it plans for are the loader state's
+(:mod:`shardwise.loader.state`), passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shardwise.loader._args import check_int
+from shardwise.plan import Mixing, Plan, Resume, Topology, auto_interleave, make_plan
+
+__all__ = ["Planner", "interleave_for"]
+
+
+@dataclass(frozen=True)
+class Planner:
+    """What every plan of a dataset shares.
+
+    Attributes:
+        counts: samples per unit that reading yields.
+        batch_size, drop_last, interleave: as given to the dataset.
+        seed, shuffle: the order's seed and whether to shuffle.
+        mixing: the sources' rules, if any.
+        canonical_workers: ``C`` of canonical global batches, if given.
+        dp_size: data-parallel ranks the plan is cut for.
+        num_workers: DataLoader workers per rank, if given.
+    """
+
+    counts: np.ndarray
+    batch_size: int
+    drop_last: bool
+    interleave: int
+    seed: int
+    shuffle: bool
+    mixing: Mixing | None
+    canonical_workers: int | None
+    dp_size: int
+    num_workers: int | None
+
+    def topology(self, num_workers: int | None = None, world_size: int | None = None) -> Topology:
+        """The topology for ``num_workers`` workers per data-parallel rank (default: the
+        dataset's)."""
+        return Topology(
+            world_size or self.dp_size,
+            num_workers or self.num_workers or 1,
+            self.batch_size,
+            self.drop_last,
+            self.interleave,
+        )
+
+    def plan(
+        self,
+        epoch: int,
+        resumes: Sequence[Resume] = (),
+        num_workers: int | None = None,
+        world_size: int | None = None,
+    ) -> Plan:
+        """Epoch ``epoch``'s plan on that topology, continuing ``resumes`` if any."""
+        return make_plan(
+            self.counts,
+            self.topology(num_workers, world_size),
+            seed=self.seed,
+            epoch=epoch,
+            shuffle=self.shuffle,
+            resumes=resumes,
+            mixing=self.mixing,
+            canonical_workers=self.canonical_workers,
+        )
+
+
+def interleave_for(index: Any, interleave: int | None, shuffle_bytes: int) -> int:
+    """``interleave`` as given, or as many units of ``index`` as fit ``shuffle_bytes`` once
+    decoded (taken as twice their stored size), between 1 and
+    ``shardwise.plan.budget.MAX_AUTO_INTERLEAVE``."""
+    given = check_int("interleave", interleave, 1, optional=True)
+    if given is not None:
+        return int(given)
+    return auto_interleave(np.array([u.num_bytes for u in index.units]), shuffle_bytes)

@@ -1,0 +1,94 @@
+"""The training process's side of the shared-memory transport (see
+:mod:`shardwise.loader.workers.transport`): a worker's ring mapped once, and each batch's
+columns copied out of it into arrays the training process owns.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any
+
+import numpy as np
+
+from shardwise.loader.batches.numpy_column import NumpyColumn
+from shardwise.loader.workers.ring import HEADER, aligned
+
+__all__ = ["rebuild_batch", "rebuild_column"]
+
+_maps: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, int]] = {}
+
+
+def _attach(pid: int, fd: int, token: int) -> tuple[np.ndarray, np.ndarray, int]:
+    key = (pid, fd, token)
+    got = _maps.get(key)
+    if got is None:
+        for old in [k for k in _maps if not _alive(k[0])]:  # rings of finished workers
+            del _maps[old]
+        handle = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDWR)
+        try:
+            size = os.fstat(handle).st_size
+            m = mmap.mmap(handle, size)
+        finally:
+            os.close(handle)
+        header = np.frombuffer(m, dtype=np.int64, count=HEADER // 8)
+        if int(header[1]) != token:
+            raise RuntimeError(f"shared-memory ring of DataLoader worker {pid} was replaced")
+        got = _maps[key] = (header, np.frombuffer(m, dtype=np.uint8, offset=HEADER), int(header[2]))
+    return got
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def rebuild_column(
+    pid: int, fd: int, token: int, start: int, nbytes: int, specs: list[tuple[Any, ...]]
+) -> NumpyColumn:
+    column: NumpyColumn = rebuild_batch(pid, fd, token, start, nbytes, specs)[""]
+    return column
+
+
+def _arrow_strings(offsets: np.ndarray, data: np.ndarray, length: int) -> NumpyColumn:
+    """Python strings from int64 offsets and bytes in the ring (copied: the ring is reused)."""
+    import pyarrow as pa
+
+    strings = pa.Array.from_buffers(
+        pa.large_string(), length, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+    return strings.to_numpy(zero_copy_only=False).view(NumpyColumn)
+
+
+def rebuild_batch(
+    pid: int, fd: int, token: int, start: int, nbytes: int, specs: list[tuple[Any, ...]]
+) -> dict[str, Any]:
+    header, data, size = _attach(pid, fd, token)
+    region = data[start % size : start % size + nbytes]
+    out: dict[str, Any] = {}
+    off = 0
+    for spec in specs:
+        name, kind = spec[0], spec[1]
+        if kind in ("o", "v"):
+            out[name] = spec[2].view(NumpyColumn) if kind == "o" else spec[2]
+        elif kind == "a":
+            arr = np.empty(spec[3], dtype=np.dtype(spec[2]))
+            n = arr.nbytes
+            arr.reshape(-1).view(np.uint8)[:] = region[off : off + n]
+            off += aligned(n)
+            out[name] = arr.view(NumpyColumn)
+        else:  # "s": offsets, then bytes
+            length, text_bytes = spec[2], spec[3]
+            offsets_n = (length + 1) * 8
+            data_at = off + aligned(offsets_n)
+            out[name] = _arrow_strings(
+                region[off : off + offsets_n], region[data_at : data_at + text_bytes], length
+            )
+            off = data_at + aligned(text_bytes)
+    header[0] = start + nbytes  # this space may be written again
+    return out

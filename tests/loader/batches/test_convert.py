@@ -1,0 +1,298 @@
+"""Every Arrow type a format can produce streams in per-sample and batched modes; values
+that cannot become Python objects are errors naming file, unit and column; variable
+length lists can be padded into tensors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from shardwise.errors import ConfigError, FormatError
+from shardwise.loader import StreamingDataset
+from shardwise.loader.read.values import without_views
+
+N = 40
+
+
+def _with_nulls(values: list[Any]) -> list[Any]:
+    return [None if i % 7 == 3 else v for i, v in enumerate(values)]
+
+
+def _every_type() -> pa.Table:
+    i = list(range(N))
+    ts = [1_700_000_000_123_456_789 + k for k in i]
+    cols: dict[str, pa.Array] = {
+        "id": pa.array(i, pa.int64()),
+        "flag": pa.array([k % 2 == 0 for k in i]),
+        "flag_n": pa.array(_with_nulls([k % 3 == 0 for k in i]), pa.bool_()),
+        "i8": pa.array([k - 20 for k in i], pa.int8()),
+        "u16": pa.array(i, pa.uint16()),
+        "i32_n": pa.array(_with_nulls(i), pa.int32()),
+        "u64": pa.array(i, pa.uint64()),
+        "f16": pa.array(np.arange(N, dtype=np.float16)),
+        "f32": pa.array(i, pa.float32()),
+        "f64_n": pa.array(_with_nulls([k / 3 for k in i]), pa.float64()),
+        "dec": pa.array([decimal.Decimal(k) / 4 for k in i], pa.decimal128(10, 2)),
+        "d32": pa.array([dt.date(2020, 1, 1) + dt.timedelta(days=k) for k in i], pa.date32()),
+        "d64": pa.array([dt.date(1999, 12, 31) + dt.timedelta(days=k) for k in i], pa.date64()),
+        "t32": pa.array([k * 1000 for k in i], pa.time32("ms")),
+        "t64ns": pa.array([k * 1_000_000_001 for k in i], pa.time64("ns")),
+        "ts_s": pa.array([1_700_000_000 + k for k in i], pa.timestamp("s")),
+        "ts_ms_tz": pa.array(
+            [1_700_000_000_000 + k for k in i], pa.timestamp("ms", tz="Europe/Paris")
+        ),
+        "ts_us_n": pa.array(
+            _with_nulls([1_700_000_000_000_000 + k for k in i]), pa.timestamp("us")
+        ),
+        "ts_ns": pa.array(ts, pa.timestamp("ns")),
+        "dur_ns": pa.array([k * 1_000_000_001 for k in i], pa.duration("ns")),
+        "dur_s": pa.array(i, pa.duration("s")),
+        "text_n": pa.array(_with_nulls([f"doc {k} é" for k in i])),
+        "ltext": pa.array([f"x{k}" for k in i], pa.large_string()),
+        "blob": pa.array([bytes([k]) * (k % 5) for k in i]),
+        "fsb": pa.array([b"ab"] * N, pa.binary(2)),
+        "ids": pa.array([list(range(k % 6)) for k in i], pa.list_(pa.int32())),
+        "lids_n": pa.array(_with_nulls([list(range(k % 4)) for k in i]), pa.large_list(pa.int64())),
+        "emb": pa.array([[float(k)] * 4 for k in i], pa.list_(pa.float32(), 4)),
+        "tags": pa.array([[f"t{k}", None] for k in i], pa.list_(pa.string())),
+        "st": pa.array(
+            [{"a": k, "b": f"s{k}"} if k % 5 else None for k in i],
+            pa.struct([("a", pa.int64()), ("b", pa.string())]),
+        ),
+        "mp": pa.array([[("k", k)] for k in i], pa.map_(pa.string(), pa.int64())),
+        "cat": pa.array([f"c{k % 3}" for k in i]).dictionary_encode(),
+        "nothing": pa.array([None] * N, pa.null()),
+        # views: pyarrow has no take for them; the loader reads them as large_string / large_binary
+        "sv_n": pa.array(_with_nulls([f"view {k} " * (k % 4) for k in i]), pa.string_view()),
+        "bv": pa.array([bytes([k]) * (k % 15) for k in i], pa.binary_view()),
+        "lsv": pa.array([[f"a{k}" * 7, None] for k in i], pa.list_(pa.string_view())),
+    }
+    return pa.table(cols)
+
+
+@pytest.fixture(scope="module")
+def every_type(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pa.Table]:
+    root = tmp_path_factory.mktemp("types")
+    table = _every_type()
+    pq.write_table(table, root / "a.parquet", row_group_size=16)
+    return root / "a.parquet", pq.read_table(root / "a.parquet")
+
+
+def _dataset(path: Path, **kw: Any) -> Any:
+    return StreamingDataset(str(path), shuffle=False, rank=0, world_size=1, num_workers=1, **kw)
+
+
+def test_per_sample_mode_streams_every_type(every_type: tuple[Path, pa.Table]) -> None:
+    path, table = every_type
+    got = list(_dataset(path, batch_size=4))
+    assert len(got) == N and [r["id"] for r in got] == list(range(N))
+    for name in (
+        "flag",
+        "flag_n",
+        "i8",
+        "u16",
+        "i32_n",
+        "f32",
+        "f64_n",
+        "dec",
+        "d32",
+        "d64",
+        "t32",
+        "ts_s",
+        "ts_ms_tz",
+        "ts_us_n",
+        "dur_s",
+        "text_n",
+        "ltext",
+        "blob",
+        "fsb",
+        "lids_n",
+        "tags",
+        "st",
+        "mp",
+        "cat",
+        "nothing",
+        "sv_n",
+        "bv",
+        "lsv",
+    ):
+        assert [r[name] for r in got] == table.column(name).to_pylist(), name
+    assert isinstance(got[0]["flag"], bool) and got[3]["flag_n"] is None
+    # nanoseconds are kept exactly (numpy scalars), which datetime cannot
+    assert [r["ts_ns"] for r in got] == list(table.column("ts_ns").to_numpy())
+    assert got[5]["ts_ns"] == np.datetime64(1_700_000_000_123_456_794, "ns")
+    assert got[2]["dur_ns"] == np.timedelta64(2_000_000_002, "ns")
+    assert got[2]["t64ns"] == 2_000_000_002
+    assert [list(r["ids"]) for r in got] == table.column("ids").to_pylist()
+    assert np.array_equal(
+        np.stack([r["emb"] for r in got]),
+        table.column("emb").to_numpy(zero_copy_only=False).tolist(),
+    )
+
+
+@pytest.mark.parametrize("fmt", ["numpy", "torch", "arrow"])
+def test_batched_modes_stream_every_type(every_type: tuple[Path, pa.Table], fmt: str) -> None:
+    path, table = every_type
+    batches = list(_dataset(path, batch_size=8, batch_format=fmt))
+    assert len(batches) == N // 8
+    if fmt == "arrow":  # views come as their large_string / large_binary equivalents
+        assert pa.Table.from_batches(batches).equals(without_views(table).combine_chunks())
+        return
+    ids = np.concatenate([np.asarray(b["id"]) for b in batches])
+    assert ids.tolist() == list(range(N))
+    flags = np.concatenate([np.asarray(b["flag"]) for b in batches])
+    assert flags.dtype == np.bool_ and flags.tolist() == table.column("flag").to_pylist()
+    emb = np.concatenate([np.asarray(b["emb"]) for b in batches])
+    assert emb.shape == (N, 4)
+
+
+def test_per_sample_values_outside_python_datetime_name_file_unit_and_column(
+    tmp_path: Path,
+) -> None:
+    days = [0] * 20 + [3_000_000] + [0] * 19  # year 10184 in row group 1
+    pq.write_table(
+        pa.table({"id": list(range(40)), "when": pa.array(days, pa.date32())}),
+        tmp_path / "d.parquet",
+        row_group_size=16,
+    )
+    with pytest.raises(FormatError) as info:
+        list(_dataset(tmp_path / "d.parquet", batch_size=4))
+    message = str(info.value)
+    assert "d.parquet" in message and "row group 1" in message and "'when'" in message
+    batches = list(_dataset(tmp_path / "d.parquet", batch_size=4, batch_format="numpy"))
+    assert np.concatenate([b["when"] for b in batches])[20] == np.datetime64(3_000_000, "D")
+
+
+@pytest.mark.parametrize("batch_format", [None, "numpy", "torch"])
+@pytest.mark.parametrize("large", [False, True])
+def test_strings_that_are_not_utf8_name_file_unit_and_column(
+    tmp_path: Path, batch_format: str | None, large: bool
+) -> None:
+    # Parquet readers do not check UTF-8: a damaged file (or a careless writer) can hold such bytes
+    raw = pa.array(
+        [b"ok"] * 20 + [b"\xb4bad"] + [b"ok"] * 19, pa.large_binary() if large else pa.binary()
+    )
+    text = raw.view(pa.large_string() if large else pa.string())
+    pq.write_table(
+        pa.table({"id": list(range(40)), "text": text}), tmp_path / "u.parquet", row_group_size=16
+    )
+    with pytest.raises(FormatError) as info:
+        list(_dataset(tmp_path / "u.parquet", batch_size=4, batch_format=batch_format))
+    message = str(info.value)
+    assert (
+        "u.parquet" in message
+        and "row group 1" in message
+        and "'text'" in message
+        and "UTF-8" in message
+    )
+    arrow = list(
+        _dataset(tmp_path / "u.parquet", batch_size=4, batch_format="arrow")
+    )  # passed on as stored
+    assert sum(b.num_rows for b in arrow) == 40
+
+
+def test_int96_timestamps_from_spark_stream_exactly(tmp_path: Path) -> None:
+    ns = [1_600_000_000_000_000_001 + 1000 * k for k in range(12)]
+    pq.write_table(
+        pa.table({"id": list(range(12)), "ts": pa.array(ns, pa.timestamp("ns"))}),
+        tmp_path / "s.parquet",
+        use_deprecated_int96_timestamps=True,
+    )
+    got = [r["ts"] for r in _dataset(tmp_path / "s.parquet", batch_size=3)]
+    assert got == [np.datetime64(v, "ns") for v in ns]
+
+
+def _tokens(tmp_path: Path) -> tuple[Path, list[list[int]]]:
+    rng = np.random.default_rng(0)
+    ids = [rng.integers(1, 1000, size=int(rng.integers(0, 30))).tolist() for _ in range(64)]
+    pq.write_table(
+        pa.table({"id": list(range(64)), "input_ids": pa.array(ids, pa.list_(pa.int32()))}),
+        tmp_path / "tok.parquet",
+        row_group_size=20,
+    )
+    return tmp_path / "tok.parquet", ids
+
+
+@pytest.mark.parametrize("pad_to", ["longest", 12])
+def test_variable_length_lists_are_padded_with_lengths(tmp_path: Path, pad_to: Any) -> None:
+    import torch
+
+    path, ids = _tokens(tmp_path)
+    for batch in _dataset(path, batch_size=16, batch_format="torch", pad_to=pad_to):
+        tokens, lengths = batch["input_ids"], batch["input_ids_lengths"]
+        assert tokens.dtype == torch.int32 and lengths.dtype == torch.int64
+        rows = [ids[int(i)] for i in batch["id"]]
+        width = max(len(r) for r in rows) if pad_to == "longest" else pad_to
+        assert tokens.shape == (16, width)
+        for row, got, n in zip(rows, tokens.tolist(), lengths.tolist()):
+            assert n == min(len(row), width)
+            assert got == (row + [0] * width)[:width]
+
+
+def test_without_padding_ragged_lists_stay_object_arrays_and_bad_pad_is_refused(
+    tmp_path: Path,
+) -> None:
+    path, ids = _tokens(tmp_path)
+    batch = next(iter(_dataset(path, batch_size=16, batch_format="numpy")))
+    assert batch["input_ids"].dtype == object and "input_ids_lengths" not in batch
+    for bad in (0, -1, "short", True):
+        with pytest.raises(ConfigError, match="pad_to"):
+            _dataset(path, batch_size=16, batch_format="numpy", pad_to=bad)
+
+
+def _rows_by_id(batches: list[Any]) -> dict[str, list[Any]]:
+    """Each column of numpy batches as Python values, in id order."""
+    order = np.argsort(np.concatenate([np.asarray(b["id"]) for b in batches]))
+    out: dict[str, list[Any]] = {}
+    for name in batches[0]:
+        values = [v for b in batches for v in np.asarray(b[name], dtype=object).tolist()]
+        out[name] = [values[i] for i in order]
+    return out
+
+
+def _same(a: list[Any], b: list[Any]) -> bool:
+    """Equal lists, a float NaN (a null in a numeric column) equal to itself."""
+
+    def key(v: Any) -> Any:
+        return "NaN" if isinstance(v, float) and v != v else v
+
+    return [key(v) for v in a] == [key(v) for v in b]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_numpy_batches_carry_every_type_exactly_through_worker_transport(
+    every_type: tuple[Path, pa.Table], workers: int
+) -> None:
+    """Every column's values, not just a few, through the in-process threads and through
+    DataLoader workers (shared-memory rings), shuffled: the values of the Parquet table,
+    by the batch rules (nulls in numbers as pyarrow's to_numpy gives them)."""
+    from torch.utils.data import DataLoader
+
+    path, table = every_type
+    ds = StreamingDataset(
+        str(path), batch_size=4, shuffle=True, seed=2, rank=0, world_size=1, batch_format="numpy"
+    )
+    got = _rows_by_id(list(DataLoader(ds, batch_size=None, num_workers=workers)))
+    assert got["id"] == list(range(N))
+    for name in table.column_names:
+        column = table.column(name).combine_chunks()
+        if pa.types.is_time(column.type):
+            want = column.cast(
+                pa.int32() if pa.types.is_time32(column.type) else pa.int64()
+            ).to_pylist()
+        elif pa.types.is_fixed_size_list(column.type):
+            want = column.to_pylist()
+            got[name] = np.array(got[name]).tolist()
+        elif pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            want = column.to_pylist()
+            got[name] = [None if v is None else list(v) for v in got[name]]
+        else:
+            want = column.to_numpy(zero_copy_only=False).tolist()
+        assert _same(got[name], want), name
