@@ -55,7 +55,8 @@ browser:
 	$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver
 
 lint: $(VENV)/.installed-test
-	$(VENV)/bin/ruff check src tests tools
+	$(VENV)/bin/ruff check src tests benchmarks examples tools
+	$(VENV)/bin/ruff format --check src tests benchmarks examples tools
 	$(VENV)/bin/mypy
 
 bench: $(VENV)/.installed-test

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Benchmark shardwise's MinHash near-duplicate removal against datasketch, datatrove and Data-Juicer.
+"""Benchmark shardwise's MinHash near-duplicate removal against datasketch, datatrove and
+Data-Juicer.
 
 Run from the repository root::
 
@@ -118,7 +119,8 @@ def measure(names: list[str], data: Path, args: Any, envs: dict[str, Any]) -> li
         )
         if not r.get("error"):
             print(
-                f" {r['seconds']:.1f} s, removed {len(r['removed']):,}, peak RSS {r['peak_rss_mb']:,.0f} MB",
+                f" {r['seconds']:.1f} s, removed {len(r['removed']):,}, peak RSS "
+                f"{r['peak_rss_mb']:,.0f} MB",
                 flush=True,
             )
         return r
@@ -225,7 +227,8 @@ def targets(results: list[dict[str, Any]], n: int) -> Checks:
     tuned = by.get("shardwise_18x7")
     if tuned:
         checks.note(
-            f"(shardwise with bands=18, rows=7, verify=True: precision {fmt(tuned['precision'], '.4f')}, "
+            "(shardwise with bands=18, rows=7, verify=True: precision "
+            f"{fmt(tuned['precision'], '.4f')}, "
             f"recall {fmt(tuned['recall'], '.4f')}, {n / tuned['seconds']:,.0f} docs/s end to end)"
         )
     return checks
@@ -290,8 +293,8 @@ def run_scale(n: int, args: Any) -> dict[str, Any]:
         return r
     checks = Checks()
     print(
-        f" {r['seconds']:.0f} s = {n / r['seconds']:,.0f} docs/s, removed {r['removed']:,}, peak RSS of all "
-        f"{r['max_procs']} processes {r['peak_rss_mb']:,.0f} MB, {r['tasks']} tasks"
+        f" {r['seconds']:.0f} s = {n / r['seconds']:,.0f} docs/s, removed {r['removed']:,}, peak "
+        f"RSS of all {r['max_procs']} processes {r['peak_rss_mb']:,.0f} MB, {r['tasks']} tasks"
     )
     checks.add(
         "scale: peak RSS of every process together",
@@ -396,7 +399,8 @@ def main(argv: list[str]) -> int:
                 **CFG,
                 "timeout_s": args.timeout,
                 "repeats": args.repeats,
-                "statistic": "median of the rounds (end to end), systems alternated within each round",
+                "statistic": "median of the rounds (end to end), systems alternated within each "
+                "round",
                 "idle_wait_s": args.idle_wait,
             },
             "shapes": blocks,

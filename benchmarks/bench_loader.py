@@ -258,7 +258,8 @@ def targets(results: dict[str, dict[str, Any]], ideal: float) -> Checks:
                 )
     if all(k in ok for k in SECOND):
         checks.add(
-            "shardwise_inproc_numpy second epoch vs raw scan second pass (steady state, for reference)",
+            "shardwise_inproc_numpy second epoch vs raw scan second pass (steady state, for "
+            "reference)",
             ratio(rps[SECOND[1]], rps[SECOND[0]]),
             None,
         )
@@ -295,8 +296,8 @@ def targets(results: dict[str, dict[str, Any]], ideal: float) -> Checks:
     line = "shuffle: n/a"
     if sw and best:
         line = (
-            f"shuffle: shardwise TVD {min(sw):.3f} vs best peer TVD {best['tvd']:.3f} [{best['name']}] "
-            f"(ideal {ideal:.3f}, sorted order 0.900; lower is better)"
+            f"shuffle: shardwise TVD {min(sw):.3f} vs best peer TVD {best['tvd']:.3f} "
+            f"[{best['name']}] (ideal {ideal:.3f}, sorted order 0.900; lower is better)"
         )
         if streaming:
             bs = min(streaming, key=lambda v: v["tvd"])
@@ -341,7 +342,8 @@ def measure(names: list[str], data: Path, args: Any) -> dict[str, dict[str, Any]
         if "error" not in r:
             print(
                 f" {r['rows']:,} rows in {r['seconds']:.1f} s = {r['rows_per_s']:,.0f} rows/s, "
-                f"TVD {fmt(r['tvd'], '.3f')}, peak RSS {r['peak_rss_mb']:,.0f} MB, CPU {r['cpu_s']:.1f} s",
+                f"TVD {fmt(r['tvd'], '.3f')}, peak RSS {r['peak_rss_mb']:,.0f} MB, CPU "
+                f"{r['cpu_s']:.1f} s",
                 flush=True,
             )
         return r
@@ -405,7 +407,8 @@ def run_shape(shape: str, rows: int, names: list[str], args: Any, versions: Any)
     results = measure(names, data, args)
     ideal = ideal_tvd(meta["label_hist"])
     print(
-        f"\n### loader benchmark, shape {shape!r}: {rows:,} rows, batch {BATCH}, {WORKERS} DataLoader workers, "
+        f"\n### loader benchmark, shape {shape!r}: {rows:,} rows, batch {BATCH}, {WORKERS} "
+        "DataLoader workers, "
         f"shuffle buffer {BUFFER:,} ({os.cpu_count()} CPUs)\n\n{table(results, ideal)}\n"
     )
     checks = targets(results, ideal)
@@ -414,7 +417,8 @@ def run_shape(shape: str, rows: int, names: list[str], args: Any, versions: Any)
     for name, r in results.items():
         if "types" in r:
             print(
-                f"  {name}: {r['types'].get('label')} / {r['types'].get('emb')} / {r['types'].get('text')}"
+                f"  {name}: {r['types'].get('label')} / {r['types'].get('emb')} / "
+                f"{r['types'].get('text')}"
             )
     return {
         "data": meta | {"version": DATA_VERSION},
@@ -451,7 +455,9 @@ def main(argv: list[str]) -> int:
         "--time-cap",
         type=float,
         default=150.0,
-        help="stop a loader after this many seconds of its epoch (default 150; 'inf': whole epochs)",
+        help=(
+            "stop a loader after this many seconds of its epoch (default 150; 'inf': whole epochs)"
+        ),
     )
     ap.add_argument(
         "--fresh",

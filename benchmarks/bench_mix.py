@@ -42,7 +42,8 @@ from harness.venvs import Venv, ensure_venv
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# what mosaicml-streaming 0.13 imports at `import streaming` (it imports transformers, torchvision, PIL...)
+# what mosaicml-streaming 0.13 imports at `import streaming` (it imports transformers, torchvision,
+# PIL...)
 PEERS = Venv(
     HERE / ".venv-mosaic",
     (
@@ -193,7 +194,8 @@ def _median_key(name: str) -> str:
 def stream_head(quick: bool) -> str:
     n, epoch = mix_stream.sizes(quick)
     return (
-        f"sources of {'/'.join(f'{x:,}' for x in n)} rows, weights {'/'.join(map(str, mix_stream.WEIGHTS))}, "
+        f"sources of {'/'.join(f'{x:,}' for x in n)} rows, weights "
+        f"{'/'.join(map(str, mix_stream.WEIGHTS))}, "
         f"epoch {epoch:,}, batch {mix_stream.BATCH}, payload {mix_stream.PAYLOAD} B"
     )
 
@@ -360,16 +362,21 @@ def main(argv: list[str]) -> int:
         n: median_run(runs[n], _median_key(n), higher_is_better=SYSTEMS[n].kind == "stream")
         for n in names
     }
-    head = f"{size['samples']:,} samples in {size['units']:,} units, {size['ranks']:,} ranks x {size['workers']} workers"
+    head = (
+        f"{size['samples']:,} samples in {size['units']:,} units, {size['ranks']:,} ranks x "
+        f"{size['workers']} workers"
+    )
     text = (
-        f"planning ({head}, batch {size['batch']}; median of {repeats})\n\n{_plan_rows(results)}\n\n"
-        f"realised proportions ({SMALL['samples']:,} samples, {SMALL['ranks']} ranks x {SMALL['workers']} "
-        f"workers x {SMALL['batch']})\n\n{_share_rows(results)}"
+        f"planning ({head}, batch {size['batch']}; median of "
+        f"{repeats})\n\n{_plan_rows(results)}\n\n"
+        f"realised proportions ({SMALL['samples']:,} samples, {SMALL['ranks']} ranks x "
+        f"{SMALL['workers']} workers x {SMALL['batch']})\n\n{_share_rows(results)}"
     )
     if convert is not None:
         text += (
-            f"\n\nstreaming the same mixed data ({stream_head(args.quick)}; median of {repeats}; Parquet to "
-            f"MDS conversion {fmt(convert.get('convert_s'), '.1f')} s, not in any ratio)\n\n{_stream_rows(results)}"
+            f"\n\nstreaming the same mixed data ({stream_head(args.quick)}; median of {repeats}; "
+            f"Parquet to MDS conversion {fmt(convert.get('convert_s'), '.1f')} s, not in any "
+            f"ratio)\n\n{_stream_rows(results)}"
         )
     print("\n" + text + "\n")
     checks = targets(results)

@@ -142,8 +142,8 @@ def paired_with_pool(
             local_runs.append(timed(run, tasks.heavy, heavy, 1, expected)[0])
     r = statistics.median(local_runs) / statistics.median(pool_runs)
     print(
-        f"[local] heavy interleaved with Pool.map: local={_runs(local_runs)} pool={_runs(pool_runs)} "
-        f"ratio {r:.2f}x",
+        f"[local] heavy interleaved with Pool.map: local={_runs(local_runs)} "
+        f"pool={_runs(pool_runs)} ratio {r:.2f}x",
         flush=True,
     )
     return {
@@ -204,7 +204,8 @@ def measure(
         wait_idle(idle_wait)
         res.cpu_busy_before, res.load_avg_1min = cpu_busy(), os.getloadavg()[0]
         print(
-            f"[{name}] ready in {res.startup_s:.2f} s; machine busy {fmt(res.cpu_busy_before, '.0%')} "
+            f"[{name}] ready in {res.startup_s:.2f} s; machine busy "
+            f"{fmt(res.cpu_busy_before, '.0%')} "
             f"(load average {res.load_avg_1min:.2f}) before timing",
             flush=True,
         )
@@ -301,9 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     one = time.perf_counter() - t0
     print(
         f"python {sys.version.split()[0]}, cpus={os.cpu_count()}, multiprocessing start method="
-        f"{mp.get_start_method()}, repeats={repeats} (median)\ntiny: {len(tiny)} x square; heavy: {len(heavy)} x "
-        f"heavy ({one:.3f} s each here; sequential ~{one * len(heavy):.1f} s, ideal on {CORES} cores "
-        f"~{one * len(heavy) / CORES:.1f} s)",
+        f"{mp.get_start_method()}, repeats={repeats} (median)\ntiny: {len(tiny)} x square; heavy: "
+        f"{len(heavy)} x "
+        f"heavy ({one:.3f} s each here; sequential ~{one * len(heavy):.1f} s, ideal on {CORES} "
+        f"cores ~{one * len(heavy) / CORES:.1f} s)",
         flush=True,
     )
     names = chosen(ap, args.only, list(CONTESTANTS), always=[POOL])

@@ -117,8 +117,9 @@ def measure(
         )
         if "error" not in r:
             print(
-                f" {r['wall_s']:.1f} s (start-up {r['startup_s']:.1f} s), {r['output_rows']:,} rows out; used "
-                f"{fmt(r.get('our_cores'), '.2f')} cores, other work {fmt(r.get('other_cores'), '.2f')} cores",
+                f" {r['wall_s']:.1f} s (start-up {r['startup_s']:.1f} s), {r['output_rows']:,} "
+                f"rows out; used {fmt(r.get('our_cores'), '.2f')} cores, other work "
+                f"{fmt(r.get('other_cores'), '.2f')} cores",
                 flush=True,
             )
         return r
@@ -243,7 +244,8 @@ def main(argv: list[str]) -> int:
     mismatches: list[str] = []
     text = table(results, rows, mismatches)
     print(
-        f"\n### pipeline benchmark: {rows:,} rows, NFKC + whitespace, URL strip, >= {MIN_WORDS} words, exact dedup; "
+        f"\n### pipeline benchmark: {rows:,} rows, NFKC + whitespace, URL strip, >= {MIN_WORDS} "
+        "words, exact dedup; "
         f"{CORES} processes; median of {args.repeats} ({os.cpu_count()} CPUs)\n\n{text}\n"
     )
     checks = targets(results)

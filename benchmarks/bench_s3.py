@@ -163,7 +163,8 @@ def table(results: dict[str, dict[str, Any]], parquet_bytes: int) -> str:
                     "",
                     "",
                     "",
-                    f"{r['fetched_bytes'] / 2**20:,.1f} MB ({r['fetched_bytes'] / parquet_bytes:.2f} of data)",
+                    f"{r['fetched_bytes'] / 2**20:,.1f} MB "
+                    f"({r['fetched_bytes'] / parquet_bytes:.2f} of data)",
                     "",
                     "",
                 ]
@@ -274,7 +275,8 @@ def measure(
         )
         if "error" not in r and "cold_rows_per_s" in r:
             print(
-                f" cold {r['cold_rows_per_s']:,.0f} rows/s, warm {r['warm_rows_per_s']:,.0f} rows/s",
+                f" cold {r['cold_rows_per_s']:,.0f} rows/s,"
+                f" warm {r['warm_rows_per_s']:,.0f} rows/s",
                 flush=True,
             )
         elif "error" not in r:
@@ -340,7 +342,8 @@ def main(argv: list[str]) -> int:
         remove_weed_files(workdir, s3["ports"])
         shutil.rmtree(scratch, ignore_errors=True)
     print(
-        f"\n### S3 benchmark: {rows:,} rows ({parquet_bytes / 2**20:.0f} MB Parquet, {meta['row_groups']} row "
+        f"\n### S3 benchmark: {rows:,} rows ({parquet_bytes / 2**20:.0f} MB Parquet, "
+        f"{meta['row_groups']} row "
         f"groups), batch 256, 2 DataLoader workers, {args.repeats} round(s), median\n\n"
         f"{table(results, parquet_bytes)}\n"
     )

@@ -136,7 +136,8 @@ def main() -> None:
         for epoch in range(args.epochs):
             labels = [x for rank in per_rank for x in rank[epoch]]
             print(
-                f"epoch {epoch}: {len(labels)} samples, each once: {len(labels) == len(set(labels))}, "
+                f"epoch {epoch}: {len(labels)} samples, each once: "
+                f"{len(labels) == len(set(labels))}, "
                 f"left out by drop_last: {total - len(set(labels))} of {total}"
             )
         orders_differ = args.epochs > 1 and per_rank[0][0] != per_rank[0][1]

@@ -73,9 +73,10 @@ def main() -> int:
     print(result.table())
     print(f"manifest: {result.manifest}\n")
 
-    index = shardwise.open_dataset(str(OUT / "clean"), progress=False)
+    index = shardwise.index_dataset(str(OUT / "clean"), progress=False)
     print(
-        f"clean dataset: {index.num_samples:,} articles in {len(index.files)} files, {index.num_units} row groups"
+        f"clean dataset: {index.num_samples:,} articles in {len(index.files)} files, "
+        f"{index.num_units} row groups"
     )
     ds = shardwise.StreamingDataset(
         str(OUT / "clean"), batch_size=8, batch_format="numpy", columns=["id", "topic"], seed=0
@@ -98,7 +99,8 @@ def main() -> int:
     assert len(seen) == len(set(seen))
     cmd = Path(sys.executable).with_name("shardwise")  # the venv's script, not one on PATH
     print(
-        f"\nnext: {cmd} inspect {OUT / 'clean'}\n      {cmd} plan {OUT / 'clean'} -w 4 -k 2 -b 8 --html plan.html"
+        f"\nnext: {cmd} inspect {OUT / 'clean'}\n      {cmd} plan {OUT / 'clean'} -w 4 -k 2 -b 8 "
+        "--html plan.html"
     )
     # the run wrote its report (ledger, times, shard sizes, duplicates) beside its manifest
     print(f"\nreport: {Path(result.manifest).parent / '_report.html'}")

@@ -12,10 +12,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "shardwise"
 # (module, exception): internal invariants a user cannot trigger through the public API
 INTERNAL = {
     ("loader/workers/receive.py", "RuntimeError"),  # a ring replaced under it: a bug, not input
-    (
-        "parallel/_caller.py",
-        "RuntimeError",
-    ),  # the caller's slot signalled done without a chunk: a bug
+    # the caller's slot signalled done without a chunk: a bug
+    ("parallel/backends/local_caller.py", "RuntimeError"),
     ("pipeline/runner.py", "AssertionError"),  # a dedup decision asked of a stage without a dedup
     ("storage/retry.py", "AssertionError"),  # unreachable end of the retry loop
     ("__init__.py", "AttributeError"),  # module __getattr__: the protocol Python expects

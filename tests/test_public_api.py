@@ -28,8 +28,11 @@ EXPECTED = {
     "UnsafeMemberError",
     "UnsupportedError",
     "__version__",
+    "index_dataset",
     "open_dataset",
     "DatasetIndex",
+    "Pipeline",
+    "RunResult",
     "StreamingDataset",
     "parallel_backend",
     "parallel_map",
@@ -53,8 +56,8 @@ def test_dir_lists_the_lazy_public_names() -> None:
 def test_import_does_not_load_optional_packages() -> None:
     code = (
         "import sys, shardwise, shardwise.index, shardwise.cli;"
-        "heavy = [m for m in ('torch', 'ray', 'pyspark', 'dask', 's3fs', 'distributed') if m in sys.modules];"
-        "print(','.join(heavy))"
+        "heavy = [m for m in ('torch', 'ray', 'pyspark', 'dask', 's3fs', 'distributed') if m in "
+        "sys.modules];print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
@@ -65,10 +68,10 @@ def test_import_is_lazy_and_names_load_on_first_use() -> None:
     # tree only, and a run without a progress bar never loads tqdm
     code = (
         "import sys, shardwise;"
-        "eager = [m for m in ('pyarrow', 'numpy', 'fsspec', 'tqdm', 'shardwise.report', 'shardwise.index',"
-        " 'shardwise.pipeline.api') if m in sys.modules];"
-        "from shardwise.prepare.steps import expand_steps;"  # the subpackage first: the name stays the function
-        "fn = shardwise.prepare; import shardwise.prepare.api;"
+        "eager = [m for m in ('pyarrow', 'numpy', 'fsspec', 'tqdm', 'shardwise.report', "
+        "'shardwise.index', 'shardwise.pipeline.api') if m in sys.modules];"
+        "from shardwise.preparing.steps import expand_steps;"  # the subpackage first
+        "fn = shardwise.prepare; import shardwise.preparing.api;"
         "print(','.join(eager), callable(shardwise.prepare) and fn is shardwise.prepare,"
         " shardwise.read_jsonl.__name__, shardwise.DatasetIndex.__name__,"
         " shardwise.parallel_map(abs, [-1, -2], backend='sequential', progress=False),"
@@ -119,6 +122,7 @@ def test_missing_extra_names_the_pip_line() -> None:
         ),
         (lambda p: shardwise.open_dataset(p, unit_byts=3), "open_dataset", "unit_bytes"),
         (lambda p: shardwise.open_dataset(p, cache_di="x"), "open_dataset", "cache_dir"),
+        (lambda p: shardwise.index_dataset(p, unit_byts=3), "index_dataset", "unit_bytes"),
         (lambda p: shardwise.read_parquet(p, colums=["id"]), "read_parquet", "columns"),
         (lambda p: shardwise.read_jsonl(p, task_byte=5), "read_jsonl", "task_bytes"),
     ],
@@ -153,3 +157,33 @@ def test_parallel_map_keyword_typos_are_named(kw: str, near: str) -> None:
         shardwise.parallel_map(abs, [1, 2], progress=False, **{kw: 2})
     assert str(info.value).startswith(f"parallel_map() got an unexpected keyword argument {kw!r}")
     assert f"did you mean {near!r}" in str(info.value)
+
+
+def test_prepare_is_the_function_and_its_package_has_its_own_name() -> None:
+    import shardwise.preparing
+
+    assert callable(shardwise.prepare)
+    assert shardwise.prepare is shardwise.preparing.prepare
+    assert not isinstance(shardwise.prepare, type(shardwise))
+
+
+def test_public_return_types_are_what_the_calls_return(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"id": list(range(10))}), tmp_path / "t.parquet")
+    index = shardwise.index_dataset(str(tmp_path / "t.parquet"), progress=False)
+    assert isinstance(index, shardwise.DatasetIndex) and index.num_samples == 10
+    pipe = shardwise.read_parquet(str(tmp_path / "t.parquet"))
+    assert isinstance(pipe, shardwise.Pipeline)
+    out = pipe.write_parquet(str(tmp_path / "out"))
+    result = out.run(backend="sequential", progress=False, report=False)
+    assert isinstance(result, shardwise.RunResult)
+
+
+def test_open_dataset_is_a_deprecated_alias_that_warns(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"id": list(range(10))}), tmp_path / "t.parquet")
+    path = str(tmp_path / "t.parquet")
+    with pytest.warns(DeprecationWarning, match="use shardwise.index_dataset"):
+        old = shardwise.open_dataset(path, progress=False)
+    new = shardwise.index_dataset(path, progress=False)
+    assert isinstance(old, shardwise.DatasetIndex)
+    assert old.num_samples == new.num_samples == 10
+    assert [f.path for f in old.files] == [f.path for f in new.files]

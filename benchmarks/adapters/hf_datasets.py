@@ -101,7 +101,8 @@ def map_per_sample(data: Path, consume: Consumer, info: dict[str, Any]) -> Calla
 
 
 def pipeline(data: Path, out: Path) -> dict[str, Any]:
-    """``map(batched, num_proc=2)``, ``filter`` on the word count, first-of-hash filter, ``to_parquet``."""
+    """``map(batched, num_proc=2)``, ``filter`` on the word count, first-of-hash filter,
+    ``to_parquet``."""
     import datasets
     import numpy as np
     from datasets import Dataset

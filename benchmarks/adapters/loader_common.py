@@ -78,7 +78,8 @@ def describe(x: Any) -> str:
         return f"{type(x).__name__}[{len(x)}] of {describe(x[0]) if len(x) else '?'}"
     shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
     return (
-        f"{type(x).__module__.split('.')[0]}.{type(x).__name__}{tuple(shape) if shape is not None else ''}"
+        f"{type(x).__module__.split('.')[0]}.{type(x).__name__}"
+        f"{tuple(shape) if shape is not None else ''}"
         f"{'/' + str(dtype) if dtype is not None else ''}"
     )
 

@@ -42,7 +42,8 @@ def _ray(prefix: str) -> Iterator[Any]:
 
 
 def loader(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], None]:
-    """``read_parquet(files).iter_torch_batches(batch_size=256, local_shuffle_buffer_size=10_000)``."""
+    """``read_parquet(files).iter_torch_batches(batch_size=256,
+    local_shuffle_buffer_size=10_000)``."""
     import torch
 
     cm = _ray("rb")

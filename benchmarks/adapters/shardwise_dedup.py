@@ -26,7 +26,7 @@ __all__ = ["dedup"]
 def _time_phases(phases: list[tuple[str, float]]) -> None:
     """Record the time of every parallel map and of the dedup decision in ``phases``."""
     from shardwise.dedup.minhash import MinHashDedup
-    from shardwise.pipeline.dedup_services import Execution
+    from shardwise.pipeline.execution import Execution
 
     def timed(orig: Callable[..., Any], label: Callable[..., str]) -> Callable[..., Any]:
         def run(*a: Any, **kw: Any) -> Any:

@@ -106,7 +106,8 @@ def inproc_numpy(data: Path, consume: Consumer, info: dict[str, Any]) -> Callabl
 
 
 def inproc_torch(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], None]:
-    """The in-process path with torch tensors: ``for batch in StreamingDataset(batch_format="torch")``."""
+    """The in-process path with torch tensors: ``for batch in
+    StreamingDataset(batch_format="torch")``."""
     ds = _dataset(data, "torch", info, _all_units(data), num_workers=None)
     return lambda: dict_batches(ds, consume)
 

@@ -78,7 +78,8 @@ def generate_scale(n: int, seed: int = 0) -> Path:
     }
     (out / "meta.json").write_text(json.dumps(meta))
     print(
-        f"data: wrote {n:,} generated docs ({planted:,} planted copies, {meta['bytes'] / 2**20:.0f} MB Parquet) "
+        f"data: wrote {n:,} generated docs ({planted:,} planted copies, "
+        f"{meta['bytes'] / 2**20:.0f} MB Parquet) "
         f"in {meta['generate_s']:.1f} s",
         flush=True,
     )

@@ -146,7 +146,8 @@ def generate_shape(shape: str, n: int, seed: int = 0) -> Path:
     }
     (out / "meta.json").write_text(json.dumps(meta))
     print(
-        f"data: wrote {len(docs):,} {shape} docs ({meta['words_total']:,} words, {meta['bytes'] / 2**20:.1f} MB) "
+        f"data: wrote {len(docs):,} {shape} docs ({meta['words_total']:,} words, "
+        f"{meta['bytes'] / 2**20:.1f} MB) "
         f"to {out} in {meta['generate_s']:.1f} s",
         flush=True,
     )

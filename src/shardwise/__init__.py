@@ -8,8 +8,6 @@ pay for the rest of the package (pyarrow, fsspec, the run report, ...).
 from __future__ import annotations
 
 import importlib as _importlib
-import sys as _sys
-import types as _types
 from typing import TYPE_CHECKING
 from typing import Any as _Any
 
@@ -29,12 +27,12 @@ from shardwise.errors import (
 from shardwise.pipeline.hooks import on_run_published as _on_run_published
 
 if TYPE_CHECKING:
-    from shardwise.index import DatasetIndex, open_dataset
+    from shardwise.index import DatasetIndex, index_dataset, open_dataset
     from shardwise.loader import StreamingDataset
     from shardwise.loader.source import Source
     from shardwise.parallel import parallel_backend, parallel_map
     from shardwise.pipeline import read_jsonl, read_parquet, read_webdataset
-    from shardwise.prepare import prepare
+    from shardwise.preparing import prepare
 
 __version__ = "0.1.0"
 
@@ -45,7 +43,9 @@ __all__ = [
     "EmptyDatasetError",
     "FormatError",
     "MissingExtraError",
+    "Pipeline",
     "PlanError",
+    "RunResult",
     "ShardwiseError",
     "Source",
     "StorageError",
@@ -54,6 +54,7 @@ __all__ = [
     "UnsafeMemberError",
     "UnsupportedError",
     "__version__",
+    "index_dataset",
     "open_dataset",
     "parallel_backend",
     "parallel_map",
@@ -67,10 +68,13 @@ __all__ = [
 # IterableDataset when torch is installed: built on first use, never at import)
 _LAZY = {
     "DatasetIndex": "shardwise.index",
-    "open_dataset": "shardwise.index",
+    "index_dataset": "shardwise.index",
+    "open_dataset": "shardwise.index",  # deprecated alias of index_dataset (warns)
+    "Pipeline": "shardwise.pipeline",
+    "RunResult": "shardwise.pipeline",
     "parallel_backend": "shardwise.parallel",
     "parallel_map": "shardwise.parallel",
-    "prepare": "shardwise.prepare",
+    "prepare": "shardwise.preparing",
     "read_jsonl": "shardwise.pipeline",
     "read_parquet": "shardwise.pipeline",
     "read_webdataset": "shardwise.pipeline",
@@ -91,19 +95,6 @@ def __getattr__(name: str) -> _Any:
 def __dir__() -> list[str]:
     # the lazily loaded public names are listed for completion and dir()
     return sorted(set(globals()) | set(__all__))
-
-
-class _Package(_types.ModuleType):
-    """The ``shardwise`` module: ``shardwise.prepare`` stays the function even though
-    the first import of the subpackage of the same name binds the subpackage here."""
-
-    def __setattr__(self, name: str, value: _Any) -> None:
-        if name == "prepare" and isinstance(value, _types.ModuleType):
-            value = value.prepare
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Package
 
 
 def _write_run_report(output: str, storage_options: dict[str, _Any]) -> object:

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
+# benchmarks/ is on the tests' import path (pyproject's pytest ``pythonpath``)
 from adapters.shingling import shingles
 from datagen.dedup_scale import COPY_SHARE, _slice
 from datagen.dedup_shapes import _short_variant

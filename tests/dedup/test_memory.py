@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from _corpus import bbc_texts
 
-from shardwise.dedup.verify import TaskCache
+from shardwise.dedup.candidates import TaskCache
 from shardwise.pipeline import read_jsonl
 
 
@@ -119,7 +119,7 @@ def test_minhash_sizes_tasks_by_work(corpus: Path) -> None:
     assert size < 4 * 2**20
     plain = read_jsonl(str(small)).dedup("exact", column="text")
     heavy = read_jsonl(str(small)).dedup("minhash", column="text")
-    from shardwise.pipeline.tasks import plan_tasks
+    from shardwise.pipeline.task_split import plan_tasks
 
     n_plain = len(plan_tasks(plain.index(), plain.task_bytes, work=plain._work()))
     tasks = plan_tasks(heavy.index(), heavy.task_bytes, work=heavy._work())

@@ -15,11 +15,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shardwise.dedup import candidates, verify
 from shardwise.dedup import sets as sets_module
-from shardwise.dedup import verify
+from shardwise.dedup.candidates import ROW_BITS, Candidates, TaskShingles
 from shardwise.dedup.lsh import bucket_order
 from shardwise.dedup.sets import shingle_sets
-from shardwise.dedup.verify import ROW_BITS, _Candidates, _Shingles, exact_similar
+from shardwise.dedup.verify import exact_similar
 
 
 class _Keys:
@@ -96,29 +97,31 @@ def test_exact_similar_equals_python_sets(
     )
     a = np.array([_doc(*p) for p, _ in pairs], dtype=np.uint64)
     b = np.array([_doc(*q) for _, q in pairs], dtype=np.uint64)
-    old = sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM, verify.LOOP_FROM
+    old = sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM, candidates.LOOP_FROM
     sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM = (
         batch,
         loop_from,
     )  # pairs one by one, or in rows
     keys = _Keys(tasks)
-    gathered = _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 1 << 30)
+    gathered = Candidates.gather(keys, np.unique(np.concatenate([a, b])), 1 << 30)
     assert gathered is not None and gathered.views is None  # arrays in memory: copied
     try:  # from a cache of whole tasks, from the candidates gathered once, and from views
-        got = exact_similar(_Shingles(keys, 1 << 30), a, b, threshold)  # of mapped files: the same
+        got = exact_similar(
+            TaskShingles(keys, 1 << 30), a, b, threshold
+        )  # of mapped files: the same
         assert (exact_similar(gathered, a, b, threshold) == got).all()
         with tempfile.TemporaryDirectory() as root:
-            verify.LOOP_FROM = 0  # views from the first shingle on (else only for long sets)
-            mapped = _Candidates.gather(
+            candidates.LOOP_FROM = 0  # views from the first shingle on (else only for long sets)
+            mapped = Candidates.gather(
                 _MappedKeys(tasks, root), np.unique(np.concatenate([a, b])), 1 << 30
             )
             assert mapped is not None and mapped.views is not None
             assert (exact_similar(mapped, a, b, threshold) == got).all()
             del mapped
     finally:
-        sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM, verify.LOOP_FROM = old
+        sets_module.PAIR_SHINGLES, verify.PAIR_LOOP_FROM, candidates.LOOP_FROM = old
     assert (
-        _Candidates.gather(keys, np.unique(np.concatenate([a, b])), 0) is None
+        Candidates.gather(keys, np.unique(np.concatenate([a, b])), 0) is None
     )  # past its cap: not gathered
     for (p, q), ok in zip(pairs, got):
         x, y = set(docs[p[0]][p[1]]), set(docs[q[0]][q[1]])

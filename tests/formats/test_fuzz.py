@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shardwise.errors import PlanError, ShardwiseError
-from shardwise.index import open_dataset
+from shardwise.index import index_dataset
 from shardwise.loader import StreamingDataset
 
 FUZZ = settings(
@@ -104,7 +104,7 @@ def _read(path: Path, on_error: str) -> Read | None:
     "raise"; under "skip" the rows kept plus the bad records (WebDataset indexing already
     leaves bad samples out)."""
     try:
-        index = open_dataset(str(path), progress=False, refresh=True, on_error=on_error)
+        index = index_dataset(str(path), progress=False, refresh=True, on_error=on_error)
         ds = StreamingDataset(
             index, batch_size=1, shuffle=False, rank=0, world_size=1, on_error=on_error
         )
@@ -201,7 +201,8 @@ def test_random_byte_flips(
     if name == "a.tar.gz":
         return
     if name == "a.tar":  # the same damage inside a compressed shard reads the same, except that
-        # a damaged compressed shard is not partly kept under "skip" (nothing before its CRC is trusted)
+        # a damaged compressed shard is not partly kept under "skip" (nothing before its CRC is
+        # trusted)
         raised_gz, skipped_gz = _both(
             tmp_path_factory.mktemp("g") / "a.tar.gz", gzip.compress(damaged, mtime=0)
         )

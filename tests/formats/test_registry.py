@@ -1,4 +1,4 @@
-"""The format registry and suffix table (formats/__init__.py, formats/base.py)."""
+"""The format registry and suffix table (formats/__init__.py, formats/contract.py)."""
 
 from __future__ import annotations
 

@@ -129,7 +129,9 @@ from shardwise.integrations.dali import DaliSource
 
 src = DaliSource(sys.argv[1], num_workers=2, per_worker=4, columns=["jpg", "cls"])
 
-@pipeline_def(batch_size=4, num_threads=1, device_id=None, py_num_workers=2, py_start_method="spawn")
+@pipeline_def(
+    batch_size=4, num_threads=1, device_id=None, py_num_workers=2, py_start_method="spawn"
+)
 def pipe():
     return tuple(out for outs in src.external_sources() for out in outs)
 

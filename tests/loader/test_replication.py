@@ -11,7 +11,7 @@ from _loaderdata import make_parquet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardwise import ConfigError, StreamingDataset, open_dataset
+from shardwise import ConfigError, StreamingDataset, index_dataset
 from shardwise.index import DatasetIndex
 
 N = 1_503
@@ -19,7 +19,7 @@ N = 1_503
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> DatasetIndex:
-    return open_dataset(str(make_parquet(tmp_path_factory.mktemp("repl") / "ds", N, files=4)))
+    return index_dataset(str(make_parquet(tmp_path_factory.mktemp("repl") / "ds", N, files=4)))
 
 
 @st.composite

@@ -54,13 +54,13 @@ def test_text_column() -> None:
 def test_worker_path_does_not_import_pyarrow_compute() -> None:
     code = (
         "import sys\n"
-        "import shardwise.parallel._worker, shardwise.parallel._task\n"
-        "import shardwise.pipeline.task, shardwise.pipeline.dedup_services, shardwise.dedup.minhash\n"
-        "import pyarrow as pa\n"
+        "import shardwise.parallel.backends.local_worker, shardwise.parallel._in_worker\n"
+        "import shardwise.pipeline.run_task, shardwise.pipeline.dedup_services, "
+        "shardwise.dedup.minhash\nimport pyarrow as pa\n"
         "from shardwise.dedup.shingles import doc_shingles\n"
         "from shardwise.dedup.sets import shingle_sets\n"
-        "sh, off = doc_shingles(pa.array(['Ｃafé au lait, s’il vous plaît', None, 'x']), unique=False)\n"
-        "shingle_sets(sh, off)\n"
+        "sh, off = doc_shingles(pa.array(['Ｃafé au lait, s’il vous plaît', None, 'x']), "
+        "unique=False)\nshingle_sets(sh, off)\n"
         "print('pyarrow.compute' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -31,7 +31,8 @@ BODY = textwrap.dedent("""
         with parallel_backend(backend, n_jobs=2, **options):
             a = sum(parallel_map(lambda x: x * x, range(300), progress=False))
             b = sum(parallel_map(longish, range(300), progress=False))
-            c = sum(box.v for box in parallel_map(lambda x: Box(x + offset), range(50), progress=False))
+            boxes = parallel_map(lambda x: Box(x + offset), range(50), progress=False)
+            c = sum(box.v for box in boxes)
         assert (a, b, c) == (8955050, 129555, 1575), (backend, a, b, c)
         print("ok", backend, flush=True)
 """)
@@ -127,7 +128,10 @@ def _failing_map(
     backend: str, n: int, env: dict[str, str], cwd: Path
 ) -> subprocess.CompletedProcess[str]:
     """A parallel_map in a fresh interpreter that is expected to fail with exit code 1."""
-    code = f"from shardwise import parallel_map\nparallel_map(abs, range({n}), progress=False, backend={backend!r})\n"
+    code = (
+        f"from shardwise import parallel_map\nparallel_map(abs, range({n}), progress=False, "
+        f"backend={backend!r})\n"
+    )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
     )
@@ -137,11 +141,9 @@ def _failing_map(
 
 def test_a_worker_that_cannot_start_fails_once_with_its_stderr(tmp_path: Path) -> None:
     (tmp_path / "sitecustomize.py").write_text(
-        "import os, sys\n"
-        "if os.environ.get('SHARDWISE_LOCAL_WORKER'):\n"
+        "import os, sys\nif os.environ.get('SHARDWISE_LOCAL_WORKER'):\n"
         "    sys.stderr.write('cannot start: no GPU driver here\\n')\n"
-        "    sys.stderr.flush()\n"
-        "    os._exit(3)\n"
+        "    sys.stderr.flush()\n    os._exit(3)\n"
     )
     env = _env(tmp_path)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])

@@ -255,7 +255,7 @@ class _Recording(Backend):
         return 1
 
     def open(self, fn: Any, retry_on: Any, parallelism: int) -> Any:
-        from shardwise.parallel.local import SequentialBackend
+        from shardwise.parallel.backends.local import SequentialBackend
 
         type(self).opened += 1
         return SequentialBackend().open(fn, retry_on, parallelism)
@@ -265,13 +265,13 @@ def test_context_reaches_deep_calls_and_explicit_backend_wins(tmp_path: Any) -> 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from shardwise import open_dataset
+    from shardwise import index_dataset
 
     register_backend("recording", _Recording)
     for i in range(3):
         pq.write_table(pa.table({"x": list(range(i + 1))}), tmp_path / f"p{i}.parquet")
     with parallel_backend("recording"):
-        ds = open_dataset(str(tmp_path), progress=False)
+        ds = index_dataset(str(tmp_path), progress=False)
         assert _Recording.opened >= 1
         before = _Recording.opened
         assert parallel_map(square, [2], backend="sequential", progress=False) == [4]

@@ -19,7 +19,7 @@ from shardwise import ConfigError, EmptyDatasetError, FormatError, StorageError
 from shardwise.cli import main
 from shardwise.pipeline import read_jsonl, resplit
 from shardwise.pipeline.commit import CLEANUP_THREAD, TRASH
-from shardwise.prepare import prepare
+from shardwise.preparing import prepare
 
 
 def _with_failure(src: Path, out: str, marker_dir: Path) -> shardwise.pipeline.Pipeline:
@@ -82,7 +82,7 @@ def test_a_failed_local_run_leaves_nothing_and_a_rerun_finishes_it(tmp_path: Pat
         _with_failure(src, str(out), tmp_path).run(backend="sequential", progress=False)
     assert not out.exists()  # readers (shardwise, pyarrow, pandas) find nothing at all
     with pytest.raises(EmptyDatasetError):
-        shardwise.open_dataset(str(out))
+        shardwise.index_dataset(str(out))
     (tmp_path / "fail").unlink()
     again = _with_failure(src, str(out), tmp_path).run(backend="local", progress=False)
     assert again.rows_out == ref.rows_out
@@ -101,7 +101,7 @@ def test_an_unfinished_object_store_output_is_refused_then_published(tmp_path: P
     visible = [p for p in fs.find("/bucket/commit-test/out") if "/_work/" not in p]
     assert visible == []  # unfinished files only under _work/, which readers skip
     with pytest.raises(StorageError, match="unfinished"):
-        shardwise.open_dataset(out)
+        shardwise.index_dataset(out)
     (tmp_path / "fail").unlink()
     result = _with_failure(src, out, tmp_path).run(backend="thread", progress=False)
     assert result.skipped_tasks == 0 or result.skipped_tasks < result.tasks
@@ -115,7 +115,7 @@ def test_an_unfinished_object_store_output_is_refused_then_published(tmp_path: P
         k: v for k, v in _contents(fs, "/bucket/commit-test/out").items() if k.startswith("part-")
     }
     assert remote == local  # byte-identical to a local run
-    assert shardwise.open_dataset(out).num_samples == result.rows_out
+    assert shardwise.index_dataset(out).num_samples == result.rows_out
     fs.rm("/bucket/commit-test", recursive=True)
 
 

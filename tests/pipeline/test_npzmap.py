@@ -1,4 +1,5 @@
-"""Memory-mapped ``.npz`` members equal what ``np.load`` reads, and fall back when they cannot be mapped."""
+"""Memory-mapped ``.npz`` members equal what ``np.load`` reads, and fall back when they cannot
+be mapped."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def test_driver_killed_mid_run_then_rerun_is_identical(src: Path, tmp_path: Path
     # the run really was cut short, and nothing of it is where readers look
     assert not out.exists()
     with pytest.raises(EmptyDatasetError):
-        shardwise.open_dataset(str(out))
+        shardwise.index_dataset(str(out))
     committed = len(list((staging / "_manifests").glob("task-*.json")))
     result = build(str(src), str(out), slow=True).run(backend="local", progress=False)
     assert result.skipped_tasks >= committed >= 3
@@ -174,7 +174,7 @@ def test_readers_use_the_manifest_not_a_glob(reference: tuple[Path, Any], tmp_pa
     stray = out / "part-99999-00000.parquet"
     stray.write_bytes((out / sorted(_files(out))[0]).read_bytes())
     try:
-        index = shardwise.open_dataset(str(out), progress=False, refresh=True)
+        index = shardwise.index_dataset(str(out), progress=False, refresh=True)
         assert index.num_samples == result.rows_out
         ds = shardwise.StreamingDataset(
             str(out),
@@ -277,7 +277,7 @@ def test_resplit_balances_files(reference: tuple[Path, Any], tmp_path: Path) -> 
 def test_small_input_runs_in_the_driver_with_the_pool_output(
     src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from shardwise.parallel.local import LocalBackend
+    from shardwise.parallel.backends.local import LocalBackend
     from shardwise.pipeline import runner
 
     opened: list[int] = []

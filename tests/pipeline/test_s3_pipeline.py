@@ -61,7 +61,7 @@ def test_killed_s3_run_then_rerun_is_identical_to_a_local_run(
     # cut short: nothing is where readers look, and shardwise refuses the unfinished output
     assert parts(fs, f"{name}/out") == {} and not fs.exists(f"{name}/out/_manifest.json")
     with pytest.raises(StorageError, match=f"{out} is the output of an unfinished shardwise run"):
-        shardwise.open_dataset(out, storage_options=s3_server["storage_options"], progress=False)
+        shardwise.index_dataset(out, storage_options=s3_server["storage_options"], progress=False)
     rerun = subprocess.run(
         [sys.executable, str(SCRIPT), f"s3://{name}/in/", out, "local", "slow"],
         env=env,
@@ -76,7 +76,7 @@ def test_killed_s3_run_then_rerun_is_identical_to_a_local_run(
     assert parts(fs, f"{name}/out") == expected
     assert fs.exists(f"{name}/out/_manifest.json")
     assert not [p for p in fs.find(f"{name}/out") if "/_work/" in p or "/_tmp." in p]
-    index = shardwise.open_dataset(
+    index = shardwise.index_dataset(
         out, storage_options=s3_server["storage_options"], progress=False
     )
-    assert index.num_samples == shardwise.open_dataset(str(ref), progress=False).num_samples
+    assert index.num_samples == shardwise.index_dataset(str(ref), progress=False).num_samples

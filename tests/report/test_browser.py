@@ -78,7 +78,8 @@ def _check_page(driver: Any, page: Path, shot: Path) -> None:
     errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert errors == []
     broken = driver.execute_script(
-        "return [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.id)"
+        "return [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => "
+        "i.id)"
     )
     assert broken == []
     assert driver.execute_script("return document.images.length") >= 3
@@ -92,7 +93,8 @@ def _check_page(driver: Any, page: Path, shot: Path) -> None:
 
 def _cells(driver: Any, table_id: str) -> dict[str, str]:
     rows = driver.execute_script(
-        f"return [...document.querySelectorAll('#{table_id} tr')].map(r => [...r.cells].map(c => c.textContent))"
+        f"return [...document.querySelectorAll('#{table_id} tr')].map(r => [...r.cells].map(c => "
+        "c.textContent))"
     )
     return {r[0]: r[1] for r in rows}
 
@@ -114,7 +116,8 @@ def test_the_run_report_renders_with_the_manifest_numbers(
         for reason, n in reasons.items():
             assert ledger[f"{op}: {reason}"] == f"{n:,}"
     quarantine = browser.execute_script(
-        "return [...document.querySelectorAll('#quarantine-table tbody tr')].map(r => r.cells[0].textContent)"
+        "return [...document.querySelectorAll('#quarantine-table tbody tr')].map(r => "
+        "r.cells[0].textContent)"
     )
     assert quarantine == [e[0] for e in m["quarantine_examples"]]
 
@@ -130,7 +133,8 @@ def test_the_plan_view_of_64_ranks_by_8_workers_renders(browser: Any, tmp_path: 
     assert steps["steps per rank"] == f"{plan.batches_per_rank:,}"
     assert _cells(browser, "edges-table")["padded"] == f"{plan.num_padded:,}"
     ranks = browser.execute_script(
-        "return [...document.querySelectorAll('#rank-table tbody tr')].map(r => r.cells[0].textContent)"
+        "return [...document.querySelectorAll('#rank-table tbody tr')].map(r => "
+        "r.cells[0].textContent)"
     )
     assert ranks == ["0-63"]  # every rank the same steps and samples
 

@@ -1,4 +1,5 @@
-"""The run report (_report.html): written by every run, self-contained, small, and tables without matplotlib."""
+"""The run report (_report.html): written by every run, self-contained, small, and tables
+without matplotlib."""
 
 from __future__ import annotations
 

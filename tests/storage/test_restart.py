@@ -142,7 +142,8 @@ def test_a_server_restart_mid_epoch_loses_and_repeats_nothing(
         shuffle_bytes=4096,
     )
     expected = _ids(StreamingDataset(str(tmp_path / "local"), **common))
-    # one try per request inside the client, so its own retries (a second or two) cannot ride out the outage
+    # one try per request inside the client, so its own retries (a second or two) cannot ride out
+    # the outage
     options = own_server["storage_options"] | {"config_kwargs": {"retries": {"max_attempts": 1}}}
     ds = StreamingDataset(f"s3://{bucket}/ds", storage_options=options, **common)
     threads: list[threading.Thread] = []
@@ -181,14 +182,14 @@ def test_a_unit_read_is_retried_whole_and_its_quarantine_counted_once(
     """Fault injection at the reader: two dropped connections (one wrapped by Arrow, as a
     reader reports it) before the read succeeds; a record quarantined by each failed try
     is counted once."""
-    from shardwise import open_dataset
+    from shardwise import index_dataset
     from shardwise.loader.read.units import UnitReader
     from shardwise.storage import retry
 
     path = tmp_path / "a.jsonl"
     path.write_text('{"id": 1}\nnot json\n{"id": 2}\n')
     reader = UnitReader(
-        open_dataset(str(path), progress=False, cache_dir=str(tmp_path / "c")), on_error="skip"
+        index_dataset(str(path), progress=False, cache_dir=str(tmp_path / "c")), on_error="skip"
     )
     real, calls = reader._read, []
     monkeypatch.setattr(retry.time, "sleep", lambda s: None)

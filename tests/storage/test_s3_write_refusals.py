@@ -16,7 +16,7 @@ from _s3server import bucket, s3_server  # noqa: F401
 from shardwise import StorageError
 from shardwise.formats import get_format
 from shardwise.pipeline import read_jsonl
-from shardwise.prepare import prepare
+from shardwise.preparing import prepare
 from shardwise.storage import is_transient
 
 pytestmark = pytest.mark.engine

@@ -22,7 +22,7 @@ from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS
 
 from shardwise.errors import CommitError, EmptyDatasetError, StorageError
 from shardwise.formats import get_format
-from shardwise.index import open_dataset
+from shardwise.index import index_dataset
 from shardwise.storage import (
     atomic_write,
     expand,
@@ -208,7 +208,7 @@ def test_memory_dataset_and_shard_writer(mem_root: str, tmp_path: Path) -> None:
     assert [w.path for w in written] == [
         f"{mem_root}/out/part-{n:05d}.parquet" for n in range(len(written))
     ]
-    index = open_dataset(
+    index = index_dataset(
         f"{mem_root}/out/*.parquet", progress=False, cache_dir=str(tmp_path / "cache")
     )
     assert index.num_samples == 30 and len(index.files) == len(written)
@@ -316,7 +316,8 @@ def test_is_transient_classification() -> None:
         FileNotFoundError("503 in the name")
     )  # never retried, whatever the text
     assert not is_transient(ValueError("nope"))
-    # what s3fs makes of a server's 5xx answers (InternalError, ServiceUnavailable) while it starts again
+    # what s3fs makes of a server's 5xx answers (InternalError, ServiceUnavailable) while it starts
+    # again
     assert is_transient(
         OSError(
             getattr(errno, "EREMOTEIO", errno.EIO),
@@ -452,7 +453,7 @@ def _parquet_bytes(ids: list[int], row_group_size: int) -> bytes:
 def s3_env(s3_server: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """Credentials and endpoint also in the environment.
 
-    ``open_dataset`` does not yet hand ``storage_options`` to the format that reads
+    ``index_dataset`` does not yet hand ``storage_options`` to the format that reads
     the files (index.py ``_index_one``), so dataset tests also provide them the way
     every S3 client finds them by default. ``test_s3_open_dataset_uses_storage_options``
     pins that gap.
@@ -531,7 +532,7 @@ def test_s3_shard_writer_and_dataset(
     jfiles = writer.close()
     assert len(jfiles) >= 3 and all(w.path.startswith(f"s3://{name}/js/shard-") for w in jfiles)
 
-    index = open_dataset(
+    index = index_dataset(
         f"s3://{name}/ds/*.parquet",
         storage_options=opts,
         cache_dir=str(tmp_path / "cache"),
@@ -547,7 +548,7 @@ def test_s3_shard_writer_and_dataset(
     ]
     assert ids == list(range(377)) and index.num_samples == len(ids)
 
-    jindex = open_dataset(f"s3://{name}/js", storage_options=opts, progress=False, unit_bytes=700)
+    jindex = index_dataset(f"s3://{name}/js", storage_options=opts, progress=False, unit_bytes=700)
     assert jindex.location == f"s3://{name}/js/_shardwise_index.json"  # saved beside the data
     assert fs.exists(f"{name}/js/_shardwise_index.json")
     jfmt_small = get_format("jsonl", storage_options=opts, unit_bytes=700)
@@ -570,9 +571,9 @@ def test_s3_index_rebuilt_when_object_changes(
         with atomic_write(f"s3://{name}/ds/p{i}.parquet", **opts) as f:
             f.write(_parquet_bytes(list(range(10 * (i + 1))), 5))
     url = f"s3://{name}/ds"
-    first = open_dataset(url, storage_options=opts, progress=False)
+    first = index_dataset(url, storage_options=opts, progress=False)
     assert first.num_samples == 60 and first.location == f"{url}/_shardwise_index.json"
-    again = open_dataset(url, storage_options=opts, progress=False)
+    again = index_dataset(url, storage_options=opts, progress=False)
     assert again.reused_files == 3 and again.units == first.units
 
     before = info(f"{url}/p1.parquet", **opts).fingerprint
@@ -580,7 +581,7 @@ def test_s3_index_rebuilt_when_object_changes(
         f.write(_parquet_bytes(list(range(7)), 2))
     after = info(f"{url}/p1.parquet", **opts).fingerprint
     assert after != before
-    changed = open_dataset(url, storage_options=opts, progress=False)
+    changed = index_dataset(url, storage_options=opts, progress=False)
     assert changed.reused_files == 2
     assert changed.num_samples == 10 + 7 + 30
     assert [u.num_samples for u in changed.units if u.path.endswith("p1.parquet")] == [2, 2, 2, 1]
@@ -619,7 +620,7 @@ def test_s3_sees_changes_made_by_another_client(
     assert expand(pattern, **opts) == [f"s3://{name}/ds/p0.jsonl", f"s3://{name}/ds/p1.jsonl"]
     old = info(f"s3://{name}/ds/p1.jsonl", **opts)
     assert (
-        open_dataset(pattern, storage_options=opts, cache_dir=cache, progress=False).num_samples
+        index_dataset(pattern, storage_options=opts, cache_dir=cache, progress=False).num_samples
         == 3
     )
 
@@ -631,7 +632,7 @@ def test_s3_sees_changes_made_by_another_client(
     assert new.size == 90 and new.fingerprint != old.fingerprint
     with open_input(f"s3://{name}/ds/p1.jsonl", **opts) as f:
         assert f.read() == b'{"a": 2}\n' * 10
-    index = open_dataset(pattern, storage_options=opts, cache_dir=cache, progress=False)
+    index = index_dataset(pattern, storage_options=opts, cache_dir=cache, progress=False)
     assert index.reused_files == 1
     assert [f.num_samples for f in index.files] == [1, 10, 4]
 
@@ -652,7 +653,7 @@ def test_s3_open_dataset_uses_storage_options(
     opts = s3_server["storage_options"]
     with atomic_write(f"s3://{name}/ds/p.parquet", **opts) as f:
         f.write(_parquet_bytes(list(range(9)), 4))
-    index = open_dataset(
+    index = index_dataset(
         f"s3://{name}/ds/*.parquet",
         storage_options=opts,
         cache_dir=str(tmp_path / "cache"),
@@ -689,7 +690,7 @@ def test_s3_refusals_fail_fast_naming_the_url(
     try:
         for url, options, error, words in cases:
             with pytest.raises(error) as info:
-                open_dataset(url, storage_options=options, progress=False, refresh=True)
+                index_dataset(url, storage_options=options, progress=False, refresh=True)
             assert words in str(info.value) and url.rstrip("/") in str(info.value), info.value
             assert not is_transient(
                 info.value.__cause__ or info.value

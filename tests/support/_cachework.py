@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 from shardwise.storage.cache import NodeCache
-from shardwise.storage.cache_entry import Extent
+from shardwise.storage.cache.entry import Extent
 
 SIZE = 50_000
 

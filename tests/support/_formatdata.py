@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import xxhash
 
-from shardwise import open_dataset
+from shardwise import index_dataset
 from shardwise.formats import Unit, WrittenFile, get_format
 
 # Values chosen to trip encoders: multi-byte UTF-8, escapes, empty strings, nulls.
@@ -114,7 +114,7 @@ def read(name: str, files: Sequence[str], **fmt_options: Any) -> pa.Table:
 
 def read_everything(path: str, **fmt_opts: Any) -> pa.Table:
     """Index ``path`` and read every unit with the index's schema."""
-    index = open_dataset(path, progress=False, **fmt_opts)
+    index = index_dataset(path, progress=False, **fmt_opts)
     fmt = get_format(index.format)
     batches = [b for u in index.units for b in fmt.read_unit(u, schema=index.schema)]
     return (

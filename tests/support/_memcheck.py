@@ -32,10 +32,10 @@ def main() -> None:
     path, size = sys.argv[1], int(sys.argv[2])
     rows = generate(path, size)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    from shardwise import open_dataset
+    from shardwise import index_dataset
     from shardwise.formats import get_format
 
-    index = open_dataset(path, progress=False)
+    index = index_dataset(path, progress=False)
     fmt = get_format("jsonl")
     read = 0
     ids_sum = 0

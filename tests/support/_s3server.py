@@ -113,7 +113,8 @@ def _s3_ready(endpoint: str, key: str, secret: str) -> bool:
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM if the test process dies (Linux), so no server outlives it."""
+    """In the child before exec: get SIGTERM if the test process dies (Linux), so no server
+    outlives it."""
     try:
         import ctypes
 

@@ -4,6 +4,9 @@ Conventions: ``--help`` on every command; errors go to stderr as one line
 (``error: ...``) without a traceback unless ``--debug``; exit codes are 0 for
 success, 1 for a shardwise error (bad input, storage, config), 2 for bad usage,
 and 130 when interrupted.
+
+May import: every package of shardwise (it is the top layer), loaded inside each
+command.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ def cache() -> None:
 def cache_verify(directory: str, keep: bool) -> None:
     """Check every entry of DIRECTORY (record, length, checksum); delete bad ones. Exits 1
     when a bad entry was found."""
-    from shardwise.storage.cache_admin import verify_cache
+    from shardwise.storage.cache.admin import verify_cache
 
     report = verify_cache(directory, remove=not keep)
     for path, reason in report.bad:
@@ -41,7 +41,7 @@ def cache_verify(directory: str, keep: bool) -> None:
 )
 def cache_clear(directory: str, everything: bool) -> None:
     """Remove the entries of DIRECTORY that no running process reads."""
-    from shardwise.storage.cache_admin import clear_cache
+    from shardwise.storage.cache.admin import clear_cache
 
     report = clear_cache(directory, all=everything)
     click.echo(

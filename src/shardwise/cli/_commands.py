@@ -30,9 +30,9 @@ def inspect(
 ) -> None:
     """Index PATHS (files, directories, globs or URLs) and print a summary."""
     from shardwise.formats import check_on_error
-    from shardwise.index import open_dataset
+    from shardwise.index import index_dataset
 
-    index = open_dataset(
+    index = index_dataset(
         list(paths), format=fmt, refresh=refresh, on_error=check_on_error(on_error)
     )
     summary = index.summary()
@@ -114,7 +114,7 @@ def prepare(
     """Download SOURCES (URLs, paths, globs) in parallel, resuming partial downloads, and
     convert them to indexed Parquet shards in OUT/data."""
     from shardwise.errors import ConfigError
-    from shardwise.prepare import prepare as run_prepare
+    from shardwise.preparing import prepare as run_prepare
 
     sums = {}
     for item in checksum:
@@ -136,7 +136,8 @@ def prepare(
         f"downloaded {len(result.downloaded)} files ({human_bytes(result.resumed_bytes)} resumed)"
     )
     click.echo(
-        f"{len(result.shards)} Parquet shards, {result.num_rows:,} rows; index: {result.index_location or '-'}"
+        f"{len(result.shards)} Parquet shards, {result.num_rows:,} rows; index: "
+        f"{result.index_location or '-'}"
     )
 
 
@@ -255,7 +256,8 @@ def _print_summary(s: dict[str, Any]) -> None:
             rows.append(
                 (
                     key.replace("_", " "),
-                    f"{u['samples']:,} samples, {human_bytes(u['bytes'])} ({u['path']} #{u['unit']})",
+                    f"{u['samples']:,} samples, {human_bytes(u['bytes'])} ({u['path']} "
+                    f"#{u['unit']})",
                 )
             )
         rows.append(("mean samples/unit", f"{s['mean_samples_per_unit']:,.1f}"))

@@ -25,14 +25,16 @@ from shardwise.cli._app import cli, human_bytes
     "--epoch-size",
     type=click.IntRange(min=1),
     default=None,
-    help="Samples per epoch split among the sources by their rules (StreamingDataset's epoch_size=).",
+    help="Samples per epoch split among the sources by their rules (StreamingDataset's "
+    "epoch_size=).",
 )
 @click.option(
     "--batching",
     type=click.Choice(["random", "stratified"]),
     default="random",
     show_default=True,
-    help="random: sources mixed across the epoch; stratified: every batch holds each source's share.",
+    help="random: sources mixed across the epoch; stratified: every batch holds each source's "
+    "share.",
 )
 @click.option(
     "--canonical-workers",
@@ -128,14 +130,8 @@ def plan(
     from shardwise.loader.stats import mixing_for
     from shardwise.plan import Topology, auto_interleave, make_plan
     from shardwise.plan.report import plan_report
-    from shardwise.report import source_rows
 
-    if world_size % replication:
-        raise click.BadParameter(
-            f"{replication} does not divide --world-size {world_size}", param_hint="--replication"
-        )
-    if bool(paths) == bool(sources):
-        raise click.UsageError("give PATHS or --source options (one or more), not both")
+    _check_args(paths, sources, world_size, replication)
     groups = world_size // replication
     given: list[Any] = [parse_source(s, fmt) for s in sources] or list(paths)
     index = open_index(given, "raise", {"format": fmt} if fmt and paths else {}, [])
@@ -152,49 +148,59 @@ def plan(
         canonical_workers=canonical_workers,
     )
     names = [s.name for s in given] if sources else []
-    rows = (
-        source_rows(mixing, index.counts(), topo, names=names, canonical_workers=canonical_workers)
-        if mixing
-        else []
-    )
+    rows = _source_rows(mixing, index.counts(), topo, names, canonical_workers)
     report = plan_report(p, unit_bytes)
-    report["sources"] = rows
-    report["samples_total"] = index.num_samples
-    report["interleave"] = interleave
+    report.update(sources=rows, samples_total=index.num_samples, interleave=interleave)
     report.update(world_size=world_size, replication=replication, groups=groups)
     if html_out:
-        _write_plan_view(
-            p,
-            unit_bytes,
-            index.num_samples,
-            html_out,
-            " ".join(paths or sources),
-            replication,
-            rows,
-        )
+        _write_plan_view(p, unit_bytes, report, html_out, " ".join(paths or sources))
     if as_json:
         click.echo(json.dumps(report, indent=2))
-        return
-    lines = _summary_lines(report, index, workers, batch_size, canonical_workers)
+    else:
+        _echo_summary(_summary_lines(report, index, workers, batch_size, canonical_workers))
+        if html_out:
+            click.echo(f"plan view: {html_out}")
+
+
+def _check_args(
+    paths: tuple[str, ...], sources: tuple[str, ...], world_size: int, replication: int
+) -> None:
+    """Refuse a replication that does not divide the world size, and PATHS with sources."""
+    if world_size % replication:
+        raise click.BadParameter(
+            f"{replication} does not divide --world-size {world_size}", param_hint="--replication"
+        )
+    if bool(paths) == bool(sources):
+        raise click.UsageError("give PATHS or --source options (one or more), not both")
+
+
+def _echo_summary(lines: list[tuple[str, str]]) -> None:
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         click.echo(f"{key:<{width}}  {value}")
-    if html_out:
-        click.echo(f"plan view: {html_out}")
 
 
-def _write_plan_view(
-    p: Any,
-    unit_bytes: Any,
-    samples: int,
-    out: str,
-    what: str,
-    replication: int = 1,
-    sources: Any = (),
-) -> None:
+def _source_rows(
+    mixing: Any, counts: Any, topo: Any, names: list[str], canonical_workers: int | None
+) -> list[dict[str, Any]]:
+    """The mixed sources' rows of the report (none without mixing)."""
+    if not mixing:
+        return []
+    from shardwise.report import source_rows
+
+    return source_rows(mixing, counts, topo, names=names, canonical_workers=canonical_workers)
+
+
+def _write_plan_view(p: Any, unit_bytes: Any, report: dict[str, Any], out: str, what: str) -> None:
     from shardwise.report import plan_view, render_plan
 
-    view = plan_view(p, unit_bytes, samples_total=samples, replication=replication, sources=sources)
+    view = plan_view(
+        p,
+        unit_bytes,
+        samples_total=report["samples_total"],
+        replication=report["replication"],
+        sources=report["sources"],
+    )
     html = render_plan(view, title=f"shardwise plan view: {what}")
     with open(out, "w", encoding="utf-8") as f:
         f.write(html)
@@ -204,16 +210,8 @@ def _summary_lines(
     report: dict[str, Any], index: Any, workers: int, batch_size: int, canonical_workers: int | None
 ) -> list[tuple[str, str]]:
     """The plan report as (label, text) lines for the terminal."""
-    world_size, replication, groups = report["world_size"], report["replication"], report["groups"]
-    interleave, rows = report["interleave"], report["sources"]
-    ranks = (
-        f"{world_size} ranks"
-        if replication == 1
-        else (
-            f"{world_size} ranks in {groups} groups of {replication} (data-parallel ranks; "
-            "a group's ranks read the same batches)"
-        )
-    )
+    replication, groups = report["replication"], report["groups"]
+    ranks, interleave = _ranks_text(report), report["interleave"]
     lines = [
         ("samples", f"{index.num_samples:,} in {index.num_units:,} units"),
         ("topology", f"{ranks} x {workers} workers, batch {batch_size}, interleave {interleave}"),
@@ -225,22 +223,43 @@ def _summary_lines(
         ),
         ("left out", f"{report['samples_left_out']:,}"),
         ("padded", f"{report['samples_padded']:,}"),
-        (
-            "read amplification",
-            f"{report['read_amplification']:.3f}x (bytes read by all workers / "
-            "bytes of the units used; 1.000x = each unit read once)"
-            + (
-                f", per group: each of a group's {replication} ranks reads the same units"
-                if replication > 1
-                else ""
-            ),
-        ),
+        ("read amplification", _amplification_text(report)),
         (
             "peak buffered",
             human_bytes(report["peak_buffered_bytes"]) + " per worker (on-storage size)",
         ),
     ]
-    lines += [
+    return lines + _source_lines(report["sources"], canonical_workers)
+
+
+def _ranks_text(report: dict[str, Any]) -> str:
+    world_size, replication, groups = report["world_size"], report["replication"], report["groups"]
+    if replication == 1:
+        return f"{world_size} ranks"
+    return (
+        f"{world_size} ranks in {groups} groups of {replication} (data-parallel ranks; "
+        "a group's ranks read the same batches)"
+    )
+
+
+def _amplification_text(report: dict[str, Any]) -> str:
+    replication = report["replication"]
+    return (
+        f"{report['read_amplification']:.3f}x (bytes read by all workers / "
+        "bytes of the units used; 1.000x = each unit read once)"
+        + (
+            f", per group: each of a group's {replication} ranks reads the same units"
+            if replication > 1
+            else ""
+        )
+    )
+
+
+def _source_lines(
+    rows: list[dict[str, Any]], canonical_workers: int | None
+) -> list[tuple[str, str]]:
+    """One line per mixed source, and the canonical workers when given."""
+    lines = [
         (
             f"source {r['source']}",
             f"{r['samples this epoch']:,} samples this epoch ({r['share']}; "

@@ -37,30 +37,26 @@ from typing import ClassVar
 import numpy as np
 import pyarrow as pa
 
-from shardwise.dedup.components import components_distributed, components_in_memory, unique_pairs
-from shardwise.dedup.lsh import (
-    band_hashes,
-    bucket_order,
-    maybe_shared,
-    optimal_bands,
-    partition_records,
-    recall_bands,
+from shardwise.dedup.candidates import split_ids
+from shardwise.dedup.lsh import band_hashes, optimal_bands, recall_bands
+from shardwise.dedup.minhash_steps import (
+    BUDGET_SHARE,
+    DIRECT_RECORDS,
+    RECORD_BYTES,
+    Stage,
+    buckets,
+    components,
+    edges,
+    partitions,
 )
 from shardwise.dedup.sets import distinct, shingle_sets
 from shardwise.dedup.shingles import doc_shingles
 from shardwise.dedup.signatures import MAX_PERM, signatures
-from shardwise.dedup.verify import ROW_BITS, split_ids, verified_stars
 from shardwise.errors import ConfigError
 from shardwise.ops._compute import int64_array, text_column
-from shardwise.ops.dedup import DedupContext, DedupDecision, DedupOp, Scratch, TaskKeys
+from shardwise.ops.dedup import DedupContext, DedupDecision, DedupOp
 
 __all__ = ["MinHashDedup"]
-
-RECORDS_PER_PARTITION = 2_000_000  # (band, hash, doc) records per edges task, at most ~48 MB
-DIRECT_RECORDS = 1 << 17  # records up to which each edges task makes its own (no buckets step)
-RECORD_BYTES = 96  # per (band, hash, doc) record while a partition is sorted (copies, order)
-EDGE_BYTES = 128  # per edge while components are found in memory
-BUDGET_SHARE = 4  # a partition's records, and the verification cache, each get 1/4 of the budget
 
 
 @dataclass(frozen=True)
@@ -183,164 +179,70 @@ def _check(
         )
 
 
-@dataclass(frozen=True)
-class _Stage:
-    """What the parallel steps of one decision need (picklable: no engine handles)."""
-
-    keys: TaskKeys
-    scratch: Scratch
-    num_tasks: int
-    bands: int
-    rows: int
-    parts: int
-    verify: bool
-    threshold: float
-    cache_bytes: int
-    direct: bool  # the edges tasks take their records from the tasks' keys (no buckets step)
-
-
-def _bucket_name(task: int, part: int) -> str:
-    return f"buckets/t{task:05d}-p{part:05d}.npy"
-
-
-def _edges_name(part: int) -> str:
-    return f"edges/p{part:05d}.npy"
-
-
-def _task_records(st: _Stage, task: int) -> tuple[np.ndarray, np.ndarray]:
-    """The band records of one task's documents by hash partition, and the partitions'
-    bounds (:func:`~shardwise.dedup.lsh.partition_records`)."""
-    keys = st.keys.load(task, ["bands", "lengths"])
-    bands = keys.get("bands", np.zeros((0, st.bands), np.uint64))
-    live = np.flatnonzero(
-        keys.get("lengths", np.zeros(0, np.int64)) > 0
-    )  # documents without shingles never match
-    ids = (np.uint64(task) << np.uint64(ROW_BITS)) | live.astype(np.uint64)
-    return partition_records(bands[live], ids, st.parts)
-
-
-def _buckets(args: tuple[_Stage, int]) -> None:
-    """The band records of one task's documents, stored by hash partition."""
-    st, task = args
-    rec, bounds = _task_records(st, task)
-    for p in range(st.parts):  # one pass over the records, not one per partition
-        st.scratch.save(_bucket_name(task, p), rec[bounds[p] : bounds[p + 1]])
-
-
-def _edges(args: tuple[_Stage, int]) -> tuple[int, int, int]:
-    """Star edges of the buckets of one hash partition (verified, if asked). Its records
-    come from the buckets step's files, or, with few records (``st.direct``), straight
-    from the tasks' band hashes (every edges task reads them all: cheaper than a step)."""
-    st, p = args
-    if st.direct:
-        parts = [
-            rec[bounds[p] : bounds[p + 1]]
-            for rec, bounds in (_task_records(st, t) for t in range(st.num_tasks))
-        ]
-    else:
-        parts = [st.scratch.load(_bucket_name(t, p)) for t in range(st.num_tasks)]
-    rec = np.concatenate(parts) if parts else np.zeros((0, 3), np.uint64)
-    u_out: list[np.ndarray] = []
-    v_out: list[np.ndarray] = []
-    rejected = 0
-    records = len(rec)
-    rec = rec[maybe_shared(rec[:, 1])]  # the rest are buckets of one document
-    if len(rec):
-        rec = rec[bucket_order(rec)]
-        key_change = (rec[1:, 0] != rec[:-1, 0]) | (rec[1:, 1] != rec[:-1, 1])
-        starts = np.concatenate([[0], np.nonzero(key_change)[0] + 1])
-        sizes = np.diff(np.concatenate([starts, [len(rec)]]))
-        multi = sizes > 1
-        if not st.verify:
-            group_min = np.repeat(rec[starts, 2], sizes)
-            is_member = np.repeat(multi, sizes) & (rec[:, 2] != group_min)
-            u_out.append(rec[is_member, 2])
-            v_out.append(group_min[is_member])
-        else:
-            rejected = verified_stars(
-                st.keys,
-                st.threshold,
-                rec[:, 2],
-                np.repeat(np.arange(len(sizes)), sizes),
-                np.repeat(multi, sizes),
-                u_out,
-                v_out,
-                max_bytes=st.cache_bytes,
-            )
-    u = np.concatenate(u_out) if u_out else np.zeros(0, np.uint64)
-    v = np.concatenate(v_out) if v_out else np.zeros(0, np.uint64)
-    pairs = unique_pairs(u, v)[0]
-    st.scratch.save(_edges_name(p), pairs)
-    return len(pairs), rejected, records
-
-
-def _components(
-    op: MinHashDedup, ctx: DedupContext, parts: int, n_edges: int
-) -> tuple[np.ndarray, np.ndarray, str]:
-    """``(removed docs, their kept doc, mode)`` from the stored edges."""
-    mode = op.components
-    if mode == "auto":
-        fits = n_edges <= op.max_memory_edges and n_edges * EDGE_BYTES <= op.memory_budget
-        mode = "memory" if fits else "distributed"
-    names = [_edges_name(p) for p in range(parts)]
-    if mode == "memory":
-        e = [ctx.scratch.load(n) for n in names]
-        pairs = np.concatenate(e) if e else np.zeros((0, 2), np.uint64)
-        nodes, roots = components_in_memory(pairs[:, 0], pairs[:, 1])
-        removed = nodes != roots
-        return nodes[removed], roots[removed], mode
-    # partitions of the star rounds: each holds both directions of its share of the edges
-    cc_parts = min(parts, max(2, -(-n_edges * EDGE_BYTES // op.memory_budget)))
-    docs, kept = components_distributed(names, cc_parts, ctx.map, ctx.scratch)
-    return docs, kept, mode
-
-
-def _partitions(op: MinHashDedup, records: int) -> int:
-    """Edges tasks: ``partitions`` is a ceiling (each edges task loads the signatures, and
-    verifying the shingles, of the candidates it meets, so small inputs use fewer, fuller
-    ones) unless one partition's records would not fit in a quarter of the memory budget
-    (the rest: the verification cache, the candidates' shingles, the interpreter)."""
-    by_records = min(op.partitions, max(2, -(-records // RECORDS_PER_PARTITION)))
-    return max(by_records, -(-records * RECORD_BYTES // max(1, op.memory_budget // BUDGET_SHARE)))
-
-
-def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
+def _stage(op: MinHashDedup, ctx: DedupContext, records: int) -> Stage:
+    """What the parallel steps of this decision need."""
     b, r = op.banding()
-    lengths = [
-        ctx.keys.load(t, ["lengths"]).get("lengths", np.zeros(0, np.int64))
-        for t in range(ctx.num_tasks)
-    ]
-    rows_per_task, records = [len(n) for n in lengths], sum(len(n) for n in lengths) * b
-    parts = _partitions(op, records)
-    direct = (
-        records <= DIRECT_RECORDS and records * RECORD_BYTES <= op.memory_budget // BUDGET_SHARE
-    )
-    st = _Stage(
+    budget = op.memory_budget // BUDGET_SHARE
+    return Stage(
         ctx.keys,
         ctx.scratch,
         ctx.num_tasks,
         b,
         r,
-        parts,
+        partitions(op.partitions, op.memory_budget, records),
         op.verify,
         op.threshold,
-        max(1, op.memory_budget // BUDGET_SHARE),
-        direct,
+        max(1, budget),
+        records <= DIRECT_RECORDS and records * RECORD_BYTES <= budget,
+        op.memory_budget,
     )
-    if not direct:  # else the edges tasks read the band hashes themselves
-        ctx.map(_buckets, [(st, t) for t in range(ctx.num_tasks)], "minhash buckets")
-    stats = ctx.map(_edges, [(st, p) for p in range(parts)], "minhash edges")
+
+
+def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
+    lengths = [
+        ctx.keys.load(t, ["lengths"]).get("lengths", np.zeros(0, np.int64))
+        for t in range(ctx.num_tasks)
+    ]
+    st = _stage(op, ctx, sum(len(n) for n in lengths) * op.banding()[0])
+    if not st.direct:  # else the edges tasks read the band hashes themselves
+        ctx.map(buckets, [(st, t) for t in range(ctx.num_tasks)], "minhash buckets")
+    stats = ctx.map(edges, [(st, p) for p in range(st.parts)], "minhash edges")
     n_edges = sum(s[0] for s in stats)
-    docs, kept, mode = _components(op, ctx, parts, n_edges)
-    masks = [np.ones(n, dtype=bool) for n in rows_per_task]
+    docs, kept, mode = components(st, ctx, n_edges, op.components, op.max_memory_edges)
+    masks = [np.ones(len(n), dtype=bool) for n in lengths]
     task_of, row_of = split_ids(docs)
     for t in distinct(task_of):
         masks[t][row_of[task_of == t]] = False
-    cluster_sizes = (
-        np.unique(kept, return_counts=True)[1] + 1 if len(kept) else np.zeros(0, np.int64)
-    )
+    summary = {
+        "method": "minhash",
+        "bands": st.bands,
+        "rows": st.rows,
+        "num_perm": op.num_perm,
+        "threshold": op.threshold,
+        "partitions": st.parts,
+        "buckets_step": not st.direct,
+        "documents": int(sum(len(n) for n in lengths)),
+        "documents_with_shingles": sum(int((n > 0).sum()) for n in lengths),
+        "candidate_edges": int(n_edges),
+        "rejected_by_verification": int(sum(s[1] for s in stats)),
+        "components_mode": mode,
+        **_clusters(kept),
+        "removed": len(docs),
+        "audit": ctx.write_audit(_audit(task_of, row_of, kept)),
+    }
+    return DedupDecision(masks, summary)
+
+
+def _clusters(kept: np.ndarray) -> dict[str, int]:
+    """How many clusters lost a document, and the largest one's size."""
+    sizes = np.unique(kept, return_counts=True)[1] + 1 if len(kept) else np.zeros(0, np.int64)
+    return {"clusters": len(sizes), "largest_cluster": int(sizes.max()) if len(sizes) else 0}
+
+
+def _audit(task_of: np.ndarray, row_of: np.ndarray, kept: np.ndarray) -> pa.Table:
+    """Each removed row beside the row kept for it."""
     kept_task, kept_row = split_ids(kept)
-    audit = pa.table(
+    return pa.table(
         {
             "removed_task": int64_array(task_of),
             "removed_row": int64_array(row_of),
@@ -348,22 +250,3 @@ def _decide(op: MinHashDedup, ctx: DedupContext) -> DedupDecision:
             "kept_row": int64_array(kept_row),
         }
     )
-    summary = {
-        "method": "minhash",
-        "bands": b,
-        "rows": r,
-        "num_perm": op.num_perm,
-        "threshold": op.threshold,
-        "partitions": parts,
-        "buckets_step": not direct,
-        "documents": int(sum(rows_per_task)),
-        "documents_with_shingles": sum(int((n > 0).sum()) for n in lengths),
-        "candidate_edges": int(n_edges),
-        "rejected_by_verification": int(sum(s[1] for s in stats)),
-        "components_mode": mode,
-        "clusters": len(cluster_sizes),
-        "largest_cluster": int(cluster_sizes.max()) if len(cluster_sizes) else 0,
-        "removed": len(docs),
-        "audit": ctx.write_audit(audit),
-    }
-    return DedupDecision(masks, summary)

@@ -48,7 +48,9 @@ _GOLDEN = 0x9E3779B97F4A7C15
 MAX_PERM = 1 << 15  # bins and rotations add up in 16 bits
 _CHUNK = 1 << 21  # elements of a temporary (documents x shingles x bins) array
 _ORDERS = 1 << 18  # bin orders, rounded down to (power of two) * k: at least 2**17
-_TABLE_UP_TO = 0.5  # documents of at most this times num_perm shingles go by the rank table (medium texts: -20% CPU against 1.0, in groups of padded widths)
+# documents of at most this times num_perm shingles go by the rank table (medium texts:
+# -20% CPU against 1.0, in groups of padded widths)
+_TABLE_UP_TO = 0.5
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,14 @@
 """Readers and writers for Parquet, JSONL and WebDataset tar shards.
 
-Each format is an object implementing :class:`shardwise.formats.base.Format`,
+Each format is an object implementing :class:`shardwise.formats.contract.Format`,
 found by name with :func:`get_format` or by file name with :func:`detect_format`.
+
+Each format is a sub-package (:mod:`.parquet`, :mod:`.jsonl`, :mod:`.webdataset`) over
+the core: the contract every format meets (:mod:`.contract`) and the rolling shard
+writer (:mod:`._writer`).
+
+May import: ``shardwise.errors``, ``shardwise._optional`` and ``shardwise.storage`` (see
+``docs/layers.toml``).
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from shardwise.errors import ConfigError, FormatError
-from shardwise.formats.base import (
+from shardwise.formats.contract import (
     SUFFIXES,
     Format,
     OnError,

@@ -9,7 +9,7 @@ import pyarrow as pa
 import xxhash
 
 from shardwise.errors import ConfigError
-from shardwise.formats.base import WrittenFile
+from shardwise.formats.contract import WrittenFile
 from shardwise.storage import atomic_write
 
 
@@ -18,7 +18,8 @@ class RollingWriter(ABC):
 
     Subclasses encode batches into ``self._buf`` (a BytesIO) via :meth:`_append`
     and finish a shard's bytes in :meth:`_finish`. Shards are named
-    ``{prefix}-{n:05d}.{ext}`` and overshoot the target by at most about an eighth of it (big batches are sliced).
+    ``{prefix}-{n:05d}.{ext}`` and overshoot the target by at most about an eighth of it (big
+    batches are sliced).
 
     Args:
         prefix: path or URL prefix of the shards.

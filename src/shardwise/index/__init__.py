@@ -1,17 +1,22 @@
 """Dataset index: every unit of every file with its exact sample count.
 
-``open_dataset(paths)`` expands paths and globs, reads only what it needs from each
+``index_dataset(paths)`` expands paths and globs, reads only what it needs from each
 file (Parquet footers, tar headers, JSONL newlines), and returns a
 :class:`DatasetIndex`. The index is saved beside the data (``_shardwise_index.json``
 in the dataset directory) or, when that is not possible, in a cache directory, and
 reused per file only while the file's size and fingerprint (mtime or ETag) match.
+
+May import: ``shardwise.errors``, ``shardwise._optional``, ``shardwise.storage``,
+``shardwise.formats`` and ``shardwise.parallel`` (see ``docs/layers.toml``).
 """
 
 from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import pyarrow as pa
@@ -24,8 +29,13 @@ from shardwise.formats import (
     format_class,
     get_format,
 )
+from shardwise.index.dataset_files import (
+    MANIFEST_NAME,
+    choose_format,
+    expand_with_manifests,
+    file_infos,
+)
 from shardwise.index.model import INDEX_NAME, DatasetIndex, FileEntry
-from shardwise.index.sources import MANIFEST_NAME, choose_format, expand_with_manifests, file_infos
 from shardwise.index.store import cache_root, index_location, load_saved, save
 from shardwise.storage import FileInfo
 
@@ -36,6 +46,7 @@ __all__ = [
     "DatasetIndex",
     "FileEntry",
     "cache_root",
+    "index_dataset",
     "open_dataset",
 ]
 
@@ -48,11 +59,13 @@ def _index_one(
     return fmt.list_units(path, size), fmt.read_schema(path)
 
 
-# open_dataset's own keyword arguments (the rest go to the format)
+# index_dataset's own keyword arguments (the rest go to the format)
+# the public name a typo is reported against (the deprecated alias names itself)
+_CALLER: ContextVar[str] = ContextVar("shardwise_index_caller", default="index_dataset")
 OPEN_OPTIONS = ("format", "cache_dir", "refresh", "progress", "storage_options", "on_error")
 
 
-def open_dataset(
+def index_dataset(
     paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     format: str | None = None,
     *,
@@ -86,7 +99,7 @@ def open_dataset(
         EmptyDatasetError: nothing matched ``paths``.
         FormatError: unknown or mixed formats, or a file that cannot be indexed.
     """
-    check_format_options(format, format_options, "open_dataset", OPEN_OPTIONS)
+    check_format_options(format, format_options, _CALLER.get(), OPEN_OPTIONS)
     opts = storage_options or {}
     spec = (
         [os.fspath(paths)]
@@ -107,6 +120,21 @@ def open_dataset(
     else:
         index.location = location
     return index
+
+
+def open_dataset(*args: Any, **kwargs: Any) -> DatasetIndex:
+    """Deprecated alias of :func:`index_dataset` (the name said "open" where the call
+    indexes); it warns and will be removed in the next release."""
+    warnings.warn(
+        "shardwise.open_dataset is deprecated: use shardwise.index_dataset",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    token = _CALLER.set("open_dataset")
+    try:
+        return index_dataset(*args, **kwargs)
+    finally:
+        _CALLER.reset(token)
 
 
 def _build(

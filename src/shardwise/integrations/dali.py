@@ -196,7 +196,8 @@ class DaliSource:
 
     @property
     def iterations(self) -> int:
-        """Iterations of the current epoch, the same on every rank (from a resume point, if loaded)."""
+        """Iterations of the current epoch, the same on every rank (from a resume point, if
+        loaded)."""
         return self.dataset.plan().batches_per_rank // self.num_workers
 
     @property

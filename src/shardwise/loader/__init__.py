@@ -26,6 +26,9 @@ small objects it is made of (placement, planner, state, position, channel, stats
 user's :class:`Source` (:mod:`~shardwise.loader.source`) and the argument checks.
 
 Names load lazily: ``StreamingDataset`` imports torch (its base) on first use.
+
+May import: ``shardwise.errors``, ``_optional``, ``storage``, ``formats``, ``parallel``,
+``index`` and ``plan`` (see ``docs/layers.toml``).
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ class StreamingDatasetBase:
         canonical_workers: ``C``: the global batches (samples and order) are the same on
             every topology whose ``world_size * num_workers`` divides ``C``, for a fixed global
             batch ``world_size * batch_size`` (a multiple of ``C``).
-        **open_options: passed to :func:`shardwise.open_dataset` (format, storage_options, ...).
+        **open_options: passed to :func:`shardwise.index_dataset` (format, storage_options, ...).
     """
 
     def __init__(

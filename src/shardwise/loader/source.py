@@ -35,7 +35,7 @@ class Source:
         columns: this source's columns: a list of names, or a mapping ``{dataset name:
             this source's name}`` that renames them to align with the other sources.
         name: the name shown in ``ds.stats()`` and ``shardwise plan`` (default: the path).
-        **open_options: passed to :func:`shardwise.open_dataset` (``format``,
+        **open_options: passed to :func:`shardwise.index_dataset` (``format``,
             ``storage_options``, format options).
     """
 

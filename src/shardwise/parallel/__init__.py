@@ -10,6 +10,12 @@ a fresh worker up to ``max_retries`` times; an exception of the function is not 
 the item's index and the remote traceback; Ctrl-C cancels outstanding work. The
 ``thread`` and ``sequential`` backends run in the caller's process, so for them a killed
 worker is the caller itself.
+
+The engines are the sub-package :mod:`shardwise.parallel.backends`; the core (the driver
+loop, the registry, the backend interface in :mod:`.backend`, what runs in a worker in
+:mod:`._in_worker`) imports none of them.
+
+May import: ``shardwise.errors`` and ``shardwise._optional`` (see ``docs/layers.toml``).
 """
 
 from shardwise.parallel._driver import (
@@ -22,8 +28,8 @@ from shardwise.parallel._driver import (
     register_backend,
     step_backends,
 )
-from shardwise.parallel._task import report
-from shardwise.parallel.base import Backend, BackendSpec, Session, WorkerLost
+from shardwise.parallel._in_worker import report
+from shardwise.parallel.backend import Backend, BackendSpec, Session, WorkerLost
 
 __all__ = [
     "Backend",

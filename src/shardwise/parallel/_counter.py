@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from shardwise.parallel._task import Outcome, Throttled, run_chunk, set_reporter
+from shardwise.parallel._in_worker import Outcome, Throttled, run_chunk, set_reporter
 
 __all__ = ["CounterServer", "run_chunk_counted"]
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from shardwise.errors import ConfigError, TaskError
+from shardwise.parallel._in_worker import Outcome
 from shardwise.parallel._registry import (
     _resolve,
     active_backend,
@@ -20,8 +21,7 @@ from shardwise.parallel._registry import (
     register_backend,
     step_backends,
 )
-from shardwise.parallel._task import Outcome
-from shardwise.parallel.base import Backend, BackendSpec, Session, WorkerLost
+from shardwise.parallel.backend import Backend, BackendSpec, Session, WorkerLost
 
 __all__ = [
     "active_backend",

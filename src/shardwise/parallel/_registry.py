@@ -12,16 +12,16 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from shardwise.errors import ConfigError
-from shardwise.parallel.base import Backend, BackendSpec
+from shardwise.parallel.backend import Backend, BackendSpec
 
 _REGISTRY: dict[str, str | type[Backend]] = {
-    "local": "shardwise.parallel.local:LocalBackend",
-    "thread": "shardwise.parallel.local:ThreadBackend",
-    "sequential": "shardwise.parallel.local:SequentialBackend",
-    "joblib": "shardwise.parallel.joblib_backend:JoblibBackend",
-    "ray": "shardwise.parallel.ray_backend:RayBackend",
-    "spark": "shardwise.parallel.spark_backend:SparkBackend",
-    "dask": "shardwise.parallel.dask_backend:DaskBackend",
+    "local": "shardwise.parallel.backends.local:LocalBackend",
+    "thread": "shardwise.parallel.backends.local:ThreadBackend",
+    "sequential": "shardwise.parallel.backends.local:SequentialBackend",
+    "joblib": "shardwise.parallel.backends.joblib:JoblibBackend",
+    "ray": "shardwise.parallel.backends.ray:RayBackend",
+    "spark": "shardwise.parallel.backends.spark:SparkBackend",
+    "dask": "shardwise.parallel.backends.dask:DaskBackend",
 }
 _ACTIVE: contextvars.ContextVar[Backend | None] = contextvars.ContextVar(
     "shardwise_backend", default=None
@@ -94,7 +94,7 @@ def parallel_backend(
     """Run shardwise's parallel work inside the block on ``backend``.
 
     Applies to every call that does not pass ``backend=`` itself, including calls made
-    deep inside shardwise (``open_dataset``, pipeline runs). Blocks nest; leaving one
+    deep inside shardwise (``index_dataset``, pipeline runs). Blocks nest; leaving one
     restores the previous backend and releases what this one started.
 
     With ``steps=`` the backend applies to those named steps only (for

@@ -1,7 +1,11 @@
 """Processing pipelines: operators on Arrow batches, run on any backend, committed atomically.
 
 The public names load on first use (PEP 562): a worker process that runs one stage's
-task imports :mod:`shardwise.pipeline.task` without the builder and the runner.
+task imports :mod:`shardwise.pipeline.run_task` without the builder and the runner.
+
+May import: ``shardwise.errors``, ``shardwise._optional``, ``shardwise.storage``,
+``shardwise.formats``, ``shardwise.parallel``, ``shardwise.index``, ``shardwise.ops``
+and ``shardwise.dedup`` (see ``docs/layers.toml``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The Python API: ``read_*(...)`` -> ``.map() / .filter() / .dedup()`` -> ``.write_*()`` -> ``.run()``.
+"""The Python API: ``read_*(...)`` -> ``.map() / .filter() / .dedup()`` -> ``.write_*()`` ->
+``.run()``.
 
 >>> import shardwise
 >>> result = (shardwise.read_jsonl("raw/*.jsonl")            # doctest: +SKIP
@@ -23,15 +24,15 @@ import pyarrow as pa
 
 from shardwise.errors import ConfigError
 from shardwise.formats import OnError, check_format_options, check_on_error, get_format
-from shardwise.index import OPEN_OPTIONS, DatasetIndex, open_dataset
-from shardwise.ops.base import Op, get_op, make_op
+from shardwise.index import OPEN_OPTIONS, DatasetIndex, index_dataset
 from shardwise.ops.dedup import DedupOp
-from shardwise.parallel.base import BackendSpec
+from shardwise.ops.operators import Op, get_op, make_op
+from shardwise.parallel.backend import BackendSpec
 from shardwise.parallel.cpus import cpu_count
 from shardwise.pipeline.hooks import after_run
 from shardwise.pipeline.runner import RunResult, run_pipeline
 from shardwise.pipeline.sink import Sink
-from shardwise.pipeline.tasks import MIN_SPLIT, plan_tasks
+from shardwise.pipeline.task_split import MIN_SPLIT, plan_tasks
 
 __all__ = ["Pipeline", "read_jsonl", "read_parquet", "read_webdataset"]
 
@@ -153,7 +154,7 @@ class Pipeline:
                 else max(64 * 2**10, int(self.task_bytes / work / MIN_SPLIT / 2))
             )
             options.setdefault("unit_bytes", min(32 * 2**20, self.task_bytes, unit))
-        return open_dataset(
+        return index_dataset(
             self.source, self.format, progress=progress, on_error=self.on_error, **options
         )
 
@@ -243,7 +244,7 @@ def _reader(fmt: str) -> Callable[..., Pipeline]:
         f"Start a pipeline reading {fmt} files (paths, globs, URLs or a directory).\n\n"
         "Args: ``on_error`` (``raise`` or ``skip``: quarantine and count bad records), "
         "``columns`` (read only these), ``task_bytes`` (input bytes per task), and "
-        "options for :func:`shardwise.open_dataset` (e.g. ``storage_options``)."
+        "options for :func:`shardwise.index_dataset` (e.g. ``storage_options``)."
     )
     return read
 

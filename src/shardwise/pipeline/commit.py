@@ -6,7 +6,7 @@ A run writes everything under a *staging root* that no reader looks at:
   output directory, renamed to the output directory in one step when the run is complete;
 - on object stores (no directory rename), ``<out>/_work/out/``; when the run is complete
   its files are copied into ``<out>/`` and ``_manifest.json`` is written last. Readers of
-  shardwise trust the manifest, and ``open_dataset`` refuses a directory whose run has
+  shardwise trust the manifest, and ``index_dataset`` refuses a directory whose run has
   not finished; pyarrow and pandas ignore the ``_work`` directory.
 
 Inside the staging root, every file is written under a temporary name and renamed (or
@@ -16,8 +16,9 @@ files with bytes and xxh64, its time) is written after its files, and a stage's 
 manifests are fsynced before their rename; a stage's intermediate files and marker are
 not (they are no output): the marker records the files' sizes, and a rerun redoes a stage
 whose marker is cut short or whose files are not as long as it says (what a power loss
-can leave). A rerun skips every task with a (valid) manifest or marker, so after a crash only unfinished work is redone, and because
-every step is deterministic the output is byte-identical to a clean run on every backend.
+can leave). A rerun skips every task with a (valid) manifest or marker, so after a crash
+only unfinished work is redone, and because every step is deterministic the output is
+byte-identical to a clean run on every backend.
 ``_work/`` is removed once the output is published. On a local filesystem it is first
 renamed out of the staging root into the temporary directory (``shardwise-trash-*``, when
 that is on the same filesystem; otherwise it is deleted in place), the staging root
@@ -44,9 +45,9 @@ from typing import Any
 
 from shardwise.errors import ConfigError
 from shardwise.index import MANIFEST_NAME, DatasetIndex
-from shardwise.ops.base import Op
+from shardwise.ops.operators import Op
 from shardwise.pipeline.sink import Sink
-from shardwise.pipeline.tasks import Piece
+from shardwise.pipeline.task_split import Piece
 from shardwise.storage import atomic_write, join, named, open_input, require_bucket, resolve
 
 __all__ = ["WORK", "Layout", "fingerprint", "read_json", "write_json"]

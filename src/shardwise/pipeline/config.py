@@ -85,7 +85,8 @@ def load_config(text: str, source: str = "<config>") -> dict[str, Any]:
             config[key] = _section(key, key_node, value_node, source)
         else:
             raise ConfigError(
-                f"{_where(source, key_node)}: unknown key {key!r}{_near(key, [*_SECTIONS, 'process'])}"
+                f"{_where(source, key_node)}: unknown key "
+                f"{key!r}{_near(key, [*_SECTIONS, 'process'])}"
                 "; expected one of input, process, output, executor"
             )
     for key in ("input", "output"):
@@ -129,7 +130,8 @@ def _section(key: str, key_node: yaml.Node, node: yaml.Node, source: str) -> dic
         name = k_node.value
         if name not in allowed:
             raise ConfigError(
-                f"{_where(source, k_node)}: unknown key {name!r} in {key}{_near(name, list(allowed))}; "
+                f"{_where(source, k_node)}: unknown key {name!r} in "
+                f"{key}{_near(name, list(allowed))}; "
                 f"expected one of {', '.join(sorted(allowed))}"
             )
         value = _plain(v_node)

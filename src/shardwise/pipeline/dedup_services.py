@@ -4,9 +4,9 @@ and the audit writer (see :mod:`shardwise.ops.dedup`)."""
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -14,36 +14,12 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from shardwise.ops.dedup import DedupContext
-from shardwise.parallel import BackendSpec, parallel_map
 from shardwise.pipeline._npzmap import map_npz
 from shardwise.pipeline.commit import Layout
+from shardwise.pipeline.execution import Execution
 from shardwise.storage import atomic_write, join, open_arrow_input, open_input, resolve
 
-__all__ = ["Execution", "StorageScratch", "TaskKeyFiles", "audit_examples", "dedup_context"]
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class Execution:
-    """Where and how a run's parallel work goes (the user's backend choice)."""
-
-    backend: BackendSpec = None
-    num_proc: int | None = None
-    progress: bool = True
-
-    def map(self, fn: Callable[[T], R], items: Sequence[T], desc: str) -> list[R]:
-        """``fn`` over ``items`` on the backend, one item per task, in order."""
-        return parallel_map(
-            fn,
-            items,
-            backend=self.backend,
-            num_proc=self.num_proc,
-            desc=desc,
-            progress=self.progress,
-            chunksize=1,
-        )
+__all__ = ["StorageScratch", "TaskKeyFiles", "audit_examples", "dedup_context"]
 
 
 @dataclass(frozen=True)

@@ -20,15 +20,16 @@ import numpy as np
 
 from shardwise.formats import OnError
 from shardwise.index import MANIFEST_NAME, DatasetIndex
-from shardwise.ops.base import Op
+from shardwise.ops.operators import Op
 from shardwise.parallel import BackendSpec, active_backend
 from shardwise.pipeline.commit import Layout, fingerprint
-from shardwise.pipeline.dedup_services import Execution, audit_examples, dedup_context
+from shardwise.pipeline.dedup_services import audit_examples, dedup_context
+from shardwise.pipeline.execution import Execution
 from shardwise.pipeline.ledger import Ledger
+from shardwise.pipeline.run_task import Job, run_job
 from shardwise.pipeline.sink import Sink
 from shardwise.pipeline.stages import Stage, plan_stages
-from shardwise.pipeline.task import Job, run_job
-from shardwise.pipeline.tasks import Piece
+from shardwise.pipeline.task_split import Piece
 from shardwise.storage import atomic_write, join
 
 __all__ = ["RunResult", "Sink", "run_pipeline"]
@@ -116,11 +117,41 @@ def run_pipeline(
     layout.begin(fp)
     stages = plan_stages(ops)
     run = Execution(_backend_for(backend, index, ops), num_proc, progress)
+    started = time.time()
+    cols = tuple(columns) if columns else None
+    results, summaries, timings, skipped = _run_stages(
+        stages, tasks, index, sink, layout, run, on_error, cols
+    )
+    manifest = _manifest(sorted(results, key=lambda r: r["task"]), ops, summaries, fp, len(tasks))
+    manifest.update(
+        {"started": started, "seconds": round(time.time() - started, 6), "stages": timings}
+    )
+    layout.publish(manifest)
+    if manifest["files"]:
+        from shardwise.index import index_dataset
+
+        index_dataset(
+            layout.final, format=sink.format, progress=False, storage_options=sink.storage_options
+        )
+    return RunResult.from_manifest(manifest, manifest_path, skipped // max(len(stages), 1))
+
+
+def _run_stages(
+    stages: Sequence[Stage],
+    tasks: Sequence[Sequence[Piece]],
+    index: DatasetIndex,
+    sink: Sink,
+    layout: Layout,
+    run: Execution,
+    on_error: OnError,
+    columns: tuple[str, ...] | None,
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]], int]:
+    """Every stage's tasks on the backend, each dedup decided between its stages:
+    ``(the last stage's results, the dedup summaries, the stages' timings, tasks skipped)``."""
     summaries: dict[str, Any] = {}
     timings: list[dict[str, Any]] = []
     skipped = 0
     results: list[dict[str, Any]] = []
-    started = time.time()
     for stage in stages:
         if stage.index > 0:
             summaries[stage.after] = _decide(layout, stages[stage.index - 1], len(tasks), run)
@@ -134,7 +165,7 @@ def run_pipeline(
                 sink,
                 layout,
                 on_error,
-                tuple(columns) if columns else None,
+                columns,
             )
             for t, p in enumerate(tasks)
         ]
@@ -149,18 +180,7 @@ def run_pipeline(
             }
         )
         skipped += sum(1 for r in results if r.get("skipped"))
-    manifest = _manifest(sorted(results, key=lambda r: r["task"]), ops, summaries, fp, len(tasks))
-    manifest.update(
-        {"started": started, "seconds": round(time.time() - started, 6), "stages": timings}
-    )
-    layout.publish(manifest)
-    if manifest["files"]:
-        from shardwise.index import open_dataset
-
-        open_dataset(
-            layout.final, format=sink.format, progress=False, storage_options=sink.storage_options
-        )
-    return RunResult.from_manifest(manifest, manifest_path, skipped // max(len(stages), 1))
+    return results, summaries, timings, skipped
 
 
 def _backend_for(backend: BackendSpec, index: DatasetIndex, ops: Sequence[Op]) -> BackendSpec:
@@ -168,7 +188,7 @@ def _backend_for(backend: BackendSpec, index: DatasetIndex, ops: Sequence[Op]) -
     :func:`~shardwise.parallel_backend` block) when every operator is shardwise's own: a
     small input (:data:`IN_DRIVER_WORK`) runs in the driver, as a pool could not pay for
     its start, and a mid-sized one (:data:`CALLER_SLOT_WORK`) on a pool with the driver as
-    one of its slots (:func:`~shardwise.parallel.local.caller_pool`). User functions keep
+    one of its slots (:func:`~shardwise.parallel.backends.local.caller_pool`). User functions keep
     the pool (a crash in one is a worker's, and retried). The tasks are the same, so is
     the output."""
     if backend not in (None, "local") or (backend is None and active_backend() is not None):
@@ -189,7 +209,7 @@ def _backend_for(backend: BackendSpec, index: DatasetIndex, ops: Sequence[Op]) -
     if work > CALLER_SLOT_WORK:
         return backend
     # imported here: a worker process that imports the pipeline never needs the pool
-    from shardwise.parallel.local import caller_pool
+    from shardwise.parallel.backends.local import caller_pool
 
     return caller_pool()
 

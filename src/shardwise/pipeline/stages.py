@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from shardwise.ops.base import Op
+from shardwise.ops.operators import Op
 
 __all__ = ["Stage", "op_names", "plan_stages"]
 

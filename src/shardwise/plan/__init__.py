@@ -1,4 +1,7 @@
-"""Loader plans (pure numpy, no I/O): which (unit, row) each rank and worker yields."""
+"""Loader plans (pure numpy, no I/O): which (unit, row) each rank and worker yields.
+
+May import: numpy, the standard library and ``shardwise.errors`` only.
+"""
 
 from shardwise.plan.budget import auto_interleave
 from shardwise.plan.epoch import EpochPlan, Resume, Topology, WorkerPlan

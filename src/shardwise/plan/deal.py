@@ -31,7 +31,7 @@ import numpy as np
 
 from shardwise.errors import PlanError
 from shardwise.plan.order import UNITS, rng_for
-from shardwise.plan.stream import Stream, range_segments
+from shardwise.plan.segments import Stream, range_segments
 
 __all__ = ["DEAL_VERSION", "dealt_stream", "slot_shares", "source_arrays"]
 

@@ -30,7 +30,7 @@ with another world size, worker count or batch size, the samples not yet consume
 form a new stream that is cut again, so nothing consumed is repeated. Both are
 O(units) plus, for each worker asked for, the windows it reads, never O(samples
 consumed): the new stream is one part per interrupted worker, built only when a piece
-reaches it (:class:`~shardwise.plan.stream.PartedStream`).
+reaches it (:class:`~shardwise.plan.segments.PartedStream`).
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ import numpy as np
 from shardwise.errors import PlanError
 from shardwise.plan.cut import Cut, cut, delivered
 from shardwise.plan.order import ROWS, UNITS, rng_for, spread_order, stratified_order
-from shardwise.plan.stream import PartedStream, Segment, Stream, unit_stream
+from shardwise.plan.segments import PartedStream, Segment, Stream, unit_stream
 from shardwise.plan.topology import Resume, Topology
-from shardwise.plan.worker import WorkerPlan
+from shardwise.plan.worker_share import WorkerPlan
 
 __all__ = ["EpochPlan", "Resume", "Topology", "WorkerPlan", "spread_order", "stratified_order"]
 
@@ -199,7 +199,8 @@ class EpochPlan:
         t = self.topology
         if not (0 <= rank < t.world_size and 0 <= worker_id < t.num_workers):
             raise PlanError(
-                f"rank {rank}/worker {worker_id} is outside world_size={t.world_size}, num_workers={t.num_workers}"
+                f"rank {rank}/worker {worker_id} is outside world_size={t.world_size}, "
+                f"num_workers={t.num_workers}"
             )
         original = (worker_id + self.consumed_batches) % t.num_workers
         slot = rank * t.num_workers + original

@@ -33,7 +33,7 @@ import numpy as np
 from shardwise.errors import ConfigError, PlanError
 from shardwise.plan.deal import MIX, source_arrays
 from shardwise.plan.order import UNITS, rng_for, spread_order
-from shardwise.plan.stream import Segment, Stream, range_segments
+from shardwise.plan.segments import Segment, Stream, range_segments
 from shardwise.plan.topology import Topology
 
 __all__ = [
@@ -74,7 +74,8 @@ class Rule:
             x = float(v) if k != "choose" or v < MAX_SAMPLES else float(MAX_SAMPLES)
             if not math.isfinite(x) or x < 0 or (k != "weight" and x >= MAX_SAMPLES):
                 raise ConfigError(
-                    f"{k}= must be a finite number >= 0{'' if k == 'weight' else ' (below 2**62)'}, "
+                    f"{k}= must be a finite number >= "
+                    f"0{'' if k == 'weight' else ' (below 2**62)'}, "
                     f"got {v!r}"
                 )
             # plain Python numbers (not numpy's): saved states hold them and must stay JSON
@@ -133,7 +134,8 @@ class Mixing:
             isinstance(e, bool) or not isinstance(e, numbers.Integral) or not 1 <= e < MAX_SAMPLES
         ):
             raise ConfigError(
-                f"epoch_size must be a whole number of samples, at least 1 (and below 2**62), got {e!r}"
+                "epoch_size must be a whole number of samples, at least 1 (and below 2**62), got "
+                f"{e!r}"
             )
         if e is not None:
             object.__setattr__(self, "epoch_size", int(e))

@@ -12,8 +12,8 @@ from shardwise.plan.canonical import CanonicalPlan
 from shardwise.plan.deal import dealt_stream
 from shardwise.plan.epoch import EpochPlan
 from shardwise.plan.mix import Mixing, counts_key, kept_stream
+from shardwise.plan.segments import Stream
 from shardwise.plan.strata import StratifiedPlan
-from shardwise.plan.stream import Stream
 from shardwise.plan.topology import Resume, Topology
 
 __all__ = ["Plan", "make_plan", "source_counts"]

@@ -35,7 +35,7 @@ from shardwise.plan.mix import (
     order_segments,
     source_segments,
 )
-from shardwise.plan.stream import Stream
+from shardwise.plan.segments import Stream
 from shardwise.plan.topology import Resume, Topology
 
 __all__ = ["StratifiedPlan"]

@@ -13,6 +13,10 @@
 Pages are self-contained (inline style, charts as SVG ``data:`` images, nothing
 fetched). Charts need matplotlib (``pip install "shardwise[report]"``); without it the
 pages hold the same numbers as tables and say which extra adds the charts.
+
+May import: ``shardwise.errors``, ``shardwise._optional``, ``shardwise.storage``,
+``shardwise.formats``, ``shardwise.index``, ``shardwise.plan``, ``shardwise.pipeline``
+and ``shardwise.loader`` (see ``docs/layers.toml``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 from shardwise.report.model import DedupStage, RunReport, TaskTime, load_run
-from shardwise.report.plan_view import PlanView, plan_view, render_plan, source_rows
+from shardwise.report.plan_page import render_plan
+from shardwise.report.plan_view import PlanView, plan_view, source_rows
 from shardwise.report.run_page import render_run
 from shardwise.storage import atomic_write, join
 

@@ -85,6 +85,15 @@ def _ledger(r: RunReport, missing: str | None) -> Section:
 
 def _time(r: RunReport, missing: str | None) -> Section:
     s = Section("Where the time went", "time")
+    _stage_times(s, r, missing)
+    t0 = min((t.started for t in r.tasks), default=0.0)
+    _task_charts(s, r, missing, t0)
+    _task_table(s, r, t0)
+    return s
+
+
+def _stage_times(s: Section, r: RunReport, missing: str | None) -> None:
+    """Wall time per stage (and its dedup decision): a chart (with plotting) and a table."""
     labels = [
         f"stage {st['stage'] + 1}: " + (", ".join(st.get("operators", [])) or "write")
         for st in r.stages
@@ -116,7 +125,10 @@ def _time(r: RunReport, missing: str | None) -> Section:
                 table_id="stage-table",
             )
         )
-    t0 = min((t.started for t in r.tasks), default=0.0)
+
+
+def _task_charts(s: Section, r: RunReport, missing: str | None, t0: float) -> None:
+    """Tasks over time and the rows read over time (with plotting)."""
     if not missing and r.tasks:
         segments = [
             [(st["started"] - t0, st["seconds"], int(st["stage"])) for st in t.stages]
@@ -141,6 +153,10 @@ def _time(r: RunReport, missing: str | None) -> Section:
                 ylabel="rows",
             )
         )
+
+
+def _task_table(s: Section, r: RunReport, t0: float) -> None:
+    """Each task's start, stage times and rows (the first ``MAX_TABLE_ROWS``)."""
     rows = [
         (
             t.task,
@@ -159,7 +175,6 @@ def _time(r: RunReport, missing: str | None) -> Section:
     )
     if len(r.tasks) > MAX_TABLE_ROWS:
         s.note(f"first {MAX_TABLE_ROWS} of {len(r.tasks):,} tasks")
-    return s
 
 
 def _shards(r: RunReport, missing: str | None) -> Section:

@@ -11,6 +11,11 @@ Public helpers (all take a local path or a URL such as ``s3://b/k``, ``gs://``,
 - :func:`atomic_write` -> context manager writing to a temp name, committing on success
 - :func:`require_bucket` -> refuse an output in a bucket that does not exist
 - :func:`with_retries` -> call a function with exponential backoff on transient errors
+
+The node cache is the sub-package :mod:`shardwise.storage.cache`; the rest is the core
+it builds on.
+
+May import: ``shardwise.errors`` and ``shardwise._optional`` (see ``docs/layers.toml``).
 """
 
 from shardwise.storage.atomic import atomic_write
@@ -19,12 +24,12 @@ from shardwise.storage.paths import (
     expand,
     info,
     join,
-    named,
     open_arrow_input,
     open_input,
     require_bucket,
     resolve,
 )
+from shardwise.storage.refusals import named
 from shardwise.storage.retry import is_transient, transient_in_chain, with_retries
 
 __all__ = [

@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from shardwise.errors import CommitError, ConfigError, StorageError
-from shardwise.storage.paths import named, resolve
+from shardwise.storage.paths import resolve
+from shardwise.storage.refusals import named
 from shardwise.storage.retry import with_retries
 
 

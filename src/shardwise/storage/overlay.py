@@ -116,16 +116,16 @@ class SparseFile(io.RawIOBase):
         stop = min(end, self._starts[i]) if i < len(self._starts) else end
         if self._fallback is None:
             raise StorageError(
-                f"{self._url}: bytes {start}-{stop} are not in the cached pieces and no remote file "
-                "was given",
+                f"{self._url}: bytes {start}-{stop} are not in the cached pieces and no remote "
+                "file was given",
                 self._url,
             )
         self.misses += 1
         data = self._fallback(start, stop)
         if not data:
             raise StorageError(
-                f"{self._url}: the remote file ends at byte {start}, before the {self._size} bytes it had when "
-                "it was indexed (it changed since: index the dataset again)",
+                f"{self._url}: the remote file ends at byte {start}, before the {self._size} "
+                "bytes it had when it was indexed (it changed since: index the dataset again)",
                 self._url,
             )
         return data

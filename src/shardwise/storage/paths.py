@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import IO, Any
@@ -16,6 +15,7 @@ from shardwise._optional import require
 from shardwise.errors import EmptyDatasetError, StorageError
 from shardwise.storage.localfs import mappable
 from shardwise.storage.overlay import overlay_for
+from shardwise.storage.refusals import named
 from shardwise.storage.retry import with_retries
 
 _PROTOCOL_EXTRAS = {
@@ -158,7 +158,8 @@ def _files_of(fs: fsspec.AbstractFileSystem, path: str, item: str) -> list[str]:
     if with_retries(partial(fs.isdir, path)):
         found = with_retries(partial(fs.find, path, detail=True))
         root = path.rstrip("/") + "/"
-        # inside a walked directory, hidden or '_' directories (_temporary, _work, .cache) are skipped too
+        # inside a walked directory, hidden or '_' directories (_temporary, _work, .cache) are
+        # skipped too
         return sorted(
             p
             for p, d in found.items()
@@ -176,54 +177,6 @@ def _files_of(fs: fsspec.AbstractFileSystem, path: str, item: str) -> list[str]:
     ):
         raise EmptyDatasetError(f"no such bucket {bucket!r}: {item}", item)
     raise EmptyDatasetError(f"no such file or directory: {item}", item)
-
-
-_NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError")
-_DENIED = (
-    "AccessDenied",
-    "Forbidden",
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "ExpiredToken",
-)
-
-
-@contextlib.contextmanager
-def named(url: str) -> Iterator[None]:
-    """Turn what an object store says about a URL into a StorageError naming it: not
-    found, no credentials, access denied (none of these is retried)."""
-    try:
-        yield
-    except FileNotFoundError as exc:
-        if "bucket does not exist" in str(exc) or "NoSuchBucket" in str(exc):
-            bucket = url.split("://", 1)[-1].split("/", 1)[0]
-            raise StorageError(f"no such bucket {bucket!r}: {url}", url) from exc
-        raise StorageError(f"file not found: {url}", url) from exc
-    except Exception as exc:
-        names = {c.__name__ for c in type(exc).__mro__}
-        text = f"{type(exc).__name__}: {exc}"
-        status = getattr(exc, "status", None)  # an HTTP server's answer (aiohttp)
-        if status in (404, 410):
-            raise StorageError(f"file not found: {url} (HTTP {status})", url) from exc
-        if status in (401, 403):
-            raise StorageError(
-                f"access denied to {url} (HTTP {status})", url, refused=True
-            ) from exc
-        if names & set(_NO_CREDENTIALS):
-            raise StorageError(
-                f"no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
-                "AWS_PROFILE), pass storage_options={'key': ..., 'secret': ...}, or anon=True for a "
-                "public bucket",
-                url,
-                refused=True,
-            ) from exc
-        if isinstance(exc, PermissionError) or any(d in text for d in _DENIED):
-            raise StorageError(
-                f"access denied to {url} ({exc}); check the credentials and the bucket's policy",
-                url,
-                refused=True,
-            ) from exc
-        raise
 
 
 def require_bucket(url: str, **storage_options: Any) -> None:

@@ -17,7 +17,7 @@ import shardwise.loader.inprocess.piece_maker as piece_maker
 from shardwise import StreamingDataset
 from shardwise.loader.batches.arrival import ArrivalWindow, arrival_schema
 from shardwise.loader.batches.gather import unit_views
-from shardwise.plan.worker import WorkerPlan
+from shardwise.plan.worker_share import WorkerPlan
 
 
 @pytest.fixture(scope="module")

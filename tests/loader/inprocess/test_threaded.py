@@ -359,7 +359,7 @@ def test_num_threads_is_checked_and_pin_memory_says_it_does_nothing_on_cpu(
 def test_first_units_are_read_while_the_order_is_worked_out(
     data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from shardwise.plan.worker import WorkerPlan
+    from shardwise.plan.worker_share import WorkerPlan
 
     ds = StreamingDataset(str(data), batch_size=32, interleave=3, batch_format="numpy", seed=4)
     starts = np.cumsum([0, *ds.counts.tolist()])

@@ -25,7 +25,7 @@ from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS
 from shardwise import StreamingDataset
 from shardwise.formats import get_format
 from shardwise.storage.cache import NodeCache
-from shardwise.storage.cache_admin import verify_cache
+from shardwise.storage.cache.admin import verify_cache
 
 pytestmark = pytest.mark.engine
 

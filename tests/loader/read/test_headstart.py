@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardwise import open_dataset
+from shardwise import index_dataset
 from shardwise.loader.read.headstart import HeadStart
 from shardwise.storage.cache import NodeCache
 
@@ -45,7 +45,7 @@ def _child(result: Any) -> None:
 def test_a_fork_waits_for_the_head_start_to_let_go_of_its_locks(tmp_path: Path) -> None:
     pq.write_table(pa.table({"x": list(range(10))}), str(tmp_path / "a.parquet"))
     head = HeadStart(
-        open_dataset(str(tmp_path / "a.parquet"), progress=False),
+        index_dataset(str(tmp_path / "a.parquet"), progress=False),
         NodeCache(str(tmp_path / "c"), 10**6),
     )
     entered = threading.Event()

@@ -25,7 +25,7 @@ from shardwise.formats import Unit
 from shardwise.index import DatasetIndex, cache_root
 from shardwise.storage import named, resolve, with_retries
 from shardwise.storage.cache import NodeCache
-from shardwise.storage.cache_entry import Extent
+from shardwise.storage.cache.entry import Extent
 from shardwise.storage.overlay import Bytes, SparseFile, serving
 
 __all__ = ["UnitCache", "default_budget", "fetch_range", "node_cache"]

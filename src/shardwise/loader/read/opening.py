@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError, PlanError
 from shardwise.formats import OnError, Quarantine, check_format_options
-from shardwise.index import OPEN_OPTIONS, DatasetIndex, open_dataset
+from shardwise.index import OPEN_OPTIONS, DatasetIndex, index_dataset
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.source import Source
 
@@ -37,7 +37,7 @@ def open_index(
     cache_dir: str | None = None,
 ) -> DatasetIndex | MixedIndex:
     """The dataset's index: a :class:`DatasetIndex`, or a :class:`MixedIndex` for a
-    :class:`Source` or a list of them. Options neither ``open_dataset`` nor the format
+    :class:`Source` or a list of them. Options neither ``index_dataset`` nor the format
     takes are refused naming ``StreamingDataset`` and the nearest of ``known`` arguments.
     A dataset's index is kept in ``cache_dir`` if given."""
     if isinstance(source, Source):
@@ -71,7 +71,7 @@ def _open_one(
     check_format_options(
         options.get("format"), {k: v for k, v in options.items() if k not in OPEN_OPTIONS}, who, own
     )
-    return open_dataset(path, on_error=on_error, **options)
+    return index_dataset(path, on_error=on_error, **options)
 
 
 def _open_mixed(

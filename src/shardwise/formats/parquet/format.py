@@ -1,0 +1,254 @@
+"""Parquet: one unit per row group, read with column projection; rolling writer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shardwise.errors import ConfigError, FormatError
+from shardwise.formats._writer import RollingWriter
+from shardwise.formats.contract import (
+    OnError,
+    Quarantine,
+    Unit,
+    check_columns,
+    suffixes_of,
+    unify_permissive,
+)
+from shardwise.formats.parquet._fixedlist import read_fixed_lists
+from shardwise.storage import open_arrow_input, transient_in_chain
+
+__all__ = ["ParquetFormat", "ParquetShardWriter"]
+
+
+def _open(path: str, storage_options: dict[str, Any]) -> pq.ParquetFile:
+    return _open_with_source(path, storage_options)[0]
+
+
+def _open_with_source(path: str, storage_options: dict[str, Any]) -> tuple[pq.ParquetFile, Any]:
+    f = open_arrow_input(path, **storage_options)
+    try:
+        return pq.ParquetFile(f), f
+    except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
+        f.close()
+        if transient_in_chain(exc):  # a dropped connection, not a bad file: the caller may retry
+            raise
+        raise FormatError(f"not a readable Parquet file ({exc})", path, "footer") from exc
+
+
+class ParquetFormat:
+    """Parquet files; a unit is a row group.
+
+    Args:
+        batch_rows: rows per yielded record batch.
+        storage_options: fsspec options for remote paths.
+    """
+
+    name = "parquet"
+    extensions = suffixes_of("parquet")
+
+    def __init__(
+        self, batch_rows: int = 65536, storage_options: dict[str, Any] | None = None
+    ) -> None:
+        if batch_rows < 1:
+            raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
+        self.batch_rows = batch_rows
+        self.storage_options = storage_options or {}
+
+    def list_units(self, path: str, size: int) -> list[Unit]:
+        """One unit per row group, from the footer only."""
+        pf = _open(path, self.storage_options)
+        try:
+            md = pf.metadata
+            units = []
+            for i in range(md.num_row_groups):
+                rg = md.row_group(i)
+                nbytes = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+                units.append(Unit(path, i, rg.num_rows, nbytes, 0, size))
+            return units
+        finally:
+            pf.close()
+
+    def read_schema(self, path: str) -> pa.Schema:
+        """The file's Arrow schema (from the footer)."""
+        pf = _open(path, self.storage_options)
+        try:
+            return pf.schema_arrow
+        finally:
+            pf.close()
+
+    def read_unit(
+        self,
+        unit: Unit,
+        *,
+        columns: Sequence[str] | None = None,
+        on_error: OnError = "raise",
+        quarantine: Quarantine | None = None,
+        schema: pa.Schema | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Yield the row group's rows; a corrupt row group is an error naming it.
+
+        A row group that cannot be decoded is a whole-unit failure: under
+        ``on_error="skip"`` its rows are quarantined (counted) and nothing is yielded.
+        """
+        table = self.read_table(
+            unit, columns=columns, on_error=on_error, quarantine=quarantine, schema=schema
+        )
+        if table is not None:
+            yield from table.to_batches(max_chunksize=self.batch_rows)
+
+    def read_table(
+        self,
+        unit: Unit,
+        *,
+        columns: Sequence[str] | None = None,
+        on_error: OnError = "raise",
+        quarantine: Quarantine | None = None,
+        schema: pa.Schema | None = None,
+        use_threads: bool = True,
+    ) -> pa.Table | None:
+        """The row group as one table as decoded (usually one chunk per column, so no
+        copy is needed to make it contiguous); ``None`` when it was quarantined.
+        ``use_threads=False`` decodes on the calling thread only (for callers that
+        already read several units at once)."""
+        pf, source = _open_with_source(unit.path, self.storage_options)
+        try:
+            check_columns(columns, schema if schema is not None else pf.schema_arrow)
+            try:
+                table = _read_row_group(pf, source, unit.index, columns, use_threads)
+            except (pa.ArrowInvalid, pa.ArrowException, OSError, IndexError) as exc:
+                if transient_in_chain(exc):  # a dropped connection, not a bad row group
+                    raise
+                err = FormatError(
+                    f"cannot decode row group ({exc})", unit.path, f"row group {unit.index}"
+                )
+                if on_error == "skip" and quarantine is not None:
+                    quarantine.add(
+                        unit.path,
+                        f"row group {unit.index}",
+                        f"{err.reason} ({unit.num_samples} rows)",
+                        count=unit.num_samples,
+                    )
+                    return None
+                raise err from exc
+        finally:
+            pf.close()
+        return _conform(table, schema, columns, unit) if schema is not None else table
+
+    def unify_schemas(self, schemas: Sequence[pa.Schema], paths: Sequence[str]) -> pa.Schema:
+        """One schema for the dataset's files (Arrow's permissive unification)."""
+        return unify_permissive(schemas, paths)
+
+    def open_writer(self, prefix: str, **options: Any) -> ParquetShardWriter:
+        """Return a rolling writer of ``{prefix}-{n:05d}.parquet`` shards."""
+        return ParquetShardWriter(prefix, storage_options=self.storage_options, **options)
+
+
+def _read_row_group(
+    pf: pq.ParquetFile, source: Any, group: int, columns: Sequence[str] | None, use_threads: bool
+) -> pa.Table:
+    """Row group ``group``: fixed-size lists of numbers without nulls decoded from their
+    pages (:mod:`shardwise.formats.parquet._fixedlist`), the other columns by Arrow."""
+    names = list(columns) if columns is not None else pf.schema_arrow.names
+    plain = len(set(names)) == len(names) and set(names) <= set(
+        pf.schema_arrow.names
+    )  # else as Arrow has it
+    fixed = read_fixed_lists(pf, source, group, names) if plain else {}
+    if not fixed:
+        return pf.read_row_group(
+            group, columns=list(columns) if columns is not None else None, use_threads=use_threads
+        )
+    rest = [n for n in names if n not in fixed]
+    table = pf.read_row_group(group, columns=rest, use_threads=use_threads) if rest else None
+    schema = pf.schema_arrow
+    arrays = [fixed[n] if n in fixed else table.column(n) for n in names]  # type: ignore[union-attr]
+    return pa.Table.from_arrays(
+        arrays, schema=pa.schema([schema.field(n) for n in names], metadata=schema.metadata)
+    )
+
+
+def _conform(
+    table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None, unit: Unit
+) -> pa.Table:
+    names = list(columns) if columns is not None else schema.names
+    target = pa.schema([schema.field(n) for n in names if n in schema.names])
+    if table.schema.equals(target):
+        return table
+    arrays = []
+    for field in target:
+        if field.name in table.column_names:
+            col = table.column(field.name)
+            try:
+                arrays.append(col.cast(field.type) if col.type != field.type else col)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise FormatError(
+                    f"column {field.name!r} cannot be cast to {field.type}: {exc}",
+                    unit.path,
+                    f"row group {unit.index}",
+                ) from exc
+        else:
+            arrays.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+class ParquetShardWriter(RollingWriter):
+    """Writes Parquet shards rolling over at ``target_shard_bytes``.
+
+    Args:
+        prefix: path or URL prefix of the shards.
+        target_shard_bytes: approximate size of each shard (default 128 MiB).
+        row_group_rows: rows per row group.
+        compression: Parquet codec (``zstd``, ``snappy``, ``gzip``, ``none``).
+        storage_options: fsspec options for remote prefixes.
+    """
+
+    def __init__(
+        self,
+        prefix: str,
+        *,
+        target_shard_bytes: int = 128 * 2**20,
+        row_group_rows: int = 65536,
+        compression: str = "zstd",
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(prefix, "parquet", target_shard_bytes, storage_options)
+        if row_group_rows < 1:
+            raise ConfigError(f"row_group_rows must be >= 1, got {row_group_rows}")
+        self.row_group_rows = row_group_rows
+        self.compression = compression
+        self._writer: pq.ParquetWriter | None = None
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+
+    def _append(self, batch: pa.RecordBatch) -> None:
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(
+                self._buf, batch.schema, compression=self.compression, write_statistics=True
+            )
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        while self._pending_rows >= self.row_group_rows:
+            self._flush(self.row_group_rows)
+
+    def _flush(self, rows: int) -> None:
+        assert self._writer is not None
+        table = pa.Table.from_batches(self._pending)
+        head, rest = table.slice(0, rows), table.slice(rows)
+        self._writer.write_table(head, row_group_size=rows)
+        self._pending = rest.to_batches() if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+
+    def _size(self) -> int:
+        pending = sum(b.nbytes for b in self._pending) // 3  # rough compressed estimate
+        return super()._size() + pending
+
+    def _finish(self) -> bytes:
+        assert self._writer is not None and self._buf is not None
+        if self._pending_rows:
+            self._flush(self._pending_rows)
+        self._writer.close()
+        self._writer = None
+        return self._buf.getvalue()

@@ -1,0 +1,290 @@
+"""The node cache protocol: byte ranges of remote objects downloaded once per node and shared
+by its processes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from shardwise.errors import ConfigError
+from shardwise.storage.cache.directory import append_journal, read_journal, scan_dir
+from shardwise.storage.cache.entry import (
+    BadEntry,
+    EntryView,
+    Extent,
+    forget_verified,
+    is_verified,
+    mark_verified,
+    open_entry,
+    write_entry,
+)
+from shardwise.storage.cache.lease import FileLock, owner_id
+
+__all__ = ["CacheStats", "NodeCache"]
+
+
+@dataclass
+class CacheStats:
+    """What one process did with the cache (downloads are also journaled per node)."""
+
+    hits: int = 0
+    downloads: int = 0
+    bytes_downloaded: int = 0
+    read_through: int = 0
+    evictions: int = 0
+    bad_entries: int = 0
+    uncached_bytes: int = 0
+
+
+class NodeCache:
+    """A size-bounded, crash-safe cache of byte ranges in a directory of this node.
+
+    Ranks, DataLoader workers and concurrent jobs that point at the same directory share
+    it. The protocol (all of it survives ``kill -9`` of any process at any moment):
+
+    - An entry is one file, ``entries/<key>``: the bytes, then a record (source, range,
+      version, length, CRC-32). The key is a hash of the source URL (with its endpoint),
+      the byte range and the object's version (ETag or mtime, and size), so jobs and
+      datasets never collide and a changed object is a new entry.
+    - A download holds an ``flock`` on ``locks/<key>`` (others wanting it wait, then find
+      it), writes ``tmp/<key>.<bytes>.<owner>.part``, fsyncs and renames it into place. A
+      killed downloader's lock is released by the kernel; its part file is stale (its owner
+      is dead) and is deleted by the next process that accounts for space. Entries are
+      trusted only after their length and CRC-32 match the record; ``verified/<key>``
+      then names the file so checked (device, inode, size, mtime), and other processes
+      skip the CRC-32 pass while the entry is still that file.
+    - A reader holds a lease, ``leases/<key>.<owner>``, while it reads an entry. Eviction
+      (least recently used first) never removes a leased entry; leases of dead processes or
+      of an earlier boot (see :mod:`shardwise.storage.cache.lease`) are ignored and removed.
+    - ``budget_bytes`` bounds entries plus reserved downloads on disk: room is made under an
+      exclusive lock before a download starts. When everything on disk is leased, the
+      download waits up to ``wait_seconds`` for room, then reads the range without caching.
+
+    Args:
+        root: the cache directory (shared by every process that should share entries).
+        budget_bytes: most bytes the entries and downloads in progress take on disk.
+        wait_seconds: how long a download waits for room when everything is leased
+            before it reads without caching.
+        lock_timeout: how long to wait for another process's download of the same range
+            before reading it without caching (a stopped, not dead, downloader).
+    """
+
+    def __init__(
+        self,
+        root: str,
+        budget_bytes: int,
+        *,
+        wait_seconds: float = 10.0,
+        lock_timeout: float = 600.0,
+    ) -> None:
+        if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, int) or budget_bytes <= 0:
+            raise ConfigError(f"cache_bytes must be a positive integer, got {budget_bytes!r}")
+        if not root:
+            raise ConfigError("cache_dir must be a directory path")
+        self.root = os.path.abspath(os.path.expanduser(os.fspath(root)))
+        self.budget_bytes = budget_bytes
+        self.wait_seconds = wait_seconds
+        self.lock_timeout = lock_timeout
+        for sub in ("entries", "tmp", "leases", "locks", "verified"):
+            os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._mutex = threading.Lock()
+        self._leases: dict[str, int] = {}
+        self.stats = CacheStats()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "budget_bytes": self.budget_bytes,
+            "wait_seconds": self.wait_seconds,
+            "lock_timeout": self.lock_timeout,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset()
+
+    def _check_fork(self) -> None:
+        if os.getpid() != self._pid:  # a forked worker: the parent's leases are not ours
+            self._reset()
+
+    def _path(self, sub: str, name: str) -> str:
+        return os.path.join(self.root, sub, name)
+
+    def _global(self) -> FileLock:
+        return FileLock(os.path.join(self.root, ".lock"))
+
+    # -- reading ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def lease(
+        self, extent: Extent, fetch: Callable[[], Iterable[bytes]]
+    ) -> Iterator[bytes | EntryView | None]:
+        """Hold ``extent``'s entry for a ``with`` block: yields its verified bytes
+        (downloading them with ``fetch`` if no process of this node has; an entry found
+        on disk is an :class:`EntryView`, read on demand until the block ends), or None
+        when it cannot be cached now (larger than the budget, no room, or another
+        process's download of it is stuck): then the caller reads the range itself."""
+        self._check_fork()
+        if extent.length <= 0:
+            yield b""
+            return
+        data = self._acquire(extent, fetch)
+        try:
+            yield data
+        finally:
+            if isinstance(data, EntryView):
+                data.close()
+            if data is not None:
+                self._unlease(extent.key)
+
+    def _acquire(
+        self, extent: Extent, fetch: Callable[[], Iterable[bytes]]
+    ) -> bytes | EntryView | None:
+        found = self._hit(extent)
+        if found is not None:
+            return found
+        lock = FileLock(self._path("locks", extent.key), remove=True)
+        if not lock.acquire(timeout=self.lock_timeout):
+            self.stats.read_through += 1
+            return None
+        try:
+            found = self._hit(extent)  # downloaded by whoever held the lock before us
+            return found if found is not None else self._download(extent, fetch)
+        finally:
+            lock.release()
+
+    def _hit(self, extent: Extent) -> EntryView | None:
+        """The entry, leased, if it is on disk and good. Its record is checked at every
+        hit; its CRC-32 unless a process of this node checked this very file before (see
+        :func:`~shardwise.storage.cache.entry.is_verified`)."""
+        key = extent.key
+        path = self._path("entries", key)
+        with self._global().held(shared=True):
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                return None
+            self._lease(key)
+        try:
+            data = open_entry(path, extent, check_crc=not is_verified(path, st))
+        except (BadEntry, OSError):
+            self._unlease(key)
+            self.stats.bad_entries += 1
+            with self._global().held(), contextlib.suppress(OSError):
+                if os.stat(path).st_ino == st.st_ino:  # not a good copy written since
+                    os.unlink(path)  # never trusted: downloaded again under the entry's lock
+                    forget_verified(path)
+            return None
+        mark_verified(path)  # least recently used goes first; the next use skips the CRC-32
+        self.stats.hits += 1
+        return data
+
+    def _lease(self, key: str) -> None:
+        with self._mutex:
+            n = self._leases.get(key, 0)
+            if n == 0:
+                os.close(
+                    os.open(
+                        self._path("leases", f"{key}.{owner_id()}"), os.O_CREAT | os.O_WRONLY, 0o666
+                    )
+                )
+            self._leases[key] = n + 1
+
+    def _unlease(self, key: str) -> None:
+        with self._mutex:
+            n = self._leases.get(key, 0) - 1
+            if n > 0:
+                self._leases[key] = n
+                return
+            self._leases.pop(key, None)
+            with contextlib.suppress(OSError):
+                os.unlink(self._path("leases", f"{key}.{owner_id()}"))
+
+    # -- downloading ------------------------------------------------------------------
+    def _download(self, extent: Extent, fetch: Callable[[], Iterable[bytes]]) -> bytes | None:
+        key = extent.key
+        need = extent.length + len(extent.record(0))
+        part = self._reserve(key, need)
+        if part is None:
+            self.stats.read_through += 1
+            return None
+        try:
+            data = write_entry(part, extent, fetch())
+            with self._global().held():
+                os.replace(part, self._path("entries", key))
+                self._lease(key)
+            mark_verified(self._path("entries", key))  # its CRC-32 is of these very bytes
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(part)
+            raise
+        self.stats.downloads += 1
+        self.stats.bytes_downloaded += len(data)
+        self._journal("download", extent.key, extent.source, extent.length, extent.start)
+        return data
+
+    def note_uncached(self, source: str, nbytes: int) -> None:
+        """Count (and journal) bytes read from the remote object outside any entry."""
+        self.stats.uncached_bytes += nbytes
+        self._journal("uncached", "", source, nbytes)
+
+    def _journal(self, kind: str, key: str, source: str, nbytes: int, start: int = -1) -> None:
+        """Record one fetch in the node's journal, so what every process of the node
+        fetched can be counted afterwards."""
+        append_journal(
+            self.root, {"kind": kind, "key": key, "source": source, "start": start, "bytes": nbytes}
+        )
+
+    def _reserve(self, key: str, need: int) -> str | None:
+        """A part file counted as ``need`` bytes, once there is room; None if there is none."""
+        if need > self.budget_bytes:
+            return None
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            with self._global().held():
+                if self._make_room(need):
+                    part = self._path("tmp", f"{key}.{need}.{owner_id()}.part")
+                    os.close(os.open(part, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o666))
+                    return part
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+
+    def _make_room(self, need: int) -> bool:
+        """Evict unleased entries, least recently used first, until ``need`` more bytes fit
+        (called under the exclusive lock)."""
+        scan = scan_dir(self.root, clean=True)
+        used = scan.used
+        for _mtime, size, key in sorted(scan.entries):
+            if used + need <= self.budget_bytes:
+                break
+            if key in scan.leased:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._path("entries", key))
+                forget_verified(self._path("entries", key))
+                used -= size
+                self.stats.evictions += 1
+        return used + need <= self.budget_bytes
+
+    # -- the whole cache --------------------------------------------------------------
+    def has(self, extent: Extent) -> bool:
+        """True if ``extent``'s entry is on disk now (not checked, not leased)."""
+        return os.path.exists(self._path("entries", extent.key))
+
+    def usage(self) -> int:
+        """Bytes of entries and reserved downloads now (what the budget bounds)."""
+        with self._global().held(shared=True):
+            return scan_dir(self.root).used
+
+    def journal(self) -> list[dict[str, Any]]:
+        """Every download recorded on this node (most recent few MiB)."""
+        return read_journal(self.root)

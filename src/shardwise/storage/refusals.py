@@ -1,0 +1,58 @@
+"""What an object store or HTTP server says about a URL, as a :class:`StorageError` that
+names it: not found, no such bucket, no credentials, access denied (none of them retried)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from shardwise.errors import StorageError
+
+__all__ = ["named"]
+
+_NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError")
+_DENIED = (
+    "AccessDenied",
+    "Forbidden",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+)
+
+
+@contextlib.contextmanager
+def named(url: str) -> Iterator[None]:
+    """Turn what an object store says about a URL into a StorageError naming it: not
+    found, no credentials, access denied (none of these is retried)."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        if "bucket does not exist" in str(exc) or "NoSuchBucket" in str(exc):
+            bucket = url.split("://", 1)[-1].split("/", 1)[0]
+            raise StorageError(f"no such bucket {bucket!r}: {url}", url) from exc
+        raise StorageError(f"file not found: {url}", url) from exc
+    except Exception as exc:
+        names = {c.__name__ for c in type(exc).__mro__}
+        text = f"{type(exc).__name__}: {exc}"
+        status = getattr(exc, "status", None)  # an HTTP server's answer (aiohttp)
+        if status in (404, 410):
+            raise StorageError(f"file not found: {url} (HTTP {status})", url) from exc
+        if status in (401, 403):
+            raise StorageError(
+                f"access denied to {url} (HTTP {status})", url, refused=True
+            ) from exc
+        if names & set(_NO_CREDENTIALS):
+            raise StorageError(
+                f"no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                "AWS_PROFILE), pass storage_options={'key': ..., 'secret': ...}, or anon=True for "
+                "a public bucket",
+                url,
+                refused=True,
+            ) from exc
+        if isinstance(exc, PermissionError) or any(d in text for d in _DENIED):
+            raise StorageError(
+                f"access denied to {url} ({exc}); check the credentials and the bucket's policy",
+                url,
+                refused=True,
+            ) from exc
+        raise
