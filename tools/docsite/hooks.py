@@ -25,11 +25,38 @@ import reference  # noqa: E402
 import results  # noqa: E402
 
 REFERENCE_SECTION = "API reference"
+FOLDERS = {"Frameworks": "frameworks", "Guides": "guides"}  # nav section -> docs folder
+DOCS = HERE.parents[1] / "docs"
+
+
+def _title(page: Path) -> str:
+    """A page's nav title: its first ``# `` heading, without code marks."""
+    for line in page.read_text().splitlines():
+        if line.startswith("# "):
+            return line[2:].replace("`", "").strip()
+    return page.stem
+
+
+def _folder_pages(listed: list[Any], folder: str) -> list[Any]:
+    """The nav's entries for ``docs/<folder>/*.md``: those listed in mkdocs.yml first, in
+    their order, then every other page of the folder by name, titled by its heading."""
+    paths = {str(next(iter(e.values()))) if isinstance(e, dict) else str(e) for e in listed}
+    extra = [
+        {_title(page): f"{folder}/{page.name}"}
+        for page in sorted((DOCS / folder).glob("*.md"))
+        if f"{folder}/{page.name}" not in paths
+    ]
+    return [*listed, *extra]
 
 
 def on_config(config: Any) -> Any:
-    """Fill the nav's API reference section with one entry per public name."""
+    """Fill the nav's API reference section with one entry per public name, and the
+    Frameworks and Guides sections with every page of ``docs/frameworks/`` and
+    ``docs/guides/`` (a new page needs no nav edit)."""
     for entry in config["nav"] or []:
+        for section, folder in FOLDERS.items():
+            if isinstance(entry, dict) and section in entry:
+                entry[section] = _folder_pages(entry[section], folder)
         if isinstance(entry, dict) and REFERENCE_SECTION in entry:
             pages = [p for p in entry[REFERENCE_SECTION] if not str(p).startswith("reference/_")]
             names = [{n: reference.page_path(n)} for n in reference.documented_names()]
