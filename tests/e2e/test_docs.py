@@ -17,6 +17,7 @@ import os
 import random
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tomllib
@@ -93,6 +94,17 @@ def _raw_jsonl(root: Path) -> None:
             out.write(data)
 
 
+def _numbers(root: Path) -> None:
+    """Parquet files of uneven row groups: ``id`` and a float ``x`` per sample."""
+    root.mkdir()
+    start = 0
+    for f, (rows, group) in enumerate([(500, 70), (333, 100), (701, 64)]):
+        ids = pa.array(range(start, start + rows), pa.int64())
+        x = pa.array([i / 7 for i in range(start, start + rows)], pa.float32())
+        pq.write_table(pa.table({"id": ids, "x": x}), root / f"part-{f}.parquet", group)
+        start += rows
+
+
 def _token_table(rng: random.Random, rows: int, start: int) -> pa.Table:
     ids = [[rng.randrange(50_000) for _ in range(rng.randint(3, 60))] for _ in range(rows)]
     return pa.table(
@@ -119,10 +131,13 @@ def _upload(server: dict[str, Any], local: Path) -> None:
 def workspace(
     tmp_path_factory: pytest.TempPathFactory, s3_server: dict[str, Any]
 ) -> Iterator[Path]:
-    """Local ``raw/`` plus the bucket ``bucket`` holding ``clean/``, ``corpus/``, ``raw/`` and
-    ``shards/`` (WebDataset tar shards)."""
+    """Local ``raw/`` (JSONL), ``data/`` (Parquet: ``id``, ``x``) and ``shards/`` (WebDataset
+    tar shards: ``jpg``, ``cls``), plus the bucket ``bucket`` holding ``clean/``, ``corpus/``,
+    ``raw/`` and ``shards/``."""
     root = tmp_path_factory.mktemp("readme")
     _raw_jsonl(root)
+    _numbers(root / "data")
+    make_shards(root / "shards", [40, 13, 57, 26])
     rng = random.Random(1)
     staged = root / "_s3"
     for name in ("clean", "corpus"):
@@ -148,9 +163,22 @@ def _env(server: dict[str, Any], tmp: Path) -> dict[str, str]:
             "RAY_AUTH_MODE": "disabled",
             "RAY_TMPDIR": str(tmp),
             "PYTHONUNBUFFERED": "1",
+            # as `torchrun --nproc_per_node=1` would start a page's training script
+            "RANK": "0",
+            "WORLD_SIZE": "1",
+            "LOCAL_RANK": "0",
+            "LOCAL_WORLD_SIZE": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(_free_port()),
         }
     )
     return env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
