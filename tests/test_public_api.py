@@ -25,6 +25,7 @@ EXPECTED = {
     "Source",
     "StorageError",
     "TaskError",
+    "TokenStream",
     "UnsafeMemberError",
     "UnsupportedError",
     "__version__",

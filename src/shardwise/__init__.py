@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from shardwise.index import DatasetIndex, index_dataset, open_dataset
     from shardwise.loader import StreamingDataset
     from shardwise.loader.source import Source
+    from shardwise.loader.tokens import TokenStream
     from shardwise.parallel import parallel_backend, parallel_map
     from shardwise.pipeline import read_jsonl, read_parquet, read_webdataset
     from shardwise.preparing import prepare
@@ -51,6 +52,7 @@ __all__ = [
     "StorageError",
     "StreamingDataset",
     "TaskError",
+    "TokenStream",
     "UnsafeMemberError",
     "UnsupportedError",
     "__version__",
@@ -80,6 +82,7 @@ _LAZY = {
     "read_webdataset": "shardwise.pipeline",
     "StreamingDataset": "shardwise.loader",
     "Source": "shardwise.loader.source",
+    "TokenStream": "shardwise.loader.tokens",
 }
 
 

@@ -21,6 +21,7 @@ _EXTRAS: dict[str, str] = {
     "aiohttp": "http",
     "matplotlib": "report",
     "nvidia": "dali",
+    "tokenizers": "tokens",
 }
 
 

@@ -217,7 +217,15 @@ def test_a_dedup_run_imports_no_masked_arrays(tmp_path: Path) -> None:
     rows = [" ".join(words[i : i + 60]) for i in range(0, 300, 3)] + [" ".join(words[:60])] * 3
     src.write_text("".join(json.dumps({"text": t}) + "\n" for t in rows))
     code = (
-        "import sys; from shardwise.pipeline import read_jsonl; "
+        # pyarrow imports pandas (and pandas numpy.ma), when it is installed, on its first
+        # to_numpy(): the environment's cost; this checks shardwise's own imports
+        "import sys\n"
+        "class NoPandas:\n"
+        "    def find_spec(self, name, *args):\n"
+        "        if name.partition('.')[0] == 'pandas':\n"
+        "            raise ImportError('pandas left out')\n"
+        "sys.meta_path.insert(0, NoPandas())\n"
+        "from shardwise.pipeline import read_jsonl; "
         "r = read_jsonl(sys.argv[1]).dedup('minhash', column='text', verify=True, threshold=0.8)"
         ".write_parquet(sys.argv[2]).run(backend='sequential', progress=False, report=False); "
         "assert r.rows_out < r.rows_in, (r.rows_in, r.rows_out); print('numpy.ma' in sys.modules)"

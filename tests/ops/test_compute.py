@@ -51,9 +51,22 @@ def test_text_column() -> None:
         text_column(batch, "x")
 
 
+# pyarrow imports pandas, when it is installed (ray[train] brings it), on its first
+# conversion of Python values or to_numpy(), and pandas imports pyarrow.compute and
+# numpy.ma: a cost of the environment, not of shardwise's code, which these tests check
+NO_PANDAS = (
+    "import sys\n"
+    "class NoPandas:\n"
+    "    def find_spec(self, name, *args):\n"
+    "        if name.partition('.')[0] == 'pandas':\n"
+    "            raise ImportError('pandas left out')\n"
+    "sys.meta_path.insert(0, NoPandas())\n"
+)
+
+
 def test_worker_path_does_not_import_pyarrow_compute() -> None:
     code = (
-        "import sys\n"
+        NO_PANDAS + "import sys\n"
         "import shardwise.parallel.backends.local_worker, shardwise.parallel._in_worker\n"
         "import shardwise.pipeline.run_task, shardwise.pipeline.dedup_services, "
         "shardwise.dedup.minhash\nimport pyarrow as pa\n"

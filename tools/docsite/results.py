@@ -59,7 +59,7 @@ def _dedup_ratio(shape: str) -> float:
 def summary_rows() -> list[tuple[str, str, str, str, str]]:
     """(area, what is compared, best peer, shardwise's ratio, date) per benchmark area."""
     pipe, s3, mix, par = load("pipeline"), load("s3"), load("mix"), load("parallel")
-    dedup, loader = load("dedup"), load("loader")
+    dedup, loader, tok = load("dedup"), load("loader"), load("tokens")
     pipe_vs = pipe["checks"]["shardwise 2-proc vs fastest peer"]
     shapes = ("short", "medium", "long")
     local = next(r for r in par["results"] if r["backend"] == "local")
@@ -107,6 +107,14 @@ def summary_rows() -> list[tuple[str, str, str, str, str]]:
             "one-thread pyarrow scan (no peer in this run)",
             " / ".join(_x(v) for v in ingest),
             day(loader["created"]),
+        ),
+        (
+            "[Tokenization](docs/benchmarks/tokens.md)",
+            "BBC text to token shards, 1 / 2 processes",
+            "datatrove",
+            f"{_x(_check(tok['checks'], 'tokenize 1 proc vs datatrove'))} / "
+            f"{_x(_check(tok['checks'], 'tokenize 2 proc vs datatrove'))}",
+            day(tok["created"]),
         ),
         (
             "[Parallel map](docs/benchmarks/parallel.md)",
@@ -231,6 +239,29 @@ def render_parallel() -> str:
     return "\n".join(out)
 
 
+def render_tokens() -> str:
+    data = load("tokens")
+    out = [
+        _head({**data, "benchmark": "tokens"}),
+        "",
+        "| row | seconds | tokens | tokens/s | peak RSS MB |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, r in data["results"].items():
+        rate = r.get("tok_per_s") or r["tokens"] / r["seconds"]
+        rss = f"{r['peak_rss_mb']:,.0f}" if "peak_rss_mb" in r else "-"
+        out.append(f"| {name} | {r['seconds']:.2f} | {r['tokens']:,} | {rate:,.0f} | {rss} |")
+    out += ["", "| packing | documents split | padding |", "| --- | ---: | ---: |"]
+    for name, p in data["packing"].items():
+        out.append(f"| {name} | {p['split_share']:.2%} | {p['padding_share']:.2%} |")
+    checks = [
+        f"{k}: {v['value']:.3f} (target {v['target']})"
+        + ("" if v["met"] is None else (" MET" if v["met"] else " not met"))
+        for k, v in data["checks"].items()
+    ]
+    return "\n".join([*out, "", check_list(checks)])
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "loader": render_loader,
     "pipeline": render_tabled("pipeline"),
@@ -238,6 +269,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "s3": render_tabled("s3"),
     "dedup": render_dedup,
     "parallel": render_parallel,
+    "tokens": render_tokens,
 }
 
 
@@ -269,8 +301,8 @@ def _get(data: Any, path: str) -> Any:
 def value(spec: str) -> str:
     """``dedup shapes.long.results[name=shardwise].precision .3f``: one figure of a results
     file, formatted (the inline ``<!-- value: ... -->`` marker)."""
-    name, path, fmt = spec.split()
-    return format(_get(load(name), path), fmt)
+    name, *path, fmt = spec.split()
+    return format(_get(load(name), " ".join(path)), fmt)
 
 
 def expand(markdown: str, summary_prefix: str = "") -> str:

@@ -182,6 +182,11 @@ def run(config: str, backend: str | None, num_proc: int | None, accounting: str 
                     "dropped": result.dropped,
                     "quarantined": result.quarantined,
                     "files": result.files,
+                    **(
+                        {"tokens_in": result.tokens_in, "tokens_out": result.tokens_out}
+                        if result.tokens_in or result.tokens_out
+                        else {}
+                    ),
                 },
                 f,
                 indent=1,

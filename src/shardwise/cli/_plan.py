@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from shardwise.cli._app import cli, human_bytes
+from shardwise.cli._tokenplan import show_token_plan, token_options
 
 
 @cli.command()
@@ -92,6 +93,7 @@ from shardwise.cli._app import cli, human_bytes
 @click.option(
     "--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix)."
 )
+@token_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--html",
@@ -116,6 +118,8 @@ def plan(
     seed: int,
     epoch: int,
     fmt: str | None,
+    seq_len: int | None,
+    packing: str,
     as_json: bool,
     html_out: str | None,
 ) -> None:
@@ -128,26 +132,23 @@ def plan(
     from shardwise.cli.source_spec import parse_source
     from shardwise.loader.read.opening import open_index
     from shardwise.loader.stats import mixing_for
-    from shardwise.plan import Topology, auto_interleave, make_plan
+    from shardwise.plan import Topology, auto_interleave
     from shardwise.plan.report import plan_report
 
     _check_args(paths, sources, world_size, replication)
     groups = world_size // replication
     given: list[Any] = [parse_source(s, fmt) for s in sources] or list(paths)
-    index = open_index(given, "raise", {"format": fmt} if fmt and paths else {}, [])
+    wanted: list[str] | None = None if seq_len else []  # token plans: the token columns
+    index = open_index(given, "raise", {"format": fmt} if fmt and paths else {}, wanted)
     mixing = mixing_for(index, epoch_size, batching)
     unit_bytes = np.array([u.num_bytes for u in index.units])
     interleave = interleave or auto_interleave(unit_bytes, shuffle_mb * 2**20)
     topo = Topology(groups, workers, batch_size, not keep_last, interleave)
-    p = make_plan(
-        index.counts(),
-        topo,
-        seed=seed,
-        epoch=epoch,
-        mixing=mixing,
-        canonical_workers=canonical_workers,
-    )
     names = [s.name for s in given] if sources else []
+    args = (seed, epoch, mixing, canonical_workers)
+    if seq_len is not None:  # token shards: the plan of TokenStream's sequences
+        return show_token_plan(index, names, topo, seq_len, packing, as_json, *args)
+    p = _sample_plan(index.counts(), topo, *args)
     rows = _source_rows(mixing, index.counts(), topo, names, canonical_workers)
     report = plan_report(p, unit_bytes)
     report.update(sources=rows, samples_total=index.num_samples, interleave=interleave)
@@ -160,6 +161,17 @@ def plan(
         _echo_summary(_summary_lines(report, index, workers, batch_size, canonical_workers))
         if html_out:
             click.echo(f"plan view: {html_out}")
+
+
+def _sample_plan(
+    counts: Any, topo: Any, seed: int, epoch: int, mixing: Any, canonical_workers: int | None
+) -> Any:
+    """The loader plan of a sample dataset."""
+    from shardwise.plan import make_plan
+
+    return make_plan(
+        counts, topo, seed=seed, epoch=epoch, mixing=mixing, canonical_workers=canonical_workers
+    )
 
 
 def _check_args(

@@ -20,6 +20,8 @@ import; ``tests/test_layers.py`` checks it):
 - :mod:`~shardwise.loader.workers`: what runs in DataLoader workers and how their batches
   travel (shared-memory ring); ``inprocess`` and ``workers`` import ``batches`` and
   ``read``, never each other.
+- :mod:`~shardwise.loader.tokens`: ``TokenStream``, packed fixed-length sequences of token
+  shards for language models; imports ``read``, the placement and the channel.
 
 The modules beside them assemble the dataset: :mod:`~shardwise.loader.dataset`, and the
 small objects it is made of (placement, planner, state, position, channel, stats), the

@@ -48,6 +48,7 @@ _BUILTINS: dict[str, tuple[OpKind, str]] = {
     "char_ratio_filter": ("filter", "shardwise.ops.text:char_ratio_filter"),
     "regex_filter": ("filter", "shardwise.ops.text:regex_filter"),
     "repetition_filter": ("filter", "shardwise.ops.text:repetition_filter"),
+    "tokenize": ("map", "shardwise.ops.tokens:tokenize"),
     "exact_dedup": ("dedup", "shardwise.ops.exact:ExactDedup"),
     "minhash_dedup": ("dedup", "shardwise.dedup.minhash:MinHashDedup"),
 }

@@ -25,6 +25,8 @@ class Ledger:
         dropped: ``{operator: {reason: rows}}``.
         quarantined: bad records skipped under ``on_error="skip"``.
         examples: up to :data:`MAX_EXAMPLES` quarantined records as ``[file, place, reason]``.
+        tokens_in: token ids the operators made (``tokenize``; see :mod:`shardwise._tokens`).
+        tokens_out: token ids in the rows written; the rest went with dropped rows.
     """
 
     rows_in: int = 0
@@ -32,6 +34,8 @@ class Ledger:
     dropped: dict[str, dict[str, int]] = field(default_factory=dict)
     quarantined: int = 0
     examples: list[list[str]] = field(default_factory=list)
+    tokens_in: int = 0
+    tokens_out: int = 0
 
     def drop(self, op: str, reason: str, rows: int) -> None:
         """Count ``rows`` dropped by ``op`` for ``reason``."""
@@ -54,6 +58,8 @@ class Ledger:
             for reason, n in reasons.items():
                 self.drop(op, reason, n)
         self.quarantine(other.quarantined, other.examples)
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
 
     @property
     def dropped_total(self) -> int:
@@ -65,13 +71,17 @@ class Ledger:
         return self.rows_in - self.rows_out - self.dropped_total - self.quarantined
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """Plain JSON; the token counts only when the run made tokens."""
+        out: dict[str, Any] = {
             "rows_in": self.rows_in,
             "rows_out": self.rows_out,
             "dropped": self.dropped,
             "quarantined": self.quarantined,
             "quarantine_examples": self.examples,
         }
+        if self.tokens_in or self.tokens_out:
+            out.update(tokens_in=self.tokens_in, tokens_out=self.tokens_out)
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Ledger:
@@ -81,6 +91,8 @@ class Ledger:
             {op: dict(r) for op, r in data["dropped"].items()},
             int(data["quarantined"]),
             [list(e) for e in data.get("quarantine_examples", [])],
+            int(data.get("tokens_in", 0)),
+            int(data.get("tokens_out", 0)),
         )
 
     @classmethod
@@ -99,6 +111,11 @@ class Ledger:
         lines.append(f"{'  quarantined (bad records)':<40}{self.quarantined:>14,}")
         lines.append(f"{'rows out':<40}{self.rows_out:>14,}")
         lines.append(f"{'unaccounted (must be 0)':<40}{self.unaccounted:>14,}")
+        if self.tokens_in or self.tokens_out:
+            gone = self.tokens_in - self.tokens_out
+            lines.append(f"{'tokens in':<40}{self.tokens_in:>14,}")
+            lines.append(f"{'  tokens in dropped rows':<40}{gone:>14,}")
+            lines.append(f"{'tokens out':<40}{self.tokens_out:>14,}")
         if files is not None:
             lines.append(f"{'files':<40}{files:>14,}")
         return "\n".join(lines)

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from shardwise._tokens import count_tokens
 from shardwise.formats import OnError, Quarantine, get_format
 from shardwise.index import DatasetIndex
 from shardwise.ops._compute import bool_array, count_true, filter_rows
@@ -115,7 +116,7 @@ def _carried_ledger(job: Job) -> tuple[Ledger, list[dict[str, Any]]]:
         job.layout.storage_options,
     )
     ledger = Ledger.from_json(before)
-    ledger.rows_out = 0
+    ledger.rows_out = ledger.tokens_out = 0
     return ledger, list(before.get("stages", []))
 
 
@@ -171,7 +172,9 @@ def _apply(
             if batch.num_rows == 0:
                 break
             if op.kind == "map":
+                before = count_tokens(batch)
                 batch = op.map(batch)
+                ledger.tokens_in += max(count_tokens(batch) - before, 0)
                 continue
             mask, reason = op.mask(batch)
             gone = batch.num_rows - count_true(mask)
@@ -194,6 +197,7 @@ def _write_output(job: Job, batches: Iterator[pa.RecordBatch], ledger: Ledger) -
         job.layout.part_prefix(job.task), target_shard_bytes=sink.target_shard_bytes, **sink.options
     )
     for batch in batches:
+        ledger.tokens_out += count_tokens(batch)
         writer.write(batch)
     files = writer.close()
     ledger.rows_out = sum(f.num_rows for f in files)
@@ -217,6 +221,7 @@ def _write_intermediate(
     kept: list[pa.RecordBatch] = []
     keys: list[dict[str, np.ndarray]] = []
     for batch in batches:
+        ledger.tokens_out += count_tokens(batch)
         kept.append(batch)
         keys.append(dedup.keys(batch))
     opts = job.layout.storage_options

@@ -58,6 +58,8 @@ class RunResult:
         tasks: number of tasks; ``skipped_tasks`` were already committed.
         manifest: path of ``_manifest.json``.
         quarantine_examples: up to 20 ``[file, place, reason]`` of quarantined records.
+        tokens_in: token ids made by ``tokenize`` (0 without it).
+        tokens_out: token ids written.
     """
 
     rows_in: int
@@ -69,11 +71,19 @@ class RunResult:
     skipped_tasks: int
     manifest: str
     quarantine_examples: list[list[str]] = field(default_factory=list)
+    tokens_in: int = 0
+    tokens_out: int = 0
 
     @property
     def ledger(self) -> Ledger:
         return Ledger(
-            self.rows_in, self.rows_out, self.dropped, self.quarantined, self.quarantine_examples
+            self.rows_in,
+            self.rows_out,
+            self.dropped,
+            self.quarantined,
+            self.quarantine_examples,
+            self.tokens_in,
+            self.tokens_out,
         )
 
     def table(self) -> str:
@@ -92,6 +102,8 @@ class RunResult:
             skipped,
             path,
             m["quarantine_examples"],
+            int(m.get("tokens_in", 0)),
+            int(m.get("tokens_out", 0)),
         )
 
 

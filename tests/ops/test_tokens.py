@@ -1,0 +1,125 @@
+"""The tokenize operator and the token layout: ids, eos/bos, dtype, decoding, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from _corpus import bbc_texts
+from _tokenizer import BOS, EOS, train_bpe
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardwise import ConfigError
+from shardwise._tokens import (
+    TokenInfo,
+    count_tokens,
+    flat_tokens,
+    token_array,
+    token_columns,
+    token_dtype,
+)
+from shardwise.ops import get_op, known_ops
+from shardwise.ops.tokens import load_tokenizer, tokenize
+
+
+@pytest.fixture(scope="module")
+def bpe(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return train_bpe(tmp_path_factory.mktemp("tok") / "tokenizer.json")
+
+
+def _docs(batch: pa.RecordBatch, column: str = "tokens") -> list[np.ndarray]:
+    info = TokenInfo.of(batch.schema.field(column))
+    assert info is not None
+    flat, off = flat_tokens(batch.column(column), info.dtype)
+    return [flat[off[i] : off[i + 1]] for i in range(len(off) - 1)]
+
+
+def test_registered_by_name() -> None:
+    assert known_ops()["tokenize"] == "map"
+
+
+def test_tokens_decode_to_the_text_with_eos_and_bos(bpe: str) -> None:
+    texts = [*bbc_texts()[:40], "", None, "é 日本 \n\t x"]
+    out = tokenize(pa.record_batch({"text": texts}), tokenizer=bpe, eos=EOS, bos=BOS)
+    info = token_columns(out.schema)["tokens"]
+    tok = load_tokenizer(bpe)[0]
+    assert info.dtype == "<u2" and info.vocab_size == 2000
+    assert (info.eos_id, info.bos_id) == (tok.token_to_id(EOS), tok.token_to_id(BOS))
+    assert out.column("text").to_pylist() == texts  # the text stays
+    docs = _docs(out)
+    for text, ids in zip(texts, docs):
+        assert ids.dtype == np.dtype("<u2")
+        assert ids[0] == info.bos_id and ids[-1] == info.eos_id
+        assert tok.decode(ids[1:-1].tolist()) == (text or "")
+        assert list(ids[1:-1]) == tok.encode(text or "", add_special_tokens=False).ids
+    assert count_tokens(out) == sum(len(d) for d in docs)
+    assert out.column("num_tokens").to_pylist() == [len(d) for d in docs]
+
+
+def test_without_eos_the_ids_are_the_encoding(bpe: str) -> None:
+    out = tokenize(pa.record_batch({"body": ["a b", "c"]}), tokenizer=bpe, column="body")
+    tok = load_tokenizer(bpe)[0]
+    assert [list(d) for d in _docs(out)] == [tok.encode("a b").ids, tok.encode("c").ids]
+    info = token_columns(out.schema)["tokens"]
+    assert info.eos_id is None and info.bos_id is None
+
+
+def test_large_vocabulary_takes_uint32(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {f"w{i}": i for i in range(70_000)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "wl.json"))
+    out = tokenize(
+        pa.record_batch({"text": ["w69999 w3", "w65536"]}),
+        tokenizer=str(tmp_path / "wl.json"),
+        eos="w1",
+    )
+    assert token_columns(out.schema)["tokens"].dtype == "<u4"
+    assert [list(d) for d in _docs(out)] == [[69999, 3, 1], [65536, 1]]
+
+
+def test_bad_arguments_are_config_errors(bpe: str, tmp_path: Path) -> None:
+    batch = pa.record_batch({"text": ["x"]})
+    with pytest.raises(ConfigError, match="not in the vocabulary"):
+        tokenize(batch, tokenizer=bpe, eos="<nope>")
+    with pytest.raises(ConfigError, match="no column"):
+        tokenize(batch, tokenizer=bpe, column="body")
+    with pytest.raises(ConfigError, match="cannot read tokenizer"):
+        tokenize(batch, tokenizer=str(tmp_path / "missing.json"))
+    (tmp_path / "bad.json").write_text(json.dumps({"not": "a tokenizer"}))
+    with pytest.raises(ConfigError, match="no tokenizers JSON"):
+        tokenize(batch, tokenizer=str(tmp_path / "bad.json"))
+    with pytest.raises(ConfigError, match="needs argument 'tokenizer'"):
+        get_op("tokenize")
+
+
+def test_dtype_boundary() -> None:
+    assert token_dtype(65_536) == np.dtype("<u2")
+    assert token_dtype(65_537) == np.dtype("<u4")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 2**16 - 1), max_size=7), max_size=9),
+    st.integers(0, 3),
+    st.integers(0, 3),
+)
+def test_layout_round_trips_through_slices_and_chunks(
+    docs: list[list[int]], lo: int, cut: int
+) -> None:
+    flat = np.array([t for d in docs for t in d], "<u2")
+    off = np.cumsum([0, *map(len, docs)])
+    arr = token_array(flat, off)
+    lo = min(lo, len(docs))
+    part = arr.slice(lo)
+    chunked = pa.chunked_array([part.slice(0, cut), part.slice(cut)], pa.binary())
+    for column in (part, chunked):
+        got, got_off = flat_tokens(column, "<u2")
+        assert got_off[0] == 0 and len(got_off) == len(docs) - lo + 1
+        assert [list(got[a:b]) for a, b in zip(got_off[:-1], got_off[1:])] == docs[lo:]
