@@ -264,6 +264,8 @@ def test_plan_with_sources_prints_each_sources_exact_samples(
     assert main([*args, "--html", str(html)]) == 0
     out = capsys.readouterr().out
     assert "source web" in out and "504 samples this epoch" in out and "source code" in out
+    assert "per batch off its share by 0.00 / 0.00" in out  # 6 + 2 of every 8: exact shares
+    assert all(r["realised"] == r["samples this epoch"] for r in report["sources"])
     assert "code" in html.read_text()
     assert (
         main(

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from _httpserver import http_files
 
-from shardwise import StorageError, UnsupportedError
+from shardwise import ConfigError, StorageError, UnsupportedError
 from shardwise.cli import main
 from shardwise.preparing import prepare
 
@@ -109,3 +109,31 @@ def test_prepare_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert "300 rows" in capsys.readouterr().out
     assert main(["prepare", str(src), "--out", str(tmp_path / "o"), "--steps", "bogus"]) == 1
     assert "unknown steps" in capsys.readouterr().err
+
+
+def test_a_source_that_always_cuts_its_body_short_is_a_storage_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    """Content-Length: 2000000 and 1,000 bytes written, on every try: after the retries, a
+    StorageError naming the URL (it was aiohttp's raw ClientPayloadError)."""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "big.jsonl").write_bytes(b"x" * 2_000_000)
+    with http_files(root) as served:
+        served.cut_short.add("/big.jsonl")
+        url = f"{served.base}/big.jsonl"
+        with pytest.raises(StorageError, match=url) as err:
+            prepare([url], str(tmp_path / "o"), progress=False, backend="thread")
+    assert "ClientPayloadError" in str(err.value) or "Payload" in str(err.value), err.value
+
+
+def test_mixed_formats_are_refused_before_anything_is_downloaded(
+    http_root: tuple[str, Path, list[tuple[str, int]]], tmp_path: Path
+) -> None:
+    base, root, served = http_root
+    _jsonl(root / "a.jsonl", 0, 100)
+    (root / "b.parquet").write_bytes(b"PAR1" + bytes(10_000) + b"PAR1")
+    with pytest.raises(ConfigError, match="mix formats.*jsonl.*parquet"):
+        prepare([f"{base}/a.jsonl", f"{base}/b.parquet"], str(tmp_path / "o"), progress=False)
+    assert not [g for g in served if g[0] in ("/a.jsonl", "/b.parquet")]  # nothing fetched
+    assert not (tmp_path / "o" / "raw").exists() or not any((tmp_path / "o" / "raw").iterdir())

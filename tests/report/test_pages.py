@@ -112,3 +112,15 @@ def test_shardwise_run_prints_where_the_report_is(tmp_path: Path, capsys) -> Non
     assert last == f"report: {tmp_path / 'clean' / '_report.html'}"
     assert (tmp_path / "clean" / "_report.html").stat().st_size > 0
     assert not list((tmp_path / "clean").glob("report*"))
+
+
+def test_rates_and_fractions_cannot_be_read_as_thousands(run_dir: Path) -> None:
+    from shardwise.report.html import number
+
+    # "2,211.213" reads as two million where a comma is the decimal mark: fractions are not grouped
+    assert number(2211.213) == "2211.2" and number(0.125) == "0.125" and number(2211) == "2,211"
+    html = (run_dir / "_report.html").read_text()
+    rate = re.search(r"<th>rows in per second</th><td[^>]*>([^<]*)</td>", html)
+    assert rate, "the summary shows the rate"
+    assert rate.group(1).endswith(" rows/s") and "," not in rate.group(1)
+    assert not re.search(r'class="num">\d{1,3}(,\d{3})+\.\d', html)  # no grouped fraction anywhere

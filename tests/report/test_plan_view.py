@@ -67,6 +67,16 @@ def test_mixed_sources_get_a_row_each_with_the_plan_quotas() -> None:
     table = re.search(r'<table id="sources-table">.*?</table>', html, re.S)
     assert table and "books" in table.group(0) and "weight=0.3" in table.group(0)
     assert view.padded == []  # placed by source, not by stream position: not drawn per worker
+    # with the plan: what it realises (the quotas) and how far its batches are from the shares
+    rows = source_rows(mixing, counts, topo, names=["books", "web"], plan=plan)
+    assert [r["realised"] for r in rows] == [r["samples this epoch"] for r in rows]
+    for r in rows:
+        worst, mean = map(float, r["global batch off share (worst / mean)"].split(" / "))
+        assert 0 <= mean <= worst < 1
+        worst, mean = map(float, r["rank batch off share (worst / mean)"].split(" / "))
+        assert 0 <= mean <= worst < 1
+    html = render_plan(plan_view(plan, counts * 100, samples_total=int(counts.sum()), sources=rows))
+    assert "rank batch off share (worst / mean)" in html
 
 
 def test_cli_plan_draws_the_view(tmp_path: Path, capsys) -> None:

@@ -3,7 +3,8 @@
 Usage: python _cachejob.py SPEC_JSON
 SPEC keys: source, storage_options, cache_dir, cache_bytes, seed, rank, world_size,
 num_workers, format, out (a JSON file receiving the ids in order), and optionally
-unit_bytes (JSONL) and started (a file touched after the first batch).
+unit_bytes (JSONL), columns (the projection; it must hold "id") and started (a file
+touched after the first batch).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ def run(spec: dict[str, Any]) -> list[int]:
     from shardwise import StreamingDataset
 
     extra = {"unit_bytes": spec["unit_bytes"]} if spec.get("unit_bytes") else {}
+    if spec.get("columns"):
+        extra["columns"] = spec["columns"]
     ds = StreamingDataset(
         spec["source"],
         storage_options=spec["storage_options"],

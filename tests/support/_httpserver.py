@@ -6,7 +6,9 @@ file or the ``Range: bytes=a-b`` asked for (206). Every GET is recorded as
 ``path`` that reaches byte ``n`` answer 404, as a source that vanished in the middle of a
 download (a refusal, so the download stops at once instead of retrying). ``pids`` holds
 the process id of every client that fetched bytes (looked up from its socket), so a test
-can tell which processes did the downloading.
+can tell which processes did the downloading. A path in ``cut_short`` is answered with its
+whole ``Content-Length`` but only its first 1,000 bytes, then the connection closes, on
+every GET: a source that always truncates its body.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class Served:
     gets: list[tuple[str, int]] = field(default_factory=list)
     gone_from: dict[str, int] = field(default_factory=dict)
     pids: set[int] = field(default_factory=set)
+    cut_short: set[str] = field(default_factory=set)
 
     def ranged_starts(self, path: str) -> list[int]:
         return [s for p, s in self.gets if p == path and s >= 0]
@@ -95,6 +98,9 @@ class _Files(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
+        if self.path in self.state.cut_short:
+            self.close_connection = True
+            body = body[:1000]
         self.wfile.write(body)
 
 

@@ -149,7 +149,7 @@ def plan(
     if seq_len is not None:  # token shards: the plan of TokenStream's sequences
         return show_token_plan(index, names, topo, seq_len, packing, as_json, *args)
     p = _sample_plan(index.counts(), topo, *args)
-    rows = _source_rows(mixing, index.counts(), topo, names, canonical_workers)
+    rows = _source_rows(mixing, index.counts(), topo, names, canonical_workers, p)
     report = plan_report(p, unit_bytes)
     report.update(sources=rows, samples_total=index.num_samples, interleave=interleave)
     report.update(world_size=world_size, replication=replication, groups=groups)
@@ -193,14 +193,22 @@ def _echo_summary(lines: list[tuple[str, str]]) -> None:
 
 
 def _source_rows(
-    mixing: Any, counts: Any, topo: Any, names: list[str], canonical_workers: int | None
+    mixing: Any,
+    counts: Any,
+    topo: Any,
+    names: list[str],
+    canonical_workers: int | None,
+    plan: Any = None,
 ) -> list[dict[str, Any]]:
-    """The mixed sources' rows of the report (none without mixing)."""
+    """The mixed sources' rows of the report (none without mixing); with a stratified
+    ``plan``, its realised counts and how far its batches are from each share."""
     if not mixing:
         return []
     from shardwise.report import source_rows
 
-    return source_rows(mixing, counts, topo, names=names, canonical_workers=canonical_workers)
+    return source_rows(
+        mixing, counts, topo, names=names, canonical_workers=canonical_workers, plan=plan
+    )
 
 
 def _write_plan_view(p: Any, unit_bytes: Any, report: dict[str, Any], out: str, what: str) -> None:
@@ -271,11 +279,13 @@ def _source_lines(
     rows: list[dict[str, Any]], canonical_workers: int | None
 ) -> list[tuple[str, str]]:
     """One line per mixed source, and the canonical workers when given."""
+    from shardwise.report.plan_view import share_note
+
     lines = [
         (
             f"source {r['source']}",
             f"{r['samples this epoch']:,} samples this epoch ({r['share']}; "
-            f"{r['rule']}; {r['samples stored']:,} stored)",
+            f"{r['rule']}; {r['samples stored']:,} stored)" + share_note(r),
         )
         for r in rows
     ]

@@ -235,6 +235,7 @@ class StreamingDatasetBase:
             workers,
             self.prefetch_bytes,
             bool(self.state.resumes),
+            None if self.filter is not None else self.columns,  # what the workers read
         )
 
     def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:

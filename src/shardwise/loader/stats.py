@@ -9,8 +9,9 @@ import numpy as np
 from shardwise.errors import ConfigError
 from shardwise.index import DatasetIndex
 from shardwise.loader.read.mixed import MixedIndex
-from shardwise.plan import Mixing, Plan, Rule, Topology, source_counts
+from shardwise.plan import Mixing, Plan, Rule, Topology, batch_shares, source_counts
 from shardwise.plan.deal import DEAL_VERSION
+from shardwise.plan.strata import STRATA_VERSION
 
 __all__ = ["epoch_stats", "mixing_for", "mixing_key"]
 
@@ -31,13 +32,20 @@ def mixing_for(
     return Mixing((0, index.num_units), (Rule(),), epoch_size, batching)
 
 
+def _layout(mixing: Mixing | None) -> int:
+    if mixing is None:
+        return 1
+    return DEAL_VERSION if mixing.batching == "random" else STRATA_VERSION
+
+
 def mixing_key(
     index: DatasetIndex | MixedIndex, mixing: Mixing | None, canonical_workers: int | None
 ) -> dict[str, Any] | None:
     """What a saved state must agree on besides the counts: the sources and their rules,
     and the ``layout`` of the plan (random mixed plans: how sources are dealt to workers,
-    :data:`~shardwise.plan.deal.DEAL_VERSION`; 1 otherwise, and in states saved before
-    there was one). None without mixing or canonical workers: the state is today's."""
+    :data:`~shardwise.plan.deal.DEAL_VERSION`; stratified plans: how batches carry their
+    rounding, :data:`~shardwise.plan.strata.STRATA_VERSION`; 1 otherwise, and in states
+    saved before there was one). None without mixing or canonical workers: the state is today's."""
     if mixing is None and canonical_workers is None:
         return None
     names = [s.name for s in index.sources] if isinstance(index, MixedIndex) else []
@@ -48,7 +56,7 @@ def mixing_key(
         "epoch_size": mixing.epoch_size if mixing else None,
         "batching": mixing.batching if mixing else "random",
         "canonical_workers": canonical_workers,
-        "layout": DEAL_VERSION if mixing and mixing.batching == "random" else 1,
+        "layout": _layout(mixing),
     }
 
 
@@ -69,6 +77,7 @@ def epoch_stats(
     sources = index.sources if isinstance(index, MixedIndex) else []
     total = max(sum(taken), 1)
     per_source = []
+    shares = batch_shares(plan)
     for s, rule in enumerate(whole.rules):
         per_source.append(
             {
@@ -80,6 +89,7 @@ def epoch_stats(
                 "quota": int(quotas[s]),
                 "samples": int(taken[s]),
                 "share": taken[s] / total,
+                **_shares_of(shares, s),
             }
         )
     return {
@@ -91,6 +101,17 @@ def epoch_stats(
         "batching": whole.batching,
         "canonical_workers": canonical_workers,
         "per_source": per_source,
+    }
+
+
+def _shares_of(shares: dict[str, list[float]] | None, source: int) -> dict[str, float]:
+    """A stratified epoch's distance of batches from a source's share (worst and mean
+    ``|count - share|`` over global batches and ranks' batches, from this plan's start)."""
+    if shares is None:
+        return {}
+    return {
+        f"batch_share_{k}": float(shares[k][source])
+        for k in ("global_worst", "global_mean", "rank_worst", "rank_mean")
     }
 
 

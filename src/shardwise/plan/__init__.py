@@ -6,7 +6,7 @@ May import: numpy, the standard library and ``shardwise.errors`` only.
 from shardwise.plan.budget import auto_interleave
 from shardwise.plan.epoch import EpochPlan, Resume, Topology, WorkerPlan
 from shardwise.plan.mix import Mixing, Rule
-from shardwise.plan.plans import Plan, make_plan, source_counts
+from shardwise.plan.plans import Plan, batch_shares, make_plan, source_counts
 
 __all__ = [
     "EpochPlan",
@@ -17,6 +17,7 @@ __all__ = [
     "Topology",
     "WorkerPlan",
     "auto_interleave",
+    "batch_shares",
     "make_plan",
     "source_counts",
 ]

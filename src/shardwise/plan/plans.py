@@ -12,11 +12,12 @@ from shardwise.plan.canonical import CanonicalPlan
 from shardwise.plan.deal import dealt_stream
 from shardwise.plan.epoch import EpochPlan
 from shardwise.plan.mix import Mixing, counts_key, kept_stream
+from shardwise.plan.quota import deviation
 from shardwise.plan.segments import Stream
 from shardwise.plan.strata import StratifiedPlan
 from shardwise.plan.topology import Resume, Topology
 
-__all__ = ["Plan", "make_plan", "source_counts"]
+__all__ = ["Plan", "batch_shares", "make_plan", "source_counts"]
 
 Plan = EpochPlan | StratifiedPlan | CanonicalPlan
 
@@ -101,15 +102,24 @@ def source_counts(
     canonical_workers: int | None = None,
 ) -> list[int]:
     """Samples each source gives to an epoch that starts on ``topology`` (its quotas after
-    rounding to whole global batches, or to whole stratified batches)."""
+    rounding to whole global batches; stratified batches take them exactly too)."""
     counts = np.asarray(counts, dtype=np.int64)
     t = topology
     if canonical_workers is not None:
         c = int(canonical_workers)
         t = Topology(c, c, t.world_size * t.batch_size // c, t.drop_last, t.interleave)
-    if mixing.batching == "stratified":
-        plan = StratifiedPlan(counts, t, mixing)
-        per_batch = plan.shares(t.batch_size)
-        return [int(k) * plan.batches_per_worker * t.slots for k in per_batch.tolist()]
     quotas: list[int] = mixing.aligned_quotas(counts, t).tolist()
     return quotas
+
+
+def batch_shares(plan: Plan) -> dict[str, list[float]] | None:
+    """For a stratified plan (also on canonical workers), per source how far batches are
+    from its share, from the plan's start: the worst and mean ``|count - share|`` over
+    global batches and over ranks' batches (the real ranks'), and the realised counts
+    (:func:`~shardwise.plan.quota.deviation`). None for other plans."""
+    if isinstance(plan, StratifiedPlan):
+        return plan.batch_shares()
+    if isinstance(plan, CanonicalPlan) and isinstance(plan.inner, StratifiedPlan):
+        sched = plan.inner.stretch.schedule
+        return deviation(sched, plan.consumed_batches, plan.topology.world_size)
+    return None

@@ -1,14 +1,19 @@
-"""Stratified mixing (pure numpy): every batch holds each source's share.
+"""Stratified mixing (pure numpy): every batch holds each source's share, and the epoch
+its exact quota.
 
-The per-rank batch of ``batch_size`` samples is split among the sources by the
-largest-remainder rule on their quotas (``k[s]`` samples of source ``s``, summing to
-``batch_size``); each source with ``k[s] > 0`` gets a plan of its own (an
-:class:`~shardwise.plan.EpochPlan` of batch ``k[s]`` on the same ranks and workers, over
-``k[s] * batches * ranks * workers`` samples of that source), and batch ``j`` of a rank
-is batch ``j`` of every source's plan, sources in order. A source whose share rounds to
-0 contributes nothing. After an elastic resume every source's plan is cut again, and
-the epoch continues while every source still has its share (the few samples left of
-the others are left out and counted in ``num_left_out``).
+The sources' quotas are scaled to whole global batches (:meth:`Mixing.aligned_quotas`)
+and spread over the epoch's batches by :mod:`.quota`: every global batch, and every
+rank's batch, holds ``floor`` or ``ceil`` of each source's share, the rounding varying
+from batch to batch and from rank to rank so that the epoch takes exactly the quotas
+(a source whose share is below one sample comes in its turn). Each source's samples are
+cut into one piece per (rank, worker) of what that worker's batches take of it
+(:mod:`.strata_parts`).
+
+Resuming on the same topology continues exactly (workers skip what they delivered).
+After an elastic resume, what every worker had not delivered of each source is planned
+again on the new topology: the same rule over what is left, the few samples that do not
+fill a last global batch (``drop_last``) left out in proportion and counted in
+``num_left_out``, or padded from the start of what is left.
 """
 
 from __future__ import annotations
@@ -19,14 +24,8 @@ from functools import partial
 import numpy as np
 
 from shardwise.errors import PlanError
-from shardwise.plan.compose import (
-    ComposedWorker,
-    compose,
-    part_of,
-    round_robin_batches,
-    round_robin_count,
-)
-from shardwise.plan.epoch import EpochPlan
+from shardwise.plan.compose import ComposedWorker, round_robin_batches, round_robin_count
+from shardwise.plan.cut import delivered
 from shardwise.plan.mix import (
     Mixing,
     counts_key,
@@ -35,10 +34,19 @@ from shardwise.plan.mix import (
     order_segments,
     source_segments,
 )
+from shardwise.plan.order import ROWS, rng_for
+from shardwise.plan.quota import deviation
 from shardwise.plan.segments import Stream
+from shardwise.plan.strata_parts import SourceOrders, SourceStream, Stretch
 from shardwise.plan.topology import Resume, Topology
 
-__all__ = ["StratifiedPlan"]
+__all__ = ["STRATA_VERSION", "StratifiedPlan"]
+
+# the layout of stratified plans: saved states record it, and a state of another layout
+# cannot resume (1: the same make-up in every batch; 2: the rounding carried over batches)
+STRATA_VERSION = 2
+
+SOURCES = 4096  # a stretch's seeds: generation * SOURCES + source + 1
 
 
 class StratifiedPlan:
@@ -65,66 +73,44 @@ class StratifiedPlan:
         self.counts = np.asarray(counts, dtype=np.int64)
         self.topology, self.mixing = topology, mixing
         self.seed, self.epoch, self.shuffle = int(seed), int(epoch), shuffle
+        if self.seed < 0 or self.epoch < 0:
+            raise PlanError(f"seed and epoch must be >= 0, got seed={seed}, epoch={epoch}")
         self.resumes = list(resumes)
-        self._quotas = mixing.quotas(self.counts)
-        first = self.resumes[0].topology if self.resumes else topology
-        # the batch the epoch started with; other batch sizes keep its make-up
-        self._first = largest_remainder(first.batch_size, self._quotas.astype(np.float64))
-        self.sources = [s for s, k in enumerate(self._first.tolist()) if k > 0]
-        elastic = bool(self.resumes) and self.resumes[-1].topology != topology
-        self.parts = [
-            EpochPlan(
-                self.counts,
-                self._sub(topology, s),
-                seed=seed,
-                epoch=epoch,
-                shuffle=shuffle,
-                resumes=[
-                    Resume(self._sub(r.topology, s), r.consumed_batches) for r in self.resumes
-                ],
-                base=partial(self._base, s),
-                elastic=elastic,
-            )
-            for s in self.sources
+        self._row_perms: dict[int, np.ndarray] = {}
+        self._continued, self._continuation = 0, False
+        self.num_left_out = self.num_padded = 0
+        tops = [r.topology for r in self.resumes] + [topology]
+        self.stretch = self._first(tops[0])
+        for i, r in enumerate(self.resumes):
+            if r.consumed_batches > self.stretch.batches:
+                raise PlanError(
+                    f"the state says {r.consumed_batches} batches per rank were consumed, "
+                    f"but this epoch has only {self.stretch.batches}"
+                )
+            if i == len(self.resumes) - 1 and r.topology == topology:
+                self._continued, self._continuation = r.consumed_batches, True
+            else:
+                self.stretch = self._elastic(r.consumed_batches, tops[i + 1], i + 1)
+
+    # -- building -------------------------------------------------------------------
+    def _orders(self, generation: int) -> list[SourceOrders]:
+        return [
+            SourceOrders(self.seed, self.epoch, generation * SOURCES + s + 1, self.shuffle, self)
+            for s in range(len(self.mixing.rules))
         ]
 
-    def shares(self, batch_size: int) -> np.ndarray:
-        """Samples of each source in a batch of ``batch_size`` (in proportion to the
-        make-up of the epoch's first batch size)."""
-        return largest_remainder(batch_size, self._first.astype(np.float64))
+    def _first(self, t: Topology) -> Stretch:
+        quotas = self.mixing.aligned_quotas(self.counts, t)
+        streams = [self._source_stream(s, int(q), t) for s, q in enumerate(quotas.tolist())]
+        batches = int(quotas.sum()) // (t.world_size * t.batch_size)
+        return Stretch(t, streams, quotas, batches, self._orders(0))
 
-    def _sub(self, t: Topology, source: int) -> Topology:
-        k = int(self.shares(t.batch_size)[source])
-        if k == 0:
-            raise PlanError(
-                f"batch_size {t.batch_size} leaves no room in a stratified batch for source "
-                f"{source}, which the epoch started with; use a larger batch_size"
-            )
-        return Topology(t.world_size, t.num_workers, k, t.drop_last, t.interleave)
-
-    def _batches(self, t: Topology) -> int:
-        total, quantum = int(self._quotas.sum()), t.slots * t.batch_size
-        per_worker = total // quantum if t.drop_last else -(-total // quantum)
-        if per_worker == 0:
-            raise PlanError(
-                f"the sources' quotas ({total} samples) are fewer than "
-                f"world_size*num_workers*batch_size = {quantum}"
-            )
-        return per_worker
-
-    def _base(self, source: int, t: Topology) -> Stream:
-        """Source ``source``'s samples for an epoch that started on ``t`` (a source's topology)."""
-        whole = self.resumes[0].topology if self.resumes else self.topology
-        quota = int(self.shares(whole.batch_size)[source]) * self._batches(whole) * whole.slots
+    def _source_stream(self, source: int, quota: int, t: Topology) -> Stream:
+        if quota == 0:
+            return Stream([])
         key = (
-            self.mixing,
-            counts_key(self.counts),
-            source,
-            quota,
-            t,
-            self.seed,
-            self.epoch,
-            self.shuffle,
+            *(self.mixing, counts_key(self.counts), source, quota, t.slots, t.interleave),
+            *(self.seed, self.epoch, self.shuffle, "stratified"),
         )
         return kept_stream(key, partial(self._build, source, quota, t))
 
@@ -144,18 +130,45 @@ class StratifiedPlan:
             segs, t, seed=self.seed, epoch=self.epoch, shuffle=self.shuffle, salt=source + 1
         )
 
+    def _elastic(self, consumed: int, t: Topology, generation: int) -> Stretch:
+        """The stretch on ``t`` of what the current one had not delivered after ``consumed``."""
+        old = self.stretch
+        parts = old.remaining(consumed)
+        streams: list[SourceStream] = [
+            old.left_stream(s, left, done) for s, (left, done) in enumerate(parts)
+        ]
+        left = np.array([int(p[0].sum()) for p in parts], dtype=np.int64)
+        have, quantum = int(left.sum()), t.slots * t.batch_size
+        per_worker = have // quantum if t.drop_last else -(-have // quantum)
+        batches, want = per_worker * t.num_workers, per_worker * quantum
+        totals = largest_remainder(want, left) if want else np.zeros_like(left)
+        self.num_left_out, self.num_padded = max(0, have - want), max(0, want - have)
+        return Stretch(t, streams, totals, batches, self._orders(generation))
+
+    def row_perm(self, unit: int) -> np.ndarray:
+        """The epoch's row order of ``unit`` (cached)."""
+        perm = self._row_perms.get(unit)
+        if perm is None:
+            n = int(self.counts[unit])
+            rng = rng_for(self.seed, self.epoch, unit, ROWS)
+            perm = rng.permutation(n) if self.shuffle else np.arange(n)
+            if len(self._row_perms) > 64:
+                self._row_perms.clear()
+            self._row_perms[unit] = perm
+        return perm
+
     # -- the EpochPlan interface -----------------------------------------------------------
     @property
     def consumed_batches(self) -> int:
-        return self.parts[0].consumed_batches
+        return self._continued
 
     @property
     def batches_per_worker(self) -> int:
-        return min(p.batches_per_worker for p in self.parts)
+        return self.stretch.batches // self.topology.num_workers
 
     @property
     def batches_per_rank(self) -> int:
-        return self.batches_per_worker * self.topology.num_workers - self.consumed_batches
+        return self.stretch.batches - self.consumed_batches
 
     @property
     def samples_per_rank(self) -> int:
@@ -165,36 +178,39 @@ class StratifiedPlan:
     def samples_per_worker(self) -> int:
         return self.batches_per_worker * self.topology.batch_size
 
-    @property
-    def num_left_out(self) -> int:
-        slots, bpw = self.topology.slots, self.batches_per_worker
-        return sum(
-            p.num_left_out + (p.batches_per_worker - bpw) * p.topology.batch_size * slots
-            for p in self.parts
-        )
-
-    @property
-    def num_padded(self) -> int:
-        return sum(p.num_padded for p in self.parts)
-
     def per_source(self) -> list[int]:
         """Samples of each source this epoch (from this plan's start)."""
-        out = [0] * (len(self.mixing.bounds) - 1)
-        for s, p in zip(self.sources, self.parts):
-            out[s] = p.topology.batch_size * self.batches_per_rank * self.topology.world_size
-        return out
+        table = self.stretch.schedule.table[self.consumed_batches :]
+        return [int(x) for x in table.sum(axis=0)]
+
+    def batch_shares(self, ranks: int | None = None) -> dict[str, list[float]]:
+        """How far the batches are from each source's share (see :func:`.quota.deviation`;
+        ``ranks``: of groups of consecutive ranks, for a canonical grid's real ranks)."""
+        return deviation(self.stretch.schedule, self.consumed_batches, ranks)
 
     def worker(self, rank: int, worker_id: int = 0) -> ComposedWorker:
-        """The plan of one (rank, dataloader worker): batches in the rank's round-robin."""
-        subs = [p.worker(rank, worker_id) for p in self.parts]
-        n = round_robin_count(self.batches_per_rank, worker_id, self.topology.num_workers)
-        parts = [part_of(w, p.topology.batch_size) for w, p in zip(subs, self.parts)]
-        return compose(subs[0].slot, parts, [np.arange(n)] * len(parts))
+        """The plan of one (rank, dataloader worker): batches in the rank's round-robin.
+
+        After a same-topology resume at batch ``k``, worker ``w`` takes over what worker
+        ``(w + k) % num_workers`` had left (the DataLoader starts again at worker 0)."""
+        t = self.topology
+        if not (0 <= rank < t.world_size and 0 <= worker_id < t.num_workers):
+            raise PlanError(
+                f"rank {rank}/worker {worker_id} is outside world_size={t.world_size}, "
+                f"num_workers={t.num_workers}"
+            )
+        slot = rank * t.num_workers + (worker_id + self.consumed_batches) % t.num_workers
+        cw = self.stretch.composed(slot)
+        cw.skip = delivered(slot, self.consumed_batches, t.num_workers) * t.batch_size
+        cw.num_samples = len(cw.rows) - cw.skip
+        n = round_robin_count(self.batches_per_rank, worker_id, t.num_workers)
+        if n * t.batch_size != cw.num_samples:
+            raise PlanError(f"worker {worker_id} of rank {rank} holds a partial batch")
+        return cw
 
     def slot_worker(self, slot: int) -> ComposedWorker:
         """The whole piece of ``slot`` as first cut (for plans composed of plans)."""
-        parts = [part_of(p.slot_worker(slot), p.topology.batch_size) for p in self.parts]
-        return compose(slot, parts, [np.arange(self.batches_per_worker)] * len(parts))
+        return self.stretch.composed(slot)
 
     def rank_batches(self, rank: int) -> list[np.ndarray]:
         """The rank's batches as ``(batch_size, 2)`` arrays of ``(unit, row)``."""
@@ -208,8 +224,7 @@ class StratifiedPlan:
             raise PlanError(
                 f"consumed_batches must be in [0, {self.batches_per_rank}], got {consumed_batches}"
             )
-        continuing = bool(self.resumes) and self.resumes[-1].topology == self.topology
-        previous = self.resumes[:-1] if continuing else self.resumes
+        previous = self.resumes[:-1] if self._continuation else self.resumes
         point = Resume(self.topology, self.consumed_batches + consumed_batches)
         return StratifiedPlan(
             self.counts,

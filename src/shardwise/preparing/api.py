@@ -101,16 +101,10 @@ def _convert(
         with open_input(manifest, **storage_options) as f:
             return RunResult.from_manifest(json.loads(f.read()), manifest, 0)
 
-    formats = {format or detect_format(f) for f in files}
-    if len(formats) > 1:
-        raise ConfigError(
-            f"the inputs mix formats ({', '.join(sorted(formats))}); prepare them separately "
-            "or pass format="
-        )
     remote = any(is_remote(f) for f in files)
     pipeline = Pipeline(
         files,
-        formats.pop(),
+        _one_format(files, format),
         on_error=on_error,
         read_options=(("storage_options", storage_options),) if remote else (),
     )
@@ -120,6 +114,18 @@ def _convert(
         **({"storage_options": storage_options} if is_remote(data) else {}),
     )
     return writer.run(backend, progress=progress)
+
+
+def _one_format(files: list[str], format: str | None) -> str:
+    """The inputs' one format, told by their names (so a mix is refused before anything is
+    downloaded); a ``ConfigError`` naming the formats when they differ."""
+    formats = {format or detect_format(f) for f in files}
+    if len(formats) > 1:
+        raise ConfigError(
+            f"the inputs mix formats ({', '.join(sorted(formats))}); prepare them separately "
+            "or pass format="
+        )
+    return formats.pop()
 
 
 def _download_all(
@@ -238,6 +244,8 @@ def prepare(
     opts = storage_options or {}
     require_bucket(out, **opts)
     files = _expand(sources, out, opts)
+    if "convert" in run and files:
+        _one_format(files, format)  # the names tell the formats: refuse a mix before fetching
     raw, data = join(out, "raw"), join(out, "data")
     if "download" in run:
         local_files, resumed = _download_all(

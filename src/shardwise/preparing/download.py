@@ -17,15 +17,17 @@ Both destinations resume, verify and commit atomically:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from shardwise.errors import ConfigError, StorageError
+from shardwise.errors import ConfigError, ShardwiseError, StorageError
 from shardwise.parallel import report
-from shardwise.storage import atomic_write, join, named, resolve, with_retries
+from shardwise.storage import atomic_write, is_transient, join, named, resolve, with_retries
 
 __all__ = ["PART_BYTES", "BadDownload", "Download", "download", "is_remote"]
 
@@ -59,10 +61,30 @@ class Download:
     part_bytes: int = PART_BYTES
 
 
+_CLIENTS = ("aiohttp", "fsspec", "botocore", "s3fs", "gcsfs", "adlfs", "requests", "urllib3")
+
+
+@contextlib.contextmanager
+def _fetching(url: str) -> Iterator[None]:
+    """What reading the source raised, once the retries are spent, as a StorageError
+    naming ``url`` (aiohttp's ClientPayloadError of a body always cut short is no
+    shardwise error, and names no URL); a bug's error propagates as it is."""
+    try:
+        with named(url):
+            yield
+    except ShardwiseError:
+        raise
+    except Exception as exc:
+        client = type(exc).__module__.split(".")[0] in _CLIENTS
+        if not (client or isinstance(exc, OSError) or is_transient(exc)):
+            raise
+        raise StorageError(f"cannot download {url}: {type(exc).__name__}: {exc}", url) from exc
+
+
 def download(job: Download) -> tuple[str, int]:
     """Fetch ``job.url`` to ``job.dest``; return (dest, bytes kept from an earlier partial run)."""
     fs, path = resolve(job.url, **job.source_options)
-    with named(job.url):
+    with _fetching(job.url):
         size = with_retries(partial(fs.info, path)).get("size")
     if is_remote(job.dest):
         return job.dest, _to_store(job, fs, path, size)
@@ -132,7 +154,7 @@ def _to_disk(job: Download, fs: Any, path: str, size: int | None) -> int:
                 have += len(block)
                 report(len(block))
 
-    with named(job.url):
+    with _fetching(job.url):
         with_retries(copy_rest)
     try:
         _verify_local(part, size, job)
@@ -189,7 +211,7 @@ def _to_store(job: Download, src_fs: Any, src: str, size: int | None) -> int:
                 have += len(block)
                 report(len(block))
 
-    with named(job.url):
+    with _fetching(job.url):
         with_retries(fetch_rest)
     try:
         _assemble(job, fs, parts, size)

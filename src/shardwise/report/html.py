@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-__all__ = ["Section", "key_values", "page", "table"]
+__all__ = ["Section", "key_values", "number", "page", "table"]
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222;
@@ -46,11 +46,20 @@ class Section:
         )
 
 
+def number(value: float) -> str:
+    """A number as a cell shows it: whole numbers grouped by thousands with commas
+    (``2,211``); fractions never grouped, so a comma is never read as a decimal point
+    (``2211.2``, ``0.125``; ``2,211.213`` reads as two million where a comma is the
+    decimal mark)."""
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:.1f}" if abs(value) >= 100 else f"{value:.3f}"
+
+
 def _cell(value: object, tag: str) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f"<{tag}>{escape(str(value))}</{tag}>"
-    text = f"{value:,}" if isinstance(value, int) else f"{value:,.3f}"
-    return f'<{tag} class="num">{text}</{tag}>'
+    return f'<{tag} class="num">{number(value)}</{tag}>'
 
 
 def table(

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from shardwise.plan import EpochPlan, Mixing, Plan, Topology, source_counts
+from shardwise.plan import EpochPlan, Mixing, Plan, Topology, batch_shares, source_counts
 from shardwise.plan.report import plan_report
 
-__all__ = ["PlanView", "plan_view", "source_rows"]
+__all__ = ["PlanView", "plan_view", "share_note", "source_rows"]
 
 
 @dataclass(frozen=True)
@@ -131,12 +131,16 @@ def source_rows(
     *,
     names: Sequence[str] = (),
     canonical_workers: int | None = None,
+    plan: Plan | None = None,
 ) -> list[dict[str, Any]]:
     """The per-source rows of a mixed plan: units, samples stored, the rule, and the
-    samples the epoch takes from each (its exact quota)."""
+    samples the epoch takes from each (its exact quota); with a stratified ``plan``, the
+    samples it realises and how far its batches are from each source's share (worst and
+    mean ``|count - share|``, per global batch and per rank's batch)."""
     sizes = mixing.sizes(np.asarray(counts, dtype=np.int64)).tolist()
     epoch = source_counts(mixing, counts, topology, canonical_workers)
     total = max(sum(epoch), 1)
+    shares = batch_shares(plan) if plan is not None else None
     rows = []
     for s, rule in enumerate(mixing.rules):
         given = {k: v for k, v in vars(rule).items() if v is not None}
@@ -148,6 +152,32 @@ def source_rows(
                 "rule": ", ".join(f"{k}={v}" for k, v in given.items()) or "repeat=1",
                 "samples this epoch": epoch[s],
                 "share": f"{100 * epoch[s] / total:.2f}%",
+                **_batch_columns(shares, s),
             }
         )
     return rows
+
+
+def _batch_columns(shares: dict[str, list[float]] | None, s: int) -> dict[str, Any]:
+    if shares is None:
+        return {}
+    return {
+        "realised": shares["realised"][s],
+        "global batch off share (worst / mean)": (
+            f"{shares['global_worst'][s]:.2f} / {shares['global_mean'][s]:.2f}"
+        ),
+        "rank batch off share (worst / mean)": (
+            f"{shares['rank_worst'][s]:.2f} / {shares['rank_mean'][s]:.2f}"
+        ),
+    }
+
+
+def share_note(row: Mapping[str, Any]) -> str:
+    """A stratified epoch's distance of batches from a source's share, for a line of text
+    (empty for a row of another plan)."""
+    if "realised" not in row:
+        return ""
+    return (
+        f"; per batch off its share by {row['global batch off share (worst / mean)']} "
+        f"(worst / mean; a rank's batch: {row['rank batch off share (worst / mean)']})"
+    )

@@ -7,7 +7,7 @@ import statistics
 from datetime import UTC, datetime
 
 import shardwise.report.charts as charts
-from shardwise.report.html import Section, key_values, page, table
+from shardwise.report.html import Section, key_values, number, page, table
 from shardwise.report.model import DedupStage, RunReport
 
 __all__ = ["render_run"]
@@ -53,7 +53,7 @@ def _summary(r: RunReport, missing: str | None) -> Section:
                 ("tasks", len(r.tasks)),
                 ("stages", len(r.stages) or 1),
                 ("wall seconds", r.seconds),
-                ("rows in per second", rate),
+                ("rows in per second", f"{number(rate)} rows/s"),
             ],
             table_id="summary-table",
         )

@@ -6,10 +6,11 @@ import errno
 import logging
 import random
 import time
+import zlib
 from collections.abc import Callable
 from typing import TypeVar
 
-from shardwise.errors import ConfigError
+from shardwise.errors import ConfigError, ShardwiseError, StorageError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -59,15 +60,31 @@ _TRANSIENT_ERRNOS = {
 }
 
 
+def _decoding(exc: BaseException) -> bool:
+    """Whether ``exc`` is about bytes already read (a decoder's or shardwise's complaint
+    about data, a bad argument): never transient, whatever its message says."""
+    if isinstance(exc, ShardwiseError):
+        return not isinstance(exc, StorageError)
+    if type(exc).__module__.split(".")[0] == "pyarrow":  # ArrowInvalid and its kin
+        return True
+    return isinstance(exc, (ValueError, zlib.error, LookupError, ArithmeticError))
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Return True if ``exc`` looks like a transient network or service error."""
+    """Return True if ``exc`` looks like a transient network or service error. Only a
+    storage error can be: an error decoding bytes already read never is (a snappy page
+    whose header says 503 bytes is no throttled request)."""
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
+        return False
+    if isinstance(exc, ShardwiseError) and not isinstance(exc, StorageError):
         return False
     for cls in type(exc).__mro__:
         if cls.__name__ in _TRANSIENT_NAMES:
             return True
     if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS:
         return True
+    if _decoding(exc):
+        return False
     text = str(exc).lower()
     return any(t in text for t in _TRANSIENT_TEXT)
 

@@ -14,15 +14,22 @@ byte-stream-split or dictionary indices. The same column took 0.48-0.64 s so; th
 shape's whole scan (128 floats a row), 1.2 CPU s against Arrow's 3.3 s.
 
 Anything else -- nulls, other encodings or codecs, pages splitting a row, a header or
-level that does not parse, a count that does not add up -- declines the column
-(``None``), and Arrow reads it as before, reporting any damage itself. So this path
-returns nothing Arrow would not, or it returns nothing.
+level that does not parse, a count that does not add up -- declines the column: an
+:class:`~shardwise.formats.parquet._pages.Unreadable` with its reason, logged at debug level, and
+Arrow reads the column as before, reporting any damage itself. So this path returns
+nothing Arrow would not, or it returns nothing; any other exception is a bug and
+propagates. Memory stays bounded on any input: the chunk's range is checked against the
+file's size, every page header is read before anything is decompressed (the values add
+up to the row group's, each page's sizes are bounded by its values), and no
+decompression produces more than its header declares. ``SHARDWISE_PAGE_READER=0`` turns
+this path off (see :func:`page_reader_enabled`).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
-import zlib
 from typing import Any
 
 import numpy as np
@@ -34,29 +41,29 @@ from shardwise.formats.parquet._pages import (
     DATA_V2,
     DICTIONARY,
     Page,
+    Unreadable,
     as_bytes,
     inflate,
     read_page,
 )
 from shardwise.formats.parquet._rle_bitpacked import check_constant, check_rows, decode
 
-__all__ = ["read_fixed_lists"]
+__all__ = ["page_reader_enabled", "read_fixed_lists"]
 
+log = logging.getLogger(__name__)
 _PHYSICAL = {"FLOAT": ("f", 4), "DOUBLE": ("f", 8), "INT32": ("iu", 4), "INT64": ("iu", 8)}
 PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY, BYTE_STREAM_SPLIT = 0, 2, 3, 8, 9
-_ERRORS = (
-    ValueError,
-    IndexError,
-    KeyError,
-    TypeError,
-    AssertionError,
-    OverflowError,
-    MemoryError,
-    RecursionError,
-    pa.ArrowException,
-    OSError,
-    zlib.error,
-)
+# a chunk of more pages is left to Arrow: this reader's cost per page (~60 us of Python)
+# would make it slower than Arrow's, and a hostile chunk of tiny pages costs Python time
+MAX_PAGES = 1 << 14
+MAX_CHUNK_ITEMS = 32 * MAX_PAGES  # Thrift fields and elements read in one chunk's headers
+ENV = "SHARDWISE_PAGE_READER"
+
+
+def page_reader_enabled() -> bool:
+    """Whether fixed-size lists are read from their pages: yes unless the environment
+    says ``SHARDWISE_PAGE_READER=0`` (read at each call, so a test or a job can switch it)."""
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def read_fixed_lists(pf: Any, source: Any, group: int, names: list[str]) -> dict[str, pa.Array]:
@@ -75,9 +82,10 @@ def read_fixed_lists(pf: Any, source: Any, group: int, names: list[str]) -> dict
     for field in schema:
         width = _leaves(field.type)
         if field.name in names and width == 1 and _eligible(field.type):
-            array = _column(pf, source, group, leaf, field)
-            if array is not None:
-                out[field.name] = array
+            try:
+                out[field.name] = _column(pf, source, group, leaf, field)
+            except Unreadable as exc:
+                log.debug("row group %d, column %r: left to Arrow (%s)", group, field.name, exc)
         leaf += width
     return out
 
@@ -108,61 +116,105 @@ def _eligible(t: pa.DataType) -> bool:
     return (pa.types.is_floating(v) or pa.types.is_integer(v)) and v.bit_width in (32, 64)
 
 
-def _column(pf: Any, source: Any, group: int, leaf: int, field: pa.Field) -> pa.Array | None:
-    try:
-        meta = pf.metadata.row_group(group)
-        rows = meta.num_rows
-        chunk, desc = meta.column(leaf), pf.schema.column(leaf)
-        if desc.path.split(".")[0] != field.name or desc.max_repetition_level != 1:
-            return None
-        dtype = np.dtype(field.type.value_type.to_pandas_dtype())
-        kinds, size = _PHYSICAL.get(desc.physical_type, ("", 0))
-        if (
-            dtype.kind not in kinds
-            or dtype.itemsize != size
-            or chunk.num_values != rows * field.type.list_size
-        ):
-            return None
-        values = _values(
-            chunk, source, desc.max_definition_level, field.type.list_size, rows, dtype
-        )
-    except _ERRORS:
-        return None
-    if values is None:
-        return None
+def _column(pf: Any, source: Any, group: int, leaf: int, field: pa.Field) -> pa.Array:
+    meta = pf.metadata.row_group(group)
+    rows = meta.num_rows
+    chunk, desc = meta.column(leaf), pf.schema.column(leaf)
+    if desc.path.split(".")[0] != field.name or desc.max_repetition_level != 1:
+        raise Unreadable("a list of another nesting")
+    dtype = np.dtype(field.type.value_type.to_pandas_dtype())
+    kinds, size = _PHYSICAL.get(desc.physical_type, ("", 0))
+    k = field.type.list_size
+    if dtype.kind not in kinds or dtype.itemsize != size or chunk.num_values != rows * k:
+        raise Unreadable("values of another type or count than the schema's")
+    values = _values(chunk, _chunk_bytes(chunk, source), desc.max_definition_level, k, rows, dtype)
     flat = pa.Array.from_buffers(field.type.value_type, len(values), [None, pa.py_buffer(values)])
     return pa.FixedSizeListArray.from_arrays(flat, type=field.type)
 
 
-def _values(
-    chunk: Any, source: Any, max_def: int, k: int, rows: int, dtype: np.dtype
-) -> np.ndarray | None:
-    """The chunk's values, or None where a page is not one this path reads."""
-    codec = chunk.compression
-    if codec not in CODECS:
-        return None
-    b = as_bytes(source.read_at(chunk.total_compressed_size, _start(chunk)))
+def _chunk_bytes(chunk: Any, source: Any) -> memoryview:
+    """The column chunk's bytes, once its range is checked against the file's size (as
+    Arrow checks it). A storage error propagates: it is not the file's damage."""
+    if chunk.compression not in CODECS:
+        raise Unreadable(f"codec {chunk.compression}")
+    start, size = _start(chunk), chunk.total_compressed_size
+    total = _file_size(source)
+    if start < 0 or size < 0 or start + size > total:
+        raise Unreadable(f"column chunk at {start} of {size} bytes in a file of {total}")
+    if hasattr(source, "read_at"):
+        data = source.read_at(size, start)
+    else:  # a Python file (fsspec)
+        source.seek(start)
+        data = source.read(size)
+    b = as_bytes(data)
+    if len(b) != size:
+        raise Unreadable("column chunk shorter than its metadata says")
+    return b
+
+
+def _file_size(source: Any) -> int:
+    """The size of an Arrow file (``size()``) or of a Python one (fsspec's ``size``)."""
+    size = getattr(source, "size", None)
+    if callable(size):
+        return int(size())
+    return int(size) if isinstance(size, int) else int(source.seek(0, 2))
+
+
+def _headers(b: memoryview, count: int, itemsize: int) -> list[Page]:
+    """Every page header of the chunk, checked before anything is decompressed: the data
+    pages hold ``count`` values in all, each page's sizes are bounded by its values (so
+    no decompression allocates more than a small multiple of the column's output), and
+    the pages fill the chunk exactly."""
+    pages: list[Page] = []
+    pos = items = got = 0
+    while pos < len(b):
+        page = read_page(b, pos)
+        pos, items = page.body + page.compressed, items + page.items
+        if pos > len(b) or items > MAX_CHUNK_ITEMS or len(pages) >= MAX_PAGES:
+            raise Unreadable("a page past its chunk, or pages or headers too many to read here")
+        n = page.num_values
+        if page.kind == DICTIONARY:
+            if pages or n > count or page.uncompressed != n * itemsize:
+                raise Unreadable("a dictionary page not first, or of another size")
+        elif page.uncompressed > n * (itemsize + 8) + 1024 or n == 0 or got + n > count:
+            raise Unreadable("a data page larger than its values, empty, or one too many")
+        got += 0 if page.kind == DICTIONARY else n
+        pages.append(page)
+    if got != count:
+        raise Unreadable(f"pages of {got} values in a chunk of {count}")
+    return pages
+
+
+def _allocate(count: int, dtype: np.dtype) -> np.ndarray:
     # from Arrow's memory pool, which serves it from the memory of units let go before
     # (new memory from the kernel would be mapped and zeroed page by page)
-    out = np.frombuffer(pa.allocate_buffer(rows * k * dtype.itemsize), dtype=dtype)
-    at, pos, dictionary = 0, 0, None
-    while pos < len(b) and at < len(out):
-        page = read_page(b, pos)
-        body, pos = b[page.body : page.body + page.compressed], page.body + page.compressed
-        if len(body) != page.compressed:
-            return None
-        if page.kind == DICTIONARY and dictionary is None and at == 0:
+    try:
+        return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize), dtype=dtype)
+    except (MemoryError, pa.ArrowMemoryError) as exc:  # Arrow reads page by page instead
+        raise Unreadable(f"no memory for {count} values at once") from exc
+
+
+def _values(
+    chunk: Any, b: memoryview, max_def: int, k: int, rows: int, dtype: np.dtype
+) -> np.ndarray:
+    """The chunk's values (Unreadable where a page is not one this path reads)."""
+    codec = chunk.compression
+    pages = _headers(b, rows * k, dtype.itemsize)
+    out = _allocate(rows * k, dtype)
+    at, dictionary = 0, None
+    for page in pages:
+        body = b[page.body : page.body + page.compressed]
+        if page.kind == DICTIONARY:
+            if page.encoding not in (PLAIN, PLAIN_DICTIONARY):
+                raise Unreadable(f"dictionary of encoding {page.encoding}")
             dictionary = _plain(inflate(body, page.uncompressed, codec), page.num_values, dtype)
-            if dictionary is None or page.encoding not in (PLAIN, PLAIN_DICTIONARY):
-                return None
             continue
         n = page.num_values
-        if page.kind not in (DATA, DATA_V2) or n == 0 or n % k or at + n > len(out):
-            return None
-        if not _data(page, body, codec, max_def, k, dictionary, out[at : at + n]):
-            return None
+        if page.kind not in (DATA, DATA_V2) or n % k:
+            raise Unreadable(f"a page of type {page.kind} or splitting a row")
+        _data(page, body, codec, max_def, k, dictionary, out[at : at + n])
         at += n
-    return out if at == len(out) else None
+    return out
 
 
 def _start(chunk: Any) -> int:
@@ -184,26 +236,21 @@ def _data(
     k: int,
     dictionary: np.ndarray | None,
     dest: np.ndarray,
-) -> bool:
-    """One data page's values written to ``dest``, once its levels are checked (False:
-    the page is not one this path reads)."""
+) -> None:
+    """One data page's values written to ``dest``, once its levels are checked
+    (Unreadable: the page is not one this path reads)."""
     n = page.num_values
     if page.kind == DATA:
         if page.rep_encoding != RLE or page.def_encoding != RLE:
-            return False
-        raw = inflate(body, page.uncompressed, codec)
-        rep_len = int.from_bytes(raw[:4], "little")
-        rep, rest = raw[4 : 4 + rep_len], raw[4 + rep_len :]
-        def_len = int.from_bytes(rest[:4], "little") if max_def else 0
-        levels, values = (
-            (rest[4 : 4 + def_len], rest[4 + def_len :]) if max_def else (rest[:0], rest)
-        )
+            raise Unreadable("levels of another encoding than RLE")
+        rep, rest = _prefixed(inflate(body, page.uncompressed, codec))
+        levels, values = _prefixed(rest) if max_def else (rest[:0], rest)
     else:
         if page.num_nulls or page.num_rows * k != n:
-            return False
+            raise Unreadable("a v2 page with nulls or rows of another count")
         levels_len = page.rep_length + page.def_length
-        if levels_len > len(body):
-            return False
+        if levels_len > min(len(body), page.uncompressed):
+            raise Unreadable("v2 levels longer than their page")
         rep, levels = body[: page.rep_length], body[page.rep_length : levels_len]
         values = inflate(
             body[levels_len:],
@@ -211,15 +258,24 @@ def _data(
             codec if page.is_compressed else "UNCOMPRESSED",
         )
     if not check_rows(rep, n, k) or not check_constant(levels, max_def.bit_length(), n, max_def):
-        return False
-    return _decoded(values, page.encoding, dictionary, dest)
+        raise Unreadable("levels other than whole lists without nulls")
+    if not _decoded(values, page.encoding, dictionary, dest):
+        raise Unreadable(f"values of encoding {page.encoding} that do not fill the page exactly")
+
+
+def _prefixed(raw: memoryview) -> tuple[memoryview, memoryview]:
+    """A v1 page's levels (4 bytes of length, then the runs) and the bytes after them."""
+    if len(raw) < 4 or int.from_bytes(raw[:4], "little") > len(raw) - 4:
+        raise Unreadable("v1 levels longer than their page")
+    end = 4 + int.from_bytes(raw[:4], "little")
+    return raw[4:end], raw[end:]
 
 
 def _decoded(
     values: memoryview, encoding: int, dictionary: np.ndarray | None, dest: np.ndarray
 ) -> bool:
     n, size = len(dest), dest.itemsize
-    if encoding == PLAIN and len(values) >= n * size:
+    if encoding == PLAIN and len(values) == n * size:
         dest[:] = np.frombuffer(values, dtype=dest.dtype, count=n)
         return True
     if encoding == BYTE_STREAM_SPLIT and len(values) == n * size:
@@ -235,7 +291,7 @@ def _decoded(
     return False
 
 
-def _plain(values: memoryview, n: int, dtype: np.dtype) -> np.ndarray | None:
-    if len(values) < n * dtype.itemsize:
-        return None
+def _plain(values: memoryview, n: int, dtype: np.dtype) -> np.ndarray:
+    if len(values) != n * dtype.itemsize:
+        raise Unreadable("a dictionary of another size than its values")
     return np.frombuffer(values, dtype=dtype, count=n)

@@ -2,22 +2,41 @@
 
 Only what :mod:`shardwise.formats.parquet._fixedlist` needs is kept (page type, sizes, value
 count, encodings, the v2 level lengths); every other field, statistics included, is
-skipped. A malformed header raises ``ValueError`` or ``IndexError``; the caller then
-lets Arrow read the column, which reports the damage.
+skipped. The reader is as strict as Arrow's, or stricter: each field it keeps must have
+its exact Thrift type, no field may be given twice (Arrow merges a repeated sub-header,
+which this reader would not match), and Arrow's limits hold (a header of at most 16 MiB,
+strings of at most 100,000,000 bytes, containers of at most 1,000,000 elements; the
+numbers are parquet-cpp's defaults; the cursor is :mod:`shardwise.formats.parquet._thrift`).
+A header that breaks any of these raises :class:`Unreadable`, and the caller lets Arrow
+read the column, which reports the damage. Page bodies are decompressed to exactly the
+size their header declares, never more (:func:`inflate`).
 """
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
+
+from shardwise.formats.parquet._thrift import (
+    I32,
+    MAX_ITEMS,
+    STRUCT,
+    TRUE,
+    Fields,
+    Thrift,
+    Unreadable,
+    varint,
+)
 
 __all__ = [
     "CODECS",
     "DATA",
     "DATA_V2",
     "DICTIONARY",
+    "MAX_ITEMS",
     "Page",
     "Unreadable",
     "as_bytes",
@@ -27,20 +46,10 @@ __all__ = [
 ]
 
 DATA, DICTIONARY, DATA_V2 = 0, 2, 3  # Parquet PageType
-_STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(
-    13
-)
-_INTS = (_I16, _I32, _I64)
-_DEPTH = 16  # nested structs deeper than this are not a page header
 #: the codecs whose output length is checked exactly, as Arrow checks it (pyarrow's
 #: ``Codec.decompress`` pads a short output to the size asked, so Brotli and LZ4 are left to Arrow)
 CODECS = ("UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD")
-
-
-class Unreadable(ValueError):
-    """Bytes this reader does not read (damaged, hostile or simply another layout). It
-    never reaches a user: the caller leaves the column to Arrow, which reads it or
-    reports the damage as a ``FormatError``."""
+SNAPPY_RATIO = 24  # snappy's output is at most ~21.3x its input (a 3-byte copy of 64 bytes)
 
 
 @dataclass
@@ -60,120 +69,23 @@ class Page:
     rep_length: int = 0
     is_compressed: bool = True
     body: int = 0  # offset of the body in the chunk
+    items: int = 0  # Thrift fields and elements read one by one in the header
 
 
-def varint(b: memoryview, i: int) -> tuple[int, int]:
-    """The unsigned LEB128 integer at ``i`` (Thrift's and the hybrid runs' headers), and
-    where it ends."""
-    out = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        out |= (c & 0x7F) << shift
-        shift += 7
-        if c < 0x80:
-            return out, i
-        if shift > 63:
-            raise Unreadable("varint too long")
+def _i32(*names: str) -> Fields:
+    return {i + 1: (n, I32, None) for i, n in enumerate(names)}
 
 
-def _zigzag(v: int) -> int:
-    return (v >> 1) ^ -(v & 1)
-
-
-def _skip(b: memoryview, i: int, t: int, depth: int, element: bool = False) -> int:
-    if t in (_TRUE, _FALSE):
-        return i + 1 if element else i  # in a list, a bool is a byte; as a field, it is the type
-    if t == _BYTE:
-        return i + 1
-    if t in _INTS:
-        return varint(b, i)[1]
-    if t == _DOUBLE:
-        return i + 8
-    if t == _BINARY:
-        n, i = varint(b, i)
-        return i + n
-    if t in (_LIST, _SET):
-        head = b[i]
-        n, et, i = head >> 4, head & 15, i + 1
-        if n == 15:
-            n, i = varint(b, i)
-        _room(b, i, n, depth)
-        for _ in range(n):
-            i = _skip(b, i, et, depth + 1, element=True)
-        return i
-    if t == _MAP:
-        n, i = varint(b, i)
-        if n:
-            kinds, i = b[i], i + 1
-            _room(b, i, 2 * n, depth)
-            for _ in range(n):
-                i = _skip(b, _skip(b, i, kinds >> 4, depth + 1, True), kinds & 15, depth + 1, True)
-        return i
-    if t == _STRUCT:
-        return _struct(b, i, {}, depth + 1)[1]
-    raise Unreadable(f"unknown Thrift type {t}")
-
-
-def _room(b: memoryview, i: int, n: int, depth: int) -> None:
-    """A container of ``n`` elements (each at least a byte) must fit in what is left."""
-    if n > len(b) - i or depth > _DEPTH:
-        raise Unreadable("a Thrift container larger than its page header, or nested too deep")
-
-
-_Fields = dict[int, "str | tuple[str, _Fields]"]
-
-
-def _struct(b: memoryview, i: int, want: _Fields, depth: int) -> tuple[dict[str, object], int]:
-    """Read a struct from ``i``: the fields named in ``want`` (id -> name, or (name,
-    fields) for a struct), the rest skipped."""
-    if depth > _DEPTH:
-        raise Unreadable("Thrift structs nested too deep")
-    out: dict[str, object] = {}
-    fid = 0
-    while True:
-        head, i = b[i], i + 1
-        if head == _STOP:
-            return out, i
-        t, delta = head & 15, head >> 4
-        if delta:
-            fid += delta
-        else:
-            v, i = varint(b, i)
-            fid = _zigzag(v)
-        spec = want.get(fid)
-        if spec is not None and t in _INTS:
-            v, i = varint(b, i)
-            out[spec if isinstance(spec, str) else spec[0]] = _zigzag(v)
-        elif spec is not None and t in (_TRUE, _FALSE):
-            out[spec if isinstance(spec, str) else spec[0]] = t == _TRUE
-        elif isinstance(spec, tuple) and t == _STRUCT:
-            out[spec[0]], i = _struct(b, i, spec[1], depth + 1)
-        else:
-            i = _skip(b, i, t, depth)
-
-
-_DATA_FIELDS: _Fields = {1: "num_values", 2: "encoding", 3: "def_encoding", 4: "rep_encoding"}
-_DICT_FIELDS: _Fields = {1: "num_values", 2: "encoding"}
-_V2_FIELDS: _Fields = {
-    1: "num_values",
-    2: "num_nulls",
-    3: "num_rows",
-    4: "encoding",
-    5: "def_length",
-    6: "rep_length",
-    7: "is_compressed",
+_DATA_FIELDS = _i32("num_values", "encoding", "def_encoding", "rep_encoding")
+_DICT_FIELDS = _i32("num_values", "encoding")
+_V2_FIELDS = _i32("num_values", "num_nulls", "num_rows", "encoding", "def_length", "rep_length") | {
+    7: ("is_compressed", TRUE, None)
 }
-_HEADER: _Fields = {
-    1: "kind",
-    2: "uncompressed",
-    3: "compressed",
-    5: ("data", _DATA_FIELDS),
-    7: ("dictionary", _DICT_FIELDS),
-    8: ("data_v2", _V2_FIELDS),
+_HEADER: Fields = _i32("kind", "uncompressed", "compressed", "crc") | {
+    5: ("data", STRUCT, _DATA_FIELDS),
+    7: ("dictionary", STRUCT, _DICT_FIELDS),
+    8: ("data_v2", STRUCT, _V2_FIELDS),
 }
-
-
 _REQUIRED = {
     DATA: ("data", {"num_values", "encoding", "def_encoding", "rep_encoding"}),
     DICTIONARY: ("dictionary", {"num_values", "encoding"}),
@@ -186,30 +98,29 @@ _REQUIRED = {
 
 def read_page(b: memoryview, i: int) -> Page:
     """The header of the page starting at ``i`` of a column chunk ``b``: a data page (v1
-    or v2) or a dictionary page with every field Parquet requires of it (ValueError
-    for any other page, or a field missing or negative)."""
-    fields, body = _struct(b, i, _HEADER, 0)
+    or v2) or a dictionary page with every field Parquet requires of it (Unreadable
+    for any other page, a field missing, negative or of another type, or a header
+    Arrow would refuse)."""
+    cursor = Thrift(b, i)
+    fields = cursor.struct(_HEADER, 0)
     kind = fields.get("kind")
-    if kind not in _REQUIRED or not {"uncompressed", "compressed"} <= fields.keys():
+    if (
+        not isinstance(kind, int)
+        or kind not in _REQUIRED
+        or len({"uncompressed", "compressed"} - fields.keys())
+    ):
         raise Unreadable(f"page of type {kind} or without its sizes")
     name, required = _REQUIRED[kind]
     sub = fields.get(name)
     if not isinstance(sub, dict) or not required <= sub.keys():
         raise Unreadable(f"page header without its {name} header or one of {sorted(required)}")
-    page = Page(int(kind), int(fields["uncompressed"]), int(fields["compressed"]), body=body)  # type: ignore[call-overload]
+    sizes: dict[str, Any] = fields
+    page = Page(kind, sizes["uncompressed"], sizes["compressed"], body=cursor.i, items=cursor.items)
     for key, value in sub.items():
         setattr(page, key, value)
-    if (
-        min(
-            page.compressed,
-            page.uncompressed,
-            page.num_values,
-            page.def_length,
-            page.rep_length,
-            page.num_nulls,
-        )
-        < 0
-    ):
+    if min(page.compressed, page.uncompressed, page.num_values, page.def_length) < 0:
+        raise Unreadable("negative size in a page header")
+    if min(page.rep_length, page.num_nulls) < 0:
         raise Unreadable("negative size in a page header")
     return page
 
@@ -219,19 +130,38 @@ def as_bytes(buf: object) -> memoryview:
     return memoryview(buf).cast("B")  # type: ignore[arg-type]
 
 
+def _gunzip(body: memoryview, size: int) -> memoryview:
+    """One gzip (or zlib) member of exactly ``size`` bytes, nothing after it; never more
+    than ``size + 1`` bytes are inflated, whatever the stream holds."""
+    d = zlib.decompressobj(32 + zlib.MAX_WBITS)
+    try:
+        out = d.decompress(body, size + 1)
+    except zlib.error as exc:
+        raise Unreadable(f"gzip page: {exc}") from exc
+    if not d.eof or d.unused_data or d.unconsumed_tail:
+        raise Unreadable("gzip page longer than its header says, cut short or with bytes after it")
+    return memoryview(out)
+
+
 def inflate(body: memoryview, size: int, codec: str) -> memoryview:
     """A page body (``codec`` as the column chunk names it) decompressed to exactly
-    ``size`` bytes, as unsigned bytes; ValueError when it is not that long."""
+    ``size`` bytes, as unsigned bytes; Unreadable when it is not that long. Nothing is
+    allocated beyond ``size`` (and snappy's ``size`` must be one its input can give)."""
     if codec == "UNCOMPRESSED":
         out = body
-    elif codec == "SNAPPY":  # the stream opens with its length; the decoder checks it
-        if varint(body, 0)[0] != size:
-            raise Unreadable("snappy page of another length than its header says")
-        out = as_bytes(pa.Codec("snappy").decompress(body, size))
     elif codec == "GZIP":
-        out = memoryview(zlib.decompress(body, 32 + zlib.MAX_WBITS))
-    elif codec == "ZSTD":  # zstd refuses any other length itself
-        out = as_bytes(pa.Codec("zstd").decompress(body, size))
+        out = _gunzip(body, size)
+    elif codec in ("SNAPPY", "ZSTD"):
+        if codec == "SNAPPY" and (
+            varint(body, 0)[0] != size or size > SNAPPY_RATIO * len(body) + 64
+        ):  # the stream opens with its length; the decoder checks it
+            raise Unreadable("snappy page of another length than its header says")
+        try:  # zstd refuses any other length itself
+            out = as_bytes(pa.Codec(codec.lower()).decompress(body, size))
+        except OSError as exc:  # the codec's own complaint about its bytes (not storage's)
+            raise Unreadable(f"{codec.lower()} page: {exc}") from exc
+        except MemoryError as exc:  # the size a header chose: Arrow allocates it, or reports
+            raise Unreadable(f"no memory for a page of {size} bytes") from exc
     else:
         raise Unreadable(f"codec {codec}")
     if len(out) != size:

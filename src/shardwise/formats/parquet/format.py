@@ -1,4 +1,5 @@
-"""Parquet: one unit per row group, read with column projection; rolling writer."""
+"""Parquet: one unit per row group, read with column projection (the rolling shard
+writer is :mod:`.writer`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardwise._tokens import token_columns
-from shardwise.errors import ConfigError, FormatError
-from shardwise.formats._writer import RollingWriter
+from shardwise.errors import ConfigError, FormatError, StorageError
 from shardwise.formats.contract import (
     OnError,
     Quarantine,
@@ -19,8 +18,10 @@ from shardwise.formats.contract import (
     suffixes_of,
     unify_permissive,
 )
-from shardwise.formats.parquet._fixedlist import read_fixed_lists
-from shardwise.storage import open_arrow_input, transient_in_chain
+from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
+from shardwise.formats.parquet.writer import ParquetShardWriter
+from shardwise.storage import open_arrow_input
+from shardwise.storage.recording import RecordingFile, storage_failure
 
 __all__ = ["ParquetFormat", "ParquetShardWriter"]
 
@@ -31,13 +32,27 @@ def _open(path: str, storage_options: dict[str, Any]) -> pq.ParquetFile:
 
 def _open_with_source(path: str, storage_options: dict[str, Any]) -> tuple[pq.ParquetFile, Any]:
     f = open_arrow_input(path, **storage_options)
+    if not isinstance(f, pa.NativeFile):  # a Python file: its own failures are told apart
+        f = RecordingFile(f)
     try:
         return pq.ParquetFile(f), f
-    except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
+    except Exception as exc:
         f.close()
-        if transient_in_chain(exc):  # a dropped connection, not a bad file: the caller may retry
+        _raise_storage(exc, f, path, "footer")
+        if not isinstance(exc, (pa.ArrowException, OSError)):
             raise
         raise FormatError(f"not a readable Parquet file ({exc})", path, "footer") from exc
+
+
+def _raise_storage(exc: BaseException, source: Any, path: str, where: str) -> None:
+    """Raise a ``StorageError`` naming ``path`` if what failed was reading ``source`` (a
+    dropped connection, not a bad file: the caller retries it when the cause is
+    transient); return when the failure is the bytes' own."""
+    failed = storage_failure(source)
+    if failed is not None:
+        raise StorageError(
+            f"cannot read {path} ({where}): {type(failed).__name__}: {failed}", path
+        ) from failed
 
 
 class ParquetFormat:
@@ -120,11 +135,17 @@ class ParquetFormat:
             check_columns(columns, schema if schema is not None else pf.schema_arrow)
             try:
                 table = _read_row_group(pf, source, unit.index, columns, use_threads)
-            except (pa.ArrowInvalid, pa.ArrowException, OSError, IndexError) as exc:
-                if transient_in_chain(exc):  # a dropped connection, not a bad row group
-                    raise
+            except Exception as exc:
+                # bytes already read that do not decode are the file's damage, whatever the
+                # message says (a snappy page of 503 bytes is no throttled request)
+                _raise_storage(exc, source, unit.path, f"row group {unit.index}")
+                if not isinstance(exc, (pa.ArrowException, OSError, IndexError)):
+                    raise  # a bug, not the file's damage
+                what = _failing_column(pf, unit.index, columns)
                 err = FormatError(
-                    f"cannot decode row group ({exc})", unit.path, f"row group {unit.index}"
+                    f"cannot decode {what} ({exc})",
+                    unit.path,
+                    f"row group {unit.index}",
                 )
                 if on_error == "skip" and quarantine is not None:
                     quarantine.add(
@@ -148,6 +169,18 @@ class ParquetFormat:
         return ParquetShardWriter(prefix, storage_options=self.storage_options, **options)
 
 
+def _failing_column(pf: pq.ParquetFile, group: int, columns: Sequence[str] | None) -> str:
+    """The first column Arrow cannot read alone, as "column 'name'" (after a failed read
+    of the row group: the error's message rarely names it), or "row group" when none
+    fails alone."""
+    for name in list(columns) if columns is not None else pf.schema_arrow.names:
+        try:
+            pf.read_row_group(group, columns=[name], use_threads=False)
+        except (pa.ArrowException, OSError, IndexError):
+            return f"column {name!r}"
+    return "row group"
+
+
 def _read_row_group(
     pf: pq.ParquetFile, source: Any, group: int, columns: Sequence[str] | None, use_threads: bool
 ) -> pa.Table:
@@ -157,7 +190,9 @@ def _read_row_group(
     plain = len(set(names)) == len(names) and set(names) <= set(
         pf.schema_arrow.names
     )  # else as Arrow has it
-    fixed = read_fixed_lists(pf, source, group, names) if plain else {}
+    # the one switch of the page reader (SHARDWISE_PAGE_READER=0): the pipeline's reads
+    # (read_unit) and the loader's (read_table) both come here
+    fixed = read_fixed_lists(pf, source, group, names) if plain and page_reader_enabled() else {}
     if not fixed:
         return pf.read_row_group(
             group, columns=list(columns) if columns is not None else None, use_threads=use_threads
@@ -193,74 +228,3 @@ def _conform(
         else:
             arrays.append(pa.nulls(table.num_rows, field.type))
     return pa.Table.from_arrays(arrays, schema=target)
-
-
-def _column_options(batch: pa.RecordBatch) -> dict[str, Any]:
-    """Writer options: token columns (:mod:`shardwise._tokens`) PLAIN, without dictionary
-    or statistics (a document's whole token array would be its min and max); every
-    column as Arrow's defaults have it when there is none."""
-    tokens = token_columns(batch.schema)
-    if not tokens:
-        return {"write_statistics": True}
-    rest = [n for n in batch.schema.names if n not in tokens]
-    return {"write_statistics": rest, "use_dictionary": rest}
-
-
-class ParquetShardWriter(RollingWriter):
-    """Writes Parquet shards rolling over at ``target_shard_bytes``.
-
-    Args:
-        prefix: path or URL prefix of the shards.
-        target_shard_bytes: approximate size of each shard (default 128 MiB).
-        row_group_rows: rows per row group.
-        compression: Parquet codec (``zstd``, ``snappy``, ``gzip``, ``none``).
-        storage_options: fsspec options for remote prefixes.
-    """
-
-    def __init__(
-        self,
-        prefix: str,
-        *,
-        target_shard_bytes: int = 128 * 2**20,
-        row_group_rows: int = 65536,
-        compression: str = "zstd",
-        storage_options: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(prefix, "parquet", target_shard_bytes, storage_options)
-        if row_group_rows < 1:
-            raise ConfigError(f"row_group_rows must be >= 1, got {row_group_rows}")
-        self.row_group_rows = row_group_rows
-        self.compression = compression
-        self._writer: pq.ParquetWriter | None = None
-        self._pending: list[pa.RecordBatch] = []
-        self._pending_rows = 0
-
-    def _append(self, batch: pa.RecordBatch) -> None:
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(
-                self._buf, batch.schema, compression=self.compression, **_column_options(batch)
-            )
-        self._pending.append(batch)
-        self._pending_rows += batch.num_rows
-        while self._pending_rows >= self.row_group_rows:
-            self._flush(self.row_group_rows)
-
-    def _flush(self, rows: int) -> None:
-        assert self._writer is not None
-        table = pa.Table.from_batches(self._pending)
-        head, rest = table.slice(0, rows), table.slice(rows)
-        self._writer.write_table(head, row_group_size=rows)
-        self._pending = rest.to_batches() if rest.num_rows else []
-        self._pending_rows = rest.num_rows
-
-    def _size(self) -> int:
-        pending = sum(b.nbytes for b in self._pending) // 3  # rough compressed estimate
-        return super()._size() + pending
-
-    def _finish(self) -> bytes:
-        assert self._writer is not None and self._buf is not None
-        if self._pending_rows:
-            self._flush(self._pending_rows)
-        self._writer.close()
-        self._writer = None
-        return self._buf.getvalue()

@@ -1,13 +1,19 @@
 """Read units of a remote dataset through the node-local cache.
 
-Which bytes a unit needs: a Parquet row group of a file with several is the byte range
-of its column chunks plus the file's footer (the last 64 KiB, an entry of its own shared
-by the file's row groups; a row group's own entry stops where it starts, so no byte is
-fetched twice); the only row group of a file is read with its footer in one request, as
-one entry (the whole file); a JSONL unit is its byte range; a compressed JSONL file and
-a tar shard are read whole. While a unit is read, those entries are leased and the
-format's reader is served from them (see :mod:`shardwise.storage.overlay`), so formats
-need no change and errors still name the URL.
+Which bytes a unit needs: a Parquet row group of a file with several is the file's
+footer (the last 64 KiB, an entry of its own shared by the file's row groups) and the
+column chunks the dataset reads, each chunk an entry of its own: a read of some columns
+fetches only theirs, and a later read of other columns (another epoch, another job on
+the node) reuses the chunks they share and fetches the rest. A read of every column on
+a cold row group takes its whole byte range in one request, as one entry, which later
+reads of any columns use too. Entries stop where the footer's start, so no byte is
+fetched twice. The only row group of a file is read with its footer in one request, as
+one entry (the whole file), unless some columns are chosen and that entry is not on
+disk: then as a row group of a file with several. A JSONL unit is its byte range; a
+compressed JSONL file and a tar shard are read whole. While a unit is read, those
+entries are leased and the format's reader is served from them (see
+:mod:`shardwise.storage.overlay`), so formats need no change and errors still name the
+URL.
 """
 
 from __future__ import annotations
@@ -15,14 +21,13 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from shardwise.formats import Unit
 from shardwise.index import DatasetIndex, cache_root
+from shardwise.loader.read.chunks import Chunk, chosen, row_group_chunks, span
 from shardwise.storage import named, resolve, with_retries
 from shardwise.storage.cache import NodeCache
 from shardwise.storage.cache.entry import Extent
@@ -32,6 +37,7 @@ __all__ = ["UnitCache", "default_budget", "fetch_range", "node_cache"]
 
 FOOTER_READ = 64 * 2**10  # what Arrow reads first from the end of a Parquet file
 FETCH_CHUNK = 16 * 2**20
+FOOTER = "(footer)"  # the stats' name for the bytes of files' footers
 
 
 def default_budget(root: str) -> int:
@@ -66,15 +72,20 @@ class UnitCache:
     Args:
         index: the dataset (its files' sizes and ETags/mtimes make the entries' versions).
         cache: the node cache.
+        columns: the columns read (None: all). A Parquet row group then takes only those
+            columns' chunks, each an entry of its own, shared by every read that needs it.
     """
 
-    def __init__(self, index: DatasetIndex, cache: NodeCache) -> None:
+    def __init__(
+        self, index: DatasetIndex, cache: NodeCache, columns: Sequence[str] | None = None
+    ) -> None:
         self.index = index
         self.cache = cache
+        self.columns = list(columns) if columns is not None else None
         self.options = dict(index.storage_options or {})
         self._files = {f.path: f for f in index.files}
         self._endpoint = _endpoint(self.options)
-        self._row_groups: dict[str, list[tuple[int, int]]] = {}
+        self._layout: dict[str, list[list[Chunk]]] = {}
         self._units_in = Counter(u.path for u in index.units)
 
     @staticmethod
@@ -82,10 +93,10 @@ class UnitCache:
         """True for remote files (local files are read where they are)."""
         return "://" in url and not url.startswith("file://")
 
-    def _extent(self, url: str, start: int, end: int) -> Extent:
+    def _extent(self, url: str, start: int, end: int, column: str = "") -> Extent:
         f = self._files[url]
         source = f"{self._endpoint}|{url}" if self._endpoint else url
-        return Extent(source, start, end, f"{f.fingerprint}:{f.size}")
+        return Extent(source, start, end, f"{f.fingerprint}:{f.size}", column)
 
     def _fetch(self, url: str, start: int, end: int) -> Iterator[bytes]:
         return fetch_range(url, start, end, self.options)
@@ -98,22 +109,47 @@ class UnitCache:
             return
         size = self._files[unit.path].size
         with contextlib.ExitStack() as stack:
-            pieces = [
-                piece
-                for extent in self._extents(unit, stack)
-                if (piece := self._lease(stack, unit.path, extent)) is not None
-            ]
+            pieces = self._pieces(unit, stack)
             reader = partial(self._read_remote, unit.path)
             with serving(unit.path, lambda: SparseFile(size, pieces, reader, unit.path)):  # type: ignore[arg-type,return-value]
                 yield
 
-    def _lease(
-        self, stack: contextlib.ExitStack, url: str, extent: Extent
-    ) -> tuple[int, Bytes] | None:
-        data = stack.enter_context(
-            self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end))
-        )
-        return None if data is None else (extent.start, data)
+    def _pieces(self, unit: Unit, stack: contextlib.ExitStack) -> list[tuple[int, Bytes]]:
+        """The unit's bytes as leased entries: a whole unit; or a row group's footer and,
+        if on disk, its whole range, else the chosen columns' chunks (a cold read of every
+        column: the row group in one range)."""
+        whole = self._whole(unit)
+        if whole is not None and not self._projected():
+            return self._leased_pieces(stack, unit.path, [whole])
+        found = stack.enter_context(self.cache.lease_if_cached(whole)) if whole else None
+        if whole is not None and found is not None:
+            return [(whole.start, found)]
+        footer = self._footer(unit.path, self._files[unit.path].size, stack)
+        pieces: list[tuple[int, Bytes]] = [(e.start, d) for e, d in footer]
+        group, chunks = self._group(unit, footer)
+        if group is None:
+            return pieces
+        found = stack.enter_context(self.cache.lease_if_cached(group))
+        if found is not None:
+            return [*pieces, (group.start, found)]
+        if self.columns is None and not any(self.cache.has(c) for c in chunks):
+            chunks = [group]
+        return pieces + self._leased_pieces(stack, unit.path, chunks)
+
+    def _projected(self) -> bool:
+        return self.index.format == "parquet" and self.columns is not None
+
+    def _leased_pieces(
+        self, stack: contextlib.ExitStack, url: str, extents: list[Extent]
+    ) -> list[tuple[int, Bytes]]:
+        out: list[tuple[int, Bytes]] = []
+        for extent in extents:
+            data = stack.enter_context(
+                self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end))
+            )
+            if data is not None:
+                out.append((extent.start, data))
+        return out
 
     def _read_remote(self, url: str, start: int, end: int) -> bytes:
         data = b"".join(fetch_range(url, start, end, self.options))
@@ -129,56 +165,57 @@ class UnitCache:
         )
         return self._extent(unit.path, start, end)
 
+    def _group(
+        self, unit: Unit, footer: list[tuple[Extent, Bytes]]
+    ) -> tuple[Extent | None, list[Extent]]:
+        """The row group's whole range and its chosen chunks, as extents that stop where
+        the footer's entries start (bytes those hold come from there)."""
+        if unit.path not in self._layout:
+            size = self._files[unit.path].size
+            f = SparseFile(
+                size, [(e.start, d) for e, d in footer], partial(self._read_remote, unit.path)
+            )
+            self._layout[unit.path] = row_group_chunks(f)  # type: ignore[arg-type]
+        return self._cut(unit, min(e.start for e, _ in footer))
+
+    def _cut(self, unit: Unit, stop: int) -> tuple[Extent | None, list[Extent]]:
+        chunks = self._layout[unit.path][unit.index]
+        start, end = span(chunks)
+        group = self._extent(unit.path, start, min(end, stop)) if min(end, stop) > start else None
+        parts = [
+            self._extent(unit.path, c.start, min(c.end, stop), c.column)
+            for c in chosen(chunks, self.columns)
+            if min(c.end, stop) > c.start
+        ]
+        return group, parts
+
     def is_cached(self, unit: Unit) -> bool:
         """True if every entry ``unit`` needs is on disk now (nothing is read or leased);
         False also when that is not known without reading its file's footer."""
         if not self.cached(unit.path) or unit.path not in self._files:
             return True
         whole = self._whole(unit)
-        if whole is not None:
+        if whole is not None and (not self._projected() or self.cache.has(whole)):
             return self.cache.has(whole)
-        ranges = self._row_groups.get(unit.path)
-        if ranges is None:
+        if unit.path not in self._layout:
             return False
         size = self._files[unit.path].size
         tail = self._extent(unit.path, max(0, size - FOOTER_READ), size)
-        start, end = ranges[unit.index][0], min(ranges[unit.index][1], tail.start)
+        group, chunks = self._cut(unit, tail.start)
         return self.cache.has(tail) and (
-            end <= start or self.cache.has(self._extent(unit.path, start, end))
+            group is None or self.cache.has(group) or all(self.cache.has(c) for c in chunks)
         )
-
-    def _extents(self, unit: Unit, stack: contextlib.ExitStack) -> list[Extent]:
-        size = self._files[unit.path].size
-        whole = self._whole(unit)
-        if whole is not None:
-            return [whole]
-        footer = self._footer(unit.path, size, stack)
-        if unit.path not in self._row_groups:
-            self._row_groups[unit.path] = _row_group_ranges(
-                SparseFile(
-                    size,
-                    [(e.start, d) for e, d in footer],
-                    partial(self._read_remote, unit.path),
-                    unit.path,
-                )
-            )
-        start, end = self._row_groups[unit.path][unit.index]
-        end = min(
-            end, *(e.start for e, _ in footer)
-        )  # bytes the footer's entries hold come from there
-        tail = [self._extent(unit.path, start, end)] if end > start else []
-        return [e for e, _ in footer] + tail
 
     def _footer(
         self, url: str, size: int, stack: contextlib.ExitStack
     ) -> list[tuple[Extent, Bytes]]:
         """The footer's entries (the last 64 KiB, and the rest of a larger footer)."""
-        tail = self._extent(url, max(0, size - FOOTER_READ), size)
+        tail = self._extent(url, max(0, size - FOOTER_READ), size, FOOTER)
         tail_data = self._leased(stack, url, tail)
         out = [(tail, tail_data)]
         meta_len = int.from_bytes(tail_data[-8:-4], "little") + 8 if len(tail_data) >= 8 else 0
         if meta_len > tail.length and size - meta_len >= 0:
-            head = self._extent(url, size - meta_len, tail.start)
+            head = self._extent(url, size - meta_len, tail.start, FOOTER)
             out.append((head, self._leased(stack, url, head)))
         return out
 
@@ -187,24 +224,6 @@ class UnitCache:
             self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end))
         )
         return data if data is not None else self._read_remote(url, extent.start, extent.end)
-
-
-def _row_group_ranges(f: SparseFile) -> list[tuple[int, int]]:
-    """``[start, end)`` of every row group's column chunks, from the footer."""
-    md = pq.ParquetFile(f).metadata
-    out = []
-    for i in range(md.num_row_groups):
-        rg = md.row_group(i)
-        starts, ends = [], []
-        for c in range(rg.num_columns):
-            col = rg.column(c)
-            first = col.data_page_offset
-            if col.has_dictionary_page and col.dictionary_page_offset:
-                first = min(first, col.dictionary_page_offset)
-            starts.append(first)
-            ends.append(first + col.total_compressed_size)
-        out.append((min(starts), max(ends)) if starts else (0, 0))
-    return out
 
 
 def node_cache(cache_dir: str | None, cache_bytes: int | None) -> NodeCache | None:

@@ -7,7 +7,7 @@ import contextlib
 import itertools
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from shardwise.errors import ShardwiseError
@@ -81,14 +81,17 @@ class HeadStart:
     Args:
         index: the dataset (only remote files are fetched).
         cache: the node cache.
+        columns: the columns the workers read (None: all); only their chunks are fetched.
     """
 
-    def __init__(self, index: DatasetIndex, cache: NodeCache) -> None:
+    def __init__(
+        self, index: DatasetIndex, cache: NodeCache, columns: Sequence[str] | None = None
+    ) -> None:
         self.index = index
         self.cache = cache
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._units = UnitCache(index, cache)  # kept: what it learns of files' footers
+        self._units = UnitCache(index, cache, columns)  # kept: what it learns of files' footers
 
     def start(
         self, plan: Callable[[], Plan], rank: int, num_workers: int, budget_bytes: int
@@ -151,6 +154,7 @@ def head_start(
     num_workers: int,
     prefetch_bytes: int,
     resuming: bool,
+    columns: Sequence[str] | None = None,
 ) -> HeadStart | None:
     """Stop ``previous`` and start the head start of a new epoch, when it helps: in the
     training process, with a node cache, a dataset (not a mix) with remote files, and no
@@ -166,7 +170,7 @@ def head_start(
         or not any(UnitCache.cached(f.path) for f in index.files)
     ):
         return previous
-    head = previous or HeadStart(index, cache)
+    head = previous or HeadStart(index, cache, columns)
     head.start(plan, rank, num_workers, min(prefetch_bytes * num_workers, cache.budget_bytes // 2))
     return head
 

@@ -30,11 +30,12 @@ def table_loader(
     cache: NodeCache | None,
     batch_format: str | None,
 ) -> Callable[[int], pa.Table]:
-    """A function reading one unit of ``index`` as one contiguous table; its strings (and,
-    per sample, its dates) are checked when ``batch_format`` makes them Python objects."""
+    """A function reading one unit of ``index`` as one contiguous table; its strings and
+    dates are checked where ``batch_format`` makes them Python objects."""
     reader = unit_reader(index, columns, filter, on_error, cache)
     units = index.units
-    per_sample = batch_format is None
+    # per sample and in torch batches, dates become Python objects; numpy keeps datetime64
+    python_dates = batch_format in (None, "torch")
     python_values = batch_format != "arrow"
 
     def load(u: int) -> pa.Table:
@@ -52,8 +53,8 @@ def table_loader(
             raise FormatError(
                 f"cannot read this unit ({type(exc).__name__}: {exc})", units[u].path, place
             ) from exc
-        if python_values:  # strings (and, per sample, dates) must become Python objects
-            check_values(table, units[u], place, dates=per_sample)
+        if python_values:  # strings and nested dates (and Python's dates) must convert
+            check_values(table, units[u], place, dates=python_dates)
         return table
 
     return load

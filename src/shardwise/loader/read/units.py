@@ -72,7 +72,9 @@ class UnitReader:
         if self.cache is None:
             return contextlib.nullcontext()
         if self._units is None:
-            self._units = UnitCache(self.index, self.cache)
+            # the columns read: all of them under a filter (it may use any)
+            read = None if self.filter is not None else self.columns
+            self._units = UnitCache(self.index, self.cache, read)
         served: contextlib.AbstractContextManager[None] = self._units.serve(
             self.index.units[unit_id]
         )

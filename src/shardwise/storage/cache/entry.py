@@ -9,7 +9,7 @@ import os
 import time
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shardwise.errors import StorageError
 
@@ -37,12 +37,15 @@ class Extent:
         source: the object's URL (with the endpoint, when one is not implied by it).
         start, end: the range.
         version: what changes when the object changes (ETag or mtime, and size).
+        column: what the range holds, for the cache's stats (a Parquet column chunk's
+            column, ``"(footer)"``, or empty: a whole unit); not part of the key.
     """
 
     source: str
     start: int
     end: int
     version: str
+    column: str = field(default="", compare=False)  # what the bytes are, for stats only
 
     @property
     def length(self) -> int:

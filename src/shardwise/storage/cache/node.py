@@ -8,7 +8,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from shardwise.errors import ConfigError
@@ -24,21 +23,9 @@ from shardwise.storage.cache.entry import (
     write_entry,
 )
 from shardwise.storage.cache.lease import FileLock, owner_id
+from shardwise.storage.cache.stats import CacheStats, fetched
 
 __all__ = ["CacheStats", "NodeCache"]
-
-
-@dataclass
-class CacheStats:
-    """What one process did with the cache (downloads are also journaled per node)."""
-
-    hits: int = 0
-    downloads: int = 0
-    bytes_downloaded: int = 0
-    read_through: int = 0
-    evictions: int = 0
-    bad_entries: int = 0
-    uncached_bytes: int = 0
 
 
 class NodeCache:
@@ -145,6 +132,19 @@ class NodeCache:
             if data is not None:
                 self._unlease(extent.key)
 
+    @contextlib.contextmanager
+    def lease_if_cached(self, extent: Extent) -> Iterator[EntryView | None]:
+        """Hold ``extent``'s entry for a ``with`` block if it is on disk and good (yields
+        it), else yield None; never downloads."""
+        self._check_fork()
+        found = self._hit(extent)
+        try:
+            yield found
+        finally:
+            if found is not None:
+                found.close()
+                self._unlease(extent.key)
+
     def _acquire(
         self, extent: Extent, fetch: Callable[[], Iterable[bytes]]
     ) -> bytes | EntryView | None:
@@ -226,22 +226,23 @@ class NodeCache:
             with contextlib.suppress(OSError):
                 os.unlink(part)
             raise
-        self.stats.downloads += 1
-        self.stats.bytes_downloaded += len(data)
-        self._journal("download", extent.key, extent.source, extent.length, extent.start)
+        column = self.stats.downloaded(extent.column, len(data))
+        self._journal("download", extent.key, extent.source, extent.length, extent.start, column)
         return data
 
     def note_uncached(self, source: str, nbytes: int) -> None:
         """Count (and journal) bytes read from the remote object outside any entry."""
         self.stats.uncached_bytes += nbytes
+        self.stats.bytes_fetched += nbytes
         self._journal("uncached", "", source, nbytes)
 
-    def _journal(self, kind: str, key: str, source: str, nbytes: int, start: int = -1) -> None:
+    def _journal(
+        self, kind: str, key: str, source: str, nbytes: int, start: int = -1, column: str = ""
+    ) -> None:
         """Record one fetch in the node's journal, so what every process of the node
         fetched can be counted afterwards."""
-        append_journal(
-            self.root, {"kind": kind, "key": key, "source": source, "start": start, "bytes": nbytes}
-        )
+        record = {"kind": kind, "key": key, "source": source, "start": start, "bytes": nbytes}
+        append_journal(self.root, record | ({"column": column} if column else {}))
 
     def _reserve(self, key: str, need: int) -> str | None:
         """A part file counted as ``need`` bytes, once there is room; None if there is none."""
@@ -288,3 +289,9 @@ class NodeCache:
     def journal(self) -> list[dict[str, Any]]:
         """Every download recorded on this node (most recent few MiB)."""
         return read_journal(self.root)
+
+    def node_fetched(self) -> dict[str, Any]:
+        """Bytes every process of this node fetched (``bytes_fetched``) and downloaded per
+        column (``bytes_per_column``), from the journal: :attr:`stats` counts only this
+        process's, and DataLoader workers are processes of their own."""
+        return fetched(self.journal())
