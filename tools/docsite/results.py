@@ -270,6 +270,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "dedup": render_dedup,
     "parallel": render_parallel,
     "tokens": render_tokens,
+    "index": render_tabled("index"),
 }
 
 

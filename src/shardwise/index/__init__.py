@@ -1,7 +1,8 @@
 """Dataset index: every unit of every file with its exact sample count.
 
-``index_dataset(paths)`` expands paths and globs, reads only what it needs from each
-file (Parquet footers, tar headers, JSONL newlines), and returns a
+``index_dataset(paths)`` lists each path once (sizes and fingerprints come with the
+listing), reads only what it needs from each file (Parquet footers, by concurrent ranged
+reads of the files' tails; tar headers; JSONL newlines), and returns a
 :class:`DatasetIndex`. The index is saved beside the data (``_shardwise_index.json``
 in the dataset directory) or, when that is not possible, in a cache directory, and
 reused per file only while the file's size and fingerprint (mtime or ETag) match.
@@ -29,12 +30,8 @@ from shardwise.formats import (
     format_class,
     get_format,
 )
-from shardwise.index.dataset_files import (
-    MANIFEST_NAME,
-    choose_format,
-    expand_with_manifests,
-    file_infos,
-)
+from shardwise.index.dataset_files import MANIFEST_NAME, choose_format, list_dataset
+from shardwise.index.footers import index_parquet
 from shardwise.index.model import INDEX_NAME, DatasetIndex, FileEntry
 from shardwise.index.store import cache_root, index_location, load_saved, save
 from shardwise.storage import FileInfo
@@ -85,7 +82,7 @@ def index_dataset(
         cache_dir: where to keep the index when it cannot be saved beside the data
             (default ``$SHARDWISE_CACHE_DIR`` or ``~/.cache/shardwise``).
         refresh: ignore any saved index and re-read every file.
-        progress: show a progress bar while indexing.
+        progress: show a progress bar (files and files per second) while indexing.
         storage_options: fsspec options (credentials, endpoint) for remote paths.
         on_error: for formats that find bad records while indexing (WebDataset: unsafe
             members, keys whose members are not adjacent), ``"raise"`` refuses the file
@@ -106,13 +103,14 @@ def index_dataset(
         if isinstance(paths, (str, os.PathLike))
         else [os.fspath(p) for p in paths]
     )
-    files = expand_with_manifests(spec, opts)
-    fmt_name = choose_format(files, format)
+    listed = list_dataset(spec, opts)
+    infos = listed.infos
+    fmt_name = choose_format([fi.path for fi in infos], format)
     if "on_error" in inspect.signature(format_class(fmt_name)).parameters:
         format_options = {**format_options, "on_error": check_on_error(on_error)}
-    infos = file_infos(files, opts)
-    location = index_location(spec, fmt_name, format_options, cache_dir, opts)
-    saved = None if refresh else load_saved(location, fmt_name, format_options, opts)
+    location = index_location(spec, fmt_name, format_options, cache_dir, listed.directory)
+    unseen = listed.directory and listed.saved_index is None  # the listing shows none
+    saved = None if refresh or unseen else load_saved(location, fmt_name, format_options, opts)
     index = _build(fmt_name, infos, saved, format_options, progress, opts)
     index.storage_options = opts
     if index.reused_files < len(infos) or saved is None or len(saved.files) != len(infos):
@@ -145,16 +143,14 @@ def _build(
     progress: bool,
     storage_options: dict[str, Any],
 ) -> DatasetIndex:
-    from shardwise.parallel import parallel_map
-
     reuse = _reusable(saved, infos)
     todo = [fi for fi in infos if fi.path not in reuse]
-    args = [(fi.path, fmt_name, fi.size, format_options, storage_options) for fi in todo]
-    backend = _index_backend(todo)
-    fresh = parallel_map(
-        _index_one, args, backend=backend, desc="index files", progress=progress and len(args) > 1
+    built = dict(
+        zip(
+            (fi.path for fi in todo),
+            _index(fmt_name, todo, format_options, progress, storage_options),
+        )
     )
-    built = dict(zip((fi.path for fi in todo), fresh))
     files, units, schemas = [], [], []
     for fi in infos:
         f_units, schema = reuse[fi.path] if fi.path in reuse else built[fi.path]
@@ -169,6 +165,31 @@ def _build(
     return DatasetIndex(fmt_name, files, units, schema, reused_files=len(reuse))
 
 
+def _index(
+    fmt_name: str,
+    todo: list[FileInfo],
+    format_options: dict[str, Any],
+    progress: bool,
+    storage_options: dict[str, Any],
+) -> list[tuple[list[Unit], pa.Schema]]:
+    """Parquet footers as concurrent reads (:mod:`shardwise.index.footers`), unless a
+    backend was chosen with ``parallel_backend``; other formats through ``parallel_map``
+    (threads for remote files, whose indexing waits on I/O)."""
+    from shardwise.parallel import active_backend, parallel_map
+
+    if fmt_name == "parquet" and active_backend() is None:
+        get_format(fmt_name, **format_options)  # its options checked as before
+        return index_parquet(todo, storage_options, progress)
+    args = [(fi.path, fmt_name, fi.size, format_options, storage_options) for fi in todo]
+    return parallel_map(
+        _index_one,
+        args,
+        backend=_index_backend(todo),
+        desc="index files",
+        progress=progress and len(args) > 1,
+    )
+
+
 #: local files (and bytes) up to which an index reads them in the calling thread: a few
 #: footers or a newline scan of a few MB take less than starting threads for them
 SERIAL_FILES, SERIAL_BYTES = 16, 64 * 2**20
@@ -176,7 +197,8 @@ SERIAL_FILES, SERIAL_BYTES = 16, 64 * 2**20
 
 def _index_backend(todo: Sequence[FileInfo]) -> str | None:
     """Where the files to index are read: here for a few small local files, on threads
-    for up to 64 files otherwise, else on the active backend (or the default one)."""
+    for remote files or up to 64 local ones, else on the active backend (or the default
+    one)."""
     from shardwise.parallel import active_backend
 
     if active_backend() is not None:
@@ -184,7 +206,7 @@ def _index_backend(todo: Sequence[FileInfo]) -> str | None:
     local = all("://" not in fi.path or fi.path.startswith("file://") for fi in todo)
     if local and len(todo) <= SERIAL_FILES and sum(fi.size for fi in todo) <= SERIAL_BYTES:
         return "sequential"
-    return "thread" if len(todo) < 64 else None
+    return "thread" if len(todo) < 64 or not local else None
 
 
 def _reusable(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -111,8 +111,9 @@ class DatasetIndex:
                 "version": INDEX_VERSION,
                 "format": self.format,
                 "schema": schema,
-                "files": [asdict(f) for f in self.files],
-                "units": [list(asdict(u).values()) for u in self.units],
+                # field by field: asdict deep-copies every value (~0.2 ms a file)
+                "files": [_row(f, _FILE_FIELDS) for f in self.files],
+                "units": [list(_row(u, _UNIT_FIELDS).values()) for u in self.units],
             },
             separators=(",", ":"),
         )
@@ -130,6 +131,14 @@ class DatasetIndex:
             units=[Unit(*u) for u in d["units"]],
             schema=schema,
         )
+
+
+_FILE_FIELDS = tuple(f.name for f in fields(FileEntry))
+_UNIT_FIELDS = tuple(f.name for f in fields(Unit))
+
+
+def _row(value: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    return {n: getattr(value, n) for n in names}
 
 
 def _unit_desc(u: Unit) -> dict[str, Any]:

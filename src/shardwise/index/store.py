@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from functools import partial
 from typing import Any
 
 from shardwise.errors import StorageError
 from shardwise.index.model import INDEX_NAME, DatasetIndex
-from shardwise.storage import atomic_write, join, open_input, resolve
+from shardwise.storage import atomic_write, join, named, resolve, with_retries
 
 __all__ = ["cache_root", "index_location", "load_saved", "save"]
 
@@ -33,15 +34,12 @@ def index_location(
     fmt: str,
     format_options: dict[str, Any],
     cache_dir: str | None,
-    opts: dict[str, Any],
+    directory: bool,
 ) -> str:
-    if len(spec) == 1:
-        fs, path = resolve(spec[0], **opts)
-        try:
-            if fs.isdir(path):
-                return join(spec[0], INDEX_NAME)
-        except OSError:
-            pass
+    """Beside the data when the dataset is one directory, else in the cache directory
+    under a name made of the paths, the format and its options."""
+    if len(spec) == 1 and directory:
+        return join(spec[0], INDEX_NAME)
     return os.path.join(cache_root(cache_dir), _spec_key(spec, fmt, format_options) + ".json")
 
 
@@ -49,8 +47,9 @@ def load_saved(
     location: str, fmt: str, format_options: dict[str, Any], opts: dict[str, Any]
 ) -> DatasetIndex | None:
     try:
-        with open_input(location, **opts) as f:
-            payload = json.loads(f.read())
+        fs, path = resolve(location, **(opts if "://" in location else {}))
+        with named(location):
+            payload = json.loads(with_retries(partial(fs.cat_file, path)))
         if payload.get("format_options") != json.loads(json.dumps(format_options, default=str)):
             return None
         saved = DatasetIndex.from_json(payload["index"])

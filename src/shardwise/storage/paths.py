@@ -13,6 +13,7 @@ from fsspec.core import url_to_fs
 
 from shardwise._optional import require
 from shardwise.errors import EmptyDatasetError, StorageError
+from shardwise.storage.listing import data_files, fingerprint_of, list_path
 from shardwise.storage.localfs import mappable
 from shardwise.storage.overlay import overlay_for
 from shardwise.storage.refusals import named
@@ -26,7 +27,6 @@ _PROTOCOL_EXTRAS = {
     "gs": ("gcsfs", "GCS access"),
     "gcs": ("gcsfs", "GCS access"),
 }
-_GLOB_CHARS = set("*?[")
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def _s3_session() -> Any:
     return _SESSION[0]
 
 
-def _unstrip(fs: fsspec.AbstractFileSystem, original: str, path: str) -> str:
+def unstrip(fs: fsspec.AbstractFileSystem, original: str, path: str) -> str:
     """Turn a filesystem-internal path back into a URL of the original's protocol."""
     proto = _protocol(original)
     if proto == "file":
@@ -140,43 +140,14 @@ def expand(
             fs.invalidate_cache()
             refreshed.append(fs)
         with named(item):
-            files = [f for f in _files_of(fs, path, item) if not _hidden(f)]
+            files = data_files(*list_path(fs, path, item), path)
         if extensions is not None:
             files = [f for f in files if f.endswith(extensions)]
-        out.extend(_unstrip(fs, item, f) for f in files)
+        out.extend(unstrip(fs, item, f) for f in files)
     if not out:
         shown = ", ".join(items[:3]) + (" ..." if len(items) > 3 else "")
         raise EmptyDatasetError(f"no data files matched {shown}", items[0])
     return out
-
-
-def _files_of(fs: fsspec.AbstractFileSystem, path: str, item: str) -> list[str]:
-    """The files a glob, a directory (walked) or a file names, sorted."""
-    if _GLOB_CHARS & set(path):
-        found = with_retries(partial(fs.glob, path, detail=True))
-        return sorted(p for p, d in found.items() if d.get("type") != "directory")
-    if with_retries(partial(fs.isdir, path)):
-        found = with_retries(partial(fs.find, path, detail=True))
-        root = path.rstrip("/") + "/"
-        # inside a walked directory, hidden or '_' directories (_temporary, _work, .cache) are
-        # skipped too
-        return sorted(
-            p
-            for p, d in found.items()
-            if d.get("type") != "directory"
-            and not any(_hidden(part) for part in p[len(root) :].split("/")[:-1])
-        )
-    if with_retries(partial(fs.exists, path)):
-        return [path]
-    bucket = path.split("/", 1)[0]
-    if (
-        _protocol(item) != "file"
-        and bucket
-        and bucket != path
-        and not with_retries(partial(fs.exists, bucket))
-    ):
-        raise EmptyDatasetError(f"no such bucket {bucket!r}: {item}", item)
-    raise EmptyDatasetError(f"no such file or directory: {item}", item)
 
 
 def require_bucket(url: str, **storage_options: Any) -> None:
@@ -203,11 +174,6 @@ def require_bucket(url: str, **storage_options: Any) -> None:
         raise StorageError(f"no such bucket {bucket!r}: {url}", url)
 
 
-def _hidden(path: str) -> bool:
-    name = path.rstrip("/").rsplit("/", 1)[-1]
-    return name.startswith((".", "_"))
-
-
 def info(url: str, **storage_options: Any) -> FileInfo:
     """Return the size and a change fingerprint (mtime or ETag) of one file.
 
@@ -217,16 +183,7 @@ def info(url: str, **storage_options: Any) -> FileInfo:
     fs, path = resolve(url, **storage_options)
     with named(url):
         d = with_retries(partial(fs.info, path))
-    fp = (
-        d.get("ETag")
-        or d.get("etag")
-        or d.get("mtime")
-        or d.get("LastModified")
-        or d.get("last_modified")
-        or d.get("created")
-        or ""
-    )
-    return FileInfo(path=url, size=int(d.get("size") or 0), fingerprint=str(fp).strip('"'))
+    return FileInfo(path=url, size=int(d.get("size") or 0), fingerprint=fingerprint_of(d))
 
 
 def open_input(url: str, mode: str = "rb", **storage_options: Any) -> IO[bytes]:

@@ -19,6 +19,7 @@ from shardwise.formats.contract import (
     unify_permissive,
 )
 from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
+from shardwise.formats.parquet._footer import row_group_units
 from shardwise.formats.parquet.writer import ParquetShardWriter
 from shardwise.storage import open_arrow_input
 from shardwise.storage.recording import RecordingFile, storage_failure
@@ -78,13 +79,7 @@ class ParquetFormat:
         """One unit per row group, from the footer only."""
         pf = _open(path, self.storage_options)
         try:
-            md = pf.metadata
-            units = []
-            for i in range(md.num_row_groups):
-                rg = md.row_group(i)
-                nbytes = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
-                units.append(Unit(path, i, rg.num_rows, nbytes, 0, size))
-            return units
+            return row_group_units(pf.metadata, path, size)
         finally:
             pf.close()
 

@@ -1,0 +1,95 @@
+"""A Parquet file's units and schema from its last bytes: an index needs only the footer,
+which one ranged read of the file's tail usually holds whole (a larger footer needs one
+more read, of the bytes before the tail, which :func:`footer_start` names)."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shardwise.errors import FormatError
+from shardwise.formats.contract import Unit
+
+__all__ = ["TAIL_BYTES", "footer_start", "row_group_units", "tail_start", "units_from_tail"]
+
+#: bytes read from the end of each file: small files' footers fit (Arrow reads as much)
+TAIL_BYTES = 64 * 1024
+
+_MAGIC = b"PAR1"
+
+
+def tail_start(size: int, tail_bytes: int = TAIL_BYTES) -> int:
+    """Where the first read of a file of ``size`` bytes starts."""
+    return max(0, size - tail_bytes)
+
+
+def footer_start(size: int, tail: bytes) -> int | None:
+    """Where the footer starts when ``tail`` (the file's last bytes) holds only part of
+    it; None when it is all there, or when the tail is not a footer (Arrow then reports
+    the damage from the tail alone)."""
+    if len(tail) < 8 or tail[-4:] != _MAGIC:
+        return None
+    start = size - 8 - int.from_bytes(tail[-8:-4], "little")
+    return start if 0 <= start < size - len(tail) else None
+
+
+def row_group_units(md: pq.FileMetaData, path: str, size: int) -> list[Unit]:
+    """One unit per row group of the file's metadata (compressed bytes as its size)."""
+    units = []
+    for i in range(md.num_row_groups):
+        rg = md.row_group(i)
+        nbytes = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+        units.append(Unit(path, i, rg.num_rows, nbytes, 0, size))
+    return units
+
+
+def units_from_tail(path: str, size: int, tail: bytes) -> tuple[list[Unit], pa.Schema]:
+    """The units and Arrow schema of the Parquet file ``path`` of ``size`` bytes, from its
+    last ``len(tail)`` bytes (which must hold the whole footer).
+
+    Raises:
+        FormatError: the tail is not a readable Parquet footer (Arrow's reason given).
+    """
+    source = pa.PythonFile(_Tail(size, tail), mode="r")
+    try:
+        pf = pq.ParquetFile(source)
+        return row_group_units(pf.metadata, path, size), pf.schema_arrow
+    except (pa.ArrowInvalid, pa.ArrowException, OSError, FormatError) as exc:
+        raise FormatError(f"not a readable Parquet file ({exc})", path, "footer") from exc
+    finally:
+        source.close()
+
+
+class _Tail(io.RawIOBase):
+    """A read-only file of ``size`` bytes of which only the last ``len(tail)`` are here;
+    Arrow sees the file's true size and reads its footer from them."""
+
+    def __init__(self, size: int, tail: bytes) -> None:
+        super().__init__()
+        self._size, self._tail, self._base, self._pos = size, tail, size - len(tail), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, size: int = -1) -> bytes:
+        if self._pos < self._base:
+            raise FormatError(
+                f"the footer reaches byte {self._pos}, before the last {len(self._tail)} bytes"
+            )
+        end = self._size if size < 0 else min(self._size, self._pos + size)
+        out = self._tail[self._pos - self._base : max(self._pos, end) - self._base]
+        self._pos = max(self._pos, end)
+        return out
