@@ -1,6 +1,6 @@
 """WebDataset tar shards into NVIDIA DALI's parallel external source, split by (rank, worker).
 
-For one rank, ``DaliSource`` gives one external source per DALI Python worker; each reads
+For one rank, ``DaliInput`` gives one external source per DALI Python worker; each reads
 its own shards and adds exactly ``per_worker`` samples to every batch, all of them stop
 on the same iteration, and every rank runs the same number of iterations. ``merge`` joins
 the workers' outputs into the rank's batch.
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from nvidia.dali import fn, pipeline_def
 
-from shardwise.integrations.dali import DaliSource
+from shardwise.integrations.dali import DaliInput
 
 
 def png(i: int, size: int = 16) -> bytes:
@@ -63,7 +63,7 @@ def write_shards(root: Path, sizes: tuple[int, ...] = (40, 13, 57, 26, 31, 9)) -
     return i
 
 
-def make_pipeline(src: DaliSource) -> Any:
+def make_pipeline(src: DaliInput) -> Any:
     """One rank's pipeline: a parallel source per DALI worker, images decoded on the CPU."""
 
     @pipeline_def(
@@ -86,7 +86,7 @@ def make_pipeline(src: DaliSource) -> Any:
 
 def run_rank(path: str, rank: int, args: argparse.Namespace) -> tuple[list[list[int]], int]:
     """Labels this rank saw, per epoch, and the dataset's number of samples."""
-    src = DaliSource(
+    src = DaliInput(
         path,
         rank=rank,
         world_size=args.ranks,

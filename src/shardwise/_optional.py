@@ -22,6 +22,9 @@ _EXTRAS: dict[str, str] = {
     "matplotlib": "report",
     "nvidia": "dali",
     "tokenizers": "tokens",
+    "transformers": "hf",
+    "accelerate": "hf",
+    "lightning": "lightning",
 }
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _daliwds import build_pipeline, make_shards, run_epoch
+from _daliwds import build_pipeline, label, make_shards, run_epoch
 from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS S3, a fresh bucket)
 
-from shardwise.integrations.dali import DaliSource
+from shardwise.integrations.dali import DaliInput
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -32,9 +32,9 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHARDWISE_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def _sources(path: str, **kw: Any) -> list[DaliSource]:
+def _sources(path: str, **kw: Any) -> list[DaliInput]:
     return [
-        DaliSource(
+        DaliInput(
             path,
             rank=r,
             world_size=RANKS,
@@ -48,7 +48,7 @@ def _sources(path: str, **kw: Any) -> list[DaliSource]:
     ]
 
 
-def _run(srcs: list[DaliSource], epochs: int) -> list[list[dict[str, Any]]]:
+def _run(srcs: list[DaliInput], epochs: int) -> list[list[dict[str, Any]]]:
     """Per epoch, per rank: what run_epoch saw (pipelines of both ranks alive together)."""
     pipes = [build_pipeline(s) for s in srcs]
     try:
@@ -125,9 +125,9 @@ SCRIPT = """
 import sys
 from nvidia.dali import fn, pipeline_def  # DALI's exit handler first
 mp_util_before = "multiprocessing.util" in sys.modules
-from shardwise.integrations.dali import DaliSource
+from shardwise.integrations.dali import DaliInput
 
-src = DaliSource(sys.argv[1], num_workers=2, per_worker=4, columns=["jpg", "cls"])
+src = DaliInput(sys.argv[1], num_workers=2, per_worker=4, columns=["jpg", "cls"])
 
 @pipeline_def(
     batch_size=4, num_threads=1, device_id=None, py_num_workers=2, py_start_method="spawn"
@@ -167,7 +167,7 @@ def test_the_pytorch_iterator_and_merge_by_name(tmp_path: Path) -> None:
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
     make_shards(tmp_path / "wds", [24] * 4)  # 96 = 2 ranks x 2 workers x 4 x 6
-    src = DaliSource(
+    src = DaliInput(
         str(tmp_path / "wds"),
         rank=1,
         world_size=RANKS,
@@ -212,3 +212,64 @@ def test_resume_in_a_new_pipeline_continues_the_epoch(tmp_path: Path) -> None:
     (rest,) = _run([resumed_src], 1)[0]
     assert rest["merged"] == full["merged"][2 * WORKERS * PER_WORKER :]
     assert all(b == f[2:] for b, f in zip(rest["per_source"], full["per_source"]))
+
+
+def _run_some(pipe: Any, src: DaliInput, iterations: int) -> list[int]:
+    """``iterations`` merged iterations (no reset): their labels."""
+    merged: list[int] = []
+    for _ in range(iterations):
+        _, labels = src.merge(pipe.run())
+        merged.extend(label(t) for t in labels)
+    return merged
+
+
+def test_state_names_later_epochs_and_a_resume_in_epoch_1_runs_on(tmp_path: Path) -> None:
+    """The training process follows DALI's epochs: a state saved 2 iterations into epoch 1
+    describes epoch 1; the resumed pipeline finishes epoch 1, then runs whole epochs 2 and 3
+    (``iterations`` is each epoch's own count, as the README's loop asserts)."""
+    make_shards(tmp_path / "wds", [30, 11, 25, 30])  # 96: 6 iterations of 16 across 2 ranks
+    ref = _sources(str(tmp_path / "wds"))
+    epochs = _run(ref, 4)  # per epoch, per rank
+    assert all(e[r]["iterations"] == 6 for e in epochs for r in range(RANKS))
+    assert ref[0].epoch == 3  # the epoch merged last
+    srcs = _sources(str(tmp_path / "wds"))
+    pipes = [build_pipeline(s) for s in srcs]
+    try:
+        assert [run_epoch(p, s)["merged"] for p, s in zip(pipes, srcs)] == [
+            r["merged"] for r in epochs[0]
+        ]
+        head = [_run_some(p, s, 2) for p, s in zip(pipes, srcs)]
+        states = [s.state_dict() for s in srcs]
+    finally:
+        for p in pipes:
+            del p
+    assert [s.epoch for s in srcs] == [1, 1] and [st["epoch"] for st in states] == [1, 1]
+    resumed = _sources(str(tmp_path / "wds"))
+    for s, st in zip(resumed, states):
+        s.load_state_dict(st)
+    assert [s.iterations for s in resumed] == [4, 4]
+    after = _run(resumed, 3)
+    for r in range(RANKS):
+        assert head[r] + after[0][r]["merged"] == epochs[1][r]["merged"]  # epoch 1, exactly
+        assert after[0][r]["iterations"] == 4  # the resumed epoch's remainder
+        for e in (1, 2):  # then whole epochs 2 and 3, each of 6 iterations
+            assert after[e][r]["merged"] == epochs[e + 1][r]["merged"]
+            assert after[e][r]["iterations"] == 6
+    assert [s.epoch for s in resumed] == [3, 3]
+    assert epochs[1][0]["merged"] != epochs[2][0]["merged"]
+
+
+def test_the_former_name_still_works_and_warns(tmp_path: Path) -> None:
+    from shardwise.integrations.dali import DaliSource
+
+    make_shards(tmp_path / "wds", [30, 11, 25, 30])
+    with pytest.warns(DeprecationWarning, match="DaliInput"):
+        src = DaliSource(
+            str(tmp_path / "wds"),
+            num_workers=2,
+            per_worker=4,
+            columns=["cls"],
+            rank=0,
+            world_size=1,
+        )
+    assert isinstance(src, DaliInput) and src.iterations == 12

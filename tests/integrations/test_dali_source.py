@@ -1,4 +1,4 @@
-"""``DaliSource`` without a pipeline: the sources iterated directly (as DALI's worker
+"""``DaliInput`` without a pipeline: the sources iterated directly (as DALI's worker
 does), their pickling, epochs, resume, merge, the Arrow-to-array conversion and errors."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from _daliwds import source_epoch as _epoch
 
 from shardwise.errors import ConfigError, MissingExtraError, PlanError
 from shardwise.integrations._arrays import column_arrays
-from shardwise.integrations.dali import DaliSource
+from shardwise.integrations.dali import DaliInput
 
 SIZES = [5, 40, 3, 22, 17, 1, 30]  # 118 samples
 
@@ -28,7 +28,7 @@ def shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return str(tmp_path / "wds")
 
 
-def _src(path: str, rank: int = 0, **kw: Any) -> DaliSource:
+def _src(path: str, rank: int = 0, **kw: Any) -> DaliInput:
     opts: dict[str, Any] = {
         "world_size": 2,
         "num_workers": 3,
@@ -37,7 +37,7 @@ def _src(path: str, rank: int = 0, **kw: Any) -> DaliSource:
         "seed": 3,
     }
     opts.update(kw)
-    return DaliSource(path, rank=rank, **opts)
+    return DaliInput(path, rank=rank, **opts)
 
 
 def test_sources_split_ranks_and_workers_exactly(shards: str) -> None:

@@ -209,6 +209,7 @@ def test_a_worker_position_saved_on_one_rank_of_a_group_resumes_the_other(
     # arguments)
     a, b = _ranks(index, 4, 2, 2, 8, seed=2)[2:]
     full = [s["id"] for s in a.iter_shard(a.dp_rank, a.dp_size, 1, 2)]
+    a.set_epoch(0)  # a second pass is the next epoch unless set_epoch says otherwise
     it = a.iter_shard(a.dp_rank, a.dp_size, 1, 2)
     head = [next(it)["id"] for _ in range(37)]
     b.load_state_dict(a.state_dict())

@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from shardwise._optional import require
 from shardwise.errors import ConfigError
 
-__all__ = ["column_arrays", "column_spec"]
+__all__ = ["column_arrays", "column_spec", "concat_outputs"]
 
 _EMPTY = np.zeros(0, dtype=np.uint8)
 
@@ -93,3 +94,25 @@ def _byte_samples(col: pa.Array) -> list[np.ndarray]:
     return [
         data[offsets[i] : offsets[i + 1]] if valid is None or valid[i] else _EMPTY for i in range(n)
     ]
+
+
+def concat_outputs(parts: list[Any]) -> Any:
+    """Concatenate one output of every source along the batch (first) dimension."""
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    if all(type(p).__module__.startswith("torch") for p in parts):
+        return require("torch").cat(parts)
+    samples: list[np.ndarray] = []
+    dense = True
+    for p in parts:
+        if hasattr(p, "as_cpu"):
+            p = p.as_cpu()
+        if hasattr(p, "is_dense_tensor"):
+            dense = dense and bool(p.is_dense_tensor())
+            samples.extend(np.array(t) for t in p)
+        else:
+            dense = False
+            samples.extend(np.asarray(t) for t in p)
+    if dense and samples and len({s.shape for s in samples}) == 1:
+        return np.stack(samples)
+    return samples

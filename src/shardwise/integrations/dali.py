@@ -2,20 +2,25 @@
 
 DALI's parallel external source does not tell a source which worker runs it, but it
 runs every *iterable* source in a dedicated worker process of its own (sources are
-assigned to workers in turn). :class:`DaliSource` therefore hands one rank ``K``
+assigned to workers in turn). :class:`DaliInput` therefore hands one rank ``K``
 picklable iterables, one per worker (``py_num_workers=K``): source ``k`` streams the
 (rank, k) piece of the epoch's :class:`~shardwise.plan.EpochPlan` and yields exactly
 ``per_worker`` samples per iteration (``batch=True``). Pieces are consecutive, equal
 and disjoint across ranks x workers, so every source on every rank yields the same
 number of batches and raises ``StopIteration`` on the same iteration: DALI pipelines
-on all ranks run the same number of iterations. :meth:`DaliSource.merge` joins the
+on all ranks run the same number of iterations. :meth:`DaliInput.merge` joins the
 ``K`` outputs of an iteration into the rank's batch of ``K * per_worker`` samples.
 
 Epochs: every ``iter()`` of a source starts the next epoch (``cycle="raise"``: DALI
 calls ``iter()`` again after ``pipe.reset()``, which its iterators do at an epoch's
-end), counted per process from :meth:`DaliSource.set_epoch`'s epoch. Resume:
-:meth:`DaliSource.state_dict` after ``n`` iterations, :meth:`DaliSource.load_state_dict`
-before building the pipeline (DALI's own checkpointing does not cover iterable sources).
+end), counted per process from :meth:`DaliInput.set_epoch`'s epoch. The training process
+counts merged iterations (after an epoch's ``iterations``, the next ``merge`` starts the next
+epoch), so ``epoch``, ``iterations`` and ``state_dict`` follow the sources. Resume:
+``state_dict()`` after some iterations, ``load_state_dict`` before building the pipeline
+(DALI's own checkpointing does not cover iterable sources).
+
+``DaliSource`` is the former name of ``DaliInput`` (``shardwise.Source`` is the user's
+source of a mix); it still works and warns.
 """
 
 from __future__ import annotations
@@ -24,17 +29,16 @@ import atexit
 import copy
 import multiprocessing.util
 import os
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from shardwise._optional import require
 from shardwise.errors import ConfigError, PlanError
-from shardwise.integrations._arrays import column_arrays, column_spec
+from shardwise.integrations._arrays import column_arrays, column_spec, concat_outputs
 from shardwise.loader import StreamingDatasetBase
 
-__all__ = ["DaliSource", "WorkerFeed", "WorkerSource"]
+__all__ = ["DaliInput", "DaliSource", "WorkerFeed", "WorkerSource"]
 
 
 class WorkerFeed:
@@ -88,7 +92,7 @@ class WorkerFeed:
 WorkerSource = WorkerFeed  # its name in 0.1; a deprecated alias, kept for one release
 
 
-class DaliSource:
+class DaliInput:
     """One rank's ``K`` DALI external sources over a dataset (WebDataset shards or any format).
 
     Args:
@@ -128,7 +132,7 @@ class DaliSource:
         drop_last: bool = True,
         **options: Any,
     ) -> None:
-        require("nvidia.dali", "DaliSource")
+        require("nvidia.dali", type(self).__name__)
         for name, value in (("per_worker", per_worker), ("num_workers", num_workers)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
@@ -153,6 +157,7 @@ class DaliSource:
         self.rank, self.world_size = self.dataset.rank, self.dataset.world_size
         schema = self.dataset.index.schema
         self.specs = {c: column_spec(c, schema.field(c).type) for c in self.columns}
+        self._merged = 0  # iterations of the current epoch merged in this process
 
     # -- the sources ------------------------------------------------------------------
     def sources(self) -> list[WorkerFeed]:
@@ -171,9 +176,9 @@ class DaliSource:
         Returns:
             Per source, a tuple of data nodes, one per column.
         """
-        fn = require("nvidia.dali.fn", "DaliSource.external_sources")
+        fn = require("nvidia.dali.fn", "DaliInput.external_sources")
         _shutdown_pipelines_before_joining_workers()
-        types = require("nvidia.dali.types", "DaliSource.external_sources")
+        types = require("nvidia.dali.types", "DaliInput.external_sources")
         opts: dict[str, Any] = {
             "batch": True,
             "parallel": True,
@@ -188,11 +193,14 @@ class DaliSource:
     # -- epochs, sizes and resume -----------------------------------------------------
     @property
     def epoch(self) -> int:
+        """The epoch of the iterations being merged (the next one's once an epoch's
+        ``iterations`` are merged and the next iteration is)."""
         return self.dataset.epoch
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the sources made after this start with (before building the pipeline)."""
         self.dataset.set_epoch(epoch)
+        self._merged = 0
 
     @property
     def iterations(self) -> int:
@@ -205,8 +213,11 @@ class DaliSource:
         """The rank's merged batch: ``num_workers * per_worker`` samples."""
         return self.num_workers * self.per_worker
 
-    def state_dict(self, iterations: int) -> dict[str, Any]:
-        """The position after ``iterations`` pipeline iterations of the current epoch."""
+    def state_dict(self, iterations: int | None = None) -> dict[str, Any]:
+        """The position after ``iterations`` pipeline iterations of the current epoch
+        (default: the iterations merged so far in it); it names the epoch."""
+        if iterations is None:
+            iterations = self._merged
         if not 0 <= iterations <= self.iterations:
             raise PlanError(f"iterations must be in [0, {self.iterations}], got {iterations}")
         return self.dataset.state_dict(consumed_batches=iterations * self.num_workers)
@@ -215,6 +226,15 @@ class DaliSource:
         """Continue an epoch from :meth:`state_dict` (before building the pipeline); also on
         another number of ranks, workers or ``per_worker`` (what was consumed is not repeated)."""
         self.dataset.load_state_dict(state)
+        self._merged = 0
+
+    def _count_iteration(self) -> None:
+        """One more iteration merged: the first of the next epoch once this one's are done
+        (the sources start it after ``pipe.reset()``, from its start)."""
+        if self._merged >= self.iterations:
+            self.dataset.set_epoch(self.dataset.epoch + 1)
+            self._merged = 0
+        self._merged += 1
 
     # -- outputs ----------------------------------------------------------------------
     def merge(self, outputs: Sequence[Any] | Mapping[str, Any]) -> list[Any] | dict[str, Any]:
@@ -232,21 +252,31 @@ class DaliSource:
             (a list of per-sample arrays otherwise), source 0's samples first.
         """
         k = self.num_workers
+        self._count_iteration()
         if isinstance(outputs, Mapping):
             names = list(dict.fromkeys(key.rsplit("_w", 1)[0] for key in outputs))
-            return {n: _concat([outputs[f"{n}_w{i}"] for i in range(k)]) for n in names}
+            return {n: concat_outputs([outputs[f"{n}_w{i}"] for i in range(k)]) for n in names}
         outs = list(outputs)
         if not outs or len(outs) % k:
             raise ConfigError(
                 f"expected the outputs of {k} sources (a multiple of {k}), got {len(outs)}"
             )
         per = len(outs) // k
-        return [_concat([outs[i * per + j] for i in range(k)]) for j in range(per)]
+        return [concat_outputs([outs[i * per + j] for i in range(k)]) for j in range(per)]
 
     def output_names(self, names: Sequence[str]) -> list[str]:
         """Names of every source's outputs for a framework iterator's ``output_map``:
         ``names`` per source, suffixed ``_w<k>``, in the order :meth:`merge` expects."""
         return [f"{n}_w{i}" for i in range(self.num_workers) for n in names]
+
+
+class DaliSource(DaliInput):
+    """Deprecated name of :class:`DaliInput` (``Source`` names the sources of a mix)."""
+
+    def __init__(self, source: Any, **kwargs: Any) -> None:
+        msg = "shardwise.integrations.dali.DaliSource is now DaliInput; the old name will go"
+        warnings.warn(msg, DeprecationWarning, stacklevel=2)
+        super().__init__(source, **kwargs)
 
 
 _EXIT_HOOKED = False
@@ -267,25 +297,3 @@ def _shutdown_pipelines_before_joining_workers() -> None:
     if not _EXIT_HOOKED and shutdown is not None and multiprocessing.util is not None:
         atexit.register(shutdown)
         _EXIT_HOOKED = True
-
-
-def _concat(parts: list[Any]) -> Any:
-    """Concatenate one output of every source along the batch (first) dimension."""
-    if all(isinstance(p, np.ndarray) for p in parts):
-        return np.concatenate(parts)
-    if all(type(p).__module__.startswith("torch") for p in parts):
-        return require("torch").cat(parts)
-    samples: list[np.ndarray] = []
-    dense = True
-    for p in parts:
-        if hasattr(p, "as_cpu"):
-            p = p.as_cpu()
-        if hasattr(p, "is_dense_tensor"):
-            dense = dense and bool(p.is_dense_tensor())
-            samples.extend(np.array(t) for t in p)
-        else:
-            dense = False
-            samples.extend(np.asarray(t) for t in p)
-    if dense and samples and len({s.shape for s in samples}) == 1:
-        return np.stack(samples)
-    return samples

@@ -14,10 +14,19 @@ epoch and resume point into a second file (numbered, the number also kept on the
 a worker that starts an iteration takes them from there when the number is newer than
 its own copy's. Without it, ``persistent_workers=True`` workers (which keep the dataset
 they were started with) would stream epoch 0's order in every epoch.
+
+Epochs advance by themselves: each worker slot (the training process's pid and the worker
+id) keeps a pass record, the control number and epoch of the last pass it started. A pass
+that starts under the same control number as the slot's record is the next epoch; the first
+pass after ``set_epoch`` or ``load_state_dict`` is the epoch they set. Fresh (non-persistent)
+workers read the record their predecessor in the slot wrote, so they agree with persistent
+ones. Workers announce the epoch they stream, so ``state_dict`` in the training process
+describes the epoch actually consumed.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import tempfile
@@ -36,6 +45,7 @@ class Seen:
     world_size: int
     num_workers: int
     at: float
+    epoch: int | None = None  # the epoch that pass streamed (None: not reported)
 
 
 @dataclass(frozen=True)
@@ -53,25 +63,33 @@ class TopologyChannel:
         )
         return cls(os.path.join(root, f"shardwise-topology-{uuid.uuid4().hex}.json"))
 
-    def announce(self, world_size: int, num_workers: int) -> None:
-        """Record the topology of the workers iterating now (atomic; last writer wins)."""
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "w") as f:
-                json.dump(
-                    {"world_size": world_size, "num_workers": num_workers, "at": time.time()}, f
-                )
-            os.replace(tmp, self.path)
-        except OSError:
-            pass  # no writable temp space: state_dict will say it cannot tell
+    def announce(self, world_size: int, num_workers: int, epoch: int | None = None) -> None:
+        """Record the topology (and epoch) of the workers iterating now (atomic; last writer
+        wins)."""
+        seen = {"world_size": world_size, "num_workers": num_workers, "at": time.time()}
+        _write(self.path, seen if epoch is None else seen | {"epoch": epoch})
 
     def read(self) -> Seen | None:
         try:
             with open(self.path) as f:
                 d = json.load(f)
-            return Seen(int(d["world_size"]), int(d["num_workers"]), float(d["at"]))
+            epoch = None if d.get("epoch") is None else int(d["epoch"])
+            return Seen(int(d["world_size"]), int(d["num_workers"]), float(d["at"]), epoch)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def last_pass(self, slot: str) -> dict[str, int] | None:
+        """The pass record of ``slot``: ``{"n": control number, "epoch": epoch}``, if any."""
+        try:
+            with open(f"{self.path}.pass.{slot}") as f:
+                d = json.load(f)
+            return {"n": int(d["n"]), "epoch": int(d["epoch"])}
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def record_pass(self, slot: str, n: int, epoch: int) -> None:
+        """Record that ``slot`` started a pass of ``epoch`` under control number ``n``."""
+        _write(f"{self.path}.pass.{slot}", {"n": n, "epoch": epoch})
 
     def publish(self, control: dict[str, Any]) -> None:
         """Write the training process's epoch and resume point for its workers."""
@@ -93,8 +111,19 @@ class TopologyChannel:
             return None
 
     def remove(self) -> None:
-        for path in (self.path, f"{self.path}.control"):
+        for path in (self.path, f"{self.path}.control", *glob.glob(f"{self.path}.pass.*")):
             try:
                 os.unlink(path)
             except OSError:
                 pass
+
+
+def _write(path: str, record: dict[str, Any]) -> None:
+    """Write ``record`` as JSON to ``path`` atomically (nothing without writable space)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(record, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # no writable temp space: state_dict will say it cannot tell

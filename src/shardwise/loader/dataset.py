@@ -201,7 +201,7 @@ class StreamingDatasetBase:
     dp_rank = property(lambda self: self.ranks.dp_rank, doc="The data-parallel rank.")
     dp_size = property(lambda self: self.ranks.dp_size, doc="The data-parallel ranks.")
     num_workers = property(lambda self: self.ranks.num_workers, doc="The workers, if given.")
-    epoch = property(lambda self: self.state.epoch, doc="The epoch (see set_epoch).")
+    epoch = property(lambda self: self.state.sync_epoch(), doc="The latest pass's epoch.")
 
     # -- planning -----------------------------------------------------------------------
     def topology(self, num_workers: int | None = None, world_size: int | None = None) -> Topology:

@@ -3,7 +3,9 @@
 every worker, and gives each worker its own state back before it iterates again).
 
 The position is (epoch, rank, world size, worker, workers) and the samples that worker
-has yielded; resuming skips exactly those samples of the same worker's piece of the plan.
+has yielded; resuming skips exactly those samples of the same worker's piece of the plan,
+on every rank (ranks advance in lockstep over equal pieces, and frameworks such as
+Lightning save rank 0's loader state alone).
 """
 
 from __future__ import annotations

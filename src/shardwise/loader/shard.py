@@ -39,11 +39,11 @@ def shard_items(
     """The samples or batches of data-parallel ``rank`` and ``worker_id`` this epoch
     (after its own saved progress, if the state holds it); ``state.position`` counts them
     as they are handed over."""
+    state.begin_pass(rank, worker_id)  # the epoch set, or the one after the last pass
     if in_dataloader_worker():
-        state.follow()
-        state.channel.announce(world_size, num_workers)
+        state.channel.announce(world_size, num_workers, state.epoch)
     else:
-        state.seen = Seen(world_size, num_workers, time.time())
+        state.seen = Seen(world_size, num_workers, time.time(), state.epoch)
     wp = state.plan(planner, num_workers, world_size).worker(rank, worker_id)
     here = state.start_at(wp, Position(state.epoch, rank, world_size, worker_id, num_workers))
     yielded = here.samples

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +23,7 @@ from shardwise.loader.channel import Seen, TopologyChannel
 from shardwise.loader.placement import in_dataloader_worker
 from shardwise.loader.planner import Planner
 from shardwise.loader.position import Position
+from shardwise.loader.wrappers import check_not_resharded
 from shardwise.plan import Plan, Resume
 from shardwise.plan.compose import WorkerWindows
 
@@ -51,14 +54,20 @@ class LoaderState:
     position: Position | None = None  # what the current iteration yielded
     resume_at: Position | None = None  # a worker's own saved position
     control: int = 0  # number of the last epoch/resume published to or taken from workers
+    pinned: bool = False  # a worker's own copy loaded a state: its next pass is that epoch
+    last_pass: dict[str, dict[str, int]] = field(default_factory=dict)  # in-process records
+    set_at: float = 0.0  # when set_epoch or load_state_dict last ran in this process
     _digest: str | None = None
 
     def copy(self) -> LoaderState:
         """A copy of its own (a copied dataset moves on apart from the original)."""
-        return copy.copy(self)
+        new = copy.copy(self)
+        new.last_pass = dict(self.last_pass)
+        return new
 
     def set_epoch(self, epoch: int) -> None:
         """Start ``epoch``; a resume point of another epoch is forgotten."""
+        check_not_resharded()  # HF Accelerate's wrappers call set_epoch before the first batch
         if epoch != self.epoch:
             self.resumes = []
         self.epoch = epoch
@@ -71,9 +80,12 @@ class LoaderState:
         return planner.plan(self.epoch, self.resumes, num_workers, world)
 
     def start_at(self, wp: WorkerWindows, here: Position) -> Position:
-        """Where the worker ``wp`` at ``here`` starts: after its own progress when the
-        resume point is this very worker's (``wp`` then skips it), else at its start."""
-        if self.resume_at is not None and self.resume_at.where() == here.where():
+        """Where the worker ``wp`` at ``here`` starts: after the resume point's progress when
+        it is this worker's, or the same worker's of another rank (``wp`` then skips it), else
+        at its start. Ranks advance in lockstep over equal worker pieces, so one rank's
+        position is every rank's: frameworks that checkpoint on rank 0 alone (Lightning, HF)
+        resume every rank from it."""
+        if self.resume_at is not None and _same_worker(self.resume_at, here):
             done = min(self.resume_at.samples, wp.num_samples)
             wp.skip, wp.num_samples = wp.skip + done, wp.num_samples - done
             here = Position(*here.where(), done)
@@ -85,9 +97,42 @@ class LoaderState:
         the epoch and resume point set in the training process."""
         if in_dataloader_worker():
             return
+        self.set_at = time.time()
         self.control += 1
         resumes = [r.to_dict() for r in self.resumes]
         self.channel.publish({"n": self.control, "epoch": self.epoch, "resumes": resumes})
+
+    def begin_pass(self, rank: int, worker_id: int) -> None:
+        """Start a pass of (data-parallel) ``rank``'s worker ``worker_id`` over the dataset: the
+        epoch set by ``set_epoch`` or ``load_state_dict`` if this is the slot's first pass
+        since, else the epoch after the slot's previous pass (see channel.py)."""
+        worker = in_dataloader_worker()
+        if worker:
+            self.follow()
+            slot = f"{os.getppid()}.{rank}.{worker_id}"
+            last = self.channel.last_pass(slot)
+        else:
+            slot = f"{rank}.{worker_id}"
+            last = self.last_pass.get(slot)
+        if not self.pinned and last is not None and last["n"] == self.control:
+            self.epoch = last["epoch"] + 1  # a new pass: the next epoch, from its start
+            self.resumes, self.resume_at = [], None
+        self.pinned = False
+        if worker:
+            self.channel.record_pass(slot, self.control, self.epoch)
+        else:
+            self.last_pass[slot] = {"n": self.control, "epoch": self.epoch}
+
+    def sync_epoch(self) -> int:
+        """The epoch the latest pass streamed (DataLoader workers advance epochs by themselves
+        and report them), taken on without the resume point of another epoch."""
+        seen = [s for s in (self.seen, self.channel.read()) if s is not None]
+        if seen:
+            latest = max(seen, key=lambda s: s.at)
+            newer = latest.at > self.set_at  # a pass begun after the last set_epoch/load
+            if newer and latest.epoch is not None and latest.epoch != self.epoch:
+                self.epoch, self.resumes = latest.epoch, []
+        return self.epoch
 
     def follow(self) -> None:
         """In a DataLoader worker: take what the training process set since this copy of
@@ -113,6 +158,7 @@ class LoaderState:
             return self._saved(planner, position=here.to_dict())
         consumed_batches = check_int("consumed_batches", consumed_batches)
         world_size, num_workers = self._consumer(planner, consumed_batches)
+        self.sync_epoch()
         p = self.plan(planner, num_workers, world_size)
         if not 0 <= consumed_batches <= p.batches_per_rank:
             raise PlanError(
@@ -169,6 +215,7 @@ class LoaderState:
                 f"not a loader state written by state_dict: {type(exc).__name__} {exc}"
             ) from exc
         self.epoch, self.resumes, self.resume_at = epoch, resumes, at
+        self.pinned = in_dataloader_worker()  # a worker's copy: its next pass is this epoch
         self.plan(planner)  # fail now, not inside a worker
         self.publish()
 
@@ -190,3 +237,8 @@ class LoaderState:
                 "the loader state was saved with other sources, epoch_size, batching or "
                 "canonical_workers"
             )
+
+
+def _same_worker(saved: Position, here: Position) -> bool:
+    """Whether ``saved`` is the position of ``here``'s worker, on any rank, in this epoch."""
+    return (saved.epoch, *saved.where()[2:]) == (here.epoch, *here.where()[2:])

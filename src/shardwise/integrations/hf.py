@@ -1,0 +1,149 @@
+"""HF Accelerate and HF ``Trainer``, exact: every sample once per epoch, equal steps, resume.
+
+Accelerate treats an ``IterableDataset`` as unsharded and re-shards it (see
+:mod:`shardwise.loader.wrappers`, which refuses that). Here instead:
+
+- :class:`ShardwiseLoader`: a ``torch.utils.data.DataLoader`` over a ``StreamingDataset`` that
+  ``accelerator.prepare`` returns as it is (it carries accelerate's own "already prepared"
+  mark, ``_is_accelerate_prepared``, read by accelerate 1.x and tested with the pinned
+  version). It counts the batches it hands out, so ``state_dict()`` is the dataset's exact
+  position; ``accelerator.register_for_checkpointing(loader)`` puts it into
+  ``save_state`` / ``load_state``, and a resume continues the epoch without replaying it.
+- :class:`ShardwiseTrainer`: a ``transformers.Trainer`` whose training dataloader is a
+  :class:`ShardwiseLoader` over its ``train_dataset`` (batched datasets as they are,
+  per-sample ones with the Trainer's collator), which saves the loader's position into every
+  checkpoint and continues from it on ``train(resume_from_checkpoint=...)`` (instead of the
+  Trainer's skipping of already-trained batches, which would read them again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from shardwise._optional import require
+from shardwise.errors import ConfigError
+from shardwise.loader import StreamingDatasetBase
+
+__all__ = ["LOADER_STATE", "ShardwiseLoader", "ShardwiseTrainer"]
+
+LOADER_STATE = "shardwise_loader.json"  # the loader's position in a Trainer checkpoint
+
+_torch_data = require("torch.utils.data", "shardwise.integrations.hf")
+
+
+class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
+    """A DataLoader that keeps the dataset's exact split and knows its position.
+
+    Args:
+        dataset: a ``StreamingDataset``.
+        **kwargs: ``DataLoader`` arguments. ``batch_size`` defaults to ``None`` for a batched
+            dataset (``batch_format=``) and to the dataset's ``batch_size`` per sample (give
+            a ``collate_fn`` there, e.g. a Trainer's data collator).
+    """
+
+    _is_accelerate_prepared = True  # accelerator.prepare returns it unchanged (accelerate 1.x)
+
+    def __init__(self, dataset: Any, **kwargs: Any) -> None:
+        if not isinstance(dataset, StreamingDatasetBase):
+            raise ConfigError(f"ShardwiseLoader streams a StreamingDataset, got {type(dataset)}")
+        batched = dataset.batch_format is not None
+        kwargs.setdefault("batch_size", None if batched else dataset.batch_size)
+        if kwargs["batch_size"] != (None if batched else dataset.batch_size):
+            raise ConfigError(
+                f"batch_size must be {None if batched else dataset.batch_size} for this dataset "
+                f"(batch_format={dataset.batch_format!r}), got {kwargs['batch_size']}"
+            )
+        super().__init__(dataset, **kwargs)
+        self._yielded = 0  # batches handed out in the current pass
+
+    def __iter__(self) -> Iterator[Any]:
+        self._yielded = 0
+        for batch in super().__iter__():
+            self._yielded += 1
+            yield batch
+
+    def __len__(self) -> int:
+        """Batches per rank of a whole epoch (a Trainer counts its steps per epoch with it;
+        a resumed epoch yields only its rest)."""
+        ds = self.dataset
+        plan = ds.planner.plan(ds.epoch, [], max(1, self.num_workers), None)
+        return int(plan.batches_per_rank)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start epoch ``epoch`` (a resumed epoch keeps its resume point)."""
+        self.dataset.set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The dataset's position after the batches handed out in the current pass."""
+        return self.dataset.state_dict(consumed_batches=self._yielded)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict` (before iterating)."""
+        self.dataset.load_state_dict(state)
+        self._yielded = 0
+
+
+_transformers = require("transformers", "shardwise.integrations.hf.ShardwiseTrainer")
+
+
+class ShardwiseTrainer(_transformers.Trainer):  # type: ignore[name-defined]
+    """A ``transformers.Trainer`` that trains exactly on a ``StreamingDataset``.
+
+    Use it as ``Trainer`` (``train_dataset=`` a StreamingDataset, ``data_collator=`` for a
+    per-sample one). ``per_device_train_batch_size`` must equal the dataset's batch size
+    for a per-sample dataset. The dataloader workers, pin memory and persistent workers
+    come from the TrainingArguments.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._shardwise_resume: dict[str, Any] | None = None
+        self._shardwise_loader: ShardwiseLoader | None = None
+        self.add_callback(_SaveLoaderState(self))
+
+    def get_train_dataloader(self) -> Any:
+        ds = self.train_dataset
+        if not isinstance(ds, StreamingDatasetBase):
+            return super().get_train_dataloader()
+        args = self.args
+        kwargs: dict[str, Any] = {
+            "num_workers": args.dataloader_num_workers,
+            "pin_memory": args.dataloader_pin_memory,
+            "persistent_workers": args.dataloader_persistent_workers,
+        }
+        if ds.batch_format is None:
+            kwargs.update(batch_size=self._train_batch_size, collate_fn=self.data_collator)
+        loader = self._shardwise_loader = ShardwiseLoader(ds, **kwargs)
+        if self._shardwise_resume is not None:
+            loader.load_state_dict(self._shardwise_resume)
+            self._shardwise_resume = None
+        return self.accelerator.prepare(loader)
+
+    def train(self, resume_from_checkpoint: Any = None, **kwargs: Any) -> Any:
+        """``Trainer.train``; a resume continues the loader from the checkpoint's position."""
+        if resume_from_checkpoint and isinstance(self.train_dataset, StreamingDatasetBase):
+            path = resume_from_checkpoint
+            if path is True:
+                path = _transformers.trainer_utils.get_last_checkpoint(self.args.output_dir)
+            with open(os.path.join(path, LOADER_STATE)) as f:
+                self._shardwise_resume = json.load(f)
+            self.args.ignore_data_skip = True  # the loader continues; nothing to skip
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+
+class _SaveLoaderState(_transformers.TrainerCallback):  # type: ignore[name-defined]
+    """Writes the loader's position into each checkpoint the Trainer saves (``on_save``)."""
+
+    def __init__(self, trainer: ShardwiseTrainer) -> None:
+        self.trainer = trainer
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        loader = self.trainer._shardwise_loader
+        if loader is None or not args.should_save:
+            return
+        folder = f"{_transformers.trainer_utils.PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        with open(os.path.join(args.output_dir, folder, LOADER_STATE), "w") as f:
+            json.dump(loader.state_dict(), f)

@@ -1,0 +1,79 @@
+"""Every page of docs/frameworks runs as written: each ```python block is saved as a script
+and launched the way its first line says (2 processes: torchrun, Lightning's own launcher,
+Ray Train or 2 ranks side by side), with DataLoader (or DALI) workers, over 2 epochs; the
+run saves a checkpoint mid-epoch 1, and a second run resumes from it and finishes."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _daliwds import make_shards
+from _fwcheck import free_port, run
+from _loaderdata import make_parquet
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "frameworks"
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+ROWS = 403
+
+# page -> (script name per block, checkpoint the first run leaves behind per block)
+PAGES = {
+    "hf.md": [("train.py", "out/checkpoint-27")],  # and out/checkpoint-40, removed
+    "accelerate.md": [("train.py", "state")],
+    "lightning.md": [("train.py", "ckpt/epoch=1-step=27.ckpt"), ("train_fabric.py", "state.ckpt")],
+    "ray-train.md": [("train.py", "ray/shardwise")],
+    "device-mesh.md": [("train.py", "dcp")],
+    "dali.md": [("train.py", "dali-state-1.json")],
+}
+
+
+def test_every_page_is_tested() -> None:
+    assert sorted(p.name for p in DOCS.glob("*.md")) == sorted(PAGES)
+    for page, scripts in PAGES.items():
+        assert len(BLOCK.findall((DOCS / page).read_text())) == len(scripts), page
+
+
+def _launch(script: Path, cwd: Path) -> None:
+    first = script.read_text().splitlines()[0]
+    if "torchrun" in first:
+        rdzv = ["--master_addr=127.0.0.1", f"--master_port={free_port()}"]
+        run(["-m", "torch.distributed.run", "--nproc_per_node=2", *rdzv, str(script)], cwd=cwd)
+    elif "RANK=0" in first:  # two ranks side by side
+        env = dict(os.environ, WORLD_SIZE="2", OMP_NUM_THREADS="1")
+        procs = [
+            subprocess.Popen(
+                [sys.executable, str(script)],
+                cwd=cwd,
+                env=env | {"RANK": str(r)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for r in range(2)
+        ]
+        outs = [p.communicate(timeout=400)[0] for p in procs]
+        assert all(p.returncode == 0 for p in procs), "\n".join(o[-4000:] for o in outs)
+    else:
+        run([str(script)], cwd=cwd)
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_page_runs_two_epochs_and_resumes(tmp_path: Path, page: str) -> None:
+    if page == "dali.md":
+        make_shards(tmp_path / "shards", [30, 11, 25, 30])
+    else:
+        make_parquet(tmp_path / "data", ROWS, files=3)
+    for code, (name, checkpoint) in zip(BLOCK.findall((DOCS / page).read_text()), PAGES[page]):
+        script = tmp_path / name
+        script.write_text(code)
+        _launch(script, tmp_path)  # 2 epochs, a checkpoint 7 batches into epoch 1
+        assert (tmp_path / checkpoint).exists(), f"{page}: no {checkpoint}"
+        shutil.rmtree(tmp_path / "out" / "checkpoint-40", ignore_errors=True)  # as if stopped
+        _launch(script, tmp_path)  # resumes from it and finishes epoch 1

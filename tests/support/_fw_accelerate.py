@@ -1,0 +1,71 @@
+"""HF Accelerate on 2 processes (torchrun, gloo, cpu) over a StreamingDataset, 2 workers.
+
+    torchrun --nproc_per_node=2 _fw_accelerate.py DATA OUT MODE FORMAT EPOCHS [resume]
+
+MODE ``plain``: the obvious code, ``accelerator.prepare(model, opt, DataLoader(ds, ...))``
+(``nodispatch``: the same with ``dispatch_batches=False``);
+``loader``: the same with a ShardwiseLoader, registered for checkpointing, ``save_state``
+after 27 steps, and with ``resume`` a run continued from it by ``load_state``. FORMAT is a
+batch_format (``numpy``, ``torch``) or ``samples`` (per sample, the default collator). Each
+rank writes (epoch, ids) per step to OUT/<MODE>-<rank>.json (``resumed-<rank>`` on resume).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+from accelerate import Accelerator, DataLoaderConfiguration
+from torch.utils.data import DataLoader
+
+from shardwise import StreamingDataset
+
+
+def main() -> None:
+    data, out, mode, fmt, epochs = sys.argv[1:6]
+    resume = len(sys.argv) > 6
+    batch_format = None if fmt == "samples" else fmt
+    ds = StreamingDataset(
+        data, batch_size=10, batch_format=batch_format, seed=4, columns=["id", "x"]
+    )
+    bs = None if batch_format else 10
+    dispatch = None if mode != "nodispatch" else False  # None: accelerate's default (dispatch)
+    config = DataLoaderConfiguration(dispatch_batches=dispatch)
+    accelerator = Accelerator(cpu=True, dataloader_config=config)  # on GPUs: without cpu=True
+    model = torch.nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    if mode in ("plain", "nodispatch"):
+        model, opt, loader = accelerator.prepare(
+            model, opt, DataLoader(ds, batch_size=bs, num_workers=2)
+        )
+    else:
+        from shardwise.integrations.hf import ShardwiseLoader
+
+        model, opt, loader = accelerator.prepare(model, opt, ShardwiseLoader(ds, num_workers=2))
+        accelerator.register_for_checkpointing(loader)
+    if resume:
+        accelerator.load_state(os.path.join(out, "state"))
+    step, seen = 0, []
+    for epoch in range(ds.epoch, int(epochs)):  # each pass is the next epoch by itself
+        for batch in loader:
+            ids = np.asarray(batch["id"]).tolist()
+            seen.append((epoch, ids))
+            x = torch.as_tensor(np.asarray(batch["x"]), dtype=torch.float32).unsqueeze(1) / 1000
+            loss = (model(x) - x).pow(2).mean()
+            opt.zero_grad()
+            accelerator.backward(loss)
+            opt.step()
+            step += 1
+            if step == 27 and mode == "loader" and not resume:
+                accelerator.save_state(os.path.join(out, "state"))
+    tag = "resumed" if resume else mode
+    with open(os.path.join(out, f"{tag}-{accelerator.process_index}.json"), "w") as f:
+        json.dump(seen, f)
+    accelerator.end_training()
+
+
+if __name__ == "__main__":
+    main()

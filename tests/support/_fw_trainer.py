@@ -1,0 +1,83 @@
+"""HF transformers Trainer on 2 processes (torchrun, gloo, cpu) over a StreamingDataset.
+
+    torchrun --nproc_per_node=2 _fw_trainer.py DATA OUT MODE FORMAT EPOCHS [CKPT]
+
+MODE ``plain``: ``Trainer(train_dataset=ds)``; ``shardwise``: ShardwiseTrainer, saving a
+checkpoint every 27 steps (with CKPT: resumed from it). FORMAT: a batch_format (``numpy``,
+``torch``) or ``samples`` (per sample, the default data collator). A tiny model of our own
+(nothing downloaded); each rank writes (epoch, ids) per step to OUT/<tag>-<rank>.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import numpy as np
+import torch
+import transformers
+
+from shardwise import StreamingDataset
+
+
+class Tiny(torch.nn.Module):
+    """A model the Trainer can train: it returns a loss and notes the ids of each batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(1, 1)
+        self.epoch = 0
+        self.seen: list[tuple[int, list[int]]] = []
+
+    def forward(self, id: Any, x: Any) -> dict[str, torch.Tensor]:
+        if self.training:
+            self.seen.append((self.epoch, np.asarray(id).tolist()))
+        x = torch.as_tensor(np.asarray(x), dtype=torch.float32).unsqueeze(1) / 1000
+        return {"loss": (self.layer(x) - x).pow(2).mean()}
+
+
+class Epochs(transformers.TrainerCallback):
+    def __init__(self, model: Tiny) -> None:
+        self.model = model
+
+    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.model.epoch = int(state.epoch or 0)
+
+
+def main() -> None:
+    data, out, mode, fmt, epochs = sys.argv[1:6]
+    ckpt = sys.argv[6] if len(sys.argv) > 6 else None
+    batch_format = None if fmt == "samples" else fmt
+    ds = StreamingDataset(
+        data, batch_size=10, batch_format=batch_format, seed=4, columns=["id", "x"]
+    )
+    args = transformers.TrainingArguments(
+        output_dir=os.path.join(out, "run"),
+        per_device_train_batch_size=10,
+        num_train_epochs=int(epochs),
+        save_strategy="steps",
+        save_steps=27,
+        report_to="none",
+        dataloader_num_workers=2,
+        use_cpu=True,
+        learning_rate=1e-3,
+        logging_strategy="no",
+    )
+    model = Tiny()
+    if mode == "plain":
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=ds)
+    else:
+        from shardwise.integrations.hf import ShardwiseTrainer
+
+        trainer = ShardwiseTrainer(model=model, args=args, train_dataset=ds)
+    trainer.add_callback(Epochs(model))
+    trainer.train(resume_from_checkpoint=ckpt)
+    tag = "resumed" if ckpt else mode
+    with open(os.path.join(out, f"{tag}-{args.process_index}.json"), "w") as f:
+        json.dump(model.seen, f)
+
+
+if __name__ == "__main__":
+    main()
