@@ -49,7 +49,7 @@ class StreamingDatasetBase:
 
     Args:
         source: a path, glob, URL, list of them, or a :class:`DatasetIndex`; or a list of
-            :class:`shardwise.Source` to mix sources (exact quotas per epoch, see README).
+            :class:`shardwise.Source` to mix sources (exact quotas per epoch; see the mixing guide).
         batch_size: samples per batch of one rank.
         shuffle: shuffle units, rows in units and windows of units (seeded, per epoch).
         seed: base seed; identical inputs give identical order on every run.

@@ -1,19 +1,23 @@
-"""The README's code blocks run as written.
+"""The code blocks of the README and of every page of the docs site run as written.
 
 Every ```python block is saved as a script and run with the venv's Python (as a user
 pasting it into a file would), every ```yaml block is run with ``shardwise run``, and the
-install lines name extras that exist. The paths the blocks use (``raw/*.jsonl.zst``,
-``s3://bucket/...``) are made real: local files in the working directory and a SeaweedFS
-S3 server on 127.0.0.1 whose endpoint and credentials come from the usual AWS variables.
+install lines name extras that exist. A block right after the marker
+``<!-- needs: cluster -->`` needs a real cluster's addresses: it is not run, only parsed.
+The paths the blocks use (``raw/*.jsonl.zst``, ``s3://bucket/...``) are made real: local
+files in the working directory and a SeaweedFS S3 server on 127.0.0.1 whose endpoint and
+credentials come from the usual AWS variables.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import random
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tomllib
@@ -24,18 +28,43 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from _daliwds import make_shards
 from _s3server import s3_server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
+NEEDS_CLUSTER = "<!-- needs: cluster -->"
+MAX_CLUSTER_BLOCKS = 4  # a few, not a way around the runner
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 
+def _all_blocks() -> list[tuple[str, str, str, bool]]:
+    """(page, language, body, needs a cluster) for every fenced block of every page."""
+    out = []
+    for page in PAGES:
+        text = page.read_text()
+        for match in BLOCK.finditer(text):
+            marked = text[: match.start()].rstrip().endswith(NEEDS_CLUSTER)
+            out.append((str(page.relative_to(ROOT)), match.group(1), match.group(2), marked))
+    return out
+
+
 def blocks(lang: str) -> list[str]:
-    return [body for kind, body in BLOCK.findall(README.read_text()) if kind == lang]
+    return [body for _, kind, body, marked in _all_blocks() if kind == lang and not marked]
+
+
+def _ids(lang: str) -> list[str]:
+    seen: dict[str, int] = {}
+    ids = []
+    for page, kind, _, marked in _all_blocks():
+        if kind == lang and not marked:
+            seen[page] = seen.get(page, 0) + 1
+            ids.append(f"{page}#{seen[page]}")
+    return ids
 
 
 def _words(rng: random.Random, n: int) -> str:
@@ -66,6 +95,26 @@ def _raw_jsonl(root: Path) -> None:
             out.write(data)
 
 
+def _tokenizer(root: Path) -> None:
+    """``tok/tokenizer.json``: a small byte-level BPE trained on words like the raw text's."""
+    from _tokenizer import train_bpe
+
+    root.mkdir()
+    rng = random.Random(2)
+    train_bpe(root / "tokenizer.json", vocab_size=500, texts=[_words(rng, 30) for _ in range(2000)])
+
+
+def _numbers(root: Path) -> None:
+    """Parquet files of uneven row groups: ``id`` and a float ``x`` per sample."""
+    root.mkdir()
+    start = 0
+    for f, (rows, group) in enumerate([(500, 70), (333, 100), (701, 64)]):
+        ids = pa.array(range(start, start + rows), pa.int64())
+        x = pa.array([i / 7 for i in range(start, start + rows)], pa.float32())
+        pq.write_table(pa.table({"id": ids, "x": x}), root / f"part-{f}.parquet", group)
+        start += rows
+
+
 def _token_table(rng: random.Random, rows: int, start: int) -> pa.Table:
     ids = [[rng.randrange(50_000) for _ in range(rng.randint(3, 60))] for _ in range(rows)]
     return pa.table(
@@ -92,10 +141,14 @@ def _upload(server: dict[str, Any], local: Path) -> None:
 def workspace(
     tmp_path_factory: pytest.TempPathFactory, s3_server: dict[str, Any]
 ) -> Iterator[Path]:
-    """Local ``raw/`` plus the bucket ``bucket`` holding ``clean/``, ``corpus/``, ``raw/`` and
-    ``shards/`` (WebDataset tar shards)."""
+    """Local ``raw/`` (JSONL), ``data/`` (Parquet: ``id``, ``x``), ``shards/`` (WebDataset
+    tar shards: ``jpg``, ``cls``) and ``tok/tokenizer.json``, plus the bucket ``bucket``
+    holding ``clean/``, ``corpus/``, ``raw/`` and ``shards/``."""
     root = tmp_path_factory.mktemp("readme")
     _raw_jsonl(root)
+    _numbers(root / "data")
+    make_shards(root / "shards", [40, 13, 57, 26])
+    _tokenizer(root / "tok")
     rng = random.Random(1)
     staged = root / "_s3"
     for name in ("clean", "corpus"):
@@ -121,9 +174,22 @@ def _env(server: dict[str, Any], tmp: Path) -> dict[str, str]:
             "RAY_AUTH_MODE": "disabled",
             "RAY_TMPDIR": str(tmp),
             "PYTHONUNBUFFERED": "1",
+            # as `torchrun --nproc_per_node=1` would start a page's training script
+            "RANK": "0",
+            "WORLD_SIZE": "1",
+            "LOCAL_RANK": "0",
+            "LOCAL_WORLD_SIZE": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(_free_port()),
         }
     )
     return env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -141,7 +207,7 @@ def _fresh(workspace: Path, tmp_path: Path) -> Path:
     return cwd
 
 
-@pytest.mark.parametrize("index", range(len(blocks("python"))))
+@pytest.mark.parametrize("index", range(len(blocks("python"))), ids=_ids("python"))
 def test_python_block_runs_as_a_script(
     index: int, workspace: Path, tmp_path: Path, s3_server: dict[str, Any]
 ) -> None:
@@ -158,31 +224,33 @@ def test_python_block_runs_as_a_script(
             assert (cwd / out / "_manifest.json").exists()
 
 
-@pytest.mark.parametrize("index", range(len(blocks("yaml"))))
+@pytest.mark.parametrize("index", range(len(blocks("yaml"))), ids=_ids("yaml"))
 def test_yaml_block_runs_with_shardwise_run(
     index: int, workspace: Path, tmp_path: Path, s3_server: dict[str, Any]
 ) -> None:
     cwd = _fresh(workspace, tmp_path)
-    (cwd / "config.yaml").write_text(blocks("yaml")[index])
+    config = blocks("yaml")[index]
+    (cwd / "config.yaml").write_text(config)
+    out = yaml.safe_load(config)["output"]["path"].rstrip("/")
     cli = Path(sys.executable).with_name("shardwise")
     proc = _run([str(cli), "run", "config.yaml"], cwd, _env(s3_server, tmp_path))
-    manifest = json.loads((cwd / "clean" / "_manifest.json").read_text())
+    manifest = json.loads((cwd / out / "_manifest.json").read_text())
     assert manifest["rows_out"] > 0 and manifest["quarantined"] >= 3
     assert "quarantined" in proc.stdout
-    # the README's shardwise command lines that work on such an output (report, plan) run too
+    assert (cwd / out / "_report.html").stat().st_size > 0
+    # the pages' shardwise command lines that work on such an output (report, plan) run too
     commands = [
         line.split("#")[0].split()
         for body in blocks("bash")
         for line in body.splitlines()
-        if line.startswith("shardwise ") and " clean/" in line
+        if line.startswith("shardwise ") and f" {out}/" in line
     ]
-    assert len(commands) >= 3, commands
+    assert out != "clean" or len(commands) >= 3, commands
     for command in commands:
         ran = _run([str(cli), *command[1:]], cwd, _env(s3_server, tmp_path))
         assert ran.stdout.strip(), command
-    assert (cwd / "plan.html").stat().st_size > 0 and (
-        cwd / "clean" / "_report.html"
-    ).stat().st_size > 0
+        if "--html" in command:
+            assert (cwd / command[command.index("--html") + 1]).stat().st_size > 0
 
 
 def test_install_lines_name_extras_that_exist() -> None:
@@ -199,3 +267,17 @@ def test_install_lines_name_extras_that_exist() -> None:
     make_targets = re.findall(r"^make (\w+)", "\n".join(blocks("bash")), re.M)
     makefile = (ROOT / "Makefile").read_text()
     assert make_targets and all(re.search(rf"^{t}:", makefile, re.M) for t in make_targets)
+
+
+def test_cluster_blocks_are_few_and_parse() -> None:
+    marked = [(page, kind, body) for page, kind, body, needs in _all_blocks() if needs]
+    assert 0 < len(marked) <= MAX_CLUSTER_BLOCKS, [page for page, _, _ in marked]
+    for page, kind, body in marked:
+        assert kind == "python", (page, kind)
+        ast.parse(body, filename=page)
+
+
+def test_every_block_is_run_or_marked() -> None:
+    """A block in a language the runner does not know would silently go unchecked."""
+    known = {"python", "yaml", "bash", "text"}
+    assert {kind for _, kind, _, _ in _all_blocks()} <= known

@@ -1,0 +1,103 @@
+"""The docs site builds in strict mode and covers the public API; the README stays short.
+
+The site is built once with ``mkdocs build --strict`` (a broken link, a missing page or a
+reference mkdocstrings cannot resolve fails the build). Every public name of
+``shardwise.__all__`` has a docstring and its own reference page in the built site, and the
+README's benchmark table is the one the results files give.
+"""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import shardwise
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "docsite"))
+
+import reference  # noqa: E402
+import results  # noqa: E402
+
+MAX_README_LINES = 300
+
+
+def _public_objects() -> list[str]:
+    return [n for n in shardwise.__all__ if not (n.startswith("__") and n.endswith("__"))]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return out
+
+
+def test_readme_is_short() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= MAX_README_LINES, f"README.md has {len(lines)} lines"
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    missing = [n for n in _public_objects() if not inspect.getdoc(getattr(shardwise, n))]
+    assert not missing, f"public names without a docstring: {missing}"
+
+
+def test_every_public_name_has_a_reference_page(site: Path) -> None:
+    assert reference.documented_names() == _public_objects()
+    for name in _public_objects():
+        page = site / "reference" / f"{name}.html"
+        assert page.exists(), f"no reference page for shardwise.{name}"
+        first = inspect.getdoc(getattr(shardwise, name)).split("\n")[0].split("``")[0][:30]
+        assert first.split()[0] in page.read_text(), (name, first)
+
+
+def test_version_is_on_the_reference_index(site: Path) -> None:
+    assert "__version__" in (site / "reference" / "index.html").read_text()
+
+
+def test_benchmark_pages_show_the_results_files(site: Path) -> None:
+    page = (site / "benchmarks" / "pipeline.html").read_text()
+    table = results.load("pipeline")["table"]
+    assert table.splitlines()[2].split("|")[1].strip() in page  # the first system's name
+    assert "<!-- results:" not in (site / "benchmarks" / "loader.html").read_text()
+
+
+def test_no_marker_is_left_unexpanded(site: Path) -> None:
+    for page in site.rglob("*.html"):
+        text = page.read_text()
+        for marker in ("<!-- results:", "<!-- value:", "<!-- layers -->", "<!-- cli-help -->"):
+            assert marker not in text, (page, marker)
+
+
+def test_inline_figures_come_from_the_results_files(site: Path) -> None:
+    data = results.load("dedup")["shapes"]["medium"]["results"]
+    recall = next(r["recall"] for r in data if r["name"] == "shardwise_noverify")
+    assert f"{recall:.3f}" in (site / "guides" / "dedup.html").read_text()
+
+
+def test_readme_benchmark_table_comes_from_the_results_files() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert results.readme_with_summary(text) == text, (
+        "the README's benchmark table differs from benchmarks/results/*.json: "
+        "run python tools/docsite/results.py --readme"
+    )
+
+
+def test_design_page_shows_the_checked_layer_table(site: Path) -> None:
+    import layers
+
+    page = (site / "design.html").read_text()
+    for package in layers.allowed():
+        assert f"<code>{package}</code>" in page, package
