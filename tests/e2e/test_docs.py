@@ -6,7 +6,9 @@ install lines name extras that exist. A block right after the marker
 ``<!-- needs: cluster -->`` needs a real cluster's addresses: it is not run, only parsed.
 The paths the blocks use (``raw/*.jsonl.zst``, ``s3://bucket/...``) are made real: local
 files in the working directory and a SeaweedFS S3 server on 127.0.0.1 whose endpoint and
-credentials come from the usual AWS variables.
+credentials come from the usual AWS variables. The pages of ``docs/frameworks/`` are
+training scripts for two processes: ``tests/integrations/test_framework_docs.py`` runs
+each of them as written, on two processes, twice (a run and its resume).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from _s3server import s3_server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+FRAMEWORKS = ROOT / "docs" / "frameworks"  # run on two processes by their own test
+PAGES = [README, *sorted(p for p in (ROOT / "docs").rglob("*.md") if p.parent != FRAMEWORKS)]
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 NEEDS_CLUSTER = "<!-- needs: cluster -->"
 MAX_CLUSTER_BLOCKS = 4  # a few, not a way around the runner
