@@ -51,6 +51,7 @@ def main() -> None:
         os.path.join(out, f"{'resumed' if ckpt else 'full'}-{fabric.global_rank}.json"), "w"
     ) as f:
         json.dump(seen, f)
+    torch.distributed.destroy_process_group()  # gloo's threads end before the interpreter
 
 
 if __name__ == "__main__":

@@ -64,6 +64,7 @@ def main() -> None:
     tag = "resumed" if ckpt else "full"
     with open(os.path.join(out, f"{tag}-{trainer.global_rank}.json"), "w") as f:
         json.dump(model.seen, f)
+    torch.distributed.destroy_process_group()  # gloo's threads end before the interpreter
 
 
 if __name__ == "__main__":

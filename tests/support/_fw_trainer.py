@@ -74,6 +74,7 @@ def main() -> None:
         trainer = ShardwiseTrainer(model=model, args=args, train_dataset=ds)
     trainer.add_callback(Epochs(model))
     trainer.train(resume_from_checkpoint=ckpt)
+    trainer.accelerator.end_training()  # gloo's threads must end before the interpreter
     tag = "resumed" if ckpt else mode
     with open(os.path.join(out, f"{tag}-{args.process_index}.json"), "w") as f:
         json.dump(model.seen, f)
