@@ -145,3 +145,11 @@ def test_getting_started_goes_local_then_s3_then_a_cluster() -> None:
     readme = (ROOT / "README.md").read_text()
     links = [readme.find(f"](docs/{page})") for page in expected]
     assert -1 not in links and links == sorted(links), links
+
+
+def test_every_benchmark_page_shows_the_date_of_its_run(site: Path) -> None:
+    pages = sorted((ROOT / "docs" / "benchmarks").glob("*.md"))
+    assert len(pages) > 1
+    for page in pages:
+        html = (site / "benchmarks" / f"{page.stem}.html").read_text()
+        assert re.search(r"\b20\d\d-\d\d-\d\d\b", html), f"benchmarks/{page.name}: no run date"

@@ -9,10 +9,13 @@ defined (``StreamingDataset`` is a class built on first use over
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import typing
+from pathlib import Path
 from typing import Any
 
 PACKAGE = "shardwise"
@@ -133,8 +136,18 @@ def public_modules() -> list[str]:
 
 
 def module_names(module: str) -> list[str]:
-    """A public module's public names: its ``__all__``."""
-    return list(importlib.import_module(module).__all__)
+    """A public module's public names: its ``__all__``, read from its source (importing
+    ``shardwise.integrations.hf`` needs torch, which the docs extra does not install)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise SystemExit(f"no module {module}")
+    for node in ast.parse(Path(spec.origin).read_text()).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id == "__all__" and node.value is not None:
+            return [str(name) for name in ast.literal_eval(node.value)]
+    raise SystemExit(f"{module} has no __all__")
 
 
 def module_page(module: str) -> str:
