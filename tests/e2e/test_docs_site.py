@@ -153,3 +153,21 @@ def test_every_benchmark_page_shows_the_date_of_its_run(site: Path) -> None:
     for page in pages:
         html = (site / "benchmarks" / f"{page.stem}.html").read_text()
         assert re.search(r"\b20\d\d-\d\d-\d\d\b", html), f"benchmarks/{page.name}: no run date"
+
+
+def test_reference_pages_are_made_without_torch() -> None:
+    """``make docs`` installs the docs extra only: making the reference pages must not
+    import torch (``shardwise.integrations.hf`` does at import)."""
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.path.insert(0, 'tools/docsite');"
+        "import reference;"
+        "pages = [reference.module_page(m) for m in reference.public_modules()];"
+        "pages += [reference.page(n) for n in reference.documented_names()];"
+        "pages += list(reference.extra_pages().values());"
+        "print(len(pages), 'ShardwiseTrainer' in ''.join(pages))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[1] == "True"
