@@ -1,6 +1,7 @@
 """Make the site's pictures in ``docs/assets/`` from shardwise's own report layer.
 
-    python tools/docsite/figures.py        (needs the report extra: matplotlib)
+    python tools/docsite/figures.py [OUT]   (needs the report extra: matplotlib; OUT
+                                             defaults to docs/assets)
 
 - ``run-*.svg``: charts of the ``_report.html`` of a small pipeline run (where the rows
   went, the tasks on a timeline, the dedup's cluster sizes);
@@ -9,6 +10,8 @@
   against stratified batching (three sources, weights 0.5/0.3/0.2).
 
 The files are committed; rerun this after a change to the report's look.
+``tests/e2e/test_docs_figures.py`` runs it into a scratch directory: it must make every
+picture the pages show, and the pages must show every picture it makes.
 """
 
 from __future__ import annotations
@@ -72,13 +75,13 @@ def _svg(img: str) -> str:
     return base64.b64decode(data.group(1)).decode()
 
 
-def _save_charts(html: Path, charts: dict[str, str]) -> None:
+def _save_charts(html: Path, charts: dict[str, str], out: Path) -> None:
     page = html.read_text()
     for chart, name in charts.items():
         img = re.search(rf'<img class="chart" id="chart-{re.escape(chart)}"[^>]*>', page)
         if img is None:
             raise SystemExit(f"{html.name} has no chart {chart!r}")
-        (ASSETS / name).write_text(_svg(img.group(0)))
+        (out / name).write_text(_svg(img.group(0)))
 
 
 def _sources(root: Path) -> list[str]:
@@ -132,13 +135,19 @@ def mixing_svg(root: Path) -> str:
     return _svg(img)
 
 
-def main() -> None:
-    ASSETS.mkdir(parents=True, exist_ok=True)
+def names() -> list[str]:
+    """The files :func:`make` writes."""
+    return [*REPORT_CHARTS.values(), *PLAN_CHARTS.values(), "mixing.svg"]
+
+
+def make(out: Path = ASSETS) -> None:
+    """Draw every picture into ``out`` from a real run, its plan view and a real stream."""
+    out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         _raw(root)
         clean = _pipeline(root)
-        _save_charts(clean / "_report.html", REPORT_CHARTS)
+        _save_charts(clean / "_report.html", REPORT_CHARTS, out)
         plan = root / "plan.html"
         cli = Path(sys.executable).with_name("shardwise")
         subprocess.run(
@@ -146,10 +155,15 @@ def main() -> None:
             check=True,
             capture_output=True,
         )
-        _save_charts(plan, PLAN_CHARTS)
-        (ASSETS / "mixing.svg").write_text(mixing_svg(root))
-    for name in [*REPORT_CHARTS.values(), *PLAN_CHARTS.values(), "mixing.svg"]:
-        print(ASSETS / name, (ASSETS / name).stat().st_size, "bytes")
+        _save_charts(plan, PLAN_CHARTS, out)
+        (out / "mixing.svg").write_text(mixing_svg(root))
+
+
+def main() -> None:
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ASSETS
+    make(out)
+    for name in names():
+        print(out / name, (out / name).stat().st_size, "bytes")
 
 
 if __name__ == "__main__":

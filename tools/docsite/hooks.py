@@ -1,8 +1,9 @@
 """mkdocs hooks of the shardwise site (``hooks:`` in ``mkdocs.yml``).
 
-- One API reference page per public name (``shardwise.__all__``), generated at build time
-  and added to the nav's "API reference" section, so a new public name gets its page and a
-  renamed one loses its old page without anyone editing the nav.
+- One API reference page per public name (``shardwise.__all__``) and per public module of
+  ``shardwise.integrations``, generated at build time and added to the nav's "API
+  reference" section, so a new public name or adapter gets its page and a renamed one
+  loses its old page without anyone editing the nav.
 - ``<!-- results: NAME -->`` markers become the figures of ``benchmarks/results/NAME.json``
   (``results.py``); ``<!-- layers -->`` becomes the layer table ``tests/test_layers.py``
   checks (``layers.py``).
@@ -61,7 +62,8 @@ def on_config(config: Any) -> Any:
             pages = [p for p in entry[REFERENCE_SECTION] if not str(p).startswith("reference/_")]
             names = [{n: reference.page_path(n)} for n in reference.documented_names()]
             extra = [{Path(p).stem: p} for p in reference.extra_pages()]
-            entry[REFERENCE_SECTION] = pages + names + extra
+            modules = [{m: reference.page_path(m)} for m in reference.public_modules()]
+            entry[REFERENCE_SECTION] = pages + names + extra + modules
     return config
 
 
@@ -75,6 +77,9 @@ def on_files(files: Any, config: Any) -> Any:
         )
     for path, content in reference.extra_pages().items():
         files.append(File.generated(config, path, content=content))
+    for module in reference.public_modules():
+        page = reference.module_page(module)
+        files.append(File.generated(config, reference.page_path(module), content=page))
     return files
 
 

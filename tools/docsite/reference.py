@@ -1,4 +1,6 @@
-"""The API reference: one page per public name of ``shardwise.__all__``.
+"""The API reference: one page per public name of ``shardwise.__all__``, and one page per
+public module of ``shardwise.integrations`` (``shardwise.integrations.dali``), which
+``import shardwise`` does not load: the framework adapters a user imports by their module.
 
 A page documents the object the name is bound to, found where its class or function is
 defined (``StreamingDataset`` is a class built on first use over
@@ -7,12 +9,17 @@ defined (``StreamingDataset`` is a class built on first use over
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import inspect
+import pkgutil
 import typing
+from pathlib import Path
 from typing import Any
 
 PACKAGE = "shardwise"
+SUBMODULE_PACKAGES = ("shardwise.integrations",)  # their public modules get a page each
 
 
 def public_names() -> list[str]:
@@ -116,4 +123,43 @@ def page(name: str) -> str:
         "    options:\n"
         "      show_root_heading: false\n"
         "      show_source: false\n"
+    )
+
+
+def public_modules() -> list[str]:
+    """The public modules of :data:`SUBMODULE_PACKAGES` (no leading underscore), by name."""
+    found = []
+    for package in SUBMODULE_PACKAGES:
+        path = importlib.import_module(package).__path__
+        found += [f"{package}.{m.name}" for m in pkgutil.iter_modules(path)]
+    return sorted(m for m in found if not m.rsplit(".", 1)[1].startswith("_"))
+
+
+def module_names(module: str) -> list[str]:
+    """A public module's public names: its ``__all__``, read from its source (importing
+    ``shardwise.integrations.hf`` needs torch, which the docs extra does not install)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise SystemExit(f"no module {module}")
+    for node in ast.parse(Path(spec.origin).read_text()).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id == "__all__" and node.value is not None:
+            return [str(name) for name in ast.literal_eval(node.value)]
+    raise SystemExit(f"{module} has no __all__")
+
+
+def module_page(module: str) -> str:
+    """A public module's page: its docstring, then every name of its ``__all__``."""
+    members = ", ".join(module_names(module))
+    return (
+        f"# {module}\n\n"
+        f"`from {module} import ...`: {', '.join(f'`{n}`' for n in module_names(module))}.\n\n"
+        f"::: {module}\n"
+        "    options:\n"
+        "      show_root_heading: false\n"
+        "      show_source: false\n"
+        "      show_if_no_docstring: true\n"
+        f"      members: [{members}]\n"
     )
