@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+import shardwise.loader.parts as parts
 from shardwise.errors import PlanError
 from shardwise.formats import OnError, check_on_error
 from shardwise.loader._args import (
@@ -28,11 +29,10 @@ from shardwise.loader.batches.convert import Padding, check_padding
 from shardwise.loader.batches.memory import WindowMemory
 from shardwise.loader.batches.reading import BatchFormat
 from shardwise.loader.iterable import IterableBase
-from shardwise.loader.parts import check_streamable, make_planner, make_reading, make_state
 from shardwise.loader.placement import Ranks, detect_placement, in_dataloader_worker, place_ranks
 from shardwise.loader.planner import interleave_for
 from shardwise.loader.read.cached import node_cache
-from shardwise.loader.read.headstart import HeadStart, head_start
+from shardwise.loader.read.headstart import HeadStart
 from shardwise.loader.read.mixed import read_counts
 from shardwise.loader.read.opening import open_index
 from shardwise.loader.shard import shard_items
@@ -172,12 +172,12 @@ class StreamingDatasetBase:
         self.ranks: Ranks = place_ranks(rank, world_size, num_workers, groups)
         # plan from what reading yields: after the filter, and after quarantine under "skip"
         self.counts, self.quarantine = read_counts(self.index, filter, self.on_error)
-        self.planner = make_planner(self)
-        self.state = make_state(self)
-        self.reading = make_reading(self)
+        self.planner = parts.make_planner(self)
+        self.state = parts.make_state(self)
+        self.reading = parts.make_reading(self)
         self._head: HeadStart | None = None  # the training process's downloads ahead of workers
         self._memory = WindowMemory()  # the in-process path's windows, kept for the next ones
-        check_streamable(self, self.planner)
+        parts.check_streamable(self, self.planner)
 
     # -- where it streams to (see Ranks) ------------------------------------------------
     rank = property(lambda self: self.ranks.rank, doc="The training rank.")
@@ -210,17 +210,9 @@ class StreamingDatasetBase:
         self.state.set_epoch(check_int("epoch", epoch, 0))
         workers = self.num_workers or 1
         # the node cache is filled with this epoch's first units while workers start
-        self._head = head_start(
-            self._head,
-            self.index,
-            self.cache,
-            partial(self.plan, workers),
-            self.dp_rank,
-            workers,
-            self.prefetch_bytes,
-            bool(self.state.resumes),
-            None if self.filter is not None else self.columns,  # what the workers read
-        )
+        plan = partial(self.plan, workers)
+        resuming = bool(self.state.resumes)
+        self._head = parts.start_head(self._head, self, plan, workers, resuming)
 
     def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
         """The position after ``consumed_batches`` batches of this rank in this epoch.

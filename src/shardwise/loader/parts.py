@@ -3,7 +3,8 @@ its checked arguments: its :class:`Planner` (what every plan of it shares), its
 :class:`Reading` (how its units are read and what they become) and its
 :class:`LoaderState` (where it is in an epoch); and the checks that need them, made when
 the dataset is: the columns exist, one worker's topology fits the batch size, and there
-is something to stream.
+is something to stream. Each epoch, its :class:`HeadStart` (the node cache filled with the
+workers' first units while they start).
 
 The dataset keeps its checked arguments as attributes of the same names (``ds.batch_size``,
 ``ds.index``, ...); :class:`Checked` names the ones its parts are made from.
@@ -12,6 +13,7 @@ The dataset keeps its checked arguments as attributes of the same names (``ds.ba
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -23,14 +25,22 @@ from shardwise.loader.batches.convert import Padding
 from shardwise.loader.batches.reading import BatchFormat, Reading
 from shardwise.loader.placement import Ranks
 from shardwise.loader.planner import Planner
+from shardwise.loader.read.headstart import HeadStart, head_start
 from shardwise.loader.read.mixed import MixedIndex, unit_reader
 from shardwise.loader.read.opening import check_not_empty
 from shardwise.loader.state import LoaderState
 from shardwise.loader.stats import mixing_key
-from shardwise.plan import Mixing
+from shardwise.plan import Mixing, Plan
 from shardwise.storage.cache import NodeCache
 
-__all__ = ["Checked", "check_streamable", "make_planner", "make_reading", "make_state"]
+__all__ = [
+    "Checked",
+    "check_streamable",
+    "make_planner",
+    "make_reading",
+    "make_state",
+    "start_head",
+]
 
 
 class Checked(Protocol):
@@ -109,3 +119,24 @@ def check_streamable(ds: Checked, planner: Planner) -> None:
     unit_reader(ds.index, ds.columns, ds.filter, ds.on_error)
     planner.topology(1)
     check_not_empty(ds.index, ds.counts, ds.filter, ds.quarantine)
+
+
+def start_head(
+    previous: HeadStart | None, ds: Checked, plan: Callable[[], Plan], workers: int, resuming: bool
+) -> HeadStart | None:
+    """The dataset's head start of a new epoch (``previous`` stopped): this rank's
+    ``workers`` first units of ``plan`` fetched into its node cache, up to
+    ``prefetch_bytes`` per worker, as the workers will read them (every column under a
+    filter), unless ``resuming`` (see :func:`~shardwise.loader.read.headstart.head_start`)."""
+    columns = None if ds.filter is not None else ds.columns  # what the workers read
+    return head_start(
+        previous,
+        ds.index,
+        ds.cache,
+        plan,
+        ds.ranks.dp_rank,
+        workers,
+        ds.prefetch_bytes,
+        resuming,
+        columns,
+    )
