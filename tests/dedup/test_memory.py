@@ -119,10 +119,11 @@ def test_minhash_sizes_tasks_by_work(corpus: Path) -> None:
     assert size < 4 * 2**20
     plain = read_jsonl(str(small)).dedup("exact", column="text")
     heavy = read_jsonl(str(small)).dedup("minhash", column="text")
+    from shardwise.pipeline.stages import work_per_byte
     from shardwise.pipeline.task_split import plan_tasks
 
-    n_plain = len(plan_tasks(plain.index(), plain.task_bytes, work=plain._work()))
-    tasks = plan_tasks(heavy.index(), heavy.task_bytes, work=heavy._work())
+    n_plain = len(plan_tasks(plain.index(), plain.task_bytes, work=work_per_byte(plain.ops)))
+    tasks = plan_tasks(heavy.index(), heavy.task_bytes, work=work_per_byte(heavy.ops))
     assert n_plain <= 2 < len(tasks)
     again = read_jsonl(str(small)).dedup("minhash", column="text")
-    assert plan_tasks(again.index(), again.task_bytes, work=again._work()) == tasks
+    assert plan_tasks(again.index(), again.task_bytes, work=work_per_byte(again.ops)) == tasks

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import shardwise.dedup.signatures as signatures_module
+import shardwise.dedup.oph as oph_module
 from shardwise.dedup.signatures import EMPTY, signatures
 
 
@@ -72,12 +72,12 @@ def test_short_documents_estimate_jaccard_like_classic_minhash(
 @contextmanager
 def _table_up_to(ratio: float) -> Iterator[None]:
     """Route documents of up to ``ratio * num_perm`` shingles through the rank table."""
-    saved = signatures_module._TABLE_UP_TO
-    signatures_module._TABLE_UP_TO = ratio
+    saved = oph_module._TABLE_UP_TO
+    oph_module._TABLE_UP_TO = ratio
     try:
         yield
     finally:
-        signatures_module._TABLE_UP_TO = saved
+        oph_module._TABLE_UP_TO = saved
 
 
 @given(
@@ -121,7 +121,7 @@ def test_a_row_depends_on_the_shingle_set_only(
     arrays = [np.array(d, dtype=np.uint64) * salt for d in docs]
     shingles, offsets = _batch(arrays)
     together = signatures(shingles, offsets, num_perm=num_perm, seed=seed, scheme=scheme)
-    signatures_module._tables.clear()
+    oph_module._tables.clear()
     rng = np.random.default_rng(len(docs))
     for i, a in enumerate(arrays):
         shuffled = np.concatenate([rng.permutation(a), a[: len(a) // 3]])

@@ -11,7 +11,7 @@ command.
 
 from __future__ import annotations
 
-from shardwise.cli import _cache, _commands, _plan  # noqa: F401  (each registers its commands)
+from shardwise.cli import _cache, _commands, _inspect, _plan  # noqa: F401  (each registers its commands)
 from shardwise.cli._app import EXIT_ERROR, EXIT_INTERRUPTED, cli, main
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "cli", "main"]

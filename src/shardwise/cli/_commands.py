@@ -1,46 +1,17 @@
-"""The data commands: ``inspect``, ``report``, ``prepare``, ``run`` and ``resplit``."""
+"""The processing commands: ``prepare``, ``run`` and ``resplit``, and ``report`` (a run's
+report rebuilt from its manifests)."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from shardwise.cli._app import cli, human_bytes
 
-
-@cli.command()
-@click.argument("paths", nargs=-1, required=True)
-@click.option(
-    "--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix)."
-)
-@click.option("--refresh", is_flag=True, help="Ignore a saved index and re-read every file.")
-@click.option(
-    "--on-error",
-    type=click.Choice(["raise", "skip"]),
-    default="raise",
-    show_default=True,
-    help="A bad sample found while indexing (WebDataset): refuse the shard, or leave it "
-    "out of the counts.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def inspect(
-    paths: tuple[str, ...], fmt: str | None, refresh: bool, on_error: str, as_json: bool
-) -> None:
-    """Index PATHS (files, directories, globs or URLs) and print a summary."""
-    from shardwise.formats import check_on_error
-    from shardwise.index import index_dataset
-
-    index = index_dataset(
-        list(paths), format=fmt, refresh=refresh, on_error=check_on_error(on_error)
-    )
-    summary = index.summary()
-    summary["index_location"] = index.location
-    if as_json:
-        click.echo(json.dumps(summary, indent=2))
-        return
-    _print_summary(summary)
+if TYPE_CHECKING:
+    from shardwise.pipeline import RunResult
 
 
 @cli.command()
@@ -175,22 +146,7 @@ def run(config: str, backend: str | None, num_proc: int | None, accounting: str 
     click.echo(f"report: {result.manifest.rsplit('/', 1)[0]}/_report.html")
     if accounting:
         with open(accounting, "w", encoding="utf-8") as f:
-            json.dump(
-                {
-                    "rows_in": result.rows_in,
-                    "rows_out": result.rows_out,
-                    "dropped": result.dropped,
-                    "quarantined": result.quarantined,
-                    "files": result.files,
-                    **(
-                        {"tokens_in": result.tokens_in, "tokens_out": result.tokens_out}
-                        if result.tokens_in or result.tokens_out
-                        else {}
-                    ),
-                },
-                f,
-                indent=1,
-            )
+            json.dump(_accounting(result), f, indent=1)
 
 
 @cli.command()
@@ -241,32 +197,16 @@ def resplit(
         click.echo(f"quarantined {result.quarantined:,} bad records (examples in the manifest)")
 
 
-def _print_summary(s: dict[str, Any]) -> None:
-    rows = [
-        ("format", s["format"]),
-        ("files", f"{s['files']:,}"),
-        ("units", f"{s['units']:,}"),
-        ("samples", f"{s['samples']:,}"),
-        *(
-            [("skipped", f"{s['skipped']:,} bad samples left out (--on-error skip)")]
-            if s.get("skipped")
-            else []
-        ),
-        ("bytes", f"{s['bytes']:,} ({human_bytes(s['bytes'])})"),
-        ("columns", ", ".join(s["columns"])),
-    ]
-    if "smallest_unit" in s:
-        for key in ("smallest_unit", "largest_unit"):
-            u = s[key]
-            rows.append(
-                (
-                    key.replace("_", " "),
-                    f"{u['samples']:,} samples, {human_bytes(u['bytes'])} ({u['path']} "
-                    f"#{u['unit']})",
-                )
-            )
-        rows.append(("mean samples/unit", f"{s['mean_samples_per_unit']:,.1f}"))
-    rows.append(("index", s.get("index_location") or "(not saved)"))
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        click.echo(f"{key:<{width}}  {value}")
+def _accounting(result: RunResult) -> dict[str, Any]:
+    """What ``run --accounting`` saves: the run's totals and files, and its token counts
+    when it made tokens."""
+    out: dict[str, Any] = {
+        "rows_in": result.rows_in,
+        "rows_out": result.rows_out,
+        "dropped": result.dropped,
+        "quarantined": result.quarantined,
+        "files": result.files,
+    }
+    if result.tokens_in or result.tokens_out:
+        out.update(tokens_in=result.tokens_in, tokens_out=result.tokens_out)
+    return out

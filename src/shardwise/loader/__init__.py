@@ -24,8 +24,9 @@ import; ``tests/test_layers.py`` checks it):
   shards for language models; imports ``read``, the placement and the channel.
 
 The modules beside them assemble the dataset: :mod:`~shardwise.loader.dataset`, and the
-small objects it is made of (placement, planner, state, position, channel, stats), the
-user's :class:`Source` (:mod:`~shardwise.loader.source`) and the argument checks.
+small objects it is made of (placement, planner, state, position, channel, stats; made from
+its checked arguments by :mod:`~shardwise.loader.parts`), the user's :class:`Source`
+(:mod:`~shardwise.loader.source`) and the argument checks.
 
 Names load lazily: ``StreamingDataset`` imports torch (its base) on first use.
 

@@ -54,9 +54,10 @@ def check_columns(columns: Sequence[str] | None) -> list[str] | None:
     return list(columns)
 
 
-def check_filter(expression: Any, schemas: Sequence[pa.Schema]) -> pc.Expression | None:
-    """A ``pyarrow.compute`` expression that applies to the dataset's schema (each
+def check_filter(expression: Any, index: Any) -> pc.Expression | None:
+    """A ``pyarrow.compute`` expression that applies to the schema of ``index`` (each
     source's, when sources are mixed: the filter is applied to each before mixing)."""
+    schemas = [ix.schema for ix in getattr(index, "indexes", [index])]
     if expression is None:
         return None
     if not isinstance(expression, pc.Expression):
@@ -120,8 +121,9 @@ def check_threads(num_threads: int | None) -> int:
     return num_threads or default_threads()
 
 
-def check_format(batch_format: Any, pad_to: Any) -> None:
-    """A batch format ``StreamingDataset`` makes, and ``pad_to`` only where it pads."""
+def check_format(batch_format: Any, pad_to: Any) -> Any:
+    """A batch format ``StreamingDataset`` makes (returned), and ``pad_to`` only where it
+    pads."""
     if batch_format not in (None, "numpy", "torch", "arrow"):
         raise ConfigError(
             f"batch_format must be None, 'numpy', 'torch' or 'arrow', got {batch_format!r}"
@@ -130,3 +132,4 @@ def check_format(batch_format: Any, pad_to: Any) -> None:
         raise ConfigError(
             f"pad_to={pad_to!r} pads numpy or torch batches; batch_format is {batch_format!r}"
         )
+    return batch_format

@@ -1,12 +1,12 @@
 """``StreamingDataset``: exact, equal, deterministic, resumable streaming for training;
-one class composed of its Ranks, Planner, LoaderState and Reading (see the package), a
+one class composed of its Ranks, Planner, LoaderState and Reading (see the package; the
+last three made from its checked arguments by :mod:`.parts`), a
 ``torch.utils.data.IterableDataset`` where torch is installed (:mod:`.iterable`).
 """
 
 from __future__ import annotations
 
 import inspect
-import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from functools import partial
@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+import shardwise.loader.parts as parts
 from shardwise.errors import PlanError
 from shardwise.formats import OnError, check_on_error
 from shardwise.loader._args import (
@@ -26,17 +27,16 @@ from shardwise.loader._args import (
 )
 from shardwise.loader.batches.convert import Padding, check_padding
 from shardwise.loader.batches.memory import WindowMemory
-from shardwise.loader.batches.reading import BatchFormat, Reading
+from shardwise.loader.batches.reading import BatchFormat
 from shardwise.loader.iterable import IterableBase
 from shardwise.loader.placement import Ranks, detect_placement, in_dataloader_worker, place_ranks
-from shardwise.loader.planner import Planner, interleave_for
+from shardwise.loader.planner import interleave_for
 from shardwise.loader.read.cached import node_cache
-from shardwise.loader.read.headstart import HeadStart, head_start
-from shardwise.loader.read.mixed import read_counts, unit_reader
-from shardwise.loader.read.opening import check_not_empty, open_index
+from shardwise.loader.read.headstart import HeadStart
+from shardwise.loader.read.mixed import read_counts
+from shardwise.loader.read.opening import open_index
 from shardwise.loader.shard import shard_items
-from shardwise.loader.state import LoaderState
-from shardwise.loader.stats import epoch_stats, mixing_for, mixing_key
+from shardwise.loader.stats import epoch_stats, mixing_for
 from shardwise.loader.workers.setup import setup_worker
 from shardwise.plan import Plan, Topology
 from shardwise.plan.budget import DEFAULT_SHUFFLE_BYTES
@@ -148,7 +148,7 @@ class StreamingDatasetBase:
         cache_bytes: int | None = None,
         **open_options: Any,
     ) -> None:
-        check_format(batch_format, pad_to)
+        self.batch_format: BatchFormat | None = check_format(batch_format, pad_to)
         self.on_error = check_on_error(on_error)
         self.columns = check_columns(columns)
         self.cache = node_cache(cache_dir, cache_bytes)
@@ -160,10 +160,10 @@ class StreamingDatasetBase:
         self.shuffle = check_bool("shuffle", shuffle)
         self.drop_last = check_bool("drop_last", drop_last)
         self.seed = check_int("seed", seed, 0)
-        schemas = [ix.schema for ix in getattr(self.index, "indexes", [self.index])]
-        self.filter = check_filter(filter, schemas)
-        self.batch_format, self.pad_to = batch_format, check_padding(pad_to)
-        self.num_threads, self.pin_memory = check_threads(num_threads), bool(pin_memory)
+        self.filter = check_filter(filter, self.index)
+        self.pad_to = check_padding(pad_to)
+        self.num_threads = check_threads(num_threads)
+        self.pin_memory = bool(pin_memory)
         self.shuffle_bytes = check_int("shuffle_bytes", shuffle_bytes, 1)
         self.interleave = interleave_for(self.index, interleave, self.shuffle_bytes)
         self.prefetch_bytes = check_int("prefetch_bytes", prefetch_bytes, 0)
@@ -172,28 +172,12 @@ class StreamingDatasetBase:
         self.ranks: Ranks = place_ranks(rank, world_size, num_workers, groups)
         # plan from what reading yields: after the filter, and after quarantine under "skip"
         self.counts, self.quarantine = read_counts(self.index, filter, self.on_error)
-        self._compose()
+        self.planner = parts.make_planner(self)
+        self.state = parts.make_state(self)
+        self.reading = parts.make_reading(self)
         self._head: HeadStart | None = None  # the training process's downloads ahead of workers
         self._memory = WindowMemory()  # the in-process path's windows, kept for the next ones
-        self.topology(1)  # validate batch_size etc. now
-        check_not_empty(self.index, self.counts, filter, self.quarantine)
-
-    def _compose(self) -> None:
-        """The planner, the state and the reading, from the checked arguments."""
-        r = self.ranks
-        self.planner = Planner(
-            self.counts, self.batch_size, self.drop_last, self.interleave, self.seed,
-            self.shuffle, self.mixing, self.canonical_workers, r.dp_size, r.num_workers,
-        )  # fmt: skip
-        key = mixing_key(self.index, self.mixing, self.canonical_workers)
-        self.state = LoaderState(self.counts, key)
-        weakref.finalize(self, self.state.channel.remove)
-        self.reading = Reading(
-            self.index, self.columns, self.filter, self.on_error, self.batch_format,
-            self.batch_size, self.interleave, self.prefetch_bytes, self.pad_to,
-            self.num_threads, self.pin_memory, self.cache,
-        )  # fmt: skip
-        unit_reader(self.index, self.columns, self.filter, self.on_error)  # check columns now
+        parts.check_streamable(self, self.planner)
 
     # -- where it streams to (see Ranks) ------------------------------------------------
     rank = property(lambda self: self.ranks.rank, doc="The training rank.")
@@ -226,17 +210,9 @@ class StreamingDatasetBase:
         self.state.set_epoch(check_int("epoch", epoch, 0))
         workers = self.num_workers or 1
         # the node cache is filled with this epoch's first units while workers start
-        self._head = head_start(
-            self._head,
-            self.index,
-            self.cache,
-            partial(self.plan, workers),
-            self.dp_rank,
-            workers,
-            self.prefetch_bytes,
-            bool(self.state.resumes),
-            None if self.filter is not None else self.columns,  # what the workers read
-        )
+        plan = partial(self.plan, workers)
+        resuming = bool(self.state.resumes)
+        self._head = parts.start_head(self._head, self, plan, workers, resuming)
 
     def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
         """The position after ``consumed_batches`` batches of this rank in this epoch.

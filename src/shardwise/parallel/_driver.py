@@ -1,17 +1,17 @@
 """The driver loop shared by every backend: chunking, bounded in-flight work, retries of
-lost workers, errors with the item index, progress bars and Ctrl-C cancellation."""
+lost workers, errors with the item index, progress (:mod:`._progress`) and Ctrl-C
+cancellation."""
 
 from __future__ import annotations
 
 import inspect
 import itertools
-import os
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from shardwise.errors import ConfigError, TaskError
 from shardwise.parallel._in_worker import Outcome
+from shardwise.parallel._progress import progress_bar
 from shardwise.parallel._registry import (
     _resolve,
     active_backend,
@@ -36,35 +36,6 @@ __all__ = [
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-class _NoBar:
-    """The bar of a run without progress output: tqdm (and the ~0.1 s of its imports)
-    only loads when a bar is shown, so a worker or a quiet run never pays for it."""
-
-    def update(self, n: int = 1) -> None:
-        """Nothing to draw."""
-
-    def close(self) -> None:
-        """Nothing to close."""
-
-
-def _bar(total: int | None, desc: str | None, enabled: bool, unit: str = "task") -> Any:
-    if not enabled or os.environ.get("SHARDWISE_PROGRESS") == "0":
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    tty = sys.stderr.isatty()
-    env_interval = os.environ.get("TQDM_MININTERVAL")
-    return tqdm(
-        total=total,
-        desc=desc or "tasks",
-        unit=unit,
-        mininterval=float(env_interval) if env_interval else (0.1 if tty else 10.0),
-        dynamic_ncols=tty,
-        ascii=not tty,
-        file=sys.stderr,
-    )
 
 
 def imap_unordered(
@@ -154,12 +125,10 @@ def _run(
     retry_on: tuple[type[BaseException], ...],
     count_unit: str | None,
 ) -> Iterator[tuple[int, Any]]:
-    bar = _bar(total, desc, progress)
-    counter_bar = (
-        _bar(None, f"{desc or 'tasks'} ({count_unit})", progress, count_unit)
-        if count_unit
-        else None
-    )
+    bar = progress_bar(total, desc, progress)
+    counter_bar: Any = None
+    if count_unit:  # what tasks report (rows, ...), counted as they run
+        counter_bar = progress_bar(None, f"{desc or 'tasks'} ({count_unit})", progress, count_unit)
     flight = _InFlight(inst.open(fn, retry_on, parallelism), bar, max_retries)
     numbered = enumerate(source)
     exhausted = False
@@ -186,7 +155,9 @@ class _InFlight:
     """The chunks a session is running, and how often each was tried."""
 
     def __init__(self, session: Session, bar: Any, max_retries: int) -> None:
-        self.session, self.bar, self.max_retries = session, bar, max_retries
+        self.session = session
+        self.bar = bar
+        self.max_retries = max_retries
         self.chunks: dict[int, list[tuple[int, Any]]] = {}
         self.attempts: dict[int, int] = {}
         self.ids = itertools.count()

@@ -32,6 +32,7 @@ from shardwise.parallel.cpus import cpu_count
 from shardwise.pipeline.hooks import after_run
 from shardwise.pipeline.runner import RunResult, run_pipeline
 from shardwise.pipeline.sink import Sink
+from shardwise.pipeline.stages import work_per_byte
 from shardwise.pipeline.task_split import MIN_SPLIT, plan_tasks
 
 __all__ = ["Pipeline", "read_jsonl", "read_parquet", "read_webdataset"]
@@ -145,22 +146,11 @@ class Pipeline:
             return self.source
         options = dict(self.read_options)
         if self.format == "jsonl":  # cut JSONL into byte ranges no larger than a task
-            work = self._work()  # finer with a CPU-heavy operator: a small input still splits
-            # (no finer than 64 KiB for that reason; a task_bytes the user chose is kept); units
-            # of half the finest task, so that files' remainders do not leave fewer units than tasks
-            unit = (
-                self.task_bytes
-                if work <= 1.0
-                else max(64 * 2**10, int(self.task_bytes / work / MIN_SPLIT / 2))
-            )
-            options.setdefault("unit_bytes", min(32 * 2**20, self.task_bytes, unit))
+            unit = _jsonl_unit_bytes(self.task_bytes, work_per_byte(self.ops))
+            options.setdefault("unit_bytes", unit)
         return index_dataset(
             self.source, self.format, progress=progress, on_error=self.on_error, **options
         )
-
-    def _work(self) -> float:
-        """CPU work per input byte of the heaviest operator (1.0: reading and writing)."""
-        return max([1.0, *(op.dedup.work_per_byte for op in self.ops if op.kind == "dedup")])
 
     def run(
         self,
@@ -179,7 +169,7 @@ class Pipeline:
                 "the pipeline has no output; call write_parquet()/write_jsonl()/write() first"
             )
         index = self.index(progress)
-        tasks = plan_tasks(index, self.task_bytes, self.min_tasks, work=self._work())
+        tasks = plan_tasks(index, self.task_bytes, self.min_tasks, work=work_per_byte(self.ops))
         sink = self.sink
         if (
             not sink.storage_options
@@ -211,6 +201,15 @@ class _Reasoned:
     def __call__(self, batch: pa.RecordBatch, **kwargs: Any) -> Any:
         out = self.fn(batch, **kwargs)
         return (out[0] if isinstance(out, tuple) else out), self.reason
+
+
+def _jsonl_unit_bytes(task_bytes: int, work: float) -> int:
+    """The byte ranges JSONL input is cut into: no larger than a task (nor 32 MiB), and
+    finer under a CPU-heavy operator (``work`` per byte above 1.0), so that a small input
+    still splits into tasks: half the finest task :func:`plan_tasks` may cut, so that
+    files' remainders do not leave fewer units than tasks, but no finer than 64 KiB."""
+    unit = task_bytes if work <= 1.0 else max(64 * 2**10, int(task_bytes / work / MIN_SPLIT / 2))
+    return min(32 * 2**20, task_bytes, unit)
 
 
 def _protocol(url: str) -> str:

@@ -28,7 +28,7 @@ from shardwise.pipeline.execution import Execution
 from shardwise.pipeline.ledger import Ledger
 from shardwise.pipeline.run_task import Job, run_job
 from shardwise.pipeline.sink import Sink
-from shardwise.pipeline.stages import Stage, plan_stages
+from shardwise.pipeline.stages import Stage, plan_stages, work_per_byte
 from shardwise.pipeline.task_split import Piece
 from shardwise.storage import atomic_write, join
 
@@ -210,12 +210,7 @@ def _backend_for(backend: BackendSpec, index: DatasetIndex, ops: Sequence[Op]) -
         for op in ops
     ):
         return backend
-    work = index.num_bytes * max(
-        [
-            1.0,
-            *(op.dedup.work_per_byte for op in ops if op.kind == "dedup" and op.dedup is not None),
-        ]
-    )
+    work = index.num_bytes * work_per_byte(ops)
     if work <= IN_DRIVER_WORK:
         return "sequential"
     if work > CALLER_SLOT_WORK:

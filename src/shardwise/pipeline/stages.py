@@ -1,4 +1,5 @@
-"""Cut an operator chain into stages at every dedup operator.
+"""Cut an operator chain into stages at every dedup operator, and say how heavy its
+heaviest operator is (:func:`work_per_byte`, which sizes tasks and picks where small runs go).
 
 Stage ``k`` applies the keep-mask of the dedup that ends stage ``k - 1`` (none for the
 first stage), then its own mappers and filters, and either ends with a dedup (its rows
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from shardwise.ops.operators import Op
 
-__all__ = ["Stage", "op_names", "plan_stages"]
+__all__ = ["Stage", "op_names", "plan_stages", "work_per_byte"]
 
 
 @dataclass(frozen=True)
@@ -68,3 +69,10 @@ def plan_stages(ops: Sequence[Op]) -> list[Stage]:
 
 def _stage(index: int, ops: list[tuple[Op, str]], dedup: Op | None, name: str, after: str) -> Stage:
     return Stage(index, tuple(o for o, _ in ops), tuple(n for _, n in ops), dedup, name, after)
+
+
+def work_per_byte(ops: Sequence[Op]) -> float:
+    """The CPU work per input byte of the heaviest of ``ops``, reading and writing being
+    1.0 (a dedup operator says its own: :attr:`~shardwise.ops.dedup.DedupOp.work_per_byte`)."""
+    dedups = [op.dedup for op in ops if op.kind == "dedup" and op.dedup is not None]
+    return max([1.0, *(d.work_per_byte for d in dedups)])

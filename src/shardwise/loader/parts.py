@@ -1,0 +1,142 @@
+"""The small objects a ``StreamingDataset`` is made of besides its :class:`Ranks`, made from
+its checked arguments: its :class:`Planner` (what every plan of it shares), its
+:class:`Reading` (how its units are read and what they become) and its
+:class:`LoaderState` (where it is in an epoch); and the checks that need them, made when
+the dataset is: the columns exist, one worker's topology fits the batch size, and there
+is something to stream. Each epoch, its :class:`HeadStart` (the node cache filled with the
+workers' first units while they start).
+
+The dataset keeps its checked arguments as attributes of the same names (``ds.batch_size``,
+``ds.index``, ...); :class:`Checked` names the ones its parts are made from.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+import pyarrow.compute as pc
+
+from shardwise.formats import OnError, Quarantine
+from shardwise.index import DatasetIndex
+from shardwise.loader.batches.convert import Padding
+from shardwise.loader.batches.reading import BatchFormat, Reading
+from shardwise.loader.placement import Ranks
+from shardwise.loader.planner import Planner
+from shardwise.loader.read.headstart import HeadStart, head_start
+from shardwise.loader.read.mixed import MixedIndex, unit_reader
+from shardwise.loader.read.opening import check_not_empty
+from shardwise.loader.state import LoaderState
+from shardwise.loader.stats import mixing_key
+from shardwise.plan import Mixing, Plan
+from shardwise.storage.cache import NodeCache
+
+__all__ = [
+    "Checked",
+    "check_streamable",
+    "make_planner",
+    "make_reading",
+    "make_state",
+    "start_head",
+]
+
+
+class Checked(Protocol):
+    """A dataset's checked arguments and what they opened, by the names it keeps them under
+    (see ``StreamingDataset``'s Args)."""
+
+    index: DatasetIndex | MixedIndex
+    cache: NodeCache | None
+    columns: list[str] | None
+    filter: pc.Expression | None
+    on_error: OnError
+    batch_format: BatchFormat | None
+    pad_to: Padding
+    num_threads: int
+    pin_memory: bool
+    prefetch_bytes: int
+    batch_size: int
+    drop_last: bool
+    interleave: int
+    seed: int
+    shuffle: bool
+    mixing: Mixing | None
+    canonical_workers: int | None
+    ranks: Ranks
+    counts: np.ndarray
+    quarantine: Quarantine
+
+
+def make_planner(ds: Checked) -> Planner:
+    """The dataset's planner, for its data-parallel ranks and workers."""
+    return Planner(
+        counts=ds.counts,
+        batch_size=ds.batch_size,
+        drop_last=ds.drop_last,
+        interleave=ds.interleave,
+        seed=ds.seed,
+        shuffle=ds.shuffle,
+        mixing=ds.mixing,
+        canonical_workers=ds.canonical_workers,
+        dp_size=ds.ranks.dp_size,
+        num_workers=ds.ranks.num_workers,
+    )
+
+
+def make_reading(ds: Checked) -> Reading:
+    """How the dataset's units are read (through its node cache, if any) and what they
+    become."""
+    return Reading(
+        index=ds.index,
+        columns=ds.columns,
+        filter=ds.filter,
+        on_error=ds.on_error,
+        batch_format=ds.batch_format,
+        batch_size=ds.batch_size,
+        interleave=ds.interleave,
+        prefetch_bytes=ds.prefetch_bytes,
+        pad_to=ds.pad_to,
+        num_threads=ds.num_threads,
+        pin_memory=ds.pin_memory,
+        cache=ds.cache,
+    )
+
+
+def make_state(ds: Checked) -> LoaderState:
+    """The dataset's state at the start of epoch 0 (a saved state must agree with its
+    counts, and with its sources and their rules when it mixes them); the channel it
+    tells DataLoader workers the epoch through is removed with the dataset."""
+    state = LoaderState(ds.counts, mixing_key(ds.index, ds.mixing, ds.canonical_workers))
+    weakref.finalize(ds, state.channel.remove)
+    return state
+
+
+def check_streamable(ds: Checked, planner: Planner) -> None:
+    """Refuse now what would fail at the first batch: columns the dataset does not have, a
+    batch size (and the rest) that one worker's topology does not fit, nothing to stream."""
+    unit_reader(ds.index, ds.columns, ds.filter, ds.on_error)
+    planner.topology(1)
+    check_not_empty(ds.index, ds.counts, ds.filter, ds.quarantine)
+
+
+def start_head(
+    previous: HeadStart | None, ds: Checked, plan: Callable[[], Plan], workers: int, resuming: bool
+) -> HeadStart | None:
+    """The dataset's head start of a new epoch (``previous`` stopped): this rank's
+    ``workers`` first units of ``plan`` fetched into its node cache, up to
+    ``prefetch_bytes`` per worker, as the workers will read them (every column under a
+    filter), unless ``resuming`` (see :func:`~shardwise.loader.read.headstart.head_start`)."""
+    columns = None if ds.filter is not None else ds.columns  # what the workers read
+    return head_start(
+        previous,
+        ds.index,
+        ds.cache,
+        plan,
+        ds.ranks.dp_rank,
+        workers,
+        ds.prefetch_bytes,
+        resuming,
+        columns,
+    )
