@@ -6,7 +6,7 @@ Real rank ``r`` of ``N`` holds inner ranks ``r * C/N`` to ``(r + 1) * C/N - 1``
 of consecutive inner ranks. When ``C`` is a prime power these blocks are nested and the
 digit-reversed dealing of :mod:`.quota` holds every block within one sample. Otherwise
 blocks of different divisors cross (``C = 6``: ranks ``0-2 | 3-5`` on two real ranks,
-``0-1 | 2-3 | 4-5`` on three) and that dealing is only within two.
+``0-1 | 2-3 | 4-5`` on three) and that dealing is only within two (1.63 measured).
 
 The split here holds every block of every divisor within one. Inner rank ``j`` gets
 ``floor(G_s / C)`` of source ``s`` plus ``y[j, s]`` in ``{0, 1}``: the ``r_s = G_s mod C``
@@ -20,11 +20,13 @@ multiples of a block size):
 
 Per source these are difference constraints; their closure (shortest paths) gives the
 exact range of every ``F_s(t)`` once some checkpoints are fixed. A depth-first search fixes
-the checkpoints in order, each source rounded up by largest remainder first, and the
-extras between two checkpoints are then laid end to end. The search is complete; an
-exhaustive integer-programming check found every instance feasible (``C`` of 6 to 60, up
-to 7 sources: ``tools/strata_grid.py``) and the search needs at most two steps back. It
-gives up after :data:`BUDGET` steps (``None``: the caller keeps the digit-reversed split).
+the checkpoints coarsest first, sources rounded up by largest remainder first, a
+checkpoint whose sum leaves one choice fixed at once; the extras between two checkpoints
+are then laid end to end. The search is complete. An integer program found every instance
+feasible (every extras vector of ``C`` = 6 to 60, up to 3 to 8 sources by size:
+``tools/strata_grid.py``), and this search split all of them within a few steps back. It
+gives up after :data:`BUDGET` steps (``None``: the caller keeps the digit-reversed split,
+and the plan's reported deviation shows it).
 """
 
 from __future__ import annotations
