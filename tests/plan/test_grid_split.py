@@ -10,12 +10,14 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from shardwise.plan import Topology
 from shardwise.plan import grid_split as gs
 from shardwise.plan.grid_split import GridSchedule, grid_planned, holds, nested, split_extras
 from shardwise.plan.mix import Mixing, Rule, largest_remainder
-from shardwise.plan.plans import make_plan
+from shardwise.plan.plans import Plan, make_plan
 from shardwise.plan.quota import Schedule, deviation
 from shardwise.plan.strata import GRID_STRATA_VERSION, STRATA_VERSION, strata_layout
 
@@ -108,3 +110,35 @@ def test_grid_plans_are_frozen() -> None:
             for b in plan.rank_batches(r):
                 h.update(b.tobytes())
     assert h.hexdigest() == FROZEN_GRID
+
+
+def _global(plan: Plan) -> list[np.ndarray]:
+    t = plan.topology
+    return [np.concatenate(b) for b in zip(*(plan.rank_batches(r) for r in range(t.world_size)))]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    c=st.sampled_from([6, 12]),
+    weights=st.lists(st.sampled_from([0.05, 0.2, 0.3, 1.0]), min_size=3, max_size=3),
+    frac=st.floats(0, 1),
+    moves=st.lists(st.sampled_from([1, 2, 3, 6]), min_size=1, max_size=3),
+)
+def test_grid_plans_resume_the_global_sequence_on_other_topologies(
+    c: int, weights: list[float], frac: float, moves: list[int]
+) -> None:
+    """Exact and elastic resume on a grid that is not a prime power: the global sequence
+    continues, whatever divisor's ranks it moves to."""
+    counts = np.array([40, 25, 30, 7, 50, 3])
+    rules = tuple(Rule(weight=w) for w in weights)
+    mixing = Mixing((0, 2, 4, 6), rules, c * c * 3, "stratified")
+    g = 2 * c
+    plan = make_plan(counts, Topology(2, 1, g // 2), seed=5, mixing=mixing, canonical_workers=c)
+    reference, done, current = _global(plan), 0, plan
+    for n in moves:
+        k = int(frac * current.batches_per_rank)
+        done += k
+        current = current.resume(k, Topology(n, 1, g // n))
+        rest = _global(current)
+        assert len(rest) == len(reference) - done
+        assert all((a == b).all() for a, b in zip(reference[done:], rest))
