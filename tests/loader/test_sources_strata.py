@@ -96,6 +96,29 @@ def test_canonical_workers_same_global_batches_and_shares(paths: dict[str, str])
     assert glob(2, 2) == one == glob(4, 1)
 
 
+def test_canonical_grid_of_six_every_rank_within_one(paths: dict[str, str]) -> None:
+    """C=6: ranks of two (0-2 | 3-5) and of three (0-1 | 2-3 | 4-5) cross, and every rank's
+    batch still holds each share to within one (the same global batches on all). Global
+    batches of 6 (3 / 1.8 / 1.2): the digit-reversed split put a rank of three one sample off."""
+
+    def glob(world: int, workers: int) -> list[list[int]]:
+        ds = _make(paths, world, workers, 6 // world, canonical_workers=6)
+        ranks = [_rank(ds, r, world, workers) for r in range(world)]
+        _check(ranks, ds.stats())
+        return [[i for r in ranks for i in r[s]] for s in range(len(ranks[0]))]
+
+    one = glob(1, 1)
+    assert glob(2, 3) == one == glob(3, 2) == glob(6, 1)
+    # a state saved on 3 ranks continues the same global sequence on 2
+    state = _make(paths, 3, 1, 2, canonical_workers=6).state_dict(consumed_batches=2)
+    rest = []
+    for r in range(2):
+        ds = _make(paths, 2, 1, 3, canonical_workers=6)
+        ds.load_state_dict(state)
+        rest.append(_rank(ds, r, 2, 1))
+    assert [[i for r in rest for i in r[s]] for s in range(len(rest[0]))] == one[2:]
+
+
 def test_resume_exact_and_elastic(paths: dict[str, str]) -> None:
     full = [_rank(_make(paths, 2, 2, 6), r, 2, 2) for r in range(2)]
     k = 9

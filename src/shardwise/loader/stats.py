@@ -11,7 +11,7 @@ from shardwise.index import DatasetIndex
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.plan import Mixing, Plan, Rule, Topology, batch_shares, source_counts
 from shardwise.plan.deal import DEAL_VERSION
-from shardwise.plan.strata import STRATA_VERSION
+from shardwise.plan.strata import strata_layout
 
 __all__ = ["epoch_stats", "mixing_for", "mixing_key"]
 
@@ -32,10 +32,10 @@ def mixing_for(
     return Mixing((0, index.num_units), (Rule(),), epoch_size, batching)
 
 
-def _layout(mixing: Mixing | None) -> int:
+def _layout(mixing: Mixing | None, canonical_workers: int | None) -> int:
     if mixing is None:
         return 1
-    return DEAL_VERSION if mixing.batching == "random" else STRATA_VERSION
+    return DEAL_VERSION if mixing.batching == "random" else strata_layout(canonical_workers)
 
 
 def mixing_key(
@@ -44,7 +44,7 @@ def mixing_key(
     """What a saved state must agree on besides the counts: the sources and their rules,
     and the ``layout`` of the plan (random mixed plans: how sources are dealt to workers,
     :data:`~shardwise.plan.deal.DEAL_VERSION`; stratified plans: how batches carry their
-    rounding, :data:`~shardwise.plan.strata.STRATA_VERSION`; 1 otherwise, and in states
+    rounding, :func:`~shardwise.plan.strata.strata_layout`; 1 otherwise, and in states
     saved before there was one). None without mixing or canonical workers: the state is today's."""
     if mixing is None and canonical_workers is None:
         return None
@@ -56,7 +56,7 @@ def mixing_key(
         "epoch_size": mixing.epoch_size if mixing else None,
         "batching": mixing.batching if mixing else "random",
         "canonical_workers": canonical_workers,
-        "layout": _layout(mixing),
+        "layout": _layout(mixing, canonical_workers),
     }
 
 

@@ -45,7 +45,9 @@ def make_plan(
     """
     counts = np.asarray(counts, dtype=np.int64)
     if canonical_workers is not None:
-        inner = partial(_plain, counts, seed=seed, epoch=epoch, shuffle=shuffle, mixing=mixing)
+        inner = partial(
+            _plain, counts, seed=seed, epoch=epoch, shuffle=shuffle, mixing=mixing, grid=True
+        )
         return CanonicalPlan(topology, canonical_workers, inner, resumes=resumes)
     return _plain(
         counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, mixing=mixing, resumes=resumes
@@ -61,12 +63,20 @@ def _plain(
     shuffle: bool,
     mixing: Mixing | None,
     resumes: Sequence[Resume] = (),
+    grid: bool = False,
 ) -> EpochPlan | StratifiedPlan:
     if mixing is None:
         return EpochPlan(counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes)
     if mixing.batching == "stratified":
         return StratifiedPlan(
-            counts, topology, mixing, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes
+            counts,
+            topology,
+            mixing,
+            seed=seed,
+            epoch=epoch,
+            shuffle=shuffle,
+            resumes=resumes,
+            grid=grid,
         )
     base = partial(_mixed_stream, mixing, counts, seed=seed, epoch=epoch, shuffle=shuffle)
     return EpochPlan(

@@ -14,7 +14,8 @@ sample, and the epoch's counts are the totals exactly. The extras of one global 
 are laid end to end, source after source, from an offset that turns from batch to batch,
 and dealt to the ranks in digit-reversed order (:func:`spread_ranks`): with ``R`` a
 product of primes ``p1 <= p2 <= ...``, any ``p1 * ... * pi`` consecutive blocks of ranks
-(the real ranks of a canonical grid, see :mod:`.canonical`) hold a source's extras evenly.
+(the real ranks of a canonical grid, see :mod:`.canonical`) hold a source's extras evenly;
+a grid that is not a prime power is split by :mod:`.grid_split` instead.
 """
 
 from __future__ import annotations

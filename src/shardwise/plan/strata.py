@@ -26,6 +26,7 @@ import numpy as np
 from shardwise.errors import PlanError
 from shardwise.plan.compose import ComposedWorker, round_robin_batches, round_robin_count
 from shardwise.plan.cut import delivered
+from shardwise.plan.grid_split import nested
 from shardwise.plan.mix import (
     Mixing,
     counts_key,
@@ -40,11 +41,21 @@ from shardwise.plan.segments import Stream
 from shardwise.plan.strata_parts import SourceOrders, SourceStream, Stretch
 from shardwise.plan.topology import Resume, Topology
 
-__all__ = ["STRATA_VERSION", "StratifiedPlan"]
+__all__ = ["GRID_STRATA_VERSION", "STRATA_VERSION", "StratifiedPlan", "strata_layout"]
 
 # the layout of stratified plans: saved states record it, and a state of another layout
-# cannot resume (1: the same make-up in every batch; 2: the rounding carried over batches)
+# cannot resume (1: the same make-up in every batch; 2: the rounding carried over batches;
+# 3: as 2, and on a canonical grid that is not a prime power every divisor's ranks within
+# one, :mod:`.grid_split`; the plans of layout 2 on other grids did not change)
 STRATA_VERSION = 2
+GRID_STRATA_VERSION = 3
+
+
+def strata_layout(canonical_workers: int | None) -> int:
+    """The layout of a stratified plan (on ``canonical_workers`` if given)."""
+    c = canonical_workers
+    return STRATA_VERSION if c is None or nested(int(c)) else GRID_STRATA_VERSION
+
 
 SOURCES = 4096  # a stretch's seeds: generation * SOURCES + source + 1
 
@@ -57,6 +68,7 @@ class StratifiedPlan:
         topology: ranks, workers, batch size (of the whole batch), drop_last, interleave.
         mixing: the sources (``mixing.batching`` is not consulted).
         seed, epoch, shuffle, resumes: as for ``EpochPlan``.
+        grid: ``topology`` is a canonical grid (see :class:`~.strata_parts.Stretch`).
     """
 
     def __init__(
@@ -69,8 +81,10 @@ class StratifiedPlan:
         epoch: int = 0,
         shuffle: bool = True,
         resumes: Sequence[Resume] = (),
+        grid: bool = False,
     ) -> None:
         self.counts = np.asarray(counts, dtype=np.int64)
+        self.grid = grid
         self.topology, self.mixing = topology, mixing
         self.seed, self.epoch, self.shuffle = int(seed), int(epoch), shuffle
         if self.seed < 0 or self.epoch < 0:
@@ -103,7 +117,7 @@ class StratifiedPlan:
         quotas = self.mixing.aligned_quotas(self.counts, t)
         streams = [self._source_stream(s, int(q), t) for s, q in enumerate(quotas.tolist())]
         batches = int(quotas.sum()) // (t.world_size * t.batch_size)
-        return Stretch(t, streams, quotas, batches, self._orders(0))
+        return Stretch(t, streams, quotas, batches, self._orders(0), self.grid)
 
     def _source_stream(self, source: int, quota: int, t: Topology) -> Stream:
         if quota == 0:
@@ -143,7 +157,7 @@ class StratifiedPlan:
         batches, want = per_worker * t.num_workers, per_worker * quantum
         totals = largest_remainder(want, left) if want else np.zeros_like(left)
         self.num_left_out, self.num_padded = max(0, have - want), max(0, want - have)
-        return Stretch(t, streams, totals, batches, self._orders(generation))
+        return Stretch(t, streams, totals, batches, self._orders(generation), self.grid)
 
     def row_perm(self, unit: int) -> np.ndarray:
         """The epoch's row order of ``unit`` (cached)."""
@@ -234,4 +248,5 @@ class StratifiedPlan:
             epoch=self.epoch,
             shuffle=self.shuffle,
             resumes=[*previous, point],
+            grid=self.grid,
         )

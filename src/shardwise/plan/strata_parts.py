@@ -18,6 +18,7 @@ import numpy as np
 
 from shardwise.plan.compose import ComposedWorker
 from shardwise.plan.cut import delivered
+from shardwise.plan.grid_split import grid_planned
 from shardwise.plan.quota import planned
 from shardwise.plan.segments import PartedStream, Segment, Stream
 from shardwise.plan.topology import Topology
@@ -61,6 +62,9 @@ class Stretch:
             a source's stream wraps around if it holds fewer).
         batches: batches per rank.
         orders: each source's seeds.
+        grid: ``topology`` is a canonical grid, whose ranks the real ranks group: its
+            batches are split so that every divisor's groups hold the shares to within one
+            (:mod:`.grid_split`).
     """
 
     def __init__(
@@ -70,11 +74,13 @@ class Stretch:
         totals: np.ndarray,
         batches: int,
         orders: Sequence[SourceOrders],
+        grid: bool = False,
     ) -> None:
         self.topology, self.streams, self.orders = topology, list(streams), list(orders)
         self.totals = np.asarray(totals, dtype=np.int64)
         self.batches = int(batches)
-        self.schedule = planned(self.totals, self.batches, topology.world_size)
+        plan_of = grid_planned if grid else planned
+        self.schedule = plan_of(self.totals, self.batches, topology.world_size)
         t = topology
         pieces = []
         for r in range(t.world_size):
