@@ -17,7 +17,7 @@ sequence is one copy out of its unit's token array, made in the iterating proces
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from shardwise.loader.placement import Placement, detect_placement, in_dataloade
 from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
+from shardwise.loader.tokens.ahead import made_ahead
 from shardwise.loader.tokens.passes import Passes
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan import Mixing, Resume, Topology
@@ -39,9 +40,13 @@ from shardwise.plan.tokenstats import token_stats
 
 __all__ = ["STATE_VERSION", "TokenStreamBase"]
 
+Groups = Generator[list[dict[str, Any]], None, None]  # groups of batches
+
 STATE_VERSION = 1
 FORMATS = ("numpy", "torch")
-WINDOW_TOKENS = 2**15  # tokens per window of concat batches built at once
+WINDOW_TOKENS = 2**16  # tokens per window of concat batches built at once (arrays of 512 KB)
+GROUP_BATCHES = 8  # batches per hand-over from the loader thread (best_fit, pad)
+GROUPS_AHEAD = 2  # groups of batches made ahead of the training loop
 
 
 def _fields(fields: Sequence[str]) -> tuple[str, ...]:
@@ -185,7 +190,7 @@ class TokenStreamBase:
         self._announce(p)
         plan = self.plan(Topology(p.world_size, p.num_workers, self.batch_size, self.drop_last))
         pairs = plan.worker(p.rank, p.worker_id).pairs()
-        yield from self._batches(plan, pairs)
+        yield from made_ahead(self._groups(plan, pairs), GROUPS_AHEAD)
 
     def _announce(self, p: Placement) -> None:
         if in_dataloader_worker():
@@ -193,21 +198,28 @@ class TokenStreamBase:
         else:
             self._seen = Seen(p.world_size, p.num_workers, time.time(), self._passes.epoch)
 
-    def _batches(self, plan: TokenPlan, pairs: np.ndarray) -> Iterator[dict[str, Any]]:
+    def _groups(self, plan: TokenPlan, pairs: np.ndarray) -> Groups:
+        """Groups of batches (one hand-over each from the loader thread that makes them)."""
         if self.packing == "concat":
-            yield from self._concat_batches(pairs)
+            yield from self._concat_groups(pairs)
             return
         feed = UnitFeed(pairs[:, 0], self.units.read, self.prefetch_units)
         rows = pairs[:, 1].tolist()
-        seqs = []
+        seqs, group = [], []
         for i, (unit, (tokens, offsets)) in enumerate(feed):
             seqs.append(sequence_tokens(tokens, offsets, plan.packed(unit), rows[i]))
             if len(seqs) == self.batch_size:
-                yield self._format(fill_batch(seqs, self.seq_len, self.pad_id))
+                group.append(self._format(fill_batch(seqs, self.seq_len, self.pad_id)))
                 seqs = []
+            if len(group) == GROUP_BATCHES:
+                yield group
+                group = []
+        if group:
+            yield group
 
-    def _concat_batches(self, pairs: np.ndarray) -> Iterator[dict[str, Any]]:
-        """Windows of batches, each field one row gather per unit (see ``concat_rows``)."""
+    def _concat_groups(self, pairs: np.ndarray) -> Groups:
+        """Windows of batches: each sequence one row copy out of its unit's tokens, the
+        other fields only when asked for (see ``concat_rows``)."""
         seq_len, pad_id = self.seq_len, self.pad_id
 
         def read(unit: int) -> UnitRows:
@@ -218,8 +230,7 @@ class TokenStreamBase:
         feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
         for at, laid in feed.windows(size):
             window, starts = take_window(pairs[at, 0], pairs[at, 1], laid, seq_len, ids_only)
-            for batch in window_batches(window, starts, b):
-                yield self._format(batch)
+            yield [self._format(batch) for batch in window_batches(window, starts, b)]
 
     def _format(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         if len(batch) != len(self.fields):

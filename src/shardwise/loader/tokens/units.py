@@ -14,9 +14,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from shardwise._tokens import TokenInfo, flat_tokens
-from shardwise.errors import ConfigError
+from shardwise.errors import ConfigError, FormatError
 from shardwise.formats import OnError
 from shardwise.loader.read.mixed import unit_reader
 
@@ -63,7 +64,7 @@ class TokenUnits:
         if self._counts is None:
             return np.diff(self.read(unit)[1])
         col = self._counts.read(unit).column(self.count_column)
-        return np.asarray(col.to_numpy(), dtype=np.int64)
+        return np.concatenate([_int64s(c) for c in col.chunks] or [np.zeros(0, np.int64)])
 
     def lengths(self) -> tuple[np.ndarray, np.ndarray]:
         """Token lengths of every document (units in order) and documents per unit."""
@@ -73,6 +74,15 @@ class TokenUnits:
         docs = np.array([len(p) for p in parts], dtype=np.int64)
         flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         return flat.astype(np.int64, copy=False), docs
+
+
+def _int64s(chunk: pa.Array) -> np.ndarray:
+    """An integer array's values as int64 numpy (Arrow's ``to_numpy`` imports pandas,
+    half a second or more at the first call)."""
+    if chunk.null_count:
+        raise FormatError("a token count column holds nulls")
+    c = chunk.cast(pa.int64())
+    return np.frombuffer(c.buffers()[1], np.int64, len(c), c.offset * 8)
 
 
 def _token_info(index: Any, column: str) -> TokenInfo:
