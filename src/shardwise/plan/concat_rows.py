@@ -48,7 +48,8 @@ class UnitRows:
 
     def row(self, k: int) -> np.ndarray:
         """Row ``k`` (the padded tail after the full rows)."""
-        return self.rows[k] if k < len(self.rows) else self.tail[0]
+        row: np.ndarray = self.rows[k] if k < len(self.rows) else self.tail[0]
+        return row
 
 
 def unit_rows(tokens: np.ndarray, offsets: np.ndarray, seq_len: int, pad_id: int) -> UnitRows:

@@ -24,12 +24,12 @@ import numpy as np
 
 from shardwise.errors import ConfigError
 from shardwise.loader.channel import Seen, TopologyChannel
+from shardwise.loader.passes import Passes
 from shardwise.loader.placement import Placement, detect_placement, in_dataloader_worker
 from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
 from shardwise.loader.tokens.ahead import made_ahead
-from shardwise.loader.tokens.passes import Passes
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan import Mixing, Resume, Topology
 from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
@@ -128,7 +128,7 @@ class TokenStreamBase:
         self.rank, self.world_size, self.prefetch_units = rank, world_size, prefetch_units
         self.num_workers = num_workers
         self._channel = TopologyChannel.new()
-        self._passes = Passes(self._channel)
+        self._passes = Passes(channel=self._channel)
         self._seen: Seen | None = None  # this process's own latest pass
         self.counts = count_sequences(self.lengths, self.docs, seq_len, packing, buffer)
 
@@ -168,8 +168,10 @@ class TokenStreamBase:
     @property
     def epoch(self) -> int:
         """The latest pass's epoch; each new pass is the next one unless ``set_epoch`` or
-        ``load_state_dict`` said otherwise (see :mod:`~shardwise.loader.tokens.passes`)."""
-        return self._passes.sync(self._seen)
+        ``load_state_dict`` said otherwise (see :mod:`~shardwise.loader.passes`)."""
+        if in_dataloader_worker():
+            return self._passes.epoch
+        return self._passes.latest_epoch(self._seen)
 
     @property
     def resumes(self) -> list[Resume]:
@@ -177,7 +179,15 @@ class TokenStreamBase:
 
     def set_epoch(self, epoch: int) -> None:
         """Stream epoch ``epoch`` next (also in DataLoader workers started later or kept)."""
-        self._passes.set(epoch, [])
+        self._set(epoch, [])
+
+    def _set(self, epoch: int, resumes: list[Resume]) -> None:
+        """Stream ``epoch`` from ``resumes`` next; tell the DataLoader workers."""
+        passes = self._passes
+        passes.epoch, passes.resumes = int(epoch), list(resumes)
+        if in_dataloader_worker():
+            passes.pinned = True  # a worker's own copy: its next pass is this epoch
+        passes.publish()
 
     def __len__(self) -> int:
         """Batches this rank yields in the epoch (DataLoader workers included)."""
@@ -186,7 +196,7 @@ class TokenStreamBase:
     # -- iterating --------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
         p = self._placement()
-        self._passes.begin(p.rank, p.worker_id)
+        self._passes.begin_pass(p.rank, p.worker_id)
         self._announce(p)
         plan = self.plan(Topology(p.world_size, p.num_workers, self.batch_size, self.drop_last))
         pairs = plan.worker(p.rank, p.worker_id).pairs()
@@ -269,7 +279,7 @@ class TokenStreamBase:
                 raise ConfigError(
                     f"the state has {key}={state[key]!r}, this stream {getattr(self, key)!r}"
                 )
-        self._passes.set(int(state["epoch"]), [Resume.from_dict(r) for r in state["resumes"]])
+        self._set(int(state["epoch"]), [Resume.from_dict(r) for r in state["resumes"]])
 
     def stats(self) -> dict[str, Any]:
         """Tokens, sequences, padding and split documents per source, and the epoch's."""
