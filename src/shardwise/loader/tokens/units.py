@@ -141,7 +141,7 @@ class UnitFeed:
         try:
             for lo in range(0, len(self.units), size):
                 hi = min(lo + size, len(self.units))
-                need = np.unique(self.units[lo:hi]).tolist()
+                need = sorted(set(self.units[lo:hi].tolist()))
                 self._submit_through(max(need, key=self.rank.__getitem__))
                 yield slice(lo, hi), {u: self._futures[u].result() for u in need}
                 for u in need:
