@@ -150,12 +150,13 @@ def plan_scale(tokens: float, docs: int, ranks: int, seq_len: int, **_: Any) -> 
 
 def write_stream_data(root: Path, tokens: int, lengths: np.ndarray, vocab: int) -> None:
     """Synthetic token ids with ``lengths``' distribution (resampled to ``tokens``), as
-    token shards (the tokenize layout: the token column PLAIN and uncompressed, 4,096
-    documents per row group) and one flat file."""
+    token shards (the tokenize layout: the token column uncompressed, one
+    ``DELTA_LENGTH_BYTE_ARRAY`` page per row group of 4,096 documents) and one flat file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from shardwise._tokens import TokenInfo, token_array
+    from shardwise.formats.parquet.writer import _column_options
 
     rng = np.random.default_rng(1)
     n = int(tokens / lengths.mean()) + 1
@@ -177,11 +178,9 @@ def write_stream_data(root: Path, tokens: int, lengths: np.ndarray, vocab: int) 
             [arr, counts],
             schema=pa.schema([info.field("tokens"), pa.field("num_tokens", pa.int32())]),
         )
-        pq.write_table(
+        pq.write_table(  # the options tokenize's writer uses
             table,
             root / "shards" / f"part-{f:05d}.parquet",
             row_group_size=4096,
-            use_dictionary=["num_tokens"],
-            write_statistics=["num_tokens"],
-            compression={"tokens": "none", "num_tokens": "zstd"},  # as tokenize writes them
+            **_column_options(table.to_batches()[0], "zstd"),
         )

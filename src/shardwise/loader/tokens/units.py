@@ -20,6 +20,7 @@ from shardwise._tokens import TokenInfo, flat_tokens
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats import OnError
 from shardwise.loader.read.mixed import unit_reader
+from shardwise.loader.tokens.mapped import mapped_tokens
 
 __all__ = ["TokenUnits", "UnitFeed"]
 
@@ -48,6 +49,7 @@ class TokenUnits:
         if column not in index.schema.names:
             raise ConfigError(f"no token column {column!r}; the dataset has {index.schema.names}")
         self.info, self.column, self.index = _token_info(index, column), column, index
+        self.cache = cache
         self.count_column = count_column if count_column in index.schema.names else None
         self.reader = unit_reader(index, [column], None, on_error, cache)
         self._counts = (
@@ -57,7 +59,13 @@ class TokenUnits:
         )
 
     def read(self, unit: int) -> tuple[np.ndarray, np.ndarray]:
-        """Unit ``unit``'s tokens, flat, and its ``documents + 1`` offsets."""
+        """Unit ``unit``'s tokens, flat, and its ``documents + 1`` offsets: a view of the
+        file where the shard is laid out for it and read without the node cache
+        (:func:`~shardwise.loader.tokens.mapped.mapped_tokens`), else Arrow's read."""
+        if self.cache is None and self.count_column is not None:
+            got = mapped_tokens(self.index, unit, self.column, self.count_column, self.info)
+            if got is not None:
+                return got
         return flat_tokens(self.reader.read(unit).column(self.column), self.info.dtype)
 
     def _lengths(self, unit: int) -> np.ndarray:
