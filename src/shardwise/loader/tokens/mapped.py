@@ -11,6 +11,7 @@ or a file that does not read gives None, and the caller reads the unit with Arro
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from shardwise.errors import ShardwiseError
 from shardwise.formats.parquet.tokenpages import token_view
 from shardwise.storage.paths import open_arrow_input
 
-__all__ = ["mapped_tokens"]
+__all__ = ["file_lengths", "mapped_tokens"]
 
 
 def _where(index: Any, unit: int) -> tuple[Any, Any] | None:
@@ -71,3 +72,37 @@ def mapped_tokens(
     except (OSError, ValueError, pa.ArrowException, ShardwiseError):
         return None  # Arrow's read of the unit retries, or reports what is wrong with it
     return None if tokens is None else (tokens, offsets)
+
+
+def _file_lengths(path: str, options: dict[str, Any], groups: list[int], column: str) -> list[Any]:
+    source = open_arrow_input(path, **options)
+    pf = pq.ParquetFile(source)
+    return [_lengths(pf, g, column) for g in groups]
+
+
+def file_lengths(index: Any, column: str, threads: int) -> list[np.ndarray] | None:
+    """Every unit's document lengths (its ``column`` of counts), each Parquet file opened
+    once for all its units, on ``threads`` threads; None when a unit is no Parquet row
+    group or a file does not read so (the caller reads unit by unit, and reports)."""
+    where = [_where(index, u) for u in range(len(index.units))]
+    if any(w is None for w in where):
+        return None
+    files: dict[tuple[int, str], list[int]] = {}
+    for u, (ix, unit) in enumerate(w for w in where if w is not None):
+        files.setdefault((id(ix), unit.path), []).append(u)
+    jobs = list(files.values())
+    out: list[np.ndarray | None] = [None] * len(where)
+
+    def read(units: list[int]) -> list[Any]:
+        ix, first = where[units[0]]  # type: ignore[misc]
+        groups = [where[u][1].index for u in units]  # type: ignore[index]
+        return _file_lengths(first.path, ix.storage_options, groups, column)
+
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            for units, got in zip(jobs, pool.map(read, jobs)):
+                for u, lengths in zip(units, got):
+                    out[u] = lengths
+    except (OSError, ValueError, pa.ArrowException, ShardwiseError):
+        return None
+    return None if any(x is None for x in out) else [x for x in out if x is not None]

@@ -20,7 +20,7 @@ from shardwise._tokens import TokenInfo, flat_tokens
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats import OnError
 from shardwise.loader.read.mixed import unit_reader
-from shardwise.loader.tokens.mapped import mapped_tokens
+from shardwise.loader.tokens.mapped import file_lengths, mapped_tokens
 
 __all__ = ["TokenUnits", "UnitFeed"]
 
@@ -76,9 +76,12 @@ class TokenUnits:
 
     def lengths(self) -> tuple[np.ndarray, np.ndarray]:
         """Token lengths of every document (units in order) and documents per unit."""
-        n = len(self.index.units)
-        with ThreadPoolExecutor(LENGTH_THREADS) as pool:
-            parts = list(pool.map(self._lengths, range(n)))
+        parts = None
+        if self.cache is None and self.count_column is not None:  # each file opened once
+            parts = file_lengths(self.index, self.count_column, LENGTH_THREADS)
+        if parts is None:
+            with ThreadPoolExecutor(LENGTH_THREADS) as pool:
+                parts = list(pool.map(self._lengths, range(len(self.index.units))))
         docs = np.array([len(p) for p in parts], dtype=np.int64)
         flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         return flat.astype(np.int64, copy=False), docs
