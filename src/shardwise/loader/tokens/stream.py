@@ -45,7 +45,6 @@ Groups = Generator[list[dict[str, Any]], None, None]  # groups of batches
 STATE_VERSION = 1
 FORMATS = ("numpy", "torch")
 WINDOW_TOKENS = 2**16  # tokens per window of concat batches built at once (arrays of 512 KB)
-GROUP_BATCHES = 8  # batches per hand-over from the loader thread (best_fit, pad)
 GROUPS_AHEAD = 2  # groups of batches made ahead of the training loop
 
 
@@ -209,23 +208,19 @@ class TokenStreamBase:
             self._seen = Seen(p.world_size, p.num_workers, time.time(), self._passes.epoch)
 
     def _groups(self, plan: TokenPlan, pairs: np.ndarray) -> Groups:
-        """Groups of batches (one hand-over each from the loader thread that makes them)."""
+        """Groups of batches (one hand-over each from the loader thread that makes them: a
+        window of ``concat`` batches, one batch of the other packings)."""
         if self.packing == "concat":
             yield from self._concat_groups(pairs)
             return
         feed = UnitFeed(pairs[:, 0], self.units.read, self.prefetch_units)
         rows = pairs[:, 1].tolist()
-        seqs, group = [], []
+        seqs = []
         for i, (unit, (tokens, offsets)) in enumerate(feed):
             seqs.append(sequence_tokens(tokens, offsets, plan.packed(unit), rows[i]))
             if len(seqs) == self.batch_size:
-                group.append(self._format(fill_batch(seqs, self.seq_len, self.pad_id)))
+                yield [self._format(fill_batch(seqs, self.seq_len, self.pad_id))]
                 seqs = []
-            if len(group) == GROUP_BATCHES:
-                yield group
-                group = []
-        if group:
-            yield group
 
     def _concat_groups(self, pairs: np.ndarray) -> Groups:
         """Windows of batches: each sequence one row copy out of its unit's tokens, the
