@@ -83,7 +83,35 @@ def test_a_null_document_is_left_to_arrow(version: str) -> None:
     assert _views(*_file(table, 3, data_page_version=version)) == [None]
 
 
-def test_counts_larger_than_the_page_give_none() -> None:
+def test_counts_other_than_the_page_holds_give_none() -> None:
     table, _ = _table([10, 10])
     pf, source = _file(table, 2)
-    assert token_view(pf, source, 0, "tokens", 10**6, np.dtype("<u2")) is None
+    assert token_view(pf, source, 0, "tokens", 20, np.dtype("<u2")) is not None
+    for count in (19, 21, 10**6):
+        assert token_view(pf, source, 0, "tokens", count, np.dtype("<u2")) is None
+
+
+def test_lengths_of_another_count_give_none() -> None:
+    from shardwise.formats.parquet._pages import read_page
+    from shardwise.formats.parquet._thrift import varint
+
+    table, _ = _table([10, 0, 30])
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, table.schema, **_column_options(table.to_batches()[0], "zstd")) as w:
+        w.write_table(table)
+    raw = bytearray(buf.getvalue())
+    start = pq.ParquetFile(pa.BufferReader(bytes(raw))).metadata.row_group(0).column(0)
+    start = start.data_page_offset
+    page = read_page(memoryview(raw)[start:], 0)
+    at = (
+        start
+        + page.body
+        + 4
+        + int.from_bytes(raw[start + page.body : start + page.body + 4], "little")
+    )
+    _, at = varint(memoryview(raw), at)  # the block size
+    _, at = varint(memoryview(raw), at)  # miniblocks per block
+    assert raw[at] == 3  # the lengths' value count: one per document
+    raw[at] = 4
+    source = pa.BufferReader(bytes(raw))
+    assert token_view(pq.ParquetFile(source), source, 0, "tokens", 40, np.dtype("<u2")) is None

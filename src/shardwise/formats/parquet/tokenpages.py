@@ -6,9 +6,11 @@ back) in one data page per row group. The row group's tokens are then the last b
 its column chunk: one contiguous run of the file, the documents' tokens back to back.
 :func:`token_view` checks that the chunk is laid out so (one page filling the chunk, no
 nulls, the encoding and codec) and returns those bytes as a numpy array: a view of a
-memory-mapped file, with nothing decoded or copied. Any other layout gives None, and the
-caller reads the column with Arrow. The document lengths come from the caller (the
-``num_tokens`` column the token plan also trusts); the view never reaches outside the page.
+memory-mapped file, with nothing decoded or copied. The page's structure is checked as a
+reader would need it (the levels, the lengths' header, blocks and miniblock sizes, and the
+tokens filling the rest exactly), without unpacking the lengths: the document offsets come
+from the caller (the ``num_tokens`` column the token plan also trusts). Any other layout
+gives None, and the caller reads the column with Arrow.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ import pyarrow.parquet as pq
 
 from shardwise.formats.parquet._chunk import chunk_bytes, chunk_start
 from shardwise.formats.parquet._pages import DATA, DATA_V2, as_bytes, read_page
-from shardwise.formats.parquet._thrift import Unreadable
+from shardwise.formats.parquet._thrift import Unreadable, varint
 
 __all__ = ["DELTA_LENGTH_BYTE_ARRAY", "token_view"]
 
 DELTA_LENGTH_BYTE_ARRAY = 6  # Parquet's Encoding enum
+MAX_MINIBLOCKS = 1 << 10
 
 
 def _leaf(pf: pq.ParquetFile, column: str) -> int | None:
@@ -35,17 +38,44 @@ def _leaf(pf: pq.ParquetFile, column: str) -> int | None:
     return None
 
 
-def _no_nulls(b: memoryview, body: int, rows: int) -> bool:
-    """Whether a v1 page's definition levels (a 4-byte length, then RLE runs) are one run
-    of ``rows`` ones: no document is null."""
+def _levels_end(b: memoryview, body: int, rows: int) -> int:
+    """Where a v1 page's definition levels (a 4-byte length, then RLE runs) end, when they
+    are one run of ``rows`` ones (no document is null); else Unreadable."""
     end = body + 4 + int.from_bytes(b[body : body + 4], "little")
-    header, shift, i = 0, 0, body + 4
-    while i < min(end, len(b)) and shift < 64:
-        byte = b[i]
-        header, shift, i = header | (byte & 0x7F) << shift, shift + 7, i + 1
-        if not byte & 0x80:
-            break
-    return header == rows << 1 and i + 1 == end <= len(b) and b[i] == 1
+    header, i = varint(b, body + 4)
+    if header != rows << 1 or i + 1 != end or end > len(b) or b[i] != 1:
+        raise Unreadable("null documents, or levels of another layout")
+    return end
+
+
+def _lengths_end(b: memoryview, i: int, count: int) -> int:
+    """Where the DELTA_BINARY_PACKED run of ``count`` values starting at ``i`` ends, its
+    header, block and miniblock sizes checked (nothing unpacked)."""
+    block, i = varint(b, i)
+    miniblocks, i = varint(b, i)
+    total, i = varint(b, i)
+    _, i = varint(b, i)  # the first value
+    if total != count or not 0 < miniblocks <= MAX_MINIBLOCKS or block % 128 or block == 0:
+        raise Unreadable("a lengths header Arrow would refuse")
+    per = block // miniblocks
+    if per % 32 or per == 0:
+        raise Unreadable("miniblocks of no multiple of 32 values")
+    left = total - 1
+    while left > 0:
+        _, i = varint(b, i)  # the block's smallest delta
+        widths = b[i : i + miniblocks]
+        if len(widths) < miniblocks:
+            raise Unreadable("a block past its page")
+        i += miniblocks
+        needed = min(miniblocks, -(-left // per))
+        for w in widths[:needed]:
+            if w > 64:
+                raise Unreadable("a miniblock wider than 64 bits")
+            i += w * per // 8
+        left -= min(left, block)
+    if i > len(b):
+        raise Unreadable("lengths past their page")
+    return i
 
 
 def _chunk(chunk: Any, source: Any) -> memoryview:
@@ -78,17 +108,20 @@ def token_view(
         page = read_page(b, 0)
     except Unreadable:
         return None
-    nbytes = count * dtype.itemsize
     single = page.body + page.compressed == len(b) and page.compressed == page.uncompressed
     if not single or page.encoding != DELTA_LENGTH_BYTE_ARRAY or page.num_values != rows:
         return None
-    if page.kind == DATA_V2:
-        valid = page.num_nulls == 0
-    elif page.kind == DATA:
-        optional = pf.schema.column(i).max_definition_level > 0
-        valid = not optional or _no_nulls(b, page.body, rows)
-    else:
-        valid = False
-    if not valid or nbytes > page.compressed - 4:  # the lengths' header takes 4 bytes at least
+    try:
+        if page.kind == DATA_V2 and page.num_nulls == 0:
+            start = page.body + page.def_length + page.rep_length
+        elif page.kind == DATA:
+            optional = pf.schema.column(i).max_definition_level > 0
+            start = _levels_end(b, page.body, rows) if optional else page.body
+        else:
+            return None
+        end = _lengths_end(b, start, rows)
+    except Unreadable:
         return None
-    return np.frombuffer(b, dtype, count, len(b) - nbytes)
+    if end + count * dtype.itemsize != len(b):  # the lengths, then exactly the tokens
+        return None
+    return np.frombuffer(b, dtype, count, end)
