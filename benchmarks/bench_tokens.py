@@ -15,9 +15,12 @@ Rows (each a measured subprocess; ratios only between rows of this run):
   8,000-id byte-level BPE trained on them. ``TOKENIZERS_PARALLELISM=false`` for every row.
 * ``stream-shardwise-concat``: one epoch of ``TokenStream`` (seq 2048, batch 8, every
   field) in one process over 10^8 synthetic tokens (``--quick``: 10^7) with the BBC
-  articles' document-length distribution; ``stream-memmap``: int64 batches sliced off one
-  flat ``np.memmap`` of the same tokens (the limit). LitData ``TokensLoader`` and MosaicML
-  MDS need torch in their own venvs: not run by default (``--only`` them to try).
+  articles' document-length distribution; ``stream-memmap``: each batch one int64
+  ``[8, 2048]`` array copied off one flat ``np.memmap`` of the same tokens, in file order
+  (the limit); ``stream-memmap-shuffled``: the same with the file's sequences in a seeded
+  random order, one slice copy per sequence (the order the other rows stream in).
+  LitData ``TokensLoader`` and MosaicML MDS need torch in their own venvs: not run by
+  default (``--only`` them to try).
 * ``packing``: ``best_fit`` against ``concat`` at seq 2048 on the BBC articles' real
   lengths: documents split and padding (Ding et al. 2024 report best-fit removing nearly
   all truncation for a few percent of padding).
@@ -93,6 +96,9 @@ SYSTEMS = {
             (("fields", ("input_ids",)),),
         ),
         System("stream-memmap", f"{T}:memmap_loop", "main", "stream"),
+        System(
+            "stream-memmap-shuffled", f"{T}:memmap_loop", "main", "stream", (("shuffle", True),)
+        ),
         System("convert-litdata", f"{P}:convert_litdata", "litdata", "convert"),
         System("convert-mosaic", f"{P}:convert_mosaic", "mosaic", "convert"),
         System("stream-litdata", f"{P}:stream_litdata", "litdata", "stream"),
@@ -289,6 +295,11 @@ def _report(res: dict[str, Any], packing: dict[str, Any], quick: bool) -> None:
     for row, what in (("stream-shardwise-ids", "input_ids"), ("stream-shardwise-concat", "all")):
         checks.add(
             f"stream concat ({what}) vs memmap loop", ratio(rate(row), rate("stream-memmap")), 0.8
+        )
+        checks.add(
+            f"stream concat ({what}) vs shuffled memmap loop",
+            ratio(rate(row), rate("stream-memmap-shuffled")),
+            None,
         )
         checks.add(
             f"stream concat ({what}) vs the faster peer",

@@ -92,15 +92,29 @@ def shardwise_stream(
     return {"seconds": seconds, "open_s": opened, "tokens": tokens, "tok_per_s": tokens / seconds}
 
 
-def memmap_loop(data: str, seq_len: int, batch_size: int, **_: Any) -> dict[str, Any]:
-    """The physical limit for pre-tokenized data: int64 batches sliced off one flat file."""
+def memmap_loop(
+    data: str, seq_len: int, batch_size: int, shuffle: bool = False, **_: Any
+) -> dict[str, Any]:
+    """The physical limit for pre-tokenized data: each batch materialised as one int64
+    ``[batch_size, seq_len]`` array (what a DataLoader hands a model) off one flat
+    ``np.memmap``: consecutive slices of the file (``shuffle=False``), or the file's
+    sequences in a seeded random order, one slice copy per sequence into the batch (the
+    order every other row streams in; nanoGPT's ``get_batch`` copies its rows this way)."""
     flat = np.load(f"{data}/flat.npy", mmap_mode="r")
     step = seq_len * batch_size
     tokens = 0
     t0 = time.perf_counter()
-    for i in range(0, len(flat) - step + 1, step):
-        x = np.array(flat[i : i + step], dtype=np.int64).reshape(batch_size, seq_len)
-        tokens += x.size
+    if not shuffle:
+        for i in range(0, len(flat) - step + 1, step):
+            x = np.array(flat[i : i + step], dtype=np.int64).reshape(batch_size, seq_len)
+            tokens += x.size
+    else:
+        starts = np.random.default_rng(1).permutation(len(flat) // seq_len) * seq_len
+        for j in range(0, len(starts) - batch_size + 1, batch_size):
+            x = np.empty((batch_size, seq_len), dtype=np.int64)
+            for i, a in enumerate(starts[j : j + batch_size].tolist()):
+                x[i] = flat[a : a + seq_len]
+            tokens += x.size
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "tokens": tokens, "tok_per_s": tokens / seconds}
 
@@ -136,11 +150,13 @@ def plan_scale(tokens: float, docs: int, ranks: int, seq_len: int, **_: Any) -> 
 
 def write_stream_data(root: Path, tokens: int, lengths: np.ndarray, vocab: int) -> None:
     """Synthetic token ids with ``lengths``' distribution (resampled to ``tokens``), as
-    token shards (the tokenize layout, 4,096 documents per row group) and one flat file."""
+    token shards (the tokenize layout: the token column uncompressed, one
+    ``DELTA_LENGTH_BYTE_ARRAY`` page per row group of 4,096 documents) and one flat file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from shardwise._tokens import TokenInfo, token_array
+    from shardwise.formats.parquet.writer import _column_options
 
     rng = np.random.default_rng(1)
     n = int(tokens / lengths.mean()) + 1
@@ -162,11 +178,9 @@ def write_stream_data(root: Path, tokens: int, lengths: np.ndarray, vocab: int) 
             [arr, counts],
             schema=pa.schema([info.field("tokens"), pa.field("num_tokens", pa.int32())]),
         )
-        pq.write_table(
+        pq.write_table(  # the options tokenize's writer uses
             table,
             root / "shards" / f"part-{f:05d}.parquet",
             row_group_size=4096,
-            use_dictionary=["num_tokens"],
-            write_statistics=["num_tokens"],
-            compression="zstd",
+            **_column_options(table.to_batches()[0], "zstd"),
         )

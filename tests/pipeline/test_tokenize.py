@@ -77,8 +77,10 @@ def test_token_shards_hold_every_kept_document(
     meta = pq.ParquetFile(next(out.glob("part-*.parquet"))).metadata
     assert meta.num_row_groups > 1
     col = meta.row_group(0).column(meta.schema.names.index("tokens"))
-    assert not col.is_stats_set and "PLAIN" in col.encodings
+    # the layout token streams map (the tokens one run of bytes per row group)
+    assert not col.is_stats_set and "DELTA_LENGTH_BYTE_ARRAY" in col.encodings
     assert not any("DICTIONARY" in e for e in col.encodings)
+    assert col.compression == "UNCOMPRESSED"
 
 
 def test_accounting_counts_tokens_in_and_out(reference: Any) -> None:

@@ -239,25 +239,26 @@ def render_parallel() -> str:
     return "\n".join(out)
 
 
-def render_tokens() -> str:
-    data = load("tokens")
+def render_tokens(name: str = "tokens") -> str:
+    data = load(name)
     out = [
-        _head({**data, "benchmark": "tokens"}),
+        _head({**data, "benchmark": name}),
         "",
         "| row | seconds | tokens | tokens/s | peak RSS MB |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    for name, r in data["results"].items():
+    for row, r in data["results"].items():
         rate = r.get("tok_per_s") or r["tokens"] / r["seconds"]
         rss = f"{r['peak_rss_mb']:,.0f}" if "peak_rss_mb" in r else "-"
-        out.append(f"| {name} | {r['seconds']:.2f} | {r['tokens']:,} | {rate:,.0f} | {rss} |")
+        out.append(f"| {row} | {r['seconds']:.2f} | {r['tokens']:,} | {rate:,.0f} | {rss} |")
     out += ["", "| packing | documents split | padding |", "| --- | ---: | ---: |"]
-    for name, p in data["packing"].items():
-        out.append(f"| {name} | {p['split_share']:.2%} | {p['padding_share']:.2%} |")
+    for packing, p in data["packing"].items():
+        out.append(f"| {packing} | {p['split_share']:.2%} | {p['padding_share']:.2%} |")
     checks = [
         f"{k}: {v['value']:.3f} (target {v['target']})"
         + ("" if v["met"] is None else (" MET" if v["met"] else " not met"))
         for k, v in data["checks"].items()
+        if v["value"] is not None  # a row this run did not measure
     ]
     return "\n".join([*out, "", check_list(checks)])
 
@@ -270,6 +271,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "dedup": render_dedup,
     "parallel": render_parallel,
     "tokens": render_tokens,
+    "tokens-stream": lambda: render_tokens("tokens-stream"),
     "index": render_tabled("index"),
 }
 
@@ -317,7 +319,7 @@ def expand(markdown: str, summary_prefix: str = "") -> str:
         return fix_table(RENDERERS[name]())
 
     markdown = re.sub(r"<!-- value: ([^>]+?) -->", lambda m: value(m.group(1)), markdown)
-    return re.sub(r"<!-- results: (\w+) -->", sub, markdown)
+    return re.sub(r"<!-- results: ([\w-]+) -->", sub, markdown)
 
 
 def readme_with_summary(text: str) -> str:

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import os
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from shardwise.errors import ConfigError, PlanError
 from shardwise.loader._args import check_int, check_state
-from shardwise.loader.channel import Seen, TopologyChannel
+from shardwise.loader.channel import Seen
+from shardwise.loader.passes import Passes
 from shardwise.loader.placement import in_dataloader_worker
 from shardwise.loader.planner import Planner
 from shardwise.loader.position import Position
@@ -33,30 +32,21 @@ STATE_VERSION = 1
 
 
 @dataclass
-class LoaderState:
-    """The position of one dataset object (and of the DataLoader workers it reaches).
+class LoaderState(Passes):
+    """The position of one dataset object (and of the DataLoader workers it reaches); the
+    epoch, resume points and pass records are its :class:`~shardwise.loader.passes.Passes`.
 
     Attributes:
         counts: samples per unit (their digest identifies the dataset and filter).
         mixing_key: what a saved state must agree on besides the counts (see
             :func:`~shardwise.loader.stats.mixing_key`).
-        epoch: the current epoch.
-        resumes: the resume points of this epoch, if one was loaded.
-        channel: where DataLoader workers report and learn the epoch.
     """
 
     counts: np.ndarray
     mixing_key: dict[str, Any] | None
-    epoch: int = 0
-    resumes: list[Resume] = field(default_factory=list)
-    channel: TopologyChannel = field(default_factory=TopologyChannel.new)
     seen: Seen | None = None  # the topology iterating in this process, if any
     position: Position | None = None  # what the current iteration yielded
     resume_at: Position | None = None  # a worker's own saved position
-    control: int = 0  # number of the last epoch/resume published to or taken from workers
-    pinned: bool = False  # a worker's own copy loaded a state: its next pass is that epoch
-    last_pass: dict[str, dict[str, int]] = field(default_factory=dict)  # in-process records
-    set_at: float = 0.0  # when set_epoch or load_state_dict last ran in this process
     _digest: str | None = None
 
     def copy(self) -> LoaderState:
@@ -92,58 +82,24 @@ class LoaderState:
         self.resume_at, self.position = None, here
         return here
 
-    def publish(self) -> None:
-        """Tell DataLoader workers that keep their dataset (``persistent_workers=True``)
-        the epoch and resume point set in the training process."""
-        if in_dataloader_worker():
-            return
-        self.set_at = time.time()
-        self.control += 1
-        resumes = [r.to_dict() for r in self.resumes]
-        self.channel.publish({"n": self.control, "epoch": self.epoch, "resumes": resumes})
-
-    def begin_pass(self, rank: int, worker_id: int) -> None:
-        """Start a pass of (data-parallel) ``rank``'s worker ``worker_id`` over the dataset: the
-        epoch set by ``set_epoch`` or ``load_state_dict`` if this is the slot's first pass
-        since, else the epoch after the slot's previous pass (see channel.py)."""
-        worker = in_dataloader_worker()
-        if worker:
-            self.follow()
-            slot = f"{os.getppid()}.{rank}.{worker_id}"
-            last = self.channel.last_pass(slot)
-        else:
-            slot = f"{rank}.{worker_id}"
-            last = self.last_pass.get(slot)
-        if not self.pinned and last is not None and last["n"] == self.control:
-            self.epoch = last["epoch"] + 1  # a new pass: the next epoch, from its start
-            self.resumes, self.resume_at = [], None
-        self.pinned = False
-        if worker:
-            self.channel.record_pass(slot, self.control, self.epoch)
-        else:
-            self.last_pass[slot] = {"n": self.control, "epoch": self.epoch}
+    def begin_pass(self, rank: int, worker_id: int) -> bool:
+        """See :meth:`Passes.begin_pass`; the next epoch starts at its start."""
+        moved = super().begin_pass(rank, worker_id)
+        if moved:
+            self.resume_at = None
+        return moved
 
     def sync_epoch(self) -> int:
         """The epoch the latest pass streamed (DataLoader workers advance epochs by themselves
         and report them), taken on without the resume point of another epoch."""
-        seen = [s for s in (self.seen, self.channel.read()) if s is not None]
-        if seen:
-            latest = max(seen, key=lambda s: s.at)
-            newer = latest.at > self.set_at  # a pass begun after the last set_epoch/load
-            if newer and latest.epoch is not None and latest.epoch != self.epoch:
-                self.epoch, self.resumes = latest.epoch, []
-        return self.epoch
+        return self.latest_epoch(self.seen)
 
-    def follow(self) -> None:
-        """In a DataLoader worker: take what the training process set since this copy of
-        the dataset was made."""
-        control = self.channel.control()
-        if control is not None and int(control["n"]) > self.control:
-            self.control = int(control["n"])
-            if int(control["epoch"]) != self.epoch:
-                self.resume_at = None
-            self.epoch = int(control["epoch"])
-            self.resumes = [Resume.from_dict(r) for r in control["resumes"]]
+    def follow(self) -> bool:
+        """See :meth:`Passes.follow`; a worker's own saved position is of its epoch only."""
+        changed = super().follow()
+        if changed:
+            self.resume_at = None
+        return changed
 
     def digest(self) -> str:
         """A short digest of the counts (asked for after every batch by StatefulDataLoader)."""

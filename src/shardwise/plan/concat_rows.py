@@ -1,15 +1,17 @@
-"""``concat`` sequences as rows (pure numpy): windows of batches, vectorised.
+"""``concat`` sequences as rows (pure numpy): windows of batches, one copy per sequence.
 
 With ``packing="concat"`` sequence ``k`` of a unit is tokens ``k * seq_len`` up to
 ``(k + 1) * seq_len`` of the unit's flat token array: row ``k`` of the array cut into rows
-(:func:`unit_rows`, once per unit on the reading threads, padding the last row). A window
-of sequences (:func:`take_window`) is one row gather per unit for ``input_ids``; the other
-fields come from the document starts that fall inside the window's rows (two
-``searchsorted`` per unit), numbered per piece and spread over the window's tokens with
-``repeat``. :func:`window_batches` cuts the window into batches (views) with their
-``cu_seqlens``. The arrays are those of :func:`shardwise.plan.sequences.fill_batch` (same
-values, same dtypes); no Python runs per sequence or per document, only per window and
-unit.
+(:func:`unit_rows`, once per unit on the reading threads: a view of the tokens, no copy,
+and the unit's short last row padded, plus each row's first and last document boundary).
+A window of sequences (:func:`take_window`) copies each sequence's row once into the
+window's ``input_ids`` (stored dtype to int64 in the same pass); the other fields come
+from the document starts that fall inside the rows (looked up per row in the unit's
+table, no search), numbered per piece and spread over the window's tokens with
+``repeat``, and only when asked for. :func:`window_batches` cuts the window into batches
+(views) with their ``cu_seqlens``. The arrays are those of
+:func:`shardwise.plan.sequences.fill_batch` (same values, same dtypes); Python runs once
+per sequence (one row copy) and per window, never per document or token.
 """
 
 from __future__ import annotations
@@ -29,34 +31,39 @@ class UnitRows:
     """One unit's tokens as ``[sequences, seq_len]`` rows.
 
     Attributes:
-        ids: the tokens (their dtype), ``pad_id`` after the last one.
+        rows: the unit's full rows, a view of its flat tokens (their dtype).
+        tail: the short last row padded with ``pad_id`` (``[0, seq_len]`` when none).
         offsets: the documents' ``documents + 1`` offsets into the flat tokens.
         total: the unit's tokens.
+        first: for each row, the index of the first offset after the row's start.
+        stop: for each row, the index of the first offset at or after the row's end.
     """
 
-    ids: np.ndarray
+    rows: np.ndarray
+    tail: np.ndarray
     offsets: np.ndarray
     total: int
+    first: np.ndarray
+    stop: np.ndarray
+
+    def row(self, k: int) -> np.ndarray:
+        """Row ``k`` (the padded tail after the full rows)."""
+        row: np.ndarray = self.rows[k] if k < len(self.rows) else self.tail[0]
+        return row
 
 
 def unit_rows(tokens: np.ndarray, offsets: np.ndarray, seq_len: int, pad_id: int) -> UnitRows:
     """The rows of a unit whose flat ``tokens`` hold documents ``offsets[i]:offsets[i + 1]``."""
     total = len(tokens)
-    ids = np.empty(-(-total // seq_len) * seq_len, dtype=tokens.dtype)
-    ids[:total] = tokens
-    ids[total:] = pad_id
-    return UnitRows(ids.reshape(-1, seq_len), np.asarray(offsets, dtype=np.int64), total)
-
-
-def _starts(r: UnitRows, at: np.ndarray, ks: np.ndarray, seq_len: int) -> np.ndarray:
-    """Flat window positions of the document starts (and the padding's start) strictly
-    inside rows ``ks`` of ``r``, placed at window rows ``at``."""
-    lo = ks * seq_len
-    a = np.searchsorted(r.offsets, lo, side="right")
-    cnt = np.searchsorted(r.offsets, lo + seq_len, side="left") - a
-    first = np.cumsum(cnt) - cnt
-    idx = np.repeat(a - first, cnt) + np.arange(int(cnt.sum()))
-    return np.asarray(np.repeat(at * seq_len - lo, cnt) + r.offsets[idx], dtype=np.int64)
+    full = total // seq_len
+    rows = tokens[: full * seq_len].reshape(full, seq_len)
+    tail = np.full((1 if total % seq_len else 0, seq_len), pad_id, dtype=tokens.dtype)
+    tail[:, : total % seq_len] = tokens[full * seq_len :]
+    offsets = np.asarray(offsets, dtype=np.int64)
+    lo = np.arange(full + len(tail), dtype=np.int64) * seq_len
+    first = np.searchsorted(offsets, lo, side="right")
+    stop = np.searchsorted(offsets, lo + seq_len, side="left")
+    return UnitRows(rows, tail, offsets, total, first, stop)
 
 
 def take_window(
@@ -69,45 +76,64 @@ def take_window(
     """Sequences ``(units[i], rows[i])`` as ``[len(rows), seq_len]`` arrays (``input_ids``,
     ``labels``, ``position_ids``, ``document_ids``, ``loss_mask``; only ``input_ids`` when
     ``ids_only``) and the sorted flat positions where a piece starts inside a row."""
-    units, rows = np.asarray(units, dtype=np.int64), np.asarray(rows, dtype=np.int64)
     n = len(rows)
     ids = np.empty((n, seq_len), dtype=np.int64)
     parts: list[np.ndarray] = []
     pads: list[tuple[int, int]] = []
-    present = np.unique(units).tolist()
-    for u in present:
-        at = np.arange(n) if len(present) == 1 else np.flatnonzero(units == u)
-        ks, r = rows[at], laid[u]
-        ids[at] = r.ids[ks]
+    for i, (u, k) in enumerate(zip(np.asarray(units).tolist(), np.asarray(rows).tolist())):
+        r = laid[u]
+        ids[i] = r.row(k)
         if ids_only:
             continue
-        parts.append(_starts(r, at, ks, seq_len))
-        last = np.flatnonzero(ks * seq_len + seq_len > r.total)
-        pads.extend(zip(at[last].tolist(), (r.total - ks[last] * seq_len).tolist()))
+        a, b = r.first[k], r.stop[k]
+        if b > a:  # document starts (and the padding's start) strictly inside the row
+            parts.append(r.offsets[a:b] + (i - k) * seq_len)
+        if k >= len(r.rows):
+            pads.append((i, r.total - k * seq_len))
     if ids_only:
         return {"input_ids": ids}, np.zeros(0, dtype=np.int64)
-    starts = np.unique(np.concatenate(parts))
+    starts = _distinct(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
     doc, pos = _pieces(starts, n, seq_len)
     labels = np.empty((n, seq_len), dtype=np.int64)
     labels[:, :-1] = ids[:, 1:]
     labels[:, -1] = IGNORE
     labels.reshape(-1)[starts - 1] = IGNORE  # a piece's last token
+    mask = np.ones((n, seq_len), dtype=bool)
     for row, col in pads:
-        doc[row, col:], pos[row, col:], labels[row, col:] = -1, 0, IGNORE
+        doc[row, col:], pos[row, col:], labels[row, col:], mask[row, col:] = -1, 0, IGNORE, False
     fields = {"input_ids": ids, "labels": labels, "position_ids": pos, "document_ids": doc}
-    fields["loss_mask"] = doc >= 0
+    fields["loss_mask"] = mask
     return fields, starts
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``values`` sorted, each once (``np.unique`` of a few hundred sorted integers, without
+    its fixed cost of tens of microseconds)."""
+    values = np.sort(values)
+    keep = np.empty(len(values), dtype=bool)
+    keep[:1] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
 
 
 def _pieces(starts: np.ndarray, n: int, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
     """``document_ids`` and ``position_ids`` of ``n`` rows whose pieces start at the rows'
-    starts and at flat positions ``starts``: numbered on the pieces, spread with ``repeat``."""
-    first = np.union1d(starts, np.arange(0, n * seq_len, seq_len))  # every piece's start
-    lengths = np.diff(first, append=n * seq_len)
-    row_first = np.searchsorted(first, first - first % seq_len)
-    doc = np.repeat(np.arange(len(first)) - row_first, lengths)
-    pos = np.arange(n * seq_len, dtype=np.int64)
-    pos -= np.repeat(first, lengths)
+    starts and at flat positions ``starts``: running sums of steps that are 1 inside a
+    piece (0 for the piece number) and set the count back to 0 where a piece (a row)
+    starts; two passes over the tokens each."""
+    size = n * seq_len
+    first = _distinct(np.concatenate([starts, np.arange(0, size, seq_len)]))  # piece starts
+    lengths = np.diff(first, append=size)
+    pos = np.ones(size, dtype=np.int64)
+    pos[first[1:]] = 1 - lengths[:-1]
+    pos[0] = 0
+    np.cumsum(pos, out=pos)
+    per_row = np.bincount(first // seq_len, minlength=n)
+    doc = np.zeros(size, dtype=np.int64)
+    doc[first] = 1
+    doc[seq_len::seq_len] = 1 - per_row[:-1]
+    doc[0] = 0
+    np.cumsum(doc, out=doc)
     return doc.reshape(n, seq_len), pos.reshape(n, seq_len)
 
 
@@ -126,5 +152,5 @@ def window_batches(
             yield batch
             continue
         inside = starts[cut[j] : cut[j + 1]] - lo * seq_len
-        batch["cu_seqlens"] = np.union1d(inside, ends).astype(np.int32)
+        batch["cu_seqlens"] = _distinct(np.concatenate([inside, ends])).astype(np.int32)
         yield batch

@@ -200,3 +200,22 @@ def test_fresh_workers_and_inline_passes_advance_epochs_by_themselves(
     again.set_epoch(1)
     assert all(np.array_equal(a["input_ids"], b["input_ids"]) for a, b in zip(list(again), two))
     assert any(not np.array_equal(a["input_ids"], b["input_ids"]) for a, b in zip(one, two))
+
+
+def test_units_are_views_of_the_shards_equal_to_arrows_read(
+    shards: tuple[Path, str, list[str]],
+) -> None:
+    from shardwise._tokens import flat_tokens
+    from shardwise.loader.tokens.mapped import mapped_tokens
+
+    path, _, _ = shards
+    ds = TokenStream(str(path), seq_len=64)
+    u = ds.units
+    for unit in range(len(ds.docs)):
+        mapped = mapped_tokens(u.index, unit, u.column, "num_tokens", u.info)
+        assert mapped is not None  # tokenize lays every row group out for the view
+        tokens, offsets = flat_tokens(u.reader.read(unit).column(u.column), u.info.dtype)
+        assert np.array_equal(mapped[0], tokens) and np.array_equal(mapped[1], offsets)
+        assert np.array_equal(
+            np.diff(offsets), ds.lengths[ds.plan().doc_ends[unit] :][: len(offsets) - 1]
+        )

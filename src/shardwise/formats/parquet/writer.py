@@ -13,16 +13,27 @@ from shardwise.formats._writer import RollingWriter
 
 __all__ = ["ParquetShardWriter"]
 
+TOKEN_PAGE_BYTES = 2**30  # one page per row group: its tokens one run of bytes
 
-def _column_options(batch: pa.RecordBatch) -> dict[str, Any]:
-    """Writer options: token columns (:mod:`shardwise._tokens`) PLAIN, without dictionary
-    or statistics (a document's whole token array would be its min and max); every
-    column as Arrow's defaults have it when there is none."""
+
+def _column_options(batch: pa.RecordBatch, compression: str) -> dict[str, Any]:
+    """Writer options: token columns (:mod:`shardwise._tokens`) uncompressed, as
+    ``DELTA_LENGTH_BYTE_ARRAY`` in one page per row group, without dictionary or statistics
+    (a document's whole token array would be its min and max; token ids barely compress):
+    a row group's tokens are then one run of the file's bytes, which a token stream maps
+    instead of decoding (:mod:`~shardwise.formats.parquet.tokenpages`); every column as
+    Arrow's defaults have it when there is none."""
     tokens = token_columns(batch.schema)
     if not tokens:
-        return {"write_statistics": True}
+        return {"write_statistics": True, "compression": compression}
     rest = [n for n in batch.schema.names if n not in tokens]
-    return {"write_statistics": rest, "use_dictionary": rest}
+    return {
+        "write_statistics": rest,
+        "use_dictionary": rest,
+        "compression": {n: compression for n in rest} | {n: "none" for n in tokens},
+        "column_encoding": {n: "DELTA_LENGTH_BYTE_ARRAY" for n in tokens},
+        "data_page_size": TOKEN_PAGE_BYTES,
+    }
 
 
 class ParquetShardWriter(RollingWriter):
@@ -56,9 +67,8 @@ class ParquetShardWriter(RollingWriter):
 
     def _append(self, batch: pa.RecordBatch) -> None:
         if self._writer is None:
-            self._writer = pq.ParquetWriter(
-                self._buf, batch.schema, compression=self.compression, **_column_options(batch)
-            )
+            options = _column_options(batch, self.compression)
+            self._writer = pq.ParquetWriter(self._buf, batch.schema, **options)
         self._pending.append(batch)
         self._pending_rows += batch.num_rows
         while self._pending_rows >= self.row_group_rows:

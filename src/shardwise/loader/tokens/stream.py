@@ -17,18 +17,19 @@ sequence is one copy out of its unit's token array, made in the iterating proces
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from shardwise.errors import ConfigError
 from shardwise.loader.channel import Seen, TopologyChannel
+from shardwise.loader.passes import Passes
 from shardwise.loader.placement import Placement, detect_placement, in_dataloader_worker
 from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
-from shardwise.loader.tokens.passes import Passes
+from shardwise.loader.tokens.ahead import made_ahead
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan import Mixing, Resume, Topology
 from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
@@ -39,9 +40,12 @@ from shardwise.plan.tokenstats import token_stats
 
 __all__ = ["STATE_VERSION", "TokenStreamBase"]
 
+Groups = Generator[list[dict[str, Any]], None, None]  # groups of batches
+
 STATE_VERSION = 1
 FORMATS = ("numpy", "torch")
-WINDOW_TOKENS = 2**15  # tokens per window of concat batches built at once
+WINDOW_TOKENS = 2**16  # tokens per window of concat batches built at once (arrays of 512 KB)
+GROUPS_AHEAD = 2  # groups of batches made ahead of the training loop
 
 
 def _fields(fields: Sequence[str]) -> tuple[str, ...]:
@@ -123,7 +127,7 @@ class TokenStreamBase:
         self.rank, self.world_size, self.prefetch_units = rank, world_size, prefetch_units
         self.num_workers = num_workers
         self._channel = TopologyChannel.new()
-        self._passes = Passes(self._channel)
+        self._passes = Passes(channel=self._channel)
         self._seen: Seen | None = None  # this process's own latest pass
         self.counts = count_sequences(self.lengths, self.docs, seq_len, packing, buffer)
 
@@ -163,8 +167,10 @@ class TokenStreamBase:
     @property
     def epoch(self) -> int:
         """The latest pass's epoch; each new pass is the next one unless ``set_epoch`` or
-        ``load_state_dict`` said otherwise (see :mod:`~shardwise.loader.tokens.passes`)."""
-        return self._passes.sync(self._seen)
+        ``load_state_dict`` said otherwise (see :mod:`~shardwise.loader.passes`)."""
+        if in_dataloader_worker():
+            return self._passes.epoch
+        return self._passes.latest_epoch(self._seen)
 
     @property
     def resumes(self) -> list[Resume]:
@@ -172,7 +178,15 @@ class TokenStreamBase:
 
     def set_epoch(self, epoch: int) -> None:
         """Stream epoch ``epoch`` next (also in DataLoader workers started later or kept)."""
-        self._passes.set(epoch, [])
+        self._set(epoch, [])
+
+    def _set(self, epoch: int, resumes: list[Resume]) -> None:
+        """Stream ``epoch`` from ``resumes`` next; tell the DataLoader workers."""
+        passes = self._passes
+        passes.epoch, passes.resumes = int(epoch), list(resumes)
+        if in_dataloader_worker():
+            passes.pinned = True  # a worker's own copy: its next pass is this epoch
+        passes.publish()
 
     def __len__(self) -> int:
         """Batches this rank yields in the epoch (DataLoader workers included)."""
@@ -181,11 +195,11 @@ class TokenStreamBase:
     # -- iterating --------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
         p = self._placement()
-        self._passes.begin(p.rank, p.worker_id)
+        self._passes.begin_pass(p.rank, p.worker_id)
         self._announce(p)
         plan = self.plan(Topology(p.world_size, p.num_workers, self.batch_size, self.drop_last))
         pairs = plan.worker(p.rank, p.worker_id).pairs()
-        yield from self._batches(plan, pairs)
+        yield from made_ahead(self._groups(plan, pairs), GROUPS_AHEAD)
 
     def _announce(self, p: Placement) -> None:
         if in_dataloader_worker():
@@ -193,9 +207,11 @@ class TokenStreamBase:
         else:
             self._seen = Seen(p.world_size, p.num_workers, time.time(), self._passes.epoch)
 
-    def _batches(self, plan: TokenPlan, pairs: np.ndarray) -> Iterator[dict[str, Any]]:
+    def _groups(self, plan: TokenPlan, pairs: np.ndarray) -> Groups:
+        """Groups of batches (one hand-over each from the loader thread that makes them: a
+        window of ``concat`` batches, one batch of the other packings)."""
         if self.packing == "concat":
-            yield from self._concat_batches(pairs)
+            yield from self._concat_groups(pairs)
             return
         feed = UnitFeed(pairs[:, 0], self.units.read, self.prefetch_units)
         rows = pairs[:, 1].tolist()
@@ -203,11 +219,12 @@ class TokenStreamBase:
         for i, (unit, (tokens, offsets)) in enumerate(feed):
             seqs.append(sequence_tokens(tokens, offsets, plan.packed(unit), rows[i]))
             if len(seqs) == self.batch_size:
-                yield self._format(fill_batch(seqs, self.seq_len, self.pad_id))
+                yield [self._format(fill_batch(seqs, self.seq_len, self.pad_id))]
                 seqs = []
 
-    def _concat_batches(self, pairs: np.ndarray) -> Iterator[dict[str, Any]]:
-        """Windows of batches, each field one row gather per unit (see ``concat_rows``)."""
+    def _concat_groups(self, pairs: np.ndarray) -> Groups:
+        """Windows of batches: each sequence one row copy out of its unit's tokens, the
+        other fields only when asked for (see ``concat_rows``)."""
         seq_len, pad_id = self.seq_len, self.pad_id
 
         def read(unit: int) -> UnitRows:
@@ -218,8 +235,7 @@ class TokenStreamBase:
         feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
         for at, laid in feed.windows(size):
             window, starts = take_window(pairs[at, 0], pairs[at, 1], laid, seq_len, ids_only)
-            for batch in window_batches(window, starts, b):
-                yield self._format(batch)
+            yield [self._format(batch) for batch in window_batches(window, starts, b)]
 
     def _format(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         if len(batch) != len(self.fields):
@@ -258,7 +274,7 @@ class TokenStreamBase:
                 raise ConfigError(
                     f"the state has {key}={state[key]!r}, this stream {getattr(self, key)!r}"
                 )
-        self._passes.set(int(state["epoch"]), [Resume.from_dict(r) for r in state["resumes"]])
+        self._set(int(state["epoch"]), [Resume.from_dict(r) for r in state["resumes"]])
 
     def stats(self) -> dict[str, Any]:
         """Tokens, sequences, padding and split documents per source, and the epoch's."""

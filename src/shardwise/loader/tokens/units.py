@@ -14,11 +14,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from shardwise._tokens import TokenInfo, flat_tokens
-from shardwise.errors import ConfigError
+from shardwise.errors import ConfigError, FormatError
 from shardwise.formats import OnError
 from shardwise.loader.read.mixed import unit_reader
+from shardwise.loader.tokens.mapped import file_lengths, mapped_tokens
 
 __all__ = ["TokenUnits", "UnitFeed"]
 
@@ -47,6 +49,7 @@ class TokenUnits:
         if column not in index.schema.names:
             raise ConfigError(f"no token column {column!r}; the dataset has {index.schema.names}")
         self.info, self.column, self.index = _token_info(index, column), column, index
+        self.cache = cache
         self.count_column = count_column if count_column in index.schema.names else None
         self.reader = unit_reader(index, [column], None, on_error, cache)
         self._counts = (
@@ -56,23 +59,41 @@ class TokenUnits:
         )
 
     def read(self, unit: int) -> tuple[np.ndarray, np.ndarray]:
-        """Unit ``unit``'s tokens, flat, and its ``documents + 1`` offsets."""
+        """Unit ``unit``'s tokens, flat, and its ``documents + 1`` offsets: a view of the
+        file where the shard is laid out for it and read without the node cache
+        (:func:`~shardwise.loader.tokens.mapped.mapped_tokens`), else Arrow's read."""
+        if self.cache is None and self.count_column is not None:
+            got = mapped_tokens(self.index, unit, self.column, self.count_column, self.info)
+            if got is not None:
+                return got
         return flat_tokens(self.reader.read(unit).column(self.column), self.info.dtype)
 
     def _lengths(self, unit: int) -> np.ndarray:
         if self._counts is None:
             return np.diff(self.read(unit)[1])
         col = self._counts.read(unit).column(self.count_column)
-        return np.asarray(col.to_numpy(), dtype=np.int64)
+        return np.concatenate([_int64s(c) for c in col.chunks] or [np.zeros(0, np.int64)])
 
     def lengths(self) -> tuple[np.ndarray, np.ndarray]:
         """Token lengths of every document (units in order) and documents per unit."""
-        n = len(self.index.units)
-        with ThreadPoolExecutor(LENGTH_THREADS) as pool:
-            parts = list(pool.map(self._lengths, range(n)))
+        parts = None
+        if self.cache is None and self.count_column is not None:  # each file opened once
+            parts = file_lengths(self.index, self.count_column, LENGTH_THREADS)
+        if parts is None:
+            with ThreadPoolExecutor(LENGTH_THREADS) as pool:
+                parts = list(pool.map(self._lengths, range(len(self.index.units))))
         docs = np.array([len(p) for p in parts], dtype=np.int64)
         flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         return flat.astype(np.int64, copy=False), docs
+
+
+def _int64s(chunk: pa.Array) -> np.ndarray:
+    """An integer array's values as int64 numpy (Arrow's ``to_numpy`` imports pandas,
+    half a second or more at the first call)."""
+    if chunk.null_count:
+        raise FormatError("a token count column holds nulls")
+    c = chunk.cast(pa.int64())
+    return np.frombuffer(c.buffers()[1], np.int64, len(c), c.offset * 8)
 
 
 def _token_info(index: Any, column: str) -> TokenInfo:
@@ -131,7 +152,7 @@ class UnitFeed:
         try:
             for lo in range(0, len(self.units), size):
                 hi = min(lo + size, len(self.units))
-                need = np.unique(self.units[lo:hi]).tolist()
+                need = sorted(set(self.units[lo:hi].tolist()))
                 self._submit_through(max(need, key=self.rank.__getitem__))
                 yield slice(lo, hi), {u: self._futures[u].result() for u in need}
                 for u in need:

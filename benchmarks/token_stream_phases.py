@@ -1,0 +1,79 @@
+#!/usr/bin/env python
+"""Where one ``concat`` epoch of ``TokenStream`` goes, phase by phase, against the memmap
+loops of ``bench_tokens.py``: CPU seconds (the process's) and minor page faults of
+opening, reading every unit (Arrow's read of the token column), laying units out as rows,
+building the batches (``input_ids`` alone, then every field), and of the two memmap loops
+(file order; shuffled sequences). Each phase runs on the calling thread, one after the
+other, so the figures add up; the stream itself overlaps reading and building on threads.
+
+Run from the repository root after ``bench_tokens.py`` made its data::
+
+    PYTHONPATH=src .venv/bin/python benchmarks/token_stream_phases.py [DATA]
+
+``DATA`` defaults to ``benchmarks/.data/tokens-stream-f`` (10^8 tokens).
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SEQ_LEN, BATCH = 2048, 8
+
+
+def phase(name: str, fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` and print its thread CPU seconds and minor page faults."""
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    t0 = time.process_time()
+    out = fn()
+    cpu = time.process_time() - t0
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    print(f"{name:44s} cpu {cpu:6.3f} s  minflt {faults:8d}", flush=True)
+    return out
+
+
+def main(data: Path) -> None:
+    sys.path.insert(0, str(HERE))
+    from adapters.tokens_systems import memmap_loop
+
+    from shardwise.loader.tokens import TokenStream
+    from shardwise.plan import Topology
+    from shardwise.plan.concat_rows import take_window, unit_rows, window_batches
+
+    shards = str(data / "shards")
+    phase("open (index, num_tokens, plan counts)", lambda: TokenStream(shards, seq_len=SEQ_LEN))
+    ds = phase("open again (warm)", lambda: TokenStream(shards, seq_len=SEQ_LEN))
+    n = len(ds.docs)
+    units = phase(
+        "read every unit (map the token column)", lambda: [ds.units.read(u) for u in range(n)]
+    )
+    laid = phase(
+        "lay units out as rows (views, tails)",
+        lambda: {u: unit_rows(t, o, SEQ_LEN, ds.pad_id) for u, (t, o) in enumerate(units)},
+    )
+    pairs = ds.plan(Topology(1, 1, BATCH, True)).worker(0, 0).pairs()
+    size = 2**16 // SEQ_LEN
+
+    def build(ids_only: bool) -> int:
+        tokens = 0
+        for lo in range(0, len(pairs), size):
+            at = slice(lo, lo + size)
+            window, starts = take_window(pairs[at, 0], pairs[at, 1], laid, SEQ_LEN, ids_only)
+            tokens += sum(b["input_ids"].size for b in window_batches(window, starts, BATCH))
+        return tokens
+
+    phase("build batches, input_ids only", lambda: build(True))
+    phase("build batches, every field", lambda: build(False))
+    kw = {"data": str(data), "seq_len": SEQ_LEN, "batch_size": BATCH}
+    phase("memmap loop, file order", lambda: memmap_loop(**kw))
+    phase("memmap loop, shuffled sequences", lambda: memmap_loop(**kw, shuffle=True))
+    print(f"{int(ds.lengths.sum()):,} tokens in {n} units")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / ".data" / "tokens-stream-f")

@@ -1,0 +1,117 @@
+"""Token columns as a view of the file: the tokens of every row group of a shard written
+with tokenize's options equal Arrow's read; any other layout gives None (Arrow reads it)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardwise._tokens import TokenInfo, flat_tokens, token_array
+from shardwise.formats.parquet.tokenpages import token_view
+from shardwise.formats.parquet.writer import _column_options
+
+INFO = TokenInfo("<u2", 60_000, 0)
+SCHEMA = pa.schema([INFO.field("tokens"), pa.field("num_tokens", pa.int32())])
+
+
+def _table(lengths: list[int], seed: int = 0) -> tuple[pa.Table, np.ndarray]:
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    flat = np.random.default_rng(seed).integers(0, 60_000, int(offsets[-1])).astype(np.uint16)
+    counts = pa.array(np.diff(offsets).astype(np.int32))
+    return pa.Table.from_arrays([token_array(flat, offsets), counts], schema=SCHEMA), flat
+
+
+def _file(table: pa.Table, rows: int, **options: Any) -> tuple[pq.ParquetFile, Any]:
+    buf = io.BytesIO()
+    opts = _column_options(table.to_batches()[0], "zstd") | options
+    with pq.ParquetWriter(buf, table.schema, **opts) as w:
+        w.write_table(table, row_group_size=rows)
+    source = pa.BufferReader(buf.getvalue())
+    return pq.ParquetFile(source), source
+
+
+def _views(pf: pq.ParquetFile, source: Any) -> list[np.ndarray | None]:
+    out = []
+    for g in range(pf.num_row_groups):
+        counts = pf.read_row_group(g, columns=["num_tokens"]).column(0).to_pylist()
+        out.append(token_view(pf, source, g, "tokens", sum(counts), np.dtype("<u2")))
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.one_of(st.just(0), st.integers(1, 300)), min_size=1, max_size=40),
+    rows=st.integers(1, 16),
+    version=st.sampled_from(["1.0", "2.0"]),
+)
+def test_every_row_group_is_arrows_tokens(lengths: list[int], rows: int, version: str) -> None:
+    table, _ = _table(lengths)
+    pf, source = _file(table, rows, data_page_version=version)
+    for g, view in enumerate(_views(pf, source)):
+        expected, _ = flat_tokens(pf.read_row_group(g).column("tokens"), "<u2")
+        assert view is not None
+        assert not view.flags.owndata
+        assert np.array_equal(view, expected)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"compression": "zstd"},  # compressed
+        {"column_encoding": {"tokens": "PLAIN"}},  # lengths between the values
+        {"data_page_size": 1024, "write_batch_size": 64},  # several pages per row group
+    ],
+)
+def test_other_layouts_are_left_to_arrow(options: dict[str, Any]) -> None:
+    table, _ = _table([50, 70, 0, 300, 20] * 200)
+    pf, source = _file(table, 1000, **options)
+    assert pf.num_row_groups == 1
+    assert _views(pf, source) == [None]
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_a_null_document_is_left_to_arrow(version: str) -> None:
+    arr = pa.array([b"\x01\x00", None, b"\x02\x00"], pa.binary())
+    table = pa.Table.from_arrays([arr, pa.array([1, 0, 1], pa.int32())], schema=SCHEMA)
+    assert _views(*_file(table, 3, data_page_version=version)) == [None]
+
+
+def test_counts_other_than_the_page_holds_give_none() -> None:
+    table, _ = _table([10, 10])
+    pf, source = _file(table, 2)
+    assert token_view(pf, source, 0, "tokens", 20, np.dtype("<u2")) is not None
+    for count in (19, 21, 10**6):
+        assert token_view(pf, source, 0, "tokens", count, np.dtype("<u2")) is None
+
+
+def test_lengths_of_another_count_give_none() -> None:
+    from shardwise.formats.parquet._pages import read_page
+    from shardwise.formats.parquet._thrift import varint
+
+    table, _ = _table([10, 0, 30])
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, table.schema, **_column_options(table.to_batches()[0], "zstd")) as w:
+        w.write_table(table)
+    raw = bytearray(buf.getvalue())
+    start = pq.ParquetFile(pa.BufferReader(bytes(raw))).metadata.row_group(0).column(0)
+    start = start.data_page_offset
+    page = read_page(memoryview(raw)[start:], 0)
+    at = (
+        start
+        + page.body
+        + 4
+        + int.from_bytes(raw[start + page.body : start + page.body + 4], "little")
+    )
+    _, at = varint(memoryview(raw), at)  # the block size
+    _, at = varint(memoryview(raw), at)  # miniblocks per block
+    assert raw[at] == 3  # the lengths' value count: one per document
+    raw[at] = 4
+    source = pa.BufferReader(bytes(raw))
+    assert token_view(pq.ParquetFile(source), source, 0, "tokens", 40, np.dtype("<u2")) is None
