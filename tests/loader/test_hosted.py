@@ -93,3 +93,11 @@ def test_len_is_every_ranks_items(tmp_path: Path) -> None:
     per_rank = ds.plan(1, R).samples_per_rank
     assert len(shard) == per_rank  # the shard's len: len(ds) // processes
     assert len(ds) == R * per_rank
+
+
+def test_a_stateful_dataloader_under_a_wrapper_is_refused(tmp_path: Path) -> None:
+    ds = _ds(make_parquet(tmp_path / "d", ROWS, files=5), "numpy")
+    shard = IterableDatasetShard(ds, batch_size=None, num_processes=R, process_index=0)
+    loader = DataLoaderShard(shard, batch_size=None, use_stateful_dataloader=True)
+    with pytest.raises(ConfigError, match="use_stateful_dataloader=True"):
+        next(iter(loader))

@@ -91,13 +91,22 @@ def detect_hosting(dataset: Any, previous: Hosting | None) -> Hosting | None:
     if "accelerate" not in sys.modules:
         return previous
     found = _callers(sys._getframe(2))
+    hosting = previous
     if _DISPATCHER in found:
-        return _dispatched(dataset, found[_DISPATCHER])
-    if _SHARD in found:
+        hosting = _dispatched(dataset, found[_DISPATCHER])
+    elif _SHARD in found:
         loader = found.get(_LOADER)
         skip, workers = getattr(loader, "skip_batches", 0), getattr(loader, "num_workers", 0)
-        return _sharded(dataset, found[_SHARD], skip or 0, workers or 0)
-    return previous
+        hosting = _sharded(dataset, found[_SHARD], skip or 0, workers or 0)
+    stateful = [w for w in found.values() if getattr(w, "use_stateful_dataloader", False)]
+    if hosting is not None and stateful:
+        _refuse(
+            stateful[0],
+            "with use_stateful_dataloader=True it would save and restore positions of the "
+            "dataset that do not describe what the wrapper consumed (save the epoch and step "
+            "instead and resume with accelerate's skip_first_batches)",
+        )
+    return hosting
 
 
 def _callers(frame: FrameType | None, depth: int = 8) -> dict[str, Any]:
