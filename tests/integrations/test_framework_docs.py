@@ -25,8 +25,11 @@ ROWS = 403
 
 # page -> (script name per block, checkpoint the first run leaves behind per block)
 PAGES = {
-    "hf.md": [("train.py", "out/checkpoint-27")],  # and out/checkpoint-40, removed
-    "accelerate.md": [("train.py", "state")],
+    "hf.md": [  # and checkpoint-40 next to it, removed
+        ("train.py", "out/checkpoint-27"),
+        ("train_shardwise.py", "out-shardwise/checkpoint-27"),
+    ],
+    "accelerate.md": [("train.py", "state"), ("train_shardwise.py", "state-shardwise")],
     "lightning.md": [("train.py", "ckpt/epoch=1-step=27.ckpt"), ("train_fabric.py", "state.ckpt")],
     "ray-train.md": [("train.py", "ray/shardwise")],
     "device-mesh.md": [("train.py", "dcp")],
@@ -76,5 +79,6 @@ def test_page_runs_two_epochs_and_resumes(tmp_path: Path, page: str) -> None:
         script.write_text(code)
         _launch(script, tmp_path)  # 2 epochs, a checkpoint 7 batches into epoch 1
         assert checkpoint is None or (tmp_path / checkpoint).exists(), f"{page}: no {checkpoint}"
-        shutil.rmtree(tmp_path / "out" / "checkpoint-40", ignore_errors=True)  # as if stopped
+        last = (tmp_path / (checkpoint or "out/-")).parent / "checkpoint-40"
+        shutil.rmtree(last, ignore_errors=True)  # as if stopped before the end
         _launch(script, tmp_path)  # resumes from it and finishes epoch 1

@@ -3,7 +3,9 @@
     torchrun --nproc_per_node=2 _fw_accelerate.py DATA OUT MODE FORMAT EPOCHS [resume]
 
 MODE ``plain``: the obvious code, ``accelerator.prepare(model, opt, DataLoader(ds, ...))``
-(``nodispatch``: the same with ``dispatch_batches=False``);
+(``nodispatch``: the same with ``dispatch_batches=False``), ``save_state`` after 27 steps
+with the epoch and step written next to it, and with ``resume`` a run continued from it by
+``load_state`` and accelerate's ``skip_first_batches``;
 ``loader``: the same with a ShardwiseLoader, registered for checkpointing, ``save_state``
 after 27 steps, and with ``resume`` a run continued from it by ``load_state``. FORMAT is a
 batch_format (``numpy``, ``torch``) or ``samples`` (per sample, the default collator). Each
@@ -12,6 +14,7 @@ rank writes (epoch, ids) per step to OUT/<MODE>-<rank>.json (``resumed-<rank>`` 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -46,11 +49,23 @@ def main() -> None:
 
         model, opt, loader = accelerator.prepare(model, opt, ShardwiseLoader(ds, num_workers=2))
         accelerator.register_for_checkpointing(loader)
+    where = os.path.join(out, "state")
+    start, skip = 0, 0
     if resume:
-        accelerator.load_state(os.path.join(out, "state"))
+        accelerator.load_state(where)
+        if mode == "loader":
+            start = ds.epoch  # the loader continues by itself
+        else:
+            with open(os.path.join(where, "position.json")) as f:
+                start, skip = json.load(f)
     step, seen = 0, []
-    for epoch in range(ds.epoch, int(epochs)):  # each pass is the next epoch by itself
-        for batch in loader:
+    for epoch in range(start, int(epochs)):  # a ShardwiseLoader's passes advance by themselves
+        if mode != "loader":
+            loader.set_epoch(epoch)
+        batches = loader
+        if skip and epoch == start:
+            batches = accelerator.skip_first_batches(loader, skip)
+        for i, batch in enumerate(batches, start=skip if epoch == start else 0):
             ids = np.asarray(batch["id"]).tolist()
             seen.append((epoch, ids))
             x = torch.as_tensor(np.asarray(batch["x"]), dtype=torch.float32).unsqueeze(1) / 1000
@@ -59,11 +74,19 @@ def main() -> None:
             accelerator.backward(loss)
             opt.step()
             step += 1
-            if step == 27 and mode == "loader" and not resume:
-                accelerator.save_state(os.path.join(out, "state"))
+            if step == 27 and not resume:
+                accelerator.save_state(where)
+                if accelerator.is_main_process:
+                    with open(os.path.join(where, "position.json"), "w") as f:
+                        json.dump([epoch, i + 1], f)
     tag = "resumed" if resume else mode
     with open(os.path.join(out, f"{tag}-{accelerator.process_index}.json"), "w") as f:
         json.dump(seen, f)
+    # the process group ends before Python exits, after the DDP model that holds it is gone
+    accelerator.wait_for_everyone()
+    accelerator.free_memory()
+    del model, opt, loader, batches
+    gc.collect()
     accelerator.end_training()
 
 

@@ -10,6 +10,7 @@ checkpoint every 27 steps (with CKPT: resumed from it). FORMAT: a batch_format (
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -74,10 +75,21 @@ def main() -> None:
         trainer = ShardwiseTrainer(model=model, args=args, train_dataset=ds)
     trainer.add_callback(Epochs(model))
     trainer.train(resume_from_checkpoint=ckpt)
-    trainer.accelerator.end_training()  # gloo's threads must end before the interpreter
     tag = "resumed" if ckpt else mode
     with open(os.path.join(out, f"{tag}-{args.process_index}.json"), "w") as f:
         json.dump(model.seen, f)
+    end(trainer)
+
+
+def end(trainer: transformers.Trainer) -> None:
+    """End the process group before Python exits, after the DDP model that holds it is gone
+    (gloo's threads must not be joined during the interpreter's teardown)."""
+    accelerator = trainer.accelerator
+    accelerator.wait_for_everyone()
+    accelerator.free_memory()
+    trainer.model_wrapped = trainer.model = trainer.optimizer = None
+    gc.collect()
+    accelerator.end_training()
 
 
 if __name__ == "__main__":

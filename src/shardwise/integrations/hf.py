@@ -1,7 +1,10 @@
 """HF Accelerate and HF ``Trainer``, exact: every sample once per epoch, equal steps, resume.
 
-Accelerate treats an ``IterableDataset`` as unsharded and re-shards it (see
-:mod:`shardwise.loader.wrappers`, which refuses that). Here instead:
+The plain ``Trainer(train_dataset=ds)`` and ``accelerator.prepare(..., DataLoader(ds))`` are
+exact too (the dataset recognises Accelerate's wrappers and serves them, see
+:mod:`shardwise.loader.hosted`), but under Accelerate's default dispatch rank 0 reads the
+whole epoch and broadcasts it, and a resume steps through the trained batches. Better for
+large jobs:
 
 - :class:`ShardwiseLoader`: a ``torch.utils.data.DataLoader`` over a ``StreamingDataset`` that
   ``accelerator.prepare`` returns as it is (it carries accelerate's own "already prepared"

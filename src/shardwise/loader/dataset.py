@@ -28,6 +28,7 @@ from shardwise.loader._args import (
 from shardwise.loader.batches.convert import Padding, check_padding
 from shardwise.loader.batches.memory import WindowMemory
 from shardwise.loader.batches.reading import BatchFormat
+from shardwise.loader.hosted import hosted_items
 from shardwise.loader.iterable import IterableBase
 from shardwise.loader.placement import Ranks, detect_placement, in_dataloader_worker, place_ranks
 from shardwise.loader.planner import interleave_for
@@ -38,6 +39,7 @@ from shardwise.loader.read.opening import open_index
 from shardwise.loader.shard import shard_items
 from shardwise.loader.stats import epoch_stats, mixing_for
 from shardwise.loader.workers.setup import setup_worker
+from shardwise.loader.wrappers import Hosting, detect_hosting
 from shardwise.plan import Plan, Topology
 from shardwise.plan.budget import DEFAULT_SHUFFLE_BYTES
 
@@ -177,6 +179,7 @@ class StreamingDatasetBase:
         self.reading = parts.make_reading(self)
         self._head: HeadStart | None = None  # the training process's downloads ahead of workers
         self._memory = WindowMemory()  # the in-process path's windows, kept for the next ones
+        self.hosting: Hosting | None = None  # an accelerate wrapper served exactly (.hosted)
         parts.check_streamable(self, self.planner)
 
     # -- where it streams to (see Ranks) ------------------------------------------------
@@ -207,6 +210,7 @@ class StreamingDatasetBase:
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (a new order); forgets a resume point of another epoch."""
+        self.hosting = detect_hosting(self, self.hosting)  # accelerate's wrappers call it
         self.state.set_epoch(check_int("epoch", epoch, 0))
         workers = self.num_workers or 1
         # the node cache is filled with this epoch's first units while workers start
@@ -239,7 +243,11 @@ class StreamingDatasetBase:
         return new
 
     def __len__(self) -> int:
-        """Batches per rank (batched mode) or samples per rank (per-sample mode)."""
+        """Batches per rank (batched mode) or samples per rank (per-sample mode); under an
+        accelerate wrapper, the items of every rank (see :mod:`.hosted`)."""
+        self.hosting = detect_hosting(self, self.hosting)
+        if self.hosting is not None:
+            return self.hosting.length(self.plan(self.hosting.workers, self.hosting.processes))
         p = self.plan()
         return p.batches_per_rank if self.batch_format else p.samples_per_rank
 
@@ -268,6 +276,8 @@ class StreamingDatasetBase:
             )
         if in_dataloader_worker():
             setup_worker(self.batch_format)
+        if self.hosting is not None:
+            return hosted_items(self, self.hosting, placement)
         return self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, workers)
 
 

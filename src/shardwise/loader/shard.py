@@ -35,10 +35,11 @@ def shard_items(
     world_size: int,
     worker_id: int,
     num_workers: int,
+    skip: int = 0,
 ) -> Iterator[Any]:
     """The samples or batches of data-parallel ``rank`` and ``worker_id`` this epoch
-    (after its own saved progress, if the state holds it); ``state.position`` counts them
-    as they are handed over."""
+    (after its own saved progress, if the state holds it, and ``skip`` more samples, which
+    are not read); ``state.position`` counts them as they are handed over."""
     state.begin_pass(rank, worker_id)  # the epoch set, or the one after the last pass
     if in_dataloader_worker():
         state.channel.announce(world_size, num_workers, state.epoch)
@@ -46,6 +47,10 @@ def shard_items(
         state.seen = Seen(world_size, num_workers, time.time(), state.epoch)
     wp = state.plan(planner, num_workers, world_size).worker(rank, worker_id)
     here = state.start_at(wp, Position(state.epoch, rank, world_size, worker_id, num_workers))
+    if skip:
+        skip = min(skip, wp.num_samples)
+        wp.skip, wp.num_samples = wp.skip + skip, wp.num_samples - skip
+        here = Position(*here.where(), here.samples + skip)
     yielded = here.samples
     where = here.where()
     for item, n in _items(reading, wp):

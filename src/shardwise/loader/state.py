@@ -22,7 +22,6 @@ from shardwise.loader.passes import Passes
 from shardwise.loader.placement import in_dataloader_worker
 from shardwise.loader.planner import Planner
 from shardwise.loader.position import Position
-from shardwise.loader.wrappers import check_not_resharded
 from shardwise.plan import Plan, Resume
 from shardwise.plan.compose import WorkerWindows
 
@@ -57,7 +56,6 @@ class LoaderState(Passes):
 
     def set_epoch(self, epoch: int) -> None:
         """Start ``epoch``; a resume point of another epoch is forgotten."""
-        check_not_resharded()  # HF Accelerate's wrappers call set_epoch before the first batch
         if epoch != self.epoch:
             self.resumes = []
         self.epoch = epoch

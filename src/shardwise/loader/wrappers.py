@@ -1,86 +1,199 @@
-"""Refuse framework wrappers that re-shard the dataset's stream a second time.
+"""Recognise HF Accelerate's wrappers around a dataset, so that it can serve them exactly.
 
 HF Accelerate (and so HF ``Trainer``, which prepares its dataloader with it) treats every
-``IterableDataset`` as unsharded: with ``dispatch_batches`` (its default for iterable
-datasets) rank 0 alone iterates and splits its batches among the ranks; without it,
-``IterableDatasetShard`` keeps every ``world_size``-th batch of each rank's stream. Either
-way shardwise's own split by rank would be applied twice and part of every epoch lost,
-silently. Both wrappers call the dataset's ``set_epoch`` from their ``__iter__`` in the
-training process before the first batch; :func:`check_not_resharded` looks at the callers
-there and raises, naming the wrapper and the fix.
+``IterableDataset`` as unsharded:
 
-This reads the callers' classes (``accelerate.data_loader.DataLoaderDispatcher``,
-``DataLoaderShard`` and ``IterableDatasetShard``, as named in accelerate 1.x; tested with
-the version pinned in constraints.txt). A wrapper over a single process is exact and allowed.
+- with ``dispatch_batches`` (its default for iterable datasets) a ``DataLoaderDispatcher``
+  iterates the DataLoader on rank 0 alone and gives every rank its slice of each step's
+  batches (``num_processes`` consecutive batches, or one batch split with ``split_batches``);
+- without it, an ``IterableDatasetShard`` makes every rank iterate the dataset and keep its
+  slice of every group of ``batch_size * num_processes`` items.
+
+Both wrappers call the dataset's ``set_epoch`` from their ``__iter__`` in the training
+process before the DataLoader's iterator (and its workers) exist, and reach the dataset's
+``len`` through their own. :func:`detect_hosting` reads the callers there and returns a
+:class:`Hosting` that the dataset keeps (it is pickled into its DataLoader workers) and
+serves by (:mod:`shardwise.loader.hosted`): the whole epoch from rank 0 under a dispatcher,
+each rank's own items at the positions the shard keeps otherwise.
+
+This relies on accelerate 1.x: the classes ``accelerate.data_loader.DataLoaderDispatcher``,
+``DataLoaderShard`` and ``IterableDatasetShard`` and their attributes ``state``,
+``split_batches``, ``skip_batches``, ``batch_size``, ``num_processes``, ``process_index``
+and ``dataset``; it is tested with the version pinned in constraints.txt. One change is
+made to accelerate's object: an ``IterableDatasetShard`` over a batched dataset
+(``DataLoader(batch_size=None)``) has ``batch_size=None``, on which accelerate itself fails
+(``None * num_processes``); it is set to 1 (each item is a whole batch). A wrapper over a
+single process is exact as it is and is not recognised.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
 from shardwise.errors import ConfigError
 
-__all__ = ["check_not_resharded"]
+__all__ = ["Hosting", "detect_hosting"]
 
-_RESHARDING = ("DataLoaderDispatcher", "IterableDatasetShard")
+_DISPATCHER, _SHARD, _LOADER = "DataLoaderDispatcher", "IterableDatasetShard", "DataLoaderShard"
+_WRAPPERS = (_DISPATCHER, _SHARD, _LOADER)
 _FIX = (
-    "shardwise already gives every rank its own exact share. With HF Trainer use "
-    "shardwise.integrations.hf.ShardwiseTrainer (a Trainer that keeps the dataset's split "
-    "and resumes it from its checkpoints); with Accelerate prepare a "
-    "shardwise.integrations.hf.ShardwiseLoader (accelerator.prepare leaves it as it is), or "
-    "prepare only the model and optimizer and iterate the DataLoader yourself"
+    "shardwise.integrations.hf.ShardwiseTrainer (HF Trainer) or ShardwiseLoader (Accelerate) "
+    "keep the dataset's own split exactly"
 )
 
 
-def _resharding_caller(depth: int = 8) -> Any:
-    """The accelerate wrapper among the callers of the caller's caller, if any."""
-    frame: FrameType | None = sys._getframe(2)
-    for _ in range(depth):
-        if frame is None:
-            return None
-        obj = frame.f_locals.get("self")
-        cls = type(obj)  # accelerate's adapters report their base DataLoader as __class__
-        if cls.__module__.startswith("accelerate.") and cls.__name__ in _RESHARDING:
-            return obj
-        inner = getattr(obj, "dataset", None)
-        if cls.__module__.startswith("accelerate.") and isinstance(inner, _iterable_shard()):
-            return inner
-        frame = frame.f_back
-    return None
+@dataclass(frozen=True)
+class Hosting:
+    """How an accelerate wrapper takes this dataset's items.
+
+    Attributes:
+        wrapper: the wrapper's class, for messages.
+        dispatch: rank 0 alone iterates the DataLoader and dispatches its batches.
+        processes, process_index: the wrapper's processes and this one's index.
+        split: ``split_batches``: one batch of the DataLoader is split among the processes.
+        samples: the dataset's items are samples (per-sample mode, or a batched dataset cut
+            into its rows because the DataLoader batches with a collator), else batches.
+        per_process: items each process keeps of a group (shard only).
+        loader_batch: samples per DataLoader item (its ``batch_size``, or the dataset's).
+        skip_batches: batches the wrapper discards at the start of this pass (accelerate's
+            ``skip_first_batches``).
+        workers: the DataLoader's workers per process (1 for none).
+    """
+
+    wrapper: str
+    dispatch: bool
+    processes: int
+    process_index: int
+    split: bool
+    samples: bool
+    per_process: int
+    loader_batch: int
+    skip_batches: int
+    workers: int
+
+    def length(self, plan: Any) -> int:
+        """The dataset's ``len`` the wrapper expects: every rank's items of the ``plan``."""
+        return int(
+            self.processes * (plan.samples_per_rank if self.samples else plan.batches_per_rank)
+        )
 
 
-def _iterable_shard() -> tuple[type, ...]:
-    module = sys.modules.get("accelerate.data_loader")
-    shard = getattr(module, "IterableDatasetShard", None)
-    return (shard,) if isinstance(shard, type) else ()
-
-
-def _processes(wrapper: Any) -> int:
-    state = getattr(wrapper, "state", None)
-    n = getattr(wrapper, "num_processes", None) or getattr(state, "num_processes", None)
-    return int(n or 1)
-
-
-def check_not_resharded() -> None:
-    """Raise if the caller of the dataset's ``set_epoch`` is a wrapper that re-shards it.
+def detect_hosting(dataset: Any, previous: Hosting | None) -> Hosting | None:
+    """The wrapper among the callers of the dataset's ``set_epoch`` or ``__len__`` (the
+    caller of the caller of this function), else ``previous``.
 
     Raises:
-        ConfigError: naming the wrapper and the fix.
+        ConfigError: for a wrapper that cannot be served exactly, naming it and the fix.
     """
     if "accelerate" not in sys.modules:
-        return
-    wrapper = _resharding_caller()
-    if wrapper is None or _processes(wrapper) <= 1:
-        return
-    name = f"{type(wrapper).__module__}.{type(wrapper).__name__}"
-    how = (
-        "rank 0 alone would iterate and split its own share among the ranks"
-        if type(wrapper).__name__ == "DataLoaderDispatcher"
-        else "each rank would keep every world_size-th batch of its own share"
-    )
+        return previous
+    found = _callers(sys._getframe(2))
+    hosting = previous
+    if _DISPATCHER in found:
+        hosting = _dispatched(dataset, found[_DISPATCHER])
+    elif _SHARD in found:
+        loader = found.get(_LOADER)
+        skip, workers = getattr(loader, "skip_batches", 0), getattr(loader, "num_workers", 0)
+        hosting = _sharded(dataset, found[_SHARD], skip or 0, workers or 0)
+    stateful = [w for w in found.values() if getattr(w, "use_stateful_dataloader", False)]
+    if hosting is not None and stateful:
+        _refuse(
+            stateful[0],
+            "with use_stateful_dataloader=True it would save and restore positions of the "
+            "dataset that do not describe what the wrapper consumed (save the epoch and step "
+            "instead and resume with accelerate's skip_first_batches)",
+        )
+    return hosting
+
+
+def _callers(frame: FrameType | None, depth: int = 8) -> dict[str, Any]:
+    """accelerate's wrappers among ``depth`` callers, by class name (accelerate's adapters
+    report their base DataLoader as ``__class__``, so their type is read)."""
+    found: dict[str, Any] = {}
+    for _ in range(depth):
+        if frame is None:
+            break
+        obj = frame.f_locals.get("self")
+        cls = type(obj)
+        if cls.__module__.startswith("accelerate.") and cls.__name__ in _WRAPPERS:
+            found.setdefault(cls.__name__, obj)
+        frame = frame.f_back
+    return found
+
+
+def _name(wrapper: Any) -> str:
+    return f"{type(wrapper).__module__}.{type(wrapper).__name__}"
+
+
+def _dispatched(dataset: Any, wrapper: Any) -> Hosting | None:
+    state = wrapper.state
+    processes, split = int(state.num_processes), bool(wrapper.split_batches)
+    if processes <= 1:
+        return None
+    _check_inner(dataset, wrapper.dataset, wrapper)
+    if getattr(wrapper, "submesh_tp", None) is not None:
+        _refuse(wrapper, "with a tensor-parallel device mesh it gives every rank the same batch")
+    if dataset.batch_format is not None and dataset.pad_to == "longest":
+        _refuse(
+            wrapper,
+            'it concatenates the batches of a step, which pad_to="longest" makes of different '
+            "widths (give pad_to=<a length>, or dispatch_batches=False)",
+        )
+    samples, loader_batch = _loader_batch(dataset, wrapper.batch_size, processes, split, wrapper)
+    return Hosting(
+        _name(wrapper), True, processes, int(state.process_index), split, samples, 0,
+        loader_batch, int(getattr(wrapper, "skip_batches", 0) or 0),
+        max(1, int(wrapper.num_workers or 0)),
+    )  # fmt: skip
+
+
+def _sharded(dataset: Any, shard: Any, skip_batches: int, workers: int) -> Hosting | None:
+    processes, split = int(shard.num_processes), bool(shard.split_batches)
+    if processes <= 1:
+        return None
+    _check_inner(dataset, shard.dataset, shard)
+    if shard.batch_size is None and dataset.batch_format is not None and not split:
+        shard.batch_size = 1  # each item is a whole batch (accelerate fails on None)
+    if shard.batch_size is None:
+        _refuse(shard, "split_batches=True needs a DataLoader batch_size")
+    samples, loader_batch = _loader_batch(dataset, shard.batch_size, processes, split, shard)
+    per = loader_batch if samples else 1
+    return Hosting(
+        _name(shard), False, processes, int(shard.process_index), split, samples, per,
+        loader_batch, int(skip_batches), max(1, int(workers)),
+    )  # fmt: skip
+
+
+def _loader_batch(
+    dataset: Any, batch_size: int | None, processes: int, split: bool, wrapper: Any
+) -> tuple[bool, int]:
+    """(whether the dataset serves samples, samples per process per DataLoader batch): the
+    DataLoader's ``batch_size`` must give every process a batch of the dataset's size."""
+    b = dataset.batch_size
+    if dataset.batch_format is not None and batch_size in (None, 1) and not split:
+        return False, b  # whole batches (an IterableDatasetShard's 1 is one batch)
+    want = b * processes if split else b
+    if batch_size != want:
+        _refuse(
+            wrapper,
+            f"each process must get batches of the dataset's batch_size={b}: give the "
+            f"DataLoader batch_size={want}"
+            + (" (or batch_size=None for a batched dataset)" if dataset.batch_format else "")
+            + f", not {batch_size}",
+        )
+    return True, b
+
+
+def _check_inner(dataset: Any, inner: Any, wrapper: Any) -> None:
+    if inner is not dataset:
+        _refuse(wrapper, f"it wraps {type(inner).__name__}, not the StreamingDataset itself")
+
+
+def _refuse(wrapper: Any, why: str) -> None:
     raise ConfigError(
-        f"a StreamingDataset is wrapped by {name} over {_processes(wrapper)} processes, which "
-        f"re-shards it: {how}, and part of every epoch would be lost. {_FIX}."
+        f"a StreamingDataset is wrapped by {_name(wrapper)}, which shardwise cannot serve "
+        f"exactly here: {why}. {_FIX}."
     )

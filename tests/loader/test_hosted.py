@@ -1,0 +1,103 @@
+"""A dataset under accelerate's ``IterableDatasetShard`` (``dispatch_batches=False``), in one
+process, playing each of 2 ranks in turn: every rank gets its own share at the places the
+shard keeps (the epoch once, no read twice), ``len`` is what the wrapper expects, a
+``skip_batches`` resume skips without reading the skipped units, and what cannot be served
+exactly is a ConfigError naming the wrapper. The dispatcher (2 real processes) is tested in
+tests/integrations/test_accelerate.py and test_hf_trainer.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _loaderdata import make_parquet
+from accelerate.data_loader import DataLoaderShard, IterableDatasetShard
+
+import shardwise.loader.batches.reading as reading_module
+from shardwise.errors import ConfigError
+from shardwise.loader import StreamingDataset
+
+ROWS, B, R = 1_003, 10, 2
+
+
+def _ds(path: Path, fmt: str | None, **kw: Any) -> StreamingDataset:
+    return StreamingDataset(
+        str(path), batch_size=B, batch_format=fmt, seed=3, columns=["id"], interleave=1, **kw
+    )
+
+
+def _rank(ds: StreamingDataset, r: int, workers: int, skip: int = 0) -> list[list[int]]:
+    """The batches rank ``r`` gets from a DataLoaderShard over an IterableDatasetShard."""
+    bs = None if ds.batch_format else B
+    shard = IterableDatasetShard(ds, batch_size=bs, num_processes=R, process_index=r)
+    loader = DataLoaderShard(shard, batch_size=bs, num_workers=workers, skip_batches=skip)
+    assert len(loader) == ds.plan(max(1, workers), R).batches_per_rank
+    return [np.asarray(b["id"]).tolist() for b in loader]
+
+
+@pytest.mark.parametrize("fmt", ["numpy", "torch", None])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_every_rank_gets_its_own_share_once(tmp_path: Path, fmt: Any, workers: int) -> None:
+    ds = _ds(make_parquet(tmp_path / "d", ROWS, files=5), fmt)
+    ranks = [_rank(ds, r, workers) for r in range(R)]
+    assert len(ranks[0]) == len(ranks[1]) == ds.plan(max(1, workers), R).batches_per_rank
+    ids = [i for rank in ranks for b in rank for i in b]
+    assert all(len(b) == B for rank in ranks for b in rank)
+    assert len(ids) == len(set(ids)) and ROWS - len(ids) < R * max(1, workers) * B
+    plan = ds.plan(max(1, workers), R)
+    for r in range(R):  # rank r's own share of the plan, nothing of the other rank's
+        own = {int(u) for b in plan.rank_batches(r) for u in _ids(ds, b)}
+        assert {i for b in ranks[r] for i in b} == own
+
+
+def _ids(ds: StreamingDataset, pairs: np.ndarray) -> list[int]:
+    """The ids of (unit, row) pairs (ids are row numbers in file order)."""
+    starts = np.concatenate([[0], np.cumsum(ds.counts)])
+    return [int(starts[u] + row) for u, row in pairs]
+
+
+@pytest.mark.parametrize("fmt", ["numpy", None])
+def test_skip_batches_continues_exactly_without_reading_what_it_skips(
+    tmp_path: Path, fmt: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ds = _ds(make_parquet(tmp_path / "d", ROWS, files=5), fmt)
+    reads: list[int] = []
+    loader_of = reading_module.table_loader
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        load = loader_of(*args, **kw)
+        return lambda u: (reads.append(u), load(u))[1]
+
+    monkeypatch.setattr(reading_module, "table_loader", counting)
+    full = _rank(ds, 1, 0)
+    whole = len(reads)
+    reads.clear()
+    k = 3 * len(full) // 4
+    resumed = _rank(ds, 1, 0, skip=k)
+    assert resumed == full[k:]
+    assert 0 < len(reads) < whole, (len(reads), whole)  # the skipped units are not read
+
+
+def test_a_batch_size_other_than_the_datasets_is_refused(tmp_path: Path) -> None:
+    ds = _ds(make_parquet(tmp_path / "d", ROWS, files=5), None)
+    shard = IterableDatasetShard(ds, batch_size=4, num_processes=R, process_index=0)
+    with pytest.raises(ConfigError, match=r"IterableDatasetShard.*batch_size=10"):
+        shard.set_epoch(0)
+
+
+def test_len_is_every_ranks_items(tmp_path: Path) -> None:
+    ds = _ds(make_parquet(tmp_path / "d", ROWS, files=5), None)
+    shard = IterableDatasetShard(ds, batch_size=B, num_processes=R, process_index=0)
+    per_rank = ds.plan(1, R).samples_per_rank
+    assert len(shard) == per_rank  # the shard's len: len(ds) // processes
+    assert len(ds) == R * per_rank
+
+
+def test_a_stateful_dataloader_under_a_wrapper_is_refused(tmp_path: Path) -> None:
+    ds = _ds(make_parquet(tmp_path / "d", ROWS, files=5), "numpy")
+    shard = IterableDatasetShard(ds, batch_size=None, num_processes=R, process_index=0)
+    loader = DataLoaderShard(shard, batch_size=None, use_stateful_dataloader=True)
+    with pytest.raises(ConfigError, match="use_stateful_dataloader=True"):
+        next(iter(loader))
