@@ -144,10 +144,17 @@ def _dispatched(dataset: Any, wrapper: Any) -> Hosting | None:
         )
     samples, loader_batch = _loader_batch(dataset, wrapper.batch_size, processes, split, wrapper)
     return Hosting(
-        _name(wrapper), True, processes, int(state.process_index), split, samples, 0,
-        loader_batch, int(getattr(wrapper, "skip_batches", 0) or 0),
-        max(1, int(wrapper.num_workers or 0)),
-    )  # fmt: skip
+        wrapper=_name(wrapper),
+        dispatch=True,
+        processes=processes,
+        process_index=int(state.process_index),
+        split=split,
+        samples=samples,
+        per_process=0,
+        loader_batch=loader_batch,
+        skip_batches=int(getattr(wrapper, "skip_batches", 0) or 0),
+        workers=max(1, int(wrapper.num_workers or 0)),
+    )
 
 
 def _sharded(dataset: Any, shard: Any, skip_batches: int, workers: int) -> Hosting | None:
@@ -162,9 +169,17 @@ def _sharded(dataset: Any, shard: Any, skip_batches: int, workers: int) -> Hosti
     samples, loader_batch = _loader_batch(dataset, shard.batch_size, processes, split, shard)
     per = loader_batch if samples else 1
     return Hosting(
-        _name(shard), False, processes, int(shard.process_index), split, samples, per,
-        loader_batch, int(skip_batches), max(1, int(workers)),
-    )  # fmt: skip
+        wrapper=_name(shard),
+        dispatch=False,
+        processes=processes,
+        process_index=int(shard.process_index),
+        split=split,
+        samples=samples,
+        per_process=per,
+        loader_batch=loader_batch,
+        skip_batches=int(skip_batches),
+        workers=max(1, int(workers)),
+    )
 
 
 def _loader_batch(
