@@ -156,7 +156,7 @@ def dataloader_ceiling(data: Path, consume: Consumer, info: dict[str, Any]) -> C
     import pyarrow.parquet as pq
     from torch.utils.data import IterableDataset
 
-    from shardwise.loader.batches.split import split
+    from shardwise.loader.batches.piece_maker import PieceMaker
     from shardwise.loader.workers import setup
     from shardwise.loader.workers.transport import travel_for
 
@@ -168,7 +168,8 @@ def dataloader_ceiling(data: Path, consume: Consumer, info: dict[str, Any]) -> C
     class Prebuilt(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore]
         def __iter__(self) -> Any:
             setup.setup_worker("numpy")  # what shardwise does in a DataLoader worker
-            batches = list(split(table, BATCH, "numpy", None, travel_for("numpy")))
+            maker = PieceMaker("numpy", BATCH, travel=travel_for("numpy"))
+            batches = [b for b, _ in maker.table_batches(table)]
             for j in range(total // BATCH // WORKERS):
                 yield batches[j % len(batches)]
 
