@@ -45,6 +45,7 @@ VIEW = 16  # bytes of one view
 INLINE = 12  # values of at most this many bytes are held in the view itself
 MAX_SEGMENT = 1 << 30  # bytes of values per segment, and at most per unit (in parts beyond)
 MAX_VIEW_OFFSET = (1 << 31) - 1  # a view's offset into its buffer is an int32
+WIDE = 4096  # values of at least this many bytes on average stay in their unit's buffer
 
 
 def is_text(t: pa.DataType) -> bool:
@@ -63,8 +64,15 @@ def large_text(t: pa.DataType) -> pa.DataType:
 
 
 def batch_objects(values: pa.Array) -> np.ndarray:
-    """A batch's strings or binary values as a numpy array of Python objects (None for nulls)."""
-    return values.to_numpy(zero_copy_only=False)
+    """A batch's strings or binary values as a numpy array of Python objects (None for nulls).
+
+    Made by ``to_pylist``, not ``to_numpy``: the first ``to_numpy`` of a process imports
+    pandas (about 0.3 CPU s, up to a second on a busy machine, all before the first batch of
+    a fresh process), and for a batch of 256 strings the two cost the same (about 15 ns a
+    string more here)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values.to_pylist()
+    return out
 
 
 def _binary(t: pa.DataType) -> bool:
@@ -78,6 +86,7 @@ def _large(t: pa.DataType) -> bool:
 @dataclass
 class _Segment:
     data: np.ndarray  # uint8, values back to back
+    number: int  # its place among the views' buffers
     used: int = 0
 
 
@@ -97,8 +106,10 @@ class _Column:
             None  # made when a unit has nulls: True for every row before
         )
         self.segments: list[_Segment] = []
-        self.buffers: list[pa.Buffer] = []  # the segments' memory, as the views' buffers
+        # the views' buffers: the segments' memory, and the wide units' own values
+        self.buffers: list[pa.Buffer] = []
         self.rows_seen = self.bytes_seen = 0
+        self.kept_bytes = 0  # bytes of values left in their units' own buffers
         self._lock = threading.Lock()
 
     def add(self, column: pa.ChunkedArray, at: int) -> None:
@@ -116,13 +127,21 @@ class _Column:
         if seg is None or seg.used + nbytes > len(seg.data):
             left = max(self.n - self.rows_seen, 0) * self.bytes_seen // max(self.rows_seen, 1)
             seg = _Segment(
-                self.take(max(nbytes, min(MAX_SEGMENT, nbytes + left + left // 8 + (64 << 10))))
+                self.take(max(nbytes, min(MAX_SEGMENT, nbytes + left + left // 8 + (64 << 10)))),
+                len(self.buffers),
             )
             self.segments.append(seg)
             self.buffers.append(pa.py_buffer(seg.data))
         at = seg.used
         seg.used += nbytes
-        return seg, len(self.segments) - 1, at
+        return seg, seg.number, at
+
+    def _keep(self, data: pa.Buffer, nbytes: int) -> int:
+        """The number of a unit's own buffer of values among the views' buffers (under the
+        lock)."""
+        self.kept_bytes += nbytes
+        self.buffers.append(data)
+        return len(self.buffers) - 1
 
     def _add(self, chunk: pa.Array, at: int) -> None:
         k = len(chunk)
@@ -130,12 +149,16 @@ class _Column:
             return
         offsets = _offsets(chunk)
         start, end = int(offsets[0]), int(offsets[-1])
+        data = chunk.buffers()[2]
+        keep = data is not None and end - start >= WIDE * k and end <= MAX_VIEW_OFFSET
         with self._lock:
-            seg, number, where = self._reserve(k, end - start)
+            if keep:  # wide values: the views point into the unit's own buffer, no copy
+                seg, number, where = None, self._keep(data, end - start), start
+            else:
+                seg, number, where = self._reserve(k, end - start)
             if chunk.null_count and self.valid is None:
                 self.valid = np.ones(self.n, dtype=np.bool_)
-        data = chunk.buffers()[2]
-        if end > start and data is not None:  # the values, back to back (one memcpy, GIL released)
+        if seg is not None and end > start and data is not None:  # one memcpy, GIL released
             map_pages(seg.data[where : where + end - start])
             seg.data[where : where + end - start] = np.frombuffer(
                 data, dtype=np.uint8, count=end - start, offset=start
@@ -154,7 +177,9 @@ class _Column:
             self.valid[at : at + k] = np.asarray(chunk.is_valid())
 
     def piece(self, src: np.ndarray) -> pa.Array:
-        """The values of the window's rows ``src``, in that order, in a buffer of their own."""
+        """The values of the window's rows ``src``, in that order, in a buffer of their own;
+        wide values stay views (each batch's Python objects are made from them, with one
+        copy fewer)."""
         views = np.take(self.views, src, axis=0)
         valid = None
         if self.valid is not None:
@@ -163,7 +188,7 @@ class _Column:
         arr = pa.Array.from_buffers(
             self.view_type, len(src), [valid, pa.py_buffer(views), *self.buffers]
         )
-        return arr.cast(self.type)
+        return arr if self.kept_bytes > self.bytes_seen else arr.cast(self.type)
 
 
 def _offsets(chunk: pa.Array) -> np.ndarray:
