@@ -67,7 +67,7 @@ def test_pieces_are_the_windows_values_in_order(
     rows = np.array([r for _, r in pairs], dtype=np.int64)
     old, old_wide = texts.MAX_SEGMENT, texts.WIDE
     texts.MAX_SEGMENT = 16 if small else old  # many segments, and units copied in parts
-    texts.WIDE = wide or old_wide  # units of wide values left in their own buffers: all, some
+    texts.WIDE = wide or old_wide  # pieces of wide values kept as views of the window
     starts = np.cumsum([0, *[t.num_rows for t in tables]])
     try:
         window = WindowTexts(tables[0].schema, [1], int(starts[-1]))

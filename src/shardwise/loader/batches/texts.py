@@ -45,7 +45,7 @@ VIEW = 16  # bytes of one view
 INLINE = 12  # values of at most this many bytes are held in the view itself
 MAX_SEGMENT = 1 << 30  # bytes of values per segment, and at most per unit (in parts beyond)
 MAX_VIEW_OFFSET = (1 << 31) - 1  # a view's offset into its buffer is an int32
-WIDE = 4096  # values of at least this many bytes on average stay in their unit's buffer
+WIDE = 4096  # pieces of values of at least this many bytes on average stay views
 
 
 def is_text(t: pa.DataType) -> bool:
@@ -106,10 +106,8 @@ class _Column:
             None  # made when a unit has nulls: True for every row before
         )
         self.segments: list[_Segment] = []
-        # the views' buffers: the segments' memory, and the wide units' own values
-        self.buffers: list[pa.Buffer] = []
+        self.buffers: list[pa.Buffer] = []  # the segments' memory, as the views' buffers
         self.rows_seen = self.bytes_seen = 0
-        self.kept_bytes = 0  # bytes of values left in their units' own buffers
         self._lock = threading.Lock()
 
     def add(self, column: pa.ChunkedArray, at: int) -> None:
@@ -136,29 +134,18 @@ class _Column:
         seg.used += nbytes
         return seg, seg.number, at
 
-    def _keep(self, data: pa.Buffer, nbytes: int) -> int:
-        """The number of a unit's own buffer of values among the views' buffers (under the
-        lock)."""
-        self.kept_bytes += nbytes
-        self.buffers.append(data)
-        return len(self.buffers) - 1
-
     def _add(self, chunk: pa.Array, at: int) -> None:
         k = len(chunk)
         if not k:
             return
         offsets = _offsets(chunk)
         start, end = int(offsets[0]), int(offsets[-1])
-        data = chunk.buffers()[2]
-        keep = data is not None and end - start >= WIDE * k and end <= MAX_VIEW_OFFSET
         with self._lock:
-            if keep:  # wide values: the views point into the unit's own buffer, no copy
-                seg, number, where = None, self._keep(data, end - start), start
-            else:
-                seg, number, where = self._reserve(k, end - start)
+            seg, number, where = self._reserve(k, end - start)
             if chunk.null_count and self.valid is None:
                 self.valid = np.ones(self.n, dtype=np.bool_)
-        if seg is not None and end > start and data is not None:  # one memcpy, GIL released
+        data = chunk.buffers()[2]
+        if end > start and data is not None:  # the values, back to back (one memcpy, GIL released)
             map_pages(seg.data[where : where + end - start])
             seg.data[where : where + end - start] = np.frombuffer(
                 data, dtype=np.uint8, count=end - start, offset=start
@@ -178,8 +165,9 @@ class _Column:
 
     def piece(self, src: np.ndarray) -> pa.Array:
         """The values of the window's rows ``src``, in that order, in a buffer of their own;
-        wide values stay views (each batch's Python objects are made from them, with one
-        copy fewer)."""
+        wide values (``WIDE`` bytes or more on average) stay views of the window's segments:
+        each batch's Python objects are made from them, without copying every value once
+        more into new memory."""
         views = np.take(self.views, src, axis=0)
         valid = None
         if self.valid is not None:
@@ -188,7 +176,7 @@ class _Column:
         arr = pa.Array.from_buffers(
             self.view_type, len(src), [valid, pa.py_buffer(views), *self.buffers]
         )
-        return arr if self.kept_bytes > self.bytes_seen else arr.cast(self.type)
+        return arr if self.bytes_seen >= WIDE * max(self.rows_seen, 1) else arr.cast(self.type)
 
 
 def _offsets(chunk: pa.Array) -> np.ndarray:
