@@ -115,7 +115,10 @@ def first_epoch(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable
     import torch  # noqa: F401  (a training process has it; its import is not the loader's)
 
     t0 = time.perf_counter()  # shardwise's import, apart (the raw scans import pyarrow untimed)
-    import shardwise.loader  # noqa: F401
+    # the name itself: ``shardwise.loader`` loads ``StreamingDataset``'s modules (and with them
+    # pyarrow.compute, 0.2-0.4 s) lazily, on first use, which was inside the clock until
+    # 2026-11-28 (round two; see results/loader-first-epoch-round2-2026-11-28.md)
+    from shardwise.loader import StreamingDataset  # noqa: F401
 
     info["import_s"] = time.perf_counter() - t0
 
