@@ -7,8 +7,12 @@ Run from the repository root, one fresh process per call::
 
     PYTHONPATH=src .venv/bin/python benchmarks/first_epoch_phases.py loader DIR [COLUMN ...]
     PYTHONPATH=src .venv/bin/python benchmarks/first_epoch_phases.py scan DIR [COLUMN ...]
+    PYTHONPATH=src .venv/bin/python benchmarks/first_epoch_phases.py detail DIR [COLUMN ...]
 
 ``DIR`` holds Parquet files; the CPU seconds are the whole process's (every thread).
+``detail`` runs the loader's first epoch with its steps timed by the CPU time of the
+thread that runs them (``time.thread_time``): reading and decoding units, writing them
+into the window, making pieces, cutting batches on the training thread.
 """
 
 from __future__ import annotations
@@ -69,13 +73,54 @@ def loader(path: str, cols: list[str] | None) -> None:
     mark(f"epoch 2 ({rows:,} rows)")
 
 
+_cpu: dict[str, float] = {}
+
+
+def _timed(name: str, fn: Any) -> Any:
+    """``fn`` with the CPU time of the calling thread added to ``_cpu[name]``."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        t = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _cpu[name] = _cpu.get(name, 0.0) + time.thread_time() - t
+
+    return run
+
+
+def detail(path: str, cols: list[str] | None) -> None:
+    """The loader's first epoch, CPU s by step (the thread that ran it)."""
+    from shardwise.loader import StreamingDataset
+    from shardwise.loader.batches import arrival, piece_maker, reading
+
+    read_units = reading.Reading.loader
+    reading.Reading.loader = lambda self: _timed("read + decode units", read_units(self))  # type: ignore[method-assign]
+    arrival.ArrivalWindow.add = _timed("write units into the window", arrival.ArrivalWindow.add)  # type: ignore[method-assign]
+    maker = piece_maker.PieceMaker
+    maker.made = _timed("make pieces (take, convert)", maker.made)  # type: ignore[method-assign]
+    maker._objects = _timed("batch strings -> objects", maker._objects)  # type: ignore[method-assign]
+    mark("import shardwise.loader")
+    t0 = time.thread_time()
+    ds = StreamingDataset(
+        path, batch_size=256, shuffle=True, seed=0, drop_last=True, batch_format="numpy",
+        num_workers=None, progress=False, columns=cols,
+    )  # fmt: skip
+    rows = sum(len(b["id"]) for b in ds)
+    _cpu["training thread (all of it)"] = time.thread_time() - t0
+    mark(f"epoch 1 ({rows:,} rows)")
+    for name, cpu in _cpu.items():
+        print(f"  {name:36s} {cpu:6.3f} CPU s", flush=True)
+
+
 def main(argv: list[str]) -> int:
     mark("start")
     import torch  # noqa: F401  (a training process has it)
 
     mark("import torch")
     print(f"load 1m {os.getloadavg()[0]:.2f}", flush=True)
-    (scan if argv[0] == "scan" else loader)(argv[1], argv[2:] or None)
+    run = {"scan": scan, "loader": loader, "detail": detail}[argv[0]]
+    run(argv[1], argv[2:] or None)
     return 0
 
 

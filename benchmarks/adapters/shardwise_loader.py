@@ -115,7 +115,10 @@ def first_epoch(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable
     import torch  # noqa: F401  (a training process has it; its import is not the loader's)
 
     t0 = time.perf_counter()  # shardwise's import, apart (the raw scans import pyarrow untimed)
-    import shardwise.loader  # noqa: F401
+    # the name itself: ``shardwise.loader`` loads ``StreamingDataset``'s modules (and with them
+    # pyarrow.compute, 0.2-0.4 s) lazily, on first use, which was inside the clock until
+    # 2026-11-28 (round two; see results/loader-first-epoch-round2-2026-11-28.md)
+    from shardwise.loader import StreamingDataset  # noqa: F401
 
     info["import_s"] = time.perf_counter() - t0
 
@@ -156,7 +159,7 @@ def dataloader_ceiling(data: Path, consume: Consumer, info: dict[str, Any]) -> C
     import pyarrow.parquet as pq
     from torch.utils.data import IterableDataset
 
-    from shardwise.loader.batches.split import split
+    from shardwise.loader.batches.piece_maker import PieceMaker
     from shardwise.loader.workers import setup
     from shardwise.loader.workers.transport import travel_for
 
@@ -168,7 +171,8 @@ def dataloader_ceiling(data: Path, consume: Consumer, info: dict[str, Any]) -> C
     class Prebuilt(IterableDataset):  # type: ignore[type-arg,misc,unused-ignore]
         def __iter__(self) -> Any:
             setup.setup_worker("numpy")  # what shardwise does in a DataLoader worker
-            batches = list(split(table, BATCH, "numpy", None, travel_for("numpy")))
+            maker = PieceMaker("numpy", BATCH, travel=travel_for("numpy"))
+            batches = [b for b, _ in maker.table_batches(table)]
             for j in range(total // BATCH // WORKERS):
                 yield batches[j % len(batches)]
 

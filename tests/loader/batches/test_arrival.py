@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from _loaderdata import make_parquet
 
-import shardwise.loader.inprocess.piece_maker as piece_maker
+import shardwise.loader.batches.piece_maker as piece_maker
 from shardwise import StreamingDataset
 from shardwise.loader.batches.arrival import ArrivalWindow, arrival_schema
 from shardwise.loader.batches.gather import unit_views

@@ -296,3 +296,54 @@ def test_numpy_batches_carry_every_type_exactly_through_worker_transport(
         else:
             want = column.to_numpy(zero_copy_only=False).tolist()
         assert _same(got[name], want), name
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_ragged_lists_become_the_row_views_arrow_gives(large: bool) -> None:
+    from shardwise.loader.batches.convert import column_to_numpy
+
+    rows = [[1, 2, 3], [], [4], [5, 6], [7, 8, 9, 10]]
+    t = pa.large_list(pa.int32()) if large else pa.list_(pa.int32())
+    col = pa.array([[0], *rows], t).slice(1)  # offsets that do not start at 0
+    got, want = column_to_numpy(col), col.to_numpy(zero_copy_only=False)
+    assert got.dtype == object and len(got) == len(want) == len(rows)
+    for g, w, r in zip(got, want, rows):
+        assert g.dtype == w.dtype == np.int32 and g.tolist() == w.tolist() == r
+        assert not g.flags.writeable and not w.flags.writeable
+    equal = column_to_numpy(pa.array([[0, 0], [1, 2], [3, 4]], t).slice(1))
+    assert equal.shape == (2, 2) and equal.tolist() == [[1, 2], [3, 4]]
+
+
+def test_the_first_epoch_of_numbers_strings_and_token_lists_does_not_import_pandas(
+    tmp_path: Path,
+) -> None:
+    """pyarrow imports pandas on its first ``to_numpy`` or ``pa.array`` (about 0.3 CPU s of a
+    fresh process, before its first batch): the loader's path calls neither."""
+    import subprocess
+    import sys
+
+    n = 3000
+    pq.write_table(
+        pa.table(
+            {
+                "id": np.arange(n),
+                "text": [f"row {i}" * (i % 5) for i in range(n)],
+                "image": [bytes(5000 + i % 7) for i in range(n)],
+                "tokens": pa.array([list(range(i % 9)) for i in range(n)], pa.list_(pa.int32())),
+                "emb": pa.FixedSizeListArray.from_arrays(pa.array(np.ones(4 * n, np.float32)), 4),
+            }
+        ),
+        tmp_path / "d.parquet",
+        row_group_size=700,
+    )
+    code = (
+        "import sys\n"
+        "from shardwise.loader import StreamingDataset\n"
+        "for cols in (['id', 'text', 'image', 'emb'], ['id', 'tokens']):\n"
+        f"    ds = StreamingDataset({str(tmp_path)!r}, batch_size=64, batch_format='numpy',\n"
+        "                          num_workers=None, columns=cols)\n"
+        "    assert sum(len(b['id']) for b in ds) == 2944\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr

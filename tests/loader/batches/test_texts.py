@@ -49,9 +49,10 @@ def _unit(rng: np.random.Generator, rows: int, t: pa.DataType, nulls: bool, tag:
     nulls=st.booleans(),
     small=st.booleans(),
     threads=st.integers(1, 3),
+    wide=st.sampled_from([0, 1, 6]),
 )
 def test_pieces_are_the_windows_values_in_order(
-    seed: int, units: int, kind: str, nulls: bool, small: bool, threads: int
+    seed: int, units: int, kind: str, nulls: bool, small: bool, threads: int, wide: int
 ) -> None:
     rng = np.random.default_rng(seed)
     t = TYPES[kind]
@@ -64,8 +65,9 @@ def test_pieces_are_the_windows_values_in_order(
     pairs = [pairs[i] for i in rng.permutation(len(pairs))]
     unit_ids = np.array([u for u, _ in pairs], dtype=np.int64)
     rows = np.array([r for _, r in pairs], dtype=np.int64)
-    old = texts.MAX_SEGMENT
+    old, old_wide = texts.MAX_SEGMENT, texts.WIDE
     texts.MAX_SEGMENT = 16 if small else old  # many segments, and units copied in parts
+    texts.WIDE = wide or old_wide  # pieces of wide values kept as views of the window
     starts = np.cumsum([0, *[t.num_rows for t in tables]])
     try:
         window = WindowTexts(tables[0].schema, [1], int(starts[-1]))
@@ -79,7 +81,7 @@ def test_pieces_are_the_windows_values_in_order(
             for w in writes:
                 w.result()
     finally:
-        texts.MAX_SEGMENT = old
+        texts.MAX_SEGMENT, texts.WIDE = old, old_wide
     expected = [tables[u].column("text")[r].as_py() for u, r in pairs]
     cuts = sorted({0, len(pairs), *rng.integers(0, len(pairs) + 1, 3).tolist()})
     got: list[object] = []

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 import shardwise.loader.batches.arrival as arrival
+import shardwise.loader.batches.piece_maker as piece_maker
 import shardwise.loader.batches.pieces as pieces
 import shardwise.loader.batches.windows as window_builder
-import shardwise.loader.inprocess.piece_maker as piece_maker
 import shardwise.loader.inprocess.threaded as threaded
 from shardwise import ConfigError, FormatError, StreamingDataset
 from shardwise.loader.batches.pieces import cut_pieces
@@ -350,7 +350,7 @@ def test_num_threads_is_checked_and_pin_memory_says_it_does_nothing_on_cpu(
     ds = StreamingDataset(
         str(data), batch_size=8, batch_format="torch", pin_memory=True, columns=["id"]
     )
-    with caplog.at_level(logging.INFO, logger="shardwise.loader.inprocess.piece_maker"):
+    with caplog.at_level(logging.INFO, logger="shardwise.loader.batches.piece_maker"):
         batch = next(iter(ds))
     assert isinstance(batch["id"], torch.Tensor) and not batch["id"].is_pinned()
     assert "pin_memory=True has no effect" in caplog.text

@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from shardwise.loader.batches.convert import buffer_view
+
 __all__ = ["Columns", "Views", "column_to_arrow", "gather", "gather_columns", "unit_views"]
 
 Views = dict[
@@ -68,15 +70,12 @@ def gather_columns(
             columns.append(pa.chunked_array([], type=f.type))  # filled below
             by_arrow.append(i)
     if by_arrow:
-        parts = [
-            tables[u].select(by_arrow).take(pa.array(picked, type=pa.int64()))
-            for u, picked in groups
-        ]
+        parts = [tables[u].select(by_arrow).take(_indices(picked)) for u, picked in groups]
         taken = pa.concat_tables(parts).combine_chunks()
         if len(groups) > 1:  # rows grouped by unit are put back in piece order
             back = np.empty(len(order), dtype=np.int64)
             back[order] = np.arange(len(order))
-            taken = taken.take(pa.array(back))
+            taken = taken.take(_indices(back))
         for j, i in enumerate(by_arrow):
             columns[i] = taken.column(j)
     return columns
@@ -104,6 +103,13 @@ def _take_numeric(
     return out
 
 
+def _indices(rows: np.ndarray) -> pa.Array:
+    """Row numbers as an Arrow int64 array, made from their buffer (``pa.array`` would
+    import pandas on its first call)."""
+    data = np.ascontiguousarray(rows, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
+
+
 def _view(views: Views, tables: dict[int, pa.Table], unit: int, column: int) -> np.ndarray | None:
     key = (unit, column)
     if key not in views:
@@ -129,12 +135,13 @@ def _numeric_view(col: pa.ChunkedArray) -> np.ndarray | None:
     arr = col.chunk(0)
     t = arr.type
     if _numeric(t):
-        return arr.to_numpy()
+        return buffer_view(arr)
     if pa.types.is_fixed_size_list(t) and _numeric(t.value_type):
         values = arr.flatten()
         if values.null_count:
             return None
-        return values.to_numpy().reshape(len(arr), t.list_size)
+        flat = buffer_view(values)
+        return None if flat is None else flat.reshape(len(arr), t.list_size)
     return None
 
 

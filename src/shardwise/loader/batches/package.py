@@ -13,16 +13,16 @@ from typing import Any
 import numpy as np
 
 from shardwise._optional import require
-from shardwise.loader.batches.convert import torch_other
 from shardwise.loader.batches.numpy_column import NumpyColumn
 
-__all__ = ["batch_column", "package"]
+__all__ = ["package"]
 
 
 def package(values: np.ndarray, fmt: str, pin: bool = False) -> Any:
     """``values`` in batch format ``fmt``: a :class:`NumpyColumn` view, a tensor of the
     same memory (numbers of a torch batch, pinned with ``pin``), or ``values`` as they are
-    (other columns of a torch batch: see :func:`batch_column`)."""
+    (other columns of a torch batch: each batch's slice then passes
+    :func:`~shardwise.loader.batches.convert.torch_other`)."""
     if fmt == "numpy":
         return values.view(NumpyColumn)
     if values.dtype.kind not in "biuf":
@@ -30,11 +30,3 @@ def package(values: np.ndarray, fmt: str, pin: bool = False) -> Any:
     torch = require("torch", 'batch_format="torch"')
     tensor = torch.from_numpy(values)
     return tensor.pin_memory() if pin else tensor
-
-
-def batch_column(packaged: Any, fmt: str) -> Any:
-    """A packaged column of one batch as the batch holds it: torch batches' columns that
-    are not tensors pass :func:`~shardwise.loader.batches.convert.torch_other`."""
-    if fmt == "torch" and isinstance(packaged, np.ndarray):
-        return torch_other(packaged)
-    return packaged

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.errors import PlanError
-from shardwise.loader.batches.gather import Views, gather
+from shardwise.loader.batches.gather import Views
 from shardwise.loader.batches.reading import Reading
 from shardwise.loader.batches.windows import Window, WindowBuilder, WindowOrder
 from shardwise.plan.compose import WorkerWindows
@@ -25,7 +25,6 @@ __all__ = [
     "PIECE_ROWS",
     "Parts",
     "cut_pieces",
-    "gather_piece",
     "joined",
     "piece_parts",
     "piece_size",
@@ -111,9 +110,3 @@ def joined(parts: Parts) -> tuple[dict[int, pa.Table], Views, np.ndarray, np.nda
     unit_ids = np.concatenate([win.unit_ids[lo:hi] for win, lo, hi in parts])
     rows = np.concatenate([win.rows[lo:hi] for win, lo, hi in parts])
     return tables, views, unit_ids, rows
-
-
-def gather_piece(parts: Parts) -> pa.Table:
-    """A piece of windows of unit tables gathered into one contiguous table."""
-    tables, views, unit_ids, rows = joined(parts)
-    return gather(tables, unit_ids, rows, views)

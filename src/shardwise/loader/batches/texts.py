@@ -45,6 +45,7 @@ VIEW = 16  # bytes of one view
 INLINE = 12  # values of at most this many bytes are held in the view itself
 MAX_SEGMENT = 1 << 30  # bytes of values per segment, and at most per unit (in parts beyond)
 MAX_VIEW_OFFSET = (1 << 31) - 1  # a view's offset into its buffer is an int32
+WIDE = 4096  # pieces of values of at least this many bytes on average stay views
 
 
 def is_text(t: pa.DataType) -> bool:
@@ -63,8 +64,15 @@ def large_text(t: pa.DataType) -> pa.DataType:
 
 
 def batch_objects(values: pa.Array) -> np.ndarray:
-    """A batch's strings or binary values as a numpy array of Python objects (None for nulls)."""
-    return values.to_numpy(zero_copy_only=False)
+    """A batch's strings or binary values as a numpy array of Python objects (None for nulls).
+
+    Made by ``to_pylist``, not ``to_numpy``: the first ``to_numpy`` of a process imports
+    pandas (about 0.3 CPU s, up to a second on a busy machine, all before the first batch of
+    a fresh process), and for a batch of 256 strings the two cost the same (about 15 ns a
+    string more here)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values.to_pylist()
+    return out
 
 
 def _binary(t: pa.DataType) -> bool:
@@ -78,6 +86,7 @@ def _large(t: pa.DataType) -> bool:
 @dataclass
 class _Segment:
     data: np.ndarray  # uint8, values back to back
+    number: int  # its place among the views' buffers
     used: int = 0
 
 
@@ -116,13 +125,14 @@ class _Column:
         if seg is None or seg.used + nbytes > len(seg.data):
             left = max(self.n - self.rows_seen, 0) * self.bytes_seen // max(self.rows_seen, 1)
             seg = _Segment(
-                self.take(max(nbytes, min(MAX_SEGMENT, nbytes + left + left // 8 + (64 << 10))))
+                self.take(max(nbytes, min(MAX_SEGMENT, nbytes + left + left // 8 + (64 << 10)))),
+                len(self.buffers),
             )
             self.segments.append(seg)
             self.buffers.append(pa.py_buffer(seg.data))
         at = seg.used
         seg.used += nbytes
-        return seg, len(self.segments) - 1, at
+        return seg, seg.number, at
 
     def _add(self, chunk: pa.Array, at: int) -> None:
         k = len(chunk)
@@ -154,7 +164,10 @@ class _Column:
             self.valid[at : at + k] = np.asarray(chunk.is_valid())
 
     def piece(self, src: np.ndarray) -> pa.Array:
-        """The values of the window's rows ``src``, in that order, in a buffer of their own."""
+        """The values of the window's rows ``src``, in that order, in a buffer of their own;
+        wide values (``WIDE`` bytes or more on average) stay views of the window's segments:
+        each batch's Python objects are made from them, without copying every value once
+        more into new memory."""
         views = np.take(self.views, src, axis=0)
         valid = None
         if self.valid is not None:
@@ -163,7 +176,7 @@ class _Column:
         arr = pa.Array.from_buffers(
             self.view_type, len(src), [valid, pa.py_buffer(views), *self.buffers]
         )
-        return arr.cast(self.type)
+        return arr if self.bytes_seen >= WIDE * max(self.rows_seen, 1) else arr.cast(self.type)
 
 
 def _offsets(chunk: pa.Array) -> np.ndarray:

@@ -6,7 +6,8 @@ between processes. One pool of ``num_threads`` threads does the work that releas
 GIL: it reads the units and builds the windows (for numpy and torch batches of numbers,
 fixed-size lists, strings and binary, as their units arrive, see
 :mod:`shardwise.loader.batches.windows`), then gathers and converts pieces of whole
-batches a few ahead of the training thread (:mod:`shardwise.loader.inprocess.piece_maker`).
+batches a few ahead of the training thread (:mod:`shardwise.loader.batches.piece_maker`,
+the conversion the DataLoader-worker path runs on one thread).
 The training thread only cuts batches out of finished pieces, as views.
 
 Leaving the loop early (``break``, then the iterator is garbage-collected) cancels what
@@ -22,10 +23,10 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from shardwise.loader.batches.piece_maker import Piece, PieceMaker
 from shardwise.loader.batches.pieces import piece_parts, piece_size, plan_windows, row_bytes
 from shardwise.loader.batches.reading import Reading
 from shardwise.loader.batches.windows import WindowBuilder, WindowOrder
-from shardwise.loader.inprocess.piece_maker import Piece, PieceMaker
 from shardwise.plan.compose import WorkerWindows
 
 __all__ = ["pacing", "threaded_batches"]
@@ -35,7 +36,7 @@ AHEAD_BYTES = 256 << 20  # pieces gathered ahead of the loop: about this many by
 
 def threaded_batches(reading: Reading, wp: WorkerWindows) -> Iterator[tuple[Any, int]]:
     """The batches of ``wp`` made on ``reading.num_threads`` threads, each with its size."""
-    maker = PieceMaker(reading)
+    maker = PieceMaker.of(reading)
     pool = ThreadPoolExecutor(reading.num_threads, thread_name_prefix="shardwise-loader")
     builder = WindowBuilder(reading, wp, pool)  # the first window's units are read from now
     pending: deque[Future[Piece]] = deque()

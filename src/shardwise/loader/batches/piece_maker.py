@@ -1,27 +1,42 @@
-"""Pieces of the in-process path: gathered and converted on pool threads, then cut into
-batches on the training thread as views of the piece's columns.
+"""Pieces of whole batches converted once, then cut into batches: the one conversion of
+both paths (the in-process path runs it on pool threads, a DataLoader worker or a
+per-sample dataset on one thread).
 
 A piece of windows built as their units arrived is one ``take`` per column
 (:meth:`~shardwise.loader.batches.arrival.ArrivalWindow.piece`); a piece of windows of
 unit tables is one gather (:func:`~shardwise.loader.batches.gather.gather_columns`).
-``batch["x"]`` of a numpy batch is a slice of the piece's array, and a torch batch's
-tensors share the piece's buffers (``torch.from_numpy`` once per piece), so nothing is
-copied after the gather. Strings and binary values stay Arrow in pieces; each batch's
-become Python objects on the training thread as the batch is cut (see
-:mod:`shardwise.loader.batches.texts`).
+Its columns are converted once: numbers and fixed-size lists of numbers are the
+gathered numpy arrays (:func:`~shardwise.loader.batches.package.package` makes them
+the batch format: ``batch["x"]`` of a numpy batch is a slice of the piece's array, and a
+torch batch's tensors share the piece's buffers), other columns go through
+:func:`~shardwise.loader.batches.convert.column_to_numpy` once per piece, and
+variable-length lists under ``pad_to`` are padded per batch. Strings and binary values
+stay Arrow in pieces; each batch's become Python objects as the batch is cut (see
+:mod:`shardwise.loader.batches.texts`). Arrow batches and per-sample rows are slices of
+the piece as one record batch.
+
+A batch that travels (a numpy batch of a DataLoader worker, see ``travel``) keeps
+read-only views (it is copied on the way anyway, and arrives writable) and hands over
+the Arrow arrays of its string columns, whose buffers then travel as they are.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from shardwise.loader.batches.convert import column_to_numpy, is_ragged, pad, torch_other
+from shardwise.loader.batches.convert import (
+    Padding,
+    column_to_numpy,
+    is_ragged,
+    pad,
+    torch_other,
+)
 from shardwise.loader.batches.gather import column_to_arrow, gather_columns
 from shardwise.loader.batches.numpy_column import NumpyColumn
 from shardwise.loader.batches.package import package
@@ -30,9 +45,12 @@ from shardwise.loader.batches.reading import Reading
 from shardwise.loader.batches.texts import batch_objects, is_text, large_text
 from shardwise.loader.batches.windows import Window
 
-__all__ = ["Piece", "PieceMaker"]
+__all__ = ["Piece", "PieceMaker", "Travel"]
 
 _log = logging.getLogger(__name__)
+
+# a numpy batch and the Arrow arrays of its string columns -> what goes to the trainer
+Travel = Callable[[dict[str, Any], dict[str, pa.Array]], Any]
 
 
 @dataclass
@@ -46,18 +64,43 @@ class Piece:
 
 
 class PieceMaker:
-    """Gathers and converts pieces (on pool threads) and cuts them into batches."""
+    """Gathers and converts pieces and cuts them into batches.
 
-    def __init__(self, reading: Reading) -> None:
-        self.fmt = reading.batch_format or "numpy"
-        self.size = reading.batch_size
-        self.pad_to = reading.pad_to
-        self.pin = reading.pin_memory and self.fmt == "torch" and _cuda()
-        if reading.pin_memory and not self.pin:
+    Args:
+        fmt: the batch format (None: per-sample rows, cut from Arrow pieces).
+        size: rows per batch.
+        pad_to: padding of variable-length lists of numbers (numpy and torch batches).
+        travel: how a numpy batch leaves this process (a DataLoader worker's ring), if at all.
+        pin: pin torch batches (CUDA only).
+    """
+
+    def __init__(
+        self,
+        fmt: str | None,
+        size: int,
+        pad_to: Padding = None,
+        travel: Travel | None = None,
+        pin: bool = False,
+    ) -> None:
+        self.fmt, self.size, self.pad_to, self.travel = fmt, size, pad_to, travel
+        self.pin = pin and fmt == "torch" and _cuda()
+        if pin and not self.pin:
             _log.info(
                 "pin_memory=True has no effect here: batches are pinned only as torch "
                 "tensors with CUDA available"
             )
+
+    @classmethod
+    def of(cls, reading: Reading, travel: Travel | None = None, pin: bool = True) -> PieceMaker:
+        """The piece maker of ``reading``'s batches; ``pin`` where ``reading`` asks for it
+        (the in-process path: a DataLoader pins in a thread of its own)."""
+        return cls(
+            reading.batch_format,
+            reading.batch_size,
+            reading.pad_to,
+            travel,
+            pin and reading.pin_memory,
+        )
 
     def made(self, parts: Parts) -> Piece:
         """A piece (on a pool thread), its columns of numbers already cut into the
@@ -111,8 +154,13 @@ class PieceMaker:
             c if isinstance(c, np.ndarray) else c.combine_chunks()
             for c in gather_columns(tables, unit_ids, order, views)
         ]
-        piece = Piece(len(unit_ids))
-        if self.fmt == "arrow" or not len(schema):
+        return self.converted(len(unit_ids), columns, schema)
+
+    def converted(self, rows: int, columns: list[Any], schema: pa.Schema) -> Piece:
+        """A piece of ``rows`` rows from its gathered columns (numpy arrays of their own,
+        or Arrow arrays), converted once."""
+        piece = Piece(rows)
+        if self.fmt in (None, "arrow") or not len(schema):
             piece.arrow = _record_batch(columns, schema)
             return piece
         for f, col in zip(schema, columns):
@@ -122,18 +170,25 @@ class PieceMaker:
                 piece.ragged[f.name] = col
             elif is_text(col.type):
                 piece.arrays[f.name] = col
-            else:
-                writable = np.require(column_to_numpy(col), requirements="W")
+            else:  # a travelling batch is copied on its way: read-only views will do
+                values = column_to_numpy(col)
+                writable = values if self.travel else np.require(values, requirements="W")
                 piece.arrays[f.name] = self._package(writable)
         return piece
+
+    def table_batches(self, table: pa.Table) -> Iterator[tuple[Any, int]]:
+        """The whole batches of ``table`` (rows in order), through the same conversion."""
+        rb = table.slice(0, table.num_rows - table.num_rows % self.size).combine_chunks()
+        piece = self.converted(rb.num_rows, [c.combine_chunks() for c in rb.columns], rb.schema)
+        return self.batches(piece)
 
     def _package(self, arr: np.ndarray) -> Any:
         """A column of the piece in the batch format (see
         :func:`~shardwise.loader.batches.package.package`)."""
-        return package(arr, self.fmt, self.pin)
+        return package(arr, self.fmt or "numpy", self.pin)
 
     def batches(self, piece: Piece) -> Iterator[tuple[Any, int]]:
-        """The piece's batches, as views of its columns."""
+        """The piece's batches, as views of its columns, each with its size."""
         size = self.size
         for a in range(0, piece.rows, size):
             if piece.arrow is not None:
@@ -147,12 +202,24 @@ class PieceMaker:
             for name, col in piece.ragged.items():
                 values, lengths = pad(col.slice(a, size), self.pad_to)
                 out[name], out[f"{name}_lengths"] = self._package(values), self._package(lengths)
-            yield out, size
+            yield (out if self.travel is None else self.travel(out, _strings(piece, a, size))), size
 
     def _objects(self, values: pa.Array, a: int, size: int) -> np.ndarray:
         """Rows ``a`` to ``a + size`` of a piece's text, as Python objects made now."""
         objects = batch_objects(values.slice(a, size))
         return objects.view(NumpyColumn) if self.fmt == "numpy" else objects
+
+
+def _strings(piece: Piece, a: int, size: int) -> dict[str, pa.Array]:
+    """Rows ``a`` to ``a + size`` of the piece's string columns without nulls, whose Arrow
+    buffers can travel as they are."""
+    return {
+        name: col.slice(a, size)
+        for name, col in piece.arrays.items()
+        if isinstance(col, pa.Array)
+        and col.null_count == 0
+        and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type))
+    }
 
 
 def _record_batch(columns: list[Any], schema: pa.Schema) -> pa.RecordBatch:
