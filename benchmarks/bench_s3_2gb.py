@@ -14,7 +14,8 @@ same rows are made once there too (their conversion times kept). A SeaweedFS S3 
 127.0.0.1 is started (with its Prometheus counters, which give the bytes sent per bucket)
 and stopped at the end, its directory removed. Every row runs in a fresh subprocess,
 rounds alternated, median (of the cold epoch's rows/s) kept. Writes
-``benchmarks/results/s3-2gb.json`` and ``.md`` (``s3-2gb-quick.*`` with ``--quick``).
+``benchmarks/results/s3-2gb.json`` and ``.md`` (``s3-2gb-quick.*`` with ``--quick``,
+``*-only.*`` with ``--only``: a partial run never replaces the full one).
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ VENVS = {
     # (adapters/torchvision_stub.py): no CPU torchvision matches the local torch wheel
     "mosaic": Venv(
         HERE / ".venv-s3big-mosaic",
-        (TORCH, "numpy<2.2", "tqdm", "xxhash>=3,<4", "zstd", "brotli", "python-snappy", "boto3")
-        + ("pillow", "psutil", "pyarrow", "catalogue", "transformers>=4.21.3,<5"),
+        (
+            *(TORCH, "numpy<2.2", "tqdm", "xxhash>=3,<4", "zstd", "brotli", "python-snappy"),
+            *("boto3", "pillow", "psutil", "pyarrow", "catalogue", "transformers>=4.21.3,<5"),
+        ),
         {"mosaicml-streaming": "streaming", "torch": "torch", "boto3": "boto3", "pillow": "PIL"},
         no_deps=("mosaicml-streaming",),
     ),
@@ -197,9 +200,7 @@ def prepare(args: Any, names: list[str]) -> dict[str, Any]:
             out["data"][d] = generate(root, d, size[d])
             for peer in ("litdata", "mosaic"):
                 if f"{d}.{peer}.bytes" in names or f"{d}.{peer}.cpu" in names:
-                    out["conversions"][f"{peer}.{d}"] = convert(
-                        peer, d, out["data"][d], logdir
-                    )
+                    out["conversions"][f"{peer}.{d}"] = convert(peer, d, out["data"][d], logdir)
     return out
 
 
@@ -308,14 +309,17 @@ def report(
         "peer_versions": versions,
         "repeats": args.repeats,
         "statistic": "median run by the cold epoch's rows/s, rounds alternated",
-        "conversions": {k: {**v, "reused": v.get("reused", False)} for k, v in prep["conversions"].items()},
+        "conversions": {
+            k: {**v, "reused": v.get("reused", False)} for k, v in prep["conversions"].items()
+        },
         "results": results,
         "checks": checks.data,
         "check_lines": checks.lines,
     }
     text = markdown_report(payload)
     print("\n" + text)
-    stem = "s3-2gb-quick" if args.quick else "s3-2gb"
+    # a run of some rows (--only) does not replace the full run's results
+    stem = "s3-2gb" + ("-quick" if args.quick else "") + ("-only" if args.only else "")
     write_json(HERE / "results" / f"{stem}.json", payload, ROOT)
     (HERE / "results" / f"{stem}.md").write_text(text + "\n")
     return 0 if all("error" not in r for r in results.values()) else 1

@@ -68,7 +68,7 @@ def row_cells(
         a, b = (_epoch(r, e, key) for e in ("cold", "warm"))
         return " / ".join(fmt(v if v is None else v / scale, spec) for v in (a, b) if v is not None)
 
-    cpu = f"{fmt(_epoch(r, 'cold', 'cpu_s'), '.1f')} / {fmt(_epoch(r, 'cold', 'server_cpu_s'), '.1f')}"
+    cpu = " / ".join(fmt(_epoch(r, "cold", k), ".1f") for k in ("cpu_s", "server_cpu_s"))
     return [
         row,
         kind,
@@ -101,7 +101,10 @@ def targets(results: dict[str, Any], meta: dict[str, dict[str, Any]]) -> Checks:
         s3 = results.get(f"{d}.shardwise_s3.bytes")
         checks.add(
             f"{d}: shardwise cold vs the download limit (bytes consumer)",
-            ratio(_epoch(s3, "cold", "rows_per_s"), _epoch(results.get(f"{d}.limit.bytes"), "cold", "rows_per_s")),
+            ratio(
+                _epoch(s3, "cold", "rows_per_s"),
+                _epoch(results.get(f"{d}.limit.bytes"), "cold", "rows_per_s"),
+            ),
             0.8,
         )
         for c in ("bytes", "cpu"):

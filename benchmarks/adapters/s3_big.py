@@ -40,9 +40,7 @@ def _loader(ds: Any) -> Callable[[int], Iterable[Any]]:
 
     def make(epoch: int) -> Iterable[Any]:
         ds.set_epoch(epoch)
-        return DataLoader(
-            ds, batch_size=None, num_workers=WORKERS, prefetch_factor=PREFETCH_FACTOR
-        )
+        return DataLoader(ds, batch_size=None, num_workers=WORKERS, prefetch_factor=PREFETCH_FACTOR)
 
     return make
 

@@ -8,7 +8,6 @@ batches of 64 images or 256 embedding rows, shuffled with seed 0, fresh local ca
 
 from __future__ import annotations
 
-import io
 import os
 import tarfile
 import time
@@ -47,7 +46,7 @@ def tar_rows(path: str) -> Iterator[dict[str, Any]]:
     sample: dict[str, Any] = {}
     with tarfile.open(path) as tf:
         for m in tf:
-            key, _, ext = m.name.partition(".")
+            ext = m.name.partition(".")[2]
             f = tf.extractfile(m)
             data = f.read() if f is not None else b""
             sample[ext] = int(data) if ext == "cls" else data
@@ -102,7 +101,9 @@ def _s3_opener(s3: dict[str, Any]) -> Callable[..., Any]:
     return open_s3
 
 
-def wds_read(data: str, tmp: str, s3: dict[str, Any], dataset: str, consumer: str) -> dict[str, Any]:
+def wds_read(
+    data: str, tmp: str, s3: dict[str, Any], dataset: str, consumer: str
+) -> dict[str, Any]:
     """``wds.WebDataset(s3 urls, shardshuffle=True).shuffle(1000).to_tuple("jpg", "cls")``
     over boto3 streaming GETs; no cache, so its second epoch downloads again."""
     import webdataset as wds
