@@ -224,7 +224,10 @@ def load(s3: dict[str, Any], prep: dict[str, Any]) -> dict[str, int]:
 
 def measure(names: list[str], prep: dict[str, Any], s3: dict[str, Any], args: Any) -> Any:
     """Every chosen row, ``--repeats`` alternated rounds; the median (cold rows/s) of each."""
+    import json
+
     info = {k: v for k, v in s3.items() if k != "ports"}
+    done: dict[str, list[dict[str, Any]]] = {}
 
     def once(name: str) -> dict[str, Any]:
         sysm = SYSTEMS[name]
@@ -245,6 +248,8 @@ def measure(names: list[str], prep: dict[str, Any], s3: dict[str, Any], args: An
             r["cold_rows_per_s"] = r["cold"]["rows_per_s"]
             warm = f", warm {r['warm']['rows_per_s']:,.0f}" if "warm" in r else ""
             print(f" cold {r['cold_rows_per_s']:,.0f} rows/s{warm}", flush=True)
+        done.setdefault(name, []).append(r)  # every run so far, in case the run stops early
+        (prep["logdir"] / "runs-so-far.json").write_text(json.dumps(done, indent=1))
         return r
 
     runs = alternate(names, args.repeats, once)
