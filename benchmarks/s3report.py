@@ -26,8 +26,10 @@ HEADER = [
     "1st batch s (cold / warm)",
     "fetched / stored (cold / warm)",
     "GETs cold",
-    "CPU s cold (reader / server)",
+    "reader CPU s (cold / warm)",
+    "server CPU s cold",
     "set-up s",
+    "load (1-min, before / after)",
 ]
 
 
@@ -68,7 +70,6 @@ def row_cells(
         a, b = (_epoch(r, e, key) for e in ("cold", "warm"))
         return " / ".join(fmt(v if v is None else v / scale, spec) for v in (a, b) if v is not None)
 
-    cpu = " / ".join(fmt(_epoch(r, "cold", k), ".1f") for k in ("cpu_s", "server_cpu_s"))
     return [
         row,
         kind,
@@ -77,8 +78,10 @@ def row_cells(
         pair("first_batch_s", ".2f"),
         pair("fetched_bytes", ".3f", stored) if not row.startswith("shardwise_local") else "-",
         fmt(_epoch(r, "cold", "get_requests"), ",.0f"),
-        cpu,
+        pair("cpu_s", ".1f"),
+        fmt(_epoch(r, "cold", "server_cpu_s"), ".1f"),
         fmt(r.get("setup_s"), ".1f"),
+        " / ".join(f"{x:.1f}" for x in r.get("loadavg_1m", [])),
     ]
 
 
@@ -177,3 +180,20 @@ def markdown_report(payload: dict[str, Any]) -> str:
         lines.append(f"- conversion to {k}: {fmt(v.get('convert_s'), '.1f')} s{again}")
     lines += ["", "Targets:", "", *[f"- {ln}" for ln in payload["check_lines"]]]
     return "\n".join(lines).replace(os.path.expanduser("~"), "~")
+
+
+def main(argv: list[str]) -> int:
+    """``python benchmarks/s3report.py results/s3-2gb.json``: write its ``.md`` again."""
+    import json
+    from pathlib import Path
+
+    for name in argv:
+        path = Path(name)
+        path.with_suffix(".md").write_text(markdown_report(json.loads(path.read_text())) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
