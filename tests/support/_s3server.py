@@ -124,10 +124,15 @@ def _die_with_parent() -> None:
 
 
 def start_weed(
-    workdir: str, key: str, secret: str, ports: dict[str, int] | None = None
+    workdir: str,
+    key: str,
+    secret: str,
+    ports: dict[str, int] | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[bytes], dict[str, int], Any]:
     """Start ``weed mini`` with every service on a fresh port (or on ``ports``, to restart
-    a stopped server where clients expect it, over the same data); return (process, ports, log)."""
+    a stopped server where clients expect it, over the same data); return (process, ports, log).
+    ``extra_args`` are added to ``weed mini``'s (e.g. a metrics port)."""
     names = ["master", "volume", "filer", "s3", "admin"]
     ports = ports or dict(zip(names, free_ports(len(names), set())))
     data = os.path.join(workdir, "data")
@@ -157,6 +162,7 @@ def start_weed(
         # the embedded worker dials the admin gRPC at admin port + 10000, so keep that layout
         f"-admin.port={ports['admin']}",
         f"-admin.port.grpc={ports['admin'] + GRPC_OFFSET}",
+        *extra_args,
     ]
     env = dict(os.environ, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)
     log = open(os.path.join(workdir, "weed.log"), "ab")  # noqa: SIM115 - closed by the caller
