@@ -127,8 +127,10 @@ class UnitReader:
             table = schema.empty_table()
         if self.filter is not None:
             table = table.filter(self.filter)
-            if self.columns is not None:
-                table = table.select(self.columns)
+        if self.columns is not None and table.column_names != list(self.columns):
+            # exactly the projection, in its order (a tar's reader adds its __key__ column;
+            # batches name their columns by position)
+            table = table.select(self.columns)
         return table
 
 
