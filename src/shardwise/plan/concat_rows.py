@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shardwise.plan.buffers import Buffers
 from shardwise.plan.sequences import IGNORE
 
 __all__ = ["UnitRows", "take_window", "unit_rows", "window_batches"]
@@ -72,12 +73,15 @@ def take_window(
     laid: Mapping[int, UnitRows],
     seq_len: int,
     ids_only: bool = False,
+    buffers: Buffers | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Sequences ``(units[i], rows[i])`` as ``[len(rows), seq_len]`` arrays (``input_ids``,
     ``labels``, ``position_ids``, ``document_ids``, ``loss_mask``; only ``input_ids`` when
-    ``ids_only``) and the sorted flat positions where a piece starts inside a row."""
+    ``ids_only``) and the sorted flat positions where a piece starts inside a row; the
+    arrays come from ``buffers`` (reused once free) when given."""
     n = len(rows)
-    ids = np.empty((n, seq_len), dtype=np.int64)
+    new = (buffers or Buffers(0)).empty
+    ids = new((n, seq_len), np.int64)
     parts: list[np.ndarray] = []
     pads: list[tuple[int, int]] = []
     for i, (u, k) in enumerate(zip(np.asarray(units).tolist(), np.asarray(rows).tolist())):
@@ -93,12 +97,13 @@ def take_window(
     if ids_only:
         return {"input_ids": ids}, np.zeros(0, dtype=np.int64)
     starts = _distinct(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
-    doc, pos = _pieces(starts, n, seq_len)
-    labels = np.empty((n, seq_len), dtype=np.int64)
+    doc, pos = _pieces(starts, new((n, seq_len), np.int64), new((n, seq_len), np.int64))
+    labels = new((n, seq_len), np.int64)
     labels[:, :-1] = ids[:, 1:]
     labels[:, -1] = IGNORE
     labels.reshape(-1)[starts - 1] = IGNORE  # a piece's last token
-    mask = np.ones((n, seq_len), dtype=bool)
+    mask = new((n, seq_len), np.bool_)
+    mask.fill(True)
     for row, col in pads:
         doc[row, col:], pos[row, col:], labels[row, col:], mask[row, col:] = -1, 0, IGNORE, False
     fields = {"input_ids": ids, "labels": labels, "position_ids": pos, "document_ids": doc}
@@ -116,25 +121,31 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return values[keep]
 
 
-def _pieces(starts: np.ndarray, n: int, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """``document_ids`` and ``position_ids`` of ``n`` rows whose pieces start at the rows'
-    starts and at flat positions ``starts``: running sums of steps that are 1 inside a
-    piece (0 for the piece number) and set the count back to 0 where a piece (a row)
-    starts; two passes over the tokens each."""
+def _pieces(
+    starts: np.ndarray, doc_out: np.ndarray, pos_out: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``document_ids`` and ``position_ids`` of ``[n, seq_len]`` rows whose pieces start at
+    the rows' starts and at flat positions ``starts``, written into ``doc_out`` and
+    ``pos_out``: running sums of steps that are 1 inside a piece (0 for the piece number)
+    and set the count back to 0 where a piece (a row) starts; two passes over the tokens
+    each."""
+    n, seq_len = doc_out.shape
     size = n * seq_len
     first = _distinct(np.concatenate([starts, np.arange(0, size, seq_len)]))  # piece starts
     lengths = np.diff(first, append=size)
-    pos = np.ones(size, dtype=np.int64)
+    pos = pos_out.reshape(-1)
+    pos.fill(1)
     pos[first[1:]] = 1 - lengths[:-1]
     pos[0] = 0
     np.cumsum(pos, out=pos)
     per_row = np.bincount(first // seq_len, minlength=n)
-    doc = np.zeros(size, dtype=np.int64)
+    doc = doc_out.reshape(-1)
+    doc.fill(0)
     doc[first] = 1
     doc[seq_len::seq_len] = 1 - per_row[:-1]
     doc[0] = 0
     np.cumsum(doc, out=doc)
-    return doc.reshape(n, seq_len), pos.reshape(n, seq_len)
+    return doc_out, pos_out
 
 
 def window_batches(

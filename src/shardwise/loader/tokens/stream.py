@@ -32,6 +32,7 @@ from shardwise.loader.read.opening import open_index
 from shardwise.loader.tokens.ahead import made_ahead
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan import Mixing, Resume, Topology
+from shardwise.plan.buffers import Buffers
 from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
 from shardwise.plan.packing import DEFAULT_BUFFER, count_sequences
 from shardwise.plan.sequences import FIELDS, fill_batch, sequence_tokens
@@ -233,8 +234,10 @@ class TokenStreamBase:
         b, ids_only = self.batch_size, self.fields == ("input_ids",)
         size = max(1, WINDOW_TOKENS // (seq_len * b)) * b
         feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
+        buffers = Buffers()  # the window arrays, reused once no batch holds them
         for at, laid in feed.windows(size):
-            window, starts = take_window(pairs[at, 0], pairs[at, 1], laid, seq_len, ids_only)
+            units, rows = pairs[at, 0], pairs[at, 1]
+            window, starts = take_window(units, rows, laid, seq_len, ids_only, buffers)
             yield [self._format(batch) for batch in window_batches(window, starts, b)]
 
     def _format(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
