@@ -12,6 +12,7 @@ references are the pool's own is free to be written again.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,7 @@ class Buffers:
         self.keep = keep
         self._kept: dict[tuple[tuple[int, ...], str], list[np.ndarray]] = {}
 
-    def empty(self, shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:  # type: ignore[type-arg]
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """An array of ``shape`` and ``dtype`` (contents undefined), reused when free."""
         kept = self._kept.setdefault((shape, np.dtype(dtype).str), [])
         for i in range(len(kept)):

@@ -16,7 +16,8 @@ per sequence (one row copy) and per window, never per document or token.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import itertools
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +25,15 @@ import numpy as np
 from shardwise.plan.buffers import Buffers
 from shardwise.plan.sequences import IGNORE
 
-__all__ = ["UnitRows", "take_window", "unit_rows", "window_batches"]
+__all__ = [
+    "UnitRows",
+    "field_buffers",
+    "take_rows",
+    "take_window",
+    "unit_rows",
+    "window_batches",
+    "window_fields",
+]
 
 
 @dataclass(frozen=True)
@@ -37,8 +46,10 @@ class UnitRows:
         offsets: the documents' ``documents + 1`` offsets into the flat tokens.
         total: the unit's tokens.
         full: the unit's full rows (``len(rows)``).
-        inside: for each row, where documents (and the tail's padding) start strictly
-            inside it, as positions in the row (views of one array).
+        pieces: for each row, where its pieces start, as positions in the row: 0, then
+            every distinct document start (and the tail's padding) strictly inside it
+            (views of one array).
+        counts: ``len(pieces[k])`` for each row.
     """
 
     rows: np.ndarray
@@ -46,7 +57,8 @@ class UnitRows:
     offsets: np.ndarray
     total: int
     full: int
-    inside: list[np.ndarray]
+    pieces: list[np.ndarray]
+    counts: list[int]
 
     def row(self, k: int) -> np.ndarray:
         """Row ``k`` (the padded tail after the full rows)."""
@@ -63,11 +75,16 @@ def unit_rows(tokens: np.ndarray, offsets: np.ndarray, seq_len: int, pad_id: int
     tail[:, : total % seq_len] = tokens[full * seq_len :]
     offsets = np.asarray(offsets, dtype=np.int64)
     lo = np.arange(full + len(tail), dtype=np.int64) * seq_len
-    first = np.searchsorted(offsets, lo, side="right").tolist()
-    stop = np.searchsorted(offsets, lo + seq_len, side="left").tolist()
-    at = offsets % seq_len
-    inside = [at[a:b] for a, b in zip(first, stop)]
-    return UnitRows(rows, tail, offsets, total, full, inside)
+    inner = offsets[(offsets % seq_len != 0) & (offsets < len(lo) * seq_len)]
+    at = np.union1d(inner, lo)  # sorted, distinct
+    bounds = [*np.searchsorted(at, lo).tolist(), len(at)]
+    at %= seq_len
+    pieces = [at[a:b] for a, b in itertools.pairwise(bounds)]
+    counts = np.diff(bounds).tolist()
+    return UnitRows(rows, tail, offsets, total, full, pieces, counts)
+
+
+Taken = tuple[np.ndarray, list[np.ndarray], list[int], list[tuple[int, int]]]
 
 
 def take_window(
@@ -82,18 +99,34 @@ def take_window(
     ``labels``, ``position_ids``, ``document_ids``, ``loss_mask``; only ``input_ids`` when
     ``ids_only``) and the sorted flat positions where a piece starts (the rows' starts
     included; none when ``ids_only``); the arrays come from ``buffers`` (reused once
-    free) when given. Python runs once per row: its copy and a view of its piece starts."""
-    n = len(rows)
-    new = (buffers or Buffers(0)).empty
-    ids = new((n, seq_len), np.int64)
+    free) when given. :func:`take_rows` then :func:`window_fields`."""
+    taken = take_rows(units, rows, laid, seq_len, ids_only, buffers)
+    if ids_only:
+        return {"input_ids": taken[0]}, np.zeros(0, dtype=np.int64)
+    return window_fields(taken, field_buffers(len(rows), seq_len, buffers))
+
+
+def take_rows(
+    units: np.ndarray,
+    rows: np.ndarray,
+    laid: Mapping[int, UnitRows],
+    seq_len: int,
+    ids_only: bool = False,
+    buffers: Buffers | None = None,
+) -> Taken:
+    """The window's ``input_ids`` (one copy per row, stored dtype to int64), each row's
+    piece starts in it (views) and their counts, and its padding's ``(row, column)``; the
+    last three empty when ``ids_only``. Python runs once per row."""
+    ids = (buffers or Buffers(0)).empty((len(rows), seq_len), np.int64)
     pairs = zip(np.asarray(units).tolist(), np.asarray(rows).tolist())
+    parts: list[np.ndarray] = []
+    counts: list[int] = []
+    pads: list[tuple[int, int]] = []
     if ids_only:
         for i, (u, k) in enumerate(pairs):
             r = laid[u]
             ids[i] = r.rows[k] if k < r.full else r.tail[0]
-        return {"input_ids": ids}, np.zeros(0, dtype=np.int64)
-    parts: list[np.ndarray] = []
-    pads: list[tuple[int, int]] = []
+        return ids, parts, counts, pads
     for i, (u, k) in enumerate(pairs):
         r = laid[u]
         if k < r.full:
@@ -101,29 +134,35 @@ def take_window(
         else:
             ids[i] = r.tail[0]
             pads.append((i, r.total - k * seq_len))
-        parts.append(r.inside[k])
-    return _fields(ids, parts, pads, new)
+        parts.append(r.pieces[k])
+        counts.append(r.counts[k])
+    return ids, parts, counts, pads
 
 
-def _fields(
-    ids: np.ndarray,
-    parts: list[np.ndarray],
-    pads: list[tuple[int, int]],
-    new: Callable[[tuple[int, ...], type], np.ndarray],
+def field_buffers(n: int, seq_len: int, buffers: Buffers | None = None) -> dict[str, np.ndarray]:
+    """The arrays :func:`window_fields` writes for ``n`` rows (from ``buffers`` if given)."""
+    new = (buffers or Buffers(0)).empty
+    out = {f: new((n, seq_len), np.int64) for f in ("labels", "position_ids", "document_ids")}
+    out["loss_mask"] = new((n, seq_len), np.bool_)
+    return out
+
+
+def window_fields(
+    taken: Taken, out: dict[str, np.ndarray]
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Every field of the window whose ``input_ids`` are ``ids``, its rows' pieces
-    starting (inside the rows) at ``parts`` and its padding at ``pads``, and where its
-    pieces start (see :func:`take_window`)."""
+    """Every field of a window from :func:`take_rows`, written into ``out``
+    (:func:`field_buffers`), and where its pieces start (see :func:`take_window`). Array
+    operations only (they release the GIL: another thread can run it)."""
+    ids, parts, counts, pads = taken
     n, seq_len = ids.shape
-    counts = np.fromiter(map(len, parts), np.int64, n)
-    starts = np.concatenate(parts) + np.repeat(np.arange(0, n * seq_len, seq_len), counts)
-    starts = _distinct(starts)
-    doc, pos, first = _pieces(starts, new((n, seq_len), np.int64), new((n, seq_len), np.int64))
-    labels = new((n, seq_len), np.int64)
-    labels.reshape(-1)[:-1] = ids.reshape(-1)[1:]
-    labels[:, -1] = IGNORE
-    labels.reshape(-1)[starts - 1] = IGNORE  # a piece's last token
-    mask = new((n, seq_len), np.bool_)
+    per_row = np.array(counts, dtype=np.int64)
+    first = np.concatenate(parts) + np.repeat(np.arange(0, n * seq_len, seq_len), per_row)
+    doc, pos = _pieces(first, per_row, out["document_ids"], out["position_ids"])
+    labels, mask = out["labels"], out["loss_mask"]
+    flat = labels.reshape(-1)
+    flat[:-1] = ids.reshape(-1)[1:]
+    flat[first[1:] - 1] = IGNORE  # a piece's last token (a row's last token among them)
+    flat[-1] = IGNORE
     mask.fill(True)
     for row, col in pads:
         doc[row, col:], pos[row, col:], labels[row, col:], mask[row, col:] = -1, 0, IGNORE, False
@@ -132,41 +171,35 @@ def _fields(
     return fields, first
 
 
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """``values`` sorted, each once (``np.unique`` of a few hundred sorted integers, without
-    its fixed cost of tens of microseconds)."""
-    values = np.sort(values)
-    keep = np.empty(len(values), dtype=bool)
-    keep[:1] = True
-    np.not_equal(values[1:], values[:-1], out=keep[1:])
-    return values[keep]
-
-
 def _pieces(
-    starts: np.ndarray, doc_out: np.ndarray, pos_out: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    first: np.ndarray, per_row: np.ndarray, doc_out: np.ndarray, pos_out: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """``document_ids`` and ``position_ids`` of ``[n, seq_len]`` rows whose pieces start at
-    the rows' starts and at flat positions ``starts``, written into ``doc_out`` and
-    ``pos_out``: running sums of steps that are 1 inside a piece (0 for the piece number)
-    and set the count back to 0 where a piece (a row) starts; two passes over the tokens
-    each. Also every piece's flat start, sorted."""
-    n, seq_len = doc_out.shape
-    size = n * seq_len
-    first = _distinct(np.concatenate([starts, np.arange(0, size, seq_len)]))  # piece starts
+    flat positions ``first`` (sorted, the rows' starts included; ``per_row`` in each row),
+    written into ``doc_out`` and ``pos_out``: each piece's number, and its start, spread
+    over its tokens with ``repeat``, the positions the flat index less the start
+    (``cumsum`` over the tokens costs several times more)."""
+    size = doc_out.size
     lengths = np.diff(first, append=size)
-    pos = pos_out.reshape(-1)
-    pos.fill(1)
-    pos[first[1:]] = 1 - lengths[:-1]
-    pos[0] = 0
-    np.cumsum(pos, out=pos)
-    per_row = np.bincount(first // seq_len, minlength=n)
-    doc = doc_out.reshape(-1)
-    doc.fill(0)
-    doc[first] = 1
-    doc[seq_len::seq_len] = 1 - per_row[:-1]
-    doc[0] = 0
-    np.cumsum(doc, out=doc)
-    return doc_out, pos_out, first
+    number = np.arange(len(first), dtype=np.int64)
+    number -= np.repeat(np.cumsum(per_row) - per_row, per_row)  # the piece's number in its row
+    np.copyto(doc_out.reshape(-1), np.repeat(number, lengths))
+    np.subtract(_flat_index(size), np.repeat(first, lengths), out=pos_out.reshape(-1))
+    return doc_out, pos_out
+
+
+_INDEX = np.arange(0, dtype=np.int64)
+
+
+def _flat_index(size: int) -> np.ndarray:
+    """``arange(size)`` (int64, read-only), kept for the next window of the same size."""
+    global _INDEX
+    index = _INDEX
+    if len(index) < size:
+        index = np.arange(size, dtype=np.int64)
+        index.flags.writeable = False
+        _INDEX = index
+    return index[:size]
 
 
 def window_batches(
