@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -34,14 +33,7 @@ from shardwise.loader.tokens.ahead import made_ahead
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan import Mixing, Resume, Topology
 from shardwise.plan.buffers import Buffers
-from shardwise.plan.concat_rows import (
-    UnitRows,
-    field_buffers,
-    take_rows,
-    unit_rows,
-    window_batches,
-    window_fields,
-)
+from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
 from shardwise.plan.packing import DEFAULT_BUFFER, count_sequences
 from shardwise.plan.sequences import FIELDS, fill_batch, sequence_tokens
 from shardwise.plan.tokens import TokenPlan
@@ -55,7 +47,6 @@ STATE_VERSION = 1
 FORMATS = ("numpy", "torch")
 WINDOW_TOKENS = 2**16  # tokens per window of concat batches built at once (arrays of 512 KB)
 GROUPS_AHEAD = 2  # groups of batches made ahead of the training loop
-_NONE = np.zeros(0, dtype=np.int64)
 
 
 def _fields(fields: Sequence[str]) -> tuple[str, ...]:
@@ -234,33 +225,22 @@ class TokenStreamBase:
 
     def _concat_groups(self, pairs: np.ndarray) -> Groups:
         """Windows of batches: each sequence one row copy out of its unit's tokens, the
-        other fields only when asked for, a window's on a second thread while the next
-        window's rows are copied (see ``concat_rows``)."""
-        seq_len, pad_id, b = self.seq_len, self.pad_id, self.batch_size
+        other fields only when asked for (see ``concat_rows``). All on this one thread: a
+        second thread for the fields made the epoch twice as slow (the threads wait on the
+        GIL, the per-row copies hold it between rows)."""
+        seq_len, pad_id = self.seq_len, self.pad_id
 
         def read(unit: int) -> UnitRows:
             return unit_rows(*self.units.read(unit), seq_len, pad_id)
 
-        ids_only = self.fields == ("input_ids",)
+        b, ids_only = self.batch_size, self.fields == ("input_ids",)
         size = max(1, WINDOW_TOKENS // (seq_len * b)) * b
         feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
         buffers = Buffers()  # the window arrays, reused once no batch holds them
-        fields = ThreadPoolExecutor(1, thread_name_prefix="shardwise-tokens-fields")
-        made: Future[tuple[dict[str, np.ndarray], np.ndarray]] | None = None
-        try:
-            for at, laid in feed.windows(size):
-                taken = take_rows(pairs[at, 0], pairs[at, 1], laid, seq_len, ids_only, buffers)
-                if ids_only:
-                    yield self._batches({"input_ids": taken[0]}, _NONE)
-                    continue
-                out = field_buffers(len(taken[0]), seq_len, buffers)
-                before, made = made, fields.submit(window_fields, taken, out)
-                if before is not None:
-                    yield self._batches(*before.result())
-            if made is not None:
-                yield self._batches(*made.result())
-        finally:
-            fields.shutdown(wait=False, cancel_futures=True)
+        for at, laid in feed.windows(size):
+            units, rows = pairs[at, 0], pairs[at, 1]
+            window, starts = take_window(units, rows, laid, seq_len, ids_only, buffers)
+            yield self._batches(window, starts)
 
     def _batches(self, window: dict[str, np.ndarray], starts: np.ndarray) -> list[dict[str, Any]]:
         return [self._format(x) for x in window_batches(window, starts, self.batch_size)]
