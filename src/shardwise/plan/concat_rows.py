@@ -3,13 +3,15 @@
 With ``packing="concat"`` sequence ``k`` of a unit is tokens ``k * seq_len`` up to
 ``(k + 1) * seq_len`` of the unit's flat token array: row ``k`` of the array cut into rows
 (:func:`unit_rows`, once per unit on the reading threads: a view of the tokens, no copy,
-and the unit's short last row padded, plus each row's first and last document boundary).
-A window of sequences (:func:`take_window`) copies each sequence's row once into the
-window's ``input_ids`` (stored dtype to int64 in the same pass); the other fields come
-from the document starts that fall inside the rows (looked up per row in the unit's
-table, no search), numbered per piece and spread over the window's tokens with
-``repeat``, and only when asked for. :func:`window_batches` cuts the window into batches
-(views) with their ``cu_seqlens``. The arrays are those of
+the unit's short last row padded, and each row's piece starts: 0 and the distinct
+document starts inside it). A window of sequences (:func:`take_window`) copies each
+sequence's row once into the window's ``input_ids`` (stored dtype to int64 in the same
+pass; :func:`take_rows`); the other fields, only when asked for, come from the rows'
+piece starts, each piece's number and start spread over its tokens with ``repeat``
+(:func:`window_fields`). Window arrays come from a pool (:mod:`~shardwise.plan.buffers`)
+and are reused once no batch refers to them, so a window writes into memory it already
+has. :func:`window_batches` cuts the window into batches (views) with their
+``cu_seqlens`` (views of one array per window). The arrays are those of
 :func:`shardwise.plan.sequences.fill_batch` (same values, same dtypes); Python runs once
 per sequence (one row copy) and per window, never per document or token.
 """
@@ -177,8 +179,7 @@ def _pieces(
     """``document_ids`` and ``position_ids`` of ``[n, seq_len]`` rows whose pieces start at
     flat positions ``first`` (sorted, the rows' starts included; ``per_row`` in each row),
     written into ``doc_out`` and ``pos_out``: each piece's number, and its start, spread
-    over its tokens with ``repeat``, the positions the flat index less the start
-    (``cumsum`` over the tokens costs several times more)."""
+    over its tokens with ``repeat``, the positions the flat index less the start."""
     size = doc_out.size
     lengths = np.diff(first, append=size)
     number = np.arange(len(first), dtype=np.int64)
