@@ -18,7 +18,7 @@ import numpy as np
 
 __all__ = ["Buffers"]
 
-KEEP = 8  # arrays kept per shape and dtype (windows alive at once: queued, made, consumed)
+KEEP = 24  # arrays kept per shape and dtype (windows alive at once: queued, made, consumed)
 
 
 class Buffers:

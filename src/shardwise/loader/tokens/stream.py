@@ -47,6 +47,7 @@ STATE_VERSION = 1
 FORMATS = ("numpy", "torch")
 WINDOW_TOKENS = 2**16  # tokens per window of concat batches built at once (arrays of 512 KB)
 GROUPS_AHEAD = 2  # groups of batches made ahead of the training loop
+GROUP_TOKENS = 2**18  # tokens of input_ids-only concat batches per hand-over to the loop
 
 
 def _fields(fields: Sequence[str]) -> tuple[str, ...]:
@@ -209,8 +210,8 @@ class TokenStreamBase:
             self._seen = Seen(p.world_size, p.num_workers, time.time(), self._passes.epoch)
 
     def _groups(self, plan: TokenPlan, pairs: np.ndarray) -> Groups:
-        """Groups of batches (one hand-over each from the loader thread that makes them: a
-        window of ``concat`` batches, one batch of the other packings)."""
+        """Groups of batches (one hand-over each from the loader thread that makes them:
+        windows of ``concat`` batches, one batch of the other packings)."""
         if self.packing == "concat":
             yield from self._concat_groups(pairs)
             return
@@ -224,10 +225,12 @@ class TokenStreamBase:
                 seqs = []
 
     def _concat_groups(self, pairs: np.ndarray) -> Groups:
-        """Windows of batches: each sequence one row copy out of its unit's tokens, the
-        other fields only when asked for (see ``concat_rows``). All on this one thread: a
-        second thread for the fields made the epoch twice as slow (the threads wait on the
-        GIL, the per-row copies hold it between rows)."""
+        """Windows of batches, handed to the loop one window at a time (four with
+        ``input_ids`` alone: fewer hand-overs between the threads): each sequence one row
+        copy out of its unit's tokens, the other fields only when asked for (see
+        ``concat_rows``). All on this one thread: a second thread for the fields made the
+        epoch twice as slow (the threads wait on the GIL, the per-row copies hold it
+        between rows)."""
         seq_len, pad_id = self.seq_len, self.pad_id
 
         def read(unit: int) -> UnitRows:
@@ -237,10 +240,16 @@ class TokenStreamBase:
         size = max(1, WINDOW_TOKENS // (seq_len * b)) * b
         feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
         buffers = Buffers()  # the window arrays, reused once no batch holds them
+        group: list[dict[str, Any]] = []
         for at, laid in feed.windows(size):
             units, rows = pairs[at, 0], pairs[at, 1]
             window, starts = take_window(units, rows, laid, seq_len, ids_only, buffers)
-            yield self._batches(window, starts)
+            group += self._batches(window, starts)
+            if len(group) * seq_len * b >= (GROUP_TOKENS if ids_only else WINDOW_TOKENS):
+                yield group
+                group = []
+        if group:
+            yield group
 
     def _batches(self, window: dict[str, np.ndarray], starts: np.ndarray) -> list[dict[str, Any]]:
         return [self._format(x) for x in window_batches(window, starts, self.batch_size)]
