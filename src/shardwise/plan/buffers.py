@@ -32,10 +32,12 @@ class Buffers:
     def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """An array of ``shape`` and ``dtype`` (contents undefined), reused when free."""
         kept = self._kept.setdefault((shape, np.dtype(dtype).str), [])
-        for i in range(len(kept)):
+        for i in range(len(kept) - 1, -1, -1):  # the latest handed out first: still cached
             # references: the list, getrefcount's argument (nothing else holds it)
             if sys.getrefcount(kept[i]) == 2:
-                return kept[i]
+                out = kept.pop(i)
+                kept.append(out)
+                return out
         out = np.empty(shape, dtype=dtype)
         if len(kept) < self.keep:
             kept.append(out)

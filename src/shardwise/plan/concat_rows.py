@@ -68,22 +68,26 @@ class UnitRows:
         return row
 
 
-def unit_rows(tokens: np.ndarray, offsets: np.ndarray, seq_len: int, pad_id: int) -> UnitRows:
-    """The rows of a unit whose flat ``tokens`` hold documents ``offsets[i]:offsets[i + 1]``."""
+def unit_rows(
+    tokens: np.ndarray, offsets: np.ndarray, seq_len: int, pad_id: int, pieces: bool = True
+) -> UnitRows:
+    """The rows of a unit whose flat ``tokens`` hold documents ``offsets[i]:offsets[i + 1]``
+    (without the rows' piece starts when not ``pieces``: ``input_ids`` need none)."""
     total = len(tokens)
     full = total // seq_len
     rows = tokens[: full * seq_len].reshape(full, seq_len)
     tail = np.full((1 if total % seq_len else 0, seq_len), pad_id, dtype=tokens.dtype)
     tail[:, : total % seq_len] = tokens[full * seq_len :]
     offsets = np.asarray(offsets, dtype=np.int64)
+    if not pieces:
+        return UnitRows(rows, tail, offsets, total, full, [], [])
     lo = np.arange(full + len(tail), dtype=np.int64) * seq_len
     inner = offsets[(offsets % seq_len != 0) & (offsets < len(lo) * seq_len)]
     at = np.union1d(inner, lo)  # sorted, distinct
     bounds = [*np.searchsorted(at, lo).tolist(), len(at)]
     at %= seq_len
-    pieces = [at[a:b] for a, b in itertools.pairwise(bounds)]
-    counts = np.diff(bounds).tolist()
-    return UnitRows(rows, tail, offsets, total, full, pieces, counts)
+    starts = [at[a:b] for a, b in itertools.pairwise(bounds)]
+    return UnitRows(rows, tail, offsets, total, full, starts, np.diff(bounds).tolist())
 
 
 Taken = tuple[np.ndarray, list[np.ndarray], list[int], list[tuple[int, int]]]

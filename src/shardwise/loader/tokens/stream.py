@@ -233,10 +233,11 @@ class TokenStreamBase:
         between rows)."""
         seq_len, pad_id = self.seq_len, self.pad_id
 
-        def read(unit: int) -> UnitRows:
-            return unit_rows(*self.units.read(unit), seq_len, pad_id)
-
         b, ids_only = self.batch_size, self.fields == ("input_ids",)
+
+        def read(unit: int) -> UnitRows:
+            return unit_rows(*self.units.read(unit), seq_len, pad_id, not ids_only)
+
         size = max(1, WINDOW_TOKENS // (seq_len * b)) * b
         feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
         buffers = Buffers()  # the window arrays, reused once no batch holds them
