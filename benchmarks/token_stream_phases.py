@@ -43,6 +43,7 @@ def main(data: Path) -> None:
 
     from shardwise.loader.tokens import TokenStream
     from shardwise.plan import Topology
+    from shardwise.plan.buffers import Buffers
     from shardwise.plan.concat_rows import take_window, unit_rows, window_batches
 
     shards = str(data / "shards")
@@ -60,10 +61,11 @@ def main(data: Path) -> None:
     size = 2**16 // SEQ_LEN
 
     def build(ids_only: bool) -> int:
-        tokens = 0
+        tokens, buffers = 0, Buffers()  # window arrays reused, as the stream does
         for lo in range(0, len(pairs), size):
             at = slice(lo, lo + size)
-            window, starts = take_window(pairs[at, 0], pairs[at, 1], laid, SEQ_LEN, ids_only)
+            u, k = pairs[at, 0], pairs[at, 1]
+            window, starts = take_window(u, k, laid, SEQ_LEN, ids_only, buffers)
             tokens += sum(b["input_ids"].size for b in window_batches(window, starts, BATCH))
         return tokens
 

@@ -32,6 +32,7 @@ from shardwise.loader.read.opening import open_index
 from shardwise.loader.tokens.ahead import made_ahead
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan import Mixing, Resume, Topology
+from shardwise.plan.buffers import Buffers
 from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
 from shardwise.plan.packing import DEFAULT_BUFFER, count_sequences
 from shardwise.plan.sequences import FIELDS, fill_batch, sequence_tokens
@@ -46,6 +47,7 @@ STATE_VERSION = 1
 FORMATS = ("numpy", "torch")
 WINDOW_TOKENS = 2**16  # tokens per window of concat batches built at once (arrays of 512 KB)
 GROUPS_AHEAD = 2  # groups of batches made ahead of the training loop
+GROUP_TOKENS = 2**18  # tokens of input_ids-only concat batches per hand-over to the loop
 
 
 def _fields(fields: Sequence[str]) -> tuple[str, ...]:
@@ -208,8 +210,8 @@ class TokenStreamBase:
             self._seen = Seen(p.world_size, p.num_workers, time.time(), self._passes.epoch)
 
     def _groups(self, plan: TokenPlan, pairs: np.ndarray) -> Groups:
-        """Groups of batches (one hand-over each from the loader thread that makes them: a
-        window of ``concat`` batches, one batch of the other packings)."""
+        """Groups of batches (one hand-over each from the loader thread that makes them:
+        windows of ``concat`` batches, one batch of the other packings)."""
         if self.packing == "concat":
             yield from self._concat_groups(pairs)
             return
@@ -223,19 +225,35 @@ class TokenStreamBase:
                 seqs = []
 
     def _concat_groups(self, pairs: np.ndarray) -> Groups:
-        """Windows of batches: each sequence one row copy out of its unit's tokens, the
-        other fields only when asked for (see ``concat_rows``)."""
+        """Windows of batches, handed to the loop one window at a time (four with
+        ``input_ids`` alone: fewer hand-overs between the threads): each sequence one row
+        copy out of its unit's tokens, the other fields only when asked for (see
+        ``concat_rows``). All on this one thread: a second thread for the fields made the
+        epoch twice as slow (the threads wait on the GIL, the per-row copies hold it
+        between rows)."""
         seq_len, pad_id = self.seq_len, self.pad_id
 
-        def read(unit: int) -> UnitRows:
-            return unit_rows(*self.units.read(unit), seq_len, pad_id)
-
         b, ids_only = self.batch_size, self.fields == ("input_ids",)
+
+        def read(unit: int) -> UnitRows:
+            return unit_rows(*self.units.read(unit), seq_len, pad_id, not ids_only)
+
         size = max(1, WINDOW_TOKENS // (seq_len * b)) * b
         feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
+        buffers = Buffers()  # the window arrays, reused once no batch holds them
+        group: list[dict[str, Any]] = []
         for at, laid in feed.windows(size):
-            window, starts = take_window(pairs[at, 0], pairs[at, 1], laid, seq_len, ids_only)
-            yield [self._format(batch) for batch in window_batches(window, starts, b)]
+            units, rows = pairs[at, 0], pairs[at, 1]
+            window, starts = take_window(units, rows, laid, seq_len, ids_only, buffers)
+            group += self._batches(window, starts)
+            if len(group) * seq_len * b >= (GROUP_TOKENS if ids_only else WINDOW_TOKENS):
+                yield group
+                group = []
+        if group:
+            yield group
+
+    def _batches(self, window: dict[str, np.ndarray], starts: np.ndarray) -> list[dict[str, Any]]:
+        return [self._format(x) for x in window_batches(window, starts, self.batch_size)]
 
     def _format(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         if len(batch) != len(self.fields):
