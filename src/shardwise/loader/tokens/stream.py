@@ -10,17 +10,15 @@ Each item is one batch of one rank, a dict of ``[batch_size, seq_len]`` arrays
 every token of the epoch's documents is in one sequence except a tail of fewer than
 ``world_size * num_workers * batch_size`` sequences, mixing of :class:`Source` s is by
 token weights, and ``state_dict(consumed_batches)`` / ``load_state_dict`` resume at the
-next sequence, on the same or another topology. Units are read ahead on two threads; a
-sequence is one copy out of its unit's token array, made in the iterating process.
+next sequence, on the same or another topology. Units are read ahead on two threads; the
+batches are made on a loader thread (:mod:`.batches`, :mod:`.ahead`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
-
-import numpy as np
 
 from shardwise.errors import ConfigError
 from shardwise.loader.channel import Seen, TopologyChannel
@@ -30,24 +28,19 @@ from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
 from shardwise.loader.tokens.ahead import made_ahead
-from shardwise.loader.tokens.units import TokenUnits, UnitFeed
+from shardwise.loader.tokens.batches import SequenceBatches
+from shardwise.loader.tokens.units import TokenUnits
 from shardwise.plan import Mixing, Resume, Topology
-from shardwise.plan.buffers import Buffers
-from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
 from shardwise.plan.packing import DEFAULT_BUFFER, count_sequences
-from shardwise.plan.sequences import FIELDS, fill_batch, sequence_tokens
+from shardwise.plan.sequences import FIELDS
 from shardwise.plan.tokens import TokenPlan
 from shardwise.plan.tokenstats import token_stats
 
 __all__ = ["STATE_VERSION", "TokenStreamBase"]
 
-Groups = Generator[list[dict[str, Any]], None, None]  # groups of batches
-
 STATE_VERSION = 1
 FORMATS = ("numpy", "torch")
-WINDOW_TOKENS = 2**16  # tokens per window of concat batches built at once (arrays of 512 KB)
 GROUPS_AHEAD = 2  # groups of batches made ahead of the training loop
-GROUP_TOKENS = 2**18  # tokens of input_ids-only concat batches per hand-over to the loop
 
 
 def _fields(fields: Sequence[str]) -> tuple[str, ...]:
@@ -201,68 +194,25 @@ class TokenStreamBase:
         self._announce(p)
         plan = self.plan(Topology(p.world_size, p.num_workers, self.batch_size, self.drop_last))
         pairs = plan.worker(p.rank, p.worker_id).pairs()
-        yield from made_ahead(self._groups(plan, pairs), GROUPS_AHEAD)
+        yield from made_ahead(self._batches().groups(plan, pairs), GROUPS_AHEAD)
+
+    def _batches(self) -> SequenceBatches:
+        return SequenceBatches(
+            units=self.units,
+            packing=self.packing,
+            seq_len=self.seq_len,
+            batch_size=self.batch_size,
+            pad_id=self.pad_id,
+            fields=self.fields,
+            batch_format=self.batch_format,
+            prefetch_units=self.prefetch_units,
+        )
 
     def _announce(self, p: Placement) -> None:
         if in_dataloader_worker():
             self._channel.announce(p.world_size, p.num_workers, self._passes.epoch)
         else:
             self._seen = Seen(p.world_size, p.num_workers, time.time(), self._passes.epoch)
-
-    def _groups(self, plan: TokenPlan, pairs: np.ndarray) -> Groups:
-        """Groups of batches (one hand-over each from the loader thread that makes them:
-        windows of ``concat`` batches, one batch of the other packings)."""
-        if self.packing == "concat":
-            yield from self._concat_groups(pairs)
-            return
-        feed = UnitFeed(pairs[:, 0], self.units.read, self.prefetch_units)
-        rows = pairs[:, 1].tolist()
-        seqs = []
-        for i, (unit, (tokens, offsets)) in enumerate(feed):
-            seqs.append(sequence_tokens(tokens, offsets, plan.packed(unit), rows[i]))
-            if len(seqs) == self.batch_size:
-                yield [self._format(fill_batch(seqs, self.seq_len, self.pad_id))]
-                seqs = []
-
-    def _concat_groups(self, pairs: np.ndarray) -> Groups:
-        """Windows of batches, handed to the loop one window at a time (four with
-        ``input_ids`` alone: fewer hand-overs between the threads): each sequence one row
-        copy out of its unit's tokens, the other fields only when asked for (see
-        ``concat_rows``). All on this one thread: a second thread for the fields made the
-        epoch twice as slow (the threads wait on the GIL, the per-row copies hold it
-        between rows)."""
-        seq_len, pad_id = self.seq_len, self.pad_id
-
-        b, ids_only = self.batch_size, self.fields == ("input_ids",)
-
-        def read(unit: int) -> UnitRows:
-            return unit_rows(*self.units.read(unit), seq_len, pad_id, not ids_only)
-
-        size = max(1, WINDOW_TOKENS // (seq_len * b)) * b
-        feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
-        buffers = Buffers()  # the window arrays, reused once no batch holds them
-        group: list[dict[str, Any]] = []
-        for at, laid in feed.windows(size):
-            units, rows = pairs[at, 0], pairs[at, 1]
-            window, starts = take_window(units, rows, laid, seq_len, ids_only, buffers)
-            group += self._batches(window, starts)
-            if len(group) * seq_len * b >= (GROUP_TOKENS if ids_only else WINDOW_TOKENS):
-                yield group
-                group = []
-        if group:
-            yield group
-
-    def _batches(self, window: dict[str, np.ndarray], starts: np.ndarray) -> list[dict[str, Any]]:
-        return [self._format(x) for x in window_batches(window, starts, self.batch_size)]
-
-    def _format(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        if len(batch) != len(self.fields):
-            batch = {k: batch[k] for k in self.fields}
-        if self.batch_format == "numpy":
-            return batch
-        import torch
-
-        return {k: torch.from_numpy(v) for k, v in batch.items()}
 
     # -- state and stats --------------------------------------------------------------
     def state_dict(self, consumed_batches: int) -> dict[str, Any]:

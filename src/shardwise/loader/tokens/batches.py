@@ -1,0 +1,91 @@
+"""The batches of one (rank, worker)'s sequences, in groups handed to the training loop.
+
+``concat`` sequences are made a window at a time (each sequence one row copy out of its
+unit's tokens, the other fields only when asked for; see :mod:`shardwise.plan.concat_rows`),
+the other packings one batch at a time. A group is what one hand-over from the loader
+thread carries (see :mod:`.ahead`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shardwise.loader.tokens.units import TokenUnits, UnitFeed
+from shardwise.plan.buffers import Buffers
+from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
+from shardwise.plan.sequences import fill_batch, sequence_tokens
+from shardwise.plan.tokens import TokenPlan
+
+__all__ = ["Groups", "SequenceBatches"]
+
+Groups = Generator[list[dict[str, Any]], None, None]  # groups of batches
+
+WINDOW_TOKENS = 2**16  # tokens per window of concat batches built at once (arrays of 512 KB)
+GROUP_TOKENS = 2**18  # tokens of input_ids-only concat batches per hand-over to the loop
+
+
+@dataclass(frozen=True)
+class SequenceBatches:
+    """How a token stream's batches are made (its settings, nothing that changes)."""
+
+    units: TokenUnits
+    packing: str
+    seq_len: int
+    batch_size: int
+    pad_id: int
+    fields: tuple[str, ...]
+    batch_format: str
+    prefetch_units: int
+
+    def groups(self, plan: TokenPlan, pairs: np.ndarray) -> Groups:
+        """Groups of batches of the (unit, sequence) ``pairs`` in order: windows of
+        ``concat`` batches, one batch of the other packings."""
+        if self.packing == "concat":
+            yield from self._concat_groups(pairs)
+            return
+        feed = UnitFeed(pairs[:, 0], self.units.read, self.prefetch_units)
+        rows = pairs[:, 1].tolist()
+        seqs = []
+        for i, (unit, (tokens, offsets)) in enumerate(feed):
+            seqs.append(sequence_tokens(tokens, offsets, plan.packed(unit), rows[i]))
+            if len(seqs) == self.batch_size:
+                yield [self._format(fill_batch(seqs, self.seq_len, self.pad_id))]
+                seqs = []
+
+    def _concat_groups(self, pairs: np.ndarray) -> Groups:
+        """Windows of batches, one window per hand-over (four with ``input_ids`` alone:
+        fewer hand-overs between the threads). All on this one thread: a second thread for
+        the fields made the epoch twice as slow (the threads wait on the GIL, the per-row
+        copies hold it between rows)."""
+        seq_len, pad_id = self.seq_len, self.pad_id
+        b, ids_only = self.batch_size, self.fields == ("input_ids",)
+
+        def read(unit: int) -> UnitRows:
+            return unit_rows(*self.units.read(unit), seq_len, pad_id, not ids_only)
+
+        size = max(1, WINDOW_TOKENS // (seq_len * b)) * b
+        feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
+        buffers = Buffers()  # the window arrays, reused once no batch holds them
+        group: list[dict[str, Any]] = []
+        for at, laid in feed.windows(size):
+            units, rows = pairs[at, 0], pairs[at, 1]
+            window, starts = take_window(units, rows, laid, seq_len, ids_only, buffers)
+            group += [self._format(x) for x in window_batches(window, starts, b)]
+            if len(group) * seq_len * b >= (GROUP_TOKENS if ids_only else WINDOW_TOKENS):
+                yield group
+                group = []
+        if group:
+            yield group
+
+    def _format(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        if len(batch) != len(self.fields):
+            batch = {k: batch[k] for k in self.fields}
+        if self.batch_format == "numpy":
+            return batch
+        import torch
+
+        return {k: torch.from_numpy(v) for k, v in batch.items()}
