@@ -424,6 +424,26 @@ def test_malformed_json_line_names_file_and_line(tmp_path: Path) -> None:
     assert q.count == 1 and q.examples[0][0] == str(path) and "line 7" in q.examples[0][1]
 
 
+@pytest.mark.parametrize("between", [b"\t", b" ", b"", b"\r"])
+def test_a_line_holding_two_objects_is_one_bad_record(tmp_path: Path, between: bytes) -> None:
+    """Arrow's parser reads objects separated by any whitespace as two rows; the index
+    counts lines, so such a line is one bad record, never two rows (found by the fuzz
+    test: a newline flipped to a tab gave 60 rows where 59 records were counted)."""
+    path = tmp_path / "two.jsonl"
+    lines = [json.dumps({"id": i}).encode() + b"\n" for i in range(10)]
+    lines[3] = b'{"id": 3}' + between + b'{"id": 4}\n'
+    del lines[4]
+    _write_lines(path, lines)
+    with pytest.raises(FormatError) as info:
+        fd.read_everything(str(path))
+    assert str(path) in str(info.value) and "line 4" in str(info.value)
+    index = index_dataset(str(path), progress=False, refresh=True, on_error="skip")
+    ds = StreamingDataset(index, shuffle=False, rank=0, world_size=1, on_error="skip")
+    ids = [int(r["id"]) for r in ds]
+    assert ids == [0, 1, 2, 5, 6, 7, 8, 9]
+    assert index.num_samples == 9 and ds.quarantine.count == 1
+
+
 def test_invalid_utf8_and_non_objects_are_bad_records(tmp_path: Path) -> None:
     path = tmp_path / "mixed.jsonl"
     _write_lines(

@@ -33,31 +33,37 @@ def parse_block(
     """Fast path with pyarrow.json; per-line fallback to locate bad records."""
     # never hand Arrow's parser deep nesting, nor a line that is not an object: a `null`
     # line crashes it at the start of a block and becomes a row of nulls after an object
-    if depth_bound(block) > MAX_DEPTH or not _objects_only(block):
-        good, _ = _parse_lines(block, schema, path, first_line, on_error, q)
-        return good
-    try:
-        block.decode("utf-8")
-        opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
-        # one thread: blocks are read by tasks that already run side by side, and handing a
-        # block to Arrow's thread pool cost up to 5x the parse in wall time on a busy machine
-        read = pj.ReadOptions(block_size=max(len(block), 1 << 16), use_threads=False)
-        table = pj.read_json(io.BytesIO(block), parse_options=opts, read_options=read)
-        return table.select(schema.names)
-    except (UnicodeDecodeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        good, _ = _parse_lines(block, schema, path, first_line, on_error, q)
-        return good
+    objects = _object_lines(block) if depth_bound(block) <= MAX_DEPTH else None
+    if objects is not None:
+        try:
+            block.decode("utf-8")
+            opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+            # one thread: blocks are read by tasks that already run side by side, and handing
+            # a block to Arrow's thread pool cost up to 5x the parse in wall time when busy
+            read = pj.ReadOptions(block_size=max(len(block), 1 << 16), use_threads=False)
+            table = pj.read_json(io.BytesIO(block), parse_options=opts, read_options=read)
+            # Arrow reads objects separated by any whitespace: a line holding two of them
+            # would be two rows where the index counted one record (a bad record instead)
+            if table.num_rows == objects:
+                return table.select(schema.names)
+        except (UnicodeDecodeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    good, _ = _parse_lines(block, schema, path, first_line, on_error, q)
+    return good
 
 
-def _objects_only(block: bytes) -> bool:
-    """Every line of ``block`` starts with ``{`` or is empty (a BOM may open the block);
-    otherwise (also for indented or whitespace-only lines) the lines are parsed one by one."""
+def _object_lines(block: bytes) -> int | None:
+    """How many lines of ``block`` start with ``{``, if every line does or is empty (a BOM
+    may open the block); None otherwise (also for indented or whitespace-only lines), and
+    the lines are then parsed one by one."""
     if not block:
-        return True
+        return 0
     data = np.frombuffer(block, dtype=np.uint8)
     first = data[np.flatnonzero(data[:-1] == 10) + 1]
-    head = block[:1] in (b"{", b"\n") or block.startswith(_BOM + b"{")
-    return head and bool(np.all((first == 123) | (first == 10)))
+    opens = block[:1] == b"{" or block.startswith(_BOM + b"{")
+    if not (opens or block[:1] == b"\n") or not np.all((first == 123) | (first == 10)):
+        return None
+    return int(np.count_nonzero(first == 123)) + int(opens)
 
 
 class _BadRecord(Exception):
