@@ -31,7 +31,8 @@ from shardwise.formats.contract import (
     suffixes_of,
     unify_permissive,
 )
-from shardwise.formats.webdataset._tarsafe import RawSample, iter_samples, unsafe
+from shardwise.formats.webdataset._arrays import buildable, plain_batches
+from shardwise.formats.webdataset._tarsafe import RawSample, is_compressed, iter_samples, unsafe
 from shardwise.storage import open_input
 
 __all__ = ["WebDatasetFormat", "WebDatasetShardWriter"]
@@ -106,18 +107,43 @@ class WebDatasetFormat(TableFromBatches):
         quarantine: Quarantine | None = None,
         schema: pa.Schema | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """Yield the tar's samples in order, ``batch_rows`` at a time."""
+        """Yield the tar's samples in order, ``batch_rows`` at a time (a plain tar's
+        common case straight from member bytes, see :mod:`._arrays`)."""
         q = quarantine if quarantine is not None else Quarantine()
         schema = schema if schema is not None else self.read_schema(unit.path)
         check_columns(columns, schema)
         names = [KEY] + [c for c in (columns if columns is not None else schema.names) if c != KEY]
         out_schema = pa.schema([schema.field(c) for c in names])
+        done = 0
+        if not is_compressed(unit.path) and buildable(out_schema):
+            with open_input(unit.path, **self.storage_options) as f:
+                for batch in plain_batches(unit.path, f, out_schema, self.batch_rows):
+                    if batch is None:
+                        break
+                    done += batch.num_rows
+                    yield batch
+                else:
+                    return
+        yield from self._read_tarfile(unit.path, names, out_schema, on_error, q, done)
+
+    def _read_tarfile(
+        self,
+        path: str,
+        names: list[str],
+        out_schema: pa.Schema,
+        on_error: OnError,
+        q: Quarantine,
+        done: int,
+    ) -> Iterator[pa.RecordBatch]:
+        """Any tar through tarfile, past the first ``done`` good samples (already yielded)."""
         rows: list[dict[str, Any]] = []
-        with open_input(unit.path, **self.storage_options) as f:
-            data = _DataReader(unit.path, f)
-            for sample in iter_samples(unit.path, f, keep_data=True, tolerate=on_error == "skip"):
-                row = self._row(unit.path, sample, names, data, on_error, q)
-                if row is not None:
+        with open_input(path, **self.storage_options) as f:
+            data = _DataReader(path, f)
+            for sample in iter_samples(path, f, keep_data=True, tolerate=on_error == "skip"):
+                row = self._row(path, sample, names, data, on_error, q)
+                if row is not None and done:
+                    done -= 1
+                elif row is not None:
                     rows.append(row)
                 if len(rows) >= self.batch_rows:
                     yield pa.RecordBatch.from_pylist(rows, schema=out_schema)
