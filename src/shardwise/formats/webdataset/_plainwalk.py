@@ -21,7 +21,7 @@ from typing import IO
 
 from shardwise.formats.webdataset._tarsafe import split_key
 
-__all__ = ["PlainSample", "usable", "walk"]
+__all__ = ["PlainSample", "scan", "usable", "walk"]
 
 BLOCK = 512
 TAIL = 64 * 1024  # what tarend.check_complete reads after the last member
@@ -136,3 +136,14 @@ def _safe(name: str) -> bool:
     if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         return False
     return ".." not in name.replace("\\", "/").split("/")
+
+
+def scan(f: IO[bytes]) -> tuple[int, list[str]] | None:
+    """Samples and sorted fields of the whole shard, or None where the walk gives up."""
+    n, fields = 0, {}
+    for sample in walk(f, f.seek(0, 2)):
+        if sample is None:
+            return None
+        n += 1
+        fields.update(dict.fromkeys(sample.fields))
+    return n, sorted(fields)

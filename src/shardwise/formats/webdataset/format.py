@@ -32,6 +32,7 @@ from shardwise.formats.contract import (
     unify_permissive,
 )
 from shardwise.formats.webdataset._arrays import buildable, plain_batches
+from shardwise.formats.webdataset._plainwalk import scan, usable
 from shardwise.formats.webdataset._tarsafe import RawSample, is_compressed, iter_samples, unsafe
 from shardwise.storage import open_input
 
@@ -80,6 +81,10 @@ class WebDatasetFormat(TableFromBatches):
         n = bad = 0
         fields: dict[str, None] = {}
         with open_input(path, **self.storage_options) as f:
+            plain = scan(f) if not is_compressed(path) and usable() else None
+            if plain is not None:
+                return plain[0], 0, plain[1]
+            f.seek(0)
             for sample in iter_samples(path, f, tolerate=not refuse):
                 if sample.problem is None:
                     n += 1
