@@ -102,7 +102,7 @@ def _fill(
     datas: list[np.ndarray],
 ) -> None:
     """Read every wanted member into its place, in file order."""
-    views = [memoryview(d) for d in datas]
+    views = [d.data for d in datas]  # writable views of the columns' buffers
     for j, s in enumerate(samples):
         for ext, (offset, size, name) in s.fields.items():
             i = col.get(ext)

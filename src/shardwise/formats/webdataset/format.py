@@ -34,7 +34,7 @@ from shardwise.formats.contract import (
 from shardwise.formats.webdataset._arrays import buildable, plain_batches
 from shardwise.formats.webdataset._plainwalk import scan, usable
 from shardwise.formats.webdataset._tarsafe import RawSample, is_compressed, iter_samples, unsafe
-from shardwise.storage import open_input
+from shardwise.storage import open_input, open_sequential
 
 __all__ = ["WebDatasetFormat", "WebDatasetShardWriter"]
 
@@ -71,16 +71,17 @@ class WebDatasetFormat(TableFromBatches):
     def list_units(self, path: str, size: int) -> list[Unit]:
         """One unit per tar; counts the samples reading will yield, checking every header
         (a bad sample is an error naming the member, or left out under ``"skip"``)."""
-        n, bad, fields = self._scan(path, refuse=self.on_error == "raise")
+        n, bad, fields = self._scan(path, refuse=self.on_error == "raise", size=size)
         self._fields[path] = fields  # read_schema, called next while indexing, needs no second pass
         return [Unit(path, 0, n, size, 0, size, 0, skipped=bad)]
 
-    def _scan(self, path: str, refuse: bool) -> tuple[int, int, list[str]]:
+    def _scan(self, path: str, refuse: bool, size: int | None = None) -> tuple[int, int, list[str]]:
         """Every header of the shard: good samples, bad ones (an error if ``refuse``) and
-        the good samples' fields."""
+        the good samples' fields. A remote shard is read whole, in large blocks fetched
+        several at a time (its headers are spread over all of it)."""
         n = bad = 0
         fields: dict[str, None] = {}
-        with open_input(path, **self.storage_options) as f:
+        with open_sequential(path, size, **self.storage_options) as f:
             plain = scan(f) if not is_compressed(path) and usable() else None
             if plain is not None:
                 return plain[0], 0, plain[1]
