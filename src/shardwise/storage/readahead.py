@@ -22,10 +22,16 @@ from shardwise.storage.paths import _protocol, open_input, resolve
 from shardwise.storage.refusals import named
 from shardwise.storage.retry import with_retries
 
-__all__ = ["BLOCK", "ReadAhead", "open_sequential"]
+__all__ = ["BLOCK", "ReadAhead", "open_sequential", "read_locally"]
 
 BLOCK = 16 * 2**20
 AHEAD = 4
+
+
+def read_locally(url: str) -> bool:
+    """Whether reads of ``url`` come from this machine: a local or in-memory file, or one a
+    node cache serves from its entries (seeking about is cheap; no request per seek)."""
+    return _protocol(url) in ("file", "memory") or overlay_for(url) is not None
 
 
 def open_sequential(
@@ -33,7 +39,7 @@ def open_sequential(
 ) -> IO[bytes]:
     """Open ``url`` for a read from start to end: a remote file as a :class:`ReadAhead`
     (``size`` saves asking for it), anything else as ``open_input`` does."""
-    if _protocol(url) in ("file", "memory") or overlay_for(url) is not None:
+    if read_locally(url):
         return open_input(url, **options)
     fs, path = resolve(url, **options)
     if size is None:

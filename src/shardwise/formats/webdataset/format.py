@@ -34,7 +34,7 @@ from shardwise.formats.contract import (
 from shardwise.formats.webdataset._arrays import buildable, plain_batches
 from shardwise.formats.webdataset._plainwalk import scan, usable
 from shardwise.formats.webdataset._tarsafe import RawSample, is_compressed, iter_samples, unsafe
-from shardwise.storage import open_input, open_sequential
+from shardwise.storage import open_input, open_sequential, read_locally
 
 __all__ = ["WebDatasetFormat", "WebDatasetShardWriter"]
 
@@ -114,14 +114,15 @@ class WebDatasetFormat(TableFromBatches):
         schema: pa.Schema | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Yield the tar's samples in order, ``batch_rows`` at a time (a plain tar's
-        common case straight from member bytes, see :mod:`._arrays`)."""
+        common case, on this machine or served from a node cache, straight from member
+        bytes: see :mod:`._arrays`; a remote one uncached streams through tarfile)."""
         q = quarantine if quarantine is not None else Quarantine()
         schema = schema if schema is not None else self.read_schema(unit.path)
         check_columns(columns, schema)
         names = [KEY] + [c for c in (columns if columns is not None else schema.names) if c != KEY]
         out_schema = pa.schema([schema.field(c) for c in names])
         done = 0
-        if not is_compressed(unit.path) and buildable(out_schema):
+        if not is_compressed(unit.path) and read_locally(unit.path) and buildable(out_schema):
             with open_input(unit.path, **self.storage_options) as f:
                 for batch in plain_batches(unit.path, f, out_schema, self.batch_rows):
                     if batch is None:
