@@ -34,6 +34,14 @@ def child(s3: dict[str, Any]) -> None:
     """In a fresh process: index every tar of the bucket; print wall s, CPU s, samples."""
     from adapters.s3_epochs import Server
 
+    if s3.get("block"):  # a variant of the read-ahead's block size and depth
+        try:
+            from shardwise.storage import readahead
+        except ImportError:  # a tree from before it: nothing to vary
+            print(json.dumps({"skipped": True}))
+            return
+        readahead.BLOCK, readahead.AHEAD = s3["block"], s3["ahead"]
+
     from shardwise.formats.webdataset import WebDatasetFormat
     from shardwise.storage import expand, info
 
@@ -69,6 +77,8 @@ def main() -> None:
     ap.add_argument("dir")
     ap.add_argument("--src", action="append", required=True)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--block", type=int, nargs="*", default=[0], help="read-ahead block bytes")
+    ap.add_argument("--ahead", type=int, default=4, help="read-ahead blocks in flight")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     import s3fs
@@ -95,16 +105,19 @@ def main() -> None:
         for f in sorted(Path(args.dir).glob("*.tar")):
             fs.put_file(str(f), f"{BUCKET}/{f.name}")
         for r in range(args.rounds):
-            for src in args.src:
+            for src, block in [(s, b) for s in args.src for b in args.block]:
                 env = dict(os.environ, PYTHONPATH=os.path.abspath(src))
+                arg = json.dumps(dict(s3, block=block, ahead=args.ahead))
                 out = subprocess.run(
-                    [sys.executable, __file__, "--child", json.dumps(s3)],
+                    [sys.executable, __file__, "--child", arg],
                     env=env,
                     capture_output=True,
                     text=True,
                     check=True,
                 ).stdout
                 res = json.loads(out.strip().splitlines()[-1])
+                if res.get("skipped"):
+                    continue
                 print(
                     f"round {r} {src}: {res['files']} tars, {res['samples']} samples, "
                     f"wall {res['wall_s']:.2f} s, CPU {res['cpu_s']:.2f} s, "

@@ -35,10 +35,16 @@ def read_locally(url: str) -> bool:
 
 
 def open_sequential(
-    url: str, size: int | None = None, *, block: int = BLOCK, ahead: int = AHEAD, **options: Any
+    url: str,
+    size: int | None = None,
+    *,
+    block: int | None = None,
+    ahead: int | None = None,
+    **options: Any,
 ) -> IO[bytes]:
     """Open ``url`` for a read from start to end: a remote file as a :class:`ReadAhead`
-    (``size`` saves asking for it), anything else as ``open_input`` does."""
+    (``size`` saves asking for it; ``block`` and ``ahead`` default to the module's
+    ``BLOCK`` and ``AHEAD``), anything else as ``open_input`` does."""
     if read_locally(url):
         return open_input(url, **options)
     fs, path = resolve(url, **options)
@@ -50,7 +56,9 @@ def open_sequential(
         with named(url):
             return bytes(with_retries(partial(fs.cat_file, path, start=start, end=end)))
 
-    return ReadAhead(fetch, size, block=block, ahead=ahead)  # type: ignore[return-value]
+    return ReadAhead(  # type: ignore[return-value]
+        fetch, size, block=block or BLOCK, ahead=AHEAD if ahead is None else ahead
+    )
 
 
 class ReadAhead(io.RawIOBase):

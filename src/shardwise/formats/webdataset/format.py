@@ -2,7 +2,9 @@
 
 Rows have a ``__key__`` string column and one binary column per field (the member
 name after the key: ``0001.jpg`` -> field ``jpg``), null where a sample lacks it.
-Counting reads only tar headers (member data are skipped with seeks). Unsafe
+Counting reads only tar headers (member data are skipped with seeks; a remote tar is
+read whole, in large ranges fetched several at once). A plain tar's batches are built
+straight from its member bytes (:mod:`._arrays`), anything unusual through tarfile. Unsafe
 members (absolute paths, ``..``, links, devices, FIFOs) raise UnsafeMemberError,
 or under ``on_error="skip"`` the sample holding them is quarantined and counted. A
 plain tar cut short or damaged past its first header is an error naming the place, or
