@@ -213,3 +213,52 @@ def test_random_tars_equal_the_tarfile_path(
     got, want = _both(path, batch_rows=rows)
     _same(got, want)
     assert sum(b.num_rows for b in got) == len({n.split(".")[0] for n, _ in members})
+
+
+@st.composite
+def _hostile(draw: st.DrawFn) -> list[tarfile.TarInfo | Member]:
+    """Plain samples with, somewhere, members the fast walk hands over: a link, a '..'
+    name, a repeated field, a key that comes back, a long name, a directory."""
+    out: list[tarfile.TarInfo | Member] = list(draw(_shards()))
+    odd: list[tarfile.TarInfo | Member] = [
+        ("k000.jpg", b"again"),
+        ("k900.x", b"1"),
+        ("k900.x", b"2"),
+        ("../up.x", b"u"),
+        ("/abs.x", b"a"),
+        ("d" * 110 + ".x", b"long"),
+    ]
+    link = tarfile.TarInfo("k901.lnk")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    folder = tarfile.TarInfo("dir")
+    folder.type = tarfile.DIRTYPE
+    for m in draw(st.lists(st.sampled_from([*odd, link, folder]), max_size=3)):
+        out.insert(draw(st.integers(0, len(out))), m)
+    return out
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(members=_hostile(), rows=st.integers(1, 4))
+def test_hostile_tars_under_skip_equal_the_tarfile_path(
+    tmp_path: Path, members: list[tarfile.TarInfo | Member], rows: int
+) -> None:
+    path = tmp_path / "h.tar"
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tf:
+        for m in members:
+            if isinstance(m, tarfile.TarInfo):
+                tf.addfile(m)
+            else:
+                info = tarfile.TarInfo(m[0])
+                info.size = len(m[1])
+                tf.addfile(info, io.BytesIO(m[1]))
+    fmt = WebDatasetFormat(batch_rows=rows, on_error="skip")
+    (unit,) = fmt.list_units(str(path), path.stat().st_size)
+    schema = fmt.read_schema(str(path))
+    q_fast, q_slow = Quarantine(), Quarantine()
+    got = list(fmt.read_unit(unit, on_error="skip", quarantine=q_fast, schema=schema))
+    want = list(fmt._read_tarfile(str(path), schema.names, schema, "skip", q_slow, 0))
+    _same(got, want)
+    assert q_fast.count == q_slow.count == unit.skipped
+    assert sum(b.num_rows for b in got) == unit.num_samples
