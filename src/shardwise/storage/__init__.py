@@ -8,6 +8,8 @@ Public helpers (all take a local path or a URL such as ``s3://b/k``, ``gs://``,
 - :func:`info` -> :class:`FileInfo` (size, and mtime or ETag as a fingerprint)
 - :func:`open_input` -> a seekable binary file, with retries on transient errors
 - :func:`open_arrow_input` -> the same for Arrow readers (a native file when local)
+- :func:`open_sequential` -> a file read from start to end, remote blocks fetched ahead
+- :func:`read_locally` -> whether a URL's reads come from this machine (disk or node cache)
 - :func:`atomic_write` -> context manager writing to a temp name, committing on success
 - :func:`require_bucket` -> refuse an output in a bucket that does not exist
 - :func:`with_retries` -> call a function with exponential backoff on transient errors
@@ -29,6 +31,7 @@ from shardwise.storage.paths import (
     require_bucket,
     resolve,
 )
+from shardwise.storage.readahead import open_sequential, read_locally
 from shardwise.storage.refusals import named
 from shardwise.storage.retry import is_transient, transient_in_chain, with_retries
 
@@ -42,6 +45,8 @@ __all__ = [
     "named",
     "open_arrow_input",
     "open_input",
+    "open_sequential",
+    "read_locally",
     "require_bucket",
     "resolve",
     "transient_in_chain",

@@ -2,7 +2,9 @@
 
 Rows have a ``__key__`` string column and one binary column per field (the member
 name after the key: ``0001.jpg`` -> field ``jpg``), null where a sample lacks it.
-Counting reads only tar headers (member data are skipped with seeks). Unsafe
+Counting reads only tar headers (member data are skipped with seeks; a remote tar is
+read whole, in large ranges fetched several at once). A plain tar's batches are built
+straight from its member bytes (:mod:`._arrays`), anything unusual through tarfile. Unsafe
 members (absolute paths, ``..``, links, devices, FIFOs) raise UnsafeMemberError,
 or under ``on_error="skip"`` the sample holding them is quarantined and counted. A
 plain tar cut short or damaged past its first header is an error naming the place, or
@@ -31,8 +33,10 @@ from shardwise.formats.contract import (
     suffixes_of,
     unify_permissive,
 )
-from shardwise.formats.webdataset._tarsafe import RawSample, iter_samples, unsafe
-from shardwise.storage import open_input
+from shardwise.formats.webdataset._arrays import buildable, plain_batches
+from shardwise.formats.webdataset._plainwalk import scan, usable
+from shardwise.formats.webdataset._tarsafe import RawSample, is_compressed, iter_samples, unsafe
+from shardwise.storage import open_input, open_sequential, read_locally
 
 __all__ = ["WebDatasetFormat", "WebDatasetShardWriter"]
 
@@ -69,16 +73,21 @@ class WebDatasetFormat(TableFromBatches):
     def list_units(self, path: str, size: int) -> list[Unit]:
         """One unit per tar; counts the samples reading will yield, checking every header
         (a bad sample is an error naming the member, or left out under ``"skip"``)."""
-        n, bad, fields = self._scan(path, refuse=self.on_error == "raise")
+        n, bad, fields = self._scan(path, refuse=self.on_error == "raise", size=size)
         self._fields[path] = fields  # read_schema, called next while indexing, needs no second pass
         return [Unit(path, 0, n, size, 0, size, 0, skipped=bad)]
 
-    def _scan(self, path: str, refuse: bool) -> tuple[int, int, list[str]]:
+    def _scan(self, path: str, refuse: bool, size: int | None = None) -> tuple[int, int, list[str]]:
         """Every header of the shard: good samples, bad ones (an error if ``refuse``) and
-        the good samples' fields."""
+        the good samples' fields. A remote shard is read whole, in large blocks fetched
+        several at a time (its headers are spread over all of it)."""
         n = bad = 0
         fields: dict[str, None] = {}
-        with open_input(path, **self.storage_options) as f:
+        with open_sequential(path, size, **self.storage_options) as f:
+            plain = scan(f) if not is_compressed(path) and usable() else None
+            if plain is not None:
+                return plain[0], 0, plain[1]
+            f.seek(0)
             for sample in iter_samples(path, f, tolerate=not refuse):
                 if sample.problem is None:
                     n += 1
@@ -106,18 +115,44 @@ class WebDatasetFormat(TableFromBatches):
         quarantine: Quarantine | None = None,
         schema: pa.Schema | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """Yield the tar's samples in order, ``batch_rows`` at a time."""
+        """Yield the tar's samples in order, ``batch_rows`` at a time (a plain tar's
+        common case, on this machine or served from a node cache, straight from member
+        bytes: see :mod:`._arrays`; a remote one uncached streams through tarfile)."""
         q = quarantine if quarantine is not None else Quarantine()
         schema = schema if schema is not None else self.read_schema(unit.path)
         check_columns(columns, schema)
         names = [KEY] + [c for c in (columns if columns is not None else schema.names) if c != KEY]
         out_schema = pa.schema([schema.field(c) for c in names])
+        done = 0
+        if not is_compressed(unit.path) and read_locally(unit.path) and buildable(out_schema):
+            with open_input(unit.path, **self.storage_options) as f:
+                for batch in plain_batches(unit.path, f, out_schema, self.batch_rows):
+                    if batch is None:
+                        break
+                    done += batch.num_rows
+                    yield batch
+                else:
+                    return
+        yield from self._read_tarfile(unit.path, names, out_schema, on_error, q, done)
+
+    def _read_tarfile(
+        self,
+        path: str,
+        names: list[str],
+        out_schema: pa.Schema,
+        on_error: OnError,
+        q: Quarantine,
+        done: int,
+    ) -> Iterator[pa.RecordBatch]:
+        """Any tar through tarfile, past the first ``done`` good samples (already yielded)."""
         rows: list[dict[str, Any]] = []
-        with open_input(unit.path, **self.storage_options) as f:
-            data = _DataReader(unit.path, f)
-            for sample in iter_samples(unit.path, f, keep_data=True, tolerate=on_error == "skip"):
-                row = self._row(unit.path, sample, names, data, on_error, q)
-                if row is not None:
+        with open_input(path, **self.storage_options) as f:
+            data = _DataReader(path, f)
+            for sample in iter_samples(path, f, keep_data=True, tolerate=on_error == "skip"):
+                row = self._row(path, sample, names, data, on_error, q)
+                if row is not None and done:
+                    done -= 1
+                elif row is not None:
                     rows.append(row)
                 if len(rows) >= self.batch_rows:
                     yield pa.RecordBatch.from_pylist(rows, schema=out_schema)
