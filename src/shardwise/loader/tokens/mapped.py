@@ -52,10 +52,16 @@ def _lengths(pf: pq.ParquetFile, group: int, column: str) -> np.ndarray | None:
 
 
 def mapped_tokens(
-    index: Any, unit: int, column: str, count_column: str, info: TokenInfo
+    index: Any,
+    unit: int,
+    column: str,
+    count_column: str,
+    info: TokenInfo,
+    lengths: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Unit ``unit``'s flat tokens (a view of its file) and ``documents + 1`` offsets, or
-    None when the unit is not laid out for it (see the module docstring)."""
+    None when the unit is not laid out for it (see the module docstring). ``lengths``: the
+    unit's ``count_column`` when the caller read it already (not read again)."""
     where = _where(index, unit)
     if where is None:
         return None
@@ -63,7 +69,8 @@ def mapped_tokens(
     try:
         source = open_arrow_input(u.path, **ix.storage_options)
         pf = pq.ParquetFile(source)
-        lengths = _lengths(pf, u.index, count_column)
+        if lengths is None or len(lengths) != pf.metadata.row_group(u.index).num_rows:
+            lengths = _lengths(pf, u.index, count_column)
         if lengths is None:
             return None
         offsets = np.zeros(len(lengths) + 1, np.int64)

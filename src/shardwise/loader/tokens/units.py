@@ -58,12 +58,15 @@ class TokenUnits:
             else None
         )
 
-    def read(self, unit: int) -> tuple[np.ndarray, np.ndarray]:
+    def read(self, unit: int, lengths: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Unit ``unit``'s tokens, flat, and its ``documents + 1`` offsets: a view of the
         file where the shard is laid out for it and read without the node cache
-        (:func:`~shardwise.loader.tokens.mapped.mapped_tokens`), else Arrow's read."""
+        (:func:`~shardwise.loader.tokens.mapped.mapped_tokens`; ``lengths``, the unit's
+        document lengths as :meth:`lengths` gave them, spare reading them again), else
+        Arrow's read."""
         if self.cache is None and self.count_column is not None:
-            got = mapped_tokens(self.index, unit, self.column, self.count_column, self.info)
+            info, column, counts = self.info, self.column, self.count_column
+            got = mapped_tokens(self.index, unit, column, counts, info, lengths)
             if got is not None:
                 return got
         return flat_tokens(self.reader.read(unit).column(self.column), self.info.dtype)
