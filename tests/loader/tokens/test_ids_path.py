@@ -73,3 +73,23 @@ def test_ids_in_dataloader_workers_as_torch(shards: Path) -> None:
     expected = [b["input_ids"] for b in DataLoader(full, batch_size=None, num_workers=2)]
     assert all(isinstance(x, torch.Tensor) for x in got)
     _equal([x.numpy() for x in got], [x.numpy() for x in expected])
+
+
+def test_reads_through_open_files_and_given_lengths_equal_plain_reads(shards: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shardwise.loader.tokens.mapped import OpenFiles
+
+    ds = TokenStream(str(shards), seq_len=64)
+    plan, units = ds.plan(), ds.units
+    order = [u for _ in range(2) for u in range(len(ds.docs))][::-1]  # files alternate, evicted
+    files = OpenFiles(keep=1)
+    with ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(lambda u: units.read(u, plan.unit_lengths(u), files), order))
+    assert len({units.index.units[u].path for u in order}) > 1
+    for u, (tokens, offsets) in zip(order, got):
+        plain, plain_offsets = units.read(u)
+        assert np.array_equal(tokens, plain) and np.array_equal(offsets, plain_offsets)
+        assert not tokens.flags.owndata  # still a view of the file
+    wrong = plan.unit_lengths(0)[:-1]  # lengths that do not fit the unit are read again
+    assert np.array_equal(units.read(0, wrong)[1], units.read(0)[1])

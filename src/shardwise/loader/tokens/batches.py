@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from shardwise.loader.tokens.mapped import OpenFiles
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan.buffers import Buffers
 from shardwise.plan.concat_ids import ids_batches
@@ -69,11 +70,11 @@ class SequenceBatches:
         """``concat`` batches of ``input_ids`` alone of the (unit, sequence) ``pairs``, in
         order, made on the calling thread (units read ahead on the feed's threads)."""
         seq_len, pad_id, b = self.seq_len, self.pad_id, self.batch_size
+        files = OpenFiles()
 
         def read(unit: int) -> UnitRows:
-            return unit_rows(
-                *self.units.read(unit, plan.unit_lengths(unit)), seq_len, pad_id, False
-            )
+            tokens = self.units.read(unit, plan.unit_lengths(unit), files)
+            return unit_rows(*tokens, seq_len, pad_id, False)
 
         size = max(1, IDS_WINDOW_TOKENS // (seq_len * b)) * b
         feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
@@ -89,9 +90,11 @@ class SequenceBatches:
         thread for the fields made the epoch twice as slow (the threads wait on the GIL,
         the per-row copies hold it between rows)."""
         seq_len, pad_id, b = self.seq_len, self.pad_id, self.batch_size
+        files = OpenFiles()
 
         def read(unit: int) -> UnitRows:
-            return unit_rows(*self.units.read(unit, plan.unit_lengths(unit)), seq_len, pad_id)
+            tokens = self.units.read(unit, plan.unit_lengths(unit), files)
+            return unit_rows(*tokens, seq_len, pad_id)
 
         size = max(1, WINDOW_TOKENS // (seq_len * b)) * b
         feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)

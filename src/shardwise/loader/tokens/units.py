@@ -20,7 +20,7 @@ from shardwise._tokens import TokenInfo, flat_tokens
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats import OnError
 from shardwise.loader.read.mixed import unit_reader
-from shardwise.loader.tokens.mapped import file_lengths, mapped_tokens
+from shardwise.loader.tokens.mapped import OpenFiles, file_lengths, mapped_tokens
 
 __all__ = ["TokenUnits", "UnitFeed"]
 
@@ -58,15 +58,17 @@ class TokenUnits:
             else None
         )
 
-    def read(self, unit: int, lengths: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def read(
+        self, unit: int, lengths: np.ndarray | None = None, files: OpenFiles | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Unit ``unit``'s tokens, flat, and its ``documents + 1`` offsets: a view of the
         file where the shard is laid out for it and read without the node cache
         (:func:`~shardwise.loader.tokens.mapped.mapped_tokens`; ``lengths``, the unit's
-        document lengths as :meth:`lengths` gave them, spare reading them again), else
-        Arrow's read."""
+        document lengths as :meth:`lengths` gave them, spare reading them again, ``files``
+        keeps the last files open for the next units), else Arrow's read."""
         if self.cache is None and self.count_column is not None:
             info, column, counts = self.info, self.column, self.count_column
-            got = mapped_tokens(self.index, unit, column, counts, info, lengths)
+            got = mapped_tokens(self.index, unit, column, counts, info, lengths, files)
             if got is not None:
                 return got
         return flat_tokens(self.reader.read(unit).column(self.column), self.info.dtype)
