@@ -93,3 +93,33 @@ def test_reads_through_open_files_and_given_lengths_equal_plain_reads(shards: Pa
         assert not tokens.flags.owndata  # still a view of the file
     wrong = plan.unit_lengths(0)[:-1]  # lengths that do not fit the unit are read again
     assert np.array_equal(units.read(0, wrong)[1], units.read(0)[1])
+
+
+def test_local_units_are_read_on_the_iterating_thread(shards: Path) -> None:
+    import threading
+
+    from shardwise.loader.tokens.units import UnitFeed
+
+    ds = TokenStream(str(shards), seq_len=64)
+    assert all(ds.units.mapped_here(u) for u in range(len(ds.docs)))  # local Parquet files
+    from shardwise.loader.tokens.mapped import mapped_local
+
+    assert not mapped_local("s3://bucket/tokens/part-0.parquet")
+    assert mapped_local("file://" + str(next(shards.glob("*.parquet"))))
+    readers: list[str] = []
+
+    def read(unit: int) -> int:
+        readers.append(threading.current_thread().name)
+        if unit == 2:
+            raise OSError("unit 2 does not read")
+        return unit * 10
+
+    units = np.array([0, 0, 1, 3, 3, 2])
+    feed = UnitFeed(units, read, ahead=2, inline=lambda u: u != 3)
+    got = []
+    with pytest.raises(OSError, match="unit 2"):  # raised where the unit is needed
+        for _, laid in feed.windows(2):
+            got.append(laid)
+    assert got == [{0: 0}, {1: 10, 3: 30}]
+    main = threading.current_thread().name
+    assert readers.count(main) == 3 and len(readers) == 4  # unit 3 on a reading thread

@@ -77,7 +77,7 @@ class SequenceBatches:
             return unit_rows(*tokens, seq_len, pad_id, False)
 
         size = max(1, IDS_WINDOW_TOKENS // (seq_len * b)) * b
-        feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
+        feed = UnitFeed(pairs[:, 0], read, self.prefetch_units, self.units.mapped_here)
         torch = self.batch_format == "torch"
         if torch:
             import torch as _torch

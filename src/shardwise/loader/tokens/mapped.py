@@ -24,9 +24,10 @@ import pyarrow.parquet as pq
 from shardwise._tokens import TokenInfo
 from shardwise.errors import ShardwiseError
 from shardwise.formats.parquet.tokenpages import token_view
+from shardwise.storage.localfs import mappable
 from shardwise.storage.paths import open_arrow_input
 
-__all__ = ["OpenFiles", "file_lengths", "mapped_tokens"]
+__all__ = ["OpenFiles", "file_lengths", "mapped_local", "mapped_tokens", "unit_path"]
 
 KEEP_FILES = 4  # files a stream's pass keeps open for its next units
 
@@ -54,6 +55,19 @@ def _lengths(pf: pq.ParquetFile, group: int, column: str) -> np.ndarray | None:
     )
     ok = len(lengths) == pf.metadata.row_group(group).num_rows and not (lengths < 0).any()
     return lengths if ok else None
+
+
+def unit_path(index: Any, unit: int) -> str | None:
+    """The file of unit ``unit`` when it is a Parquet row group, else None."""
+    where = _where(index, unit)
+    return None if where is None else str(where[1].path)
+
+
+def mapped_local(path: str) -> bool:
+    """Whether ``path`` is a file :func:`open_arrow_input` memory-maps (on this machine)."""
+    if "://" in path and not path.startswith("file://"):
+        return False
+    return mappable(path.removeprefix("file://"))
 
 
 class OpenFiles:
