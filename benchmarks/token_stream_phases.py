@@ -43,6 +43,7 @@ def main(data: Path) -> None:
     from adapters.tokens_systems import memmap_loop
 
     from shardwise.loader.tokens import TokenStream
+    from shardwise.loader.tokens.mapped import OpenFiles
     from shardwise.plan import Topology
     from shardwise.plan.buffers import Buffers
     from shardwise.plan.concat_ids import ids_batches
@@ -52,8 +53,10 @@ def main(data: Path) -> None:
     phase("open (index, num_tokens, plan counts)", lambda: TokenStream(shards, seq_len=SEQ_LEN))
     ds = phase("open again (warm)", lambda: TokenStream(shards, seq_len=SEQ_LEN))
     n = len(ds.docs)
+    files, known = OpenFiles(), ds.plan()  # as a pass reads them: files kept open, lengths
     units = phase(
-        "read every unit (map the token column)", lambda: [ds.units.read(u) for u in range(n)]
+        "read every unit (map the token column)",
+        lambda: [ds.units.read(u, known.unit_lengths(u), files) for u in range(n)],
     )
     laid = phase(
         "lay units out as rows (views, tails)",
