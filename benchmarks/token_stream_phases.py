@@ -2,9 +2,10 @@
 """Where one ``concat`` epoch of ``TokenStream`` goes, phase by phase, against the memmap
 loops of ``bench_tokens.py``: CPU seconds (the process's) and minor page faults of
 opening, reading every unit (Arrow's read of the token column), laying units out as rows,
-building the batches (``input_ids`` alone, then every field), and of the two memmap loops
-(file order; shuffled sequences). Each phase runs on the calling thread, one after the
-other, so the figures add up; the stream itself overlaps reading and building on threads.
+building the batches (``input_ids`` alone in file order and shuffled, then every field,
+shuffled), and of the two memmap loops (file order; shuffled sequences). Each phase runs on
+the calling thread, one after the other, so the figures add up; the stream itself reads
+units ahead on threads (and makes every-field batches on a loader thread).
 
 Run from the repository root after ``bench_tokens.py`` made its data::
 
@@ -42,35 +43,50 @@ def main(data: Path) -> None:
     from adapters.tokens_systems import memmap_loop
 
     from shardwise.loader.tokens import TokenStream
+    from shardwise.loader.tokens.mapped import OpenFiles
     from shardwise.plan import Topology
     from shardwise.plan.buffers import Buffers
+    from shardwise.plan.concat_ids import ids_batches
     from shardwise.plan.concat_rows import take_window, unit_rows, window_batches
 
     shards = str(data / "shards")
     phase("open (index, num_tokens, plan counts)", lambda: TokenStream(shards, seq_len=SEQ_LEN))
     ds = phase("open again (warm)", lambda: TokenStream(shards, seq_len=SEQ_LEN))
     n = len(ds.docs)
+    files, known = OpenFiles(), ds.plan()  # as a pass reads them: files kept open, lengths
     units = phase(
-        "read every unit (map the token column)", lambda: [ds.units.read(u) for u in range(n)]
+        "read every unit (map the token column)",
+        lambda: [ds.units.read(u, known.unit_lengths(u), files) for u in range(n)],
     )
     laid = phase(
         "lay units out as rows (views, tails)",
         lambda: {u: unit_rows(t, o, SEQ_LEN, ds.pad_id) for u, (t, o) in enumerate(units)},
     )
-    pairs = ds.plan(Topology(1, 1, BATCH, True)).worker(0, 0).pairs()
-    size = 2**16 // SEQ_LEN
+    topology = Topology(1, 1, BATCH, True)
+    pairs = ds.plan(topology).worker(0, 0).pairs()
+    ordered = TokenStream(shards, seq_len=SEQ_LEN, shuffle=False).plan(topology)
+    in_order = ordered.worker(0, 0).pairs()
 
-    def build(ids_only: bool) -> int:
-        tokens, buffers = 0, Buffers()  # window arrays reused, as the stream does
+    def ids(pairs: Any) -> int:  # the stream's input_ids-only batches, windows of 2^20 tokens
+        size = 2**20 // SEQ_LEN
+        return sum(
+            b.size
+            for lo in range(0, len(pairs), size)
+            for b in ids_batches(pairs[lo : lo + size, 0], pairs[lo : lo + size, 1], laid, BATCH)
+        )
+
+    def build() -> int:  # every field, windows of 2^16 tokens
+        tokens, buffers, size = 0, Buffers(), 2**16 // SEQ_LEN  # arrays reused, as the stream
         for lo in range(0, len(pairs), size):
             at = slice(lo, lo + size)
             u, k = pairs[at, 0], pairs[at, 1]
-            window, starts = take_window(u, k, laid, SEQ_LEN, ids_only, buffers)
+            window, starts = take_window(u, k, laid, SEQ_LEN, False, buffers)
             tokens += sum(b["input_ids"].size for b in window_batches(window, starts, BATCH))
         return tokens
 
-    phase("build batches, input_ids only", lambda: build(True))
-    phase("build batches, every field", lambda: build(False))
+    phase("build batches, input_ids only, file order", lambda: ids(in_order))
+    phase("build batches, input_ids only, shuffled", lambda: ids(pairs))
+    phase("build batches, every field, shuffled", build)
     kw = {"data": str(data), "seq_len": SEQ_LEN, "batch_size": BATCH}
     phase("memmap loop, file order", lambda: memmap_loop(**kw))
     phase("memmap loop, shuffled sequences", lambda: memmap_loop(**kw, shuffle=True))

@@ -73,16 +73,23 @@ def shardwise_stream(
     batch_size: int,
     packing: str = "concat",
     fields: tuple[str, ...] | None = None,
+    shuffle: bool = True,
     **_: Any,
 ) -> dict[str, Any]:
     """One epoch of ``TokenStream`` in this process (every field: input_ids, labels,
-    position_ids, document_ids, loss_mask, cu_seqlens; or ``fields``), opening included."""
+    position_ids, document_ids, loss_mask, cu_seqlens; or ``fields``), shuffled or in file
+    order, opening included (``open_s``: the opening alone)."""
     from shardwise.loader.tokens import TokenStream
 
     kw = {"fields": tuple(fields)} if fields else {}
     t0 = time.perf_counter()
     ds = TokenStream(
-        f"{data}/shards", seq_len=seq_len, batch_size=batch_size, packing=packing, **kw
+        f"{data}/shards",
+        seq_len=seq_len,
+        batch_size=batch_size,
+        packing=packing,
+        shuffle=shuffle,
+        **kw,
     )
     opened = time.perf_counter() - t0
     tokens = 0
@@ -100,10 +107,10 @@ def memmap_loop(
     ``np.memmap``: consecutive slices of the file (``shuffle=False``), or the file's
     sequences in a seeded random order, one slice copy per sequence into the batch (the
     order every other row streams in; nanoGPT's ``get_batch`` copies its rows this way)."""
+    t0 = time.perf_counter()
     flat = np.load(f"{data}/flat.npy", mmap_mode="r")
     step = seq_len * batch_size
     tokens = 0
-    t0 = time.perf_counter()
     if not shuffle:
         for i in range(0, len(flat) - step + 1, step):
             x = np.array(flat[i : i + step], dtype=np.int64).reshape(batch_size, seq_len)

@@ -102,6 +102,8 @@ def check_format_options(
     Raises:
         ConfigError: ``caller() got an unexpected keyword argument 'x' (did you mean 'y'?)``.
     """
+    if not options:
+        return  # nothing to refuse (and no format's reader imported to list its options)
     names: set[str] = set()
     for key in [format] if format else known_formats():
         cls = format_class(_ALIASES.get(key.lower(), key.lower()))

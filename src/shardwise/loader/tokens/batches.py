@@ -1,21 +1,26 @@
 """The batches of one (rank, worker)'s sequences, in groups handed to the training loop.
 
 ``concat`` sequences are made a window at a time (each sequence one row copy out of its
-unit's tokens, the other fields only when asked for; see :mod:`shardwise.plan.concat_rows`),
-the other packings one batch at a time. A group is what one hand-over from the loader
-thread carries (see :mod:`.ahead`).
+unit's tokens, the other fields; see :mod:`shardwise.plan.concat_rows`), the other
+packings one batch at a time. A group is what one hand-over from the loader thread carries
+(see :mod:`.ahead`). ``concat`` batches of ``input_ids`` alone are made on the calling
+thread instead (:meth:`SequenceBatches.ids`): each is one copy (one block of a unit in file
+order, one ``concatenate`` of its rows otherwise; :mod:`shardwise.plan.concat_ids`), less
+than what handing it over from another thread costs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from shardwise.loader.tokens.mapped import OpenFiles
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan.buffers import Buffers
+from shardwise.plan.concat_ids import ids_batches
 from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
 from shardwise.plan.sequences import fill_batch, sequence_tokens
 from shardwise.plan.tokens import TokenPlan
@@ -25,7 +30,7 @@ __all__ = ["Groups", "SequenceBatches"]
 Groups = Generator[list[dict[str, Any]], None, None]  # groups of batches
 
 WINDOW_TOKENS = 2**16  # tokens per window of concat batches built at once (arrays of 512 KB)
-GROUP_TOKENS = 2**18  # tokens of input_ids-only concat batches per hand-over to the loop
+IDS_WINDOW_TOKENS = 2**20  # tokens of input_ids-only batches whose units are looked up at once
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class SequenceBatches:
         """Groups of batches of the (unit, sequence) ``pairs`` in order: windows of
         ``concat`` batches, one batch of the other packings."""
         if self.packing == "concat":
-            yield from self._concat_groups(pairs)
+            yield from self._concat_groups(plan, pairs)
             return
         feed = UnitFeed(pairs[:, 0], self.units.read, self.prefetch_units)
         rows = pairs[:, 1].tolist()
@@ -56,30 +61,48 @@ class SequenceBatches:
                 yield [self._format(fill_batch(seqs, self.seq_len, self.pad_id))]
                 seqs = []
 
-    def _concat_groups(self, pairs: np.ndarray) -> Groups:
-        """Windows of batches, one window per hand-over (four with ``input_ids`` alone:
-        fewer hand-overs between the threads). All on this one thread: a second thread for
-        the fields made the epoch twice as slow (the threads wait on the GIL, the per-row
-        copies hold it between rows)."""
-        seq_len, pad_id = self.seq_len, self.pad_id
-        b, ids_only = self.batch_size, self.fields == ("input_ids",)
+    @property
+    def inline(self) -> bool:
+        """Whether the batches are made on the calling thread (:meth:`ids`), not ahead."""
+        return self.packing == "concat" and self.fields == ("input_ids",)
+
+    def ids(self, plan: TokenPlan, pairs: np.ndarray) -> Iterator[dict[str, Any]]:
+        """``concat`` batches of ``input_ids`` alone of the (unit, sequence) ``pairs``, in
+        order, made on the calling thread (units read ahead on the feed's threads)."""
+        seq_len, pad_id, b = self.seq_len, self.pad_id, self.batch_size
+        files = OpenFiles()
 
         def read(unit: int) -> UnitRows:
-            return unit_rows(*self.units.read(unit), seq_len, pad_id, not ids_only)
+            tokens = self.units.read(unit, plan.unit_lengths(unit), files)
+            return unit_rows(*tokens, seq_len, pad_id, False)
+
+        size = max(1, IDS_WINDOW_TOKENS // (seq_len * b)) * b
+        feed = UnitFeed(pairs[:, 0], read, self.prefetch_units, self.units.mapped_here)
+        torch = self.batch_format == "torch"
+        if torch:
+            import torch as _torch
+        for at, laid in feed.windows(size):
+            for ids in ids_batches(pairs[at, 0], pairs[at, 1], laid, b):
+                yield {"input_ids": _torch.from_numpy(ids) if torch else ids}
+
+    def _concat_groups(self, plan: TokenPlan, pairs: np.ndarray) -> Groups:
+        """Windows of batches, one window per hand-over. All on this one thread: a second
+        thread for the fields made the epoch twice as slow (the threads wait on the GIL,
+        the per-row copies hold it between rows)."""
+        seq_len, pad_id, b = self.seq_len, self.pad_id, self.batch_size
+        files = OpenFiles()
+
+        def read(unit: int) -> UnitRows:
+            tokens = self.units.read(unit, plan.unit_lengths(unit), files)
+            return unit_rows(*tokens, seq_len, pad_id)
 
         size = max(1, WINDOW_TOKENS // (seq_len * b)) * b
         feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
         buffers = Buffers()  # the window arrays, reused once no batch holds them
-        group: list[dict[str, Any]] = []
         for at, laid in feed.windows(size):
             units, rows = pairs[at, 0], pairs[at, 1]
-            window, starts = take_window(units, rows, laid, seq_len, ids_only, buffers)
-            group += [self._format(x) for x in window_batches(window, starts, b)]
-            if len(group) * seq_len * b >= (GROUP_TOKENS if ids_only else WINDOW_TOKENS):
-                yield group
-                group = []
-        if group:
-            yield group
+            window, starts = take_window(units, rows, laid, seq_len, False, buffers)
+            yield [self._format(x) for x in window_batches(window, starts, b)]
 
     def _format(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         if len(batch) != len(self.fields):

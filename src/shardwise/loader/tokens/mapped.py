@@ -11,6 +11,9 @@ or a file that does not read gives None, and the caller reads the unit with Arro
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,9 +24,12 @@ import pyarrow.parquet as pq
 from shardwise._tokens import TokenInfo
 from shardwise.errors import ShardwiseError
 from shardwise.formats.parquet.tokenpages import token_view
+from shardwise.storage.localfs import mappable
 from shardwise.storage.paths import open_arrow_input
 
-__all__ = ["file_lengths", "mapped_tokens"]
+__all__ = ["OpenFiles", "file_lengths", "mapped_local", "mapped_tokens", "unit_path"]
+
+KEEP_FILES = 4  # files a stream's pass keeps open for its next units
 
 
 def _where(index: Any, unit: int) -> tuple[Any, Any] | None:
@@ -51,24 +57,77 @@ def _lengths(pf: pq.ParquetFile, group: int, column: str) -> np.ndarray | None:
     return lengths if ok else None
 
 
+def unit_path(index: Any, unit: int) -> str | None:
+    """The file of unit ``unit`` when it is a Parquet row group, else None."""
+    where = _where(index, unit)
+    return None if where is None else str(where[1].path)
+
+
+def mapped_local(path: str) -> bool:
+    """Whether ``path`` is a file :func:`open_arrow_input` memory-maps (on this machine)."""
+    if "://" in path and not path.startswith("file://"):
+        return False
+    return mappable(path.removeprefix("file://"))
+
+
+class OpenFiles:
+    """The last few files units were mapped from, each opened once (its footer parsed once
+    for all its units), for the units one pass of a stream reads. Threads reading units of
+    one file take turns on it (:func:`token_view` seeks the shared file)."""
+
+    def __init__(self, keep: int = KEEP_FILES) -> None:
+        self.keep = keep
+        self._files: OrderedDict[str, tuple[Any, pq.ParquetFile, threading.Lock]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def open(self, path: str, options: dict[str, Any]) -> tuple[Any, pq.ParquetFile, Any]:
+        """``path`` opened for Arrow, its ``ParquetFile`` and the lock to read it under."""
+        with self._lock:
+            got = self._files.get(path)
+            if got is not None:
+                self._files.move_to_end(path)
+                return got
+        source = open_arrow_input(path, **options)
+        got = (source, pq.ParquetFile(source), threading.Lock())
+        with self._lock:  # a thread that opened it at the same time keeps its own
+            self._files[path] = got
+            while len(self._files) > self.keep:
+                self._files.popitem(last=False)
+        return got
+
+
 def mapped_tokens(
-    index: Any, unit: int, column: str, count_column: str, info: TokenInfo
+    index: Any,
+    unit: int,
+    column: str,
+    count_column: str,
+    info: TokenInfo,
+    lengths: np.ndarray | None = None,
+    files: OpenFiles | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Unit ``unit``'s flat tokens (a view of its file) and ``documents + 1`` offsets, or
-    None when the unit is not laid out for it (see the module docstring)."""
+    None when the unit is not laid out for it (see the module docstring). ``lengths``: the
+    unit's ``count_column`` when the caller read it already (not read again); ``files``:
+    files kept open for the next units."""
     where = _where(index, unit)
     if where is None:
         return None
     ix, u = where
     try:
-        source = open_arrow_input(u.path, **ix.storage_options)
-        pf = pq.ParquetFile(source)
-        lengths = _lengths(pf, u.index, count_column)
-        if lengths is None:
-            return None
-        offsets = np.zeros(len(lengths) + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        tokens = token_view(pf, source, u.index, column, int(offsets[-1]), np.dtype(info.dtype))
+        if files is None:
+            source = open_arrow_input(u.path, **ix.storage_options)
+            pf, lock = pq.ParquetFile(source), contextlib.nullcontext()
+        else:
+            source, pf, lock = files.open(u.path, ix.storage_options)
+        with lock:
+            if lengths is None or len(lengths) != pf.metadata.row_group(u.index).num_rows:
+                lengths = _lengths(pf, u.index, count_column)
+            if lengths is None:
+                return None
+            offsets = np.zeros(len(lengths) + 1, np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            dtype, total = np.dtype(info.dtype), int(offsets[-1])
+            tokens = token_view(pf, source, u.index, column, total, dtype)
     except (OSError, ValueError, pa.ArrowException, ShardwiseError):
         return None  # Arrow's read of the unit retries, or reports what is wrong with it
     return None if tokens is None else (tokens, offsets)

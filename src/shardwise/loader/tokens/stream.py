@@ -11,7 +11,9 @@ every token of the epoch's documents is in one sequence except a tail of fewer t
 ``world_size * num_workers * batch_size`` sequences, mixing of :class:`Source` s is by
 token weights, and ``state_dict(consumed_batches)`` / ``load_state_dict`` resume at the
 next sequence, on the same or another topology. Units are read ahead on two threads; the
-batches are made on a loader thread (:mod:`.batches`, :mod:`.ahead`).
+batches are made on a loader thread (:mod:`.batches`, :mod:`.ahead`); those of
+``input_ids`` alone, one copy each, on the iterating thread (with their units when these
+are files of this machine).
 """
 
 from __future__ import annotations
@@ -194,7 +196,11 @@ class TokenStreamBase:
         self._announce(p)
         plan = self.plan(Topology(p.world_size, p.num_workers, self.batch_size, self.drop_last))
         pairs = plan.worker(p.rank, p.worker_id).pairs()
-        yield from made_ahead(self._batches().groups(plan, pairs), GROUPS_AHEAD)
+        batches = self._batches()
+        if batches.inline:
+            yield from batches.ids(plan, pairs)
+        else:
+            yield from made_ahead(batches.groups(plan, pairs), GROUPS_AHEAD)
 
     def _batches(self) -> SequenceBatches:
         return SequenceBatches(

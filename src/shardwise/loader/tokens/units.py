@@ -20,7 +20,13 @@ from shardwise._tokens import TokenInfo, flat_tokens
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats import OnError
 from shardwise.loader.read.mixed import unit_reader
-from shardwise.loader.tokens.mapped import file_lengths, mapped_tokens
+from shardwise.loader.tokens.mapped import (
+    OpenFiles,
+    file_lengths,
+    mapped_local,
+    mapped_tokens,
+    unit_path,
+)
 
 __all__ = ["TokenUnits", "UnitFeed"]
 
@@ -52,21 +58,37 @@ class TokenUnits:
         self.cache = cache
         self.count_column = count_column if count_column in index.schema.names else None
         self.reader = unit_reader(index, [column], None, on_error, cache)
+        self._here: dict[str | None, bool] = {}  # file path: mapped on this machine
         self._counts = (
             unit_reader(index, [self.count_column], None, on_error, cache)
             if self.count_column
             else None
         )
 
-    def read(self, unit: int) -> tuple[np.ndarray, np.ndarray]:
+    def read(
+        self, unit: int, lengths: np.ndarray | None = None, files: OpenFiles | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Unit ``unit``'s tokens, flat, and its ``documents + 1`` offsets: a view of the
         file where the shard is laid out for it and read without the node cache
-        (:func:`~shardwise.loader.tokens.mapped.mapped_tokens`), else Arrow's read."""
+        (:func:`~shardwise.loader.tokens.mapped.mapped_tokens`; ``lengths``, the unit's
+        document lengths as :meth:`lengths` gave them, spare reading them again, ``files``
+        keeps the last files open for the next units), else Arrow's read."""
         if self.cache is None and self.count_column is not None:
-            got = mapped_tokens(self.index, unit, self.column, self.count_column, self.info)
+            info, column, counts = self.info, self.column, self.count_column
+            got = mapped_tokens(self.index, unit, column, counts, info, lengths, files)
             if got is not None:
                 return got
         return flat_tokens(self.reader.read(unit).column(self.column), self.info.dtype)
+
+    def mapped_here(self, unit: int) -> bool:
+        """Whether unit ``unit`` is read as a view of a file on a disk or memory filesystem
+        of this machine (nothing to wait for but page faults)."""
+        if self.cache is not None or self.count_column is None:
+            return False
+        path = unit_path(self.index, unit)
+        if path not in self._here:
+            self._here[path] = path is not None and mapped_local(path)
+        return self._here[path]
 
     def _lengths(self, unit: int) -> np.ndarray:
         if self._counts is None:
@@ -114,16 +136,25 @@ class UnitFeed:
         units: the unit of each sequence, in the order they are taken.
         read: reads one unit.
         ahead: units read beyond the one being consumed.
+        inline: the units read on the calling thread instead (when it reaches them): a view
+            of a file on this machine has no I/O to wait for, and its few Python steps on
+            another thread would only wait on the GIL and hold the loop up.
     """
 
-    def __init__(self, units: np.ndarray, read: Callable[[int], Any], ahead: int = 2) -> None:
+    def __init__(
+        self,
+        units: np.ndarray,
+        read: Callable[[int], Any],
+        ahead: int = 2,
+        inline: Callable[[int], bool] | None = None,
+    ) -> None:
         self.units = np.asarray(units, dtype=np.int64)
         uniq, first = np.unique(self.units, return_index=True)
         self.order = uniq[np.argsort(first)].tolist()
         self.rank = {u: i for i, u in enumerate(self.order)}
         last = len(self.units) - 1 - np.unique(self.units[::-1], return_index=True)[1]
         self.last = dict(zip(uniq.tolist(), last.tolist()))
-        self.read, self.ahead = read, max(0, int(ahead))
+        self.read, self.ahead, self.inline = read, max(0, int(ahead)), inline
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="shardwise-tokens")
         self._futures: dict[int, Future[Any]] = {}
         self._submitted = 0
@@ -132,7 +163,10 @@ class UnitFeed:
         target = min(self.rank[unit] + self.ahead + 1, len(self.order))
         while self._submitted < target:
             u = self.order[self._submitted]
-            self._futures[u] = self._pool.submit(self.read, u)
+            if self.inline is not None and self.inline(u):
+                self._futures[u] = _done(self.read, u)
+            else:
+                self._futures[u] = self._pool.submit(self.read, u)
             self._submitted += 1
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
@@ -160,3 +194,13 @@ class UnitFeed:
                         del self._futures[u]
         finally:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _done(read: Callable[[int], Any], unit: int) -> Future[Any]:
+    """``read(unit)`` run here, as a finished future (its error raised at ``result()``)."""
+    done: Future[Any] = Future()
+    try:
+        done.set_result(read(unit))
+    except Exception as exc:  # noqa: BLE001  (raised where the unit is used, as a thread's)
+        done.set_exception(exc)
+    return done
