@@ -127,6 +127,9 @@ def run_system(
         tempfile.mkdtemp(prefix=f"run-{system.name}-", dir=str(scratch) if scratch else None)
     )
     env = dict(os.environ) | QUIET_ENV
+    # as after a pip install: modules compile once and later runs load their bytecode (a
+    # shell with PYTHONDONTWRITEBYTECODE=1 made every run compile what it imports lazily)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.update(
         HF_HOME=str(tmp / "hf-home"),
         HF_DATASETS_CACHE=str(tmp / "hf-cache"),
@@ -171,6 +174,7 @@ def alternate(
     machine hits all rows alike. A name that failed is not run again."""
     names = list(names)
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    precompile()
     for rep in range(repeats):
         if repeats > 1:
             print(f"round {rep + 1}/{repeats}", flush=True)
@@ -179,6 +183,19 @@ def alternate(
                 continue
             runs[name].append(once(name))
     return runs
+
+
+def precompile() -> None:
+    """Compile shardwise's sources (those the runs import, through ``PYTHONPATH`` or the
+    installed package) to bytecode once, as ``pip install`` does, so no measured run pays
+    for compiling the modules it imports."""
+    import compileall
+
+    import shardwise
+
+    for root in {*os.environ.get("PYTHONPATH", "").split(os.pathsep), *shardwise.__path__}:
+        if root and Path(root).is_dir():
+            compileall.compile_dir(root, quiet=2, workers=1)
 
 
 def median_run(
