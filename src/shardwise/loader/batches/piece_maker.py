@@ -17,7 +17,7 @@ the piece as one record batch.
 
 A batch that travels (a numpy batch of a DataLoader worker, see ``travel``) keeps
 read-only views (it is copied on the way anyway, and arrives writable) and hands over
-the Arrow arrays of its string columns, whose buffers then travel as they are.
+the Arrow arrays of its string and binary columns, whose buffers then travel as they are.
 """
 
 from __future__ import annotations
@@ -211,15 +211,9 @@ class PieceMaker:
 
 
 def _strings(piece: Piece, a: int, size: int) -> dict[str, pa.Array]:
-    """Rows ``a`` to ``a + size`` of the piece's string columns without nulls, whose Arrow
+    """Rows ``a`` to ``a + size`` of the piece's string and binary columns, whose Arrow
     buffers can travel as they are."""
-    return {
-        name: col.slice(a, size)
-        for name, col in piece.arrays.items()
-        if isinstance(col, pa.Array)
-        and col.null_count == 0
-        and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type))
-    }
+    return {n: col.slice(a, size) for n, col in piece.arrays.items() if isinstance(col, pa.Array)}
 
 
 def _record_batch(columns: list[Any], schema: pa.Schema) -> pa.RecordBatch:

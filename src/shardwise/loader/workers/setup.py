@@ -1,5 +1,5 @@
 """What streaming sets up in a DataLoader worker process: Arrow's allocator, and the
-shared-memory transport of numpy batches.
+shared-memory transport of batches.
 
 In a worker, pyarrow's default allocator (mimalloc) returned the memory of every
 decoded unit to the system and faulted it back in (zeroing huge pages) for the next
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from shardwise.loader.workers.transport import enable
+from shardwise.loader.workers.carriers import enable
 
 __all__ = ["prefer_jemalloc", "setup_worker"]
 
@@ -36,8 +36,8 @@ def prefer_jemalloc() -> None:
 
 def setup_worker(batch_format: str | None) -> None:
     """Prepare a DataLoader worker process for streaming: jemalloc for Arrow (see
-    :func:`prefer_jemalloc`) and, for numpy batches, columns sent through shared memory
-    (:func:`shardwise.loader.workers.transport.enable`)."""
+    :func:`prefer_jemalloc`) and columns sent through shared memory: numpy batches', and
+    every format's strings and binary values
+    (:func:`shardwise.loader.workers.carriers.enable`)."""
     prefer_jemalloc()
-    if batch_format == "numpy":
-        enable()
+    enable()

@@ -1,0 +1,112 @@
+"""Every batch format with strings and binary values (nulls, 32- and 64-bit offsets,
+values of up to 90 KB) through real DataLoader workers: with the workers' rings the
+batches are exactly those sent by value, those of the in-process path, and those of
+spawned workers (types, column order and names, values)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from shardwise import StreamingDataset
+from shardwise.loader.workers import receive
+
+FORMATS = [None, "numpy", "torch", "arrow"]
+N = 300
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("carried")
+    rng = np.random.default_rng(5)
+    for f, (lo, hi) in enumerate([(0, 90), (90, 230), (230, N)]):
+        ids = list(range(lo, hi))
+        sizes = rng.integers(2_000, 90_000, len(ids))
+        jpg = [rng.bytes(int(s)) for s in sizes]
+        table = pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "jpg": pa.array(jpg, pa.binary()),
+                "img": pa.array([None if i % 11 == 3 else b for i, b in zip(ids, jpg)]),
+                "big": pa.array([b[: int(s) // 20] for b, s in zip(jpg, sizes)], pa.large_binary()),
+                "text": pa.array([None if i % 7 == 2 else f"ü{i} " * (i % 9) for i in ids]),
+                "name": pa.array([f"n{i}" * 30 for i in ids], pa.large_string()),
+            }
+        )
+        pq.write_table(table, root / f"p{f}.parquet", row_group_size=int(rng.integers(20, 70)))
+    return root
+
+
+def _canon(x: Any) -> Any:
+    """A batch as comparable values, with the type of every container and column."""
+    if isinstance(x, pa.RecordBatch):
+        return ("rb", x.schema, x.schema.metadata, x.to_pylist())
+    if isinstance(x, dict):
+        return (type(x), [(k, _canon(v)) for k, v in x.items()])
+    if isinstance(x, torch.Tensor):
+        return ("tensor", x.dtype, tuple(x.shape), x.tolist())
+    if isinstance(x, np.ndarray):
+        return (type(x), x.dtype, x.shape, x.flags.writeable, [repr(v) for v in x.tolist()])
+    if isinstance(x, list):
+        return ("list", [_canon(v) for v in x])
+    return (type(x), x)
+
+
+def _epoch(
+    data: Path, fmt: str | None, workers: int, collate: bool, context: str | None = None
+) -> list[Any]:
+    columns = ["id", "jpg", "big", "name"] if collate else None  # default_collate: no None
+    ds = StreamingDataset(str(data), batch_size=8, batch_format=fmt, columns=columns, seed=2)
+    per_sample = fmt is None and collate
+    loader = DataLoader(
+        ds,
+        batch_size=8 if per_sample else None,
+        num_workers=workers,
+        multiprocessing_context=context if workers else None,
+    )
+    return [_canon(b) for b in loader]
+
+
+def _cases() -> list[tuple[str | None, bool]]:
+    return [(f, False) for f in FORMATS] + [(None, True)]
+
+
+@pytest.mark.parametrize(("fmt", "collate"), _cases())
+def test_two_workers_through_the_rings_equal_by_value(
+    data: Path, fmt: str | None, collate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    receive._maps.clear()
+    carried = _epoch(data, fmt, 2, collate)
+    assert receive._maps  # the workers' rings were used
+    monkeypatch.setenv("SHARDWISE_SHM", "0")
+    receive._maps.clear()
+    by_value = _epoch(data, fmt, 2, collate)
+    assert not receive._maps
+    assert len(carried) == len(by_value) > 0
+    assert carried == by_value
+
+
+@pytest.mark.parametrize(("fmt", "collate"), _cases())
+def test_a_worker_through_its_ring_equals_the_in_process_path(
+    data: Path, fmt: str | None, collate: bool
+) -> None:
+    here = _epoch(data, fmt, 0, collate)
+    there = _epoch(data, fmt, 1, collate)
+    assert len(here) == len(there) > 0
+    assert here == there
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fmt", "collate"), _cases())
+def test_spawned_workers_equal_forked_ones(data: Path, fmt: str | None, collate: bool) -> None:
+    receive._maps.clear()
+    spawned = _epoch(data, fmt, 2, collate, "spawn")
+    assert receive._maps
+    assert spawned == _epoch(data, fmt, 2, collate, "fork")
