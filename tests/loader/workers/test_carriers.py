@@ -110,3 +110,22 @@ def test_spawned_workers_equal_forked_ones(data: Path, fmt: str | None, collate:
     spawned = _epoch(data, fmt, 2, collate, "spawn")
     assert receive._maps
     assert spawned == _epoch(data, fmt, 2, collate, "fork")
+
+
+def test_rings_are_sized_for_the_batches(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shardwise.loader.workers import setup, transport
+
+    units = StreamingDataset(str(data), batch_size=8).index.units
+    per_batch = sum(u.num_bytes for u in units) * 8 // sum(u.num_samples for u in units)
+    assert setup.ring_bytes_for(units, 8) == setup.RING_BATCHES * per_batch
+    assert setup.ring_bytes_for(units, 10**6) == setup.MAX_RING_BYTES
+    assert setup.ring_bytes_for([], 8) == 0
+    # a ring of 64 KiB by default could not hold batches of ~370 KB: the workers size theirs
+    # (made after the fork, with the patched default)
+    monkeypatch.setattr(transport, "RING_BYTES", 1 << 16)
+    receive._maps.clear()
+    carried = _epoch(data, "arrow", 2, False)
+    sizes = {size for _, _, size in receive._maps.values()}
+    assert sizes and min(sizes) >= setup.ring_bytes_for(units, 8) > 8 * (1 << 16)
+    monkeypatch.setenv("SHARDWISE_SHM", "0")
+    assert carried == _epoch(data, "arrow", 2, False)

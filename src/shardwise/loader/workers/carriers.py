@@ -117,11 +117,12 @@ def travel_for(batch_format: str | None) -> Callable[[dict[str, Any], Any], Any]
     return {"numpy": transport.ring_batch, "torch": _torch_batch, None: _sample}.get(batch_format)
 
 
-def enable() -> None:
+def enable(ring_bytes: int = 0) -> None:
     """Send every batch format's strings and binary values through this DataLoader
-    worker's ring when ``multiprocessing`` pickles them (see
-    :func:`shardwise.loader.workers.transport.enable`, which decides whether it can)."""
-    transport.enable()
+    worker's ring (of ``ring_bytes``, at least ``RING_BYTES``) when ``multiprocessing``
+    pickles them (see :func:`shardwise.loader.workers.transport.enable`, which decides
+    whether it can)."""
+    transport.enable(ring_bytes)
     if not transport.active():
         return
     from multiprocessing.reduction import ForkingPickler

@@ -54,12 +54,13 @@ class RingBatch(dict[str, Any]):
 
 _ring: Ring | None = None
 _active = False
+_wanted = 0  # the ring's size asked for by enable() (at least RING_BYTES)
 
 
 def _worker_ring() -> Ring:
     global _ring
     if _ring is None or _ring.pid != os.getpid():  # a forked child makes its own
-        _ring = Ring(RING_BYTES)
+        _ring = Ring(max(RING_BYTES, _wanted))
     return _ring
 
 
@@ -173,12 +174,15 @@ def ring_batch(batch: dict[str, Any], strings: dict[str, pa.Array]) -> RingBatch
     return RingBatch(batch)
 
 
-def enable() -> None:
+def enable(ring_bytes: int = 0) -> None:
     """Send :class:`NumpyColumn` columns and :class:`RingBatch` batches through shared
-    memory when ``multiprocessing`` pickles them in this process (a DataLoader worker);
-    not with ``SHARDWISE_SHM=0`` or without ``memfd`` (they then go by value)."""
+    memory when ``multiprocessing`` pickles them in this process (a DataLoader worker), in
+    a ring of ``ring_bytes`` (at least :data:`RING_BYTES`); not with ``SHARDWISE_SHM=0`` or
+    without ``memfd`` (they then go by value)."""
+    global _wanted
     if os.environ.get("SHARDWISE_SHM", "1") == "0" or not hasattr(os, "memfd_create"):
         return
+    _wanted = ring_bytes
     from multiprocessing.reduction import ForkingPickler
 
     global _active
