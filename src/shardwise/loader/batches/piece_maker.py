@@ -170,9 +170,10 @@ class PieceMaker:
                 piece.ragged[f.name] = col
             elif is_text(col.type):
                 piece.arrays[f.name] = col
-            else:  # a travelling batch is copied on its way: read-only views will do
+            else:  # a travelling numpy batch is copied on its way: read-only views will do
                 values = column_to_numpy(col)
-                writable = values if self.travel else np.require(values, requirements="W")
+                ring = self.travel is not None and self.fmt == "numpy"
+                writable = values if ring else np.require(values, requirements="W")
                 piece.arrays[f.name] = self._package(writable)
         return piece
 
