@@ -5,6 +5,7 @@ spawned workers (types, column order and names, values)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -129,3 +130,31 @@ def test_rings_are_sized_for_the_batches(data: Path, monkeypatch: pytest.MonkeyP
     assert sizes and min(sizes) >= setup.ring_bytes_for(units, 8) > 8 * (1 << 16)
     monkeypatch.setenv("SHARDWISE_SHM", "0")
     assert carried == _epoch(data, "arrow", 2, False)
+
+
+def _no_read_only_tensors(worker_id: int) -> None:
+    import warnings
+
+    warnings.filterwarnings("error", message=".*not writable.*")
+
+
+def test_torch_batches_keep_writable_tensors_in_workers(tmp_path: Path) -> None:
+    # times of day are converted from Arrow (to their integer counts), not gathered: a torch
+    # batch's tensors of them own writable memory in the worker, as before
+    ids = np.arange(200)
+    table = pa.table(
+        {
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, 3) * 0.5), 3),
+            "score": pa.array([None if i % 5 == 0 else float(i) for i in ids]),
+            "at": pa.array(ids * 1000, pa.time64("us")),
+            "text": [f"t{i}" * (i % 4) for i in ids],
+        }
+    )
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=70)
+    ds = StreamingDataset(str(tmp_path), batch_size=16, batch_format="torch", seed=1)
+    loader = DataLoader(ds, batch_size=None, num_workers=1, worker_init_fn=_no_read_only_tensors)
+    got = list(loader)
+    assert len(got) == 200 // 16 and all(b["emb"].shape == (16, 3) for b in got)
+    assert all(b["at"].dtype == torch.int64 and b["at"].shape == (16,) for b in got)
+    texts = Counter(t for b in got for t in b["text"].tolist())
+    assert texts.total() == 192 and not texts - Counter(table["text"].to_pylist())
