@@ -9,7 +9,7 @@ Run from the repository root (serialize benchmarks on a shared machine)::
         --before /path/to/other/src [--rounds 3] [--formats numpy,arrow,torch,samples]
 
 ``--before`` is a ``src`` directory of another shardwise (e.g. ``git archive`` of the base
-commit); the "after" rows use this checkout's ``src``. The tars are those of
+commit); the "after" rows use this checkout's ``src``, or ``--after``'s. The tars are those of
 ``bench_s3_2gb.py`` (``--data-dir``, default ``~/.cache/shardwise-bench/s3-2gb``; made by
 it). Every epoch runs in a fresh process, rounds alternated; medians are printed. The
 consumer touches every 4 KiB page of each payload (``bench_s3_2gb.py``'s ``bytes``
@@ -116,6 +116,7 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--before", help="src directory of the shardwise to compare with")
+    ap.add_argument("--after", default=str(SRC), help="src directory (default: this checkout's)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--data-dir", default="~/.cache/shardwise-bench/s3-2gb")
@@ -126,7 +127,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps(epoch(args.files, args.worker)))
         return 0
     files = str(next(Path(args.data_dir).expanduser().glob("tars-*")) / "files")
-    sources = {"after": str(SRC)} | ({"before": args.before} if args.before else {})
+    sources = {"after": args.after} | ({"before": args.before} if args.before else {})
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in range(args.rounds):
         for name in args.formats.split(","):
