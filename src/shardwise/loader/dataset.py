@@ -38,7 +38,7 @@ from shardwise.loader.read.mixed import read_counts
 from shardwise.loader.read.opening import open_index
 from shardwise.loader.shard import shard_items
 from shardwise.loader.stats import epoch_stats, mixing_for
-from shardwise.loader.workers.setup import setup_worker
+from shardwise.loader.workers.setup import ring_bytes_for, setup_worker
 from shardwise.loader.wrappers import Hosting, detect_hosting
 from shardwise.plan import Plan, Topology
 from shardwise.plan.budget import DEFAULT_SHUFFLE_BYTES
@@ -275,7 +275,7 @@ class StreamingDatasetBase:
                 f"{workers} workers"
             )
         if in_dataloader_worker():
-            setup_worker(self.batch_format)
+            setup_worker(self.batch_format, ring_bytes_for(self.index.units, self.batch_size))
         if self.hosting is not None:
             return hosted_items(self, self.hosting, placement)
         return self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, workers)

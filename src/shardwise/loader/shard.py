@@ -3,8 +3,8 @@ makes its items, and the position kept as they are handed over.
 
 Batches in the training process are made on its own threads
 (:mod:`shardwise.loader.inprocess`); everything else (per-sample items, and whatever a
-DataLoader worker makes) on one thread (:mod:`shardwise.loader.batches.serial`), numpy
-batches of a worker travelling through its ring (:mod:`shardwise.loader.workers`).
+DataLoader worker makes) on one thread (:mod:`shardwise.loader.batches.serial`), a worker's
+batches and samples travelling through its ring (:mod:`shardwise.loader.workers`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from shardwise.loader.placement import in_dataloader_worker
 from shardwise.loader.planner import Planner
 from shardwise.loader.position import Position
 from shardwise.loader.state import LoaderState
-from shardwise.loader.workers.transport import travel_for
+from shardwise.loader.workers.carriers import travel_for
 from shardwise.plan.compose import WorkerWindows
 
 __all__ = ["shard_items"]

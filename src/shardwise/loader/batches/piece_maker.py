@@ -17,7 +17,7 @@ the piece as one record batch.
 
 A batch that travels (a numpy batch of a DataLoader worker, see ``travel``) keeps
 read-only views (it is copied on the way anyway, and arrives writable) and hands over
-the Arrow arrays of its string columns, whose buffers then travel as they are.
+the Arrow arrays of its string and binary columns, whose buffers then travel as they are.
 """
 
 from __future__ import annotations
@@ -170,9 +170,10 @@ class PieceMaker:
                 piece.ragged[f.name] = col
             elif is_text(col.type):
                 piece.arrays[f.name] = col
-            else:  # a travelling batch is copied on its way: read-only views will do
+            else:  # a travelling numpy batch is copied on its way: read-only views will do
                 values = column_to_numpy(col)
-                writable = values if self.travel else np.require(values, requirements="W")
+                ring = self.travel is not None and self.fmt == "numpy"
+                writable = values if ring else np.require(values, requirements="W")
                 piece.arrays[f.name] = self._package(writable)
         return piece
 
@@ -211,15 +212,9 @@ class PieceMaker:
 
 
 def _strings(piece: Piece, a: int, size: int) -> dict[str, pa.Array]:
-    """Rows ``a`` to ``a + size`` of the piece's string columns without nulls, whose Arrow
+    """Rows ``a`` to ``a + size`` of the piece's string and binary columns, whose Arrow
     buffers can travel as they are."""
-    return {
-        name: col.slice(a, size)
-        for name, col in piece.arrays.items()
-        if isinstance(col, pa.Array)
-        and col.null_count == 0
-        and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type))
-    }
+    return {n: col.slice(a, size) for n, col in piece.arrays.items() if isinstance(col, pa.Array)}
 
 
 def _record_batch(columns: list[Any], schema: pa.Schema) -> pa.RecordBatch:

@@ -30,8 +30,8 @@ SAMPLE_CHUNK = 1024  # per-sample rows are made into Python objects this many at
 def serial_items(
     reading: Reading, wp: WorkerWindows, travel: Travel | None = None
 ) -> Iterator[tuple[Any, int]]:
-    """Samples (per-sample mode) or batches, each with its number of samples; numpy
-    batches are handed to ``travel`` when given (see
+    """Samples (per-sample mode) or batches, each with its number of samples; numpy and
+    torch batches, and samples, are handed to ``travel`` when given (see
     :mod:`shardwise.loader.batches.piece_maker`)."""
     maker = PieceMaker.of(reading, travel, pin=False)
     builder = WindowBuilder(reading, wp)
@@ -47,6 +47,6 @@ def serial_items(
             assert table is not None
             for a in range(0, table.num_rows, SAMPLE_CHUNK):
                 for row in rows(table.slice(a, SAMPLE_CHUNK)):
-                    yield row, 1
+                    yield (row if travel is None else travel(row, {})), 1
     finally:
         builder.close()

@@ -1,6 +1,7 @@
 """The training process's side of the shared-memory transport (see
 :mod:`shardwise.loader.workers.transport`): a worker's ring mapped once, and each batch's
-columns copied out of it into arrays the training process owns.
+columns copied out of it into arrays (or Arrow arrays, or Python objects) the training
+process owns.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from shardwise.loader.batches.numpy_column import NumpyColumn
+from shardwise.loader.workers.carry import rebuild_text
 from shardwise.loader.workers.ring import HEADER, aligned
 
 __all__ = ["rebuild_batch", "rebuild_column"]
@@ -55,16 +57,6 @@ def rebuild_column(
     return column
 
 
-def _arrow_strings(offsets: np.ndarray, data: np.ndarray, length: int) -> NumpyColumn:
-    """Python strings from int64 offsets and bytes in the ring (copied: the ring is reused)."""
-    import pyarrow as pa
-
-    strings = pa.Array.from_buffers(
-        pa.large_string(), length, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
-    return strings.to_numpy(zero_copy_only=False).view(NumpyColumn)
-
-
 def rebuild_batch(
     pid: int, fd: int, token: int, start: int, nbytes: int, specs: list[tuple[Any, ...]]
 ) -> dict[str, Any]:
@@ -82,13 +74,7 @@ def rebuild_batch(
             arr.reshape(-1).view(np.uint8)[:] = region[off : off + n]
             off += aligned(n)
             out[name] = arr.view(NumpyColumn)
-        else:  # "s": offsets, then bytes
-            length, text_bytes = spec[2], spec[3]
-            offsets_n = (length + 1) * 8
-            data_at = off + aligned(offsets_n)
-            out[name] = _arrow_strings(
-                region[off : off + offsets_n], region[data_at : data_at + text_bytes], length
-            )
-            off = data_at + aligned(text_bytes)
+        else:  # "x": strings or binary values (see shardwise.loader.workers.carry)
+            out[name], off = rebuild_text(region, off, spec[2:])
     header[0] = start + nbytes  # this space may be written again
     return out

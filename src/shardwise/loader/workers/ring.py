@@ -51,21 +51,33 @@ class Ring:
         self.pos = start + n
         return start
 
-    def put(self, parts: list[np.ndarray]) -> tuple[int, int] | None:
-        """Write ``parts`` one after the other, each at a multiple of ``ALIGN``; return
-        ``(start, size)`` of the region, or None (see :meth:`reserve`)."""
+    def put(self, parts: list[np.ndarray | list[np.ndarray]]) -> tuple[int, int] | None:
+        """Write ``parts`` one after the other, each at a multiple of ``ALIGN`` (a part given
+        as a list of arrays is written back to back); return ``(start, size)`` of the
+        region, or None (see :meth:`reserve`)."""
         offsets, end = [], 0
         for p in parts:
             offsets.append(end)
-            end += aligned(p.nbytes)
+            end += aligned(_nbytes(p))
         start = self.reserve(end)
         if start is None:
             return None
         o = start % self.size
         for off, p in zip(offsets, parts):
-            raw = p.reshape(-1).view(np.uint8)
-            self.data[o + off : o + off + raw.size] = raw
+            for raw in _pieces(p):
+                self.data[o + off : o + off + raw.size] = raw
+                off += raw.size
         return start, end
+
+
+def _nbytes(part: np.ndarray | list[np.ndarray]) -> int:
+    return part.nbytes if isinstance(part, np.ndarray) else sum(a.nbytes for a in part)
+
+
+def _pieces(part: np.ndarray | list[np.ndarray]) -> list[np.ndarray]:
+    """A part's arrays as flat bytes."""
+    arrays = [part] if isinstance(part, np.ndarray) else part
+    return [a.reshape(-1).view(np.uint8) for a in arrays]
 
 
 def aligned(n: int) -> int:

@@ -1,5 +1,6 @@
 """What streaming sets up in a DataLoader worker process: Arrow's allocator, and the
-shared-memory transport of numpy batches.
+shared-memory transport of batches, in a ring sized for the dataset's batches (a batch
+that needs more than half of it goes by value).
 
 In a worker, pyarrow's default allocator (mimalloc) returned the memory of every
 decoded unit to the system and faulted it back in (zeroing huge pages) for the next
@@ -15,10 +16,15 @@ keeps freed memory for the next unit, is the faster one.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
-from shardwise.loader.workers.transport import enable
+from shardwise.formats import Unit
+from shardwise.loader.workers.carriers import enable
 
-__all__ = ["prefer_jemalloc", "setup_worker"]
+__all__ = ["MAX_RING_BYTES", "RING_BATCHES", "prefer_jemalloc", "ring_bytes_for", "setup_worker"]
+
+RING_BATCHES = 4  # batches a worker's ring holds (a DataLoader asks 2 ahead by default)
+MAX_RING_BYTES = 256 * 2**20  # beyond this a batch's values go by value
 
 
 def prefer_jemalloc() -> None:
@@ -34,10 +40,19 @@ def prefer_jemalloc() -> None:
         pass
 
 
-def setup_worker(batch_format: str | None) -> None:
+def ring_bytes_for(units: Sequence[Unit], batch_size: int) -> int:
+    """The size of a worker's ring for batches of ``batch_size`` rows of ``units``: room
+    for :data:`RING_BATCHES` batches of their stored bytes per row, at most
+    :data:`MAX_RING_BYTES` (the ring's own minimum applies below that)."""
+    rows = sum(u.num_samples for u in units)
+    per_batch = sum(u.num_bytes for u in units) * batch_size // max(rows, 1)
+    return min(MAX_RING_BYTES, RING_BATCHES * per_batch)
+
+
+def setup_worker(batch_format: str | None, ring_bytes: int = 0) -> None:
     """Prepare a DataLoader worker process for streaming: jemalloc for Arrow (see
-    :func:`prefer_jemalloc`) and, for numpy batches, columns sent through shared memory
-    (:func:`shardwise.loader.workers.transport.enable`)."""
+    :func:`prefer_jemalloc`) and columns sent through shared memory, in a ring of
+    ``ring_bytes`` (see :func:`ring_bytes_for`): numpy batches', and every format's
+    strings and binary values (:func:`shardwise.loader.workers.carriers.enable`)."""
     prefer_jemalloc()
-    if batch_format == "numpy":
-        enable()
+    enable(ring_bytes)

@@ -12,8 +12,10 @@ shared memory of its own (a ``memfd``, created on first use) and sends only a sm
 reference down the pipe; the training process maps the ring once per worker, copies the
 bytes out into arrays it owns, and records how far it has read, so the worker reuses the
 space. The loader's batches are :class:`RingBatch` dicts, whose columns all go into one
-region (one reservation, one reference and one rebuild per batch). String columns travel
-as Arrow offsets and bytes and become Python strings on arrival. Inside such a worker
+region (one reservation, one reference and one rebuild per batch). String and binary
+columns (of numpy batches, and the object arrays of torch batches) travel as Arrow
+offsets and bytes and become Python objects on arrival
+(:mod:`shardwise.loader.workers.carry`). Inside such a worker
 the loader's arrays are read-only (they are copied into the ring anyway, and arrive
 writable), and a string column made by :func:`string_column` carries the Arrow array it
 came from, whose buffers are sent as they are instead of encoding the Python strings
@@ -35,10 +37,11 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.loader.batches.numpy_column import NumpyColumn
+from shardwise.loader.workers.carry import Layout, Part, arrow_layout, objects_layout
 from shardwise.loader.workers.receive import rebuild_batch, rebuild_column
 from shardwise.loader.workers.ring import Ring
 
-__all__ = ["RingBatch", "active", "enable", "ring_batch", "string_column", "travel_for"]
+__all__ = ["RingBatch", "active", "enable", "put_region", "ring_batch", "string_column"]
 
 RING_BYTES = 32 * 2**20  # per worker
 
@@ -51,12 +54,13 @@ class RingBatch(dict[str, Any]):
 
 _ring: Ring | None = None
 _active = False
+_wanted = 0  # the ring's size asked for by enable() (at least RING_BYTES)
 
 
 def _worker_ring() -> Ring:
     global _ring
     if _ring is None or _ring.pid != os.getpid():  # a forked child makes its own
-        _ring = Ring(RING_BYTES)
+        _ring = Ring(max(RING_BYTES, _wanted))
     return _ring
 
 
@@ -64,7 +68,7 @@ def _by_value(arr: np.ndarray) -> NumpyColumn:
     return arr.view(NumpyColumn)
 
 
-def _layout(col: NumpyColumn) -> tuple[tuple[Any, ...], list[np.ndarray]] | None:
+def _layout(col: np.ndarray, form: str = "numpy") -> Layout | None:
     """How a column goes into a ring region: its spec (see :func:`rebuild_batch`) and the
     arrays to write, or None if it must go by value."""
     if not col.dtype.hasobject:
@@ -72,19 +76,15 @@ def _layout(col: NumpyColumn) -> tuple[tuple[Any, ...], list[np.ndarray]] | None
         return ("a", arr.dtype.str, arr.shape), [arr]
     if col.ndim != 1:
         return None
-    # a column made by string_column and still read-only holds exactly its Arrow strings:
+    # a column made by string_column and still read-only holds exactly its Arrow values:
     # their buffers go to the ring without re-encoding the objects
-    made_from = None if col.flags.writeable else col.__dict__.get("_sw_arrow")
-    got = _strings_parts(
-        made_from if made_from is not None else _reduce_objects(col.view(np.ndarray))
-    )
-    if got is None:
-        return None
-    return ("s", len(got[0]) - 1, got[1].nbytes), list(got)
+    made_from = None if col.flags.writeable else getattr(col, "_sw_arrow", None)
+    got = arrow_layout(made_from, form) if made_from is not None else None
+    return got or objects_layout(col.view(np.ndarray), form, _reduce_objects)
 
 
-def _put(
-    layouts: list[tuple[Any, ...]], parts: list[np.ndarray]
+def put_region(
+    layouts: list[tuple[Any, ...]], parts: list[Part]
 ) -> tuple[Any, tuple[Any, ...]] | None:
     """Write ``parts`` into this worker's ring; the reduction that rebuilds them, or None."""
     try:
@@ -99,7 +99,7 @@ def _put(
 
 def _reduce(col: NumpyColumn) -> tuple[Any, tuple[Any, ...]]:
     layout = _layout(col)
-    reduced = _put([("", *layout[0])], layout[1]) if layout is not None else None
+    reduced = put_region([("", *layout[0])], layout[1]) if layout is not None else None
     if reduced is None:
         return _by_value, (np.ascontiguousarray(col.view(np.ndarray)),)
     return rebuild_column, reduced[1]
@@ -116,54 +116,35 @@ def _reduce_objects(arr: np.ndarray) -> Any:
     return got if isinstance(got, pa.Array) else None  # str only (bytes stay bytes)
 
 
-def _strings_parts(strings: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """An Arrow string array (no nulls) as int64 offsets from 0 and its bytes."""
-    import pyarrow as pa
+def _column(name: str, col: Any) -> tuple[tuple[Any, ...], list[Part]]:
+    """A column's spec and the parts it writes into the batch's region (none by value)."""
+    # (name, "a", dtype, shape): array bytes; (name, "x", ...): strings or binary values
+    # (see carry.py); (name, "o", array): a column by value; (name, "v", value): as it is
+    layout = None
+    if isinstance(col, NumpyColumn):
+        layout = _layout(col)
+    elif type(col) is np.ndarray and col.dtype == object:  # a torch batch's strings, binary
+        layout = _layout(col, "objects")
+    if layout is not None:
+        return (name, *layout[0]), layout[1]
+    return _by_value_spec(name, col), []
 
-    if (
-        strings is None
-        or strings.null_count
-        or not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type))
-    ):
-        return None
-    n = len(strings)
-    width = np.int64 if pa.types.is_large_string(strings.type) else np.int32
-    _, offsets_buf, data_buf = strings.buffers()
-    offsets = np.frombuffer(
-        offsets_buf, dtype=width, count=n + 1, offset=strings.offset * np.dtype(width).itemsize
-    )
-    first, last = int(offsets[0]), int(offsets[-1])
-    data = (
-        np.frombuffer(data_buf, dtype=np.uint8)[first:last]
-        if data_buf is not None
-        else np.empty(0, np.uint8)
-    )
-    return offsets.astype(np.int64) - first, data
+
+def _by_value_spec(name: str, col: Any) -> tuple[Any, ...]:
+    return (name, "o", np.asarray(col)) if isinstance(col, NumpyColumn) else (name, "v", col)
 
 
 def _reduce_batch(batch: RingBatch) -> tuple[Any, tuple[Any, ...]]:
     """All columns of a batch into one ring region; anything else in it goes by value."""
-    # (name, "a", dtype, shape): array bytes; (name, "s", length, nbytes): string offsets and
-    # bytes; (name, "o", array): a column by value; (name, "v", value): anything else, as it is
     specs: list[tuple[Any, ...]] = []
-    parts: list[np.ndarray] = []
+    parts: list[Part] = []
     for name, col in batch.items():
-        layout = _layout(col) if isinstance(col, NumpyColumn) else None
-        if layout is not None:
-            specs.append((name, *layout[0]))
-            parts.extend(layout[1])
-        else:
-            specs.append(
-                (name, "o", np.asarray(col)) if isinstance(col, NumpyColumn) else (name, "v", col)
-            )
-    reduced = _put(specs, parts) if parts else None
+        spec, col_parts = _column(name, col)
+        specs.append(spec)
+        parts.extend(col_parts)
+    reduced = put_region(specs, parts) if parts else None
     if reduced is None:
-        return _batch_by_value, (
-            [
-                (name, "o", np.asarray(col)) if isinstance(col, NumpyColumn) else (name, "v", col)
-                for name, col in batch.items()
-            ],
-        )
+        return _batch_by_value, ([_by_value_spec(name, col) for name, col in batch.items()],)
     return reduced
 
 
@@ -193,18 +174,15 @@ def ring_batch(batch: dict[str, Any], strings: dict[str, pa.Array]) -> RingBatch
     return RingBatch(batch)
 
 
-def travel_for(batch_format: str | None) -> Any:
-    """How this process's batches travel: :func:`ring_batch` for numpy batches in a
-    worker that sends them through its ring, else None (as they are)."""
-    return ring_batch if batch_format == "numpy" and active() else None
-
-
-def enable() -> None:
+def enable(ring_bytes: int = 0) -> None:
     """Send :class:`NumpyColumn` columns and :class:`RingBatch` batches through shared
-    memory when ``multiprocessing`` pickles them in this process (a DataLoader worker);
-    not with ``SHARDWISE_SHM=0`` or without ``memfd`` (they then go by value)."""
+    memory when ``multiprocessing`` pickles them in this process (a DataLoader worker), in
+    a ring of ``ring_bytes`` (at least :data:`RING_BYTES`); not with ``SHARDWISE_SHM=0`` or
+    without ``memfd`` (they then go by value)."""
+    global _wanted
     if os.environ.get("SHARDWISE_SHM", "1") == "0" or not hasattr(os, "memfd_create"):
         return
+    _wanted = ring_bytes
     from multiprocessing.reduction import ForkingPickler
 
     global _active
