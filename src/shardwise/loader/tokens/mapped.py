@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -30,6 +31,9 @@ from shardwise.storage.paths import open_arrow_input
 __all__ = ["OpenFiles", "file_lengths", "mapped_local", "mapped_tokens", "unit_path"]
 
 KEEP_FILES = 4  # files a stream's pass keeps open for its next units
+#: local files up to which their lengths are read on the calling thread (a local footer
+#: reads in less than starting a thread can take on a busy machine)
+SERIAL_FILES = 16
 
 
 def _where(index: Any, unit: int) -> tuple[Any, Any] | None:
@@ -157,11 +161,21 @@ def file_lengths(index: Any, column: str, threads: int) -> list[np.ndarray] | No
         groups = [where[u][1].index for u in units]  # type: ignore[index]
         return _file_lengths(first.path, ix.storage_options, groups, column)
 
+    local = all("://" not in where[units[0]][1].path for units in jobs)  # type: ignore[index]
+    threads = 1 if local and len(jobs) <= SERIAL_FILES else threads
     try:
-        with ThreadPoolExecutor(threads) as pool:
-            for units, got in zip(jobs, pool.map(read, jobs)):
-                for u, lengths in zip(units, got):
-                    out[u] = lengths
+        for units, got in zip(jobs, _map(read, jobs, threads)):
+            for u, lengths in zip(units, got):
+                out[u] = lengths
     except (OSError, ValueError, pa.ArrowException, ShardwiseError):
         return None
     return None if any(x is None for x in out) else [x for x in out if x is not None]
+
+
+def _map(read: Callable[[list[int]], list[Any]], jobs: list[list[int]], threads: int) -> list[Any]:
+    """``read`` of every job, on ``threads`` threads, or on this one for one thread or
+    one job."""
+    if threads <= 1 or len(jobs) <= 1:
+        return [read(j) for j in jobs]
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(read, jobs))
