@@ -265,7 +265,8 @@ def test_auto_blocks_and_errors() -> None:
     t = Topology(2, 2, 8, interleave=4)
     assert auto_blocks(np.array([10_000] * 40), t) == 4  # a window group's units
     assert auto_blocks(np.array([10_000] * 6), t) == 2  # a piece's units
-    assert auto_blocks(np.array([MIN_BLOCK_ROWS * 2] * 40), t) == 2  # blocks not too small
+    assert auto_blocks(np.array([MIN_BLOCK_ROWS * 2] * 40), t) == 2  # heads not too small
+    assert auto_blocks(np.array([100] * 40), Topology(1, 1, 200, interleave=4)) == 2  # a batch
     assert auto_blocks(np.array([0, 0]), t) == 1
     for bad in (0, -1, True, 2.5):
         with pytest.raises(PlanError, match="blocks"):

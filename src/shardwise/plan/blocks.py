@@ -49,7 +49,7 @@ __all__ = [
 
 # the layout of plans with blocks (k > 1): rows permuted inside blocks, windows of blocks
 BLOCKS_LAYOUT = 4
-MIN_BLOCK_ROWS = 256  # auto_blocks: a mean unit's head holds at least this many rows
+MIN_BLOCK_ROWS = 16  # auto_blocks: a mean unit's head holds at least this many rows
 
 
 @dataclass(frozen=True)
@@ -83,15 +83,20 @@ def block_bounds(n: int, k: int, even: bool = False) -> np.ndarray:
 
 def auto_blocks(counts: np.ndarray, topology: Topology) -> int:
     """``k`` for ``topology``: the units of one window group, so that the head window holds
-    about one unit's rows, but no more than leaves a mean unit's head :data:`MIN_BLOCK_ROWS`
-    rows (at least 1)."""
+    about one unit's rows, but no more than leaves a mean unit's head
+    :data:`MIN_BLOCK_ROWS` rows and the head window of a group of mean units a batch
+    (at least 1)."""
     counts = np.asarray(counts, dtype=np.int64)
     live = counts[counts > 0]
     if not len(live):
         return 1
-    per_slot = -(-len(live) // topology.slots)
-    group = min(topology.interleave, per_slot)
-    return int(max(1, min(group, int(live.mean()) // MIN_BLOCK_ROWS)))
+    group = min(topology.interleave, -(-len(live) // topology.slots))
+    mean = int(live.mean())
+    for k in range(group, 1, -1):
+        head = mean // k
+        if head >= MIN_BLOCK_ROWS and group * head >= topology.batch_size:
+            return k
+    return 1
 
 
 def block_perm(bounds: np.ndarray, rng: np.random.Generator) -> np.ndarray:
