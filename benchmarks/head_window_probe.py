@@ -11,6 +11,11 @@ batch, then to the rest of the decode (the heads' iterators continued), one fres
 per call, torch imported first::
 
     PYTHONPATH=src .venv/bin/python benchmarks/head_window_probe.py whole|head DIR
+
+Two helpers for the estimates in ``results/loader-head-window-2026-11-28.md``::
+
+    ... head_window_probe.py heads DIR OUT   # OUT: every unit's head, one row group each
+    ... head_window_probe.py tvd DIR         # mean batch TVD of the plan on DIR's labels
 """
 
 from __future__ import annotations
@@ -52,18 +57,15 @@ def _read(unit: tuple[str, int, int, int], rows: int) -> tuple[Any, Any]:
 
 
 def main(mode: str, path: str) -> None:
-    import numpy as np
     import pandas  # noqa: F401  (pyarrow's first to_numpy imports it: 0.3 s, not the read's)
     import pyarrow.compute  # noqa: F401
     import torch  # noqa: F401  (imported before the clock, as in the benchmark)
 
-    from shardwise.plan import EpochPlan, Topology, auto_interleave
-    from shardwise.plan.blocks import auto_blocks
+    from shardwise.plan import EpochPlan
 
     units = _units(path)
-    counts = np.array([u[2] for u in units], dtype=np.int64)
-    t = Topology(1, 1, BATCH, True, auto_interleave(np.array([u[3] for u in units])))
-    k = auto_blocks(counts, t) if mode == "head" else 1
+    counts, t, k = _k(units)
+    k = k if mode == "head" else 1
     start = time.perf_counter()
     plan = EpochPlan(counts, t, seed=0, blocks=k)
     window_units, unit_ids, rows = next(plan.worker(0, 0).iter_windows())
@@ -88,5 +90,69 @@ def main(mode: str, path: str) -> None:
     )
 
 
+def _k(units: list[tuple[str, int, int, int]]) -> tuple[Any, Any, int]:
+    """Counts, the one-worker topology and ``k`` (auto) of ``units``."""
+    import numpy as np
+
+    from shardwise.plan import Topology, auto_interleave
+    from shardwise.plan.blocks import auto_blocks
+
+    counts = np.array([u[2] for u in units], dtype=np.int64)
+    t = Topology(1, 1, BATCH, True, auto_interleave(np.array([u[3] for u in units])))
+    return counts, t, auto_blocks(counts, t)
+
+
+def write_heads(path: str, out: str) -> None:
+    """Write every unit's first ``n // k`` rows to ``out``, one row group per unit."""
+    import pyarrow.parquet as pq
+
+    units = _units(path)
+    _, _, k = _k(units)
+    os.makedirs(out, exist_ok=True)
+    for f in sorted({u[0] for u in units}):
+        pf = pq.ParquetFile(f)
+        with pq.ParquetWriter(os.path.join(out, os.path.basename(f)), pf.schema_arrow) as w:
+            for g in range(pf.metadata.num_row_groups):
+                table = pf.read_row_group(g)
+                w.write_table(table.slice(0, table.num_rows // k), row_group_size=1 << 30)
+    print(f"k={k}: heads of {len(units)} units in {out}")
+
+
+def tvd(path: str) -> None:
+    """Mean batch TVD from the label mix, rank 0, 3 seeds: no blocks, head, even blocks."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from shardwise.plan import EpochPlan
+
+    units = _units(path)
+    counts, t, k = _k(units)
+    labels = [
+        pq.ParquetFile(f).read_row_group(g, columns=["label"]).column(0).to_numpy()
+        for f, g, _, _ in units
+    ]
+    n = int(max(x.max() for x in labels)) + 1
+    mix = np.bincount(np.concatenate(labels), minlength=n) / counts.sum()
+    for name, blocks, even in (("none", 1, False), (f"head k={k}", k, False), ("even", k, True)):
+        means = []
+        for seed in range(3):
+            plan = EpochPlan(counts, t, seed=seed, blocks=blocks, even_blocks=even)
+            got = [
+                0.5
+                * np.abs(
+                    np.bincount([labels[u][r] for u, r in b.tolist()], minlength=n) / len(b) - mix
+                ).sum()
+                for b in plan.rank_batches(0)
+            ]
+            means.append((np.mean(got), np.mean(got[:10])))
+        a, f10 = np.mean(means, axis=0)
+        print(f"{name}: mean batch TVD {a:.3f}, first 10 batches {f10:.3f}")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    if sys.argv[1] == "heads":
+        write_heads(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "tvd":
+        tvd(sys.argv[2])
+    else:
+        main(sys.argv[1], sys.argv[2])
