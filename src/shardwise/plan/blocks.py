@@ -31,6 +31,7 @@ with blocks is :data:`BLOCKS_LAYOUT` (the loader does not make such plans yet).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -105,10 +106,8 @@ def block_perm(bounds: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     n = int(bounds[-1])
     if len(bounds) <= 2:
         return rng.permutation(n)
-    block = np.repeat(np.arange(len(bounds) - 1, dtype=np.int64), np.diff(bounds))
-    # rows sorted by (block, random key): each block's own rows, in random order
-    out: np.ndarray = np.lexsort((rng.random(n), block)).astype(np.int64)
-    return out
+    parts = [lo + rng.permutation(hi - lo) for lo, hi in pairwise(bounds.tolist())]
+    return np.concatenate(parts).astype(np.int64, copy=False)
 
 
 def _part(seg: Segment, lo: int, hi: int) -> Segment | None:
