@@ -50,7 +50,7 @@ def plan_windows(reading: Reading, wp: WorkerWindows) -> list[WindowOrder]:
 def row_bytes(reading: Reading, windows: list[WindowOrder]) -> int:
     """The estimated decoded bytes of one row of the worker's units."""
     units = {u for w in windows for u in w[0]}
-    rows = sum(reading.index.units[u].num_samples for u in units)
+    rows = sum(reading.unit_rows(u) for u in units)
     return max(1, sum(reading.size(u) for u in units) // max(rows, 1))
 
 

@@ -129,7 +129,7 @@ class WindowBuilder:
             units = self.units[w]
             win = ArrivalWindow(
                 units,
-                [self.reading.index.units[u].num_samples for u in units],
+                [self.reading.unit_rows(u) for u in units],
                 self.reading.schema(),
                 self.reading.memory,
             )
