@@ -182,3 +182,13 @@ def test_states_of_head_windows_and_whole_units_are_not_mixed(data: Path) -> Non
             loading.load_state_dict(state)
     with pytest.raises(ConfigError, match="first_window"):
         StreamingDataset(str(data), first_window="tails")
+
+
+def test_canonical_workers_give_the_same_global_batches_with_heads(data: Path) -> None:
+    one = _ds(data, canonical_workers=2)
+    two = _ds(data, canonical_workers=2)
+    here = [_ids(b) for b in one]
+    there = [_ids(b) for b in DataLoader(two, batch_size=None, num_workers=2)]
+    assert here == _planned(one, 0, 1)
+    assert there == _planned(two, 0, 2)
+    assert here == there  # the canonical grid's batches on either topology

@@ -26,6 +26,7 @@ from shardwise.loader.read.mixed import place_of
 from shardwise.loader.read.unit_heads import head_reader
 from shardwise.loader.read.values import check_values, without_views
 from shardwise.plan.compose import WorkerWindows
+from shardwise.plan.segments import Segment
 
 __all__ = ["HeadWindows", "PartReading"]
 
@@ -89,32 +90,55 @@ class PartReading(Reading):
 
 
 class HeadWindows:
-    """A worker's windows (of a plan with blocks) in part ids (see the module docstring)."""
+    """A worker's windows (of a plan with blocks) in part ids (see the module docstring).
+
+    A window's parts are listed in the order of its segments, from the segments where the
+    worker has them (a ``WorkerPlan``: then the first window's parts are read while its
+    order is worked out), else from its rows."""
 
     def __init__(self, wp: WorkerWindows, reading: PartReading) -> None:
         self.wp, self.reading = wp, reading
         self.slot, self.skip, self.num_samples = wp.slot, wp.skip, wp.num_samples
-        self._orders: list[tuple[list[int], np.ndarray, np.ndarray]] | None = None
+        self.heads = reading.counts // reading.blocks
+        self._listed: list[list[int]] | None = None
 
     def iter_windows(self) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
         """The worker's windows: their parts, then (part, row in the part) per place."""
-        if self._orders is None:
-            self._orders = [self._parts(*w) for w in self.wp.iter_windows()]
-        return iter(self._orders)
+        listed = self._segment_parts()
+        for w, (units, unit_ids, rows) in enumerate(self.wp.iter_windows()):
+            rest = rows >= self.heads[unit_ids]
+            parts = unit_ids + rest * len(self.heads)
+            local = rows - np.where(rest, self.heads[unit_ids], 0)
+            if listed is not None:
+                yield listed[w], parts, local
+                continue
+            there = set(parts.tolist())
+            both = [p for u in units for p in (u, u + len(self.heads))]
+            yield [p for p in both if p in there], parts, local
 
-    def _parts(
-        self, _: list[int], unit_ids: np.ndarray, rows: np.ndarray
-    ) -> tuple[list[int], np.ndarray, np.ndarray]:
-        counts = self.reading.counts
-        heads = counts[unit_ids] // self.reading.blocks
-        rest = rows >= heads
-        parts = unit_ids + rest * len(counts)
-        local = rows - np.where(rest, heads, 0)
-        return list(dict.fromkeys(parts.tolist())), parts, local
+    def _segment_parts(self) -> list[list[int]] | None:
+        """The parts of each window left after ``skip``, from the segments (None when the
+        worker does not show them)."""
+        windows = getattr(self.wp, "windows", None)
+        if windows is None:
+            return None
+        if self._listed is None:
+            kept = len(self.wp.window_units())
+            everything = windows()
+            self._listed = [
+                list(dict.fromkeys(self._part(s) for s in window))
+                for window in everything[len(everything) - kept :]
+            ]
+        return self._listed
+
+    def _part(self, seg: Segment) -> int:
+        first = seg.rows[0] if seg.rows is not None else seg.lo
+        return seg.unit + len(self.heads) * int(first >= self.heads[seg.unit])
 
     def window_units(self) -> list[list[int]]:
         """The parts of each window, in the order :meth:`iter_windows` gives them."""
-        return [units for units, _, _ in self.iter_windows()]
+        listed = self._segment_parts()
+        return listed if listed is not None else [u for u, _, _ in self.iter_windows()]
 
     def units(self) -> list[int]:
         """Parts in first-use order."""
