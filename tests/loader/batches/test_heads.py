@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader
 
 from shardwise import StreamingDataset
 from shardwise.errors import ConfigError, PlanError
+from shardwise.loader.batches.pieces import cut_pieces
 from shardwise.loader.read.unit_heads import head_reader
 from shardwise.loader.read.units import UnitReader
 
@@ -192,3 +193,10 @@ def test_canonical_workers_give_the_same_global_batches_with_heads(data: Path) -
     assert here == _planned(one, 0, 1)
     assert there == _planned(two, 0, 2)
     assert here == there  # the canonical grid's batches on either topology
+
+
+def test_the_first_piece_is_the_head_windows_whole_batches(data: Path) -> None:
+    assert cut_pieces([10, 7], 8, first=4) == [[(0, 0, 4)], [(0, 4, 10), (1, 0, 2)], [(1, 2, 7)]]
+    reading = _ds(data).reading
+    assert reading.first_piece(6239) == 6224 and reading.first_piece(15) is None
+    assert StreamingDataset(str(data), batch_size=BATCH).reading.first_piece(6239) is None

@@ -57,6 +57,11 @@ class PartReading(Reading):
         head = n // self.blocks
         return (u, head, n) if rest else (u, 0, head)
 
+    def first_piece(self, rows: int) -> int | None:
+        """The head window's whole batches (when it has one): the first batch waits for
+        the heads only, not for the rest window's whole units."""
+        return (rows // self.batch_size) * self.batch_size or None
+
     def unit_rows(self, u: int) -> int:
         """Rows of part ``u`` as indexed (an upper bound of those read)."""
         unit, lo, hi = self.part(u)
