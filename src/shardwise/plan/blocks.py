@@ -25,7 +25,8 @@ stratified order as any window. So:
   rest much less (0.054 and 0.091): only the head window's batches are worse.
 
 ``k = 1`` is the plan without blocks, unchanged. The layout saved states record for a plan
-with blocks is :data:`BLOCKS_LAYOUT` (the loader does not make such plans yet).
+with blocks is :data:`BLOCKS_LAYOUT`; the loader makes such plans with
+``StreamingDataset(first_window="heads")`` (:mod:`shardwise.loader.batches.heads`).
 """
 
 from __future__ import annotations
