@@ -200,3 +200,12 @@ def test_the_first_piece_is_the_head_windows_whole_batches(data: Path) -> None:
     reading = _ds(data).reading
     assert reading.first_piece(6239) == 6224 and reading.first_piece(15) is None
     assert StreamingDataset(str(data), batch_size=BATCH).reading.first_piece(6239) is None
+
+
+def test_per_sample_items_follow_the_plan_with_heads(data: Path) -> None:
+    ds = _ds(data, batch_format=None, batch_size=4)
+    expected = [i for b in _planned(ds, 0, 1) for i in b]
+    assert [int(s["id"]) for s in ds] == expected
+    loader = DataLoader(_ds(data, batch_format=None, batch_size=4), batch_size=4, num_workers=2)
+    got = [int(i) for b in loader for i in b["id"]]
+    assert got == [i for b in _planned(ds, 0, 2) for i in b]
