@@ -87,6 +87,12 @@ SYSTEMS = {
             "shardwise_first_epoch", "adapters.shardwise_loader:first_epoch", "main", "in-process"
         ),
         _loader(
+            "shardwise_first_epoch_heads",
+            "adapters.shardwise_loader:first_epoch_heads",
+            "main",
+            "in-process",
+        ),
+        _loader(
             "shardwise_inproc_numpy", "adapters.shardwise_loader:inproc_numpy", "main", "in-process"
         ),
         _loader(
@@ -128,6 +134,7 @@ FOCUS = (
     "raw_scan_threads",
     "raw_scan_pages",
     "shardwise_first_epoch",
+    "shardwise_first_epoch_heads",
     *INPROC,
     *SECOND,
 )
@@ -156,9 +163,10 @@ SHAPE_SYSTEMS = {
         *SECOND,
         "shardwise_batched",
         "shardwise_first_epoch",
+        "shardwise_first_epoch_heads",
     ],
-    "tokens": list(FIRST),
-    "images": list(FIRST),
+    "tokens": [*FIRST, "shardwise_first_epoch_heads"],
+    "images": [*FIRST, "shardwise_first_epoch_heads"],
 }
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "batched_wide",
     "dataloader_ceiling",
     "first_epoch",
+    "first_epoch_heads",
     "inproc_dataloader",
     "inproc_numpy",
     "inproc_numpy_epoch2",
@@ -40,6 +41,7 @@ def _dataset(
     info: dict[str, Any],
     interleave: int | None = None,
     num_workers: int | None = WORKERS,
+    first_window: str | None = None,
 ) -> Any:
     import shardwise
     from shardwise.loader import StreamingDataset
@@ -57,7 +59,9 @@ def _dataset(
         num_workers=num_workers,
         progress=False,
         interleave=interleave,
+        **({"first_window": first_window} if first_window else {}),
     )
+    info["blocks"] = getattr(ds, "blocks", 1)  # head windows' k (1: whole units)
     info["interleave"] = ds.interleave  # as resolved (by default sized by shuffle_bytes)
     info["shuffle_bytes"], info["prefetch_bytes"] = ds.shuffle_bytes, ds.prefetch_bytes
     if num_workers is None:
@@ -107,7 +111,9 @@ def inproc_numpy(data: Path, consume: Consumer, info: dict[str, Any]) -> Callabl
     return lambda: dict_batches(ds, consume)
 
 
-def first_epoch(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], None]:
+def first_epoch(
+    data: Path, consume: Consumer, info: dict[str, Any], first_window: str | None = None
+) -> Callable[[], None]:
     """What a training job gets: the first epoch of a fresh process, in the training process
     (``for batch in StreamingDataset(batch_format="numpy")``, default ``interleave``), the
     dataset's construction timed with it; torch and shardwise are imported before the clock
@@ -123,9 +129,15 @@ def first_epoch(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable
     info["import_s"] = time.perf_counter() - t0
 
     def go() -> None:
-        dict_batches(_dataset(data, "numpy", info, num_workers=None), consume)
+        ds = _dataset(data, "numpy", info, num_workers=None, first_window=first_window)
+        dict_batches(ds, consume)
 
     return go
+
+
+def first_epoch_heads(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], None]:
+    """:func:`first_epoch` with ``first_window="heads"`` (every unit's head read first)."""
+    return first_epoch(data, consume, info, "heads")
 
 
 def inproc_torch(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], None]:

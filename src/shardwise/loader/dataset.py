@@ -31,7 +31,7 @@ from shardwise.loader.batches.reading import BatchFormat
 from shardwise.loader.hosted import hosted_items
 from shardwise.loader.iterable import IterableBase
 from shardwise.loader.placement import Ranks, detect_placement, in_dataloader_worker, place_ranks
-from shardwise.loader.planner import interleave_for
+from shardwise.loader.planner import blocks_for, interleave_for
 from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.headstart import HeadStart
 from shardwise.loader.read.mixed import read_counts
@@ -114,6 +114,12 @@ class StreamingDatasetBase:
         canonical_workers: ``C``: the global batches (samples and order) are the same on
             every topology whose ``world_size * num_workers`` divides ``C``, for a fixed global
             batch ``world_size * batch_size`` (a multiple of ``C``).
+        first_window: ``"heads"``: the first batch after about one unit's decode instead of
+            the whole first window's. Every unit's first ``1/k`` of rows (its head) is read
+            first, in one window of every head of a window group, then the rest of every
+            unit as one window (``k`` from the counts, ``batch_size`` and ``interleave``,
+            the same on every topology; :mod:`shardwise.plan.blocks`). The head window's
+            batches mix fewer rows. Default None: whole units.
         **open_options: passed to :func:`shardwise.index_dataset` (format, storage_options, ...).
     """
 
@@ -148,6 +154,7 @@ class StreamingDatasetBase:
         canonical_workers: int | None = None,
         cache_dir: str | None = None,
         cache_bytes: int | None = None,
+        first_window: str | None = None,
         **open_options: Any,
     ) -> None:
         self.batch_format: BatchFormat | None = check_format(batch_format, pad_to)
@@ -174,6 +181,8 @@ class StreamingDatasetBase:
         self.ranks: Ranks = place_ranks(rank, world_size, num_workers, groups)
         # plan from what reading yields: after the filter, and after quarantine under "skip"
         self.counts, self.quarantine = read_counts(self.index, filter, self.on_error)
+        one = Topology(1, 1, self.batch_size, self.drop_last, self.interleave)
+        self.blocks = blocks_for(first_window, self.counts, one, self.mixing)
         self.planner = parts.make_planner(self)
         self.state = parts.make_state(self)
         self.reading = parts.make_reading(self)

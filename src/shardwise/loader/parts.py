@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from shardwise.formats import OnError, Quarantine
 from shardwise.index import DatasetIndex
 from shardwise.loader.batches.convert import Padding
+from shardwise.loader.batches.heads import PartReading
 from shardwise.loader.batches.reading import BatchFormat, Reading
 from shardwise.loader.placement import Ranks
 from shardwise.loader.planner import Planner
@@ -67,6 +68,7 @@ class Checked(Protocol):
     ranks: Ranks
     counts: np.ndarray
     quarantine: Quarantine
+    blocks: int
 
 
 def make_planner(ds: Checked) -> Planner:
@@ -82,13 +84,14 @@ def make_planner(ds: Checked) -> Planner:
         canonical_workers=ds.canonical_workers,
         dp_size=ds.ranks.dp_size,
         num_workers=ds.ranks.num_workers,
+        blocks=ds.blocks,
     )
 
 
 def make_reading(ds: Checked) -> Reading:
     """How the dataset's units are read (through its node cache, if any) and what they
-    become."""
-    return Reading(
+    become; in parts with head windows (:mod:`shardwise.loader.batches.heads`)."""
+    reading = Reading(
         index=ds.index,
         columns=ds.columns,
         filter=ds.filter,
@@ -102,13 +105,14 @@ def make_reading(ds: Checked) -> Reading:
         pin_memory=ds.pin_memory,
         cache=ds.cache,
     )
+    return PartReading.of(reading, ds.counts, ds.blocks) if ds.blocks > 1 else reading
 
 
 def make_state(ds: Checked) -> LoaderState:
     """The dataset's state at the start of epoch 0 (a saved state must agree with its
     counts, and with its sources and their rules when it mixes them); the channel it
     tells DataLoader workers the epoch through is removed with the dataset."""
-    state = LoaderState(ds.counts, mixing_key(ds.index, ds.mixing, ds.canonical_workers))
+    state = LoaderState(ds.counts, mixing_key(ds.index, ds.mixing, ds.canonical_workers, ds.blocks))
     weakref.finalize(ds, state.channel.remove)
     return state
 

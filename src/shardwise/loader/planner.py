@@ -13,10 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from shardwise.errors import ConfigError
 from shardwise.loader._args import check_int
 from shardwise.plan import Mixing, Plan, Resume, Topology, auto_interleave, make_plan
+from shardwise.plan.blocks import auto_blocks
 
-__all__ = ["Planner", "interleave_for"]
+__all__ = ["Planner", "blocks_for", "interleave_for"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class Planner:
         canonical_workers: ``C`` of canonical global batches, if given.
         dp_size: data-parallel ranks the plan is cut for.
         num_workers: DataLoader workers per rank, if given.
+        blocks: ``k`` of head windows (:mod:`shardwise.plan.blocks`; 1: none), the same
+            on every topology.
     """
 
     counts: np.ndarray
@@ -43,6 +47,7 @@ class Planner:
     canonical_workers: int | None
     dp_size: int
     num_workers: int | None
+    blocks: int = 1
 
     def topology(self, num_workers: int | None = None, world_size: int | None = None) -> Topology:
         """The topology for ``num_workers`` workers per data-parallel rank (default: the
@@ -72,6 +77,7 @@ class Planner:
             resumes=resumes,
             mixing=self.mixing,
             canonical_workers=self.canonical_workers,
+            blocks=self.blocks,
         )
 
 
@@ -83,3 +89,18 @@ def interleave_for(index: Any, interleave: int | None, shuffle_bytes: int) -> in
     if given is not None:
         return int(given)
     return auto_interleave(np.array([u.num_bytes for u in index.units]), shuffle_bytes)
+
+
+def blocks_for(
+    first_window: str | None, counts: np.ndarray, topology: Topology, mixing: Any
+) -> int:
+    """``k`` of head windows for ``first_window="heads"`` (1 for None), for ``topology``:
+    the dataset passes one rank of one worker, so that every topology of an epoch (an
+    elastic resume's too) plans the same blocks."""
+    if first_window is None:
+        return 1
+    if first_window != "heads":
+        raise ConfigError(f"first_window must be None or 'heads', got {first_window!r}")
+    if mixing is not None and mixing.batching == "stratified":
+        raise ConfigError("first_window='heads' does not work with batching='stratified'")
+    return auto_blocks(counts, topology)

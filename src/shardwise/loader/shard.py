@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from shardwise.loader.batches.heads import HeadWindows, PartReading
 from shardwise.loader.batches.reading import Reading
 from shardwise.loader.batches.serial import serial_items
 from shardwise.loader.channel import Seen
@@ -60,7 +61,9 @@ def shard_items(
 
 
 def _items(reading: Reading, wp: WorkerWindows) -> Iterator[tuple[Any, int]]:
-    """Samples or batches, each with its number of samples."""
+    """Samples or batches, each with its number of samples (windows of parts with heads)."""
+    if isinstance(reading, PartReading):
+        wp = HeadWindows(wp, reading)
     if reading.batch_format is not None and not in_dataloader_worker():
         return threaded_batches(reading, wp)
     return serial_items(reading, wp, travel_for(reading.batch_format))

@@ -188,8 +188,8 @@ class LoaderState(Passes):
             saved = {**saved, "layout": was}
         if saved != now:
             raise PlanError(
-                "the loader state was saved with other sources, epoch_size, batching or "
-                "canonical_workers"
+                "the loader state was saved with other sources, epoch_size, batching, "
+                "canonical_workers or first_window"
             )
 
 

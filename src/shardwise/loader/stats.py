@@ -10,6 +10,7 @@ from shardwise.errors import ConfigError
 from shardwise.index import DatasetIndex
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.plan import Mixing, Plan, Rule, Topology, batch_shares, source_counts
+from shardwise.plan.blocks import BLOCKS_LAYOUT
 from shardwise.plan.deal import DEAL_VERSION
 from shardwise.plan.strata import strata_layout
 
@@ -39,14 +40,19 @@ def _layout(mixing: Mixing | None, canonical_workers: int | None) -> int:
 
 
 def mixing_key(
-    index: DatasetIndex | MixedIndex, mixing: Mixing | None, canonical_workers: int | None
+    index: DatasetIndex | MixedIndex,
+    mixing: Mixing | None,
+    canonical_workers: int | None,
+    blocks: int = 1,
 ) -> dict[str, Any] | None:
     """What a saved state must agree on besides the counts: the sources and their rules,
     and the ``layout`` of the plan (random mixed plans: how sources are dealt to workers,
     :data:`~shardwise.plan.deal.DEAL_VERSION`; stratified plans: how batches carry their
     rounding, :func:`~shardwise.plan.strata.strata_layout`; 1 otherwise, and in states
-    saved before there was one). None without mixing or canonical workers: the state is today's."""
-    if mixing is None and canonical_workers is None:
+    saved before there was one); with head windows (``blocks`` > 1) their ``k`` and
+    :data:`~shardwise.plan.blocks.BLOCKS_LAYOUT`. None without mixing, canonical workers
+    or head windows: the state is today's."""
+    if mixing is None and canonical_workers is None and blocks == 1:
         return None
     names = [s.name for s in index.sources] if isinstance(index, MixedIndex) else []
     return {
@@ -57,7 +63,7 @@ def mixing_key(
         "batching": mixing.batching if mixing else "random",
         "canonical_workers": canonical_workers,
         "layout": _layout(mixing, canonical_workers),
-    }
+    } | ({"blocks": {"k": blocks, "layout": BLOCKS_LAYOUT}} if blocks > 1 else {})
 
 
 def epoch_stats(

@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from shardwise.errors import PlanError
+from shardwise.plan.blocks import Blocks, block_bounds, block_perm
 from shardwise.plan.cut import Cut, cut, delivered
 from shardwise.plan.order import ROWS, UNITS, rng_for, spread_order, stratified_order
 from shardwise.plan.segments import PartedStream, Segment, Stream, unit_stream
@@ -62,6 +63,10 @@ class EpochPlan:
         base: the epoch's stream for the topology it started on (default: every unit
             once, in the stratified order); mixing builds its own (see :mod:`.deal`
             and :mod:`.strata`).
+        elastic: continue the last resume by re-cutting, also on the same topology.
+        blocks: ``k`` > 1: every unit's first ``1/k`` of rows (its head) read first, in a
+            window of every head of a window group, then the rest (:mod:`.blocks`).
+        even_blocks: with ``blocks``, ``k`` equal blocks and windows instead.
     """
 
     def __init__(
@@ -75,10 +80,13 @@ class EpochPlan:
         resumes: Sequence[Resume] = (),
         base: Callable[[Topology], Stream] | None = None,
         elastic: bool = False,
+        blocks: int = 1,
+        even_blocks: bool = False,
     ) -> None:
         self.counts = np.asarray(counts, dtype=np.int64)
         if self.counts.ndim != 1 or (self.counts < 0).any():
             raise PlanError("counts must be a 1-D array of non-negative sample counts")
+        self.blocks = _blocks(self.counts, blocks, even_blocks)
         self.topology = topology
         self.seed, self.epoch, self.shuffle = int(seed), int(epoch), shuffle
         if self.seed < 0 or self.epoch < 0:
@@ -137,7 +145,8 @@ class EpochPlan:
         orders = _Orders(self)  # this generation's seeds: the parts are built later
 
         def left(slot: int) -> list[Segment]:
-            wp = WorkerPlan(orders, t, slot, stream.slice(slot * per, (slot + 1) * per), 0, per)
+            segs = stream.slice(slot * per, (slot + 1) * per)
+            wp = WorkerPlan(orders, t, slot, segs, 0, per, self.blocks)
             return wp.remaining_segments(int(done[slot]))
 
         self.generation += 1
@@ -153,7 +162,7 @@ class EpochPlan:
     def _worker(self, topology: Topology, pieces: Cut, slot: int) -> WorkerPlan:
         start = slot * pieces.samples_per_worker
         segs = self.stream.slice(start, start + pieces.samples_per_worker)
-        return WorkerPlan(self, topology, slot, segs, 0, pieces.samples_per_worker)
+        return WorkerPlan(self, topology, slot, segs, 0, pieces.samples_per_worker, self.blocks)
 
     # -- public ---------------------------------------------------------------------
     @property
@@ -179,8 +188,9 @@ class EpochPlan:
         perm = self._row_perms.get(unit)
         if perm is None:
             n = int(self.counts[unit])
+            bounds = self.blocks.bounds(unit) if self.blocks else block_bounds(n, 1)
             perm = (
-                rng_for(self.seed, self.epoch, unit, ROWS).permutation(n)
+                block_perm(bounds, rng_for(self.seed, self.epoch, unit, ROWS))
                 if self.shuffle
                 else np.arange(n)
             )
@@ -243,7 +253,16 @@ class EpochPlan:
             shuffle=self.shuffle,
             resumes=[*previous, point],
             base=self.base,
+            blocks=self.blocks.k if self.blocks else 1,
+            even_blocks=bool(self.blocks and self.blocks.even),
         )
+
+
+def _blocks(counts: np.ndarray, blocks: int, even: bool) -> Blocks | None:
+    """The plan's :class:`Blocks` (None for ``blocks=1``), or a :class:`PlanError`."""
+    if isinstance(blocks, bool) or not isinstance(blocks, (int, np.integer)) or blocks < 1:
+        raise PlanError(f"blocks must be a whole number >= 1, got {blocks!r}")
+    return Blocks(counts, int(blocks), bool(even)) if blocks > 1 else None
 
 
 class _Orders:

@@ -8,6 +8,7 @@ from functools import partial
 
 import numpy as np
 
+from shardwise.errors import PlanError
 from shardwise.plan.canonical import CanonicalPlan
 from shardwise.plan.deal import dealt_stream
 from shardwise.plan.epoch import EpochPlan
@@ -32,6 +33,8 @@ def make_plan(
     resumes: Sequence[Resume] = (),
     mixing: Mixing | None = None,
     canonical_workers: int | None = None,
+    blocks: int = 1,
+    even_blocks: bool = False,
 ) -> Plan:
     """The plan of one epoch.
 
@@ -42,16 +45,28 @@ def make_plan(
         mixing: the sources and their rules (None: every unit once).
         canonical_workers: plan on a fixed grid so that every topology whose ranks x
             workers divide it sees the same global batches (see :mod:`.canonical`).
+        blocks, even_blocks: every unit's head (its first ``1/blocks`` of rows) read first,
+            in a window of every head of a window group (:mod:`.blocks`; 1: no blocks). Not
+            with stratified batches.
     """
     counts = np.asarray(counts, dtype=np.int64)
-    if canonical_workers is not None:
-        inner = partial(
-            _plain, counts, seed=seed, epoch=epoch, shuffle=shuffle, mixing=mixing, grid=True
-        )
-        return CanonicalPlan(topology, canonical_workers, inner, resumes=resumes)
-    return _plain(
-        counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, mixing=mixing, resumes=resumes
+    if blocks != 1 and mixing is not None and mixing.batching == "stratified":
+        raise PlanError("blocks are not supported with stratified batches (batching='random')")
+    plain = partial(
+        _plain,
+        counts,
+        seed=seed,
+        epoch=epoch,
+        shuffle=shuffle,
+        mixing=mixing,
+        blocks=blocks,
+        even_blocks=even_blocks,
     )
+    if canonical_workers is not None:
+        return CanonicalPlan(
+            topology, canonical_workers, partial(plain, grid=True), resumes=resumes
+        )
+    return plain(topology, resumes=resumes)
 
 
 def _plain(
@@ -64,10 +79,10 @@ def _plain(
     mixing: Mixing | None,
     resumes: Sequence[Resume] = (),
     grid: bool = False,
+    blocks: int = 1,
+    even_blocks: bool = False,
 ) -> EpochPlan | StratifiedPlan:
-    if mixing is None:
-        return EpochPlan(counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes)
-    if mixing.batching == "stratified":
+    if mixing is not None and mixing.batching == "stratified":
         return StratifiedPlan(
             counts,
             topology,
@@ -78,9 +93,19 @@ def _plain(
             resumes=resumes,
             grid=grid,
         )
-    base = partial(_mixed_stream, mixing, counts, seed=seed, epoch=epoch, shuffle=shuffle)
+    base = None
+    if mixing is not None:
+        base = partial(_mixed_stream, mixing, counts, seed=seed, epoch=epoch, shuffle=shuffle)
     return EpochPlan(
-        counts, topology, seed=seed, epoch=epoch, shuffle=shuffle, resumes=resumes, base=base
+        counts,
+        topology,
+        seed=seed,
+        epoch=epoch,
+        shuffle=shuffle,
+        resumes=resumes,
+        base=base,
+        blocks=blocks,
+        even_blocks=even_blocks,
     )
 
 

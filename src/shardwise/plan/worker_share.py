@@ -9,6 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
+from shardwise.plan.blocks import Blocks, block_windows
 from shardwise.plan.order import WINDOW, rng_for, stratified_order
 from shardwise.plan.segments import Segment
 from shardwise.plan.topology import Topology
@@ -41,6 +42,8 @@ class WorkerPlan:
         segments: this worker's piece of the stream.
         skip: samples already delivered before a resume (skipped, not re-read).
         num_samples: samples this worker yields in the epoch (after ``skip``).
+        blocks: units cut into blocks of rows, each group of segments read as one window
+            per block (:mod:`.blocks`); None: a window per group.
     """
 
     plan: Orders
@@ -49,16 +52,21 @@ class WorkerPlan:
     segments: list[Segment]
     skip: int = 0
     num_samples: int = 0
+    blocks: Blocks | None = None
     _perms: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     def windows(self) -> list[list[Segment]]:
         """The segments cut into the fewest windows of at most ``interleave``, of equal
-        size (give or take one): a last window of a few units would mix poorly."""
+        size (give or take one): a last window of a few units would mix poorly. With
+        :attr:`blocks`, each such group is read as one window per block (:mod:`.blocks`)."""
         k = self.topology.interleave
         n = len(self.segments)
         count = -(-n // k)
         bounds = [i * n // count for i in range(count + 1)] if n else [0]
-        return [self.segments[a:b] for a, b in pairwise(bounds)]
+        groups = [self.segments[a:b] for a, b in pairwise(bounds)]
+        if self.blocks is None or self.blocks.k <= 1:
+            return groups
+        return [w for g in groups for w in block_windows(g, self.blocks)]
 
     def units(self) -> list[int]:
         """Units this worker reads, in first-use order (for prefetching)."""

@@ -50,7 +50,7 @@ def plan_windows(reading: Reading, wp: WorkerWindows) -> list[WindowOrder]:
 def row_bytes(reading: Reading, windows: list[WindowOrder]) -> int:
     """The estimated decoded bytes of one row of the worker's units."""
     units = {u for w in windows for u in w[0]}
-    rows = sum(reading.index.units[u].num_samples for u in units)
+    rows = sum(reading.unit_rows(u) for u in units)
     return max(1, sum(reading.size(u) for u in units) // max(rows, 1))
 
 
@@ -60,15 +60,16 @@ def piece_size(reading: Reading, windows: list[WindowOrder]) -> int:
 
 
 def cut_pieces(
-    lengths: list[int], size: int, apart: bool = False
+    lengths: list[int], size: int, apart: bool = False, first: int | None = None
 ) -> list[list[tuple[int, int, int]]]:
     """Cut the rows of windows of ``lengths`` rows, taken one after the other, into pieces
     of ``size`` rows (the last one shorter); each piece as ``(window, lo, hi)`` parts.
     With ``apart`` a piece also ends where a window does (per-sample items need no whole
-    batches, and a piece then never waits for the next window's units)."""
+    batches, and a piece then never waits for the next window's units). ``first`` (whole
+    batches) bounds the first piece: it then needs only the first window."""
     pieces: list[list[tuple[int, int, int]]] = []
     current: list[tuple[int, int, int]] = []
-    room = size
+    room = min(size, first) if first else size
     for w, n in enumerate(lengths):
         lo = 0
         while lo < n:
@@ -91,7 +92,9 @@ def piece_parts(
     ``builder`` when a piece first needs it and let go when the pieces go past it
     (pieces made hold their own)."""
     loaded: dict[int, Window] = {}
-    for piece in cut_pieces([len(order) for _, _, order in windows], size, apart):
+    lengths = [len(order) for _, _, order in windows]
+    first = builder.reading.first_piece(lengths[0]) if lengths else None
+    for piece in cut_pieces(lengths, size, apart, first):
         for w, _, _ in piece:
             if w not in loaded:
                 loaded = {k: v for k, v in loaded.items() if k >= piece[0][0]}

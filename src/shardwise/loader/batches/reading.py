@@ -69,6 +69,14 @@ class Reading:
             self.index, self.columns, self.filter, self.on_error, self.cache, self.batch_format
         )
 
+    def first_piece(self, rows: int) -> int | None:
+        """Rows of the first piece, for a first window of ``rows`` (None: as any piece)."""
+        return None
+
+    def unit_rows(self, u: int) -> int:
+        """Unit ``u``'s rows as indexed (an upper bound of those read)."""
+        return self.index.units[u].num_samples
+
     def size(self, u: int) -> int:
         """A unit's estimated decoded bytes (twice its stored size)."""
         return 2 * self.index.units[u].num_bytes

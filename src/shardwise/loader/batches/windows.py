@@ -6,10 +6,10 @@ built as its units arrived (:mod:`shardwise.loader.batches.arrival`). The second
 on a pool of threads (the in-process path) for numpy and torch batches whose columns are
 numbers, fixed-size lists of numbers, strings or binary: the first window's units are
 read from the start, while the order is worked out, and the next one's, under
-``prefetch_bytes``, once a window is in use. Otherwise (one thread, Arrow batches,
-variable-length lists) units are read ahead one at a time across window boundaries, and
-a window that arrival refuses (a unit with nulls in a column of numbers) is read into
-tables the same way.
+``prefetch_bytes``, once a window's first piece is queued (:meth:`WindowBuilder.read_ahead`).
+Otherwise (one thread, Arrow batches, variable-length lists) units are read ahead one at
+a time across window boundaries, and a window that arrival refuses (a unit with nulls in
+a column of numbers) is read into tables the same way.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class WindowBuilder:
         )
         self.filling: dict[int, Filling] = {}
         self.stream: Generator[Loaded, None, None] | None = None
+        self.next: int | None = None  # the window to read ahead, from a built arrival window
         if self.arrival:
             self._start(0).ahead(1 << 62)
         else:  # units read ahead one at a time, across window boundaries
@@ -116,12 +117,19 @@ class WindowBuilder:
         filling.win.order(unit_ids, rows)  # while the last units are still read
         built = filling.wait()
         del self.filling[w]
-        if w + 1 < len(self.units):
-            self._start(w + 1).ahead(self.reading.prefetch_bytes)
+        self.next = w + 1  # read ahead once a piece of this window is queued (read_ahead)
         if built.complete():
             return Window(unit_ids, rows, schema=self.reading.schema(), arrival=built)
         assert self.pool is not None
         return _from_tables(unit_ids, rows, zip(unit_list, self.pool.map(self.load, unit_list)))
+
+    def read_ahead(self) -> None:
+        """Start reading the next window's first units (under ``prefetch_bytes``) after a
+        window built as its units arrived: called once its first piece is queued, so that
+        the piece is not queued behind the next window's reads."""
+        if self.next is not None and self.next < len(self.units):
+            self._start(self.next).ahead(self.reading.prefetch_bytes)
+        self.next = None
 
     def _start(self, w: int) -> Filling:
         if w not in self.filling:
@@ -129,7 +137,7 @@ class WindowBuilder:
             units = self.units[w]
             win = ArrivalWindow(
                 units,
-                [self.reading.index.units[u].num_samples for u in units],
+                [self.reading.unit_rows(u) for u in units],
                 self.reading.schema(),
                 self.reading.memory,
             )

@@ -46,6 +46,7 @@ def threaded_batches(reading: Reading, wp: WorkerWindows) -> Iterator[tuple[Any,
         first, filling = True, True  # the first piece waited for, then those made early
         for parts in piece_parts(builder, windows, piece_rows):
             pending.append(pool.submit(maker.made, parts))
+            builder.read_ahead()  # the next window's reads queue behind this piece
             filling = filling and len(pending) <= ahead
             while len(pending) > ahead or (pending and (first or (filling and pending[0].done()))):
                 first = False

@@ -1,0 +1,211 @@
+"""Head windows in the loader (``first_window="heads"``): the plan's batches exactly on
+the in-process path and through 2 real DataLoader workers, every row once with the values
+of whole reads, heads read alone, exact resumes on the same and other topologies, and
+states that do not mix head windows with whole ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+from _loaderdata import make_parquet
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader
+
+from shardwise import StreamingDataset
+from shardwise.errors import ConfigError, PlanError
+from shardwise.loader.batches.pieces import cut_pieces
+from shardwise.loader.read.unit_heads import head_reader
+from shardwise.loader.read.units import UnitReader
+
+N, BATCH = 6000, 16
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_parquet(tmp_path_factory.mktemp("heads") / "ds", N, files=3, seed=2)
+
+
+def _ds(data: Path, **kw: Any) -> Any:
+    args: dict[str, Any] = dict(batch_size=BATCH, seed=5, batch_format="numpy", interleave=8)
+    return StreamingDataset(str(data), first_window="heads", **(args | kw))
+
+
+def _ids(batch: Any) -> list[int]:
+    return [int(i) for i in np.asarray(batch["id"]).ravel()]
+
+
+def _planned(ds: Any, rank: int, workers: int) -> list[list[int]]:
+    """The plan's batches as ids: the ``r``-th row of unit ``u`` as reading yields it."""
+    reader = UnitReader(ds.index, ["id"], filter=ds.filter)
+    ids = [reader.read(u).column("id").to_numpy() for u in range(ds.index.num_units)]
+    batches = ds.plan(num_workers=workers).rank_batches(rank)
+    return [[int(ids[u][r]) for u, r in b] for b in batches]
+
+
+def test_blocks_are_chosen_and_the_first_batch_is_made_of_heads(data: Path) -> None:
+    ds = _ds(data)
+    assert ds.blocks > 1
+    first = ds.plan(num_workers=1).rank_batches(0)[0]
+    heads = ds.counts // ds.blocks
+    assert all(r < heads[u] for u, r in first)  # only heads: read after 1/k of every unit
+    assert StreamingDataset(str(data), batch_size=BATCH).blocks == 1  # off by default
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    world=st.integers(1, 3),
+    bs=st.integers(1, 80),
+    interleave=st.integers(2, 9),
+    seed=st.integers(0, 9),
+    threads=st.integers(1, 3),
+    fmt=st.sampled_from(["numpy", "torch", "arrow"]),
+    filtered=st.booleans(),
+)
+def test_in_process_batches_are_the_plans(
+    data: Path,
+    world: int,
+    bs: int,
+    interleave: int,
+    seed: int,
+    threads: int,
+    fmt: str,
+    filtered: bool,
+) -> None:
+    expr = pc.field("label") != 3 if filtered else None
+    ds = _ds(
+        data,
+        world_size=world,
+        rank=world - 1,
+        batch_size=bs,
+        interleave=interleave,
+        seed=seed,
+        num_threads=threads,
+        batch_format=fmt,
+        filter=expr,
+    )
+    got = [
+        [int(i) for i in (b.column("id").to_pylist() if fmt == "arrow" else b["id"])] for b in ds
+    ]
+    assert got == _planned(ds, world - 1, 1)
+
+
+def test_two_dataloader_workers_are_the_plans_with_the_values_of_whole_reads(data: Path) -> None:
+    here = list(_ds(data))
+    there = list(DataLoader(_ds(data), batch_size=None, num_workers=2))
+    assert [_ids(b) for b in here] == _planned(_ds(data), 0, 1)
+    assert [_ids(b) for b in there] == _planned(_ds(data), 0, 2)
+    whole = {
+        i: (x, t)
+        for b in StreamingDataset(str(data), batch_size=BATCH, batch_format="numpy")
+        for i, x, t in zip(_ids(b), b["x"].tolist(), b["text"].tolist())
+    }
+    for batches in (here, there):
+        seen = {
+            i: (x, t)
+            for b in batches
+            for i, x, t in zip(_ids(b), b["x"].tolist(), b["text"].tolist())
+        }
+        assert len(seen) == sum(len(b["id"]) for b in batches)  # every row once
+        assert N - len(seen) < 2 * BATCH
+        assert all(whole[i] == v for i, v in seen.items() if i in whole)
+        assert all(v == (np.float32(i * 0.5), f"doc {i}") for i, v in seen.items())
+
+
+def test_a_head_is_the_first_rows_of_the_whole_read(data: Path) -> None:
+    ds = _ds(data)
+    reader = UnitReader(ds.index, ["id", "text"])
+    head = head_reader(ds.index, ["id", "text"], None, None, reader.schema)
+    assert head is not None
+    for u in range(ds.index.num_units):
+        table = head(u, 37)
+        assert table is not None and table.equals(reader.read(u).slice(0, 37))
+    assert head_reader(ds.index, None, pc.field("id") > 3, None, reader.schema) is None
+
+
+def _consume(ds: Any, workers: int, steps: int | None) -> tuple[list[int], int]:
+    seen: list[int] = []
+    done = 0
+    for step, batch in enumerate(DataLoader(ds, batch_size=None, num_workers=workers)):
+        seen += _ids(batch)
+        done = step + 1
+        if done == steps:
+            break
+    return seen, done
+
+
+@pytest.mark.parametrize(("first", "then"), [(2, 2), (0, 0), (2, 0), (0, 2)])
+def test_resume_is_exact_on_the_same_and_other_worker_counts(
+    data: Path, first: int, then: int
+) -> None:
+    ds = _ds(data)
+    before, steps = _consume(ds, first, 7)  # inside the head windows
+    state = ds.state_dict(consumed_batches=steps)
+    assert state["mixing"]["blocks"] == {"k": ds.blocks, "layout": 4}
+    resumed = _ds(data)
+    resumed.load_state_dict(state)
+    after, _ = _consume(resumed, then, None)
+    everything = before + after
+    assert len(everything) == len(set(everything)), "a sample was repeated"
+    if first == then:
+        unresumed, _ = _consume(_ds(data), first, None)
+        assert everything == unresumed
+    else:
+        assert N - len(everything) < (max(first, 1) + max(then, 1)) * BATCH
+
+
+def test_resume_onto_another_world_size(data: Path) -> None:
+    before: list[int] = []
+    ranks = [_ds(data, rank=r, world_size=2) for r in range(2)]
+    for ds in ranks:
+        seen, steps = _consume(ds, 2, 5)
+        before += seen
+    state = ranks[0].state_dict(consumed_batches=steps)
+    after: list[int] = []
+    for r in range(3):
+        ds = _ds(data, rank=r, world_size=3)
+        ds.load_state_dict(state)
+        after += _consume(ds, 1, None)[0]
+    everything = before + after
+    assert len(everything) == len(set(everything))
+    assert N - len(everything) < (2 * 2 + 3) * BATCH
+
+
+def test_states_of_head_windows_and_whole_units_are_not_mixed(data: Path) -> None:
+    heads, whole = _ds(data), StreamingDataset(str(data), batch_size=BATCH, interleave=8, seed=5)
+    for saved, loading in ((heads, whole), (whole, heads)):
+        state = saved.state_dict(consumed_batches=0)
+        with pytest.raises(PlanError, match="first_window"):
+            loading.load_state_dict(state)
+    with pytest.raises(ConfigError, match="first_window"):
+        StreamingDataset(str(data), first_window="tails")
+
+
+def test_canonical_workers_give_the_same_global_batches_with_heads(data: Path) -> None:
+    one = _ds(data, canonical_workers=2)
+    two = _ds(data, canonical_workers=2)
+    here = [_ids(b) for b in one]
+    there = [_ids(b) for b in DataLoader(two, batch_size=None, num_workers=2)]
+    assert here == _planned(one, 0, 1)
+    assert there == _planned(two, 0, 2)
+    assert here == there  # the canonical grid's batches on either topology
+
+
+def test_the_first_piece_is_the_head_windows_whole_batches(data: Path) -> None:
+    assert cut_pieces([10, 7], 8, first=4) == [[(0, 0, 4)], [(0, 4, 10), (1, 0, 2)], [(1, 2, 7)]]
+    reading = _ds(data).reading
+    assert reading.first_piece(6239) == 6224 and reading.first_piece(15) is None
+    assert StreamingDataset(str(data), batch_size=BATCH).reading.first_piece(6239) is None
+
+
+def test_per_sample_items_follow_the_plan_with_heads(data: Path) -> None:
+    ds = _ds(data, batch_format=None, batch_size=4)
+    expected = [i for b in _planned(ds, 0, 1) for i in b]
+    assert [int(s["id"]) for s in ds] == expected
+    loader = DataLoader(_ds(data, batch_format=None, batch_size=4), batch_size=4, num_workers=2)
+    got = [int(i) for b in loader for i in b["id"]]
+    assert got == [i for b in _planned(ds, 0, 2) for i in b]
