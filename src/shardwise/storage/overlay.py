@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import io
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import IO, Protocol
 
 from shardwise.errors import StorageError
+from shardwise.storage.rawfile import SizedRawFile
 
 __all__ = ["Bytes", "SparseFile", "overlay_for", "serving"]
 
@@ -36,7 +36,7 @@ _SERVED: ContextVar[dict[str, Callable[[], IO[bytes]]] | None] = ContextVar(
 )
 
 
-class SparseFile(io.RawIOBase):
+class SparseFile(SizedRawFile):
     """A read-only, seekable file of ``size`` bytes made of in-memory pieces.
 
     Args:
@@ -59,28 +59,12 @@ class SparseFile(io.RawIOBase):
         fallback: RangeReader | None = None,
         url: str = "<cached file>",
     ) -> None:
-        super().__init__()
+        super().__init__(size)
         self._url = url
-        self._size = size
         self._pieces = sorted(pieces, key=lambda p: p[0])
         self._starts = [p[0] for p in self._pieces]
         self._fallback = fallback
-        self._pos = 0
         self.misses = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
 
     def size(self) -> int:
         """The whole file's size."""

@@ -11,7 +11,6 @@ are opened as :func:`~shardwise.storage.paths.open_input` opens them.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -19,6 +18,7 @@ from typing import IO, Any
 
 from shardwise.storage.overlay import overlay_for
 from shardwise.storage.paths import _protocol, open_input, resolve
+from shardwise.storage.rawfile import SizedRawFile
 from shardwise.storage.refusals import named
 from shardwise.storage.retry import with_retries
 
@@ -61,7 +61,7 @@ def open_sequential(
     )
 
 
-class ReadAhead(io.RawIOBase):
+class ReadAhead(SizedRawFile):
     """A seekable binary file over ``fetch(start, end)``, read in blocks fetched ahead.
 
     Args:
@@ -74,25 +74,10 @@ class ReadAhead(io.RawIOBase):
     def __init__(
         self, fetch: Callable[[int, int], bytes], size: int, block: int = BLOCK, ahead: int = AHEAD
     ) -> None:
-        super().__init__()
-        self._fetch, self._size, self._block, self._ahead = fetch, size, block, ahead
-        self._pos = 0
+        super().__init__(size)
+        self._fetch, self._block, self._ahead = fetch, block, ahead
         self._blocks: dict[int, Future[bytes]] = {}
         self._pool = ThreadPoolExecutor(max(1, ahead), thread_name_prefix="shardwise-readahead")
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
 
     def readinto(self, buffer: Any) -> int:
         """Fill ``buffer`` from the current position (short only at the end of the file)."""

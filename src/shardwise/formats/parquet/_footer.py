@@ -4,13 +4,12 @@ more read, of the bytes before the tail, which :func:`footer_start` names)."""
 
 from __future__ import annotations
 
-import io
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardwise.errors import FormatError
 from shardwise.formats.contract import Unit
+from shardwise.storage.rawfile import SizedRawFile
 
 __all__ = ["TAIL_BYTES", "footer_start", "row_group_units", "tail_start", "units_from_tail"]
 
@@ -62,27 +61,13 @@ def units_from_tail(path: str, size: int, tail: bytes) -> tuple[list[Unit], pa.S
         source.close()
 
 
-class _Tail(io.RawIOBase):
+class _Tail(SizedRawFile):
     """A read-only file of ``size`` bytes of which only the last ``len(tail)`` are here;
     Arrow sees the file's true size and reads its footer from them."""
 
     def __init__(self, size: int, tail: bytes) -> None:
-        super().__init__()
-        self._size, self._tail, self._base, self._pos = size, tail, size - len(tail), 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = base + offset
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
+        super().__init__(size)
+        self._tail, self._base = tail, size - len(tail)
 
     def read(self, size: int = -1) -> bytes:
         if self._pos < self._base:
