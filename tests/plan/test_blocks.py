@@ -4,10 +4,10 @@ as one window per block; the epoch plan's contracts hold with any block count.""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import numpy as np
 import pytest
+from _plans import plan_or_none, topologies
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -22,26 +22,10 @@ counts_st = st.one_of(
     st.lists(st.integers(0, 5), min_size=1, max_size=3).map(lambda c: c + [500]),  # a giant
     st.lists(st.integers(1, 30), min_size=1, max_size=3),  # fewer units than workers
 )
-topo_st = st.builds(
-    Topology,
-    world_size=st.integers(1, 4),
-    num_workers=st.integers(1, 3),
-    batch_size=st.integers(1, 9),
-    drop_last=st.booleans(),
-    interleave=st.integers(1, 5),
-)
+topo_st = topologies(4, 3)
 blocks_st = st.integers(1, 9)
 even_st = st.booleans()
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _plan(counts: list[int], t: Topology, **kw: Any) -> EpochPlan | None:
-    n = sum(counts)
-    if n == 0 or (t.drop_last and n < t.slots * t.batch_size):
-        with pytest.raises(PlanError):
-            EpochPlan(counts, t, **kw)
-        return None
-    return EpochPlan(counts, t, **kw)
 
 
 def _samples(plan: Plan, k: int | None = None) -> list[tuple[int, int]]:
@@ -75,7 +59,7 @@ def test_block_perm_permutes_rows_only_inside_their_block(
 def test_every_row_once_and_equal_steps(
     counts: list[int], t: Topology, blocks: int, even: bool, seed: int
 ) -> None:
-    plan = _plan(counts, t, seed=seed, epoch=1, blocks=blocks, even_blocks=even)
+    plan = plan_or_none(counts, t, seed=seed, epoch=1, blocks=blocks, even_blocks=even)
     if plan is None:
         return
     per_rank = [plan.rank_batches(r) for r in range(t.world_size)]
@@ -100,7 +84,7 @@ def test_a_window_takes_one_block_of_each_unit(
     """Rows of a unit in one window are stored rows of one block (a reader decoding units
     in stored order has a window's rows once it decoded that block of each unit), and the
     blocks of a unit come in order."""
-    plan = _plan(counts, t, seed=seed, blocks=blocks, even_blocks=even)
+    plan = plan_or_none(counts, t, seed=seed, blocks=blocks, even_blocks=even)
     if plan is None:
         return
     b = Blocks(np.asarray(counts), blocks, even)
@@ -139,7 +123,7 @@ def test_one_block_is_the_plan_without_blocks() -> None:
 def test_same_topology_resume_continues_exactly(
     counts: list[int], t: Topology, blocks: int, even: bool, frac: float
 ) -> None:
-    plan = _plan(counts, t, seed=2, epoch=1, blocks=blocks, even_blocks=even)
+    plan = plan_or_none(counts, t, seed=2, epoch=1, blocks=blocks, even_blocks=even)
     if plan is None:
         return
     k = int(frac * plan.batches_per_rank)
@@ -173,7 +157,7 @@ def test_elastic_resume_never_repeats_or_loses(
 ) -> None:
     t2 = Topology(t2.world_size, t2.num_workers, t2.batch_size, t.drop_last, t2.interleave)
     assume(t2 != t)
-    plan = _plan(counts, t, seed=5, epoch=2, blocks=blocks, even_blocks=even)
+    plan = plan_or_none(counts, t, seed=5, epoch=2, blocks=blocks, even_blocks=even)
     if plan is None:
         return
     k = int(frac * plan.batches_per_rank)
@@ -283,7 +267,7 @@ def test_blocks_keep_each_workers_units(
 ) -> None:
     """Blocks change the order inside a worker's piece, never the piece: each worker reads
     the same units (locality and read amplification as without blocks)."""
-    plain = _plan(counts, t, seed=1)
+    plain = plan_or_none(counts, t, seed=1)
     if plain is None:
         return
     blocked = EpochPlan(counts, t, seed=1, blocks=blocks, even_blocks=even)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import numpy as np
 import pytest
+from _plans import plan_or_none, topologies
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -18,24 +18,8 @@ counts_st = st.one_of(
     st.lists(st.integers(0, 5), min_size=1, max_size=3).map(lambda c: c + [900]),  # one giant unit
     st.lists(st.integers(1, 30), min_size=1, max_size=3),  # fewer units than workers
 )
-topo_st = st.builds(
-    Topology,
-    world_size=st.integers(1, 5),
-    num_workers=st.integers(1, 4),
-    batch_size=st.integers(1, 9),
-    drop_last=st.booleans(),
-    interleave=st.integers(1, 5),
-)
+topo_st = topologies(5, 4)
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _plan_or_none(counts: list[int], t: Topology, **kw: Any) -> EpochPlan | None:
-    n = sum(counts)
-    if n == 0 or (t.drop_last and n < t.slots * t.batch_size):
-        with pytest.raises(PlanError):
-            EpochPlan(counts, t, **kw)
-        return None
-    return EpochPlan(counts, t, **kw)
 
 
 def _all_samples(plan: EpochPlan) -> list[tuple[int, int]]:
@@ -59,7 +43,7 @@ def _epoch_order(plan: EpochPlan) -> list[tuple[int, int]]:
 @SETTINGS
 @given(counts=counts_st, t=topo_st, seed=st.integers(0, 3), epoch=st.integers(0, 3))
 def test_equal_exact_and_no_repeats(counts: list[int], t: Topology, seed: int, epoch: int) -> None:
-    plan = _plan_or_none(counts, t, seed=seed, epoch=epoch)
+    plan = plan_or_none(counts, t, seed=seed, epoch=epoch)
     if plan is None:
         return
     n = sum(counts)
@@ -84,7 +68,7 @@ def test_equal_exact_and_no_repeats(counts: list[int], t: Topology, seed: int, e
 @SETTINGS
 @given(counts=counts_st, t=topo_st, seed=st.integers(0, 3))
 def test_deterministic_and_new_order_each_epoch(counts: list[int], t: Topology, seed: int) -> None:
-    plan = _plan_or_none(counts, t, seed=seed, epoch=0)
+    plan = plan_or_none(counts, t, seed=seed, epoch=0)
     if plan is None:
         return
     again = EpochPlan(counts, t, seed=seed, epoch=0)
@@ -103,7 +87,7 @@ def test_locality_each_unit_read_by_at_most_two_workers(
 ) -> None:
     # padding (drop_last=False) re-reads the first units once more; the rest is local
     t = Topology(t.world_size, t.num_workers, t.batch_size, True, t.interleave)
-    plan = _plan_or_none(counts, t, epoch=epoch)
+    plan = plan_or_none(counts, t, epoch=epoch)
     if plan is None:
         return
     assume(max(counts) <= plan.samples_per_worker)
@@ -134,7 +118,7 @@ def _consumed(plan: EpochPlan, k: int) -> list[tuple[int, int]]:
 def test_same_topology_resume_continues_exactly(
     counts: list[int], t: Topology, frac: float, seed: int
 ) -> None:
-    plan = _plan_or_none(counts, t, seed=seed, epoch=1)
+    plan = plan_or_none(counts, t, seed=seed, epoch=1)
     if plan is None:
         return
     k = int(frac * plan.batches_per_rank)  # start, middle and end of the epoch
@@ -166,7 +150,7 @@ def test_elastic_resume_never_repeats_or_invents(
 ) -> None:
     t2 = Topology(t2.world_size, t2.num_workers, t2.batch_size, t.drop_last, t2.interleave)
     assume(t2 != t)
-    plan = _plan_or_none(counts, t, seed=5, epoch=2)
+    plan = plan_or_none(counts, t, seed=5, epoch=2)
     if plan is None:
         return
     k = int(frac * plan.batches_per_rank)
