@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
@@ -32,6 +33,7 @@ from shardwise.storage import named, resolve, with_retries
 from shardwise.storage.cache import NodeCache
 from shardwise.storage.cache.entry import Extent
 from shardwise.storage.overlay import Bytes, SparseFile, serving
+from shardwise.storage.ranged import IntoReader, into_reader
 
 __all__ = [
     "UnitCache",
@@ -40,12 +42,12 @@ __all__ = [
     "downloads_ahead",
     "fetch_range",
     "node_cache",
-    "read_range",
 ]
 
 FOOTER_READ = 64 * 2**10  # what Arrow reads first from the end of a Parquet file
 FETCH_CHUNK = 16 * 2**20
 FOOTER = "(footer)"  # the stats' name for the bytes of files' footers
+_ETAG = re.compile(r"^[0-9a-fA-F]{32}(-[0-9]+)?$")  # an S3 ETag (else: an mtime, ...)
 
 
 def default_budget(root: str) -> int:
@@ -53,13 +55,6 @@ def default_budget(root: str) -> int:
     os.makedirs(root, exist_ok=True)
     st = os.statvfs(root)
     return max(2**30, st.f_bavail * st.f_frsize // 2)
-
-
-def read_range(url: str, start: int, end: int, storage_options: dict[str, Any]) -> bytes:
-    """Bytes ``[start, end)`` of ``url`` in one ranged read (retried)."""
-    fs, path = resolve(url, **storage_options)
-    with named(url):
-        return bytes(with_retries(partial(fs.cat_file, path, start=start, end=end)))
 
 
 def fetch_range(url: str, start: int, end: int, storage_options: dict[str, Any]) -> Iterator[bytes]:
@@ -102,6 +97,7 @@ class UnitCache:
         self._endpoint = _endpoint(self.options)
         self._layout: dict[str, list[list[Chunk]]] = {}
         self._units_in = Counter(u.path for u in index.units)
+        self._readers: dict[str, IntoReader] = {}
 
     @staticmethod
     def cached(url: str) -> bool:
@@ -116,15 +112,20 @@ class UnitCache:
     def _fetch(self, url: str, start: int, end: int) -> Iterator[bytes]:
         return fetch_range(url, start, end, self.options)
 
-    def _range(self, url: str, start: int, end: int) -> bytes:
-        return read_range(url, start, end, self.options)
+    def _range(self, url: str) -> IntoReader:
+        """Ranged reads of ``url`` into a buffer, checked against the indexed ETag."""
+        if url not in self._readers:
+            fp = self._files[url].fingerprint
+            etag = fp if _ETAG.match(fp) else ""
+            self._readers[url] = into_reader(url, self.options, etag)
+        return self._readers[url]
 
     def _lease(self, url: str, extent: Extent) -> Any:
         """``extent``'s lease: downloaded by ranges, readable while it downloads."""
         return self.cache.lease(
             extent,
             partial(self._fetch, url, extent.start, extent.end),
-            read_range=partial(self._range, url),
+            read_range=self._range(url),
         )
 
     def fetch_ahead(self, unit: Unit) -> None:
@@ -135,7 +136,7 @@ class UnitCache:
             return
         whole = self._whole(unit)
         if whole is not None:
-            self.cache.fetch_ahead(whole, partial(self._range, unit.path))
+            self.cache.fetch_ahead(whole, self._range(unit.path))
 
     @contextlib.contextmanager
     def serve(self, unit: Unit, complete: bool = False) -> Iterator[None]:

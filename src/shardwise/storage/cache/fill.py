@@ -26,7 +26,15 @@ from shardwise.storage.cache.lease import FileLock
 __all__ = ["RANGE", "Fill", "FillView", "RangeReader", "State"]
 
 RANGE = 8 * 2**20
-RangeReader = Callable[[int, int], bytes]  # the object's bytes [start, end), retried
+RangeReader = Callable[[int, int, memoryview], None]  # fills the view with [start, end)
+_LOCAL = threading.local()  # each download thread's buffer, reused range after range
+
+
+def _buffer(n: int) -> memoryview:
+    buf: memoryview | None = getattr(_LOCAL, "buf", None)
+    if buf is None or len(buf) < n:
+        buf = _LOCAL.buf = memoryview(bytearray(max(n, RANGE)))
+    return buf[:n]
 
 
 class State(Enum):
@@ -47,7 +55,8 @@ class Fill:
 
     Args:
         extent: what is downloaded.
-        read_range: fetches bytes ``[start, end)`` of the object (with retries).
+        read_range: fills a buffer with bytes ``[start, end)`` of the object (with
+            retries; a short read raises).
         order: the download threads take the ranges of fills with a reader first, then
             the lowest ``order`` (fills asked for ahead of time, in the order asked).
     """
@@ -64,7 +73,8 @@ class Fill:
         count = max(1, -(-extent.length // RANGE))
         self._todo = list(range(count - 1, -1, -1))  # popped from the end: first range first
         self._done = [False] * count
-        self._left = count
+        self._fetched = 0
+        self.on_fetched: Callable[[Fill], None] | None = None
         self._fd = -1
         self._refs = 0
         self._cond = threading.Condition()
@@ -118,23 +128,21 @@ class Fill:
                 self._release()
 
     def _fetch(self, i: int, start: int, end: int) -> bool:
-        data = self.read_range(start, end)
-        if len(data) != end - start:
-            raise StorageError(
-                f"got {len(data)} bytes of {self.extent.source} [{start}, {end}), expected "
-                f"{end - start} (the object changed since it was indexed: index it again)",
-                self.extent.source,
-            )
-        view = memoryview(data)
+        view = _buffer(end - start)
+        self.read_range(start, end, view)
         at = start - self.extent.start
         while view:
             n = os.pwrite(self._fd, view, at)
             view, at = view[n:], at + n
         with self._cond:
+            self._fetched += 1
+            last = self._fetched == len(self._done)
+        if last and self.on_fetched is not None:
+            self.on_fetched(self)  # counted before its readers can have every byte
+        with self._cond:
             self._done[i] = True
-            self._left -= 1
             self._cond.notify_all()
-            return self._left == 0
+        return last
 
     @property
     def fd(self) -> int:
@@ -216,6 +224,18 @@ class FillView:
                 self._fill.extent.source,
             )
         return data
+
+    def __bytes__(self) -> bytes:
+        return self[:]
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            bytes(self) == other
+            if isinstance(other, (bytes, bytearray, memoryview, FillView))
+            else NotImplemented
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
     def readinto_at(self, view: memoryview, start: int) -> None:
         """Fill ``view`` with the bytes from ``start``, once they are in."""

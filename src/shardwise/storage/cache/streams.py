@@ -88,6 +88,7 @@ class Streams:
             if fill is not None:
                 return fill, False
             fill = Fill(extent, read_range, next(self._order))
+            fill.on_fetched = self._count
             self._fills[extent.key] = fill
             return fill, True
 
@@ -145,9 +146,13 @@ class Streams:
             self._fail(fill, exc)
             return
         self._unlock(fill)
+        self._settle(fill, State.PUBLISHED)
+
+    def _count(self, fill: Fill) -> None:
+        """Every byte of ``fill`` was fetched: count and journal the download."""
+        cache, extent = self._cache, fill.extent
         column = cache.stats.downloaded(extent.column, extent.length)
         cache._journal("download", extent.key, extent.source, extent.length, extent.start, column)
-        self._settle(fill, State.PUBLISHED)
 
     def _fail(self, fill: Fill, exc: BaseException) -> None:
         """A range could not be fetched: the part file goes, readers get ``exc``."""
