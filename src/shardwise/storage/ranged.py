@@ -20,7 +20,7 @@ from typing import Any
 from shardwise.errors import StorageError
 from shardwise.storage.paths import _protocol, resolve
 from shardwise.storage.refusals import named
-from shardwise.storage.retry import with_retries
+from shardwise.storage.retry import is_transient, with_retries
 
 __all__ = ["IntoReader", "into_reader"]
 
@@ -100,11 +100,15 @@ def _s3_into(
         except OSError:
             raise
         except Exception as exc:  # a body cut short: retried from where it stopped
-            raise ConnectionResetError(f"{url}: {type(exc).__name__}: {exc}") from exc
+            raise _Cut(f"{url}: the answer was cut ({type(exc).__name__}: {exc})", url) from exc
         finally:
             body.close()
 
-    with_retries(attempt)
+    with_retries(attempt, retry_on=lambda e: isinstance(e, _Cut) or is_transient(e))
+
+
+class _Cut(StorageError):
+    """A ranged GET's body ended early (a dropped connection): retried from there."""
 
 
 def _get(client: Any, url: str, args: dict[str, Any]) -> Any:

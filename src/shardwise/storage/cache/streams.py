@@ -15,7 +15,7 @@ import itertools
 import os
 import threading
 import zlib
-from typing import TYPE_CHECKING
+from typing import Any
 
 from shardwise.storage.cache.downloads import Downloads
 from shardwise.storage.cache.entry import (
@@ -29,9 +29,6 @@ from shardwise.storage.cache.fill import Fill, FillView, RangeReader, State
 from shardwise.storage.cache.lease import FileLock
 from shardwise.storage.cache.room import reserve_part
 
-if TYPE_CHECKING:
-    from shardwise.storage.cache.node import NodeCache
-
 __all__ = ["Streams"]
 
 
@@ -39,10 +36,11 @@ class Streams:
     """The fills in progress in this process, by entry key.
 
     Args:
-        cache: the node cache they fill.
+        cache: the :class:`~shardwise.storage.cache.node.NodeCache` they fill (its
+            locks, leases, stats and journal; not imported here: it imports this).
     """
 
-    def __init__(self, cache: NodeCache) -> None:
+    def __init__(self, cache: Any) -> None:
         self._cache = cache
         self._fills: dict[str, Fill] = {}
         self._mutex = threading.Lock()
@@ -54,7 +52,7 @@ class Streams:
         (started here if none is), or None (read it without caching)."""
         cache = self._cache
         while True:
-            found = cache._hit(extent)
+            found: EntryView | None = cache._hit(extent)
             if found is not None:
                 return found
             fill, mine = self._fill(extent, read_range)
