@@ -27,8 +27,17 @@ __all__ = ["IntoReader", "into_reader"]
 IntoReader = Callable[[int, int, memoryview], None]  # fill the view with [start, end)
 POOL = 16  # connections per client
 _PLAIN = {"key", "secret", "token", "anon", "client_kwargs", "endpoint_url", "session"}
-_CLIENTS: dict[tuple[int, str], Any] = {}
+_CLIENTS: dict[tuple[int, str], Any] = {}  # by process: a forked child makes its own
 _LOCK = threading.Lock()
+
+
+def _after_fork() -> None:
+    global _LOCK
+    _LOCK = threading.Lock()  # a thread of the parent may have held it
+    _CLIENTS.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def into_reader(url: str, storage_options: dict[str, Any], etag: str = "") -> IntoReader:
