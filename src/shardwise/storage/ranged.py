@@ -29,6 +29,7 @@ POOL = 16  # connections per client
 _PLAIN = {"key", "secret", "token", "anon", "client_kwargs", "endpoint_url", "session"}
 _CLIENTS: dict[tuple[int, str], Any] = {}  # by process: a forked child makes its own
 _LOCK = threading.Lock()
+_SESSION: list[Any] = []
 
 
 def _after_fork() -> None:
@@ -42,7 +43,19 @@ os.register_at_fork(after_in_child=_after_fork)
 
 def into_reader(url: str, storage_options: dict[str, Any], etag: str = "") -> IntoReader:
     """A function filling a buffer with bytes ``[start, end)`` of ``url`` (retried; a
-    short read is a :class:`StorageError` naming the URL)."""
+    short read is a :class:`StorageError` naming the URL). Its client is made at its
+    first read (a reader of cache hits never needs one)."""
+    made: list[IntoReader] = []
+
+    def read(start: int, end: int, view: memoryview) -> None:
+        if not made:
+            made.append(_reader(url, storage_options, etag))
+        made[0](start, end, view)
+
+    return read
+
+
+def _reader(url: str, storage_options: dict[str, Any], etag: str) -> IntoReader:
     client = _client(url, storage_options)
     if client is None:
         return partial(_through_fsspec, url, storage_options)
@@ -74,7 +87,9 @@ def _make_client(options: dict[str, Any], kwargs: dict[str, Any]) -> Any:
         retries={"max_attempts": 3, "mode": "standard"},
         **({"signature_version": UNSIGNED} if options.get("anon") else {}),
     )
-    return botocore.session.get_session().create_client(
+    if not _SESSION:  # loading botocore's service descriptions costs ~0.5 s of CPU: once,
+        _SESSION.append(botocore.session.get_session())  # and inherited by forked workers
+    return _SESSION[0].create_client(
         "s3",
         endpoint_url=kwargs.get("endpoint_url") or options.get("endpoint_url"),
         region_name=kwargs.get("region_name"),
