@@ -12,7 +12,7 @@ from shardwise.storage.cache.fill import Fill
 
 __all__ = ["THREADS", "Downloads"]
 
-THREADS = 4
+THREADS = 2
 
 
 class Downloads:
