@@ -20,7 +20,7 @@ import numpy as np
 from shardwise.loader.tokens.mapped import OpenFiles
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan.buffers import Buffers
-from shardwise.plan.concat_ids import ids_batches
+from shardwise.plan.concat_ids import ids_batches, token_rows
 from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
 from shardwise.plan.sequences import fill_batch, sequence_tokens
 from shardwise.plan.tokens import TokenPlan
@@ -70,9 +70,11 @@ class SequenceBatches:
         """``concat`` batches of ``input_ids`` alone of the (unit, sequence) ``pairs``, in
         order, made on the calling thread (units read ahead on the feed's threads)."""
         seq_len, pad_id, b = self.seq_len, self.pad_id, self.batch_size
-        files = OpenFiles()
+        files, flat = OpenFiles(), self.units.flat
 
         def read(unit: int) -> UnitRows:
+            if flat is not None:  # where the index says, no document lengths needed
+                return token_rows(flat.view(unit), seq_len, pad_id)
             tokens = self.units.read(unit, plan.unit_lengths(unit), files)
             return unit_rows(*tokens, seq_len, pad_id, False)
 
