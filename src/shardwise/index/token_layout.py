@@ -12,13 +12,15 @@ file once (:mod:`shardwise.loader.tokens.flatmap`).
 
 The saved form is ``{"version": LAYOUT_VERSION, "counts": {column: count column or
 None}, "files": {path: {column: [[offset, tokens], ...]}}}``, one pair per row group.
-A file of another layout, a remote file or one that does not read has no entry; a saved
-layout of another version is ignored (and rebuilt). Readers of older indexes ignore the
+A file of another layout or one that does not read has an empty entry (not read again
+while unchanged), a remote file none; a saved layout of another version is ignored (and
+rebuilt). Readers of older indexes ignore the
 key.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,7 @@ __all__ = ["COUNT_COLUMN", "LAYOUT_VERSION", "layout_for", "layout_units"]
 
 LAYOUT_VERSION = 1
 COUNT_COLUMN = "num_tokens"  # what tokenize writes beside its token column
+SERIAL_FILES, THREADS = 16, 8  # files laid out on the calling thread; threads beyond
 
 Layout = dict[str, Any]
 
@@ -98,16 +101,29 @@ def layout_for(index: Any, saved: Any, options: dict[str, Any]) -> tuple[Layout 
     old = _saved(saved, counts)
     kept = {f.path: f for f in saved.files} if saved else {}
     files: dict[str, Any] = {}
-    read = False
+    todo = []
     for f in index.files:
         unchanged = bool(f.fingerprint) and kept.get(f.path) == f
         entry = old.get(f.path) if unchanged else None
-        if entry is None and _local(f.path):
-            entry, read = file_layout(f.path, columns, counts, options), True
         if entry is not None:
             files[f.path] = entry
+        elif _local(f.path):
+            todo.append(f.path)
+    for path, entry in zip(todo, _read_all(todo, columns, counts, options)):
+        files[path] = {} if entry is None else entry  # {}: read, not laid out (kept as such)
     counted = {c: COUNT_COLUMN if counts else None for c in columns}
-    return {"version": LAYOUT_VERSION, "counts": counted, "files": files}, read
+    layout = {"version": LAYOUT_VERSION, "counts": counted, "files": dict(sorted(files.items()))}
+    return layout, bool(todo)
+
+
+def _read_all(
+    paths: list[str], columns: dict[str, int], counts: bool, options: dict[str, Any]
+) -> list[Any]:
+    """:func:`file_layout` of each of ``paths``, on threads when there are many."""
+    if len(paths) <= SERIAL_FILES:
+        return [file_layout(p, columns, counts, options) for p in paths]
+    with ThreadPoolExecutor(THREADS) as pool:
+        return list(pool.map(lambda p: file_layout(p, columns, counts, options), paths))
 
 
 def _saved(saved: Any, counts: bool) -> dict[str, Any]:

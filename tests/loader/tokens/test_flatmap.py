@@ -151,7 +151,10 @@ def test_a_file_of_another_layout_leaves_the_dataset_to_the_old_path(copy: Path)
     table = pq.read_table(victim)
     pq.write_table(table, victim, row_group_size=16, compression="zstd")  # not mappable
     index = index_dataset(str(copy), progress=False)
-    assert index.tokens is not None and str(victim) not in index.tokens["files"]
+    assert index.tokens is not None and index.tokens["files"][str(victim)] == {}
+    assert _saved(copy)["tokens"] == index.tokens  # saved: not read again while unchanged
+    again = index_dataset(str(copy), progress=False)
+    assert again.reused_files == len(again.files) and again.tokens == index.tokens
     ds = TokenStream(str(copy), seq_len=64, fields=("input_ids",), shuffle=False)
     assert ds.units.flat is None
     assert sum(b["input_ids"].size for b in ds) > 0
@@ -175,3 +178,24 @@ def test_a_file_changed_after_indexing_is_refused_by_name(copy: Path, change: st
         for _ in ds:
             pass
     assert err.value.path == str(victim)
+
+
+def test_files_off_local_disks_are_not_mapped(
+    shards: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shardwise.loader.tokens.flatmap as flatmap
+
+    monkeypatch.setattr(flatmap, "mappable", lambda path: False)  # e.g. NFS or FUSE
+    ds = TokenStream(str(shards), seq_len=64, fields=("input_ids",))
+    assert ds.units.flat is None and sum(b["input_ids"].size for b in ds) > 0
+
+
+def test_many_files_are_laid_out_on_threads_as_on_one(
+    copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shardwise.index.token_layout as token_layout
+
+    serial = index_dataset(str(copy), progress=False, refresh=True).tokens
+    monkeypatch.setattr(token_layout, "SERIAL_FILES", 0)
+    threaded = index_dataset(str(copy), progress=False, refresh=True).tokens
+    assert threaded == serial and serial is not None and len(serial["files"]) > 1

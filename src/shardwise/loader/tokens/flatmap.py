@@ -4,11 +4,12 @@ When every unit of a token dataset has its token run in the dataset index
 (:mod:`shardwise.index.token_layout`: byte offset and token count per row group, saved
 when the dataset was indexed), :class:`FlatTokens` gives a stream what opening needs, each
 unit's token count, with no file read, and a unit's tokens as a view of its file: each file
-is mapped once per process (``mmap``, no read-ahead advice) and checked against the size
+is mapped once per process (``mmap``, no read-ahead advice; the latest
+:data:`KEEP_MAPS` maps kept, as each holds a file descriptor) and checked against the size
 and modification time the index recorded, so a file truncated, grown or rewritten since it
 was indexed raises :class:`~shardwise.errors.FormatError` naming it, never gives other
-tokens. Datasets without the layout (indexed by an older shardwise, remote, or written by
-other tools) are read as before (:mod:`.mapped`, Arrow).
+tokens. Datasets without the layout (indexed by an older shardwise, remote, on a network
+or FUSE filesystem, or written by other tools) are read as before (:mod:`.mapped`, Arrow).
 """
 
 from __future__ import annotations
@@ -16,14 +17,18 @@ from __future__ import annotations
 import mmap
 import os
 import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from shardwise.errors import FormatError
 from shardwise.index.token_layout import layout_units
+from shardwise.storage.localfs import mappable
 
-__all__ = ["FlatTokens"]
+__all__ = ["KEEP_MAPS", "FlatTokens"]
+
+KEEP_MAPS = 64  # files kept mapped (a map holds a descriptor until no view refers to it)
 
 
 def _local_path(path: str) -> str | None:
@@ -51,7 +56,7 @@ class FlatTokens:
     ) -> None:
         self.spans, self.paths, self.files, self.dtype = spans, paths, files, np.dtype(dtype)
         self.totals = spans[:, 1].copy()
-        self._maps: dict[str, np.ndarray] = {}
+        self._maps: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
     @classmethod
@@ -59,7 +64,8 @@ class FlatTokens:
         cls, index: Any, column: str, count_column: str | None, dtype: np.dtype
     ) -> FlatTokens | None:
         """The token runs of ``index`` (a ``DatasetIndex`` or ``MixedIndex``), or None
-        when a unit has none or a file is not on this machine."""
+        when a unit has none or a file is not on a disk or memory filesystem of this
+        machine."""
         parts: list[np.ndarray] = []
         paths: list[str] = []
         files: dict[str, tuple[int, str]] = {}
@@ -71,6 +77,8 @@ class FlatTokens:
             local = [_local_path(u.path) for u in ix.units]
             if spans is None or any(p is None for p in local):
                 return None
+            if not all(mappable(p) for p in {p for p in local if p is not None}):
+                return None
             parts.append(spans)
             paths.extend(p for p in local if p is not None)
             files.update(
@@ -81,7 +89,7 @@ class FlatTokens:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_maps"], state["_lock"] = {}, None
+        state["_maps"], state["_lock"] = OrderedDict(), None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -112,6 +120,8 @@ class FlatTokens:
                 mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""
             data = np.frombuffer(mapped, np.uint8)
             self._maps[path] = data
+            while len(self._maps) > KEEP_MAPS:
+                self._maps.popitem(last=False)
             return data
 
     def _check(self, path: str, st: os.stat_result) -> None:
