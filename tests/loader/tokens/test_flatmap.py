@@ -199,3 +199,17 @@ def test_many_files_are_laid_out_on_threads_as_on_one(
     monkeypatch.setattr(token_layout, "SERIAL_FILES", 0)
     threaded = index_dataset(str(copy), progress=False, refresh=True).tokens
     assert threaded == serial and serial is not None and len(serial["files"]) > 1
+
+
+def test_lengths_that_disagree_with_the_layout_are_refused(shards: Path) -> None:
+    import copy as copying
+
+    index = index_dataset(str(shards), progress=False)
+    tampered = copying.deepcopy(index.tokens)
+    assert tampered is not None
+    first = next(iter(tampered["files"].values()))["tokens"]
+    first[0][1] -= 1  # one token fewer than num_tokens says
+    ds = TokenStream(replace(index, tokens=tampered), seq_len=64)
+    assert ds.units.flat is not None
+    with pytest.raises(FormatError, match="disagree with the dataset index"):
+        ds.stats()
