@@ -213,3 +213,20 @@ def test_lengths_that_disagree_with_the_layout_are_refused(shards: Path) -> None
     assert ds.units.flat is not None
     with pytest.raises(FormatError, match="disagree with the dataset index"):
         ds.stats()
+
+
+def test_units_and_maps_evicted_and_needed_again_give_the_same_batches(
+    shards: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shardwise.loader.tokens.flatmap as flatmap
+
+    monkeypatch.setattr(flatmap, "KEEP_UNITS", 1)
+    monkeypatch.setattr(flatmap, "KEEP_MAPS", 1)
+    index = index_dataset(str(shards), progress=False)
+    kw: dict[str, Any] = {"seq_len": 48, "batch_size": 4, "fields": ("input_ids",), "seed": 7}
+    ds = TokenStream(index, **kw)
+    got = _batches(ds)
+    expected = _batches(TokenStream(replace(index, tokens=None), **kw))
+    assert ds.units.flat is not None and len(ds.units.flat._maps) == 1
+    assert len(got) == len(expected) > 0
+    assert all(np.array_equal(a["input_ids"], b["input_ids"]) for a, b in zip(got, expected))

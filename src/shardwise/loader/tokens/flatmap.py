@@ -24,11 +24,14 @@ import numpy as np
 
 from shardwise.errors import FormatError
 from shardwise.index.token_layout import layout_units
+from shardwise.plan.concat_ids import token_rows
+from shardwise.plan.concat_rows import UnitRows
 from shardwise.storage.localfs import mappable
 
-__all__ = ["KEEP_MAPS", "FlatTokens"]
+__all__ = ["KEEP_MAPS", "KEEP_UNITS", "FlatTokens", "MappedRows"]
 
 KEEP_MAPS = 64  # files kept mapped (a map holds a descriptor until no view refers to it)
+KEEP_UNITS = 256  # units whose rows a stream keeps laid out
 
 
 def _local_path(path: str) -> str | None:
@@ -137,3 +140,21 @@ class FlatTokens:
                 f"indexed {size}); open the dataset again to index it anew",
                 path,
             )
+
+
+class MappedRows(dict[int, UnitRows]):
+    """Units' ``input_ids`` rows (:func:`~shardwise.plan.concat_ids.token_rows`), laid out
+    when first looked up, as views of their mapped files: nothing to read ahead, so the
+    batches of a whole pass take their units from here directly (the latest
+    :data:`KEEP_UNITS` kept; one evicted and needed again is laid out again)."""
+
+    def __init__(self, flat: FlatTokens, seq_len: int, pad_id: int) -> None:
+        super().__init__()
+        self.flat, self.seq_len, self.pad_id = flat, seq_len, pad_id
+
+    def __missing__(self, unit: int) -> UnitRows:
+        rows = token_rows(self.flat.view(unit), self.seq_len, self.pad_id)
+        if len(self) >= KEEP_UNITS:
+            del self[next(iter(self))]
+        self[unit] = rows
+        return rows
