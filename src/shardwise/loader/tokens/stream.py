@@ -13,7 +13,10 @@ token weights, and ``state_dict(consumed_batches)`` / ``load_state_dict`` resume
 next sequence, on the same or another topology. Units are read ahead on two threads; the
 batches are made on a loader thread (:mod:`.batches`, :mod:`.ahead`); those of
 ``input_ids`` alone, one copy each, on the iterating thread (with their units when these
-are files of this machine).
+are files of this machine). A ``concat`` stream over shards whose token runs the index
+holds (:mod:`shardwise.index.token_layout`) opens from the index alone: each unit's
+tokens give its sequences, and the documents' lengths are read only when first needed
+(:attr:`TokenStreamBase.lengths`: fields other than ``input_ids``, ``stats()``).
 """
 
 from __future__ import annotations

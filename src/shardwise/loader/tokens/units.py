@@ -80,7 +80,8 @@ class TokenUnits:
         self, unit: int, lengths: np.ndarray | None = None, files: OpenFiles | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Unit ``unit``'s tokens, flat, and its ``documents + 1`` offsets: a view of the
-        file where the shard is laid out for it and read without the node cache
+        file mapped once where the index locates them (:mod:`.flatmap`; with ``lengths``),
+        else where the shard is laid out for it and read without the node cache
         (:func:`~shardwise.loader.tokens.mapped.mapped_tokens`; ``lengths``, the unit's
         document lengths as :meth:`lengths` gave them, spare reading them again, ``files``
         keeps the last files open for the next units), else Arrow's read."""
