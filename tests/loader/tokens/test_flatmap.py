@@ -230,3 +230,30 @@ def test_units_and_maps_evicted_and_needed_again_give_the_same_batches(
     assert ds.units.flat is not None and len(ds.units.flat._maps) == 1
     assert len(got) == len(expected) > 0
     assert all(np.array_equal(a["input_ids"], b["input_ids"]) for a, b in zip(got, expected))
+
+
+def test_tokenize_on_the_local_backend_saves_the_same_layout(shards: Path, tmp_path: Path) -> None:
+    from _tokenizer import EOS
+
+    from shardwise.pipeline import read_jsonl
+
+    root = shards.parent  # the fixture's inputs and tokenizer
+    out = tmp_path / "tokens"
+    (
+        read_jsonl(str(root / "*.jsonl"))
+        .apply("tokenize", tokenizer=str(root / "tokenizer.json"), eos=EOS)
+        .apply("drop_columns", columns=["text"])
+        .write(str(out), row_group_rows=16, target_shard_bytes=200_000)
+        .run(backend="local", num_proc=2, progress=False)
+    )
+    ours, theirs = _saved(out)["tokens"], _saved(shards)["tokens"]
+    assert {Path(p).name: v for p, v in ours["files"].items()} == {
+        Path(p).name: v for p, v in theirs["files"].items()
+    }
+    assert ours["counts"] == theirs["counts"] and len(ours["files"]) > 1
+    ds = TokenStream(str(out), seq_len=64, fields=("input_ids",), shuffle=False)
+    assert ds.units.flat is not None and ds._lengths is None
+    expected = TokenStream(str(shards), seq_len=64, fields=("input_ids",), shuffle=False)
+    got = _batches(ds)
+    assert len(got) == len(expected) > 0
+    assert all(np.array_equal(a["input_ids"], b["input_ids"]) for a, b in zip(got, expected))
