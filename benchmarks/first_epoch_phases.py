@@ -10,9 +10,10 @@ Run from the repository root, one fresh process per call::
     PYTHONPATH=src .venv/bin/python benchmarks/first_epoch_phases.py detail DIR [COLUMN ...]
 
 ``DIR`` holds Parquet files; the CPU seconds are the whole process's (every thread).
-``detail`` runs the loader's first epoch with its steps timed by the CPU time of the
-thread that runs them (``time.thread_time``): reading and decoding units, writing them
-into the window, making pieces, cutting batches on the training thread.
+``detail`` runs the loader's first epoch with its steps timed by the CPU time (and minor
+page faults) of the thread that runs them (``time.thread_time``, ``RUSAGE_THREAD``):
+reading and decoding units, writing them into the window, making pieces, cutting batches
+on the training thread.
 """
 
 from __future__ import annotations
@@ -76,15 +77,24 @@ def loader(path: str, cols: list[str] | None) -> None:
 _cpu: dict[str, float] = {}
 
 
+_faults: dict[str, int] = {}
+
+
+def _thread_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+
 def _timed(name: str, fn: Any) -> Any:
-    """``fn`` with the CPU time of the calling thread added to ``_cpu[name]``."""
+    """``fn`` with the CPU time and minor page faults of the calling thread added to
+    ``_cpu[name]`` and ``_faults[name]``."""
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        t = time.thread_time()
+        t, f = time.thread_time(), _thread_faults()
         try:
             return fn(*args, **kwargs)
         finally:
             _cpu[name] = _cpu.get(name, 0.0) + time.thread_time() - t
+            _faults[name] = _faults.get(name, 0) + _thread_faults() - f
 
     return run
 
@@ -101,16 +111,17 @@ def detail(path: str, cols: list[str] | None) -> None:
     maker.made = _timed("make pieces (take, convert)", maker.made)  # type: ignore[method-assign]
     maker._objects = _timed("batch strings -> objects", maker._objects)  # type: ignore[method-assign]
     mark("import shardwise.loader")
-    t0 = time.thread_time()
+    t0, f0 = time.thread_time(), _thread_faults()
     ds = StreamingDataset(
         path, batch_size=256, shuffle=True, seed=0, drop_last=True, batch_format="numpy",
         num_workers=None, progress=False, columns=cols,
     )  # fmt: skip
     rows = sum(len(b["id"]) for b in ds)
     _cpu["training thread (all of it)"] = time.thread_time() - t0
+    _faults["training thread (all of it)"] = _thread_faults() - f0
     mark(f"epoch 1 ({rows:,} rows)")
     for name, cpu in _cpu.items():
-        print(f"  {name:36s} {cpu:6.3f} CPU s", flush=True)
+        print(f"  {name:36s} {cpu:6.3f} CPU s  minflt {_faults[name]:8d}", flush=True)
 
 
 def main(argv: list[str]) -> int:

@@ -48,10 +48,15 @@ def gather(
 
 
 def gather_columns(
-    tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, views: Views
+    tables: dict[int, pa.Table],
+    unit_ids: np.ndarray,
+    rows: np.ndarray,
+    views: Views,
+    skip: frozenset[int] = frozenset(),
 ) -> Columns:
     """The gathered rows column by column (see :func:`gather`): numbers and fixed-size
-    lists of numbers without nulls as new numpy arrays (2-D for lists), the rest as Arrow."""
+    lists of numbers without nulls as new numpy arrays (2-D for lists), the rest as Arrow;
+    the columns in ``skip`` are not gathered (left empty, for the caller to fill)."""
     order = np.argsort(unit_ids, kind="stable")
     grouped = unit_ids[order]
     cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
@@ -63,6 +68,9 @@ def gather_columns(
     columns: Columns = []
     by_arrow: list[int] = []
     for i, f in enumerate(schema):
+        if i in skip:
+            columns.append(pa.chunked_array([], type=f.type))
+            continue
         arrays = [a for a in (_view(views, tables, u, i) for u, _ in groups) if a is not None]
         if len(arrays) == len(groups):
             columns.append(_take_numeric(arrays, groups, bounds, order, len(rows)))
