@@ -151,7 +151,7 @@ class PieceMaker:
         tables, views, unit_ids, order = joined(parts)
         schema = next(iter(tables.values())).schema
         columns = [
-            c if isinstance(c, np.ndarray) else c.combine_chunks()
+            c if isinstance(c, (np.ndarray, pa.Array)) else c.combine_chunks()
             for c in gather_columns(tables, unit_ids, order, views)
         ]
         return self.converted(len(unit_ids), columns, schema)
