@@ -1,13 +1,17 @@
 """Memory for the columns of a plain tar's batches, used again once Arrow lets it go.
 
 Reading members into new memory for every batch costs more than the copy itself: the
-kernel maps and zeroes each page of it on first touch (on the 2 GB tar benchmark, about
-two thirds of the worker's reading time). Here each batch's column buffer is a view of a
-pooled array; a weak reference to the view gives the array back to the pool when the
-view dies, which is when the last Arrow buffer made from it is freed (``pa.py_buffer``
-holds the view, and everything made from that buffer holds the buffer). An array is
-never handed out while anything can still read it. At most :data:`KEEP_BYTES` of free
-arrays are kept per process; beyond that they are freed as before.
+kernel maps and zeroes each page of it on first touch. numpy's own arrays of this size
+were also backed by huge pages (numpy asks for them), each zeroed whole on its first
+fault: on the 2 GB tar benchmark that zeroing was a quarter to a third of all the CPU
+time of a 2-worker DataLoader epoch. So the memory comes from Arrow's allocator (jemalloc
+in a DataLoader worker, which keeps freed pages for the next allocations, ordinary
+pages) and is pooled: each batch's column buffer is a view of a pooled array; a weak
+reference to the view gives the array back to the pool when the view dies, which is when
+the last Arrow buffer made from it is freed (``pa.py_buffer`` holds the view, and
+everything made from that buffer holds the buffer). An array is never handed out while
+anything can still read it. At most :data:`KEEP_BYTES` of free arrays are kept per
+process; beyond that they go back to the allocator.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import threading
 import weakref
 
 import numpy as np
+import pyarrow as pa
 
 __all__ = ["KEEP_BYTES", "POOL", "BufferPool"]
 
@@ -39,7 +44,7 @@ class BufferPool:
             return np.empty(n, np.uint8)
         base = self._fitting(n)
         if base is None:
-            base = np.empty(n, np.uint8)
+            base = np.frombuffer(pa.allocate_buffer(n), np.uint8)
         view = base[:n]
         weakref.finalize(view, self._give_back, base)
         return view
