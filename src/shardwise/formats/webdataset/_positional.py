@@ -22,7 +22,17 @@ import numpy as np
 __all__ = ["GAP", "Member", "Positional"]
 
 GAP = 64 * 2**10  # bytes between two members read in one call at most (headers, padding)
-_IOV = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 1024
+
+
+def _iov_max() -> int:
+    """Buffers one ``preadv`` takes at most."""
+    try:
+        return max(2, min(1024, os.sysconf("SC_IOV_MAX")))
+    except (AttributeError, ValueError, OSError):
+        return 16
+
+
+_IOV = _iov_max()
 Member = tuple[int, memoryview]  # a member's data offset, and where its bytes go
 
 
@@ -50,8 +60,10 @@ class Positional:
         i = 0
         while i < len(members):
             j, iov, want = self._run(members, i)
-            if os.preadv(self.fd, iov, members[i][0]) < want:
-                return _first_short(members[i:j], self._one)
+            if os.preadv(self.fd, iov, members[i][0]) < want:  # the end, or a read cut short
+                short = _first_short(members[i:j], self._one)
+                if short is not None:
+                    return short
             i = j
         return None
 
