@@ -2,7 +2,7 @@
 
 For each batch the headers of ``batch_rows`` samples are walked first (see
 :mod:`._plainwalk`), then every projected member is read once, in file order, into its
-column's data buffer (``readinto``: one copy, from the file to the array), and each column is
+column's data buffer (one copy, from the file to the array), and each column is
 made with ``pa.Array.from_buffers`` from its validity bitmap (a sample without the field is
 null), offsets and data. No Python ``bytes`` per value, no ``from_pylist``. A local file's
 members are read by ``os.preadv``, a run of close members per call (:mod:`._positional`),

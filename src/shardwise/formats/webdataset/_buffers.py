@@ -36,7 +36,7 @@ class BufferPool:
         self.keep = keep
         self._free: list[np.ndarray] = []
         self._kept = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a collection inside may give an array back
 
     def take(self, n: int) -> np.ndarray:
         """``n`` bytes (uint8) nothing else reads or writes until the view is dropped."""
@@ -67,7 +67,7 @@ class BufferPool:
 
     def clear(self) -> None:
         """Free every kept array (and, in a forked child, forget the parent's lock)."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a collection inside may give an array back
         self._free = []
         self._kept = 0
 
