@@ -7,7 +7,9 @@ string and other variable-width columns with Arrow's ``take`` (a take per unit, 
 second take to restore the order); for numeric columns and fixed-size lists of numbers
 without nulls -- ids, labels, embeddings, token windows -- with numpy's ``take`` (each
 unit's rows copied into a small scratch buffer that stays in cache, then scattered to
-their places in the piece), and one copy when all rows come from one unit.
+their places in the piece), and one copy when all rows come from one unit; for wide
+binary and string values (4 KiB or more on average: images, audio) value by value, one
+copy each (:mod:`shardwise.loader.batches.wide`).
 
 :func:`gather_columns` hands the numeric columns out as the numpy arrays the rows were
 copied into (owned and writable: the in-process loader's batches are views of them);
@@ -20,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.loader.batches.convert import buffer_view
+from shardwise.loader.batches.wide import take_wide
 
 __all__ = ["Columns", "Views", "column_to_arrow", "gather", "gather_columns", "unit_views"]
 
@@ -27,8 +30,8 @@ Views = dict[
     tuple[int, int], "np.ndarray | None"
 ]  # (unit, column) -> numpy view, or None: use Arrow
 Columns = list[
-    "np.ndarray | pa.ChunkedArray"
-]  # one per schema field: gathered by numpy, or by Arrow
+    "np.ndarray | pa.ChunkedArray | pa.Array"
+]  # one per schema field: gathered by numpy, by Arrow, or value by value (wide values)
 
 
 def gather(
@@ -72,8 +75,11 @@ def gather_columns(
             columns.append(pa.chunked_array([], type=f.type))
             continue
         arrays = [a for a in (_view(views, tables, u, i) for u, _ in groups) if a is not None]
+        wide = None if arrays else take_wide({u: tables[u][i] for u, _ in groups}, unit_ids, rows)
         if len(arrays) == len(groups):
             columns.append(_take_numeric(arrays, groups, bounds, order, len(rows)))
+        elif wide is not None:  # images and other wide values: one copy (see wide.py)
+            columns.append(wide)
         else:
             columns.append(pa.chunked_array([], type=f.type))  # filled below
             by_arrow.append(i)

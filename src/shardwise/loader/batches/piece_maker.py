@@ -154,7 +154,11 @@ class PieceMaker:
         lists = self._row_views(tables, unit_ids, order, schema)
         gathered = gather_columns(tables, unit_ids, order, views, skip=frozenset(lists))
         columns = [
-            lists[i] if i in lists else c if isinstance(c, np.ndarray) else c.combine_chunks()
+            lists[i]
+            if i in lists
+            else c
+            if isinstance(c, (np.ndarray, pa.Array))
+            else c.combine_chunks()
             for i, c in enumerate(gathered)
         ]
         return self.converted(len(unit_ids), columns, schema)
