@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardwise.errors import ShardwiseError
+from shardwise.errors import FormatError, ShardwiseError
 from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
 from shardwise.index import DatasetIndex
 from shardwise.loader.read.mixed import MixedIndex
@@ -182,7 +182,7 @@ def _open(path: str, group: int, columns: list[str] | None, options: dict[str, A
         pf = pq.ParquetFile(source)
         names = columns if columns is not None else pf.schema_arrow.names
         if not set(names) <= set(pf.schema_arrow.names):
-            raise ValueError(f"columns {names} are not all in {path}")
+            raise FormatError(f"columns {names} are not all in this file", path)
     except BaseException:
         source.close()
         raise
