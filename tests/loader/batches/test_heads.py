@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader
 from shardwise import StreamingDataset
 from shardwise.errors import ConfigError, PlanError
 from shardwise.loader.batches.pieces import cut_pieces
+from shardwise.loader.read import unit_heads
 from shardwise.loader.read.unit_heads import unit_parts
 from shardwise.loader.read.units import UnitReader
 
@@ -267,3 +268,20 @@ def test_per_sample_items_follow_the_plan_with_heads(data: Path) -> None:
     loader = DataLoader(_ds(data, batch_format=None, batch_size=4), batch_size=4, num_workers=2)
     got = [int(i) for b in loader for i in b["id"]]
     assert got == [i for b in _planned(ds, 0, 2) for i in b]
+
+
+def test_a_unit_with_large_dictionaries_is_let_go_after_its_head(
+    data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over HOLD_BYTES of dictionary pages a unit is not kept open: its rest is read
+    whole and sliced, and the batches are still the plan's."""
+    monkeypatch.setattr(unit_heads, "HOLD_BYTES", 0)
+    ds = _ds(data)
+    reader = UnitReader(ds.index, ["id", "text"])
+    parts = unit_parts(ds.index, ["id", "text"], None, None, reader.schema)
+    assert parts is not None
+    n = ds.index.units[0].num_samples
+    head = parts.head(0, 5)
+    assert head is not None and head.equals(reader.read(0).slice(0, 5))
+    assert parts.rest(0, 5, n - 5) is None
+    assert [_ids(b) for b in ds] == _planned(ds, 0, 1)

@@ -15,7 +15,9 @@ else answers None, and the caller reads the whole unit and slices it, so a bad u
 named by the whole read's :class:`~shardwise.errors.FormatError`: a read that fails, a
 schema other than the dataset's, other row counts than the plan's, or a rest whose head was
 not read here (an epoch resumed past its head window). Until its rest is read, a unit
-keeps its file open and Arrow's decoders their current pages and dictionaries.
+keeps its file open and Arrow's decoders their current pages and dictionaries, unless its
+dictionary pages are large (over :data:`HOLD_BYTES`): it is then closed after its head,
+and its rest is read whole and sliced.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ from shardwise.storage.cache import NodeCache
 
 __all__ = ["UnitParts", "unit_parts"]
 
+# a unit is kept open for its rest while Arrow's dictionaries of it take at most this many
+# bytes; a larger one (images of 100 KB in one dictionary page of 25 MB) is let go, its
+# memory serves the next unit's read, and its rest is read whole and sliced
+HOLD_BYTES = 4 << 20
 # what a failed part read may raise: the whole read then says what is wrong
 _FAILURES = (pa.ArrowException, OSError, ValueError, IndexError, EOFError, ShardwiseError)
 
@@ -105,7 +111,7 @@ class UnitParts:
             table = self._head(opened, rows)
         except _FAILURES:
             table = None
-        if table is None or rows >= unit.num_samples:
+        if table is None or rows >= unit.num_samples or _held(opened) > HOLD_BYTES:
             opened.close()
             return table
         with self._lock:
@@ -187,6 +193,19 @@ def _open(path: str, group: int, columns: list[str] | None, options: dict[str, A
         source.close()
         raise
     return _Open(source, pf, group, list(names), [])
+
+
+def _held(opened: _Open) -> int:
+    """The stored bytes of the dictionary pages of the columns Arrow reads (what its
+    decoders keep, decoded, until the rest is read)."""
+    group = opened.pf.metadata.row_group(opened.group)
+    arrow = {n for n in opened.names if n not in opened.fixed}
+    held = 0
+    for i in range(group.num_columns):
+        chunk = group.column(i)
+        if chunk.path_in_schema.split(".")[0] in arrow and chunk.has_dictionary_page:
+            held += max(0, chunk.data_page_offset - (chunk.dictionary_page_offset or 0))
+    return held
 
 
 def _next_rows(opened: _Open, rows: int) -> pa.Table:
