@@ -109,6 +109,8 @@ class WindowBuilder:
                 f"its read-ahead {self.units[w][:5]}..."
             )
         if self.stream is not None:
+            if w > 0:  # a later window is needed: its reads are held no longer
+                self._release()
             stream = self.stream
             return _from_tables(unit_ids, rows, ((u, next(stream)) for u in unit_list))
         return self._arrived(w, order)
@@ -137,6 +139,10 @@ class WindowBuilder:
         if self.next is not None and self.next < len(self.units):
             self._start(self.next).ahead(self.reading.prefetch_bytes)
         self.next = None
+        self._release()
+
+    def _release(self) -> None:
+        """Let units read ahead one at a time go past the first window."""
         if self.held is not None:
             self.held.hold_after = None
             self.held = None
