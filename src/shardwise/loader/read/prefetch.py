@@ -54,6 +54,9 @@ class Prefetcher(Generic[K, V]):
         self.max_ahead = max_ahead
         self.executor = executor
         self.peak_bytes = 0
+        # keys read ahead: at most the first `hold_after` while it is set (the others when
+        # the consumer needs them), all once it is None again
+        self.hold_after: int | None = None
 
     def _pool(self) -> AbstractContextManager[Executor]:
         if self.executor is not None:
@@ -67,10 +70,13 @@ class Prefetcher(Generic[K, V]):
         it = iter(keys)
         waiting: list[K] = []  # a key read from `it` but not yet submitted (over budget)
         exhausted = False
+        submitted = 0
         with self._pool() as pool:
             try:
                 while True:
                     while not exhausted and len(pending) < self.max_ahead:
+                        if pending and self.hold_after is not None and submitted >= self.hold_after:
+                            break  # held back: read when the consumer needs it
                         if not waiting:
                             try:
                                 waiting.append(next(it))
@@ -83,7 +89,7 @@ class Prefetcher(Generic[K, V]):
                             break  # over budget: wait until the consumer frees room
                         waiting.pop()
                         pending.append((size, pool.submit(self.load, key)))
-                        held += size
+                        held, submitted = held + size, submitted + 1
                         self.peak_bytes = max(self.peak_bytes, held)
                     if not pending:
                         return
