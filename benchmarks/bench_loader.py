@@ -371,26 +371,32 @@ def first_epoch_checks(ok: dict[str, dict[str, Any]], checks: Checks) -> None:
     """The first epoch of a fresh process (construction included) against both raw scans;
     its time to the first batch against one unit's decode time; its peak RSS against
     ``shuffle_bytes + prefetch_bytes`` (the process's whole RSS, interpreter and torch
-    included: the raw scan's peak is printed for scale)."""
-    fe = ok.get("shardwise_first_epoch")
+    included: the raw scan's peak is printed for scale). The same for the row with head
+    windows (``first_window="heads"``)."""
+    for name in ("shardwise_first_epoch", "shardwise_first_epoch_heads"):
+        _first_epoch_check(name, ok, checks)
+
+
+def _first_epoch_check(name: str, ok: dict[str, dict[str, Any]], checks: Checks) -> None:
+    fe = ok.get(name)
     if fe is None:
         return
     for base_row, target in (("raw_scan", 1.0), ("raw_scan_pages", 1.0)):
         if base_row in ok:
             checks.add(
-                f"shardwise_first_epoch vs {base_row}",
+                f"{name} vs {base_row}",
                 ratio(fe["rows_per_s"], ok[base_row]["rows_per_s"]),
                 target,
             )
             checks.add(
-                f"shardwise_first_epoch vs {base_row}, median of the rounds' own ratios",
+                f"{name} vs {base_row}, median of the rounds' own ratios",
                 paired_ratio(fe, ok[base_row]),
                 None,
             )
     decode = get(ok.get("raw_scan_pages"), "unit_decode_s")
     if decode and fe.get("first_batch_s") is not None:
         checks.add(
-            "shardwise_first_epoch time to first batch",
+            f"{name} time to first batch",
             fe["first_batch_s"],
             round(decode["median"] + 0.05, 3),
             spec=".3f",
@@ -401,7 +407,7 @@ def first_epoch_checks(ok: dict[str, dict[str, Any]], checks: Checks) -> None:
     if fe.get("shuffle_bytes"):
         budget = 1.3 * (fe["shuffle_bytes"] + fe["prefetch_bytes"]) / 2**20
         checks.add(
-            "shardwise_first_epoch peak RSS",
+            f"{name} peak RSS",
             fe["peak_rss_mb"],
             round(budget),
             spec=",.0f",

@@ -22,7 +22,8 @@ Rows (each a measured subprocess; ratios only between rows of this run):
   one to hold ``stream-shardwise-ids-ordered`` to); ``stream-memmap-shuffled``: the same
   with the file's sequences in a seeded random order, one slice copy per sequence (the one
   to hold the shuffled rows to). The ratios compare the whole runs; the "iteration only"
-  lines leave the stream's opening out (``open_s``: index, document lengths, plan).
+  lines leave the stream's opening out (``open_s``: the saved index with its token
+  layout, made once when the data was written, as ``tokenize``'s run does; the plan).
   LitData ``TokensLoader`` and MosaicML MDS need torch in their own venvs: not run by
   default (``--only`` them to try).
 * ``packing``: ``best_fit`` against ``concat`` at seq 2048 on the BBC articles' real
@@ -167,6 +168,11 @@ def _stream_data(root: Path, tokens: int, lengths: np.ndarray) -> Path:
             for f in sorted((root / "shards").glob("*.parquet"))
         ]
         np.save(root / "offsets.npy", np.concatenate([[0], np.cumsum(np.concatenate(counts))]))
+    from shardwise.index import index_dataset
+
+    # indexed once, as tokenize's run indexes its output (the token layout saved with it):
+    # the streams' runs open a saved index; a no-op once saved
+    index_dataset(str(root / "shards"), progress=False)
     return root
 
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env python
 """Where one ``concat`` epoch of ``TokenStream`` goes, phase by phase, against the memmap
 loops of ``bench_tokens.py``: CPU seconds (the process's) and minor page faults of
-opening, reading every unit (Arrow's read of the token column), laying units out as rows,
-building the batches (``input_ids`` alone in file order and shuffled, then every field,
-shuffled), and of the two memmap loops (file order; shuffled sequences). Each phase runs on
-the calling thread, one after the other, so the figures add up; the stream itself reads
-units ahead on threads (and makes every-field batches on a loader thread).
+opening (from the index's token layout when it has one), reading the documents' lengths
+(which only fields other than ``input_ids`` need), reading every unit (a view of its
+mapped file), laying units out as rows, building the batches (``input_ids`` alone in file
+order and shuffled, then every field, shuffled), and of the two memmap loops (file order;
+shuffled sequences). Each phase runs on the calling thread, one after the other, so the
+figures add up; the stream itself reads units ahead on threads (and makes every-field
+batches on a loader thread).
 
 Run from the repository root after ``bench_tokens.py`` made its data::
 
@@ -50,9 +52,10 @@ def main(data: Path) -> None:
     from shardwise.plan.concat_rows import take_window, unit_rows, window_batches
 
     shards = str(data / "shards")
-    phase("open (index, num_tokens, plan counts)", lambda: TokenStream(shards, seq_len=SEQ_LEN))
+    phase("open (index, token layout, plan counts)", lambda: TokenStream(shards, seq_len=SEQ_LEN))
     ds = phase("open again (warm)", lambda: TokenStream(shards, seq_len=SEQ_LEN))
     n = len(ds.docs)
+    phase("document lengths (num_tokens, for fields)", lambda: ds.lengths)
     files, known = OpenFiles(), ds.plan()  # as a pass reads them: files kept open, lengths
     units = phase(
         "read every unit (map the token column)",

@@ -252,6 +252,14 @@ def test_auto_blocks_and_errors() -> None:
     assert auto_blocks(np.array([MIN_BLOCK_ROWS * 2] * 40), t) == 2  # heads not too small
     assert auto_blocks(np.array([100] * 40), Topology(1, 1, 200, interleave=4)) == 2  # a batch
     assert auto_blocks(np.array([0, 0]), t) == 1
+    # uneven units of which drop_last leaves 232 rows out: heads of 1/3 would give a head
+    # window of 255 rows (less than a batch: the first batch would wait for every rest)
+    images, one = np.array([250, 250, 228, 22, 157, 64, 29]), Topology(1, 1, 256, interleave=18)
+    assert auto_blocks(images, one) == 2
+    for seed in range(5):
+        first = make_plan(images, one, seed=seed, blocks=2).worker(0, 0).windows()[0]
+        assert sum(s.size for s in first) >= 256
+    assert auto_blocks(images, Topology(1, 1, 256, drop_last=False, interleave=18)) == 3
     for bad in (0, -1, True, 2.5):
         with pytest.raises(PlanError, match="blocks"):
             EpochPlan([5, 5], Topology(1), blocks=bad)  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ steps, determinism, token-weighted mixing with exact quotas, canonical workers, 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -170,3 +171,35 @@ def test_stats_count_tokens_padding_and_splits() -> None:
         assert (s["documents"], s["tokens"], s["sequences"]) == (7, 38, seqs)
         assert s["padding_tokens"] == seqs * 8 - 38 and s["split_documents"] == split
         assert s["epoch_sequences"] == seqs and s["epoch_tokens"] == seqs * 8
+
+
+@SETTINGS
+@given(units=st.lists(UNIT, min_size=1, max_size=6), seq_len=st.integers(1, 40), t=TOPOLOGY)
+def test_lengths_given_as_a_function_are_read_when_first_needed(
+    units: list[list[int]], seq_len: int, t: tuple[int, int, int]
+) -> None:
+    from shardwise.errors import ConfigError
+    from shardwise.plan.packing import count_sequences
+
+    topology = Topology(t[0], t[1], t[2])
+    eager = _plan(units, seq_len, topology, shuffle=False)
+    if eager is None:
+        return
+    calls: list[int] = []
+
+    def lengths() -> np.ndarray:
+        calls.append(1)
+        return eager.lengths
+
+    totals = np.array([sum(u) for u in units], dtype=np.int64)
+    counts = -(-totals // seq_len)  # concat: a unit's tokens give its sequences
+    assert np.array_equal(counts, count_sequences(eager.lengths, eager.docs, seq_len))
+    lazy = TokenPlan(lengths, eager.docs, seq_len, topology, shuffle=False, counts=counts)
+    w = topology.num_workers - 1
+    assert np.array_equal(lazy.worker(0, w).pairs(), eager.worker(0, w).pairs())
+    assert np.array_equal(lazy.resume(0).worker(0, w).pairs(), eager.resume(0).worker(0, w).pairs())
+    assert not calls  # the plan and its resume never needed the lengths
+    assert np.array_equal(lazy.unit_lengths(0), eager.unit_lengths(0)) and len(calls) == 1
+    assert np.array_equal(lazy.lengths, eager.lengths) and len(calls) == 1  # read once
+    with pytest.raises(ConfigError, match="counts="):
+        TokenPlan(lengths, eager.docs, seq_len, topology)

@@ -7,8 +7,9 @@ reads of the files' tails; tar headers; JSONL newlines), and returns a
 in the dataset directory) or, when that is not possible, in a cache directory, and
 reused per file only while the file's size and fingerprint (mtime or ETag) match.
 
-May import: ``shardwise.errors``, ``shardwise._optional``, ``shardwise.storage``,
-``shardwise.formats`` and ``shardwise.parallel`` (see ``docs/layers.toml``).
+May import: ``shardwise.errors``, ``shardwise._optional``, ``shardwise._tokens``,
+``shardwise.storage``, ``shardwise.formats`` and ``shardwise.parallel`` (see
+``docs/layers.toml``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from shardwise.index.dataset_files import MANIFEST_NAME, choose_format, list_dat
 from shardwise.index.footers import index_parquet
 from shardwise.index.model import INDEX_NAME, DatasetIndex, FileEntry
 from shardwise.index.store import cache_root, index_location, load_saved, save
+from shardwise.index.token_layout import layout_for
 from shardwise.storage import FileInfo
 
 __all__ = [
@@ -113,7 +115,13 @@ def index_dataset(
     saved = None if refresh or unseen else load_saved(location, fmt_name, format_options, opts)
     index = _build(fmt_name, infos, saved, format_options, progress, opts)
     index.storage_options = opts
-    if index.reused_files < len(infos) or saved is None or len(saved.files) != len(infos):
+    index.tokens, laid_out = layout_for(index, saved, opts)
+    if (
+        laid_out
+        or index.reused_files < len(infos)
+        or saved is None
+        or len(saved.files) != len(infos)
+    ):
         index.location = save(index, location, format_options, cache_dir, spec, opts)
     else:
         index.location = location
@@ -175,6 +183,8 @@ def _index(
     """Parquet footers as concurrent reads (:mod:`shardwise.index.footers`), unless a
     backend was chosen with ``parallel_backend``; other formats through ``parallel_map``
     (threads for remote files, whose indexing waits on I/O)."""
+    if not todo:  # every file's units reused: nothing to read (or import)
+        return []
     from shardwise.parallel import active_backend, parallel_map
 
     if fmt_name == "parquet" and active_backend() is None:

@@ -59,6 +59,8 @@ class DatasetIndex:
     schema: pa.Schema
     location: str = ""
     reused_files: int = field(default=0, compare=False)
+    #: where each local file's tokens lie (:mod:`shardwise.index.token_layout`), or None
+    tokens: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     #: fsspec options used to open the files; kept in memory only, never saved
     storage_options: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -106,17 +108,17 @@ class DatasetIndex:
     def to_json(self) -> str:
         """Serialise the index (schema as base64 Arrow IPC)."""
         schema = base64.b64encode(self.schema.serialize().to_pybytes()).decode()
-        return json.dumps(
-            {
-                "version": INDEX_VERSION,
-                "format": self.format,
-                "schema": schema,
-                # field by field: asdict deep-copies every value (~0.2 ms a file)
-                "files": [_row(f, _FILE_FIELDS) for f in self.files],
-                "units": [list(_row(u, _UNIT_FIELDS).values()) for u in self.units],
-            },
-            separators=(",", ":"),
-        )
+        out = {
+            "version": INDEX_VERSION,
+            "format": self.format,
+            "schema": schema,
+            # field by field: asdict deep-copies every value (~0.2 ms a file)
+            "files": [_row(f, _FILE_FIELDS) for f in self.files],
+            "units": [list(_row(u, _UNIT_FIELDS).values()) for u in self.units],
+        }
+        if self.tokens is not None:  # optional: readers that do not know it ignore it
+            out["tokens"] = self.tokens
+        return json.dumps(out, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> DatasetIndex:
@@ -130,6 +132,7 @@ class DatasetIndex:
             files=[FileEntry(**f) for f in d["files"]],
             units=[Unit(*u) for u in d["units"]],
             schema=schema,
+            tokens=d.get("tokens") if isinstance(d.get("tokens"), dict) else None,
         )
 
 

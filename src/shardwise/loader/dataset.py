@@ -117,9 +117,10 @@ class StreamingDatasetBase:
         first_window: ``"heads"``: the first batch after about one unit's decode instead of
             the whole first window's. Every unit's first ``1/k`` of rows (its head) is read
             first, in one window of every head of a window group, then the rest of every
-            unit as one window (``k`` from the counts, ``batch_size`` and ``interleave``,
-            the same on every topology; :mod:`shardwise.plan.blocks`). The head window's
-            batches mix fewer rows. Default None: whole units.
+            unit as one window (``k`` from the counts, ``batch_size``, ``drop_last`` and
+            ``interleave``, the same on every topology; :mod:`shardwise.plan.blocks`). On
+            plain Parquet each row is decoded once. The head window's batches mix fewer
+            rows. Default None: whole units.
         **open_options: passed to :func:`shardwise.index_dataset` (format, storage_options, ...).
     """
 

@@ -87,16 +87,20 @@ def auto_blocks(counts: np.ndarray, topology: Topology) -> int:
     """``k`` for ``topology``: the units of one window group, so that the head window holds
     about one unit's rows, but no more than leaves a mean unit's head
     :data:`MIN_BLOCK_ROWS` rows and the head window of a group of mean units a batch
-    (at least 1)."""
+    (at least 1), after the rows that ``drop_last`` leaves out of the epoch: cutting
+    ``d`` rows off a unit's positions takes at most ``d / k`` rows from its head, so
+    the head window may lose ``ceil(d / k)``. (A head window of less than a batch makes
+    the first batch wait for the next window, every unit's rest.)"""
     counts = np.asarray(counts, dtype=np.int64)
     live = counts[counts > 0]
     if not len(live):
         return 1
     group = min(topology.interleave, -(-len(live) // topology.slots))
     mean = int(live.mean())
+    dropped = int(live.sum()) % (topology.slots * topology.batch_size) if topology.drop_last else 0
     for k in range(group, 1, -1):
         head = mean // k
-        if head >= MIN_BLOCK_ROWS and group * head >= topology.batch_size:
+        if head >= MIN_BLOCK_ROWS and group * head - -(-dropped // k) >= topology.batch_size:
             return k
     return 1
 

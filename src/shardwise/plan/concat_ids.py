@@ -18,9 +18,15 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from shardwise.plan.concat_rows import UnitRows
+from shardwise.plan.concat_rows import UnitRows, unit_rows
 
-__all__ = ["batch_runs", "ids_batches"]
+__all__ = ["batch_runs", "ids_batches", "token_rows"]
+
+
+def token_rows(tokens: np.ndarray, seq_len: int, pad_id: int) -> UnitRows:
+    """A unit's flat ``tokens`` as rows for ``input_ids`` alone: no document boundaries
+    needed (its ``offsets`` hold the unit as one piece)."""
+    return unit_rows(tokens, np.array([0, len(tokens)], np.int64), seq_len, pad_id, False)
 
 
 def batch_runs(

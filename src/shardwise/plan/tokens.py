@@ -21,7 +21,7 @@ sequences: ``choose=`` and ``epoch_size=`` in tokens are rounded down to a multi
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -53,7 +53,10 @@ class TokenPlan:
     """The sequences of one epoch, dealt to ranks and workers.
 
     Args:
-        lengths: tokens per document, every unit's documents in unit order.
+        lengths: tokens per document, every unit's documents in unit order, or a function
+            giving them, called the first time they are needed (``counts`` must then be
+            given: a ``concat`` epoch's plan and its batches of ``input_ids`` never need
+            them).
         docs_per_unit: documents per unit (``DatasetIndex.counts()``).
         seq_len: tokens per sequence.
         topology: ranks, workers, sequences per batch, drop_last, interleave.
@@ -66,7 +69,7 @@ class TokenPlan:
 
     def __init__(
         self,
-        lengths: np.ndarray,
+        lengths: np.ndarray | Callable[[], np.ndarray],
         docs_per_unit: np.ndarray,
         seq_len: int,
         topology: Topology,
@@ -81,9 +84,11 @@ class TokenPlan:
         canonical_workers: int | None = None,
         counts: np.ndarray | None = None,
     ) -> None:
-        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self._lengths = lengths if callable(lengths) else np.asarray(lengths, dtype=np.int64)
         self.docs = np.asarray(docs_per_unit, dtype=np.int64)
         self.seq_len, self.packing, self.buffer = int(seq_len), packing, int(buffer)
+        if counts is None and callable(lengths):
+            raise ConfigError("a token plan given its lengths as a function needs counts=")
         if counts is None:
             counts = count_sequences(self.lengths, self.docs, self.seq_len, packing, self.buffer)
         self.counts = np.asarray(counts, dtype=np.int64)
@@ -101,6 +106,13 @@ class TokenPlan:
         )
         self.topology = topology
         self._packed: OrderedDict[int, Packed] = OrderedDict()
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Tokens per document, every unit's documents in unit order."""
+        if callable(self._lengths):
+            self._lengths = np.asarray(self._lengths(), dtype=np.int64)
+        return self._lengths
 
     # -- the sample plan's view -------------------------------------------------------
     @property

@@ -121,6 +121,34 @@ def test_fixed_lists_read_from_pages_equal_arrow(
         assert ("emb" in taken) == eligible, (opts, table.schema)
 
 
+@SETTINGS
+@given(_cases(), st.data())
+def test_a_range_of_rows_is_the_slice_of_arrows_read(
+    case: tuple[pa.Table, dict[str, Any], bool], data: st.DataObject
+) -> None:
+    """Rows ``lo`` to ``hi`` of a row group alone (a unit's head, then its rest), whatever
+    the pages: what is read is that slice of Arrow's column, and both ranges are read
+    whenever the whole column is (a range checks the pages it decodes: one without the
+    nulls of another may be read where the whole is left to Arrow)."""
+    table, opts, _ = case
+    raw = _write(table, opts)
+    pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)
+    for g in range(pf.num_row_groups):
+        n = pf.metadata.row_group(g).num_rows
+        cut = data.draw(st.integers(0, n))
+        arrow = pf.read_row_group(g, columns=["emb"]).column("emb").combine_chunks()
+        whole = read_fixed_lists(pf, source, g, ["emb"])
+        head = read_fixed_lists(pf, source, g, ["emb"], (0, cut))
+        rest = read_fixed_lists(pf, source, g, ["emb"], (cut, n))
+        if "emb" in whole:
+            assert "emb" in head and "emb" in rest, (cut, n, opts)
+        if "emb" in head:
+            assert head["emb"].equals(arrow.slice(0, cut))
+        if "emb" in rest:
+            assert rest["emb"].equals(arrow.slice(cut))
+        assert read_fixed_lists(pf, source, g, ["emb"], (0, n + 1)) == {}  # past the end
+
+
 ENCODINGS = {
     "plain": {"use_dictionary": False},
     "dictionary": {"use_dictionary": True},

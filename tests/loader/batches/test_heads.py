@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from _loaderdata import make_parquet
 from hypothesis import given, settings
@@ -19,7 +21,8 @@ from torch.utils.data import DataLoader
 from shardwise import StreamingDataset
 from shardwise.errors import ConfigError, PlanError
 from shardwise.loader.batches.pieces import cut_pieces
-from shardwise.loader.read.unit_heads import head_reader
+from shardwise.loader.read import unit_heads
+from shardwise.loader.read.unit_heads import unit_parts
 from shardwise.loader.read.units import UnitReader
 
 N, BATCH = 6000, 16
@@ -116,15 +119,71 @@ def test_two_dataloader_workers_are_the_plans_with_the_values_of_whole_reads(dat
         assert all(v == (np.float32(i * 0.5), f"doc {i}") for i, v in seen.items())
 
 
-def test_a_head_is_the_first_rows_of_the_whole_read(data: Path) -> None:
+def test_a_head_and_its_rest_are_the_rows_of_the_whole_read(data: Path) -> None:
     ds = _ds(data)
     reader = UnitReader(ds.index, ["id", "text"])
-    head = head_reader(ds.index, ["id", "text"], None, None, reader.schema)
-    assert head is not None
+    parts = unit_parts(ds.index, ["id", "text"], None, None, reader.schema)
+    assert parts is not None
     for u in range(ds.index.num_units):
-        table = head(u, 37)
-        assert table is not None and table.equals(reader.read(u).slice(0, 37))
-    assert head_reader(ds.index, None, pc.field("id") > 3, None, reader.schema) is None
+        whole, n = reader.read(u), ds.index.units[u].num_samples
+        table = parts.head(u, 37)
+        assert table is not None and table.equals(whole.slice(0, 37))
+        rest = parts.rest(u, 37, n - 37)
+        assert rest is not None and rest.equals(whole.slice(37))
+        assert parts.rest(u, 37, n - 37) is None  # read once: else the whole read
+    assert unit_parts(ds.index, None, pc.field("id") > 3, None, reader.schema) is None
+
+
+@pytest.fixture(scope="module")
+def lists(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Fixed-size lists, text and ids in pages of 1 KB (a head ends inside a page), the
+    lists' dictionary pages full after a few hundred values (then plain pages)."""
+    root = tmp_path_factory.mktemp("lists")
+    rng = np.random.default_rng(4)
+    for f in range(3):
+        ids = np.arange(f * 10_000, f * 10_000 + 700 + 300 * f)
+        values = rng.integers(0, 300, len(ids) * 8).astype(np.float32)
+        emb = pa.FixedSizeListArray.from_arrays(pa.array(values), 8)
+        table = pa.table({"id": ids, "emb": emb, "text": [f"t{i}" for i in ids]})
+        pq.write_table(
+            table,
+            root / f"p{f}.parquet",
+            row_group_size=400,
+            data_page_size=1024,
+            dictionary_pagesize_limit=1024,
+        )
+    return root
+
+
+@pytest.mark.parametrize("pages", ["1", "0"])
+def test_heads_and_rests_of_fixed_size_lists_equal_whole_reads(
+    lists: Path, pages: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page reader decodes a head's lists and then the rest's (or, switched off,
+    Arrow both); either way the parts are the whole read's rows, and the loader's
+    batches are the plan's with the whole read's values."""
+    monkeypatch.setenv("SHARDWISE_PAGE_READER", pages)
+    ds = StreamingDataset(str(lists), first_window="heads", batch_size=16, batch_format="numpy")
+    reader = UnitReader(ds.index)
+    parts = unit_parts(ds.index, None, None, None, reader.schema)
+    assert parts is not None and ds.blocks > 1
+    for u in range(ds.index.num_units):
+        whole, n = reader.read(u), ds.index.units[u].num_samples
+        for cut in (n // ds.blocks, 1, n - 1):
+            head = parts.head(u, cut)
+            assert head is not None and head.equals(whole.slice(0, cut))
+            assert parts._open[u].fixed == (["emb"] if pages == "1" else [])
+            rest = parts.rest(u, cut, n - cut)
+            assert rest is not None and rest.equals(whole.slice(cut))
+            assert rest.column("emb").num_chunks == 1
+    got = {i: e for b in ds for i, e in zip(b["id"].tolist(), b["emb"].tolist())}
+    want = {i: e for u in range(ds.index.num_units) for i, e in _rows(reader.read(u))}
+    assert [_ids(b) for b in ds] == _planned(ds, 0, 1)
+    assert len(got) == ds.plan().samples_per_rank and all(want[i] == e for i, e in got.items())
+
+
+def _rows(table: Any) -> Any:
+    return zip(table.column("id").to_pylist(), table.column("emb").to_pylist())
 
 
 def _consume(ds: Any, workers: int, steps: int | None) -> tuple[list[int], int]:
@@ -209,3 +268,20 @@ def test_per_sample_items_follow_the_plan_with_heads(data: Path) -> None:
     loader = DataLoader(_ds(data, batch_format=None, batch_size=4), batch_size=4, num_workers=2)
     got = [int(i) for b in loader for i in b["id"]]
     assert got == [i for b in _planned(ds, 0, 2) for i in b]
+
+
+def test_a_unit_with_large_dictionaries_is_let_go_after_its_head(
+    data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over HOLD_BYTES of dictionary pages a unit is not kept open: its rest is read
+    whole and sliced, and the batches are still the plan's."""
+    monkeypatch.setattr(unit_heads, "HOLD_BYTES", 0)
+    ds = _ds(data)
+    reader = UnitReader(ds.index, ["id", "text"])
+    parts = unit_parts(ds.index, ["id", "text"], None, None, reader.schema)
+    assert parts is not None
+    n = ds.index.units[0].num_samples
+    head = parts.head(0, 5)
+    assert head is not None and head.equals(reader.read(0).slice(0, 5))
+    assert parts.rest(0, 5, n - 5) is None
+    assert [_ids(b) for b in ds] == _planned(ds, 0, 1)

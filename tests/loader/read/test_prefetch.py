@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Executor, Future
+from typing import Any
 
 import pytest
 
@@ -102,3 +104,25 @@ def test_ahead_is_told_each_key_once_in_order_within_its_budget() -> None:
     assert out == list(range(12))
     assert told == list(range(1, 12))  # the first key is loaded at once, never told
     assert all(k in seen_at_load[k] for k in range(1, 12))  # told before its load
+
+
+class _Now(Executor):
+    """Runs each load as it is submitted: what was submitted is what was loaded."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        fut: Future[Any] = Future()
+        fut.set_result(fn(*args, **kwargs))
+        return fut
+
+
+def test_reads_held_to_the_first_keys_until_released() -> None:
+    loaded: list[int] = []
+    p = Prefetcher(lambda k: loaded.append(k) or k, lambda k: 1, max_ahead=8, executor=_Now())
+    p.hold_after = 2  # a head window's parts: the next window waits for its first piece
+    it = p.iterate(range(6))
+    assert next(it) == 0 and loaded == [0, 1]
+    assert next(it) == 1 and loaded == [0, 1]
+    assert next(it) == 2 and loaded == [0, 1, 2]  # needed now: read, the rest still held
+    p.hold_after = None
+    assert next(it) == 3 and loaded == [0, 1, 2, 3, 4, 5]
+    assert list(it) == [4, 5]

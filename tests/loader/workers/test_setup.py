@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from _loaderdata import make_parquet
 
@@ -50,3 +51,34 @@ def test_workers_prefer_jemalloc_unless_the_environment_chooses(
     rows, backend = out.stdout.split()
     assert int(rows) > 0
     assert backend == (env_pool or "jemalloc")
+
+
+@pytest.mark.parametrize("env", [None, "0"])
+def test_the_training_process_keeps_freed_memory_once_a_ring_is_mapped(
+    monkeypatch: pytest.MonkeyPatch, env: str | None
+) -> None:
+    from shardwise.loader.workers import receive, ring
+
+    calls: list[bool] = []
+    monkeypatch.setattr(receive, "keep_freed_memory", lambda: calls.append(True) or True)
+    if env is None:
+        monkeypatch.delenv("SHARDWISE_KEEP_FREED", raising=False)
+    else:
+        monkeypatch.setenv("SHARDWISE_KEEP_FREED", env)
+    shm = ring.Ring(1 << 16)
+    placed = shm.put([np.arange(10, dtype=np.int64)])
+    assert placed is not None
+    got = receive.rebuild_batch(os.getpid(), shm.fd, shm.token, *placed, [("a", "a", "<i8", (10,))])
+    assert got["a"].tolist() == list(range(10))
+    assert calls == ([] if env == "0" else [True])
+
+
+def test_workers_keep_freed_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shardwise.loader.workers import setup
+
+    calls: list[bool] = []
+    monkeypatch.setattr(setup, "keep_freed_memory", lambda: calls.append(True) or True)
+    monkeypatch.setattr(setup, "enable", lambda ring_bytes: None)
+    monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")
+    setup.setup_worker("numpy")
+    assert calls == [True]

@@ -39,7 +39,10 @@ def chunk_bytes(chunk: Any, source: Any) -> memoryview:
     total = _file_size(source)
     if start < 0 or size < 0 or start + size > total:
         raise Unreadable(f"column chunk at {start} of {size} bytes in a file of {total}")
-    if hasattr(source, "read_at"):
+    if isinstance(source, pa.MemoryMappedFile):  # a slice of the map: no copy, no new memory
+        source.seek(start)  # (``read_at`` would copy the chunk into new memory, page by page)
+        data = source.read_buffer(size)
+    elif hasattr(source, "read_at"):
         data = source.read_at(size, start)
     else:  # a Python file (fsspec)
         source.seek(start)

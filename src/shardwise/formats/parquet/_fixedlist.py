@@ -23,6 +23,12 @@ file's size, every page header is read before anything is decompressed (the valu
 up to the row group's, each page's sizes are bounded by its values), and no
 decompression produces more than its header declares. ``SHARDWISE_PAGE_READER=0`` turns
 this path off (see :func:`page_reader_enabled`).
+
+A range of rows can be read alone (``rows=(lo, hi)``, for a unit read in two parts,
+:mod:`shardwise.loader.read.unit_heads`): every page header is still checked, but only
+the pages holding those rows are decompressed, checked and copied (a page across a bound
+is decoded whole and cut), so two reads of adjacent ranges decode each page once, or
+twice for the one page across their bound.
 """
 
 from __future__ import annotations
@@ -53,10 +59,13 @@ def page_reader_enabled() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def read_fixed_lists(pf: Any, source: Any, group: int, names: list[str]) -> dict[str, pa.Array]:
+def read_fixed_lists(
+    pf: Any, source: Any, group: int, names: list[str], rows: tuple[int, int] | None = None
+) -> dict[str, pa.Array]:
     """The columns of ``names`` in row group ``group`` of ``pf`` (a ``ParquetFile`` over
     ``source``) that are fixed-size lists of numbers without nulls, decoded here; the
-    others (and any this path declines) are left out, for Arrow to read."""
+    others (and any this path declines) are left out, for Arrow to read. ``rows``
+    ``(lo, hi)``: only the row group's rows ``lo`` to ``hi`` (see the module docstring)."""
     out: dict[str, pa.Array] = {}
     schema = pf.schema_arrow
     if (
@@ -70,7 +79,7 @@ def read_fixed_lists(pf: Any, source: Any, group: int, names: list[str]) -> dict
         width = _leaves(field.type)
         if field.name in names and width == 1 and _eligible(field.type):
             try:
-                out[field.name] = _column(pf, source, group, leaf, field)
+                out[field.name] = _column(pf, source, group, leaf, field, rows)
             except Unreadable as exc:
                 log.debug("row group %d, column %r: left to Arrow (%s)", group, field.name, exc)
         leaf += width
@@ -103,9 +112,14 @@ def _eligible(t: pa.DataType) -> bool:
     return (pa.types.is_floating(v) or pa.types.is_integer(v)) and v.bit_width in (32, 64)
 
 
-def _column(pf: Any, source: Any, group: int, leaf: int, field: pa.Field) -> pa.Array:
+def _column(
+    pf: Any, source: Any, group: int, leaf: int, field: pa.Field, wanted: tuple[int, int] | None
+) -> pa.Array:
     meta = pf.metadata.row_group(group)
     rows = meta.num_rows
+    lo, hi = wanted if wanted is not None else (0, rows)
+    if not 0 <= lo <= hi <= rows:
+        raise Unreadable(f"rows {lo} to {hi} of a row group of {rows}")
     chunk, desc = meta.column(leaf), pf.schema.column(leaf)
     if desc.path.split(".")[0] != field.name or desc.max_repetition_level != 1:
         raise Unreadable("a list of another nesting")
@@ -114,19 +128,28 @@ def _column(pf: Any, source: Any, group: int, leaf: int, field: pa.Field) -> pa.
     k = field.type.list_size
     if dtype.kind not in kinds or dtype.itemsize != size or chunk.num_values != rows * k:
         raise Unreadable("values of another type or count than the schema's")
-    values = _values(chunk, chunk_bytes(chunk, source), desc.max_definition_level, k, rows, dtype)
+    b = chunk_bytes(chunk, source)
+    values = _values(chunk, b, desc.max_definition_level, k, rows, dtype, (lo * k, hi * k))
     flat = pa.Array.from_buffers(field.type.value_type, len(values), [None, pa.py_buffer(values)])
     return pa.FixedSizeListArray.from_arrays(flat, type=field.type)
 
 
 def _values(
-    chunk: Any, b: memoryview, max_def: int, k: int, rows: int, dtype: np.dtype
+    chunk: Any,
+    b: memoryview,
+    max_def: int,
+    k: int,
+    rows: int,
+    dtype: np.dtype,
+    wanted: tuple[int, int],
 ) -> np.ndarray:
-    """The chunk's values (Unreadable where a page is not one this path reads)."""
+    """The chunk's values ``wanted[0]`` to ``wanted[1]`` (Unreadable where a page holding
+    some of them is not one this path reads)."""
     codec = chunk.compression
     pages = page_headers(b, rows * k, dtype.itemsize)
-    out = allocate(rows * k, dtype)
-    at, dictionary = 0, None
+    first, last = wanted
+    out = allocate(last - first, dtype)
+    at, dictionary = 0, None  # at: the values of the pages before this one
     for page in pages:
         body = b[page.body : page.body + page.compressed]
         if page.kind == DICTIONARY:
@@ -137,7 +160,9 @@ def _values(
         n = page.num_values
         if page.kind not in (DATA, DATA_V2) or n % k:
             raise Unreadable(f"a page of type {page.kind} or splitting a row")
-        _data(page, body, codec, max_def, k, dictionary, out[at : at + n])
+        a, z = max(first, at), min(last, at + n)
+        if a < z:  # the page holds some of the values wanted: its values a to z
+            _data(page, body, codec, max_def, k, dictionary, out[a - first : z - first], a - at)
         at += n
     return out
 
@@ -150,9 +175,11 @@ def _data(
     k: int,
     dictionary: np.ndarray | None,
     dest: np.ndarray,
+    skip: int = 0,
 ) -> None:
-    """One data page's values written to ``dest``, once its levels are checked
-    (Unreadable: the page is not one this path reads)."""
+    """One data page's values ``skip`` to ``skip + len(dest)`` written to ``dest``, once
+    their levels and those before them are checked (Unreadable: the page is not one this
+    path reads)."""
     n = page.num_values
     if page.kind == DATA:
         if page.rep_encoding != RLE or page.def_encoding != RLE:
@@ -171,9 +198,12 @@ def _data(
             page.uncompressed - levels_len,
             codec if page.is_compressed else "UNCOMPRESSED",
         )
-    if not check_rows(rep, n, k) or not check_constant(levels, max_def.bit_length(), n, max_def):
+    end = skip + len(dest)  # the levels up to the last value wanted (every one's: n)
+    if not check_rows(rep, end, k) or not check_constant(
+        levels, max_def.bit_length(), end, max_def
+    ):
         raise Unreadable("levels other than whole lists without nulls")
-    if not _decoded(values, page.encoding, dictionary, dest):
+    if not _decoded(values, page.encoding, dictionary, dest, skip, n):
         raise Unreadable(f"values of encoding {page.encoding} that do not fill the page exactly")
 
 
@@ -186,19 +216,28 @@ def _prefixed(raw: memoryview) -> tuple[memoryview, memoryview]:
 
 
 def _decoded(
-    values: memoryview, encoding: int, dictionary: np.ndarray | None, dest: np.ndarray
+    values: memoryview,
+    encoding: int,
+    dictionary: np.ndarray | None,
+    dest: np.ndarray,
+    skip: int = 0,
+    n: int | None = None,
 ) -> bool:
-    n, size = len(dest), dest.itemsize
+    """The page's values ``skip`` to ``skip + len(dest)`` (of ``n``, default as many)
+    written to ``dest``; dictionary indices are decoded up to the last one wanted, the
+    page's values are otherwise checked to fill it exactly."""
+    size, end = dest.itemsize, skip + len(dest)
+    n = end if n is None else n
     if encoding == PLAIN and len(values) == n * size:
-        dest[:] = np.frombuffer(values, dtype=dest.dtype, count=n)
+        dest[:] = np.frombuffer(values, dtype=dest.dtype, count=end)[skip:]
         return True
     if encoding == BYTE_STREAM_SPLIT and len(values) == n * size:
         streams = np.frombuffer(values, dtype=np.uint8, count=n * size).reshape(size, n)
-        dest.view(np.uint8).reshape(n, size)[:] = streams.T
+        dest.view(np.uint8).reshape(len(dest), size)[:] = streams[:, skip:end].T
         return True
     if encoding in (RLE_DICTIONARY, PLAIN_DICTIONARY) and dictionary is not None and len(values):
-        index = decode(values[1:], values[0], n)
-        if len(index) != n or (n and int(index.max()) >= len(dictionary)):
+        index = decode(values[1:], values[0], end)[skip:]
+        if len(index) != len(dest) or (len(index) and int(index.max()) >= len(dictionary)):
             return False
         np.take(dictionary, index, out=dest)
         return True

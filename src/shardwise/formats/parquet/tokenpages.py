@@ -25,7 +25,7 @@ from shardwise.formats.parquet._chunk import chunk_bytes, chunk_start
 from shardwise.formats.parquet._pages import DATA, DATA_V2, as_bytes, read_page
 from shardwise.formats.parquet._thrift import Unreadable, varint
 
-__all__ = ["DELTA_LENGTH_BYTE_ARRAY", "token_view"]
+__all__ = ["DELTA_LENGTH_BYTE_ARRAY", "token_span", "token_view"]
 
 DELTA_LENGTH_BYTE_ARRAY = 6  # Parquet's Encoding enum
 MAX_MINIBLOCKS = 1 << 10
@@ -90,11 +90,11 @@ def _chunk(chunk: Any, source: Any) -> memoryview:
     return as_bytes(source.read_buffer(size))
 
 
-def token_view(
-    pf: pq.ParquetFile, source: Any, group: int, column: str, count: int, dtype: np.dtype
-) -> np.ndarray | None:
-    """Row group ``group``'s ``count`` tokens of ``column`` as a view of the file (see the
-    module docstring), or None when the chunk is not laid out for it."""
+def _located(
+    pf: pq.ParquetFile, source: Any, group: int, column: str
+) -> tuple[memoryview, int, int] | None:
+    """The chunk's bytes, its first byte in the file and where its tokens start in it, or
+    None when the chunk is not laid out for it (see the module docstring)."""
     i = _leaf(pf, column)
     if i is None:
         return None
@@ -119,9 +119,35 @@ def token_view(
             start = _levels_end(b, page.body, rows) if optional else page.body
         else:
             return None
-        end = _lengths_end(b, start, rows)
+        return b, chunk_start(chunk), _lengths_end(b, start, rows)
     except Unreadable:
         return None
+
+
+def token_span(
+    pf: pq.ParquetFile, source: Any, group: int, column: str, itemsize: int
+) -> tuple[int, int] | None:
+    """Where row group ``group``'s tokens of ``column`` lie in the file: ``(byte offset,
+    tokens)`` of ``itemsize`` bytes each, or None when the chunk is not laid out for it
+    (see the module docstring)."""
+    got = _located(pf, source, group, column)
+    if got is None:
+        return None
+    b, first, end = got
+    if (len(b) - end) % itemsize:  # the lengths, then only whole tokens
+        return None
+    return first + end, (len(b) - end) // itemsize
+
+
+def token_view(
+    pf: pq.ParquetFile, source: Any, group: int, column: str, count: int, dtype: np.dtype
+) -> np.ndarray | None:
+    """Row group ``group``'s ``count`` tokens of ``column`` as a view of the file (see the
+    module docstring), or None when the chunk is not laid out for it."""
+    got = _located(pf, source, group, column)
+    if got is None:
+        return None
+    b, _, end = got
     if end + count * dtype.itemsize != len(b):  # the lengths, then exactly the tokens
         return None
     return np.frombuffer(b, dtype, count, end)

@@ -2,9 +2,11 @@
 
 For each batch the headers of ``batch_rows`` samples are walked first (see
 :mod:`._plainwalk`), then every projected member is read once, in file order, into its
-column's data buffer (``readinto``: one copy, from the file to the array), and each column is
+column's data buffer (one copy, from the file to the array), and each column is
 made with ``pa.Array.from_buffers`` from its validity bitmap (a sample without the field is
-null), offsets and data. No Python ``bytes`` per value, no ``from_pylist``.
+null), offsets and data. No Python ``bytes`` per value, no ``from_pylist``. A local file's
+members are read by ``os.preadv``, a run of close members per call (:mod:`._positional`),
+into memory used again once the batch before is freed (:mod:`._buffers`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.errors import FormatError
+from shardwise.formats.webdataset._buffers import POOL
 from shardwise.formats.webdataset._plainwalk import PlainSample, usable, walk
+from shardwise.formats.webdataset._positional import Positional
 
 __all__ = ["buildable", "plain_batches"]
 
@@ -46,25 +50,25 @@ def plain_batches(
     """The shard's batches; ``None`` (and no more) where the fast walk gives up: the caller
     reads on with the tarfile-based walk, past the rows already yielded (always whole
     batches, so later batches keep their boundaries)."""
-    size = f.seek(0, 2)
+    src = Positional(f, f.seek(0, 2))
     samples: list[PlainSample] = []
-    for sample in walk(f, size):
+    for sample in walk(src, src.size):
         if sample is None:
             yield None
             return
         samples.append(sample)
         if len(samples) >= batch_rows:
-            batch = build(path, f, samples, schema)
+            batch = build(path, src, samples, schema)
             yield batch
             if batch is None:
                 return
             samples = []
     if samples:
-        yield build(path, f, samples, schema)
+        yield build(path, src, samples, schema)
 
 
 def build(
-    path: str, f: IO[bytes], samples: Sequence[PlainSample], schema: pa.Schema
+    path: str, f: IO[bytes] | Positional, samples: Sequence[PlainSample], schema: pa.Schema
 ) -> pa.RecordBatch | None:
     """One batch of ``samples``: ``__key__`` and every other column of ``schema`` read from
     ``f`` (the members of a field the schema does not name are not read); None when a
@@ -85,8 +89,9 @@ def build(
         return None
     starts = np.zeros_like(sizes)
     np.cumsum(sizes[:, :-1], axis=1, out=starts[:, 1:])
-    datas = [np.empty(n, np.uint8) for n in totals[:-1]]
-    _fill(path, f, samples, col, starts, datas)
+    datas = [POOL.take(n) for n in totals[:-1]]
+    src = f if isinstance(f, Positional) else Positional(f, f.seek(0, 2))
+    _fill(path, src, samples, col, starts, datas)
     key_data = np.frombuffer(b"".join(keys), np.uint8)
     arrays = [_array(schema.types[0], [len(k) for k in keys], key_data)]
     arrays += [_array(t, sizes[i], datas[i], present[i]) for i, t in enumerate(schema.types[1:])]
@@ -95,32 +100,30 @@ def build(
 
 def _fill(
     path: str,
-    f: IO[bytes],
+    src: Positional,
     samples: Sequence[PlainSample],
     col: dict[str, int],
     starts: np.ndarray,
     datas: list[np.ndarray],
 ) -> None:
-    """Read every wanted member into its place, in file order."""
+    """Read every wanted member into its place, in file order (runs of close members in
+    one read: see :mod:`._positional`)."""
     views = [d.data for d in datas]  # writable views of the columns' buffers
+    members: list[tuple[int, memoryview]] = []
+    names: dict[int, str] = {}
     for j, s in enumerate(samples):
         for ext, (offset, size, name) in s.fields.items():
             i = col.get(ext)
             if i is not None and size:
                 at = int(starts[i, j])
-                _read_into(path, f, offset, views[i][at : at + size], name)
-
-
-def _read_into(path: str, f: IO[bytes], offset: int, view: memoryview, name: str) -> None:
-    f.seek(offset)
-    got = 0
-    while got < len(view):
-        n = f.readinto(view[got:])  # type: ignore[attr-defined]
-        if not n:
-            raise FormatError(
-                f"truncated member data ({got} of {len(view)} bytes)", path, f"member {name}"
-            )
-        got += n
+                members.append((offset, views[i][at : at + size]))
+                names[offset] = name
+    short = src.read_members(members)
+    if short is not None:
+        (offset, view), got = short
+        raise FormatError(
+            f"truncated member data ({got} of {len(view)} bytes)", path, f"member {names[offset]}"
+        )
 
 
 def _array(

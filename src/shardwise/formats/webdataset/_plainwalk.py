@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
+from shardwise.formats.webdataset._positional import Positional
 from shardwise.formats.webdataset._tarsafe import split_key
 
 __all__ = ["PlainSample", "scan", "usable", "walk"]
@@ -46,15 +47,15 @@ def usable() -> bool:
     return sys.getfilesystemencoding().lower().replace("-", "") == "utf8"
 
 
-def walk(f: IO[bytes], size: int) -> Iterator[PlainSample | None]:
+def walk(f: IO[bytes] | Positional, size: int) -> Iterator[PlainSample | None]:
     """The shard's samples in order, its end checked; ``None`` (and no more) at anything
     the walk does not read exactly as the tarfile-based walk would."""
+    src = f if isinstance(f, Positional) else Positional(f, size)
     pos, current, finished = 0, None, set()
     while True:
-        f.seek(pos)
-        buf = f.read(BLOCK)
+        buf = src.read(pos, BLOCK)
         if buf == _ZERO:
-            if not _ends(f, pos):
+            if not _ends(src, pos):
                 yield None
             elif current is not None:
                 yield current
@@ -82,10 +83,9 @@ def walk(f: IO[bytes], size: int) -> Iterator[PlainSample | None]:
         current.fields[ext] = (data, length, name)
 
 
-def _ends(f: IO[bytes], pos: int) -> bool:
+def _ends(src: Positional, pos: int) -> bool:
     """Only zero blocks, at least one, in the 64 KiB after the last member."""
-    f.seek(pos)
-    tail = f.read(TAIL)
+    tail = src.read(pos, TAIL)
     return len(tail) >= BLOCK and not tail.strip(b"\0")
 
 

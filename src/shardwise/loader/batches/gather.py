@@ -7,7 +7,9 @@ string and other variable-width columns with Arrow's ``take`` (a take per unit, 
 second take to restore the order); for numeric columns and fixed-size lists of numbers
 without nulls -- ids, labels, embeddings, token windows -- with numpy's ``take`` (each
 unit's rows copied into a small scratch buffer that stays in cache, then scattered to
-their places in the piece), and one copy when all rows come from one unit.
+their places in the piece), and one copy when all rows come from one unit; for wide
+binary and string values (4 KiB or more on average: images, audio) value by value, one
+copy each (:mod:`shardwise.loader.batches.wide`).
 
 :func:`gather_columns` hands the numeric columns out as the numpy arrays the rows were
 copied into (owned and writable: the in-process loader's batches are views of them);
@@ -20,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.loader.batches.convert import buffer_view
+from shardwise.loader.batches.wide import take_wide
 
 __all__ = ["Columns", "Views", "column_to_arrow", "gather", "gather_columns", "unit_views"]
 
@@ -27,8 +30,8 @@ Views = dict[
     tuple[int, int], "np.ndarray | None"
 ]  # (unit, column) -> numpy view, or None: use Arrow
 Columns = list[
-    "np.ndarray | pa.ChunkedArray"
-]  # one per schema field: gathered by numpy, or by Arrow
+    "np.ndarray | pa.ChunkedArray | pa.Array"
+]  # one per schema field: gathered by numpy, by Arrow, or value by value (wide values)
 
 
 def gather(
@@ -48,10 +51,15 @@ def gather(
 
 
 def gather_columns(
-    tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, views: Views
+    tables: dict[int, pa.Table],
+    unit_ids: np.ndarray,
+    rows: np.ndarray,
+    views: Views,
+    skip: frozenset[int] = frozenset(),
 ) -> Columns:
     """The gathered rows column by column (see :func:`gather`): numbers and fixed-size
-    lists of numbers without nulls as new numpy arrays (2-D for lists), the rest as Arrow."""
+    lists of numbers without nulls as new numpy arrays (2-D for lists), the rest as Arrow;
+    the columns in ``skip`` are not gathered (left empty, for the caller to fill)."""
     order = np.argsort(unit_ids, kind="stable")
     grouped = unit_ids[order]
     cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
@@ -63,9 +71,15 @@ def gather_columns(
     columns: Columns = []
     by_arrow: list[int] = []
     for i, f in enumerate(schema):
+        if i in skip:
+            columns.append(pa.chunked_array([], type=f.type))
+            continue
         arrays = [a for a in (_view(views, tables, u, i) for u, _ in groups) if a is not None]
+        wide = None if arrays else take_wide({u: tables[u][i] for u, _ in groups}, unit_ids, rows)
         if len(arrays) == len(groups):
             columns.append(_take_numeric(arrays, groups, bounds, order, len(rows)))
+        elif wide is not None:  # images and other wide values: one copy (see wide.py)
+            columns.append(wide)
         else:
             columns.append(pa.chunked_array([], type=f.type))  # filled below
             by_arrow.append(i)

@@ -5,10 +5,11 @@ A plan with blocks gives a worker, for each group of units, a window of every un
 and then a window of every unit's rest; the rows of a unit in a window are all in one of
 its parts. The loader sees each part as a unit of its own, a *part id*: ``u`` for unit
 ``u``'s head and ``u + U`` for its rest (``U`` units in the dataset), with rows counted
-from the part's first row (:class:`HeadWindows`). :class:`PartReading` reads parts: a head
-alone where Arrow can stop after it (:mod:`shardwise.loader.read.unit_heads`), else the
-whole unit sliced, so the rows of every part are the rows the plan counts (after a filter
-and quarantine) in their stored order. Both paths (in-process threads, DataLoader workers)
+from the part's first row (:class:`HeadWindows`). :class:`PartReading` reads parts: on
+plain Parquet a head alone and then the rest continuing its read, each row decoded once
+(:mod:`shardwise.loader.read.unit_heads`), else the whole unit sliced, so the rows of
+every part are the rows the plan counts (after a filter and quarantine) in their stored
+order. Both paths (in-process threads, DataLoader workers)
 build windows, pieces and batches from part ids the same way as from units.
 """
 
@@ -23,7 +24,7 @@ import pyarrow as pa
 
 from shardwise.loader.batches.reading import Reading
 from shardwise.loader.read.mixed import place_of
-from shardwise.loader.read.unit_heads import head_reader
+from shardwise.loader.read.unit_heads import unit_parts
 from shardwise.loader.read.values import check_values, without_views
 from shardwise.plan.compose import WorkerWindows
 from shardwise.plan.segments import Segment
@@ -76,13 +77,13 @@ class PartReading(Reading):
     def loader(self) -> Callable[[int], pa.Table]:
         """A function reading one part as one contiguous table (see the module docstring)."""
         whole = super().loader()
-        head = head_reader(self.index, self.columns, self.filter, self.cache, self.schema())
+        parts = unit_parts(self.index, self.columns, self.filter, self.cache, self.schema())
         fmt = self.batch_format
 
         def load(p: int) -> pa.Table:
             u, lo, hi = self.part(p)
-            if lo == 0 and head is not None:
-                table = head(u, hi)
+            if parts is not None:
+                table = parts.head(u, hi) if lo == 0 else parts.rest(u, lo, hi - lo)
                 if table is not None:
                     table = without_views(table)
                     if fmt != "arrow":

@@ -42,6 +42,7 @@ from shardwise.loader.batches.numpy_column import NumpyColumn
 from shardwise.loader.batches.package import package
 from shardwise.loader.batches.pieces import Parts, joined
 from shardwise.loader.batches.reading import Reading
+from shardwise.loader.batches.rowviews import list_row_views, viewable
 from shardwise.loader.batches.texts import batch_objects, is_text, large_text
 from shardwise.loader.batches.windows import Window
 
@@ -150,11 +151,35 @@ class PieceMaker:
         Arrow until a batch is cut)."""
         tables, views, unit_ids, order = joined(parts)
         schema = next(iter(tables.values())).schema
+        lists = self._row_views(tables, unit_ids, order, schema)
+        gathered = gather_columns(tables, unit_ids, order, views, skip=frozenset(lists))
         columns = [
-            c if isinstance(c, np.ndarray) else c.combine_chunks()
-            for c in gather_columns(tables, unit_ids, order, views)
+            lists[i]
+            if i in lists
+            else c
+            if isinstance(c, (np.ndarray, pa.Array))
+            else c.combine_chunks()
+            for i, c in enumerate(gathered)
         ]
         return self.converted(len(unit_ids), columns, schema)
+
+    def _row_views(
+        self,
+        tables: dict[int, pa.Table],
+        unit_ids: np.ndarray,
+        order: np.ndarray,
+        schema: pa.Schema,
+    ) -> dict[int, np.ndarray]:
+        """The piece's unpadded lists of numbers of numpy and torch batches as views of
+        their units' values (see :mod:`~shardwise.loader.batches.rowviews`), by column."""
+        if self.fmt not in ("numpy", "torch") or self.pad_to is not None:
+            return {}
+        found = {
+            i: list_row_views(tables, unit_ids, order, i)
+            for i, f in enumerate(schema)
+            if viewable(f.type)
+        }
+        return {i: v for i, v in found.items() if v is not None}
 
     def converted(self, rows: int, columns: list[Any], schema: pa.Schema) -> Piece:
         """A piece of ``rows`` rows from its gathered columns (numpy arrays of their own,

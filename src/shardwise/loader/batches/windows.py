@@ -26,6 +26,7 @@ from shardwise.errors import PlanError
 from shardwise.loader.batches.arrival import ArrivalWindow, Filling, arrival_schema
 from shardwise.loader.batches.gather import Views, unit_views
 from shardwise.loader.batches.reading import Reading
+from shardwise.loader.read.prefetch import Prefetcher
 from shardwise.plan.compose import WorkerWindows
 
 __all__ = ["Loaded", "Window", "WindowBuilder", "WindowOrder", "unit_loader"]
@@ -88,11 +89,15 @@ class WindowBuilder:
         self.filling: dict[int, Filling] = {}
         self.stream: Generator[Loaded, None, None] | None = None
         self.next: int | None = None  # the window to read ahead, from a built arrival window
+        self.held: Prefetcher[int, Loaded] | None = None  # reads held to the first window
         if self.arrival:
             self._start(0).ahead(1 << 62)
         else:  # units read ahead one at a time, across window boundaries
             threads = 2 * reading.num_threads if pool is not None else None
             prefetcher = reading.prefetcher(self.load, threads, executor=pool)
+            if pool is not None and self.units and reading.first_piece(reading.batch_size):
+                # a first piece of the first window only: the next window's reads wait for it
+                self.held, prefetcher.hold_after = prefetcher, len(self.units[0])
             self.stream = prefetcher.iterate([u for w in self.units for u in w])
 
     def window(self, w: int, order: WindowOrder) -> Window:
@@ -104,6 +109,8 @@ class WindowBuilder:
                 f"its read-ahead {self.units[w][:5]}..."
             )
         if self.stream is not None:
+            if w > 0:  # a later window is needed: its reads are held no longer
+                self._release()
             stream = self.stream
             return _from_tables(unit_ids, rows, ((u, next(stream)) for u in unit_list))
         return self._arrived(w, order)
@@ -126,10 +133,19 @@ class WindowBuilder:
     def read_ahead(self) -> None:
         """Start reading the next window's first units (under ``prefetch_bytes``) after a
         window built as its units arrived: called once its first piece is queued, so that
-        the piece is not queued behind the next window's reads."""
+        the piece is not queued behind the next window's reads. Units read ahead one at a
+        time are held to the first window until then when it has a first piece of its own
+        (head windows)."""
         if self.next is not None and self.next < len(self.units):
             self._start(self.next).ahead(self.reading.prefetch_bytes)
         self.next = None
+        self._release()
+
+    def _release(self) -> None:
+        """Let units read ahead one at a time go past the first window."""
+        if self.held is not None:
+            self.held.hold_after = None
+            self.held = None
 
     def _start(self, w: int) -> Filling:
         if w not in self.filling:

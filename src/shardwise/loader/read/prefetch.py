@@ -68,6 +68,9 @@ class Prefetcher(Generic[K, V]):
         self.ahead_size = ahead_size or size_of_key
         self.ahead_bytes = ahead_bytes
         self.peak_bytes = 0
+        # keys read ahead: at most the first `hold_after` while it is set (the others when
+        # the consumer needs them), all once it is None again
+        self.hold_after: int | None = None
 
     def _pool(self) -> AbstractContextManager[Executor]:
         if self.executor is not None:
@@ -79,10 +82,13 @@ class Prefetcher(Generic[K, V]):
         pending: deque[tuple[int, Future[V]]] = deque()
         held = 0
         upcoming = _Upcoming(keys, self)
+        submitted = 0
         with self._pool() as pool:
             try:
                 while True:
                     while len(pending) < self.max_ahead:
+                        if pending and self.hold_after is not None and submitted >= self.hold_after:
+                            break  # held back: read when the consumer needs it
                         key = upcoming.first()
                         if key is _END:
                             break
@@ -91,9 +97,10 @@ class Prefetcher(Generic[K, V]):
                             break  # over budget: wait until the consumer frees room
                         upcoming.pop()
                         pending.append((size, pool.submit(self.load, key)))  # type: ignore[arg-type]
-                        held += size
+                        held, submitted = held + size, submitted + 1
                         self.peak_bytes = max(self.peak_bytes, held)
-                    upcoming.tell()
+                    if self.hold_after is None:  # nothing downloaded ahead while reads are held
+                        upcoming.tell()
                     if not pending:
                         return
                     size, fut = pending.popleft()

@@ -1,76 +1,238 @@
-"""A unit's first rows decoded without the rest: the head of a head window
-(:mod:`shardwise.plan.blocks`).
+"""A unit of plain Parquet read in two parts, each row decoded once: its head (its first
+rows, for a head window, :mod:`shardwise.plan.blocks`), then the rest.
 
-Only plain Parquet reads take this path (no filter, no node cache, one dataset): Arrow's
-``iter_batches`` over the one row group decodes its pages in order and stops after the
-first ``rows`` rows. Anything else, or a head read that fails or gives another schema,
-answers None, and the caller reads the whole unit and slices it (a bad unit is then
-named by the whole read's :class:`~shardwise.errors.FormatError`).
+The head's read opens the row group: fixed-size lists of numbers are decoded from their
+pages for the head's rows only (:func:`~shardwise.formats.parquet._fixedlist.read_fixed_lists`
+with ``rows``), the other columns by Arrow's ``iter_batches`` in batches of the head's
+size, which stops after the head. The open reader is kept (:class:`UnitParts`), and the
+rest's read continues it: Arrow's decoders go on where they stopped (a dictionary already
+decoded is not decoded again) and give the rest as one batch, the page reader decodes the
+rest's pages. Only the one page
+across the head's end of a fixed-size list column is decoded twice.
+
+Only plain Parquet reads take this path (no filter, no node cache, one dataset). Anything
+else answers None, and the caller reads the whole unit and slices it, so a bad unit is
+named by the whole read's :class:`~shardwise.errors.FormatError`: a read that fails, a
+schema other than the dataset's, other row counts than the plan's, or a rest whose head was
+not read here (an epoch resumed past its head window). Until its rest is read, a unit
+keeps its file open and Arrow's decoders their current pages and dictionaries, unless its
+dictionary pages are large (over :data:`HOLD_BYTES`): it is then closed after its head,
+and its rest is read whole and sliced.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardwise.errors import ShardwiseError
+from shardwise.errors import FormatError, ShardwiseError
+from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
 from shardwise.index import DatasetIndex
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.storage import open_arrow_input
 from shardwise.storage.cache import NodeCache
 
-__all__ = ["head_reader"]
+__all__ = ["UnitParts", "unit_parts"]
 
-HeadReader = Callable[[int, int], "pa.Table | None"]
+# a unit is kept open for its rest while Arrow's dictionaries of it take at most this many
+# bytes; a larger one (images of 100 KB in one dictionary page of 25 MB) is let go, its
+# memory serves the next unit's read, and its rest is read whole and sliced
+HOLD_BYTES = 4 << 20
+# what a failed part read may raise: the whole read then says what is wrong
+_FAILURES = (pa.ArrowException, OSError, ValueError, IndexError, EOFError, ShardwiseError)
 
 
-def head_reader(
+@dataclass
+class _Open:
+    """A unit whose head was read: its file, and where its columns' reads stopped."""
+
+    source: Any
+    pf: pq.ParquetFile
+    group: int
+    names: list[str]
+    fixed: list[str]  # columns decoded from their pages (the others: by Arrow)
+    batches: Iterator[pa.RecordBatch] | None = None
+    left: list[pa.RecordBatch] = field(default_factory=list)  # read past the last part
+
+    def close(self) -> None:
+        self.batches = None
+        self.pf.close()
+        self.source.close()
+
+
+def unit_parts(
     index: DatasetIndex | MixedIndex,
     columns: Sequence[str] | None,
     filter: object,
     cache: NodeCache | None,
     schema: pa.Schema,
-) -> HeadReader | None:
-    """A function giving unit ``u``'s first ``rows`` rows as one contiguous table of
-    ``schema`` (or None: read the whole unit), or None when ``index`` has no such path."""
+) -> UnitParts | None:
+    """A reader of ``index``'s units in two parts, or None when they are not plain
+    Parquet read without a filter or node cache."""
     if not isinstance(index, DatasetIndex) or index.format != "parquet":
         return None
     if filter is not None or cache is not None:
         return None
-    cols = list(columns) if columns is not None else None
-    options = dict(index.storage_options or {})
+    return UnitParts(index, columns, schema)
 
-    def head(u: int, rows: int) -> pa.Table | None:
-        unit = index.units[u]
+
+class UnitParts:
+    """Reads units in two parts, a head and then the rest (see the module docstring).
+
+    Args:
+        index: a Parquet dataset.
+        columns: the columns read (all when None).
+        schema: the schema of the tables read (the dataset's, projected).
+    """
+
+    def __init__(
+        self, index: DatasetIndex, columns: Sequence[str] | None, schema: pa.Schema
+    ) -> None:
+        self.index, self.schema = index, schema
+        self.columns = list(columns) if columns is not None else None
+        self.options = dict(index.storage_options or {})
+        self._open: dict[int, _Open] = {}
+        self._lock = threading.Lock()
+
+    def head(self, u: int, rows: int) -> pa.Table | None:
+        """Unit ``u``'s first ``rows`` rows as one contiguous table (None: read it whole);
+        the unit stays open for :meth:`rest`."""
+        unit = self.index.units[u]
         try:
-            table = _read_head(unit.path, unit.index, cols, rows, options)
-        except (pa.ArrowException, OSError, ValueError, IndexError, EOFError, ShardwiseError):
-            return None  # the whole read says what is wrong
-        if table.num_rows != rows or not table.schema.equals(schema):
+            opened = _open(unit.path, unit.index, self.columns, self.options)
+        except _FAILURES:
             return None
+        try:
+            table = self._head(opened, rows)
+        except _FAILURES:
+            table = None
+        if table is None or rows >= unit.num_samples or _held(opened) > HOLD_BYTES:
+            opened.close()
+            return table
+        with self._lock:
+            old, self._open[u] = self._open.get(u), opened
+        if old is not None:
+            old.close()
         return table
 
-    return head
-
-
-def _read_head(
-    path: str, group: int, columns: list[str] | None, rows: int, options: dict[str, object]
-) -> pa.Table:
-    """Row group ``group``'s first ``rows`` rows (fewer if it has fewer)."""
-    with open_arrow_input(path, **options) as f:
-        pf = pq.ParquetFile(f)
+    def rest(self, u: int, lo: int, rows: int) -> pa.Table | None:
+        """Unit ``u``'s rows ``lo`` to ``lo + rows``, continuing the read of its head of
+        ``lo`` rows (None: it was not read here, or the read fails: read it whole)."""
+        with self._lock:
+            opened = self._open.pop(u, None)
+        if opened is None:
+            return None
         try:
-            batches, got = [], 0
-            for batch in pf.iter_batches(
-                batch_size=rows, row_groups=[group], columns=columns, use_threads=False
-            ):
-                batches.append(batch)
-                got += batch.num_rows
-                if got >= rows:
-                    break
-            table = pa.Table.from_batches(batches)
+            fixed = {}
+            if opened.fixed:
+                fixed = read_fixed_lists(
+                    opened.pf, opened.source, opened.group, opened.fixed, (lo, lo + rows)
+                )
+            if len(fixed) != len(opened.fixed):
+                return None  # a page of the rest declined: the whole read decides
+            return self._table(opened, fixed, rows)
+        except _FAILURES:
+            return None
         finally:
-            pf.close()
-    return table.slice(0, rows).combine_chunks()
+            opened.close()
+
+    def close(self) -> None:
+        """Close the units whose rest was not read."""
+        with self._lock:
+            opened, self._open = list(self._open.values()), {}
+        for o in opened:
+            o.close()
+
+    def _head(self, opened: _Open, rows: int) -> pa.Table | None:
+        """The head: fixed-size lists from their pages, then Arrow's first batch of the
+        other columns, in batches of ``rows`` rows."""
+        pf, names = opened.pf, opened.names
+        fixed: dict[str, pa.Array] = {}
+        if page_reader_enabled() and len(set(names)) == len(names):
+            fixed = read_fixed_lists(pf, opened.source, opened.group, names, (0, rows))
+        opened.fixed = list(fixed)
+        others = [n for n in names if n not in fixed]
+        if others:
+            opened.batches = pf.iter_batches(
+                batch_size=max(rows, 1),
+                row_groups=[opened.group],
+                columns=others,
+                use_threads=False,
+            )
+        return self._table(opened, fixed, rows)
+
+    def _table(self, opened: _Open, fixed: dict[str, pa.Array], rows: int) -> pa.Table | None:
+        """The next ``rows`` rows of an open unit, its fixed-size lists ``fixed`` and the
+        rest from Arrow's batches, as one contiguous table of the dataset's schema (None:
+        other rows or another schema)."""
+        arrow = _next_rows(opened, rows) if opened.batches is not None else None
+        names = opened.names
+        arrays = [fixed[n] if n in fixed else arrow.column(n) for n in names]  # type: ignore[union-attr]
+        if any(len(a) != rows for a in arrays):
+            return None
+        full = opened.pf.schema_arrow
+        target = pa.schema([full.field(n) for n in names], metadata=full.metadata)
+        table = pa.Table.from_arrays(arrays, schema=target)
+        return table if table.schema.equals(self.schema) else None
+
+
+def _open(path: str, group: int, columns: list[str] | None, options: dict[str, Any]) -> _Open:
+    """Row group ``group`` of ``path``, opened (nothing read but the footer)."""
+    source = open_arrow_input(path, **options)
+    try:
+        pf = pq.ParquetFile(source)
+        names = columns if columns is not None else pf.schema_arrow.names
+        if not set(names) <= set(pf.schema_arrow.names):
+            raise FormatError(f"columns {names} are not all in this file", path)
+    except BaseException:
+        source.close()
+        raise
+    return _Open(source, pf, group, list(names), [])
+
+
+def _held(opened: _Open) -> int:
+    """The stored bytes of the dictionary pages of the columns Arrow reads (what its
+    decoders keep, decoded, until the rest is read)."""
+    group = opened.pf.metadata.row_group(opened.group)
+    arrow = {n for n in opened.names if n not in opened.fixed}
+    held = 0
+    for i in range(group.num_columns):
+        chunk = group.column(i)
+        if chunk.path_in_schema.split(".")[0] in arrow and chunk.has_dictionary_page:
+            held += max(0, chunk.data_page_offset - (chunk.dictionary_page_offset or 0))
+    return held
+
+
+def _next_rows(opened: _Open, rows: int) -> pa.Table:
+    """The next ``rows`` rows of Arrow's batches (fewer at the end), as one contiguous
+    table; what was read past them is kept for the next part."""
+    batches, got = opened.left, sum(b.num_rows for b in opened.left)
+    opened.left = []
+    assert opened.batches is not None
+    # the rest in one batch: Arrow's reader takes its batch size at each batch (else in
+    # batches of the head's size, put together below)
+    resize = getattr(getattr(opened.pf, "reader", None), "set_batch_size", None)
+    if resize is not None and rows > got:
+        resize(rows - got)
+    while got < rows:
+        batch = next(opened.batches, None)
+        if batch is None:
+            break
+        batches.append(batch)
+        got += batch.num_rows
+    if got > rows:
+        last = batches[-1]
+        keep = last.num_rows - (got - rows)
+        batches[-1] = last.slice(0, keep)
+        opened.left = [last.slice(keep)]
+    return pa.Table.from_batches(batches, schema=_arrow_schema(opened)).combine_chunks()
+
+
+def _arrow_schema(opened: _Open) -> pa.Schema:
+    full = opened.pf.schema_arrow
+    return pa.schema([full.field(n) for n in opened.names if n not in opened.fixed])

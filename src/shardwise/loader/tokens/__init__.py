@@ -3,9 +3,10 @@
 Holds ``TokenStream`` (:mod:`~shardwise.loader.tokens.stream`: the token plan of an
 epoch, placed like the dataset, its batches, state and stats) and the reading of token
 shards (:mod:`~shardwise.loader.tokens.units`: document lengths, a unit's flat tokens,
-units read ahead on threads). ``TokenStream`` is created on first access: with torch
-installed it is also a ``torch.utils.data.IterableDataset`` (use ``DataLoader(ds,
-batch_size=None)``).
+units read ahead on threads; :mod:`~shardwise.loader.tokens.flatmap`: token files mapped
+once, units as views where the dataset index locates them). ``TokenStream`` is created
+on first access: with torch installed it is also a ``torch.utils.data.IterableDataset``
+(use ``DataLoader(ds, batch_size=None)``).
 
 May import: storage, formats, index, plan, the token layout (``shardwise._tokens``), and
 of the loader the readers (:mod:`~shardwise.loader.read`), the placement and the

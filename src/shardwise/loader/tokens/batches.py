@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from shardwise.loader.tokens.flatmap import MappedRows
 from shardwise.loader.tokens.mapped import OpenFiles
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan.buffers import Buffers
@@ -68,7 +69,26 @@ class SequenceBatches:
 
     def ids(self, plan: TokenPlan, pairs: np.ndarray) -> Iterator[dict[str, Any]]:
         """``concat`` batches of ``input_ids`` alone of the (unit, sequence) ``pairs``, in
-        order, made on the calling thread (units read ahead on the feed's threads)."""
+        order, made on the calling thread: in one pass over the pairs when every unit is a
+        view of a file the index locates (:class:`~.flatmap.MappedRows`), else a window at a
+        time, units read ahead on the feed's threads."""
+        flat, b = self.units.flat, self.batch_size
+        if flat is not None:
+            laid = MappedRows(flat, self.seq_len, self.pad_id)
+            batches = ids_batches(pairs[:, 0], pairs[:, 1], laid, b)
+        else:
+            batches = self._fed_ids(plan, pairs)
+        if self.batch_format != "torch":
+            for ids in batches:
+                yield {"input_ids": ids}
+            return
+        import torch
+
+        for ids in batches:
+            yield {"input_ids": torch.from_numpy(ids)}
+
+    def _fed_ids(self, plan: TokenPlan, pairs: np.ndarray) -> Iterator[np.ndarray]:
+        """:meth:`ids`' arrays a window at a time, the units read by the feed."""
         seq_len, pad_id, b = self.seq_len, self.pad_id, self.batch_size
         files = OpenFiles()
 
@@ -78,12 +98,8 @@ class SequenceBatches:
 
         size = max(1, IDS_WINDOW_TOKENS // (seq_len * b)) * b
         feed = UnitFeed(pairs[:, 0], read, self.prefetch_units, self.units.mapped_here)
-        torch = self.batch_format == "torch"
-        if torch:
-            import torch as _torch
         for at, laid in feed.windows(size):
-            for ids in ids_batches(pairs[at, 0], pairs[at, 1], laid, b):
-                yield {"input_ids": _torch.from_numpy(ids) if torch else ids}
+            yield from ids_batches(pairs[at, 0], pairs[at, 1], laid, b)
 
     def _concat_groups(self, plan: TokenPlan, pairs: np.ndarray) -> Groups:
         """Windows of batches, one window per hand-over. All on this one thread: a second

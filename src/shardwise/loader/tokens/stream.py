@@ -13,7 +13,10 @@ token weights, and ``state_dict(consumed_batches)`` / ``load_state_dict`` resume
 next sequence, on the same or another topology. Units are read ahead on two threads; the
 batches are made on a loader thread (:mod:`.batches`, :mod:`.ahead`); those of
 ``input_ids`` alone, one copy each, on the iterating thread (with their units when these
-are files of this machine).
+are files of this machine). A ``concat`` stream over shards whose token runs the index
+holds (:mod:`shardwise.index.token_layout`) opens from the index alone: each unit's
+tokens give its sequences, and the documents' lengths are read only when first needed
+(:attr:`TokenStreamBase.lengths`: fields other than ``input_ids``, ``stats()``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+import numpy as np
 
 from shardwise.errors import ConfigError
 from shardwise.loader.channel import Seen, TopologyChannel
@@ -31,7 +36,7 @@ from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
 from shardwise.loader.tokens.ahead import made_ahead
 from shardwise.loader.tokens.batches import SequenceBatches
-from shardwise.loader.tokens.units import TokenUnits
+from shardwise.loader.tokens.units import TokenUnits, check_lengths
 from shardwise.plan import Mixing, Resume, Topology
 from shardwise.plan.packing import DEFAULT_BUFFER, count_sequences
 from shardwise.plan.sequences import FIELDS
@@ -110,7 +115,12 @@ class TokenStreamBase:
         self.cache = node_cache(cache_dir, cache_bytes)
         self.index = open_index(source, "raise", open_options, None, (), cache_dir)
         self.units = TokenUnits(self.index, column, count_column, cache=self.cache)
-        self.lengths, self.docs = self.units.lengths()
+        totals = self.units.totals() if packing == "concat" else None
+        self._lengths: np.ndarray | None = None
+        if totals is None:
+            self._lengths, self.docs = self.units.lengths()
+        else:  # concat needs each unit's tokens only: the documents' lengths when asked
+            self.docs = self.index.counts()
         self.seq_len, self.batch_size = seq_len, batch_size
         self.packing, self.buffer = packing, buffer
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
@@ -126,7 +136,21 @@ class TokenStreamBase:
         self._channel = TopologyChannel.new()
         self._passes = Passes(channel=self._channel)
         self._seen: Seen | None = None  # this process's own latest pass
-        self.counts = count_sequences(self.lengths, self.docs, seq_len, packing, buffer)
+        self.counts = (
+            count_sequences(self.lengths, self.docs, seq_len, packing, buffer)
+            if totals is None
+            else -(-totals // seq_len)
+        )
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Tokens per document, every unit's documents in unit order (read at the first
+        call when the index gave each unit's tokens)."""
+        if self._lengths is None:
+            lengths, docs = self.units.lengths()
+            check_lengths(lengths, docs, self.docs, self.units.totals())
+            self._lengths = lengths
+        return self._lengths
 
     # -- planning ---------------------------------------------------------------------
     def plan(self, topology: Topology | None = None) -> TokenPlan:
@@ -135,7 +159,7 @@ class TokenStreamBase:
             p = self._placement()
             topology = Topology(p.world_size, p.num_workers, self.batch_size, self.drop_last)
         return TokenPlan(
-            self.lengths,
+            self._lengths if self._lengths is not None else lambda: self.lengths,
             self.docs,
             self.seq_len,
             topology,

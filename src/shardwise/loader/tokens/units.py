@@ -20,6 +20,7 @@ from shardwise._tokens import TokenInfo, flat_tokens
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats import OnError
 from shardwise.loader.read.mixed import unit_reader
+from shardwise.loader.tokens.flatmap import FlatTokens
 from shardwise.loader.tokens.mapped import (
     OpenFiles,
     file_lengths,
@@ -28,7 +29,7 @@ from shardwise.loader.tokens.mapped import (
     unit_path,
 )
 
-__all__ = ["TokenUnits", "UnitFeed"]
+__all__ = ["TokenUnits", "UnitFeed", "check_lengths"]
 
 LENGTH_THREADS = 8
 
@@ -64,15 +65,32 @@ class TokenUnits:
             if self.count_column
             else None
         )
+        #: every unit's token run, where the index has it for local files (no node cache)
+        self.flat = (
+            FlatTokens.of(index, column, self.count_column, np.dtype(self.info.dtype))
+            if cache is None
+            else None
+        )
+
+    def totals(self) -> np.ndarray | None:
+        """Tokens per unit as the index gives them (no file read), or None."""
+        return None if self.flat is None else self.flat.totals
 
     def read(
         self, unit: int, lengths: np.ndarray | None = None, files: OpenFiles | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Unit ``unit``'s tokens, flat, and its ``documents + 1`` offsets: a view of the
-        file where the shard is laid out for it and read without the node cache
+        file mapped once where the index locates them (:mod:`.flatmap`; with ``lengths``),
+        else where the shard is laid out for it and read without the node cache
         (:func:`~shardwise.loader.tokens.mapped.mapped_tokens`; ``lengths``, the unit's
         document lengths as :meth:`lengths` gave them, spare reading them again, ``files``
         keeps the last files open for the next units), else Arrow's read."""
+        if self.flat is not None and lengths is not None:
+            tokens = self.flat.view(unit)
+            offsets = np.zeros(len(lengths) + 1, np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            if offsets[-1] == len(tokens):
+                return tokens, offsets
         if self.cache is None and self.count_column is not None:
             info, column, counts = self.info, self.column, self.count_column
             got = mapped_tokens(self.index, unit, column, counts, info, lengths, files)
@@ -83,6 +101,8 @@ class TokenUnits:
     def mapped_here(self, unit: int) -> bool:
         """Whether unit ``unit`` is read as a view of a file on a disk or memory filesystem
         of this machine (nothing to wait for but page faults)."""
+        if self.flat is not None:
+            return True
         if self.cache is not None or self.count_column is None:
             return False
         path = unit_path(self.index, unit)
@@ -107,6 +127,21 @@ class TokenUnits:
         docs = np.array([len(p) for p in parts], dtype=np.int64)
         flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         return flat.astype(np.int64, copy=False), docs
+
+
+def check_lengths(
+    lengths: np.ndarray, docs: np.ndarray, indexed_docs: np.ndarray, totals: np.ndarray | None
+) -> None:
+    """Refuse document lengths that disagree with the units' documents and tokens the
+    index gave (a file rewritten since it was indexed)."""
+    ends = np.concatenate([[0], np.cumsum(lengths)])[np.concatenate([[0], np.cumsum(docs)])]
+    if not np.array_equal(docs, indexed_docs) or (
+        totals is not None and not np.array_equal(np.diff(ends), totals)
+    ):
+        raise FormatError(
+            "the token counts disagree with the dataset index (a file changed since it was "
+            "indexed?); open the dataset again to index it anew"
+        )
 
 
 def _int64s(chunk: pa.Array) -> np.ndarray:

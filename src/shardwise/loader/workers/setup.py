@@ -11,6 +11,12 @@ jemalloc Arrow's default allocator in its process, unless the environment variab
 process is left alone: its in-process path lets each unit go as soon as its rows are
 copied (see :mod:`shardwise.loader.batches.arrival`), and there the default allocator, which
 keeps freed memory for the next unit, is the faster one.
+
+A worker also keeps memory freed by the C library's ``malloc`` for its next batches
+(:func:`shardwise.parallel._malloc.keep_freed_memory`): a batch's Python ``bytes`` of about
+100 KB each come from the heap, and glibc gave the heap's top back to the kernel after
+every batch and faulted it in again for the next (see :mod:`shardwise.loader.workers.receive`
+for the same in the training process).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Sequence
 
 from shardwise.formats import Unit
 from shardwise.loader.workers.carriers import enable
+from shardwise.parallel._malloc import keep_freed_memory
 
 __all__ = ["MAX_RING_BYTES", "RING_BATCHES", "prefer_jemalloc", "ring_bytes_for", "setup_worker"]
 
@@ -51,8 +58,10 @@ def ring_bytes_for(units: Sequence[Unit], batch_size: int) -> int:
 
 def setup_worker(batch_format: str | None, ring_bytes: int = 0) -> None:
     """Prepare a DataLoader worker process for streaming: jemalloc for Arrow (see
-    :func:`prefer_jemalloc`) and columns sent through shared memory, in a ring of
+    :func:`prefer_jemalloc`), freed heap memory kept, and columns sent through shared
+    memory, in a ring of
     ``ring_bytes`` (see :func:`ring_bytes_for`): numpy batches', and every format's
     strings and binary values (:func:`shardwise.loader.workers.carriers.enable`)."""
     prefer_jemalloc()
+    keep_freed_memory()
     enable(ring_bytes)
