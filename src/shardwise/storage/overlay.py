@@ -71,9 +71,36 @@ class SparseFile(SizedRawFile):
         return self._size
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self.read(len(buffer))
-        memoryview(buffer)[: len(data)] = data
-        return len(data)
+        """Fill ``buffer`` from the position: straight from the pieces (a cache entry's
+        file is read into it, no copy between), or from the remote file."""
+        view = memoryview(buffer).cast("B")
+        end = min(self._size, self._pos + len(view))
+        done = 0
+        while self._pos < end:
+            n = self._into(self._pos, view[done : done + end - self._pos])
+            if not n:
+                chunk = self._from_remote(self._pos, end)
+                n = len(chunk)
+                view[done : done + n] = chunk
+            done += n
+            self._pos += n
+        return done
+
+    def _into(self, start: int, view: memoryview) -> int:
+        """Bytes from ``start`` copied into ``view`` from the piece holding ``start``."""
+        i = bisect.bisect_right(self._starts, start) - 1
+        if i < 0:
+            return 0
+        off, data = self._pieces[i]
+        n = min(len(view), off + len(data) - start)
+        if n <= 0:
+            return 0
+        into = getattr(data, "readinto_at", None)
+        if into is not None:
+            into(view[:n], start - off)
+        else:
+            view[:n] = data[start - off : start - off + n]
+        return n
 
     def read(self, n: int | None = -1) -> bytes:
         end = self._size if n is None or n < 0 else min(self._size, self._pos + n)

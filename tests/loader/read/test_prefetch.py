@@ -78,6 +78,34 @@ def test_bad_settings_are_config_errors() -> None:
         Prefetcher(lambda k: k, lambda k: 1, threads=0)
 
 
+def test_ahead_is_told_each_key_once_in_order_within_its_budget() -> None:
+    told: list[int] = []
+    seen_at_load: dict[int, list[int]] = {}
+
+    def load(k: int) -> int:
+        seen_at_load[k] = list(told)
+        return k
+
+    sizes = {k: 10 for k in range(12)}
+    p = Prefetcher(
+        load,
+        lambda k: 100,  # in memory: one item at a time
+        budget_bytes=100,
+        threads=1,
+        max_ahead=5,
+        ahead=told.append,
+        ahead_size=sizes.__getitem__,
+        ahead_bytes=30,  # three keys told ahead of the loads
+    )
+    out = []
+    for item in p.iterate(range(12)):
+        out.append(item)
+        assert len([k for k in told if k > item]) <= 3 + 1  # never far ahead
+    assert out == list(range(12))
+    assert told == list(range(1, 12))  # the first key is loaded at once, never told
+    assert all(k in seen_at_load[k] for k in range(1, 12))  # told before its load
+
+
 class _Now(Executor):
     """Runs each load as it is submitted: what was submitted is what was loaded."""
 

@@ -16,6 +16,7 @@ from shardwise.formats import OnError
 from shardwise.index import DatasetIndex
 from shardwise.loader.batches.convert import Padding
 from shardwise.loader.batches.memory import WindowMemory
+from shardwise.loader.read.cached import ahead_budget, downloads_ahead
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.prefetch import Prefetcher
 from shardwise.loader.read.unit_tables import table_loader
@@ -93,11 +94,17 @@ class Reading:
     ) -> Prefetcher[int, Any]:
         """Reads units ahead, across window boundaries, under ``prefetch_bytes``, with
         ``load`` (default: :meth:`loader`'s), at most ``max_ahead`` at a time (default:
-        two windows' worth)."""
+        two windows' worth); with a node cache, the units after those are downloaded
+        into it meanwhile (their stored bytes under ``prefetch_bytes`` too)."""
+        cols = self.columns if self.filter is None else None
+        ahead = downloads_ahead(self.index, self.cache, cols)  # None without a node cache
         return Prefetcher(
             load or self.loader(),
             self.size,
             budget_bytes=self.prefetch_bytes,
             max_ahead=max_ahead or 2 * self.interleave + 2,
+            ahead=ahead,
+            ahead_size=lambda u: self.index.units[u].num_bytes,
+            ahead_bytes=ahead_budget(self.cache, self.prefetch_bytes),
             **kwargs,
         )

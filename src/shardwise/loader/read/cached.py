@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -32,12 +33,21 @@ from shardwise.storage import named, resolve, with_retries
 from shardwise.storage.cache import NodeCache
 from shardwise.storage.cache.entry import Extent
 from shardwise.storage.overlay import Bytes, SparseFile, serving
+from shardwise.storage.ranged import IntoReader, into_reader
 
-__all__ = ["UnitCache", "default_budget", "fetch_range", "node_cache"]
+__all__ = [
+    "UnitCache",
+    "ahead_budget",
+    "default_budget",
+    "downloads_ahead",
+    "fetch_range",
+    "node_cache",
+]
 
 FOOTER_READ = 64 * 2**10  # what Arrow reads first from the end of a Parquet file
 FETCH_CHUNK = 16 * 2**20
 FOOTER = "(footer)"  # the stats' name for the bytes of files' footers
+_ETAG = re.compile(r"^[0-9a-fA-F]{32}(-[0-9]+)?$")  # an S3 ETag (else: an mtime, ...)
 
 
 def default_budget(root: str) -> int:
@@ -87,6 +97,7 @@ class UnitCache:
         self._endpoint = _endpoint(self.options)
         self._layout: dict[str, list[list[Chunk]]] = {}
         self._units_in = Counter(u.path for u in index.units)
+        self._readers: dict[str, IntoReader] = {}
 
     @staticmethod
     def cached(url: str) -> bool:
@@ -101,15 +112,46 @@ class UnitCache:
     def _fetch(self, url: str, start: int, end: int) -> Iterator[bytes]:
         return fetch_range(url, start, end, self.options)
 
+    def _range(self, url: str) -> IntoReader:
+        """Ranged reads of ``url`` into a buffer, checked against the indexed ETag."""
+        if url not in self._readers:
+            fp = self._files[url].fingerprint
+            etag = fp if _ETAG.match(fp) else ""
+            self._readers[url] = into_reader(url, self.options, etag)
+        return self._readers[url]
+
+    def _lease(self, url: str, extent: Extent) -> Any:
+        """``extent``'s lease: downloaded by ranges, readable while it downloads."""
+        return self.cache.lease(
+            extent,
+            partial(self._fetch, url, extent.start, extent.end),
+            read_range=self._range(url),
+        )
+
+    def fetch_ahead(self, unit: Unit) -> None:
+        """Start downloading ``unit`` into the cache on the cache's download threads
+        (a unit read as one entry: a tar shard, a JSONL range, a one-row-group file);
+        returns at once. Its later read reads from that download."""
+        if not self.cached(unit.path) or unit.path not in self._files or self._projected():
+            return
+        whole = self._whole(unit)
+        if whole is not None:
+            self.cache.fetch_ahead(whole, self._range(unit.path))
+
     @contextlib.contextmanager
-    def serve(self, unit: Unit) -> Iterator[None]:
-        """For a ``with`` block reading ``unit``: its entries leased, its reads served."""
+    def serve(self, unit: Unit, complete: bool = False) -> Iterator[None]:
+        """For a ``with`` block reading ``unit``: its entries leased, its reads served
+        (with ``complete``, once every byte of them is in the cache)."""
         if not self.cached(unit.path) or unit.path not in self._files:
             yield
             return
         size = self._files[unit.path].size
         with contextlib.ExitStack() as stack:
             pieces = self._pieces(unit, stack)
+            for _, data in pieces if complete else ():
+                wait = getattr(data, "wait_complete", None)
+                if wait is not None:
+                    wait()
             reader = partial(self._read_remote, unit.path)
             with serving(unit.path, lambda: SparseFile(size, pieces, reader, unit.path)):  # type: ignore[arg-type,return-value]
                 yield
@@ -144,9 +186,7 @@ class UnitCache:
     ) -> list[tuple[int, Bytes]]:
         out: list[tuple[int, Bytes]] = []
         for extent in extents:
-            data = stack.enter_context(
-                self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end))
-            )
+            data = stack.enter_context(self._lease(url, extent))
             if data is not None:
                 out.append((extent.start, data))
         return out
@@ -220,10 +260,30 @@ class UnitCache:
         return out
 
     def _leased(self, stack: contextlib.ExitStack, url: str, extent: Extent) -> Bytes:
-        data = stack.enter_context(
-            self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end))
-        )
+        data = stack.enter_context(self._lease(url, extent))
         return data if data is not None else self._read_remote(url, extent.start, extent.end)
+
+
+def downloads_ahead(
+    index: Any, cache: NodeCache | None, columns: Sequence[str] | None
+) -> Callable[[int], None] | None:
+    """A function that starts downloading unit ``u`` of ``index`` into ``cache`` and
+    returns at once (see :meth:`UnitCache.fetch_ahead`); None without a cache, for a mix
+    of sources, or for a dataset with no remote file."""
+    if (
+        cache is None
+        or not isinstance(index, DatasetIndex)
+        or not any(UnitCache.cached(f.path) for f in index.files)
+    ):
+        return None
+    units = UnitCache(index, cache, columns)
+    return lambda u: units.fetch_ahead(index.units[u])
+
+
+def ahead_budget(cache: NodeCache | None, prefetch_bytes: int) -> int:
+    """Stored bytes a worker downloads ahead of its reads: its ``prefetch_bytes``, at
+    most a quarter of the cache's budget."""
+    return 0 if cache is None else min(prefetch_bytes, cache.budget_bytes // 4)
 
 
 def node_cache(cache_dir: str | None, cache_bytes: int | None) -> NodeCache | None:

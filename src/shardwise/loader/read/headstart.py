@@ -141,7 +141,7 @@ class HeadStart:
                 unit = self.index.units[u]
                 if units.is_cached(unit):  # a warm epoch costs a stat per unit, nothing more
                     continue
-                with contextlib.suppress(Exception), units.serve(unit):
+                with contextlib.suppress(Exception), units.serve(unit, complete=True):
                     pass  # its entries are downloaded (or found) and leased, then let go
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "is_verified",
     "mark_verified",
     "open_entry",
+    "pread_into",
     "read_entry",
     "write_entry",
 ]
@@ -107,6 +108,10 @@ class EntryView:
             )
         return data
 
+    def readinto_at(self, view: memoryview, start: int) -> None:
+        """Fill ``view`` with the bytes from ``start`` (read straight into it)."""
+        pread_into(self._fd, view, start, self.path)
+
     def __bytes__(self) -> bytes:
         return self[:]
 
@@ -123,6 +128,24 @@ class EntryView:
         """Close the entry's file."""
         with contextlib.suppress(OSError):
             os.close(self._fd)
+
+
+def pread_into(fd: int, view: memoryview, start: int, path: str) -> None:
+    """Fill ``view`` from ``fd`` at ``start``.
+
+    Raises:
+        StorageError: the file ends first (naming ``path``).
+    """
+    done = 0
+    while done < len(view):
+        n = os.preadv(fd, [view[done:]], start + done)
+        if n <= 0:
+            raise StorageError(
+                f"cache file {path} shrank while in use (read {done} of {len(view)} bytes "
+                f"at {start})",
+                path,
+            )
+        done += n
 
 
 def open_entry(path: str, extent: Extent | None = None, *, check_crc: bool = True) -> EntryView:

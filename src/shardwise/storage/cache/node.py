@@ -21,9 +21,11 @@ from shardwise.storage.cache.entry import (
     open_entry,
     write_entry,
 )
+from shardwise.storage.cache.fill import FillView, RangeReader
 from shardwise.storage.cache.lease import FileLock, owner_id
 from shardwise.storage.cache.room import directory_lock, reserve_part
 from shardwise.storage.cache.stats import CacheStats, fetched
+from shardwise.storage.cache.streams import Streams
 
 __all__ = ["CacheStats", "NodeCache"]
 
@@ -51,6 +53,10 @@ class NodeCache:
     - ``budget_bytes`` bounds entries plus reserved downloads on disk: room is made under an
       exclusive lock before a download starts. When everything on disk is leased, the
       download waits up to ``wait_seconds`` for room, then reads the range without caching.
+    - A download given a range reader (``read_range``) runs on the cache's download
+      threads, several ranges at once, and its readers in this process read the bytes as
+      they arrive (see :mod:`shardwise.storage.cache.streams`); :meth:`fetch_ahead`
+      starts one before anybody reads it. It is published as any download is.
 
     Args:
         root: the cache directory (shared by every process that should share entries).
@@ -86,6 +92,7 @@ class NodeCache:
         self._mutex = threading.Lock()
         self._leases: dict[str, int] = {}
         self.stats = CacheStats()
+        self._streams = Streams(self)
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -112,22 +119,34 @@ class NodeCache:
     # -- reading ----------------------------------------------------------------------
     @contextlib.contextmanager
     def lease(
-        self, extent: Extent, fetch: Callable[[], Iterable[bytes]]
-    ) -> Iterator[bytes | EntryView | None]:
+        self,
+        extent: Extent,
+        fetch: Callable[[], Iterable[bytes]],
+        read_range: RangeReader | None = None,
+    ) -> Iterator[bytes | EntryView | FillView | None]:
         """Hold ``extent``'s entry for a ``with`` block: yields its verified bytes
         (downloading them with ``fetch`` if no process of this node has; an entry found
         on disk is an :class:`EntryView`, read on demand until the block ends), or None
         when it cannot be cached now (larger than the budget, no room, or another
-        process's download of it is stuck): then the caller reads the range itself."""
+        process's download of it is stuck): then the caller reads the range itself.
+
+        With ``read_range`` (the object's bytes ``[start, end)``, retried), a download
+        runs by ranges on the download threads and yields at once a :class:`FillView`,
+        whose slices wait only for the bytes they need (a failed download raises a
+        :class:`~shardwise.errors.StorageError` naming the object from them)."""
         self._check_fork()
         if extent.length <= 0:
             yield b""
             return
-        data = self._acquire(extent, fetch)
+        data: bytes | EntryView | FillView | None
+        if read_range is not None:
+            data = self._streams.acquire(extent, read_range)
+        else:
+            data = self._acquire(extent, fetch)
         try:
             yield data
         finally:
-            if isinstance(data, EntryView):
+            if isinstance(data, (EntryView, FillView)):
                 data.close()
             if data is not None:
                 self._unlease(extent.key)
@@ -229,6 +248,14 @@ class NodeCache:
         column = self.stats.downloaded(extent.column, len(data))
         self._journal("download", extent.key, extent.source, extent.length, extent.start, column)
         return data
+
+    def fetch_ahead(self, extent: Extent, read_range: RangeReader) -> None:
+        """Start downloading ``extent`` on the download threads (by ranges, with
+        ``read_range``) unless it is on disk or being downloaded; returns at once. A
+        later :meth:`lease` of it reads from that download. Nothing is raised: a
+        download that fails is left to the reader, who gets its error."""
+        self._check_fork()
+        self._streams.ahead(extent, read_range)
 
     def note_uncached(self, source: str, nbytes: int) -> None:
         """Count (and journal) bytes read from the remote object outside any entry."""
