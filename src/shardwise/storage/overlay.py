@@ -70,6 +70,16 @@ class SparseFile(SizedRawFile):
         """The whole file's size."""
         return self._size
 
+    def positional_fd(self) -> int | None:
+        """A descriptor holding this file's bytes at the same offsets (a whole-file cache
+        entry, read from offset 0 up to :meth:`size`), or None: for readers that read by
+        ``os.pread`` rather than through the position."""
+        if len(self._pieces) != 1 or self._pieces[0][0] != 0:
+            return None
+        data = self._pieces[0][1]
+        fd = getattr(data, "fd", None)
+        return fd if isinstance(fd, int) and len(data) >= self._size else None
+
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         """Fill ``buffer`` from the position: straight from the pieces (a cache entry's
         file is read into it, no copy between), or from the remote file."""

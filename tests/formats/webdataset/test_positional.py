@@ -18,6 +18,8 @@ import pytest
 from shardwise.errors import FormatError
 from shardwise.formats.webdataset import WebDatasetFormat, _arrays, _buffers, _positional
 from shardwise.formats.webdataset._positional import GAP, Positional
+from shardwise.storage.cache.entry import EntryView, Extent, open_entry, write_entry
+from shardwise.storage.overlay import SparseFile
 
 
 def _members(spans: list[tuple[int, int]]) -> list[tuple[int, memoryview]]:
@@ -135,3 +137,41 @@ def test_reads_cut_short_are_finished_and_the_rest_read(
         members = _members(spans)
         assert Positional(f, len(data)).read_members(members) is None
     assert all(bytes(v) == data[p : p + n] for (p, n), (_, v) in zip(spans, members))
+
+
+def _entry_file(tmp_path: Path, data: bytes) -> tuple[SparseFile, EntryView]:
+    """``data`` as a node cache entry (its bytes, then its record) served by a SparseFile."""
+    extent = Extent("s3://b/t.tar", 0, len(data), "v1")
+    path = str(tmp_path / extent.key)
+    write_entry(path, extent, [data])
+    view = open_entry(path, extent)
+    return SparseFile(len(data), [(0, view)], None, "s3://b/t.tar"), view
+
+
+def test_a_whole_file_cache_entry_is_read_by_descriptor_up_to_its_size(tmp_path: Path) -> None:
+    data = os.urandom(5000)
+    f, view = _entry_file(tmp_path, data)
+    try:
+        src = Positional(f, len(data))
+        assert src.fd == view.fd  # the entry's file, read in place
+        members = _members([(0, 100), (300, 700), (4900, 100)])
+        assert src.read_members(members) is None
+        assert [bytes(v) for _, v in members] == [data[:100], data[300:1000], data[4900:]]
+        assert src.read(4990, 512) == data[4990:]  # not the record after the bytes
+        # a member running past the object's end is short, never filled from the record
+        short = src.read_members(_members([(100, 50), (4950, 200)]))
+        assert short is not None and short[0][0] == 4950 and short[1] == 50
+    finally:
+        view.close()
+
+
+def test_a_cache_entry_in_pieces_is_read_through_the_file_object(tmp_path: Path) -> None:
+    data = os.urandom(3000)
+    _, view = _entry_file(tmp_path, data)
+    try:
+        head = SparseFile(len(data), [(0, data[:1000]), (1000, data[1000:])], None, "u")
+        assert head.positional_fd() is None and Positional(head, len(data)).fd is None
+        part = SparseFile(len(data) + 10, [(0, view)], None, "u")  # the entry ends early
+        assert part.positional_fd() is None
+    finally:
+        view.close()

@@ -4,9 +4,11 @@ A local file is read through its descriptor: ``os.pread`` for a header, and one
 ``os.preadv`` for a run of members that lie close together in the file, each member's
 bytes landing straight in its place of a column's buffer and the headers and padding
 between them in a scratch buffer. No seek, no Python file object in the way, one system
-call per run instead of two per member. Anything else (a file served from a node cache's
-entries, a file object without a descriptor) is read with ``seek`` and ``readinto`` as
-before.
+call per run instead of two per member. A node cache's whole-file entry is read the same
+way, through the descriptor its file object names (``positional_fd``: the entry file holds
+the object's bytes at the same offsets, then its own record, which no read reaches: reads
+stop at ``size``). Anything else (a file object without a descriptor, a file served from
+pieces) is read with ``seek`` and ``readinto`` as before.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class Positional:
     def read(self, pos: int, n: int) -> bytes:
         """Up to ``n`` bytes at ``pos`` (fewer at the end of the file)."""
         if self.fd is not None:
-            return os.pread(self.fd, n, pos)
+            return os.pread(self.fd, max(0, min(n, self.size - pos)), pos)
         self.f.seek(pos)
         return self.f.read(n)
 
@@ -59,6 +61,8 @@ class Positional:
             return _first_short(members, lambda pos, view: _read_one(self.f, pos, view))
         i = 0
         while i < len(members):
+            if members[i][0] + len(members[i][1]) > self.size:  # past the end: read what is
+                return _first_short(members[i:], self._one)
             j, iov, want = self._run(members, i)
             if os.preadv(self.fd, iov, members[i][0]) < want:  # the end, or a read cut short
                 short = _first_short(members[i:j], self._one)
@@ -75,7 +79,7 @@ class Positional:
         j = i + 1
         while j < len(members) and len(iov) + 2 <= _IOV:
             nxt, nview = members[j]
-            if nxt < end or nxt - end > GAP:
+            if nxt < end or nxt - end > GAP or nxt + len(nview) > self.size:
                 break
             if nxt > end:
                 iov.append(self._scratch[: nxt - end])
@@ -87,6 +91,7 @@ class Positional:
     def _one(self, pos: int, view: memoryview) -> int:
         """Bytes read into ``view`` from ``pos`` (fewer where the file ends)."""
         fd, got = self.fd, 0
+        view = view[: max(0, self.size - pos)]
         while fd is not None and got < len(view):
             n = os.preadv(fd, [view[got:]], pos + got)
             if not n:
@@ -123,6 +128,9 @@ def _descriptor(f: IO[bytes], size: int) -> int | None:
     wrapper that decompresses or serves other bytes), or None."""
     if getattr(f, "compression", None) or not hasattr(os, "preadv"):
         return None
+    own = getattr(f, "positional_fd", None)
+    if callable(own):
+        return own()
     try:
         fd = f.fileno()
         st = os.fstat(fd)

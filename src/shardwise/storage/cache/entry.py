@@ -93,6 +93,11 @@ class EntryView:
         self._length = length
         self.path = path
 
+    @property
+    def fd(self) -> int:
+        """The entry file's descriptor: the object's bytes from offset 0 (then the record)."""
+        return self._fd
+
     def __len__(self) -> int:
         return self._length
 
