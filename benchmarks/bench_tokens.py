@@ -347,23 +347,27 @@ def _stream_checks(checks: Checks, res: dict[str, Any], rate: Any) -> None:
             return None
         return r["tokens"] / (r["seconds"] - r.get("open_s", 0.0))
 
+    # The loops and the peers make input_ids only, so only the input_ids rows have a
+    # like-for-like target; the every-field row (input_ids, labels, position_ids,
+    # document_ids, cu_seqlens and the loss mask: about 4x the bytes written per token) is
+    # shown against the same baselines without one.
     pairs = (
-        ("stream-shardwise-ids-ordered", "input_ids, file order", "stream-memmap"),
-        ("stream-shardwise-ids", "input_ids, shuffled", "stream-memmap-shuffled"),
-        ("stream-shardwise-concat", "every field, shuffled", "stream-memmap-shuffled"),
+        ("stream-shardwise-ids-ordered", "input_ids, file order", "stream-memmap", 0.8),
+        ("stream-shardwise-ids", "input_ids, shuffled", "stream-memmap-shuffled", 0.8),
+        ("stream-shardwise-concat", "every field, shuffled", "stream-memmap-shuffled", None),
     )
-    for row, what, loop in pairs:
+    for row, what, loop, target in pairs:
         label = f"stream {what} vs {loop}"
-        checks.add(label, ratio(rate(row), rate(loop)), 0.8)
+        checks.add(label, ratio(rate(row), rate(loop)), target)
         checks.add(f"{label}, iteration only", ratio(iterating(row), iterating(loop)), None)
-    for row, what in (
-        ("stream-shardwise-ids", "input_ids"),
-        ("stream-shardwise-concat", "every field"),
+    for row, what, target in (
+        ("stream-shardwise-ids", "input_ids", 1.5),
+        ("stream-shardwise-concat", "every field", None),
     ):
         checks.add(
             f"stream {what}, shuffled vs the faster peer",
             ratio(rate(row), max(peers) if peers else None),
-            1.5,
+            target,
         )
 
 
