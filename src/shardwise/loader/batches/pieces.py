@@ -73,6 +73,8 @@ class PlanWindows:
             n = len(self[w][2])
             total += n
             yield n
+        if next(self._orders, None) is not None:
+            raise PlanError(f"internal error: more windows than the {len(self)} read ahead")
         if self._batch is not None and total % self._batch:
             left = total % self._batch
             raise PlanError(f"internal error: {left} samples left over after the last full batch")
