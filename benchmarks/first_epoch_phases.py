@@ -164,7 +164,7 @@ def trace(path: str, cols: list[str] | None) -> None:
     import shardwise.loader.batches.heads as heads
     import shardwise.loader.inprocess.threaded as threaded
     from shardwise.loader import StreamingDataset
-    from shardwise.loader.batches import arrival, piece_maker, reading, windows
+    from shardwise.loader.batches import arrival, piece_maker, pieces, reading, windows
     from shardwise.loader.read import unit_heads
 
     mark("import shardwise.loader")
@@ -176,6 +176,8 @@ def trace(path: str, cols: list[str] | None) -> None:
     arrival.Filling.wait = _span("wait for window", arrival.Filling.wait)  # type: ignore[method-assign]
     piece_maker.PieceMaker.made = _span("make piece", piece_maker.PieceMaker.made)  # type: ignore[method-assign]
     threaded.plan_windows = _span("plan windows", threaded.plan_windows)
+    if hasattr(pieces, "PlanWindows"):  # each window's order, worked out when first needed
+        pieces.PlanWindows._order = _span("window order", pieces.PlanWindows._order)  # type: ignore[method-assign]
     threaded.WindowBuilder = _span("builder (pool start)", windows.WindowBuilder)
     _t0[0] = time.perf_counter()
     f0 = _faults()

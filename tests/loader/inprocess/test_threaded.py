@@ -440,8 +440,7 @@ def test_pieces_and_the_pieces_ahead_are_sized_by_bytes(
     )
     ds = StreamingDataset(str(tmp_path), batch_size=batch, batch_format="numpy", progress=False)
     reading = Reading(ds.index, None, None, "raise", "numpy", batch, 4, prefetch, num_threads=2)
-    windows = [(list(range(ds.index.num_units)), np.zeros(0), np.zeros(0))]
-    rows, ahead = threaded.pacing(reading, windows)
+    rows, ahead = threaded.pacing(reading, [list(range(ds.index.num_units))])
     assert rows % batch == 0 and 4 <= ahead <= 16
     if prefetch < (1 << 20):  # a small read-ahead budget: the least, 2 pieces per thread
         assert ahead == 4

@@ -9,7 +9,7 @@ pool, the DataLoader-worker path one after the other.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +24,9 @@ __all__ = [
     "PIECE_BYTES",
     "PIECE_ROWS",
     "Parts",
+    "PlanWindows",
     "cut_pieces",
+    "iter_pieces",
     "joined",
     "piece_parts",
     "piece_size",
@@ -37,37 +39,82 @@ PIECE_BYTES = 16 << 20  # ... and at most about this many (estimated) bytes, for
 Parts = list[tuple[Window, int, int]]  # a piece: (window, lo, hi) of each window it takes
 
 
-def plan_windows(reading: Reading, wp: WorkerWindows) -> list[WindowOrder]:
-    """The worker's windows in the plan's order (worked out while the first units are
-    read); batches are whole."""
-    windows = list(wp.iter_windows())
-    left = sum(len(order) for _, _, order in windows) % reading.batch_size
-    if reading.batch_format is not None and left:
-        raise PlanError(f"internal error: {left} samples left over after the last full batch")
-    return windows
+class PlanWindows:
+    """A worker's windows in the plan's order, each window's order worked out when it is
+    first asked for (the rest window's, of a plan with head windows, after the first
+    piece of heads is queued). The units of every window are known from the start."""
+
+    def __init__(self, reading: Reading, wp: WorkerWindows) -> None:
+        self.units = wp.window_units()
+        self._orders = wp.iter_windows()
+        self._made: list[WindowOrder] = []
+        self._batch = reading.batch_size if reading.batch_format is not None else None
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+    def __getitem__(self, w: int) -> WindowOrder:
+        while len(self._made) <= w:
+            self._made.append(self._order())
+        return self._made[w]
+
+    def _order(self) -> WindowOrder:
+        """The next window's order."""
+        order = next(self._orders, None)
+        if order is None:
+            raise PlanError(f"internal error: {len(self._made)} windows of {len(self.units)}")
+        return order
+
+    def lengths(self) -> Iterator[int]:
+        """The windows' rows, each window's order worked out when its length is asked for;
+        batches are whole (checked before the last one is cut)."""
+        total = 0
+        for w in range(len(self)):
+            n = len(self[w][2])
+            total += n
+            yield n
+        if next(self._orders, None) is not None:
+            raise PlanError(f"internal error: more windows than the {len(self)} read ahead")
+        if self._batch is not None and total % self._batch:
+            left = total % self._batch
+            raise PlanError(f"internal error: {left} samples left over after the last full batch")
 
 
-def row_bytes(reading: Reading, windows: list[WindowOrder]) -> int:
-    """The estimated decoded bytes of one row of the worker's units."""
-    units = {u for w in windows for u in w[0]}
-    rows = sum(reading.unit_rows(u) for u in units)
-    return max(1, sum(reading.size(u) for u in units) // max(rows, 1))
+def plan_windows(reading: Reading, wp: WorkerWindows) -> PlanWindows:
+    """The worker's windows in the plan's order, each order worked out when first needed
+    (see :class:`PlanWindows`)."""
+    return PlanWindows(reading, wp)
 
 
-def piece_size(reading: Reading, windows: list[WindowOrder]) -> int:
+def row_bytes(reading: Reading, units: Sequence[list[int]]) -> int:
+    """The estimated decoded bytes of one row of the worker's units (``units`` of each
+    window)."""
+    every = {u for w in units for u in w}
+    rows = sum(reading.unit_rows(u) for u in every)
+    return max(1, sum(reading.size(u) for u in every) // max(rows, 1))
+
+
+def piece_size(reading: Reading, units: Sequence[list[int]]) -> int:
     """Rows per piece: whole batches, up to ``PIECE_ROWS`` and about ``PIECE_BYTES``."""
-    return reading.piece_rows(min(PIECE_ROWS, PIECE_BYTES // row_bytes(reading, windows)))
+    return reading.piece_rows(min(PIECE_ROWS, PIECE_BYTES // row_bytes(reading, units)))
 
 
 def cut_pieces(
-    lengths: list[int], size: int, apart: bool = False, first: int | None = None
+    lengths: Iterable[int], size: int, apart: bool = False, first: int | None = None
 ) -> list[list[tuple[int, int, int]]]:
+    """The pieces of :func:`iter_pieces` as a list."""
+    return list(iter_pieces(lengths, size, apart, first))
+
+
+def iter_pieces(
+    lengths: Iterable[int], size: int, apart: bool = False, first: int | None = None
+) -> Iterator[list[tuple[int, int, int]]]:
     """Cut the rows of windows of ``lengths`` rows, taken one after the other, into pieces
     of ``size`` rows (the last one shorter); each piece as ``(window, lo, hi)`` parts.
     With ``apart`` a piece also ends where a window does (per-sample items need no whole
     batches, and a piece then never waits for the next window's units). ``first`` (whole
-    batches) bounds the first piece: it then needs only the first window."""
-    pieces: list[list[tuple[int, int, int]]] = []
+    batches) bounds the first piece: it then needs only the first window. A window's
+    length is taken when the cut reaches it (after the pieces before it are yielded)."""
     current: list[tuple[int, int, int]] = []
     room = min(size, first) if first else size
     for w, n in enumerate(lengths):
@@ -78,23 +125,21 @@ def cut_pieces(
             room -= hi - lo
             lo = hi
             if room == 0 or (apart and lo == n):
-                pieces.append(current)
+                yield current
                 current, room = [], size
     if current:
-        pieces.append(current)
-    return pieces
+        yield current
 
 
 def piece_parts(
-    builder: WindowBuilder, windows: list[WindowOrder], size: int, apart: bool = False
+    builder: WindowBuilder, windows: PlanWindows, size: int, apart: bool = False
 ) -> Iterator[Parts]:
-    """The pieces of ``windows`` (see :func:`cut_pieces`), each window built by
-    ``builder`` when a piece first needs it and let go when the pieces go past it
-    (pieces made hold their own)."""
+    """The pieces of ``windows`` (see :func:`iter_pieces`), each window's order worked out
+    and the window built by ``builder`` when a piece first needs it, and let go when the
+    pieces go past it (pieces made hold their own)."""
     loaded: dict[int, Window] = {}
-    lengths = [len(order) for _, _, order in windows]
-    first = builder.reading.first_piece(lengths[0]) if lengths else None
-    for piece in cut_pieces(lengths, size, apart, first):
+    first = builder.reading.first_piece(len(windows[0][2])) if len(windows) else None
+    for piece in iter_pieces(windows.lengths(), size, apart, first):
         for w, _, _ in piece:
             if w not in loaded:
                 loaded = {k: v for k, v in loaded.items() if k >= piece[0][0]}

@@ -37,7 +37,7 @@ def serial_items(
     builder = WindowBuilder(reading, wp)
     try:
         windows = plan_windows(reading, wp)
-        size, apart = piece_size(reading, windows), reading.batch_format is None
+        size, apart = piece_size(reading, windows.units), reading.batch_format is None
         for parts in piece_parts(builder, windows, size, apart):
             piece = maker.made(parts)
             if reading.batch_format is not None:

@@ -19,14 +19,14 @@ unit. The batches are exactly those of the worker path for ``num_workers=1``.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from shardwise.loader.batches.piece_maker import Piece, PieceMaker
 from shardwise.loader.batches.pieces import piece_parts, piece_size, plan_windows, row_bytes
 from shardwise.loader.batches.reading import Reading
-from shardwise.loader.batches.windows import WindowBuilder, WindowOrder
+from shardwise.loader.batches.windows import WindowBuilder
 from shardwise.plan.compose import WorkerWindows
 
 __all__ = ["pacing", "threaded_batches"]
@@ -42,7 +42,7 @@ def threaded_batches(reading: Reading, wp: WorkerWindows) -> Iterator[tuple[Any,
     pending: deque[Future[Piece]] = deque()
     try:
         windows = plan_windows(reading, wp)
-        piece_rows, ahead = pacing(reading, windows)
+        piece_rows, ahead = pacing(reading, windows.units)
         first, filling = True, True  # the first piece waited for, then those made early
         for parts in piece_parts(builder, windows, piece_rows):
             pending.append(pool.submit(maker.made, parts))
@@ -60,7 +60,7 @@ def threaded_batches(reading: Reading, wp: WorkerWindows) -> Iterator[tuple[Any,
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def pacing(reading: Reading, windows: list[WindowOrder]) -> tuple[int, int]:
+def pacing(reading: Reading, units: Sequence[list[int]]) -> tuple[int, int]:
     """Rows per piece (:func:`~shardwise.loader.batches.pieces.piece_size`) and pieces
     gathered ahead of the loop (about ``AHEAD_BYTES`` or ``prefetch_bytes``, the smaller,
     and 2-8 per thread: the windows of pieces ahead are read ahead too).
@@ -69,8 +69,8 @@ def pacing(reading: Reading, windows: list[WindowOrder]) -> tuple[int, int]:
     several times per piece while the training thread holds it (making the batches'
     strings, running the loop): with 2 pieces per thread the loop waited for pieces for
     about 0.1 s more of a text epoch of 2 s than with 8."""
-    piece_rows = piece_size(reading, windows)
-    piece_bytes = piece_rows * row_bytes(reading, windows)
+    piece_rows = piece_size(reading, units)
+    piece_bytes = piece_rows * row_bytes(reading, units)
     budget = min(AHEAD_BYTES, reading.prefetch_bytes)  # the user's read-ahead budget bounds it too
     per_thread = min(max(budget // piece_bytes // reading.num_threads, 2), 8)
     return piece_rows, per_thread * reading.num_threads
