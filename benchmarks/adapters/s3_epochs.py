@@ -34,9 +34,13 @@ RESIZE = (96, 96)
 
 
 def _touch(payload: Any) -> int:
+    """Touch every 4 KiB page of each value (a sequence of bytes, or an object array of
+    them), or every cache line of a numeric array (an object array is not summed: that
+    would concatenate its bytes values)."""
     import numpy as np
 
-    if isinstance(payload, np.ndarray) or hasattr(payload, "numpy"):
+    numeric = isinstance(payload, np.ndarray) and payload.dtype != object
+    if numeric or hasattr(payload, "numpy"):
         arr = np.asarray(payload).reshape(len(payload), -1)
         return int(arr[:, :: 64 // arr.itemsize].sum() != 0.5)  # one value per cache line
     return sum(int(np.frombuffer(b, np.uint8)[::PAGE].sum()) & 1 for b in payload)
