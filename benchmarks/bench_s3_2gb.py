@@ -72,6 +72,7 @@ ROWS = [
     ("webdataset", "adapters.s3_big_peers:wds_read", "wds", "S3 stream (tars)", ("tars",)),
     ("litdata", "adapters.s3_big_peers:litdata_read", "litdata", "S3 (its chunks)", DATASETS),
     ("mosaic", "adapters.s3_big_peers:mosaic_read", "mosaic", "S3 (MDS)", DATASETS),
+    ("consumer", "adapters.s3_big:consumer_alone", "main", "the consumer alone", ("tars",)),
 ]
 PEERS = ("webdataset", "litdata", "mosaic")
 BUCKETS = {

@@ -95,6 +95,15 @@ def _add_peers(checks: Checks, results: dict[str, Any], d: str, c: str) -> None:
             1.5,
             vs=peer,
         )
+    alone = _epoch(results.get(f"{d}.consumer.{c}"), "cold", "rows_per_s")
+    peer, v = best_peer(results, d, c, "warm")
+    if alone is not None and v:
+        checks.add(  # below 1.5x: no loader can be 1.5x that peer with this consumer
+            f"{d}, {c} consumer: the consumer alone (images in memory) vs the fastest peer warm",
+            ratio(alone, v),
+            1.5,
+            vs=peer,
+        )
 
 
 def targets(results: dict[str, Any], meta: dict[str, dict[str, Any]]) -> Checks:

@@ -18,7 +18,15 @@ from typing import Any
 
 from adapters.s3_epochs import Server, epochs
 
-__all__ = ["BATCH", "COLUMNS", "limit", "shardwise_local", "shardwise_s3", "unpack_shardwise"]
+__all__ = [
+    "BATCH",
+    "COLUMNS",
+    "consumer_alone",
+    "limit",
+    "shardwise_local",
+    "shardwise_s3",
+    "unpack_shardwise",
+]
 
 BATCH = {"tars": 64, "parquet": 256}
 # the tar reader puts ``__key__`` first whatever the projection, so it is asked for here
@@ -158,3 +166,36 @@ def limit(
     res = epochs(make, lambda b: ([], b[1]), consumer, Server(s3, bucket), names=("cold",))
     res["cold"]["first_batch_s"] = first[0] if first else None
     return {"connections": connections, "range_bytes": RANGE_BYTES, **res}
+
+
+def _payloads(data: str) -> list[bytes]:
+    """Every image of the local tars, in stored order."""
+    import tarfile
+
+    out: list[bytes] = []
+    for path in sorted((Path(data) / "files").glob("*.tar")):
+        with tarfile.open(path) as tar:
+            for m in tar:
+                f = tar.extractfile(m) if m.name.endswith(".jpg") else None
+                if f is not None:
+                    out.append(f.read())
+    return out
+
+
+def consumer_alone(
+    data: str, tmp: str, s3: dict[str, Any], dataset: str, consumer: str
+) -> dict[str, Any]:
+    """The consumer alone, in the training process, over every image already in memory
+    (read untimed), in batches of ``BATCH``: the most rows/s any loader can give when the
+    consumer runs in the training process, as it does in every row."""
+    t0 = time.perf_counter()
+    images = _payloads(data)
+    setup = time.perf_counter() - t0
+    size = BATCH[dataset]
+
+    def make(epoch: int) -> Iterable[Any]:
+        for lo in range(0, len(images), size):
+            yield images[lo : lo + size]
+
+    res = epochs(make, lambda b: (b, len(b)), consumer, Server(s3, "none"), names=("cold",))
+    return {"setup_s": setup, **res}
