@@ -278,3 +278,53 @@ def test_the_budget_holds_with_chunk_entries(
     assert sum(f["bytes"] for f in _fetches(tmp_path / "cache")) > budget
     assert "label" not in ds.cache.stats.bytes_per_column
     assert ds.cache.stats.bytes_per_column["payload"] <= chunks["payload"]
+
+
+@pytest.mark.parametrize("columns", [None, ["id", "payload"]])
+def test_row_groups_are_downloaded_ahead_as_their_reads_lease_them(
+    s3_server: dict[str, Any],
+    bucket: tuple[str, Any],
+    proxy: CountingProxy,
+    tmp_path: Path,
+    columns: list[str] | None,
+) -> None:
+    from shardwise.loader.read.cached import UnitCache
+
+    name, fs = bucket
+    url = _upload(fs, name, tmp_path / "local")
+    ds = StreamingDataset(
+        url,
+        storage_options=_options(s3_server, proxy),
+        cache_dir=str(tmp_path / "cache"),
+        cache_bytes=10**8,
+        columns=columns,
+        batch_size=8,
+        seed=5,
+        format="parquet",
+        batch_format="numpy",
+    )
+    index, cache = ds.index, ds.cache
+    units = UnitCache(index, cache, columns)
+    groups = [u for u in index.units if not u.path.endswith("one.parquet")]
+    assert len(groups) == 12 and not any(units.is_cached(u) for u in groups)
+    proxy.reset()
+    for u in groups:
+        units.fetch_ahead(u)  # returns at once: the footer is read on a thread of its own
+    deadline = time.monotonic() + 60
+    while not all(units.is_cached(u) for u in groups) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(units.is_cached(u) for u in groups)
+    fetched = _fetches(tmp_path / "cache")
+    kinds = {j.get("column", "") for j in fetched}
+    # every column read: each row group in one range; some: only their chunks (never label)
+    assert kinds == ({"(unit)", "(footer)"} if columns is None else {"id", "payload", "(footer)"})
+    ahead = proxy.get_bytes
+    proxy.reset()
+    local = StreamingDataset(str(tmp_path / "local"), batch_size=8, seed=5, batch_format="numpy")
+    assert _ids(ds) == _ids(local)
+    # the epoch's reads found the row groups downloaded: only the one-row-group file came
+    # (and what the dataset reads of its own: a few KB)
+    one = (tmp_path / "local" / "one.parquet").stat().st_size
+    assert proxy.get_bytes <= one + 2**14
+    downloads = [j["key"] for j in _fetches(tmp_path / "cache") if j["kind"] == "download"]
+    assert ahead > 0 and len(set(downloads)) == len(downloads)  # no range fetched twice
