@@ -28,7 +28,6 @@ from typing import Any
 
 from shardwise.formats import Unit
 from shardwise.index import DatasetIndex, cache_root
-from shardwise.loader.read.behind import Behind
 from shardwise.loader.read.chunks import Chunk, chosen, row_group_chunks, span
 from shardwise.storage import named, resolve, with_retries
 from shardwise.storage.cache import NodeCache
@@ -99,7 +98,6 @@ class UnitCache:
         self._layout: dict[str, list[list[Chunk]]] = {}
         self._units_in = Counter(u.path for u in index.units)
         self._readers: dict[str, IntoReader] = {}
-        self._behind = Behind("shardwise-ahead")
 
     @staticmethod
     def cached(url: str) -> bool:
@@ -135,32 +133,13 @@ class UnitCache:
 
     def fetch_ahead(self, unit: Unit) -> None:
         """Start downloading ``unit`` into the cache on the cache's download threads
-        (a unit read as one entry: a tar shard, a JSONL range, a one-row-group file; or a
-        row group's entries once its file's footer is read, on a thread of its own);
+        (a unit read as one entry: a tar shard, a JSONL range, a one-row-group file);
         returns at once. Its later read reads from that download."""
-        if not self.cached(unit.path) or unit.path not in self._files:
+        if not self.cached(unit.path) or unit.path not in self._files or self._projected():
             return
         whole = self._whole(unit)
-        if whole is None:  # a row group: its footer first, off the caller's thread
-            self._behind.put(self._group_ahead, unit)
-        elif not self._projected():
+        if whole is not None:
             self.cache.fetch_ahead(whole, self._range(unit.path))
-
-    def _group_ahead(self, unit: Unit) -> None:
-        """Download a row group's entries ahead, the ones its read will lease (see
-        :meth:`_pieces`): its file's footer now (leased here, as a read does), then its
-        whole range or its chosen chunks on the download threads."""
-        with contextlib.ExitStack() as stack:
-            group, chunks = self._group(unit, self._footer(unit.path, self._size(unit), stack))
-        if group is None or self.cache.has(group):
-            return
-        if self.columns is None and not any(self.cache.has(c) for c in chunks):
-            chunks = [group]
-        for extent in chunks:
-            self.cache.fetch_ahead(extent, self._range(unit.path))
-
-    def _size(self, unit: Unit) -> int:
-        return self._files[unit.path].size
 
     @contextlib.contextmanager
     def serve(self, unit: Unit, complete: bool = False) -> Iterator[None]:
