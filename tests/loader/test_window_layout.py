@@ -184,3 +184,29 @@ def test_explicit_settings_refuse_a_state_of_the_other_kind(data: Path) -> None:
     _ds(data, first_window="heads", interleave=10).load_state_dict(heads)  # heads of another k
     _ds(data).load_state_dict(heads)
     _ds(data).load_state_dict(whole)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("saved_with", [None, "heads"])
+def test_stateful_dataloader_worker_states_continue_under_the_default(
+    data: Path, workers: int, saved_with: str | None
+) -> None:
+    """torchdata's StatefulDataLoader gathers each worker's own state (its position and
+    its epoch's windows) and gives it back to the same worker of a default dataset."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    interleave = 6 if saved_with else 12  # the default plans the other kind of windows
+
+    def loader(first_window: str | None = "auto") -> Any:
+        ds = _ds(data, interleave=interleave, first_window=first_window, rank=0, world_size=1)
+        return StatefulDataLoader(ds, batch_size=None, num_workers=workers)
+
+    full = [i for b in loader(saved_with) for i in _ids(b)]
+    it = iter(saving := loader(saved_with))
+    before = [i for _ in range(9) for i in _ids(next(it))]
+    state = saving.state_dict()
+    del it
+    resumed = loader()
+    assert resumed.dataset.blocks == (1 if saved_with else 12)
+    resumed.load_state_dict(state)
+    assert before + [i for b in resumed for i in _ids(b)] == full
