@@ -1,4 +1,5 @@
-"""Head windows in the loader (opt-in ``first_window="heads"``): every unit is read in two
+"""Head windows in the loader (``first_window="heads"``, or ``"auto"`` where the rule of
+:func:`~shardwise.loader.planner.blocks_for` says): every unit is read in two
 parts, its head (its first ``n // k`` rows, :mod:`shardwise.plan.blocks`) and the rest.
 
 A plan with blocks gives a worker, for each group of units, a window of every unit's head
