@@ -93,6 +93,12 @@ SYSTEMS = {
             "in-process",
         ),
         _loader(
+            "shardwise_first_epoch_whole",
+            "adapters.shardwise_loader:first_epoch_whole",
+            "main",
+            "in-process",
+        ),
+        _loader(
             "shardwise_inproc_numpy", "adapters.shardwise_loader:inproc_numpy", "main", "in-process"
         ),
         _loader(
@@ -135,6 +141,7 @@ FOCUS = (
     "raw_scan_pages",
     "shardwise_first_epoch",
     "shardwise_first_epoch_heads",
+    "shardwise_first_epoch_whole",
     *INPROC,
     *SECOND,
 )
@@ -164,9 +171,10 @@ SHAPE_SYSTEMS = {
         "shardwise_batched",
         "shardwise_first_epoch",
         "shardwise_first_epoch_heads",
+        "shardwise_first_epoch_whole",
     ],
-    "tokens": [*FIRST, "shardwise_first_epoch_heads"],
-    "images": [*FIRST, "shardwise_first_epoch_heads"],
+    "tokens": [*FIRST, "shardwise_first_epoch_heads", "shardwise_first_epoch_whole"],
+    "images": [*FIRST, "shardwise_first_epoch_heads", "shardwise_first_epoch_whole"],
 }
 
 
@@ -373,7 +381,11 @@ def first_epoch_checks(ok: dict[str, dict[str, Any]], checks: Checks) -> None:
     ``shuffle_bytes + prefetch_bytes`` (the process's whole RSS, interpreter and torch
     included: the raw scan's peak is printed for scale). The same for the row with head
     windows (``first_window="heads"``)."""
-    for name in ("shardwise_first_epoch", "shardwise_first_epoch_heads"):
+    for name in (
+        "shardwise_first_epoch",
+        "shardwise_first_epoch_heads",
+        "shardwise_first_epoch_whole",
+    ):
         _first_epoch_check(name, ok, checks)
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "dataloader_ceiling",
     "first_epoch",
     "first_epoch_heads",
+    "first_epoch_whole",
     "inproc_dataloader",
     "inproc_numpy",
     "inproc_numpy_epoch2",
@@ -41,7 +42,7 @@ def _dataset(
     info: dict[str, Any],
     interleave: int | None = None,
     num_workers: int | None = WORKERS,
-    first_window: str | None = None,
+    first_window: str | None = "auto",
 ) -> Any:
     import shardwise
     from shardwise.loader import StreamingDataset
@@ -59,7 +60,8 @@ def _dataset(
         num_workers=num_workers,
         progress=False,
         interleave=interleave,
-        **({"first_window": first_window} if first_window else {}),
+        # the default ("auto" since 2026-11-28) is not passed: a --before tree may predate it
+        **({} if first_window == "auto" else {"first_window": first_window}),
     )
     info["blocks"] = getattr(ds, "blocks", 1)  # head windows' k (1: whole units)
     info["interleave"] = ds.interleave  # as resolved (by default sized by shuffle_bytes)
@@ -112,7 +114,7 @@ def inproc_numpy(data: Path, consume: Consumer, info: dict[str, Any]) -> Callabl
 
 
 def first_epoch(
-    data: Path, consume: Consumer, info: dict[str, Any], first_window: str | None = None
+    data: Path, consume: Consumer, info: dict[str, Any], first_window: str | None = "auto"
 ) -> Callable[[], None]:
     """What a training job gets: the first epoch of a fresh process, in the training process
     (``for batch in StreamingDataset(batch_format="numpy")``, default ``interleave``), the
@@ -138,6 +140,12 @@ def first_epoch(
 def first_epoch_heads(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], None]:
     """:func:`first_epoch` with ``first_window="heads"`` (every unit's head read first)."""
     return first_epoch(data, consume, info, "heads")
+
+
+def first_epoch_whole(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], None]:
+    """:func:`first_epoch` with ``first_window=None`` (whole units: the default until
+    2026-11-28, when ``"auto"`` became it)."""
+    return first_epoch(data, consume, info, None)
 
 
 def inproc_torch(data: Path, consume: Consumer, info: dict[str, Any]) -> Callable[[], None]:

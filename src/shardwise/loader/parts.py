@@ -40,6 +40,7 @@ __all__ = [
     "make_planner",
     "make_reading",
     "make_state",
+    "reads_in_parts",
     "start_head",
 ]
 
@@ -69,6 +70,7 @@ class Checked(Protocol):
     counts: np.ndarray
     quarantine: Quarantine
     blocks: int
+    first_window: str | None
 
 
 def make_planner(ds: Checked) -> Planner:
@@ -112,9 +114,18 @@ def make_state(ds: Checked) -> LoaderState:
     """The dataset's state at the start of epoch 0 (a saved state must agree with its
     counts, and with its sources and their rules when it mixes them); the channel it
     tells DataLoader workers the epoch through is removed with the dataset."""
-    state = LoaderState(ds.counts, mixing_key(ds.index, ds.mixing, ds.canonical_workers, ds.blocks))
+    key = mixing_key(ds.index, ds.mixing, ds.canonical_workers)
+    state = LoaderState(ds.counts, key, blocks=ds.blocks, first_window=ds.first_window)
     weakref.finalize(ds, state.channel.remove)
     return state
+
+
+def reads_in_parts(index: DatasetIndex | MixedIndex, filter: pc.Expression | None) -> bool:
+    """Whether head windows read the units in two parts, each row decoded once (plain
+    Parquet of one dataset, without a filter; see :mod:`shardwise.loader.read.unit_heads`),
+    from the format and the arguments alone (not from where the files are, nor the node
+    cache), so that ``first_window="auto"`` plans the same epochs everywhere."""
+    return isinstance(index, DatasetIndex) and index.format == "parquet" and filter is None
 
 
 def check_streamable(ds: Checked, planner: Planner) -> None:

@@ -37,6 +37,8 @@ class Passes:
         pinned: a worker's own copy loaded a state: its next pass is that epoch.
         last_pass: the training process's own pass records, by slot.
         set_at: when ``set_epoch`` or ``load_state_dict`` last ran in this process.
+        loaded_blocks: ``[epoch, k]``: a loaded state's epoch was planned with ``k`` head
+            windows' blocks (:mod:`~shardwise.loader.window_layout`), if not the dataset's.
     """
 
     channel: TopologyChannel = field(default_factory=TopologyChannel.new)
@@ -46,6 +48,7 @@ class Passes:
     pinned: bool = False
     last_pass: dict[str, dict[str, int]] = field(default_factory=dict)
     set_at: float = 0.0
+    loaded_blocks: list[int] | None = None
 
     def publish(self) -> None:
         """Tell DataLoader workers that keep their dataset (``persistent_workers=True``)
@@ -55,7 +58,8 @@ class Passes:
         self.set_at = time.time()
         self.control += 1
         resumes = [r.to_dict() for r in self.resumes]
-        self.channel.publish({"n": self.control, "epoch": self.epoch, "resumes": resumes})
+        control = {"n": self.control, "epoch": self.epoch, "resumes": resumes}
+        self.channel.publish(control | {"blocks": self.loaded_blocks})
 
     def begin_pass(self, rank: int, worker_id: int) -> bool:
         """Start a pass of (data-parallel) ``rank``'s worker ``worker_id``: the epoch set by
@@ -89,6 +93,7 @@ class Passes:
         self.control = int(control["n"])
         self.epoch = int(control["epoch"])
         self.resumes = [Resume.from_dict(r) for r in control["resumes"]]
+        self.loaded_blocks = control.get("blocks")
         return changed
 
     def latest_epoch(self, own: Seen | None) -> int:

@@ -18,7 +18,12 @@ from shardwise.loader._args import check_int
 from shardwise.plan import Mixing, Plan, Resume, Topology, auto_interleave, make_plan
 from shardwise.plan.blocks import auto_blocks
 
-__all__ = ["Planner", "blocks_for", "interleave_for"]
+__all__ = ["MIN_AUTO_BLOCKS", "Planner", "blocks_for", "interleave_for"]
+
+# first_window="auto": head windows only when a unit's head is at most 1/8 of it, so that
+# the head windows' batches (which mix fewer rows on sorted data) are at most 1/8 of an
+# epoch's; fewer units (larger heads) cost more mixing (benchmarks/NOTES.md, 2026-11-28)
+MIN_AUTO_BLOCKS = 8
 
 
 @dataclass(frozen=True)
@@ -92,15 +97,31 @@ def interleave_for(index: Any, interleave: int | None, shuffle_bytes: int) -> in
 
 
 def blocks_for(
-    first_window: str | None, counts: np.ndarray, topology: Topology, mixing: Any
+    first_window: str | None,
+    counts: np.ndarray,
+    topology: Topology,
+    mixing: Any,
+    *,
+    parts: bool = False,
+    shuffle: bool = True,
 ) -> int:
-    """``k`` of head windows for ``first_window="heads"`` (1 for None), for ``topology``:
-    the dataset passes one rank of one worker, so that every topology of an epoch (an
-    elastic resume's too) plans the same blocks."""
+    """``k`` of head windows for ``first_window`` (1: none), for ``topology``: the dataset
+    passes one rank of one worker, so that every topology of an epoch (an elastic resume's
+    too) plans the same blocks. ``"heads"``: :func:`~shardwise.plan.blocks.auto_blocks`;
+    ``"auto"``: the same where ``parts`` (the units are plain Parquet read in two parts,
+    decided from the format and the arguments alone, never from where the files are), the
+    rows are shuffled (without ``shuffle`` they come in stored order) and dealt at random,
+    when it gives at least :data:`MIN_AUTO_BLOCKS`, else 1."""
     if first_window is None:
         return 1
-    if first_window != "heads":
-        raise ConfigError(f"first_window must be None or 'heads', got {first_window!r}")
-    if mixing is not None and mixing.batching == "stratified":
-        raise ConfigError("first_window='heads' does not work with batching='stratified'")
-    return auto_blocks(counts, topology)
+    if first_window not in ("auto", "heads"):
+        raise ConfigError(f"first_window must be 'auto', 'heads' or None, got {first_window!r}")
+    stratified = mixing is not None and mixing.batching == "stratified"
+    if first_window == "heads":
+        if stratified:
+            raise ConfigError("first_window='heads' does not work with batching='stratified'")
+        return auto_blocks(counts, topology)
+    if stratified or not parts or not shuffle:
+        return 1
+    k = auto_blocks(counts, topology)
+    return k if k >= MIN_AUTO_BLOCKS else 1

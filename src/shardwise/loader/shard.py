@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from shardwise.loader.batches.heads import HeadWindows, PartReading
+from shardwise.loader.batches.heads import HeadWindows, PartReading, reading_for
 from shardwise.loader.batches.reading import Reading
 from shardwise.loader.batches.serial import serial_items
 from shardwise.loader.channel import Seen
@@ -47,6 +47,7 @@ def shard_items(
     else:
         state.seen = Seen(world_size, num_workers, time.time(), state.epoch)
     wp = state.plan(planner, num_workers, world_size).worker(rank, worker_id)
+    reading = reading_for(reading, state.counts, state.epoch_blocks())
     here = state.start_at(wp, Position(state.epoch, rank, world_size, worker_id, num_workers))
     if skip:
         skip = min(skip, wp.num_samples)

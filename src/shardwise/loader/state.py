@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from shardwise.loader.passes import Passes
 from shardwise.loader.placement import in_dataloader_worker
 from shardwise.loader.planner import Planner
 from shardwise.loader.position import Position
+from shardwise.loader.window_layout import check_kind, split_blocks, with_blocks
 from shardwise.plan import Plan, Resume
 from shardwise.plan.compose import WorkerWindows
 
@@ -38,7 +39,10 @@ class LoaderState(Passes):
     Attributes:
         counts: samples per unit (their digest identifies the dataset and filter).
         mixing_key: what a saved state must agree on besides the counts (see
-            :func:`~shardwise.loader.stats.mixing_key`).
+            :func:`~shardwise.loader.stats.mixing_key`), without head windows.
+        blocks: ``k`` of the dataset's head windows (1: whole units); a loaded state's
+            epoch is planned with the state's (:mod:`~shardwise.loader.window_layout`).
+        first_window: the dataset's setting (explicit ones refuse a state of the other kind).
     """
 
     counts: np.ndarray
@@ -47,6 +51,8 @@ class LoaderState(Passes):
     position: Position | None = None  # what the current iteration yielded
     resume_at: Position | None = None  # a worker's own saved position
     _digest: str | None = None
+    blocks: int = 1
+    first_window: str | None = "auto"
 
     def copy(self) -> LoaderState:
         """A copy of its own (a copied dataset moves on apart from the original)."""
@@ -57,15 +63,24 @@ class LoaderState(Passes):
     def set_epoch(self, epoch: int) -> None:
         """Start ``epoch``; a resume point of another epoch is forgotten."""
         if epoch != self.epoch:
-            self.resumes = []
+            self.resumes, self.loaded_blocks = [], None
         self.epoch = epoch
         self.publish()
 
     def plan(
         self, planner: Planner, num_workers: int | None = None, world: int | None = None
     ) -> Plan:
-        """This epoch's plan (continuing a loaded resume point)."""
+        """This epoch's plan (continuing a loaded resume point, with its windows)."""
+        blocks = self.epoch_blocks()
+        if blocks != planner.blocks:
+            planner = replace(planner, blocks=blocks)
         return planner.plan(self.epoch, self.resumes, num_workers, world)
+
+    def epoch_blocks(self) -> int:
+        """``k`` of this epoch's head windows: a loaded state's for its epoch, else the
+        dataset's own."""
+        loaded = self.loaded_blocks
+        return int(loaded[1]) if loaded is not None and loaded[0] == self.epoch else self.blocks
 
     def start_at(self, wp: WorkerWindows, here: Position) -> Position:
         """Where the worker ``wp`` at ``here`` starts: after the resume point's progress when
@@ -130,8 +145,9 @@ class LoaderState(Passes):
             "counts": self.digest(),
             "resumes": [r.to_dict() for r in self.resumes],
         }
-        if self.mixing_key is not None:
-            state["mixing"] = self.mixing_key
+        key = with_blocks(self.mixing_key, self.epoch_blocks())
+        if key is not None:
+            state["mixing"] = key
         state.update(fields)
         return state
 
@@ -159,7 +175,7 @@ class LoaderState(Passes):
             raise PlanError("the loader state was saved for a different dataset or filter")
         if state.get("seed") != planner.seed or state.get("shuffle") != planner.shuffle:
             raise PlanError("the loader state was saved with another seed or shuffle setting")
-        self._check_mixing(state.get("mixing"))
+        blocks = self._check_mixing(state.get("mixing"))
         try:
             epoch = int(state["epoch"])
             resumes = [Resume.from_dict(r) for r in state["resumes"]]
@@ -169,12 +185,15 @@ class LoaderState(Passes):
                 f"not a loader state written by state_dict: {type(exc).__name__} {exc}"
             ) from exc
         self.epoch, self.resumes, self.resume_at = epoch, resumes, at
+        self.loaded_blocks = [epoch, blocks] if blocks != self.blocks else None
         self.pinned = in_dataloader_worker()  # a worker's copy: its next pass is this epoch
         self.plan(planner)  # fail now, not inside a worker
         self.publish()
 
-    def _check_mixing(self, saved: Any) -> None:
-        """The saved sources, rules and plan layout are this dataset's."""
+    def _check_mixing(self, saved: Any) -> int:
+        """The saved sources, rules and plan layout are this dataset's; the saved epoch's
+        head windows' ``k`` (1: whole units), if this dataset may continue it."""
+        saved, blocks = split_blocks(saved)
         now = self.mixing_key
         if isinstance(saved, dict) and now is not None:
             was = saved.get("layout", 1)  # states saved before plans had a layout: 1
@@ -188,9 +207,11 @@ class LoaderState(Passes):
             saved = {**saved, "layout": was}
         if saved != now:
             raise PlanError(
-                "the loader state was saved with other sources, epoch_size, batching, "
-                "canonical_workers or first_window"
+                "the loader state was saved with other sources, epoch_size, batching or "
+                "canonical_workers"
             )
+        check_kind(self.first_window, self.blocks, blocks)
+        return blocks
 
 
 def _same_worker(saved: Position, here: Position) -> bool:

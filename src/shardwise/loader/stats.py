@@ -9,8 +9,8 @@ import numpy as np
 from shardwise.errors import ConfigError
 from shardwise.index import DatasetIndex
 from shardwise.loader.read.mixed import MixedIndex
+from shardwise.loader.window_layout import with_blocks
 from shardwise.plan import Mixing, Plan, Rule, Topology, batch_shares, source_counts
-from shardwise.plan.blocks import BLOCKS_LAYOUT
 from shardwise.plan.deal import DEAL_VERSION
 from shardwise.plan.strata import strata_layout
 
@@ -50,12 +50,12 @@ def mixing_key(
     :data:`~shardwise.plan.deal.DEAL_VERSION`; stratified plans: how batches carry their
     rounding, :func:`~shardwise.plan.strata.strata_layout`; 1 otherwise, and in states
     saved before there was one); with head windows (``blocks`` > 1) their ``k`` and
-    :data:`~shardwise.plan.blocks.BLOCKS_LAYOUT`. None without mixing, canonical workers
-    or head windows: the state is today's."""
-    if mixing is None and canonical_workers is None and blocks == 1:
-        return None
+    layout (:func:`~shardwise.loader.window_layout.with_blocks`). None without mixing,
+    canonical workers or head windows: the state is today's."""
+    if mixing is None and canonical_workers is None:
+        return with_blocks(None, blocks)
     names = [s.name for s in index.sources] if isinstance(index, MixedIndex) else []
-    return {
+    key = {
         "sources": names,
         "bounds": list(mixing.bounds) if mixing else [],
         "rules": [[r.weight, r.repeat, r.choose] for r in mixing.rules] if mixing else [],
@@ -63,7 +63,8 @@ def mixing_key(
         "batching": mixing.batching if mixing else "random",
         "canonical_workers": canonical_workers,
         "layout": _layout(mixing, canonical_workers),
-    } | ({"blocks": {"k": blocks, "layout": BLOCKS_LAYOUT}} if blocks > 1 else {})
+    }
+    return with_blocks(key, blocks)
 
 
 def epoch_stats(

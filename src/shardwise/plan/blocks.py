@@ -26,7 +26,8 @@ stratified order as any window. So:
 
 ``k = 1`` is the plan without blocks, unchanged. The layout saved states record for a plan
 with blocks is :data:`BLOCKS_LAYOUT`; the loader makes such plans with
-``StreamingDataset(first_window="heads")`` (:mod:`shardwise.loader.batches.heads`).
+``StreamingDataset(first_window="heads")``, and by default (``"auto"``) where
+``shardwise.loader.planner.blocks_for`` says (:mod:`shardwise.loader.batches.heads`).
 """
 
 from __future__ import annotations

@@ -140,6 +140,7 @@ def test_the_first_windows_units_are_read_before_its_order_is_known(
         batch_format=fmt,
         seed=3,
         columns=["id", "x", "text"],
+        first_window=None,  # the units of a window of whole units
     )
     batches = list(ds)
     assert waited == [True] and sorted(added) == list(range(ds.index.num_units))

@@ -56,7 +56,7 @@ def test_blocks_are_chosen_and_the_first_batch_is_made_of_heads(data: Path) -> N
     first = ds.plan(num_workers=1).rank_batches(0)[0]
     heads = ds.counts // ds.blocks
     assert all(r < heads[u] for u, r in first)  # only heads: read after 1/k of every unit
-    assert StreamingDataset(str(data), batch_size=BATCH).blocks == 1  # off by default
+    assert StreamingDataset(str(data), batch_size=BATCH, first_window=None).blocks == 1
 
 
 @settings(max_examples=15, deadline=None)
@@ -235,7 +235,8 @@ def test_resume_onto_another_world_size(data: Path) -> None:
 
 
 def test_states_of_head_windows_and_whole_units_are_not_mixed(data: Path) -> None:
-    heads, whole = _ds(data), StreamingDataset(str(data), batch_size=BATCH, interleave=8, seed=5)
+    heads = _ds(data)
+    whole = StreamingDataset(str(data), batch_size=BATCH, interleave=8, seed=5, first_window=None)
     for saved, loading in ((heads, whole), (whole, heads)):
         state = saved.state_dict(consumed_batches=0)
         with pytest.raises(PlanError, match="first_window"):
@@ -258,7 +259,8 @@ def test_the_first_piece_is_the_head_windows_whole_batches(data: Path) -> None:
     assert cut_pieces([10, 7], 8, first=4) == [[(0, 0, 4)], [(0, 4, 10), (1, 0, 2)], [(1, 2, 7)]]
     reading = _ds(data).reading
     assert reading.first_piece(6239) == 6224 and reading.first_piece(15) is None
-    assert StreamingDataset(str(data), batch_size=BATCH).reading.first_piece(6239) is None
+    whole = StreamingDataset(str(data), batch_size=BATCH, first_window=None)
+    assert whole.reading.first_piece(6239) is None
 
 
 def test_per_sample_items_follow_the_plan_with_heads(data: Path) -> None:

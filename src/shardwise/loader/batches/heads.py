@@ -1,4 +1,5 @@
-"""Head windows in the loader (opt-in ``first_window="heads"``): every unit is read in two
+"""Head windows in the loader (``first_window="heads"``, or ``"auto"`` where the rule of
+:func:`~shardwise.loader.planner.blocks_for` says): every unit is read in two
 parts, its head (its first ``n // k`` rows, :mod:`shardwise.plan.blocks`) and the rest.
 
 A plan with blocks gives a worker, for each group of units, a window of every unit's head
@@ -7,15 +8,17 @@ its parts. The loader sees each part as a unit of its own, a *part id*: ``u`` fo
 ``u``'s head and ``u + U`` for its rest (``U`` units in the dataset), with rows counted
 from the part's first row (:class:`HeadWindows`). :class:`PartReading` reads parts: on
 plain Parquet a head alone and then the rest continuing its read, each row decoded once
-(:mod:`shardwise.loader.read.unit_heads`), else the whole unit sliced, so the rows of
-every part are the rows the plan counts (after a filter and quarantine) in their stored
-order. Both paths (in-process threads, DataLoader workers)
-build windows, pieces and batches from part ids the same way as from units.
+(:mod:`shardwise.loader.read.unit_heads`), else the whole unit sliced (read once: kept
+from its head's read until its rest's), so the rows of every part are the rows the plan
+counts (after a filter and quarantine) in their stored order. Both paths (in-process
+threads, DataLoader workers) build windows, pieces and batches from part ids the same way
+as from units.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -29,7 +32,7 @@ from shardwise.loader.read.values import check_values, without_views
 from shardwise.plan.compose import WorkerWindows
 from shardwise.plan.segments import Segment
 
-__all__ = ["HeadWindows", "PartReading"]
+__all__ = ["HeadWindows", "PartReading", "reading_for"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,9 @@ class PartReading(Reading):
         parts = unit_parts(self.index, self.columns, self.filter, self.cache, self.schema())
         fmt = self.batch_format
 
+        held: dict[int, pa.Table] = {}  # units read whole for their head, until their rest
+        lock = threading.Lock()
+
         def load(p: int) -> pa.Table:
             u, lo, hi = self.part(p)
             if parts is not None:
@@ -90,9 +96,27 @@ class PartReading(Reading):
                         unit = self.index.units[u]
                         check_values(table, unit, place_of(self.index, u), dates=fmt != "numpy")
                     return table
-            return whole(u).slice(lo, hi - lo)
+            with lock:
+                table = held.pop(u, None) if lo else None
+            if table is None:
+                table = whole(u)
+                if lo == 0 and hi < table.num_rows:
+                    with lock:
+                        held[u] = table  # its rest is a slice of it: read (and fetched) once
+            return table.slice(lo, hi - lo)
 
         return load
+
+
+def reading_for(reading: Reading, counts: np.ndarray, blocks: int) -> Reading:
+    """``reading`` for an epoch planned with ``blocks`` (a loaded state's may not be the
+    dataset's): in parts of heads of ``1/blocks`` of ``counts``, or of whole units."""
+    if isinstance(reading, PartReading):
+        if reading.blocks == blocks:
+            return reading
+        fields = {f.name: getattr(reading, f.name) for f in dataclasses.fields(Reading)}
+        reading = Reading(**fields)
+    return PartReading.of(reading, counts, blocks) if blocks > 1 else reading
 
 
 class HeadWindows:
