@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.loader.batches.reading import Reading
+from shardwise.loader.read.cached_parts import part_reader
 from shardwise.loader.read.mixed import place_of
-from shardwise.loader.read.unit_heads import unit_parts
 from shardwise.loader.read.values import check_values, without_views
 from shardwise.plan.compose import WorkerWindows
 from shardwise.plan.segments import Segment
@@ -68,6 +68,11 @@ class PartReading(Reading):
         unit, lo, hi = self.part(u)
         return self.index.units[unit].num_samples - lo if lo else hi
 
+    def stored_unit(self, u: int) -> int | None:
+        """A head's unit (a rest's bytes were downloaded for its head: None)."""
+        unit, lo, _ = self.part(u)
+        return None if lo else unit
+
     def size(self, u: int) -> int:
         """Part ``u``'s estimated decoded bytes (its share of the unit's)."""
         unit, lo, hi = self.part(u)
@@ -77,7 +82,7 @@ class PartReading(Reading):
     def loader(self) -> Callable[[int], pa.Table]:
         """A function reading one part as one contiguous table (see the module docstring)."""
         whole = super().loader()
-        parts = unit_parts(self.index, self.columns, self.filter, self.cache, self.schema())
+        parts = part_reader(self.index, self.columns, self.filter, self.cache, self.schema())
         fmt = self.batch_format
 
         def load(p: int) -> pa.Table:
@@ -92,6 +97,8 @@ class PartReading(Reading):
                     return table
             return whole(u).slice(lo, hi - lo)
 
+        if parts is not None:  # the units still open are closed with the epoch's windows
+            load.close = parts.close  # type: ignore[attr-defined]
         return load
 
 
