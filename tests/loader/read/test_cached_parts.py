@@ -219,3 +219,19 @@ def test_an_object_changed_after_indexing_errors_as_before(
     with pytest.raises(ShardwiseError, match="part-1.parquet"):
         _batches(ds)
     assert _leases(cache) == []  # released as the epoch ended, before the error went up
+
+
+def test_units_read_ahead_one_at_a_time_download_heads_ahead(
+    remote: tuple[str, Path], tmp_path: Path, whole_reads: Counter[int]
+) -> None:
+    """Arrow batches read units ahead one at a time, downloading the next ones meanwhile:
+    a head's unit is downloaded ahead, a rest names nothing (it was downloaded for its
+    head); the part ids past the units' count are never taken for units."""
+    url, local = remote
+    ds = _ds(url, tmp_path / "cache", batch_format="arrow")
+    reading = ds.reading
+    units = ds.index.num_units
+    assert [reading.stored_unit(p) for p in (0, 5, units, units + 5)] == [0, 5, None, None]
+    got = [b.column("id").to_pylist() for b in ds]
+    assert got == [b.column("id").to_pylist() for b in _ds(str(local), batch_format="arrow")]
+    assert not whole_reads and _leases(tmp_path / "cache") == []
