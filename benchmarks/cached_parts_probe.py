@@ -8,7 +8,8 @@ leased entries and the row group open for the rest. This probe streams the S3 be
 Parquet shape (``id``, ``label``, ``emb`` ``fixed_size_list<float32>[768]``, row groups of
 4,096 rows, uncompressed; ``--mb`` of it) from a SeaweedFS server on 127.0.0.1 through a
 fresh node cache: a cold epoch, then a warm one, in a fresh subprocess per row, rounds
-alternated. ``before`` makes the loader take the old path (whole reads sliced).
+alternated. ``before`` makes the loader take the old path (whole reads sliced, no rest
+kept: :mod:`shardwise.loader.batches.kept_rests` off).
 
 Per epoch it prints the whole-unit reads per unit (``UnitReader`` reads), the cache's
 downloads and hits, the CPU seconds of the process and its DataLoader
@@ -54,12 +55,13 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     import torch  # noqa: F401  (imported before the clock)
 
     from shardwise import StreamingDataset
-    from shardwise.loader.batches import heads
+    from shardwise.loader.batches import heads, kept_rests
     from shardwise.loader.read.unit_heads import unit_parts
     from shardwise.loader.read.units import UnitReader
 
-    if spec["mode"] == "before":
-        heads.part_reader = unit_parts  # type: ignore[assignment]  (the old path: None)
+    if spec["mode"] == "before":  # the old path: whole reads sliced, each twice
+        heads.part_reader = unit_parts  # type: ignore[assignment]  (None with a cache)
+        kept_rests.SHARE = 0.0
     reads: list[int] = []
     read = UnitReader._read
 

@@ -7,7 +7,9 @@ its parts. The loader sees each part as a unit of its own, a *part id*: ``u`` fo
 ``u``'s head and ``u + U`` for its rest (``U`` units in the dataset), with rows counted
 from the part's first row (:class:`HeadWindows`). :class:`PartReading` reads parts: on
 plain Parquet a head alone and then the rest continuing its read, each row decoded once
-(:mod:`shardwise.loader.read.unit_heads`), else the whole unit sliced, so the rows of
+(:mod:`shardwise.loader.read.unit_heads`, through the node cache
+:mod:`shardwise.loader.read.cached_parts`), else the whole unit sliced (its rest kept for
+the rest window, :mod:`shardwise.loader.batches.kept_rests`), so the rows of
 every part are the rows the plan counts (after a filter and quarantine) in their stored
 order. Both paths (in-process threads, DataLoader workers)
 build windows, pieces and batches from part ids the same way as from units.
@@ -22,6 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from shardwise.loader.batches import kept_rests
+from shardwise.loader.batches.kept_rests import KeptRests
 from shardwise.loader.batches.reading import Reading
 from shardwise.loader.read.cached_parts import part_reader
 from shardwise.loader.read.mixed import place_of
@@ -83,6 +87,7 @@ class PartReading(Reading):
         """A function reading one part as one contiguous table (see the module docstring)."""
         whole = super().loader()
         parts = part_reader(self.index, self.columns, self.filter, self.cache, self.schema())
+        kept = KeptRests(whole, int(self.prefetch_bytes * kept_rests.SHARE))
         fmt = self.batch_format
 
         def load(p: int) -> pa.Table:
@@ -95,10 +100,14 @@ class PartReading(Reading):
                         unit = self.index.units[u]
                         check_values(table, unit, place_of(self.index, u), dates=fmt != "numpy")
                     return table
-            return whole(u).slice(lo, hi - lo)
+            return kept.part(u, lo, hi, int(self.counts[u]))
 
-        if parts is not None:  # the units still open are closed with the epoch's windows
-            load.close = parts.close  # type: ignore[attr-defined]
+        def close() -> None:  # with the epoch's windows: units still open, rests kept
+            kept.close()
+            if parts is not None:
+                parts.close()
+
+        load.close = close  # type: ignore[attr-defined]
         return load
 
 

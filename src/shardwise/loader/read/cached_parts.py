@@ -16,8 +16,10 @@ files the cache ignores (their owner is dead).
 
 An entry downloaded for the head is held as the entry on disk (read on demand), not as
 the downloaded bytes, so units waiting for their rests hold no stored bytes in memory.
-Anything that fails answers None, and the caller reads the unit whole (which names the
-error, as it does without head windows).
+A rest asked for while its head's read is under way on another thread waits for it (reads
+start in the order they were asked for: the head's never waits for the rest's). Anything
+that fails answers None, and the caller reads the unit whole (which names the error, as
+it does without head windows).
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ class CachedParts(UnitParts):
         self.units = _LeasingUnits(index, cache, columns)
         self.limit = int(cache.budget_bytes * HELD_SHARE)
         self._held: dict[int, int] = {}  # units waiting for their rests: their stored bytes
+        self._heads: dict[int, threading.Event] = {}  # heads being read
         self._guard = threading.Lock()
         self._closed = False
         self._sizes = {f.path: f.size for f in index.files}
@@ -135,6 +138,17 @@ class CachedParts(UnitParts):
     def head(self, u: int, rows: int) -> pa.Table | None:
         """Unit ``u``'s first ``rows`` rows (None: read it whole); a remote unit's entries
         stay leased for :meth:`rest` while the unit is kept open."""
+        done = threading.Event()
+        with self._guard:
+            self._heads[u] = done
+        try:
+            return self._head_of(u, rows)
+        finally:
+            done.set()
+            with self._guard:
+                self._heads.pop(u, None)
+
+    def _head_of(self, u: int, rows: int) -> pa.Table | None:
         unit = self.index.units[u]
         if not UnitCache.cached(unit.path) or unit.path not in self._sizes:
             return super().head(u, rows)  # a local file: no lease
@@ -184,6 +198,10 @@ class CachedParts(UnitParts):
     def rest(self, u: int, lo: int, rows: int) -> pa.Table | None:
         """Unit ``u``'s rows ``lo`` to ``lo + rows``, continuing its head's read (None:
         read it whole); its entries are released."""
+        with self._guard:
+            head = self._heads.get(u)
+        if head is not None:  # its head's read, begun on another thread, is awaited
+            head.wait()
         with self._guard:
             self._held.pop(u, None)
         return super().rest(u, lo, rows)
