@@ -136,3 +136,26 @@ def test_without_room_the_rests_are_read_again(
     reads = dict(whole_reads)
     assert got == [[str(k) for k in b] for b in _planned(ds, key)]
     assert reads == {u: 2 for u in range(ds.index.num_units)}
+
+
+def test_several_sources_read_each_unit_once(tmp_path: Path, whole_reads: Counter[int]) -> None:
+    from shardwise import Source
+    from shardwise.loader.read.mixed import unit_reader
+
+    a = make_parquet(tmp_path / "a", N, files=2, seed=1)
+    b = make_parquet(tmp_path / "b", N // 2, files=2, seed=2)
+    ds = StreamingDataset(
+        [Source(str(a), name="a"), Source(str(b), name="b")],
+        batch_size=16,
+        seed=3,
+        batch_format="numpy",
+        first_window="heads",
+        interleave=4,
+    )
+    assert ds.blocks > 1
+    got = [np.asarray(batch["id"]).tolist() for batch in ds]
+    reads = sum(whole_reads.values())
+    reader = unit_reader(ds.index, ["id"], None, "raise", None)
+    ids = [reader.read(u).column("id").to_pylist() for u in range(ds.index.num_units)]
+    assert got == [[ids[u][r] for u, r in bt] for bt in ds.plan(num_workers=1).rank_batches(0)]
+    assert ds.index.num_units <= reads <= ds.index.num_units + 2  # once each, not twice
