@@ -173,7 +173,7 @@ class WindowBuilder:
             f.cancel()
         if self.stream is not None:
             self.stream.close()
-        self.load.close()  # type: ignore[attr-defined]
+        getattr(self.load, "close", _nothing)()
 
 
 def _fill(load: Callable[[int], Loaded], win: ArrivalWindow, u: int) -> None:
