@@ -12,10 +12,12 @@ tars, JSONL in byte ranges of 8 MiB, torch imported first), rounds alternated:
 
 Printed per row: whole-unit reads, the epoch's CPU seconds (user + system) and wall time,
 and the peak RSS over the RSS before the epoch (sampled every 2 ms), against the bound
-``shuffle_bytes + prefetch_bytes`` + 30%. Local files under ``--data-dir`` (made once)::
+``shuffle_bytes + prefetch_bytes`` + 30% (128 and 64 MiB unless given). Local files
+under ``--data-dir`` (made once)::
 
     flock /tmp/shardwise-bench.lock env PYTHONPATH=src .venv/bin/python \\
-        benchmarks/kept_rests_probe.py [--shape tars|jsonl|filter] [--mb 256] [--rounds 2]
+        benchmarks/kept_rests_probe.py [--shape tars|jsonl|filter] [--mb 256] [--rounds 2] \\
+        [--shuffle-mb 128] [--prefetch-mb 64]
 """
 
 from __future__ import annotations
@@ -115,8 +117,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         seed=0,
         batch_format="numpy",
         first_window=None if spec["mode"] == "whole" else "heads",
-        shuffle_bytes=SHUFFLE,
-        prefetch_bytes=PREFETCH,
+        shuffle_bytes=spec["shuffle"],
+        prefetch_bytes=spec["prefetch"],
         progress=False,
         **kw,
     )
@@ -143,7 +145,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         "cpu_s": round(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, 3),
         "wall_s": round(wall, 3),
         "peak_over_base_mb": round((peak[0] - base) / 2**20, 1),
-        "bound_mb": round(1.3 * (SHUFFLE + PREFETCH) / 2**20, 1),
+        "bound_mb": round(1.3 * (spec["shuffle"] + spec["prefetch"]) / 2**20, 1),
     }
 
 
@@ -157,6 +159,8 @@ def main() -> None:
     ap.add_argument("--shape", choices=["tars", "jsonl", "filter"], default="tars")
     ap.add_argument("--mb", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--shuffle-mb", type=int, default=SHUFFLE >> 20, help="shuffle_bytes")
+    ap.add_argument("--prefetch-mb", type=int, default=PREFETCH >> 20, help="prefetch_bytes")
     ap.add_argument("--data-dir", default="~/.cache/shardwise-bench/kept-rests")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -167,7 +171,13 @@ def main() -> None:
     modes = ["whole", "twice", "kept"]
     for r in range(args.rounds):
         for mode in modes if r % 2 == 0 else modes[::-1]:
-            spec = {"mode": mode, "shape": args.shape, "data": str(data)}
+            spec = {
+                "mode": mode,
+                "shape": args.shape,
+                "data": str(data),
+                "shuffle": args.shuffle_mb << 20,
+                "prefetch": args.prefetch_mb << 20,
+            }
             res = subprocess.run(
                 [sys.executable, __file__, "--child", json.dumps(spec)],
                 check=True,
