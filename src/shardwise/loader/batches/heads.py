@@ -8,9 +8,9 @@ its parts. The loader sees each part as a unit of its own, a *part id*: ``u`` fo
 from the part's first row (:class:`HeadWindows`). :class:`PartReading` reads parts: on
 plain Parquet a head alone and then the rest continuing its read, each row decoded once
 (:mod:`shardwise.loader.read.unit_heads`, through the node cache
-:mod:`shardwise.loader.read.cached_parts`), else the whole unit sliced (its rest kept for
-the rest window, :mod:`shardwise.loader.batches.kept_rests`), so the rows of
-every part are the rows the plan counts (after a filter and quarantine) in their stored
+:mod:`shardwise.loader.read.cached_parts`), else the whole unit sliced (a tar's or JSONL
+range's rest kept for the rest window, :mod:`shardwise.loader.batches.kept_rests`), so the
+rows of every part are the rows the plan counts (after a filter and quarantine) in their stored
 order. Both paths (in-process threads, DataLoader workers)
 build windows, pieces and batches from part ids the same way as from units.
 """
@@ -87,7 +87,8 @@ class PartReading(Reading):
         """A function reading one part as one contiguous table (see the module docstring)."""
         whole = super().loader()
         parts = part_reader(self.index, self.columns, self.filter, self.cache, self.schema())
-        kept = KeptRests(whole, int(self.prefetch_bytes * kept_rests.SHARE))
+        share = int(self.prefetch_bytes * kept_rests.SHARE)
+        kept = KeptRests(whole, share, kept_rests.keeps_rests(self.index))
         fmt = self.batch_format
 
         def load(p: int) -> pa.Table:

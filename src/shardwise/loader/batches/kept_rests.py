@@ -9,6 +9,12 @@ alive, nothing is copied) until the rest is asked for, while the kept tables tak
 head's read is under way on another thread waits for it (reads start in the order they
 were asked for, so the head's never waits for the rest's). A rest is taken once; the
 reading's close (the epoch's windows closed) drops what is left.
+
+Only tar shards and JSONL keep their rests (:func:`keeps_rests`). Parquet read whole (under
+a filter, from several sources, a unit let go after its head) reads its rest again: with
+its rests kept, an epoch of 1 GB of filtered Parquet (default ``shuffle_bytes`` and
+``prefetch_bytes``) peaked at 1.36-1.41 GB over its start, against 0.94-0.97 GB read twice
+and a bound of 1.0 GB (``benchmarks/NOTES.md``).
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-__all__ = ["SHARE", "KeptRests"]
+from shardwise.index import DatasetIndex
+from shardwise.loader.read.mixed import MixedIndex
+
+__all__ = ["SHARE", "KeptRests", "keeps_rests"]
 
 # the kept rests take at most this share of the reading's ``prefetch_bytes``
 SHARE = 1.0
@@ -30,11 +39,18 @@ class KeptRests:
     Args:
         whole: reads one unit whole (one contiguous table).
         budget_bytes: most buffer bytes of the kept tables (0: keep nothing).
+        keeps: whether unit ``u``'s rest may be kept (else it is read again).
     """
 
-    def __init__(self, whole: Callable[[int], pa.Table], budget_bytes: int) -> None:
+    def __init__(
+        self,
+        whole: Callable[[int], pa.Table],
+        budget_bytes: int,
+        keeps: Callable[[int], bool] = lambda u: True,
+    ) -> None:
         self.whole = whole
         self.budget_bytes = budget_bytes
+        self.keeps = keeps
         self.reads = 0  # whole reads made
         self._kept: dict[int, tuple[pa.Table, int]] = {}
         self._heads: dict[int, threading.Event] = {}  # heads being read
@@ -52,7 +68,7 @@ class KeptRests:
             if kept is not None:
                 return kept.slice(0, hi - lo)
             return self._read(u).slice(lo, hi - lo)
-        if hi >= n:
+        if hi >= n or not self.keeps(u):
             return self._read(u).slice(0, hi)
         done = threading.Event()
         with self._lock:
@@ -102,3 +118,13 @@ class KeptRests:
             self._closed = True
             self._kept.clear()
             self._bytes = 0
+
+
+def keeps_rests(index: DatasetIndex | MixedIndex) -> Callable[[int], bool]:
+    """Whether unit ``u`` of ``index`` keeps its rest: tar shards and JSONL do, Parquet
+    does not (see the module docstring)."""
+    if isinstance(index, DatasetIndex):
+        keeps = index.format != "parquet"
+        return lambda u: keeps
+    formats = [ix.format != "parquet" for ix in index.indexes]
+    return lambda u: formats[index.locate(u)[0]]
