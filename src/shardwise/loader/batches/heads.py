@@ -8,26 +8,28 @@ its parts. The loader sees each part as a unit of its own, a *part id*: ``u`` fo
 ``u``'s head and ``u + U`` for its rest (``U`` units in the dataset), with rows counted
 from the part's first row (:class:`HeadWindows`). :class:`PartReading` reads parts: on
 plain Parquet a head alone and then the rest continuing its read, each row decoded once
-(:mod:`shardwise.loader.read.unit_heads`), else the whole unit sliced (read once: kept
-from its head's read until its rest's), so the rows of every part are the rows the plan
-counts (after a filter and quarantine) in their stored order. Both paths (in-process
-threads, DataLoader workers) build windows, pieces and batches from part ids the same way
-as from units.
+(:mod:`shardwise.loader.read.unit_heads`, through the node cache
+:mod:`shardwise.loader.read.cached_parts`), else the whole unit sliced (a tar's or JSONL
+range's rest kept for the rest window, :mod:`shardwise.loader.batches.kept_rests`), so the
+rows of every part are the rows the plan counts (after a filter and quarantine) in their stored
+order. Both paths (in-process threads, DataLoader workers)
+build windows, pieces and batches from part ids the same way as from units.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
+from shardwise.loader.batches import kept_rests
+from shardwise.loader.batches.kept_rests import KeptRests
 from shardwise.loader.batches.reading import Reading
+from shardwise.loader.read.cached_parts import part_reader
 from shardwise.loader.read.mixed import place_of
-from shardwise.loader.read.unit_heads import unit_parts
 from shardwise.loader.read.values import check_values, without_views
 from shardwise.plan.compose import WorkerWindows
 from shardwise.plan.segments import Segment
@@ -71,6 +73,11 @@ class PartReading(Reading):
         unit, lo, hi = self.part(u)
         return self.index.units[unit].num_samples - lo if lo else hi
 
+    def stored_unit(self, u: int) -> int | None:
+        """A head's unit (a rest's bytes were downloaded for its head: None)."""
+        unit, lo, _ = self.part(u)
+        return None if lo else unit
+
     def size(self, u: int) -> int:
         """Part ``u``'s estimated decoded bytes (its share of the unit's)."""
         unit, lo, hi = self.part(u)
@@ -80,11 +87,10 @@ class PartReading(Reading):
     def loader(self) -> Callable[[int], pa.Table]:
         """A function reading one part as one contiguous table (see the module docstring)."""
         whole = super().loader()
-        parts = unit_parts(self.index, self.columns, self.filter, self.cache, self.schema())
+        parts = part_reader(self.index, self.columns, self.filter, self.cache, self.schema())
+        share = int(self.prefetch_bytes * kept_rests.SHARE)
+        kept = KeptRests(whole, share, kept_rests.keeps_rests(self.index))
         fmt = self.batch_format
-
-        held: dict[int, pa.Table] = {}  # units read whole for their head, until their rest
-        lock = threading.Lock()
 
         def load(p: int) -> pa.Table:
             u, lo, hi = self.part(p)
@@ -96,15 +102,14 @@ class PartReading(Reading):
                         unit = self.index.units[u]
                         check_values(table, unit, place_of(self.index, u), dates=fmt != "numpy")
                     return table
-            with lock:
-                table = held.pop(u, None) if lo else None
-            if table is None:
-                table = whole(u)
-                if lo == 0 and hi < table.num_rows:
-                    with lock:
-                        held[u] = table  # its rest is a slice of it: read (and fetched) once
-            return table.slice(lo, hi - lo)
+            return kept.part(u, lo, hi, int(self.counts[u]))
 
+        def close() -> None:  # with the epoch's windows: units still open, rests kept
+            kept.close()
+            if parts is not None:
+                parts.close()
+
+        load.close = close  # type: ignore[attr-defined]
         return load
 
 

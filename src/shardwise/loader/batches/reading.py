@@ -78,6 +78,10 @@ class Reading:
         """Unit ``u``'s rows as indexed (an upper bound of those read)."""
         return self.index.units[u].num_samples
 
+    def stored_unit(self, u: int) -> int | None:
+        """The unit whose stored bytes reading ``u`` downloads (None: nothing new)."""
+        return u
+
     def size(self, u: int) -> int:
         """A unit's estimated decoded bytes (twice its stored size)."""
         return 2 * self.index.units[u].num_bytes
@@ -97,14 +101,24 @@ class Reading:
         two windows' worth); with a node cache, the units after those are downloaded
         into it meanwhile (their stored bytes under ``prefetch_bytes`` too)."""
         cols = self.columns if self.filter is None else None
-        ahead = downloads_ahead(self.index, self.cache, cols)  # None without a node cache
+        fetch = downloads_ahead(self.index, self.cache, cols)  # None without a node cache
+
+        def ahead(k: int) -> None:
+            u = self.stored_unit(k)
+            if u is not None and fetch is not None:
+                fetch(u)
+
+        def ahead_size(k: int) -> int:
+            u = self.stored_unit(k)
+            return 0 if u is None else self.index.units[u].num_bytes
+
         return Prefetcher(
             load or self.loader(),
             self.size,
             budget_bytes=self.prefetch_bytes,
             max_ahead=max_ahead or 2 * self.interleave + 2,
-            ahead=ahead,
-            ahead_size=lambda u: self.index.units[u].num_bytes,
+            ahead=ahead if fetch is not None else None,
+            ahead_size=ahead_size,
             ahead_bytes=ahead_budget(self.cache, self.prefetch_bytes),
             **kwargs,
         )

@@ -58,7 +58,12 @@ def unit_loader(reading: Reading) -> Callable[[int], Loaded]:
         table = load(u)
         return table, unit_views({u: table}, u)
 
+    load_unit.close = getattr(load, "close", _nothing)  # type: ignore[attr-defined]
     return load_unit
+
+
+def _nothing() -> None:
+    """What closing a loader that holds nothing does."""
 
 
 def _from_tables(
@@ -162,11 +167,13 @@ class WindowBuilder:
         return self.filling[w]
 
     def close(self) -> None:
-        """Cancel the reads not started."""
+        """Cancel the reads not started; close what the loader holds (units whose rests
+        were not read)."""
         for f in self.filling.values():
             f.cancel()
         if self.stream is not None:
             self.stream.close()
+        getattr(self.load, "close", _nothing)()
 
 
 def _fill(load: Callable[[int], Loaded], win: ArrivalWindow, u: int) -> None:

@@ -1,0 +1,36 @@
+"""Parquet files for the tests of head windows through the node cache
+(``tests/loader/read/test_cached_parts*.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROWS, GROUP = 2_000, 250
+
+
+def write_files(root: Path, files: int = 3, seed: int = 0) -> list[Path]:
+    """Files of row groups over 64 KiB (so a row group is not inside the footer's read):
+    an id, a text, a fixed-size list and incompressible bytes."""
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    out = []
+    for f in range(files):
+        ids = np.arange(f * ROWS, (f + 1) * ROWS, dtype=np.int64)
+        emb = rng.standard_normal(ROWS * 8).astype(np.float32)
+        noise = rng.integers(0, 256, (ROWS, 300), dtype=np.uint8)
+        table = pa.table(
+            {
+                "id": ids,
+                "text": [f"doc {i}" for i in ids],
+                "emb": pa.FixedSizeListArray.from_arrays(pa.array(emb), 8),
+                "noise": pa.array([r.tobytes() for r in noise], pa.binary()),
+            }
+        )
+        path = root / f"part-{f}.parquet"
+        pq.write_table(table, path, row_group_size=GROUP)
+        out.append(path)
+    return out
