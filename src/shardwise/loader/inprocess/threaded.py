@@ -72,7 +72,7 @@ def _first_batch(
     With head windows the first piece is ready early, and cutting its first batch (a batch
     of images is 25 MB of Python ``bytes`` made on the training thread) then competed for
     the 2 cores with the rest window's reads started behind the piece: on the image shape
-    the first batch came 20-33 ms after its piece (load 3.5)."""
+    the first batch came 20-37 ms after its piece (load 3.5)."""
     try:
         batch = next(batches, None)
     finally:
