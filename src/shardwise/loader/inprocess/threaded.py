@@ -46,6 +46,10 @@ def threaded_batches(reading: Reading, wp: WorkerWindows) -> Iterator[tuple[Any,
         first, filling = True, True  # the first piece waited for, then those made early
         for parts in piece_parts(builder, windows, piece_rows):
             pending.append(pool.submit(maker.made, parts))
+            if first and reading.first_piece(reading.batch_size) is not None:
+                first = False  # head windows: the next window's reads wait for the first batch
+                yield from _first_batch(maker.batches(pending.popleft().result()), builder)
+                continue
             builder.read_ahead()  # the next window's reads queue behind this piece
             filling = filling and len(pending) <= ahead
             while len(pending) > ahead or (pending and (first or (filling and pending[0].done()))):
@@ -58,6 +62,24 @@ def threaded_batches(reading: Reading, wp: WorkerWindows) -> Iterator[tuple[Any,
             fut.cancel()
         builder.close()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _first_batch(
+    batches: Iterator[tuple[Any, int]], builder: WindowBuilder
+) -> Iterator[tuple[Any, int]]:
+    """The first piece's batches, the next window's reads started once the first is cut.
+
+    With head windows the first piece is ready early, and cutting its first batch (a batch
+    of images is 25 MB of Python ``bytes`` made on the training thread) then competed for
+    the 2 cores with the rest window's reads started behind the piece: on the image shape
+    the first batch came 20-37 ms after its piece (load 3.5)."""
+    try:
+        batch = next(batches, None)
+    finally:
+        builder.read_ahead()
+    if batch is not None:
+        yield batch
+        yield from batches
 
 
 def pacing(reading: Reading, units: Sequence[list[int]]) -> tuple[int, int]:

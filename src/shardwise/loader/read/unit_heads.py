@@ -3,12 +3,15 @@ rows, for a head window, :mod:`shardwise.plan.blocks`), then the rest.
 
 The head's read opens the row group: fixed-size lists of numbers are decoded from their
 pages for the head's rows only (:func:`~shardwise.formats.parquet._fixedlist.read_fixed_lists`
-with ``rows``), the other columns by Arrow's ``iter_batches`` in batches of the head's
-size, which stops after the head. The open reader is kept (:class:`UnitParts`), and the
-rest's read continues it: Arrow's decoders go on where they stopped (a dictionary already
-decoded is not decoded again) and give the rest as one batch, the page reader decodes the
-rest's pages. Only the one page
-across the head's end of a fixed-size list column is decoded twice.
+with ``rows``), so are wide binary values of a dictionary page (images: only the head's
+values are copied out of the decompressed page,
+:func:`~shardwise.formats.parquet._binarydict.read_binary_dicts`), the other columns by
+Arrow's ``iter_batches`` in batches of the head's size, which stops after the head. The
+open reader is kept (:class:`UnitParts`), and the rest's read continues it: Arrow's
+decoders go on where they stopped (a dictionary already decoded is not decoded again) and
+give the rest as one batch, the page readers decode the rest's pages. Only the one page
+across the head's end of a fixed-size list column, and a binary column's dictionary page
+(not kept between the parts), are decompressed twice.
 
 Only plain Parquet reads take this path (no filter, no node cache, one dataset). Anything
 else answers None, and the caller reads the whole unit and slices it, so a bad unit is
@@ -31,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardwise.errors import FormatError, ShardwiseError
+from shardwise.formats.parquet._binarydict import read_binary_dicts
 from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
 from shardwise.index import DatasetIndex
 from shardwise.loader.read.mixed import MixedIndex
@@ -40,8 +44,9 @@ from shardwise.storage.cache import NodeCache
 __all__ = ["UnitParts", "unit_parts"]
 
 # a unit is kept open for its rest while Arrow's dictionaries of it take at most this many
-# bytes; a larger one (images of 100 KB in one dictionary page of 25 MB) is let go, its
-# memory serves the next unit's read, and its rest is read whole and sliced
+# bytes; a larger one (images of 100 KB in one dictionary page of 25 MB, when the page reader
+# declines them) is let go, its memory serves the next unit's read, and its rest is read
+# whole and sliced
 HOLD_BYTES = 4 << 20
 # what a failed part read may raise: the whole read then says what is wrong
 _FAILURES = (pa.ArrowException, OSError, ValueError, IndexError, EOFError, ShardwiseError)
@@ -128,11 +133,7 @@ class UnitParts:
         if opened is None:
             return None
         try:
-            fixed = {}
-            if opened.fixed:
-                fixed = read_fixed_lists(
-                    opened.pf, opened.source, opened.group, opened.fixed, (lo, lo + rows)
-                )
+            fixed = _page_columns(opened, opened.fixed, (lo, lo + rows)) if opened.fixed else {}
             if len(fixed) != len(opened.fixed):
                 return None  # a page of the rest declined: the whole read decides
             return self._table(opened, fixed, rows)
@@ -149,12 +150,12 @@ class UnitParts:
             o.close()
 
     def _head(self, opened: _Open, rows: int) -> pa.Table | None:
-        """The head: fixed-size lists from their pages, then Arrow's first batch of the
-        other columns, in batches of ``rows`` rows."""
+        """The head: fixed-size lists and wide binary values from their pages, then
+        Arrow's first batch of the other columns, in batches of ``rows`` rows."""
         pf, names = opened.pf, opened.names
         fixed: dict[str, pa.Array] = {}
         if page_reader_enabled() and len(set(names)) == len(names):
-            fixed = read_fixed_lists(pf, opened.source, opened.group, names, (0, rows))
+            fixed = _page_columns(opened, names, (0, rows))
         opened.fixed = list(fixed)
         others = [n for n in names if n not in fixed]
         if others:
@@ -193,6 +194,15 @@ def _open(path: str, group: int, columns: list[str] | None, options: dict[str, A
         source.close()
         raise
     return _Open(source, pf, group, list(names), [])
+
+
+def _page_columns(opened: _Open, names: list[str], rows: tuple[int, int]) -> dict[str, pa.Array]:
+    """The columns of ``names`` the page readers decode, rows ``rows`` of the unit: fixed-size
+    lists of numbers, and wide binary values of a dictionary page."""
+    pf, source, group = opened.pf, opened.source, opened.group
+    fixed = read_fixed_lists(pf, source, group, names, rows)
+    others = [n for n in names if n not in fixed]
+    return fixed | read_binary_dicts(pf, source, group, others, rows) if others else fixed
 
 
 def _held(opened: _Open) -> int:

@@ -1,0 +1,177 @@
+"""Wide binary values read from a dictionary page: exactly what Arrow reads, or declined.
+
+Files are written by pyarrow with the options that change the pages (codec, dictionary
+or not, a dictionary that falls back to plain pages, data page v1 and v2, small pages
+splitting a row group), with and without nulls, values of ``binary`` and
+``large_binary``. Whatever range of rows is asked, what the page reader returns must be
+that slice of Arrow's column; where it should read the column (the layouts it knows)
+it must, so a regression that makes it decline everything fails here too.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shardwise.formats.parquet._binarydict import MIN_MEAN, read_binary_dicts
+
+SETTINGS = settings(
+    max_examples=100,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+CODECS = ["none", "snappy", "gzip", "zstd", "brotli", "lz4"]
+READ = {"none", "snappy", "gzip", "zstd"}  # the codecs the page reader decompresses
+
+
+def _table(
+    rows: int, seed: int, t: pa.DataType, nulls: bool, distinct: int, width: int
+) -> pa.Table:
+    """``rows`` values of about ``width`` bytes, ``distinct`` of them different (0: all)."""
+    rng = np.random.default_rng(seed)
+    kinds = distinct or max(rows, 1)
+    pool = [rng.bytes(int(n)) for n in rng.integers(0, 2 * width + 1, kinds)]
+    picks = rng.integers(0, kinds, rows) if distinct else np.arange(rows)
+    values: list[bytes | None] = [pool[i] for i in picks]
+    if nulls and rows:
+        values = [None if m else v for v, m in zip(values, rng.random(rows) < 0.1)]
+    return pa.table(
+        {
+            "id": np.arange(rows, dtype=np.int64),
+            "image": pa.array(values, type=t),
+            "name": [f"r{i}" for i in range(rows)],
+        }
+    )
+
+
+def _write(table: pa.Table, opts: dict[str, Any]) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf, **opts)
+    return buf.getvalue()
+
+
+def _arrow(pf: pq.ParquetFile, g: int) -> pa.Array:
+    return pf.read_row_group(g, columns=["image"], use_threads=False).column(0).combine_chunks()
+
+
+@st.composite
+def _cases(draw: st.DrawFn) -> tuple[pa.Table, dict[str, Any]]:
+    rows = draw(st.integers(0, 300))
+    table = _table(
+        rows,
+        draw(st.integers(0, 1 << 16)),
+        draw(st.sampled_from([pa.binary(), pa.large_binary()])),
+        draw(st.sampled_from([False, False, True])),
+        draw(st.sampled_from([0, 0, 1, 3, 40])),
+        draw(st.sampled_from([8, 1500, 3000, 3000])),
+    )
+    opts: dict[str, Any] = {
+        "compression": draw(st.sampled_from([*CODECS, *sorted(READ)])),
+        "use_dictionary": draw(st.sampled_from([True, True, True, False])),
+        "data_page_version": draw(st.sampled_from(["1.0", "1.0", "2.0"])),
+        "data_page_size": draw(st.sampled_from([1 << 10, 1 << 20])),
+        "row_group_size": draw(st.sampled_from([37, 150, 4096])),
+        "dictionary_pagesize_limit": draw(st.sampled_from([1 << 14, 1 << 20])),
+        "write_batch_size": draw(st.sampled_from([16, 1024])),
+    }
+    return table, opts
+
+
+@SETTINGS
+@given(_cases(), st.data())
+def test_a_range_of_rows_is_the_slice_of_arrows_read(
+    case: tuple[pa.Table, dict[str, Any]], data: st.DataObject
+) -> None:
+    """The whole row group, a head and the rest: each is that slice of Arrow's column
+    (same type, values, nulls, order) whenever it is read; both ranges are read whenever
+    the whole is."""
+    table, opts = case
+    raw = _write(table, opts)
+    pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)
+    for g in range(pf.num_row_groups):
+        n = pf.metadata.row_group(g).num_rows
+        cut = data.draw(st.integers(0, n))
+        arrow = _arrow(pf, g)
+        whole = read_binary_dicts(pf, source, g, ["image"])
+        head = read_binary_dicts(pf, source, g, ["image", "id"], (0, cut))
+        rest = read_binary_dicts(pf, source, g, ["image"], (cut, n))
+        assert "id" not in head and "name" not in read_binary_dicts(pf, source, g, ["name"])
+        if "image" in whole:
+            assert "image" in head and "image" in rest, (cut, n, opts)
+            assert whole["image"].type == arrow.type
+            assert whole["image"].equals(arrow)
+        if "image" in head:
+            assert head["image"].type == arrow.type
+            assert head["image"].equals(arrow.slice(0, cut))
+        if "image" in rest:
+            assert rest["image"].equals(arrow.slice(cut))
+        assert read_binary_dicts(pf, source, g, ["image"], (0, n + 1)) == {}  # past the end
+
+
+@pytest.mark.parametrize("t", [pa.binary(), pa.large_binary()])
+@pytest.mark.parametrize("codec", sorted(READ))
+@pytest.mark.parametrize("layout", ["one page", "small pages", "repeated values", "required"])
+def test_every_layout_it_knows_is_read(t: pa.DataType, codec: str, layout: str) -> None:
+    """Wide values in a dictionary page and v1 data pages of indices, as pyarrow writes
+    them by default: read (not declined) and equal to Arrow, for every range."""
+    table = _table(400, 7, t, False, 50 if layout == "repeated values" else 0, 2000)
+    if layout == "required":
+        table = table.cast(pa.schema([f.with_nullable(f.name != "image") for f in table.schema]))
+    opts: dict[str, Any] = {"compression": codec, "row_group_size": 150}
+    if layout == "small pages":
+        opts |= {"data_page_size": 64, "write_batch_size": 8}
+    raw = _write(table, opts)
+    pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)
+    for g in range(pf.num_row_groups):
+        arrow, n = _arrow(pf, g), pf.metadata.row_group(g).num_rows
+        for lo, hi in ((0, n), (0, n // 3), (n // 3, n), (5, 6), (n, n)):
+            got = read_binary_dicts(pf, source, g, ["image"], (lo, hi))
+            assert "image" in got, (g, lo, hi)
+            assert got["image"].type == t
+            assert got["image"].equals(arrow.slice(lo, hi - lo))
+
+
+def _declined(table: pa.Table, **opts: Any) -> None:
+    raw = _write(table, {"row_group_size": 150, **opts})
+    pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)
+    for g in range(pf.num_row_groups):
+        assert read_binary_dicts(pf, source, g, ["image"]) == {}
+
+
+def test_what_it_does_not_know_is_left_to_arrow() -> None:
+    """Strings (Arrow checks their UTF-8), v2 pages, plain pages, nulls, small values,
+    codecs it does not decompress: declined, for Arrow to read."""
+    wide = _table(300, 3, pa.binary(), False, 0, 2000)
+    _declined(wide, data_page_version="2.0")
+    _declined(wide, use_dictionary=False)
+    _declined(wide, dictionary_pagesize_limit=4096, write_batch_size=4)  # plain after a while
+    _declined(wide, compression="brotli")
+    _declined(_table(300, 3, pa.binary(), True, 0, 2000))
+    _declined(_table(300, 3, pa.binary(), False, 0, MIN_MEAN // 4))
+    text = pa.table({"image": pa.array(["x" * 3000 + str(i) for i in range(300)])})
+    _declined(text)
+
+
+def test_damaged_dictionary_is_declined() -> None:
+    """A dictionary page whose length prefixes do not add up: declined (Arrow reports it)."""
+    table = pa.table({"image": pa.array([bytes([i]) * 2000 for i in range(20)])})
+    raw = bytearray(_write(table, {"compression": "none"}))
+    pf = pq.ParquetFile(pa.BufferReader(bytes(raw)))
+    chunk = pf.metadata.row_group(0).column(0)
+    at = raw.index(bytes([0]) * 2000, chunk.dictionary_page_offset) - 4  # first value's length
+    for length in (2001, 1 << 30, 1999):
+        raw[at : at + 4] = length.to_bytes(4, "little")
+        data = bytes(raw)
+        got = read_binary_dicts(
+            pq.ParquetFile(pa.BufferReader(data)), pa.BufferReader(data), 0, ["image"]
+        )
+        assert got == {}, length

@@ -1,0 +1,125 @@
+"""A unit read in two parts when it holds wide binary values (images) in a dictionary page:
+the page reader decodes the head's values and then the rest's, the unit stays open between
+them, and the loader's batches are the plan's with the values of whole reads, on the
+in-process path and through 2 real DataLoader workers. The next window's reads start once
+the first batch of a head window is cut."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from torch.utils.data import DataLoader
+
+import shardwise.loader.batches.piece_maker as piece_maker
+import shardwise.loader.batches.windows as windows
+from shardwise import StreamingDataset
+from shardwise.loader.read.unit_heads import unit_parts
+from shardwise.loader.read.units import UnitReader
+
+SIZES = [(70, 60), (45,), (90, 8, 33)]  # rows of each file's row groups (uneven, as written)
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Binary values of 1-3 KB, pyarrow's defaults: each row group's values in one
+    dictionary page."""
+    root = tmp_path_factory.mktemp("images")
+    rng = np.random.default_rng(3)
+    first = 0
+    for f, groups in enumerate(SIZES):
+        ids = np.arange(first, first + sum(groups))
+        first += len(ids)
+        values = [rng.bytes(int(n)) for n in rng.integers(1000, 3000, len(ids))]
+        table = pa.table({"id": ids, "label": ids % 7, "image": pa.array(values, pa.binary())})
+        with pq.ParquetWriter(root / f"p{f}.parquet", table.schema) as writer:
+            at = 0
+            for n in groups:
+                writer.write_table(table.slice(at, n))
+                at += n
+    return root
+
+
+def _ds(root: Path, **kw: Any) -> Any:
+    args: dict[str, Any] = dict(batch_size=8, seed=3, batch_format="numpy", first_window="heads")
+    return StreamingDataset(str(root), **(args | kw))
+
+
+@pytest.mark.parametrize("pages", ["1", "0"])
+def test_heads_and_rests_of_binary_values_equal_whole_reads(
+    images: Path, pages: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SHARDWISE_PAGE_READER", pages)
+    ds = _ds(images)
+    reader = UnitReader(ds.index)
+    parts = unit_parts(ds.index, None, None, None, reader.schema)
+    assert parts is not None and ds.blocks > 1
+    for u in range(ds.index.num_units):
+        whole, n = reader.read(u), ds.index.units[u].num_samples
+        for cut in (n // ds.blocks, 1, n - 1):
+            head = parts.head(u, cut)
+            assert head is not None and head.equals(whole.slice(0, cut))
+            assert parts._open[u].fixed == (["image"] if pages == "1" else [])
+            rest = parts.rest(u, cut, n - cut)
+            assert rest is not None and rest.equals(whole.slice(cut))
+            assert rest.column("image").num_chunks == 1
+            assert u not in parts._open
+
+
+def _rows(ds: Any, columns: list[str]) -> list[pa.Table]:
+    reader = UnitReader(ds.index, columns)
+    return [reader.read(u) for u in range(ds.index.num_units)]
+
+
+def _planned(ds: Any, workers: int, rank: int = 0) -> list[list[tuple[int, bytes]]]:
+    """The plan's batches with the values of whole reads: (id, image) per row."""
+    tables = _rows(ds, ["id", "image"])
+    ids = [t.column("id").to_pylist() for t in tables]
+    values = [t.column("image").to_pylist() for t in tables]
+    batches = ds.plan(num_workers=workers).rank_batches(rank)
+    return [[(ids[u][r], values[u][r]) for u, r in b] for b in batches]
+
+
+def _batches(it: Any) -> list[list[tuple[int, bytes]]]:
+    return [list(zip(np.asarray(b["id"]).tolist(), list(b["image"]))) for b in it]
+
+
+def test_batches_are_the_plans_with_whole_reads_values_on_both_paths(images: Path) -> None:
+    assert _batches(_ds(images)) == _planned(_ds(images), 1)  # in-process
+    ds = _ds(images)
+    by_workers = _batches(DataLoader(ds, batch_size=None, num_workers=2))
+    assert sorted(by_workers) == sorted(_planned(ds, 2))
+
+
+def test_the_next_windows_reads_start_once_the_first_batch_is_cut(
+    images: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With head windows the first piece's first batch is cut before the rest window's
+    reads start (they would take the cores from it); the batches are still the plan's.
+    Without head windows the reads start behind the first piece, as before."""
+    events: list[str] = []
+    cut, ahead = piece_maker.PieceMaker.batches, windows.WindowBuilder.read_ahead
+
+    def batches(self: Any, piece: Any) -> Any:
+        for batch in cut(self, piece):
+            events.append("batch")
+            yield batch
+
+    def read_ahead(self: Any) -> None:
+        events.append("read ahead")
+        ahead(self)
+
+    monkeypatch.setattr(piece_maker.PieceMaker, "batches", batches)
+    monkeypatch.setattr(windows.WindowBuilder, "read_ahead", read_ahead)
+    ds = _ds(images)
+    assert _batches(ds) == _planned(ds, 1)
+    assert events[:2] == ["batch", "read ahead"]
+    events.clear()
+    whole = _ds(images, first_window=None)
+    assert len(_batches(whole)) > 1
+    heads = whole.reading.first_piece(whole.reading.batch_size) is not None
+    assert events[:2] == (["batch", "read ahead"] if heads else ["read ahead", "batch"])
