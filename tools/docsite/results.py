@@ -263,11 +263,11 @@ def render_tokens(name: str = "tokens") -> str:
     return "\n".join([*out, "", check_list(checks)])
 
 
-def render_s3_2gb() -> str:
-    """The 2.5 GB S3 run: its header, then the tables and targets of its markdown file."""
-    data = load("s3-2gb")
-    body = (RESULTS / "s3-2gb.md").read_text().split("\n", 1)[1]  # without its title
-    return _head({**data, "benchmark": "s3-2gb"}) + "\n" + body
+def render_s3_2gb(name: str = "s3-2gb") -> str:
+    """A 2.5 GB S3 run: its header, then the tables and targets of its markdown file."""
+    data = load(name)
+    body = (RESULTS / f"{name}.md").read_text().split("\n", 1)[1]  # without its title
+    return _head({**data, "benchmark": name}) + "\n" + body
 
 
 RENDERERS: dict[str, Callable[[], str]] = {
@@ -276,6 +276,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "mix": render_tabled("mix"),
     "s3": render_tabled("s3"),
     "s3_2gb": render_s3_2gb,
+    "s3_2gb_parquet": lambda: render_s3_2gb("s3-2gb-parquet"),
     "dedup": render_dedup,
     "parallel": render_parallel,
     "tokens": render_tokens,

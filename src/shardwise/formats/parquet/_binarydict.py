@@ -27,7 +27,6 @@ checked before anything is decompressed, and only the pages holding wanted rows 
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any
 
 import numpy as np
@@ -44,8 +43,8 @@ from shardwise.formats.parquet._fixedlist import (
     PLAIN_DICTIONARY,
     RLE,
     RLE_DICTIONARY,
-    _leaves,
     _prefixed,
+    read_leaves,
 )
 from shardwise.formats.parquet._pages import DATA, DICTIONARY, Page, Unreadable, inflate, read_page
 from shardwise.formats.parquet._rle_bitpacked import check_constant, decode
@@ -65,24 +64,7 @@ def read_binary_dicts(
     ``source``) that are wide binary values of a dictionary page, decoded here (see the
     module docstring); the others, and any this path declines, are left out for Arrow.
     ``rows`` ``(lo, hi)``: only the row group's rows ``lo`` to ``hi``."""
-    out: dict[str, pa.Array] = {}
-    schema = pf.schema_arrow
-    if (
-        sys.byteorder != "little"
-        or len(set(schema.names)) != len(schema.names)
-        or sum(_leaves(f.type) for f in schema) != pf.metadata.num_columns
-    ):
-        return out
-    leaf = 0
-    for field in schema:
-        width = _leaves(field.type)
-        if field.name in names and width == 1 and _eligible(field.type):
-            try:
-                out[field.name] = _column(pf, source, group, leaf, field, rows)
-            except Unreadable as exc:
-                log.debug("row group %d, column %r: left to Arrow (%s)", group, field.name, exc)
-        leaf += width
-    return out
+    return read_leaves(pf, source, group, names, rows, _eligible, _column)
 
 
 def _eligible(t: pa.DataType) -> bool:

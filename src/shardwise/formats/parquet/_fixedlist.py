@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,26 @@ def read_fixed_lists(
     ``source``) that are fixed-size lists of numbers without nulls, decoded here; the
     others (and any this path declines) are left out, for Arrow to read. ``rows``
     ``(lo, hi)``: only the row group's rows ``lo`` to ``hi`` (see the module docstring)."""
+    return read_leaves(pf, source, group, names, rows, _eligible, _column)
+
+
+# reads one column: (pf, source, group, leaf, field, rows) -> its values
+ColumnReader = Callable[[Any, Any, int, int, pa.Field, Any], pa.Array]
+
+
+def read_leaves(
+    pf: Any,
+    source: Any,
+    group: int,
+    names: list[str],
+    rows: tuple[int, int] | None,
+    eligible: Callable[[pa.DataType], bool],
+    column: ColumnReader,
+) -> dict[str, pa.Array]:
+    """The columns of ``names`` that are one Parquet column each and ``eligible``, read by
+    ``column(pf, source, group, leaf, field, rows)``; one it declines (:class:`Unreadable`,
+    logged at debug level) is left out, for Arrow to read, and so is every column of a
+    schema whose fields cannot be matched to its Parquet columns."""
     out: dict[str, pa.Array] = {}
     schema = pf.schema_arrow
     if (
@@ -77,9 +98,9 @@ def read_fixed_lists(
     leaf = 0
     for field in schema:
         width = _leaves(field.type)
-        if field.name in names and width == 1 and _eligible(field.type):
+        if field.name in names and width == 1 and eligible(field.type):
             try:
-                out[field.name] = _column(pf, source, group, leaf, field, rows)
+                out[field.name] = column(pf, source, group, leaf, field, rows)
             except Unreadable as exc:
                 log.debug("row group %d, column %r: left to Arrow (%s)", group, field.name, exc)
         leaf += width
