@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,3 +35,24 @@ def write_files(root: Path, files: int = 3, seed: int = 0) -> list[Path]:
         pq.write_table(table, path, row_group_size=GROUP)
         out.append(path)
     return out
+
+
+def check_head_and_rest(ds: Any, column: str, by_pages: bool) -> None:
+    """Every unit of ``ds`` read in two parts at several cuts equals its whole read, and
+    ``column`` comes from the page reader (``by_pages``) or from Arrow, in one chunk."""
+    from shardwise.loader.read.unit_heads import unit_parts
+    from shardwise.loader.read.units import UnitReader
+
+    reader = UnitReader(ds.index)
+    parts = unit_parts(ds.index, None, None, None, reader.schema)
+    assert parts is not None and ds.blocks > 1
+    for u in range(ds.index.num_units):
+        whole, n = reader.read(u), ds.index.units[u].num_samples
+        for cut in (n // ds.blocks, 1, n - 1):
+            head = parts.head(u, cut)
+            assert head is not None and head.equals(whole.slice(0, cut))
+            assert parts._open[u].fixed == ([column] if by_pages else [])
+            rest = parts.rest(u, cut, n - cut)
+            assert rest is not None and rest.equals(whole.slice(cut))
+            assert rest.column(column).num_chunks == 1
+            assert u not in parts._open

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from _loaderdata import make_parquet
+from _partsdata import check_head_and_rest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
@@ -164,18 +165,8 @@ def test_heads_and_rests_of_fixed_size_lists_equal_whole_reads(
     batches are the plan's with the whole read's values."""
     monkeypatch.setenv("SHARDWISE_PAGE_READER", pages)
     ds = StreamingDataset(str(lists), first_window="heads", batch_size=16, batch_format="numpy")
+    check_head_and_rest(ds, "emb", by_pages=pages == "1")
     reader = UnitReader(ds.index)
-    parts = unit_parts(ds.index, None, None, None, reader.schema)
-    assert parts is not None and ds.blocks > 1
-    for u in range(ds.index.num_units):
-        whole, n = reader.read(u), ds.index.units[u].num_samples
-        for cut in (n // ds.blocks, 1, n - 1):
-            head = parts.head(u, cut)
-            assert head is not None and head.equals(whole.slice(0, cut))
-            assert parts._open[u].fixed == (["emb"] if pages == "1" else [])
-            rest = parts.rest(u, cut, n - cut)
-            assert rest is not None and rest.equals(whole.slice(cut))
-            assert rest.column("emb").num_chunks == 1
     got = {i: e for b in ds for i, e in zip(b["id"].tolist(), b["emb"].tolist())}
     want = {i: e for u in range(ds.index.num_units) for i, e in _rows(reader.read(u))}
     assert [_ids(b) for b in ds] == _planned(ds, 0, 1)

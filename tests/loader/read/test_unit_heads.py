@@ -13,12 +13,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _partsdata import check_head_and_rest
 from torch.utils.data import DataLoader
 
 import shardwise.loader.batches.piece_maker as piece_maker
 import shardwise.loader.batches.windows as windows
 from shardwise import StreamingDataset
-from shardwise.loader.read.unit_heads import unit_parts
 from shardwise.loader.read.units import UnitReader
 
 SIZES = [(70, 60), (45,), (90, 8, 33)]  # rows of each file's row groups (uneven, as written)
@@ -55,19 +55,7 @@ def test_heads_and_rests_of_binary_values_equal_whole_reads(
 ) -> None:
     monkeypatch.setenv("SHARDWISE_PAGE_READER", pages)
     ds = _ds(images)
-    reader = UnitReader(ds.index)
-    parts = unit_parts(ds.index, None, None, None, reader.schema)
-    assert parts is not None and ds.blocks > 1
-    for u in range(ds.index.num_units):
-        whole, n = reader.read(u), ds.index.units[u].num_samples
-        for cut in (n // ds.blocks, 1, n - 1):
-            head = parts.head(u, cut)
-            assert head is not None and head.equals(whole.slice(0, cut))
-            assert parts._open[u].fixed == (["image"] if pages == "1" else [])
-            rest = parts.rest(u, cut, n - cut)
-            assert rest is not None and rest.equals(whole.slice(cut))
-            assert rest.column("image").num_chunks == 1
-            assert u not in parts._open
+    check_head_and_rest(ds, "image", by_pages=pages == "1")
 
 
 def _rows(ds: Any, columns: list[str]) -> list[pa.Table]:

@@ -44,6 +44,7 @@ from shardwise.formats.parquet._fixedlist import (
     RLE,
     RLE_DICTIONARY,
     _prefixed,
+    column_rows,
     read_leaves,
 )
 from shardwise.formats.parquet._pages import DATA, DICTIONARY, Page, Unreadable, inflate, read_page
@@ -74,12 +75,7 @@ def _eligible(t: pa.DataType) -> bool:
 def _column(
     pf: Any, source: Any, group: int, leaf: int, field: pa.Field, wanted: tuple[int, int] | None
 ) -> pa.Array:
-    meta = pf.metadata.row_group(group)
-    rows = meta.num_rows
-    lo, hi = wanted if wanted is not None else (0, rows)
-    if not 0 <= lo <= hi <= rows:
-        raise Unreadable(f"rows {lo} to {hi} of a row group of {rows}")
-    chunk, desc = meta.column(leaf), pf.schema.column(leaf)
+    rows, lo, hi, chunk, desc = column_rows(pf, group, leaf, wanted)
     if (
         desc.path != field.name
         or desc.physical_type != "BYTE_ARRAY"

@@ -136,12 +136,7 @@ def _eligible(t: pa.DataType) -> bool:
 def _column(
     pf: Any, source: Any, group: int, leaf: int, field: pa.Field, wanted: tuple[int, int] | None
 ) -> pa.Array:
-    meta = pf.metadata.row_group(group)
-    rows = meta.num_rows
-    lo, hi = wanted if wanted is not None else (0, rows)
-    if not 0 <= lo <= hi <= rows:
-        raise Unreadable(f"rows {lo} to {hi} of a row group of {rows}")
-    chunk, desc = meta.column(leaf), pf.schema.column(leaf)
+    rows, lo, hi, chunk, desc = column_rows(pf, group, leaf, wanted)
     if desc.path.split(".")[0] != field.name or desc.max_repetition_level != 1:
         raise Unreadable("a list of another nesting")
     dtype = np.dtype(field.type.value_type.to_pandas_dtype())
@@ -153,6 +148,19 @@ def _column(
     values = _values(chunk, b, desc.max_definition_level, k, rows, dtype, (lo * k, hi * k))
     flat = pa.Array.from_buffers(field.type.value_type, len(values), [None, pa.py_buffer(values)])
     return pa.FixedSizeListArray.from_arrays(flat, type=field.type)
+
+
+def column_rows(
+    pf: Any, group: int, leaf: int, wanted: tuple[int, int] | None
+) -> tuple[int, int, int, Any, Any]:
+    """Row group ``group``'s row count, the rows ``wanted`` of it (all: None) as ``lo``,
+    ``hi``, and its column ``leaf``'s chunk metadata and descriptor."""
+    meta = pf.metadata.row_group(group)
+    rows = meta.num_rows
+    lo, hi = wanted if wanted is not None else (0, rows)
+    if not 0 <= lo <= hi <= rows:
+        raise Unreadable(f"rows {lo} to {hi} of a row group of {rows}")
+    return rows, lo, hi, meta.column(leaf), pf.schema.column(leaf)
 
 
 def _values(
