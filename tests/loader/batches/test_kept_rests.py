@@ -77,19 +77,6 @@ def shaped(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     return data, dict(filter=pc.field("label") != 3), "id"
 
 
-@pytest.fixture
-def whole_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
-    seen: Counter[int] = Counter()
-    read = UnitReader._read
-
-    def counted(self: UnitReader, unit_id: int, quarantine: Any) -> pa.Table:
-        seen[unit_id] += 1
-        return read(self, unit_id, quarantine)
-
-    monkeypatch.setattr(UnitReader, "_read", counted)
-    return seen
-
-
 def _planned(ds: Any, key: str) -> list[list[Any]]:
     reader = UnitReader(ds.index, [key], filter=ds.filter)
     keys = [reader.read(u).column(key).to_pylist() for u in range(ds.index.num_units)]

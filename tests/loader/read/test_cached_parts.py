@@ -18,7 +18,6 @@ from typing import Any
 
 import fsspec
 import numpy as np
-import pyarrow as pa
 import pytest
 from _partsdata import GROUP, ROWS, write_files
 
@@ -62,20 +61,6 @@ def _leases(cache: Path) -> list[str]:
 
 def _journal(cache: Path) -> list[dict[str, Any]]:
     return NodeCache(str(cache / "units"), 10**9).journal()
-
-
-@pytest.fixture
-def whole_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
-    """Units read whole (the fallback that reads a unit again for its rest)."""
-    seen: Counter[int] = Counter()
-    read = UnitReader._read
-
-    def counted(self: UnitReader, unit_id: int, quarantine: Any) -> pa.Table:
-        seen[unit_id] += 1
-        return read(self, unit_id, quarantine)
-
-    monkeypatch.setattr(UnitReader, "_read", counted)
-    return seen
 
 
 def _few(whole_reads: Counter[int]) -> bool:
