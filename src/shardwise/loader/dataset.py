@@ -114,25 +114,14 @@ class StreamingDatasetBase:
         canonical_workers: ``C``: the global batches (samples and order) are the same on
             every topology whose ``world_size * num_workers`` divides ``C``, for a fixed global
             batch ``world_size * batch_size`` (a multiple of ``C``).
-        first_window: how each window group's first window is read. ``"heads"``: the
-            first batch after about one unit's decode instead of the whole first window's.
-            Every unit's first ``1/k`` of rows (its head) is read first, in one window of
-            every head of a window group, then the rest of every unit as one window (``k``
-            from the counts, ``batch_size``, ``drop_last`` and ``interleave``, the same on
-            every topology; :mod:`shardwise.plan.blocks`). On plain Parquet each row is
-            decoded once. The head window's batches mix fewer rows: on data stored sorted
-            by label, 1/k of an epoch's batches hold fewer labels. ``None``: whole units
-            (the first batch waits for every unit of the first window). Default
-            ``"auto"``: head windows where they shorten the first batch at a small mixing
-            cost: one Parquet dataset read without a filter, shuffled, with
-            ``batching="random"`` and ``k >= 8`` (an eighth of the batches or fewer from
-            head windows); else whole units. Decided from the format, counts and arguments
-            alone, never from where the files are or the node cache, so the same inputs
-            give the same sequence. Pass ``None`` for the fullest mixing. A loaded state's
-            epoch is continued with the windows it was planned with (states saved with
-            ``None`` or by earlier versions continue under ``"auto"``); ``None`` and
-            ``"heads"`` refuse a state of the other kind
-            (:mod:`shardwise.loader.window_layout`).
+        first_window: ``"heads"``: each window group's first window is every unit's
+            first ``1/k`` rows (its head; ``k`` from the counts, ``batch_size``,
+            ``drop_last`` and ``interleave``, the same on every topology), so the first
+            batch waits for the heads alone; their batches mix fewer rows. ``None``: whole
+            units. Default ``"auto"``: heads for one shuffled Parquet dataset without a
+            filter, ``batching="random"`` and ``k >= 8``, else whole units; decided from the
+            format, counts and arguments alone. A loaded state's epoch keeps the windows it
+            was planned with (:mod:`shardwise.loader.window_layout`; the streaming guide).
         **open_options: passed to :func:`shardwise.index_dataset` (format, storage_options, ...).
     """
 
