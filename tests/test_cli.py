@@ -106,6 +106,26 @@ def test_plan_uses_the_loaders_default_interleave(
     assert seen[0] < seen[1] == 64  # a small budget mixes fewer units; the default is capped
 
 
+@pytest.mark.parametrize("first_window", ["auto", "heads", "none"])
+def test_plan_has_the_loaders_first_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], first_window: str
+) -> None:
+    from shardwise.loader import StreamingDataset
+
+    pq.write_table(pa.table({"id": list(range(4000))}), tmp_path / "a.parquet", row_group_size=200)
+    args = ["plan", str(tmp_path), "-b", "16", "--first-window", first_window]
+    assert main([*args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    given = None if first_window == "none" else first_window
+    ds = StreamingDataset(str(tmp_path), batch_size=16, first_window=given, rank=0, world_size=1)
+    assert report["blocks"] == ds.blocks
+    assert (ds.blocks > 1) == (first_window != "none")  # 20 units: auto takes heads here
+    assert report["steps_per_rank"] == len(ds) // 16 == 250 and report["samples_left_out"] == 0
+    assert main(args) == 0
+    shown = capsys.readouterr().out
+    assert ("heads: every unit's first 1/" in shown) == (ds.blocks > 1)
+
+
 def test_a_wrong_explicit_format_is_an_error_and_keeps_the_saved_index(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

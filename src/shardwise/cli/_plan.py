@@ -89,6 +89,13 @@ from shardwise.cli._tokenplan import show_token_plan, token_options
     show_default=True,
     help="Per-worker memory for mixing units (StreamingDataset's shuffle_bytes).",
 )
+@click.option(
+    "--first-window",
+    type=click.Choice(["auto", "heads", "none"]),
+    default="auto",
+    show_default=True,
+    help="StreamingDataset's first_window: head windows where auto gives them, always, or never.",
+)
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--epoch", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option(
@@ -116,6 +123,7 @@ def plan(
     replication: int,
     interleave: int | None,
     shuffle_mb: int,
+    first_window: str,
     seed: int,
     epoch: int,
     fmt: str | None,
@@ -149,10 +157,12 @@ def plan(
     args = (seed, epoch, mixing, canonical_workers)
     if seq_len is not None:  # token shards: the plan of TokenStream's sequences
         return show_token_plan(index, names, topo, seq_len, packing, as_json, *args)
-    p = _sample_plan(index.counts(), topo, *args)
+    blocks = _blocks(first_window, index, topo, mixing)
+    p = _sample_plan(index.counts(), topo, *args, blocks=blocks)
     rows = _source_rows(mixing, index.counts(), topo, names, canonical_workers, p)
     report = plan_report(p, unit_bytes)
     report.update(sources=rows, samples_total=index.num_samples, interleave=interleave)
+    report.update(first_window=first_window, blocks=blocks)
     report.update(world_size=world_size, replication=replication, groups=groups)
     if html_out:
         _write_plan_view(p, unit_bytes, report, html_out, " ".join(paths or sources))
@@ -165,14 +175,39 @@ def plan(
 
 
 def _sample_plan(
-    counts: Any, topo: Any, seed: int, epoch: int, mixing: Any, canonical_workers: int | None
+    counts: Any,
+    topo: Any,
+    seed: int,
+    epoch: int,
+    mixing: Any,
+    canonical_workers: int | None,
+    blocks: int = 1,
 ) -> Any:
-    """The loader plan of a sample dataset."""
+    """The loader plan of a sample dataset (with head windows of ``1/blocks``)."""
     from shardwise.plan import make_plan
 
     return make_plan(
-        counts, topo, seed=seed, epoch=epoch, mixing=mixing, canonical_workers=canonical_workers
+        counts,
+        topo,
+        seed=seed,
+        epoch=epoch,
+        mixing=mixing,
+        canonical_workers=canonical_workers,
+        blocks=blocks,
     )
+
+
+def _blocks(first_window: str, index: Any, topo: Any, mixing: Any) -> int:
+    """``k`` of the head windows a shuffled ``StreamingDataset`` of ``index`` with this
+    ``first_window`` plans (1: whole units), as the loader works it out."""
+    from shardwise.loader.parts import reads_in_parts
+    from shardwise.loader.planner import blocks_for
+    from shardwise.plan import Topology
+
+    one = Topology(1, 1, topo.batch_size, topo.drop_last, topo.interleave)
+    chosen = None if first_window == "none" else first_window
+    in_parts = reads_in_parts(index, None)
+    return blocks_for(chosen, index.counts(), one, mixing, parts=in_parts, shuffle=True)
 
 
 def _check_args(

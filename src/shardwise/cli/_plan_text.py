@@ -35,6 +35,7 @@ def summary_lines(
         ),
         ("left out", f"{report['samples_left_out']:,}"),
         ("padded", f"{report['samples_padded']:,}"),
+        ("first window", _first_window_text(report)),
         ("read amplification", _amplification_text(report)),
         (
             "peak buffered",
@@ -42,6 +43,13 @@ def summary_lines(
         ),
     ]
     return lines + _source_lines(report["sources"], canonical_workers)
+
+
+def _first_window_text(report: dict[str, Any]) -> str:
+    k, given = report.get("blocks", 1), report.get("first_window", "none")
+    if k > 1:
+        return f"heads: every unit's first 1/{k} of rows first (first_window={given})"
+    return f"whole units (first_window={given})"
 
 
 def _ranks_text(report: dict[str, Any]) -> str:
