@@ -32,12 +32,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardwise.formats.parquet._chunk import (
-    MAX_CHUNK_ITEMS,
-    MAX_PAGES,
-    allocate,
-    chunk_bytes,
-)
+from shardwise.formats.parquet._chunk import allocate, chunk_bytes, walk_pages
 from shardwise.formats.parquet._fixedlist import (
     PLAIN,
     PLAIN_DICTIONARY,
@@ -47,7 +42,7 @@ from shardwise.formats.parquet._fixedlist import (
     column_rows,
     read_leaves,
 )
-from shardwise.formats.parquet._pages import DATA, DICTIONARY, Page, Unreadable, inflate, read_page
+from shardwise.formats.parquet._pages import DATA, DICTIONARY, Page, Unreadable, inflate
 from shardwise.formats.parquet._rle_bitpacked import check_constant, decode
 
 __all__ = ["MAX_VALUES", "MIN_MEAN", "read_binary_dicts"]
@@ -104,29 +99,22 @@ def _headers(b: memoryview, count: int) -> list[Page]:
     """Every page header of the chunk, checked before anything is decompressed: one
     dictionary page of few wide values first, then v1 data pages of dictionary indices
     holding ``count`` values in all, filling the chunk exactly."""
-    pages: list[Page] = []
-    pos = items = got = 0
-    while pos < len(b):
-        page = read_page(b, pos)
-        pos, items = page.body + page.compressed, items + page.items
-        if pos > len(b) or items > MAX_CHUNK_ITEMS or len(pages) >= MAX_PAGES:
-            raise Unreadable("a page past its chunk, or pages or headers too many to read here")
+
+    def values(page: Page, first: bool, got: int) -> int:
         n = page.num_values
-        if not pages:
+        if first:
             if page.kind != DICTIONARY or page.encoding not in (PLAIN, PLAIN_DICTIONARY):
                 raise Unreadable("no plain dictionary page first")
             if n > MAX_VALUES or page.uncompressed < n * (4 + MIN_MEAN):
                 raise Unreadable(f"a dictionary of {n} values of {page.uncompressed} bytes")
-        elif page.kind != DATA or page.encoding not in (RLE_DICTIONARY, PLAIN_DICTIONARY):
+            return 0
+        if page.kind != DATA or page.encoding not in (RLE_DICTIONARY, PLAIN_DICTIONARY):
             raise Unreadable(f"a page of type {page.kind} and encoding {page.encoding}")
-        elif page.uncompressed > n * 12 + 1024 or n == 0 or got + n > count:
+        if page.uncompressed > n * 12 + 1024 or n == 0 or got + n > count:
             raise Unreadable("a data page larger than its values, empty, or one too many")
-        else:
-            got += n
-        pages.append(page)
-    if got != count:
-        raise Unreadable(f"pages of {got} values in a chunk of {count}")
-    return pages
+        return n
+
+    return walk_pages(b, count, values)
 
 
 def _offsets(raw: memoryview, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -8,6 +8,7 @@ Arrow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -77,6 +78,25 @@ def page_headers(b: memoryview, count: int, itemsize: int) -> list[Page]:
     pages hold ``count`` values in all, each page's sizes are bounded by its values (so
     no decompression allocates more than a small multiple of the column's output), and
     the pages fill the chunk exactly."""
+
+    def values(page: Page, first: bool, got: int) -> int:
+        n = page.num_values
+        if page.kind == DICTIONARY:
+            if not first or n > count or page.uncompressed != n * itemsize:
+                raise Unreadable("a dictionary page not first, or of another size")
+            return 0
+        if page.uncompressed > n * (itemsize + 8) + 1024 or n == 0 or got + n > count:
+            raise Unreadable("a data page larger than its values, empty, or one too many")
+        return n
+
+    return walk_pages(b, count, values)
+
+
+def walk_pages(b: memoryview, count: int, values: Callable[[Page, bool, int], int]) -> list[Page]:
+    """Every page header of the chunk ``b``, each checked by ``values(page, first, got)``
+    (which raises :class:`Unreadable`, or gives the values the page adds to the ``got``
+    so far) before anything is decompressed; the pages must fill the chunk exactly, with
+    ``count`` values in all."""
     pages: list[Page] = []
     pos = items = got = 0
     while pos < len(b):
@@ -84,13 +104,7 @@ def page_headers(b: memoryview, count: int, itemsize: int) -> list[Page]:
         pos, items = page.body + page.compressed, items + page.items
         if pos > len(b) or items > MAX_CHUNK_ITEMS or len(pages) >= MAX_PAGES:
             raise Unreadable("a page past its chunk, or pages or headers too many to read here")
-        n = page.num_values
-        if page.kind == DICTIONARY:
-            if pages or n > count or page.uncompressed != n * itemsize:
-                raise Unreadable("a dictionary page not first, or of another size")
-        elif page.uncompressed > n * (itemsize + 8) + 1024 or n == 0 or got + n > count:
-            raise Unreadable("a data page larger than its values, empty, or one too many")
-        got += 0 if page.kind == DICTIONARY else n
+        got += values(page, not pages, got)
         pages.append(page)
     if got != count:
         raise Unreadable(f"pages of {got} values in a chunk of {count}")
