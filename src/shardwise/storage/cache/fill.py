@@ -21,6 +21,7 @@ from collections.abc import Callable
 from enum import Enum
 
 from shardwise.errors import StorageError
+from shardwise.storage.cache.direct import open_direct, range_buffer, write_range
 from shardwise.storage.cache.entry import Extent, pread_into
 from shardwise.storage.cache.lease import FileLock
 
@@ -28,14 +29,6 @@ __all__ = ["RANGE", "Fill", "FillView", "RangeReader", "State"]
 
 RANGE = 8 * 2**20
 RangeReader = Callable[[int, int, memoryview], None]  # fills the view with [start, end)
-_LOCAL = threading.local()  # each download thread's buffer, reused range after range
-
-
-def _buffer(n: int) -> memoryview:
-    buf: memoryview | None = getattr(_LOCAL, "buf", None)
-    if buf is None or len(buf) < n:
-        buf = _LOCAL.buf = memoryview(bytearray(max(n, RANGE)))
-    return buf[:n]
 
 
 def _allocate(fd: int, length: int) -> None:
@@ -91,6 +84,7 @@ class Fill:
         self._fetched = 0
         self.on_fetched: Callable[[Fill], None] | None = None
         self._fd = -1
+        self._direct = -1
         self._refs = 0
         self._cond = threading.Condition()
 
@@ -103,8 +97,10 @@ class Fill:
         except BaseException:
             os.close(fd)
             raise
+        direct = open_direct(part)
         with self._cond:
             self.part, self.lock, self._fd, self._refs = part, lock, fd, 1
+            self._direct = direct
             self.state = State.FILLING
             self._cond.notify_all()
 
@@ -143,12 +139,11 @@ class Fill:
                 self._release()
 
     def _fetch(self, i: int, start: int, end: int) -> bool:
-        view = _buffer(end - start)
+        view = range_buffer(end - start, RANGE)
         self.read_range(start, end, view)
-        at = start - self.extent.start
-        while view:
-            n = os.pwrite(self._fd, view, at)
-            view, at = view[n:], at + n
+        direct = write_range(self._fd, self._direct, view, start - self.extent.start)
+        if direct < 0:
+            self._direct = -1  # refused once: the rest is written through the page cache
         with self._cond:
             self._fetched += 1
             last = self._fetched == len(self._done)
@@ -211,9 +206,11 @@ class Fill:
     def _release(self) -> None:
         self._refs -= 1
         if self._refs == 0 and self._fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = -1
+            for fd in (self._fd, self._direct):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            self._fd = self._direct = -1
 
 
 class FillView:
