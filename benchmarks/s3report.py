@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.report import Checks, fmt, markdown, ratio
 
-__all__ = ["PEERS", "best_peer", "markdown_report", "row_cells", "targets"]
+__all__ = ["PEERS", "best_peer", "cold_bounds", "markdown_report", "row_cells", "targets"]
 
 PEERS = ("webdataset", "litdata", "mosaic")
 HEADER = [
@@ -149,6 +149,31 @@ def targets(results: dict[str, Any], meta: dict[str, dict[str, Any]]) -> Checks:
     return checks
 
 
+def cold_bounds(payload: dict[str, Any]) -> list[str]:
+    """The fastest cold epoch this machine allows, from this run's rows: a cold epoch does
+    at least the warm epoch's work (read, parse, hand over, consume) plus the download
+    limit's, and the S3 server's work, on the same cores; its seconds are at least their
+    CPU seconds over the cores."""
+    cores = payload["machine"]["cpus"]
+    out = []
+    for d, data in payload["data"].items():
+        s3 = payload["results"].get(f"{d}.shardwise_s3.bytes")
+        lim = payload["results"].get(f"{d}.limit.bytes")
+        parts = (_epoch(s3, "warm", "cpu_s"), _epoch(lim, "cold", "cpu_s"))
+        server = _epoch(lim, "cold", "server_cpu_s")
+        if None in (*parts, server):
+            continue
+        seconds = (sum(parts) + server) / cores
+        best = data["rows"] / seconds
+        out.append(
+            f"{d}: warm epoch's reader CPU {parts[0]:.1f} s + the limit's reader CPU "
+            f"{parts[1]:.1f} s + its server CPU {server:.1f} s, over {cores} cores: a cold "
+            f"epoch takes at least {seconds:.2f} s, {best:,.0f} rows/s, "
+            f"{fmt(ratio(best, _epoch(lim, 'cold', 'rows_per_s')), '.2f')}x the download limit"
+        )
+    return out
+
+
 def _stored(payload: dict[str, Any], name: str) -> int | None:
     """Bytes on the server of the format row ``name`` reads."""
     d, row, _ = name.split(".")
@@ -188,6 +213,10 @@ def markdown_report(payload: dict[str, Any]) -> str:
         again = " (made in an earlier run, reused)" if v.get("reused") else ""
         lines.append(f"- conversion to {k}: {fmt(v.get('convert_s'), '.1f')} s{again}")
     lines += ["", "Targets:", "", *[f"- {ln}" for ln in payload["check_lines"]]]
+    bounds = cold_bounds(payload)
+    if bounds:
+        lines += ["", "The fastest cold epoch this machine allows (bytes consumer):", ""]
+        lines += [f"- {ln}" for ln in bounds]
     return "\n".join(lines).replace(os.path.expanduser("~"), "~")
 
 

@@ -90,3 +90,14 @@ def test_report_rows_give_mb_per_s_and_bytes_against_the_stored_format() -> None
     assert cells[7] == "1.000 / 0.000"
     failed = s3report.row_cells("tars.webdataset.bytes", res["tars.webdataset.bytes"], data, "")
     assert failed[2].startswith("failed: exit 1")
+
+
+def test_the_cold_bound_adds_the_warm_work_the_download_and_the_server_over_the_cores() -> None:
+    res = _results()
+    res["tars.shardwise_s3.bytes"]["warm"]["cpu_s"] = 3.0
+    res["tars.limit.bytes"]["cold"] |= {"cpu_s": 1.0, "server_cpu_s": 2.0}
+    payload = {"machine": {"cpus": 2}, "data": {"tars": {"rows": 30}}, "results": res}
+    (line,) = s3report.cold_bounds(payload)
+    assert "at least 3.00 s, 10 rows/s, 0.01x the download limit" in line
+    del res["tars.limit.bytes"]["cold"]["server_cpu_s"]
+    assert s3report.cold_bounds(payload) == []  # no bound without the server's count
