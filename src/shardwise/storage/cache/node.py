@@ -16,12 +16,11 @@ from shardwise.storage.cache.entry import (
     EntryView,
     Extent,
     forget_verified,
-    is_verified,
     mark_verified,
-    open_entry,
     write_entry,
 )
 from shardwise.storage.cache.fill import FillView, RangeReader
+from shardwise.storage.cache.hits import Hits
 from shardwise.storage.cache.lease import FileLock, owner_id
 from shardwise.storage.cache.room import directory_lock, reserve_part
 from shardwise.storage.cache.stats import CacheStats, fetched
@@ -93,6 +92,7 @@ class NodeCache:
         self._leases: dict[str, int] = {}
         self.stats = CacheStats()
         self._streams = Streams(self)
+        self._hits = Hits(self.root)
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -181,9 +181,10 @@ class NodeCache:
             lock.release()
 
     def _hit(self, extent: Extent) -> EntryView | None:
-        """The entry, leased, if it is on disk and good. Its record is checked at every
-        hit; its CRC-32 unless a process of this node checked this very file before (see
-        :func:`~shardwise.storage.cache.entry.is_verified`)."""
+        """The entry, leased, if it is on disk and good. Its record is checked at the first
+        hit of this very file in this process, its CRC-32 unless a process of this node
+        checked it before (see :mod:`~shardwise.storage.cache.hits`); memory-mapped where
+        the cache's filesystem allows."""
         key = extent.key
         path = self._path("entries", key)
         with self._global().held(shared=True):
@@ -193,16 +194,18 @@ class NodeCache:
                 return None
             self._lease(key)
         try:
-            data = open_entry(path, extent, check_crc=not is_verified(path, st))
+            data, stamp = self._hits.open(path, extent)
         except (BadEntry, OSError):
             self._unlease(key)
+            self._hits.forget(path)
             self.stats.bad_entries += 1
             with self._global().held(), contextlib.suppress(OSError):
                 if os.stat(path).st_ino == st.st_ino:  # not a good copy written since
                     os.unlink(path)  # never trusted: downloaded again under the entry's lock
                     forget_verified(path)
             return None
-        mark_verified(path)  # least recently used goes first; the next use skips the CRC-32
+        if stamp:  # least recently used goes first; the next use skips the CRC-32
+            self._hits.stamp(path, data)
         self.stats.hits += 1
         return data
 

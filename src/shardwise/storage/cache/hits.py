@@ -1,0 +1,158 @@
+"""Entries found on disk, opened for a hit: memory-mapped, and checked once per file per process.
+
+A warm epoch's reads are hits, a few per unit (a Parquet row group: its file's footer and its
+column chunks). Two things make them cost what reading local files costs:
+
+- **Mapped.** Where the cache directory is on a local disk or in memory (as
+  :mod:`shardwise.storage.localfs` decides for local files), a hit's entry is memory-mapped
+  (:class:`MappedView`), so a reader takes its bytes as views of the page cache
+  (:meth:`MappedView.view`) as it does a memory-mapped local file, not as a copy read into
+  new memory. Entries are never changed in place (a download renames a whole new file over
+  the name; eviction unlinks), so a mapped entry stays whole while it is read; truncating a
+  cache file in place while a process reads it is not supported (the reader would get
+  SIGBUS, as with any mapped file). On other filesystems entries are read by ``pread``.
+- **Checked once per file per process.** The record and length of an entry are checked
+  the first time a process opens that very file; the process then remembers its identity
+  (device, inode, size and exact mtime), and a later hit of the same file compares only
+  that (an ``fstat`` of the descriptor it opens): a file replaced, truncated or written to
+  since has another identity and is checked again. Its CRC-32 is checked unless the node's
+  record names the file (:func:`~shardwise.storage.cache.entry.is_verified`, read at every
+  hit, so a record removed makes the next hit of any process check it).
+
+Least-recently-used order: a hit stamps the entry's mtime (and the node's record of the
+checked file, :func:`~shardwise.storage.cache.entry.mark_verified`) unless a process did
+so in the last :data:`TOUCH_NS`, which bounds how stale the order eviction follows can be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import time
+
+from shardwise.errors import StorageError
+from shardwise.storage.cache.entry import (
+    EntryView,
+    Extent,
+    _checked,
+    identity,
+    is_verified,
+    mark_verified,
+)
+from shardwise.storage.localfs import mappable
+
+__all__ = ["TOUCH_NS", "Hits", "MappedView"]
+
+TOUCH_NS = 1_000_000_000  # a used entry's mtime is at most this old
+KNOWN_MAX = 1 << 16  # files a process remembers as checked (forgotten all at once beyond)
+
+
+class MappedView(EntryView):
+    """An entry's bytes memory-mapped: slices copy out of the map (no system call) and
+    :meth:`view` hands out the mapped bytes themselves.
+
+    Args:
+        fd: the entry file, open for reading (closed by :meth:`close`).
+        length: bytes of data (the record after them is not mapped).
+        path: the entry's path, for errors.
+    """
+
+    def __init__(self, fd: int, length: int, path: str) -> None:
+        super().__init__(fd, length, path)
+        self._map: mmap.mmap | None = mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ)
+
+    def _mapped(self) -> mmap.mmap:
+        if self._map is None:
+            raise StorageError(f"cache entry {self.path} read after its lease ended", self.path)
+        return self._map
+
+    def __getitem__(self, index: slice) -> bytes:
+        start, stop, _ = index.indices(self._length)
+        return self._mapped()[start:stop] if stop > start else b""
+
+    def view(self, start: int, stop: int) -> memoryview:
+        """The bytes ``[start, stop)`` as a view of the map (no copy). A view may outlive
+        the lease: the map is let go when the last view is."""
+        return memoryview(self._mapped())[start:stop]
+
+    def readinto_at(self, view: memoryview, start: int) -> None:
+        """Fill ``view`` with the bytes from ``start`` (copied out of the map)."""
+        view[:] = memoryview(self._mapped())[start : start + len(view)]
+
+    def close(self) -> None:
+        """Close the file and let the map go (unmapped now, or when the last view of it
+        is released)."""
+        mapped, self._map = self._map, None
+        if mapped is not None:
+            with contextlib.suppress(BufferError):  # views remain: unmapped with the last
+                mapped.close()
+        super().close()
+
+
+class Hits:
+    """Opens the entries a process hits (see the module docstring).
+
+    Args:
+        root: the cache directory.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.mapped = mappable(root)
+        self._known: dict[str, str] = {}  # key -> identity of the file checked (or stamped)
+
+    def open(self, path: str, extent: Extent) -> tuple[EntryView, bool]:
+        """The entry at ``path``, checked unless this very file was checked before, and
+        whether to :meth:`stamp` it (its CRC-32 was checked now, or its mtime is older than
+        :data:`TOUCH_NS`).
+
+        Raises:
+            BadEntry: a missing or wrong record, a wrong length, or a checksum mismatch.
+            OSError: the file is gone.
+        """
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            st = os.fstat(fd)
+            stamp = self._check(fd, path, extent, st)
+            view = (
+                MappedView(fd, extent.length, path)
+                if self.mapped and extent.length > 0
+                else EntryView(fd, extent.length, path)
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+        return view, stamp or time.time_ns() - st.st_mtime_ns >= TOUCH_NS
+
+    def _check(self, fd: int, path: str, extent: Extent, st: os.stat_result) -> bool:
+        """Check the open file ``fd`` (now ``st``): its record unless it is the file this
+        process checked before, its CRC-32 unless the node's record vouches for it; True if
+        the CRC-32 was computed now."""
+        key = os.path.basename(path)
+        known = identity(st)
+        crc = not is_verified(path, st)
+        if self._known.get(key) == known and not crc:
+            return False
+        _checked(fd, path, extent, crc)  # the record names ``extent``: its length is the data's
+        if len(self._known) >= KNOWN_MAX:
+            self._known.clear()
+        self._known[key] = known
+        return crc
+
+    def stamp(self, path: str, view: EntryView) -> None:
+        """Stamp the entry at ``path`` (open as ``view``) as used now and as checked; the
+        process remembers the stamped file only if it is still the one open."""
+        with contextlib.suppress(OSError):
+            before = identity(os.fstat(view.fd))
+            stamped = mark_verified(path)
+            if stamped is not None and _same_file(stamped, before):
+                self._known[os.path.basename(path)] = stamped
+
+    def forget(self, path: str) -> None:
+        """Forget the file at ``path`` (found bad, or removed)."""
+        self._known.pop(os.path.basename(path), None)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two identities name the same file (device, inode, size), whatever the mtime."""
+    return a.rsplit(":", 1)[0] == b.rsplit(":", 1)[0]
