@@ -44,7 +44,10 @@ class _Counting:
         monkeypatch.setattr(module, name, counted)
 
 
-def test_a_hit_is_mapped_and_its_views_are_the_entry(tmp_path: Path) -> None:
+def test_a_hit_is_mapped_and_its_views_are_the_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cache_hits, "MAP_MIN", 1)
     cache = _cached(str(tmp_path / "c"), 3)
     with cache.lease_if_cached(extent(3)) as data:
         assert isinstance(data, MappedView) and len(data) == SIZE
@@ -118,9 +121,14 @@ def test_a_crc_pass_is_recorded_at_once(tmp_path: Path, monkeypatch: pytest.Monk
     assert cache_entry.is_verified(entry, os.stat(entry))
 
 
-def test_without_mapping_hits_read_by_pread(tmp_path: Path) -> None:
+def test_without_mapping_hits_read_by_pread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = _cached(str(tmp_path / "c"), 2)
-    cache._hits.mapped = False
+    with cache.lease_if_cached(extent(2)) as data:  # smaller than MAP_MIN
+        assert data is not None and not isinstance(data, MappedView)
+    monkeypatch.setattr(cache_hits, "MAP_MIN", 1)
+    cache._hits.mapped = False  # a network filesystem
     with cache.lease_if_cached(extent(2)) as data:
         assert data is not None and not isinstance(data, MappedView)
         assert data[:50] == payload(2)[:50] and not hasattr(data, "view")

@@ -21,7 +21,7 @@ from shardwise.storage.cache.entry import (
 )
 from shardwise.storage.cache.fill import FillView, RangeReader
 from shardwise.storage.cache.hits import Hits
-from shardwise.storage.cache.lease import FileLock, owner_id
+from shardwise.storage.cache.lease import FileLock, SharedLock, owner_id
 from shardwise.storage.cache.room import directory_lock, reserve_part
 from shardwise.storage.cache.stats import CacheStats, fetched
 from shardwise.storage.cache.streams import Streams
@@ -93,6 +93,7 @@ class NodeCache:
         self.stats = CacheStats()
         self._streams = Streams(self)
         self._hits = Hits(self.root)
+        self._shared = SharedLock(os.path.join(self.root, ".lock"))  # directory_lock's file
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -187,7 +188,7 @@ class NodeCache:
         the cache's filesystem allows."""
         key = extent.key
         path = self._path("entries", key)
-        with self._global().held(shared=True):
+        with self._shared.held():
             try:
                 st = os.stat(path)
             except FileNotFoundError:
