@@ -1,5 +1,5 @@
 """Hits of the node cache: entries memory-mapped and handed out as views, checked once per
-file per process, stamped at most once a second; and the views served through a SparseFile
+file per process, stamped only when their stamp is old; and the views served through a SparseFile
 to Arrow and the page reader without a copy."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_a_known_file_changed_in_place_is_found_bad(tmp_path: Path) -> None:
     assert cache.stats.bad_entries == 1 and not entry.exists()
 
 
-def test_hits_stamp_the_entry_at_most_once_a_second(
+def test_hits_stamp_an_entry_only_when_its_stamp_is_old(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache = _cached(str(tmp_path / "c"), 6)
@@ -201,3 +201,25 @@ def test_recording_file_records_failures_of_the_buffer_reads() -> None:
     assert isinstance(f.failed, OSError)
     assert not hasattr(RecordingFile(io.BytesIO(b"")), "read_buffer")
     assert zlib.crc32(b"") == 0
+
+
+def test_the_shared_lock_is_held_while_any_thread_of_the_process_holds_it(
+    tmp_path: Path,
+) -> None:
+    from shardwise.storage.cache.lease import FileLock, SharedLock
+
+    path = str(tmp_path / ".lock")
+    shared, exclusive = SharedLock(path), FileLock(path)
+    first, second = shared.held(), shared.held()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the other holder still holds it
+    assert not exclusive.acquire(timeout=0.05)
+    second.__exit__(None, None, None)
+    assert exclusive.acquire(timeout=1)
+    exclusive.release()
+    with shared.held():
+        assert not FileLock(path).acquire(shared=False, timeout=0.05)
+        reader = FileLock(path)
+        assert reader.acquire(shared=True, timeout=1)  # readers share it
+        reader.release()

@@ -45,7 +45,7 @@ from shardwise.storage.localfs import mappable
 
 __all__ = ["MAP_MIN", "TOUCH_NS", "Hits", "MappedView"]
 
-TOUCH_NS = 1_000_000_000  # a used entry's mtime is at most this old
+TOUCH_NS = 10_000_000_000  # a used entry's mtime is at most this old
 MAP_MIN = 1 << 20  # smaller entries (footers, small columns' chunks) are read by pread
 KNOWN_MAX = 1 << 16  # files a process remembers as checked (forgotten all at once beyond)
 
