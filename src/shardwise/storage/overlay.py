@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import mmap
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import IO, Protocol
@@ -82,7 +83,7 @@ class SparseFile(SizedRawFile):
             return None
         data = self._pieces[0][1]
         fd = getattr(data, "fd", None)
-        return fd if isinstance(fd, int) and len(data) >= self._size else None
+        return fd if isinstance(fd, int) and fd >= 0 and len(data) >= self._size else None
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         """Fill ``buffer`` from the position: straight from the pieces (a cache entry's
@@ -139,7 +140,8 @@ class SparseFile(SizedRawFile):
         kept = self._gathered.get(start)
         if kept is not None and len(kept) >= end - start:
             return kept[: end - start]  # a range read again (a unit's rest)
-        buf = bytearray(max(0, end - start))
+        # an anonymous map: the kernel zeroes its pages as they are written, no pass of its own
+        buf = memoryview(mmap.mmap(-1, max(1, end - start)))[: max(0, end - start)]
         pos, self._pos = self._pos, start
         try:
             got = self.readinto(buf)
@@ -147,7 +149,7 @@ class SparseFile(SizedRawFile):
             self._pos = pos
         if len(self._gathered) >= GATHERED:
             self._gathered.clear()
-        self._gathered[start] = memoryview(buf)[:got]
+        self._gathered[start] = buf[:got]
         return self._gathered[start]
 
     def _view(self, start: int, end: int) -> memoryview | None:

@@ -17,10 +17,17 @@ from _cachework import SIZE, extent, payload, slow_fetch
 from shardwise.storage.cache import NodeCache
 from shardwise.storage.cache import entry as cache_entry
 from shardwise.storage.cache import hits as cache_hits
-from shardwise.storage.cache.entry import identity
-from shardwise.storage.cache.hits import Hits, MappedView
+from shardwise.storage.cache import node as cache_node
+from shardwise.storage.cache.entry import Extent, identity
+from shardwise.storage.cache.hits import FOOTER, Copied, Hits, MappedView
 from shardwise.storage.overlay import SparseFile
 from shardwise.storage.recording import RecordingFile
+
+
+def _map_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries of any size leased and mapped (not copied as small ones)."""
+    monkeypatch.setattr(cache_hits, "MAP_MIN", 1)
+    monkeypatch.setattr(cache_node, "MAP_MIN", 1)
 
 
 def _cached(root: str, i: int) -> NodeCache:
@@ -47,7 +54,7 @@ class _Counting:
 def test_a_hit_is_mapped_and_its_views_are_the_entry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cache_hits, "MAP_MIN", 1)
+    _map_all(monkeypatch)
     cache = _cached(str(tmp_path / "c"), 3)
     with cache.lease_if_cached(extent(3)) as data:
         assert isinstance(data, MappedView) and len(data) == SIZE
@@ -127,7 +134,7 @@ def test_without_mapping_hits_read_by_pread(
     cache = _cached(str(tmp_path / "c"), 2)
     with cache.lease_if_cached(extent(2)) as data:  # smaller than MAP_MIN
         assert data is not None and not isinstance(data, MappedView)
-    monkeypatch.setattr(cache_hits, "MAP_MIN", 1)
+    _map_all(monkeypatch)
     cache._hits.mapped = False  # a network filesystem
     with cache.lease_if_cached(extent(2)) as data:
         assert data is not None and not isinstance(data, MappedView)
@@ -138,13 +145,33 @@ def test_hits_forget_a_file_found_bad(tmp_path: Path) -> None:
     _cached(str(tmp_path / "c"), 1)
     hits = Hits(str(tmp_path / "c"))
     path = str(tmp_path / "c" / "entries" / extent(1).key)
-    view, _ = hits.open(path, extent(1))
-    view.close()
+    found = hits.get(path, extent(1), small=False)
+    assert found is not None
+    found[0].close()
     assert hits._known[extent(1).key] == identity(os.stat(path))
-    hits.forget(path)
+    with open(path, "r+b") as f:  # a change in place: another identity, the record checked
+        f.seek(os.path.getsize(path) - 3)
+        f.write(b"???")
+    assert hits.get(path, extent(1), small=True) is None
     assert extent(1).key not in hits._known
-    with pytest.raises(cache_entry.BadEntry):
-        hits.open(path, extent(2))  # the record names another range
+
+
+def test_footers_are_copied_under_the_lock_not_leased(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = _cached(str(tmp_path / "c"), 9)
+    footer = Extent(extent(9).source, 0, SIZE, extent(9).version, FOOTER)  # the same entry
+    leases = _Counting(monkeypatch, cache, "_lease")
+    with cache.lease_if_cached(footer) as data:
+        assert isinstance(data, Copied) and bytes(data) == payload(9)
+        assert data.view(3, 9) == payload(9)[3:9] and data.fd == -1
+    with cache.lease(footer, lambda: slow_fetch(9, delay=0)) as data:
+        assert isinstance(data, Copied) and data[:7] == payload(9)[:7]
+    assert leases.calls == 0 and cache.stats.hits == 2 and cache._leases == {}
+    with cache.lease_if_cached(extent(9)) as data:  # not a footer: leased
+        assert data is not None and not isinstance(data, Copied) and leases.calls == 1
+        assert os.listdir(tmp_path / "c" / "leases")
+    assert not os.listdir(tmp_path / "c" / "leases") and cache._leases == {}
 
 
 def _parquet() -> bytes:

@@ -31,6 +31,7 @@ from shardwise.loader.read.chunks import Chunk, chosen, row_group_chunks, span
 from shardwise.storage import named, resolve, with_retries
 from shardwise.storage.cache import NodeCache
 from shardwise.storage.cache.entry import Extent
+from shardwise.storage.cache.hits import FOOTER  # the stats' name of files' footers
 from shardwise.storage.overlay import Bytes, SparseFile, serving
 from shardwise.storage.ranged import IntoReader, into_reader
 
@@ -45,7 +46,6 @@ __all__ = [
 
 FOOTER_READ = 64 * 2**10  # what Arrow reads first from the end of a Parquet file
 FETCH_CHUNK = 16 * 2**20
-FOOTER = "(footer)"  # the stats' name for the bytes of files' footers
 _ETAG = re.compile(r"^[0-9a-fA-F]{32}(-[0-9]+)?$")  # an S3 ETag (else: an mtime, ...)
 
 

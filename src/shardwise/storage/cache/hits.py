@@ -34,6 +34,7 @@ import time
 
 from shardwise.errors import StorageError
 from shardwise.storage.cache.entry import (
+    BadEntry,
     EntryView,
     Extent,
     _checked,
@@ -43,10 +44,11 @@ from shardwise.storage.cache.entry import (
 )
 from shardwise.storage.localfs import mappable
 
-__all__ = ["MAP_MIN", "TOUCH_NS", "Hits", "MappedView"]
+__all__ = ["FOOTER", "MAP_MIN", "TOUCH_NS", "Copied", "Hits", "MappedView"]
 
 TOUCH_NS = 10_000_000_000  # a used entry's mtime is at most this old
 MAP_MIN = 1 << 20  # smaller entries (footers, small columns' chunks) are read by pread
+FOOTER = "(footer)"  # the column of a Parquet file's footer entries, which hits copy
 KNOWN_MAX = 1 << 16  # files a process remembers as checked (forgotten all at once beyond)
 
 
@@ -92,6 +94,40 @@ class MappedView(EntryView):
         super().close()
 
 
+class Copied(EntryView):
+    """A small entry's bytes, read whole while the cache directory's lock was held (nothing
+    evicts it meanwhile), so it needs no lease and holds no descriptor: a Parquet file's
+    footer (its ``column`` is :data:`FOOTER`), which every row group of the file reads.
+
+    Args:
+        data: the entry's bytes.
+        path: the entry's path, for errors.
+    """
+
+    def __init__(self, data: bytes, path: str) -> None:
+        super().__init__(-1, len(data), path)
+        self._data = data
+
+    @property
+    def fd(self) -> int:
+        """No descriptor: -1 (readers take the bytes instead)."""
+        return -1
+
+    def __getitem__(self, index: slice) -> bytes:
+        return self._data[index]
+
+    def view(self, start: int, stop: int) -> memoryview:
+        """The bytes ``[start, stop)`` (no copy)."""
+        return memoryview(self._data)[start:stop]
+
+    def readinto_at(self, view: memoryview, start: int) -> None:
+        """Fill ``view`` with the bytes from ``start``."""
+        view[:] = memoryview(self._data)[start : start + len(view)]
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
 class Hits:
     """Opens the entries a process hits (see the module docstring).
 
@@ -103,27 +139,35 @@ class Hits:
         self.mapped = mappable(root)
         self._known: dict[str, str] = {}  # key -> identity of the file checked (or stamped)
 
-    def open(self, path: str, extent: Extent) -> tuple[EntryView, bool]:
-        """The entry at ``path``, checked unless this very file was checked before, and
-        whether to :meth:`stamp` it (its CRC-32 was checked now, or its mtime is older than
-        :data:`TOUCH_NS`).
-
-        Raises:
-            BadEntry: a missing or wrong record, a wrong length, or a checksum mismatch.
-            OSError: the file is gone.
-        """
-        fd = os.open(path, os.O_RDONLY)
+    def get(self, path: str, extent: Extent, small: bool) -> tuple[EntryView, bool] | None:
+        """The entry at ``path`` (``small``: read whole, as :class:`Copied`), checked unless
+        this very file was checked before, and whether to :meth:`stamp` it (its CRC-32 was
+        checked now, or its mtime is older than :data:`TOUCH_NS`); None if it is bad or gone
+        (forgotten)."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
         try:
             st = os.fstat(fd)
             stamp = self._check(fd, path, extent, st)
-            view = (
-                MappedView(fd, extent.length, path)
+            if small:
+                data = os.pread(fd, extent.length, 0)
+                if len(data) != extent.length:
+                    raise BadEntry("shorter than its record says")
+            view: EntryView = (
+                Copied(data, path)
+                if small
+                else MappedView(fd, extent.length, path)
                 if self.mapped and extent.length >= MAP_MIN
                 else EntryView(fd, extent.length, path)
             )
-        except BaseException:
+        except (BadEntry, OSError):
             os.close(fd)
-            raise
+            self.forget(path)
+            return None
+        if small:
+            os.close(fd)
         return view, stamp or time.time_ns() - st.st_mtime_ns >= TOUCH_NS
 
     def _check(self, fd: int, path: str, extent: Extent, st: os.stat_result) -> bool:
@@ -141,14 +185,14 @@ class Hits:
         self._known[key] = known
         return crc
 
-    def stamp(self, path: str, view: EntryView) -> None:
-        """Stamp the entry at ``path`` (open as ``view``) as used now and as checked; the
-        process remembers the stamped file only if it is still the one open."""
-        with contextlib.suppress(OSError):
-            before = identity(os.fstat(view.fd))
-            stamped = mark_verified(path)
-            if stamped is not None and _same_file(stamped, before):
-                self._known[os.path.basename(path)] = stamped
+    def stamp(self, path: str) -> None:
+        """Stamp the entry at ``path`` as used now and as checked; the process remembers the
+        stamped file only if it is still the one it checked."""
+        key = os.path.basename(path)
+        before = self._known.get(key)
+        stamped = mark_verified(path)
+        if stamped is not None and before is not None and _same_file(stamped, before):
+            self._known[key] = stamped
 
     def forget(self, path: str) -> None:
         """Forget the file at ``path`` (found bad, or removed)."""
