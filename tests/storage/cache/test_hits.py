@@ -156,7 +156,7 @@ def test_hits_forget_a_file_found_bad(tmp_path: Path) -> None:
     assert extent(1).key not in hits._known
 
 
-def test_footers_are_copied_under_the_lock_not_leased(
+def test_footers_and_small_chunks_are_copied_under_the_lock_not_leased(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache = _cached(str(tmp_path / "c"), 9)
@@ -168,7 +168,10 @@ def test_footers_are_copied_under_the_lock_not_leased(
     with cache.lease(footer, lambda: slow_fetch(9, delay=0)) as data:
         assert isinstance(data, Copied) and data[:7] == payload(9)[:7]
     assert leases.calls == 0 and cache.stats.hits == 2 and cache._leases == {}
-    with cache.lease_if_cached(extent(9)) as data:  # not a footer: leased
+    chunk = Extent(extent(9).source, 0, SIZE, extent(9).version, "emb")
+    with cache.lease_if_cached(chunk) as data:
+        assert isinstance(data, Copied) and leases.calls == 0
+    with cache.lease_if_cached(extent(9)) as data:  # a whole unit: leased
         assert data is not None and not isinstance(data, Copied) and leases.calls == 1
         assert os.listdir(tmp_path / "c" / "leases")
     assert not os.listdir(tmp_path / "c" / "leases") and cache._leases == {}

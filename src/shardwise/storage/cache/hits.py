@@ -48,7 +48,7 @@ __all__ = ["FOOTER", "MAP_MIN", "TOUCH_NS", "Copied", "Hits", "MappedView"]
 
 TOUCH_NS = 10_000_000_000  # a used entry's mtime is at most this old
 MAP_MIN = 1 << 20  # smaller entries (footers, small columns' chunks) are read by pread
-FOOTER = "(footer)"  # the column of a Parquet file's footer entries, which hits copy
+FOOTER = "(footer)"  # the column of a Parquet file's footer entries
 KNOWN_MAX = 1 << 16  # files a process remembers as checked (forgotten all at once beyond)
 
 
@@ -96,8 +96,9 @@ class MappedView(EntryView):
 
 class Copied(EntryView):
     """A small entry's bytes, read whole while the cache directory's lock was held (nothing
-    evicts it meanwhile), so it needs no lease and holds no descriptor: a Parquet file's
-    footer (its ``column`` is :data:`FOOTER`), which every row group of the file reads.
+    evicts it meanwhile), so it needs no lease and holds no descriptor: an entry under
+    :data:`MAP_MIN` bytes that holds part of a unit (its ``column`` names it: a Parquet
+    file's footer, :data:`FOOTER`, read by every row group of the file, or a column's chunk).
 
     Args:
         data: the entry's bytes.

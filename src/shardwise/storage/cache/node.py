@@ -19,7 +19,7 @@ from shardwise.storage.cache.entry import (
     write_entry,
 )
 from shardwise.storage.cache.fill import FillView, RangeReader
-from shardwise.storage.cache.hits import FOOTER, MAP_MIN, Copied, Hits
+from shardwise.storage.cache.hits import MAP_MIN, Copied, Hits
 from shardwise.storage.cache.lease import FileLock, SharedLock, owner_id
 from shardwise.storage.cache.room import directory_lock, reserve_part
 from shardwise.storage.cache.stats import CacheStats, fetched
@@ -183,12 +183,12 @@ class NodeCache:
 
     def _hit(self, extent: Extent) -> EntryView | None:
         """The entry if it is on disk and good: leased (mapped where the filesystem allows),
-        or if a small footer read whole under the directory's lock, not leased. Its record
-        is checked at a process's first hit of this very file, its CRC-32 unless a process
-        of this node checked it before (see :mod:`~shardwise.storage.cache.hits`)."""
+        or if a small part of a unit (a footer, a chunk) read whole under the directory's
+        lock, not leased. Its record is checked at a process's first hit of this very file,
+        its CRC-32 unless a process of this node checked it before (see ``hits``)."""
         key = extent.key
         path = self._path("entries", key)
-        small = extent.column == FOOTER and 0 < extent.length < MAP_MIN
+        small = bool(extent.column) and 0 < extent.length < MAP_MIN  # a footer, a chunk
         with self._shared.held():
             try:
                 st = os.stat(path)
