@@ -3,13 +3,16 @@
 While :func:`serving` is active on a thread, :func:`shardwise.storage.open_input` of that
 URL returns a :class:`SparseFile`: reads inside the given pieces come from memory; a read
 that leaves them is fetched from the remote file itself (one ranged read), so a reader
-never gets wrong bytes, only a slower read (counted in ``SparseFile.misses``).
+never gets wrong bytes, only a slower read (counted in ``SparseFile.misses``). Pieces that
+hand out views (memory-mapped cache entries) are read without a copy by ``read_buffer``
+(Arrow's reads) and ``read_at`` (the Parquet page reader's).
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import mmap
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import IO, Protocol
@@ -20,6 +23,7 @@ from shardwise.storage.rawfile import SizedRawFile
 __all__ = ["Bytes", "SparseFile", "overlay_for", "serving"]
 
 RangeReader = Callable[[int, int], bytes]
+GATHERED = 8  # ranges across pieces a file keeps (copied once, for a unit's head and rest)
 
 
 class Bytes(Protocol):
@@ -64,6 +68,7 @@ class SparseFile(SizedRawFile):
         self._pieces = sorted(pieces, key=lambda p: p[0])
         self._starts = [p[0] for p in self._pieces]
         self._fallback = fallback
+        self._gathered: dict[int, memoryview] = {}  # ranges read_at copied, by their start
         self.misses = 0
 
     def size(self) -> int:
@@ -78,7 +83,7 @@ class SparseFile(SizedRawFile):
             return None
         data = self._pieces[0][1]
         fd = getattr(data, "fd", None)
-        return fd if isinstance(fd, int) and len(data) >= self._size else None
+        return fd if isinstance(fd, int) and fd >= 0 and len(data) >= self._size else None
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         """Fill ``buffer`` from the position: straight from the pieces (a cache entry's
@@ -111,6 +116,51 @@ class SparseFile(SizedRawFile):
         else:
             view[:n] = data[start - off : start - off + n]
         return n
+
+    def close(self) -> None:
+        """Close the file (and let go the copy :meth:`read_at` kept)."""
+        self._gathered = {}
+        super().close()
+
+    def read_buffer(self, n: int | None = -1) -> memoryview:
+        """Read as :meth:`read` does, but as a buffer: a view of a memory-mapped piece (no
+        copy) when the bytes lie in one (what Arrow calls to read a Python file)."""
+        end = self._size if n is None or n < 0 else min(self._size, self._pos + n)
+        out = self.read_at(end - self._pos, self._pos)
+        self._pos += len(out)
+        return out
+
+    def read_at(self, n: int, start: int) -> memoryview:
+        """``n`` bytes from ``start``, as :meth:`read_buffer` gives them (else copied into
+        one new buffer); the position does not move."""
+        end = min(self._size, start + max(0, n))
+        found = self._view(start, end)
+        if found is not None:
+            return found
+        kept = self._gathered.get(start)
+        if kept is not None and len(kept) >= end - start:
+            return kept[: end - start]  # a range read again (a unit's rest)
+        # an anonymous map: the kernel zeroes its pages as they are written, no pass of its own
+        buf = memoryview(mmap.mmap(-1, max(1, end - start)))[: max(0, end - start)]
+        pos, self._pos = self._pos, start
+        try:
+            got = self.readinto(buf)
+        finally:
+            self._pos = pos
+        if len(self._gathered) >= GATHERED:
+            self._gathered.clear()
+        self._gathered[start] = buf[:got]
+        return self._gathered[start]
+
+    def _view(self, start: int, end: int) -> memoryview | None:
+        """``[start, end)`` as a view of the piece holding it, if that piece hands out
+        views (a memory-mapped cache entry's ``view``)."""
+        i = bisect.bisect_right(self._starts, start) - 1
+        if i < 0 or end <= start:
+            return None
+        off, data = self._pieces[i]
+        view = getattr(data, "view", None)
+        return view(start - off, end - off) if view is not None and end <= off + len(data) else None
 
     def read(self, n: int | None = -1) -> bytes:
         end = self._size if n is None or n < 0 else min(self._size, self._pos + n)

@@ -9,6 +9,7 @@ raised is what storage failed at; everything else happened to bytes already read
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 __all__ = ["RecordingFile", "storage_failure"]
@@ -42,7 +43,10 @@ class RecordingFile:
         return self._record("seek", *args)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
+        found = getattr(self._raw, name)
+        if name in ("read_buffer", "read_at"):  # the wrapped file's reads that Arrow calls
+            return partial(self._record, name)
+        return found
 
 
 def storage_failure(source: Any) -> BaseException | None:

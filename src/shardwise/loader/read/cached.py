@@ -10,10 +10,9 @@ reads of any columns use too. Entries stop where the footer's start, so no byte 
 fetched twice. The only row group of a file is read with its footer in one request, as
 one entry (the whole file), unless some columns are chosen and that entry is not on
 disk: then as a row group of a file with several. A JSONL unit is its byte range; a
-compressed JSONL file and a tar shard are read whole. While a unit is read, those
-entries are leased and the format's reader is served from them (see
-:mod:`shardwise.storage.overlay`), so formats need no change and errors still name the
-URL.
+compressed JSONL file and a tar shard are read whole. While a unit is read, those entries
+are leased and the format's reader is served from them (see :mod:`shardwise.storage.overlay`),
+so formats need no change and errors still name the URL.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from shardwise.loader.read.chunks import Chunk, chosen, row_group_chunks, span
 from shardwise.storage import named, resolve, with_retries
 from shardwise.storage.cache import NodeCache
 from shardwise.storage.cache.entry import Extent
+from shardwise.storage.cache.hits import FOOTER  # the stats' name of files' footers
 from shardwise.storage.overlay import Bytes, SparseFile, serving
 from shardwise.storage.ranged import IntoReader, into_reader
 
@@ -46,7 +46,6 @@ __all__ = [
 
 FOOTER_READ = 64 * 2**10  # what Arrow reads first from the end of a Parquet file
 FETCH_CHUNK = 16 * 2**20
-FOOTER = "(footer)"  # the stats' name for the bytes of files' footers
 _ETAG = re.compile(r"^[0-9a-fA-F]{32}(-[0-9]+)?$")  # an S3 ETag (else: an mtime, ...)
 
 
@@ -174,7 +173,8 @@ class UnitCache:
         group, chunks = self._group(unit, footer)
         if group is None:
             return pieces
-        found = stack.enter_context(self.cache.lease_if_cached(group))
+        held = self.cache.has(group)  # a whole row group's entry (a stat, then leased)
+        found = stack.enter_context(self.cache.lease_if_cached(group)) if held else None
         if found is not None:
             return [*pieces, (group.start, found)]
         if self.columns is None and not any(self.cache.has(c) for c in chunks):

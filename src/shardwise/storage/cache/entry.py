@@ -18,6 +18,7 @@ __all__ = [
     "EntryView",
     "Extent",
     "forget_verified",
+    "identity",
     "is_verified",
     "mark_verified",
     "open_entry",
@@ -251,7 +252,9 @@ def write_entry(path: str, extent: Extent, chunks: Iterable[bytes]) -> bytes:
 # file replaced, truncated or written to since has another identity and is checked again.
 
 
-def _identity(st: os.stat_result) -> str:
+def identity(st: os.stat_result) -> str:
+    """What tells an entry file apart from any other or from itself changed: device, inode,
+    size and mtime (ns)."""
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
@@ -264,26 +267,29 @@ def is_verified(path: str, st: os.stat_result) -> bool:
     """True if the entry at ``path``, now ``st``, is the file whose checksum was checked."""
     try:
         with open(_marker(path), "rb") as f:
-            return f.read(128).decode("ascii", "replace") == _identity(st)
+            return f.read(128).decode("ascii", "replace") == identity(st)
     except OSError:
         return False
 
 
-def mark_verified(path: str, keep_time: bool = False) -> None:
+def mark_verified(path: str, keep_time: bool = False) -> str | None:
     """Record that the entry at ``path`` is good as it is now (after a checksum pass, its
     download, or a use while its identity still matched). Its mtime becomes now (what
-    least-recently-used eviction orders by), or with ``keep_time`` moves by 1 ns. A
-    failure only costs a checksum pass later."""
-    with contextlib.suppress(OSError):
+    least-recently-used eviction orders by), or with ``keep_time`` moves by 1 ns. Returns
+    the identity recorded; a failure (None) only costs a checksum pass later."""
+    try:
         st = os.stat(path)
         t = st.st_mtime_ns + 1 if keep_time else time.time_ns()
         os.utime(path, ns=(t, t))
-        data = _identity(os.stat(path)).encode()
+        data = identity(os.stat(path))
         fd = os.open(_marker(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         try:
-            os.write(fd, data)
+            os.write(fd, data.encode())
         finally:
             os.close(fd)
+    except OSError:
+        return None
+    return data
 
 
 def forget_verified(path: str) -> None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 import time
 from collections.abc import Iterator
 from functools import lru_cache
 
-__all__ = ["FileLock", "is_alive", "owner_id"]
+__all__ = ["FileLock", "SharedLock", "is_alive", "owner_id"]
 
 
 @lru_cache(maxsize=1)
@@ -159,3 +160,41 @@ class FileLock:
         finally:
             os.close(fd)
         return True
+
+
+class SharedLock:
+    """A shared ``flock`` on a file that is never removed, held by the threads of one
+    process together: the first to enter locks (on a descriptor the process keeps open),
+    the last to leave unlocks, so a hit costs two system calls, not an open and a close as
+    well. A forked child opens a descriptor of its own (one inherited from the parent
+    shares the parent's lock).
+
+    Args:
+        path: the lock file (created if missing).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._mutex = threading.Lock()
+        self._fd: int | None = None
+        self._pid = -1
+        self._holders = 0
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the lock (shared) for a ``with`` block (waiting as long as needed)."""
+        with self._mutex:
+            if self._pid != os.getpid():
+                self._fd, self._pid, self._holders = None, os.getpid(), 0
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            if self._holders == 0:
+                fcntl.flock(self._fd, fcntl.LOCK_SH)
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._holders -= 1
+                if self._holders == 0 and self._fd is not None and self._pid == os.getpid():
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)

@@ -12,17 +12,15 @@ from typing import Any
 from shardwise.errors import ConfigError
 from shardwise.storage.cache.directory import append_journal, read_journal, scan_dir
 from shardwise.storage.cache.entry import (
-    BadEntry,
     EntryView,
     Extent,
     forget_verified,
-    is_verified,
     mark_verified,
-    open_entry,
     write_entry,
 )
 from shardwise.storage.cache.fill import FillView, RangeReader
-from shardwise.storage.cache.lease import FileLock, owner_id
+from shardwise.storage.cache.hits import MAP_MIN, Copied, Hits
+from shardwise.storage.cache.lease import FileLock, SharedLock, owner_id
 from shardwise.storage.cache.room import directory_lock, reserve_part
 from shardwise.storage.cache.stats import CacheStats, fetched
 from shardwise.storage.cache.streams import Streams
@@ -93,6 +91,8 @@ class NodeCache:
         self._leases: dict[str, int] = {}
         self.stats = CacheStats()
         self._streams = Streams(self)
+        self._hits = Hits(self.root)
+        self._shared = SharedLock(os.path.join(self.root, ".lock"))  # directory_lock's file
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -148,7 +148,7 @@ class NodeCache:
         finally:
             if isinstance(data, (EntryView, FillView)):
                 data.close()
-            if data is not None:
+            if data is not None and not isinstance(data, Copied):
                 self._unlease(extent.key)
 
     @contextlib.contextmanager
@@ -162,7 +162,8 @@ class NodeCache:
         finally:
             if found is not None:
                 found.close()
-                self._unlease(extent.key)
+                if not isinstance(found, Copied):
+                    self._unlease(extent.key)
 
     def _acquire(
         self, extent: Extent, fetch: Callable[[], Iterable[bytes]]
@@ -181,30 +182,37 @@ class NodeCache:
             lock.release()
 
     def _hit(self, extent: Extent) -> EntryView | None:
-        """The entry, leased, if it is on disk and good. Its record is checked at every
-        hit; its CRC-32 unless a process of this node checked this very file before (see
-        :func:`~shardwise.storage.cache.entry.is_verified`)."""
+        """The entry if it is on disk and good: leased (mapped where the filesystem allows),
+        or if a small part of a unit (a footer, a chunk) read whole under the directory's
+        lock, not leased. Its record is checked at a process's first hit of this very file,
+        its CRC-32 unless a process of this node checked it before (see ``hits``)."""
         key = extent.key
         path = self._path("entries", key)
-        with self._global().held(shared=True):
+        small = bool(extent.column) and 0 < extent.length < MAP_MIN  # a footer, a chunk
+        with self._shared.held():
             try:
                 st = os.stat(path)
             except FileNotFoundError:
                 return None
-            self._lease(key)
-        try:
-            data = open_entry(path, extent, check_crc=not is_verified(path, st))
-        except (BadEntry, OSError):
-            self._unlease(key)
+            if small:
+                found = self._hits.get(path, extent, small)
+            else:
+                self._lease(key)
+        if not small:
+            found = self._hits.get(path, extent, small)
+        if found is None:
+            if not small:
+                self._unlease(key)
             self.stats.bad_entries += 1
             with self._global().held(), contextlib.suppress(OSError):
                 if os.stat(path).st_ino == st.st_ino:  # not a good copy written since
                     os.unlink(path)  # never trusted: downloaded again under the entry's lock
                     forget_verified(path)
             return None
-        mark_verified(path)  # least recently used goes first; the next use skips the CRC-32
+        if found[1]:  # least recently used goes first; the next use skips the CRC-32
+            self._hits.stamp(path)
         self.stats.hits += 1
-        return data
+        return found[0]
 
     def _lease(self, key: str) -> None:
         with self._mutex:
