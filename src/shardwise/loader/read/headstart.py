@@ -159,7 +159,12 @@ def head_start(
     """Stop ``previous`` and start the head start of a new epoch, when it helps: in the
     training process, with a node cache, a dataset (not a mix) with remote files, and no
     resume point; ``prefetch_bytes`` per worker, at most half the cache's budget.
-    Returns the :class:`HeadStart` to keep (``previous``, or a new one, or None)."""
+    Returns the :class:`HeadStart` to keep (``previous``, or a new one, or None).
+
+    Not for Parquet files of several row groups: a worker reads a row group's entries as
+    their ranges come in when it downloads them itself, while one downloaded by the
+    training process is waited for whole (a cold epoch's first batch came later and the
+    epoch ran slower with the head start than without)."""
     if previous is not None:
         previous.stop()
     if (
@@ -168,6 +173,7 @@ def head_start(
         or in_dataloader_worker()
         or not isinstance(index, DatasetIndex)
         or not any(UnitCache.cached(f.path) for f in index.files)
+        or (index.format == "parquet" and any(f.num_units > 1 for f in index.files))
     ):
         return previous
     head = previous or HeadStart(index, cache, columns)
