@@ -68,20 +68,30 @@ def _remote(index: Any) -> Any:
     return dataclasses.replace(index, files=files)
 
 
-def test_no_head_start_for_parquet_files_of_several_row_groups(tmp_path: Path) -> None:
+def test_parquet_files_of_several_row_groups_get_each_workers_first_unit_only(
+    tmp_path: Path,
+) -> None:
     t = pa.table({"x": list(range(100))})
     pq.write_table(t, str(tmp_path / "one.parquet"))
     pq.write_table(t, str(tmp_path / "four.parquet"), row_group_size=25)
     cache = NodeCache(str(tmp_path / "c"), 10**6)
     plan: Any = _SlowPlan(threading.Event())
 
-    def start(name: str) -> HeadStart | None:
+    def start(name: str) -> HeadStart:
         index = _remote(index_dataset(str(tmp_path / name), progress=False))
         head = head_start(None, index, cache, plan, 0, 2, 10**6, False)
-        if head is not None:
-            head.stop()
-            head.join(10)
+        assert head is not None
+        head.stop()
+        head.join(10)
         return head
 
-    assert start("one.parquet") is not None  # read as one entry: the training process helps
-    assert start("four.parquet") is None  # the workers read their row groups as they come in
+    assert start("one.parquet").rounds is None  # read as one entry: as the budget allows
+    four = start("four.parquet")
+    assert four.rounds == 1  # the workers download the rest themselves, range by range
+
+    class Plan:
+        def worker(self, rank: int, w: int) -> Any:
+            return type("W", (), {"units": lambda _: [w, w + 2]})()
+
+    assert list(four._heads(Plan(), 0, 2, 10**9, 1)) == [0, 1]  # [w0's first, w1's first]
+    assert list(four._heads(Plan(), 0, 2, 10**9, None)) == [0, 1, 2, 3]
