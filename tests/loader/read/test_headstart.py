@@ -3,7 +3,6 @@ head start plans or downloads must not hand a child a lock held by one of its th
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing as mp
 import threading
 import time
@@ -14,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardwise import index_dataset
-from shardwise.loader.read.headstart import HeadStart, head_start
+from shardwise.loader.read.headstart import HeadStart
 from shardwise.storage.cache import NodeCache
 
 HELD = threading.Lock()  # stands for an import lock a planning or downloading thread holds
@@ -60,38 +59,3 @@ def test_a_fork_waits_for_the_head_start_to_let_go_of_its_locks(tmp_path: Path) 
     assert child.exitcode == 0 and result.get() is True  # the child could take the lock
     head.join(10)
     assert not any(t.is_alive() for t in head._threads)
-
-
-def _remote(index: Any) -> Any:
-    """``index`` as if its files were on S3 (only their paths change)."""
-    files = [dataclasses.replace(f, path="s3://b/" + Path(f.path).name) for f in index.files]
-    return dataclasses.replace(index, files=files)
-
-
-def test_parquet_files_of_several_row_groups_get_each_workers_first_unit_only(
-    tmp_path: Path,
-) -> None:
-    t = pa.table({"x": list(range(100))})
-    pq.write_table(t, str(tmp_path / "one.parquet"))
-    pq.write_table(t, str(tmp_path / "four.parquet"), row_group_size=25)
-    cache = NodeCache(str(tmp_path / "c"), 10**6)
-    plan: Any = _SlowPlan(threading.Event())
-
-    def start(name: str) -> HeadStart:
-        index = _remote(index_dataset(str(tmp_path / name), progress=False))
-        head = head_start(None, index, cache, plan, 0, 2, 10**6, False)
-        assert head is not None
-        head.stop()
-        head.join(10)
-        return head
-
-    assert start("one.parquet").rounds is None  # read as one entry: as the budget allows
-    four = start("four.parquet")
-    assert four.rounds == 1  # the workers download the rest themselves, range by range
-
-    class Plan:
-        def worker(self, rank: int, w: int) -> Any:
-            return type("W", (), {"units": lambda _: [w, w + 2]})()
-
-    assert list(four._heads(Plan(), 0, 2, 10**9, 1)) == [0, 1]  # [w0's first, w1's first]
-    assert list(four._heads(Plan(), 0, 2, 10**9, None)) == [0, 1, 2, 3]

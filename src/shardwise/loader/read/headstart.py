@@ -91,24 +91,16 @@ class HeadStart:
         self.cache = cache
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.rounds: int | None = None  # units per worker at most (None: the budget says)
         self._units = UnitCache(index, cache, columns)  # kept: what it learns of files' footers
 
     def start(
-        self,
-        plan: Callable[[], Plan],
-        rank: int,
-        num_workers: int,
-        budget_bytes: int,
-        rounds: int | None = None,
+        self, plan: Callable[[], Plan], rank: int, num_workers: int, budget_bytes: int
     ) -> None:
         """Stop the previous epoch's head start; begin this one (``plan`` is called on a
-        thread of its own, so planning a large dataset does not hold up the caller), with
-        at most ``rounds`` units per worker (None: as many as the budget allows)."""
+        thread of its own, so planning a large dataset does not hold up the caller)."""
         self.stop()
         self._stop = threading.Event()
-        self.rounds = rounds
-        queue = _Queue(lambda: self._heads(plan(), rank, num_workers, budget_bytes, rounds))
+        queue = _Queue(lambda: self._heads(plan(), rank, num_workers, budget_bytes))
         self._threads = [
             threading.Thread(
                 target=self._run,
@@ -130,11 +122,9 @@ class HeadStart:
         for t in self._threads:
             t.join(timeout)
 
-    def _heads(
-        self, plan: Plan, rank: int, num_workers: int, budget_bytes: int, rounds: int | None
-    ) -> Iterator[int]:
+    def _heads(self, plan: Plan, rank: int, num_workers: int, budget_bytes: int) -> Iterator[int]:
         """Units in the order the workers will want them, until the budget is planned."""
-        per_worker = [plan.worker(rank, w).units()[:rounds] for w in range(num_workers)]
+        per_worker = [plan.worker(rank, w).units() for w in range(num_workers)]
         planned = 0
         for u in (u for row in itertools.zip_longest(*per_worker) for u in row if u is not None):
             planned += self.index.units[u].num_bytes
@@ -169,12 +159,7 @@ def head_start(
     """Stop ``previous`` and start the head start of a new epoch, when it helps: in the
     training process, with a node cache, a dataset (not a mix) with remote files, and no
     resume point; ``prefetch_bytes`` per worker, at most half the cache's budget.
-    Returns the :class:`HeadStart` to keep (``previous``, or a new one, or None).
-
-    Parquet files of several row groups get each worker's first unit only: a worker reads
-    a row group's entries as their ranges come in when it downloads them itself, while one
-    the training process downloads is waited for whole (a cold epoch's first batch came
-    later and the epoch ran slower with a head start of every unit than without)."""
+    Returns the :class:`HeadStart` to keep (``previous``, or a new one, or None)."""
     if previous is not None:
         previous.stop()
     if (
@@ -186,9 +171,7 @@ def head_start(
     ):
         return previous
     head = previous or HeadStart(index, cache, columns)
-    budget = min(prefetch_bytes * num_workers, cache.budget_bytes // 2)
-    groups = index.format == "parquet" and any(f.num_units > 1 for f in index.files)
-    head.start(plan, rank, num_workers, budget, 1 if groups else None)
+    head.start(plan, rank, num_workers, min(prefetch_bytes * num_workers, cache.budget_bytes // 2))
     return head
 
 
