@@ -103,10 +103,10 @@ class SparseFile(SizedRawFile):
 
     def _into(self, start: int, view: memoryview) -> int:
         """Bytes from ``start`` copied into ``view`` from the piece holding ``start``."""
-        i = bisect.bisect_right(self._starts, start) - 1
-        if i < 0:
+        piece = self._piece(start)
+        if piece is None:
             return 0
-        off, data = self._pieces[i]
+        off, data = piece
         n = min(len(view), off + len(data) - start)
         if n <= 0:
             return 0
@@ -155,10 +155,10 @@ class SparseFile(SizedRawFile):
     def _view(self, start: int, end: int) -> memoryview | None:
         """``[start, end)`` as a view of the piece holding it, if that piece hands out
         views (a memory-mapped cache entry's ``view``)."""
-        i = bisect.bisect_right(self._starts, start) - 1
-        if i < 0 or end <= start:
+        piece = self._piece(start)
+        if piece is None or end <= start:
             return None
-        off, data = self._pieces[i]
+        off, data = piece
         view = getattr(data, "view", None)
         return view(start - off, end - off) if view is not None and end <= off + len(data) else None
 
@@ -175,12 +175,17 @@ class SparseFile(SizedRawFile):
         return self.read(-1)
 
     def _from_memory(self, start: int, end: int) -> bytes:
-        i = bisect.bisect_right(self._starts, start) - 1
-        if i >= 0:
-            off, data = self._pieces[i]
+        piece = self._piece(start)
+        if piece is not None:
+            off, data = piece
             if start < off + len(data):
                 return data[start - off : min(end, off + len(data)) - off]
         return b""
+
+    def _piece(self, start: int) -> tuple[int, Bytes] | None:
+        """The piece starting last at or before ``start`` (it may end before it)."""
+        i = bisect.bisect_right(self._starts, start) - 1
+        return self._pieces[i] if i >= 0 else None
 
     def _from_remote(self, start: int, end: int) -> bytes:
         i = bisect.bisect_right(self._starts, start)

@@ -72,7 +72,7 @@ def test_the_record_is_read_once_per_file_per_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache = _cached(str(tmp_path / "c"), 4)
-    checks = _Counting(monkeypatch, cache_hits, "_checked")
+    checks = _Counting(monkeypatch, cache_hits, "check_entry")
     for _ in range(3):
         with cache.lease_if_cached(extent(4)) as data:
             assert data is not None and data[:5] == payload(4)[:5]

@@ -17,6 +17,7 @@ __all__ = [
     "BadEntry",
     "EntryView",
     "Extent",
+    "check_entry",
     "forget_verified",
     "identity",
     "is_verified",
@@ -162,14 +163,16 @@ def open_entry(path: str, extent: Extent | None = None, *, check_crc: bool = Tru
     """
     fd = os.open(path, os.O_RDONLY)
     try:
-        view = _checked(fd, path, extent, check_crc)
+        view = check_entry(fd, path, extent, check_crc)
     except BaseException:
         os.close(fd)
         raise
     return view
 
 
-def _checked(fd: int, path: str, extent: Extent | None, check_crc: bool) -> EntryView:
+def check_entry(fd: int, path: str, extent: Extent | None, check_crc: bool) -> EntryView:
+    """The entry open as ``fd`` as a view, checked as :func:`open_entry` checks it (raises
+    :class:`BadEntry` as it does)."""
     total = os.fstat(fd).st_size
     tail = os.pread(fd, 16, max(0, total - 16))
     if len(tail) < 16 or tail[-8:] != MAGIC:
@@ -205,11 +208,8 @@ def _checked(fd: int, path: str, extent: Extent | None, check_crc: bool) -> Entr
 
 def read_entry(path: str, extent: Extent | None = None) -> bytes:
     """The verified bytes of the entry at ``path`` (record, length and CRC-32 checked,
-    and the record checked against ``extent`` if given).
-
-    Raises:
-        BadEntry: a missing or wrong record, a wrong length, or a checksum mismatch.
-    """
+    and the record against ``extent`` if given); raises :class:`BadEntry` as
+    :func:`open_entry` does."""
     view = open_entry(path, extent)
     try:
         return bytes(view)
@@ -219,11 +219,7 @@ def read_entry(path: str, extent: Extent | None = None) -> bytes:
 
 def write_entry(path: str, extent: Extent, chunks: Iterable[bytes]) -> bytes:
     """Write ``extent``'s bytes from ``chunks`` and their record to ``path``, synced to disk;
-    returns the bytes.
-
-    Raises:
-        StorageError: the chunks do not add up to the extent's length.
-    """
+    returns the bytes (a :class:`StorageError` if they do not add up to its length)."""
     parts: list[bytes] = []
     crc = 0
     with open(path, "wb") as f:
@@ -266,10 +262,13 @@ def _marker(path: str) -> str:
 def is_verified(path: str, st: os.stat_result) -> bool:
     """True if the entry at ``path``, now ``st``, is the file whose checksum was checked."""
     try:
-        with open(_marker(path), "rb") as f:
-            return f.read(128).decode("ascii", "replace") == identity(st)
+        fd = os.open(_marker(path), os.O_RDONLY)
     except OSError:
         return False
+    try:
+        return os.read(fd, 128).decode("ascii", "replace") == identity(st)
+    finally:
+        os.close(fd)
 
 
 def mark_verified(path: str, keep_time: bool = False) -> str | None:

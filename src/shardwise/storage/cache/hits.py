@@ -37,9 +37,9 @@ from shardwise.storage.cache.entry import (
     BadEntry,
     EntryView,
     Extent,
-    _checked,
-    _marker,
+    check_entry,
     identity,
+    is_verified,
     mark_verified,
 )
 from shardwise.storage.localfs import mappable
@@ -177,10 +177,10 @@ class Hits:
         the CRC-32 was computed now."""
         key = os.path.basename(path)
         known = identity(st)
-        crc = not _vouched(path, st)
+        crc = not is_verified(path, st)
         if self._known.get(key) == known and not crc:
             return False
-        _checked(fd, path, extent, crc)  # the record names ``extent``: its length is the data's
+        check_entry(fd, path, extent, crc)  # the record names ``extent``: its length is the data's
         if len(self._known) >= KNOWN_MAX:
             self._known.clear()
         self._known[key] = known
@@ -203,17 +203,3 @@ class Hits:
 def _same_file(a: str, b: str) -> bool:
     """Whether two identities name the same file (device, inode, size), whatever the mtime."""
     return a.rsplit(":", 1)[0] == b.rsplit(":", 1)[0]
-
-
-def _vouched(path: str, st: os.stat_result) -> bool:
-    """:func:`~shardwise.storage.cache.entry.is_verified` in three system calls."""
-    try:
-        fd = os.open(_marker(path), os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        return os.read(fd, 128).decode("ascii", "replace") == identity(st)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
