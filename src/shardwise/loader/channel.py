@@ -2,7 +2,8 @@
 
 ``ds.state_dict(consumed_batches=...)`` runs in the training process, but the number of
 DataLoader workers is only known inside the workers (``get_worker_info()``). Each
-dataset owns a small file named by a random id (in ``/dev/shm`` where it exists); a
+dataset owns a small file named by its creating process and a random id (in ``/dev/shm``
+where it exists; :mod:`~shardwise.loader.channel_sweep` removes those of killed processes); a
 worker that starts iterating writes ``(world_size, num_workers)`` into it, and
 ``state_dict`` reads it back. Iterating in the training process itself (no workers,
 ``iter_shard``) is recorded on the object. The most recent of the two describes the
@@ -35,6 +36,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from shardwise.loader.channel_sweep import channel_name, sweep_once
+
 __all__ = ["Seen", "TopologyChannel"]
 
 
@@ -56,12 +59,12 @@ class TopologyChannel:
 
     @classmethod
     def new(cls) -> TopologyChannel:
-        root = (
-            "/dev/shm"
-            if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
-            else tempfile.gettempdir()
-        )
-        return cls(os.path.join(root, f"shardwise-topology-{uuid.uuid4().hex}.json"))
+        """A channel owned by this process (its name says so, see
+        :mod:`~shardwise.loader.channel_sweep`); the first in a process first removes the
+        channels that killed processes left behind."""
+        root = _root()
+        sweep_once(root)
+        return cls(os.path.join(root, channel_name(uuid.uuid4().hex)))
 
     def announce(self, world_size: int, num_workers: int, epoch: int | None = None) -> None:
         """Record the topology (and epoch) of the workers iterating now (atomic; last writer
@@ -116,6 +119,13 @@ class TopologyChannel:
                 os.unlink(path)
             except OSError:
                 pass
+
+
+def _root() -> str:
+    """Where channels live: ``/dev/shm`` where it exists, else the temp directory."""
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        return "/dev/shm"
+    return tempfile.gettempdir()
 
 
 def _write(path: str, record: dict[str, Any]) -> None:
