@@ -79,6 +79,59 @@ def test_workers_keep_freed_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[bool] = []
     monkeypatch.setattr(setup, "keep_freed_memory", lambda: calls.append(True) or True)
     monkeypatch.setattr(setup, "enable", lambda ring_bytes: None)
+    monkeypatch.setattr(setup, "freeze_inherited", lambda: calls.append(False) or True)
     monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")
     setup.setup_worker("numpy")
-    assert calls == [True]
+    assert calls == [True, False]  # memory kept, then the process's objects frozen
+
+
+FREEZE = """
+import gc, os, sys
+from shardwise.loader.workers.setup import freeze_inherited
+
+first = freeze_inherited()
+frozen = gc.get_freeze_count()
+junk = [[i] for i in range(1000)]  # new objects after the freeze stay collectable
+again = freeze_inherited()
+pid = os.fork()
+if pid == 0:  # a forked child (a DataLoader worker of a worker) freezes for itself
+    os._exit(0 if freeze_inherited() and gc.get_freeze_count() >= frozen else 1)
+_, status = os.waitpid(pid, 0)
+print(first, frozen, again, gc.get_freeze_count() == frozen, os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.parametrize("env", [None, "0"])
+def test_a_worker_freezes_what_it_has_once_per_process(env: str | None) -> None:
+    environ = {k: v for k, v in os.environ.items() if k != "SHARDWISE_GC_FREEZE"}
+    if env is not None:
+        environ["SHARDWISE_GC_FREEZE"] = env
+    out = subprocess.run(
+        [sys.executable, "-c", FREEZE], env=environ, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    first, frozen, again, unchanged, child = out.stdout.split()
+    if env == "0":
+        assert (first, frozen, again, unchanged) == ("False", "0", "False", "True")
+    else:
+        assert first == "True" and int(frozen) > 1000  # the interpreter's and shardwise's objects
+        assert again == "False" and unchanged == "True" and child == "0"
+
+
+def test_dataloader_workers_stream_with_their_objects_frozen(tmp_path: Path) -> None:
+    import gc
+
+    from torch.utils.data import DataLoader
+
+    from shardwise import StreamingDataset
+
+    data = make_parquet(tmp_path / "ds", 600, files=2)
+    ds = StreamingDataset(str(data), batch_size=100, batch_format="numpy", progress=False)
+    loader = DataLoader(
+        ds, batch_size=None, num_workers=2, collate_fn=lambda b: (b, gc.get_freeze_count())
+    )
+    before = gc.get_freeze_count()
+    got = list(loader)
+    assert sum(len(b["id"]) for b, _ in got) == 600
+    assert all(count > before for _, count in got)  # counted in the worker, after its set-up
+    assert gc.get_freeze_count() == before  # the training process is left alone

@@ -17,10 +17,20 @@ A worker also keeps memory freed by the C library's ``malloc`` for its next batc
 100 KB each come from the heap, and glibc gave the heap's top back to the kernel after
 every batch and faulted it in again for the next (see :mod:`shardwise.loader.workers.receive`
 for the same in the training process).
+
+Last, a worker moves every object it has at that point (what it inherited from the training
+process or imported: torch, botocore, the dataset) out of reach of Python's cyclic garbage
+collector (:func:`freeze_inherited`, ``gc.freeze``). Otherwise each full collection walks
+all of them and, in a forked worker, writes to the pages holding them, so the kernel copies
+those pages (copy-on-write) into fresh memory. A worker's downloads allocate enough to start
+full collections: a cold epoch of the S3 benchmark's tar shards ran 17-20% faster with the
+freeze (its figures are in ``benchmarks/NOTES.md``). ``SHARDWISE_GC_FREEZE=0`` leaves the
+collector alone.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Sequence
 
@@ -28,10 +38,18 @@ from shardwise.formats import Unit
 from shardwise.loader.workers.carriers import enable
 from shardwise.parallel._malloc import keep_freed_memory
 
-__all__ = ["MAX_RING_BYTES", "RING_BATCHES", "prefer_jemalloc", "ring_bytes_for", "setup_worker"]
+__all__ = [
+    "MAX_RING_BYTES",
+    "RING_BATCHES",
+    "freeze_inherited",
+    "prefer_jemalloc",
+    "ring_bytes_for",
+    "setup_worker",
+]
 
 RING_BATCHES = 4  # batches a worker's ring holds (a DataLoader asks 2 ahead by default)
 MAX_RING_BYTES = 256 * 2**20  # beyond this a batch's values go by value
+_FROZEN: list[int] = []  # the process that froze (a forked child freezes again)
 
 
 def prefer_jemalloc() -> None:
@@ -45,6 +63,17 @@ def prefer_jemalloc() -> None:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
     except (NotImplementedError, pa.ArrowNotImplementedError):
         pass
+
+
+def freeze_inherited() -> bool:
+    """Put every object of this process out of the cyclic collector's reach, once per
+    process (see the module docstring), unless ``SHARDWISE_GC_FREEZE=0``. Whether it did
+    now."""
+    if os.environ.get("SHARDWISE_GC_FREEZE", "1") == "0" or os.getpid() in _FROZEN:
+        return False
+    _FROZEN[:] = [os.getpid()]
+    gc.freeze()
+    return True
 
 
 def ring_bytes_for(units: Sequence[Unit], batch_size: int) -> int:
@@ -61,7 +90,9 @@ def setup_worker(batch_format: str | None, ring_bytes: int = 0) -> None:
     :func:`prefer_jemalloc`), freed heap memory kept, and columns sent through shared
     memory, in a ring of
     ``ring_bytes`` (see :func:`ring_bytes_for`): numpy batches', and every format's
-    strings and binary values (:func:`shardwise.loader.workers.carriers.enable`)."""
+    strings and binary values (:func:`shardwise.loader.workers.carriers.enable`); then
+    what the process holds is frozen out of the cyclic collector (:func:`freeze_inherited`)."""
     prefer_jemalloc()
     keep_freed_memory()
     enable(ring_bytes)
+    freeze_inherited()
