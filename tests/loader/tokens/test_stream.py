@@ -219,3 +219,42 @@ def test_units_are_views_of_the_shards_equal_to_arrows_read(
         assert np.array_equal(
             np.diff(offsets), ds.lengths[ds.plan().doc_ends[unit] :][: len(offsets) - 1]
         )
+
+
+COPY_DROPPED = """
+import gc, pickle, sys
+copy = pickle.loads(sys.stdin.buffer.read())  # another training process's copy
+path = copy._channel.path
+del copy
+gc.collect()
+print(path)
+"""
+
+
+def test_a_copy_in_another_process_leaves_the_creators_channel(
+    shards: tuple[Path, str, list[str]],
+) -> None:
+    import gc
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    path, _, _ = shards
+    ds = TokenStream(str(path), seq_len=64, batch_size=2)
+    ds.set_epoch(1)  # written to the channel for DataLoader workers
+    control = f"{ds._channel.path}.control"
+    assert os.path.exists(control)
+    out = subprocess.run(
+        [sys.executable, "-c", COPY_DROPPED],
+        input=pickle.dumps(ds),
+        capture_output=True,
+        timeout=120,
+        env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert out.returncode == 0, out.stderr.decode()
+    assert out.stdout.decode().strip() == ds._channel.path  # the copy named the same files
+    assert os.path.exists(control)  # and left them to their creator
+    del ds
+    gc.collect()
+    assert not os.path.exists(control)  # which removes them with its dataset

@@ -22,6 +22,7 @@ tokens give its sequences, and the documents' lengths are read only when first n
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -134,6 +135,9 @@ class TokenStreamBase:
         self.rank, self.world_size, self.prefetch_units = rank, world_size, prefetch_units
         self.num_workers = num_workers
         self._channel = TopologyChannel.new()
+        # removed with this object, in the process that made it: never by a copy pickled
+        # to a DataLoader worker or to another training process (Ray Train, mp.spawn)
+        weakref.finalize(self, self._channel.remove)
         self._passes = Passes(channel=self._channel)
         self._seen: Seen | None = None  # this process's own latest pass
         self.counts = (
@@ -288,9 +292,3 @@ class TokenStreamBase:
             "sequences_left_out": plan.num_left_out,
             "sources": {n: s for n, s in zip(names, per)},
         }
-
-    def __del__(self) -> None:
-        if not in_dataloader_worker():
-            channel = getattr(self, "_channel", None)
-            if channel is not None:
-                channel.remove()
