@@ -389,3 +389,40 @@ def test_the_budget_holds_on_disk_while_streaming(
     assert (
         sum(f["bytes"] for f in _fetches(tmp_path / "cache")) > budget
     )  # more went through than fits
+
+
+@pytest.mark.parametrize("fmt", ["webdataset", "jsonl"])
+def test_the_head_start_fetches_units_read_whole_by_ranges(
+    fmt: str,
+    s3_server: dict[str, Any],
+    bucket: tuple[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name, fs = bucket
+    url = _upload(fs, name, tmp_path / "local", fmt, "ds")
+    whole: list[str] = []  # downloads in one piece, by this process
+    real = NodeCache._download
+    monkeypatch.setattr(
+        NodeCache, "_download", lambda self, e, f: whole.append(e.key) or real(self, e, f)
+    )
+    cache_dir = tmp_path / "cache"
+    local = StreamingDataset(str(tmp_path / "local"), num_workers=2, **_common(fmt))
+    remote = StreamingDataset(
+        url,
+        storage_options=s3_server["storage_options"],
+        cache_dir=str(cache_dir),
+        cache_bytes=10**8,
+        num_workers=2,
+        **_common(fmt),
+    )
+    remote.set_epoch(0)
+    assert remote._head is not None
+    remote._head.join(60)  # the head start waits for its downloads: they are on disk now
+    fetched = _fetches(cache_dir)
+    firsts = {remote.plan(2).worker(0, w).units()[0] for w in range(2)}
+    assert len(fetched) >= len(firsts) and {f["pid"] for f in fetched} == {os.getpid()}
+    assert whole == []  # by ranges on the download threads, none in one piece
+    assert _epoch(remote) == _epoch(local)
+    keys = [f["key"] for f in _fetches(cache_dir)]
+    assert len(keys) == len(set(keys)) == remote.index.num_units  # each unit once

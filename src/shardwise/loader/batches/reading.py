@@ -16,7 +16,7 @@ from shardwise.formats import OnError
 from shardwise.index import DatasetIndex
 from shardwise.loader.batches.convert import Padding
 from shardwise.loader.batches.memory import WindowMemory
-from shardwise.loader.read.cached import ahead_budget, downloads_ahead
+from shardwise.loader.read.headstart import ahead_budget, downloads_ahead
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.prefetch import Prefetcher
 from shardwise.loader.read.unit_tables import table_loader

@@ -35,14 +35,7 @@ from shardwise.storage.cache.hits import FOOTER  # the stats' name of files' foo
 from shardwise.storage.overlay import Bytes, SparseFile, serving
 from shardwise.storage.ranged import IntoReader, into_reader
 
-__all__ = [
-    "UnitCache",
-    "ahead_budget",
-    "default_budget",
-    "downloads_ahead",
-    "fetch_range",
-    "node_cache",
-]
+__all__ = ["UnitCache", "default_budget", "fetch_range", "node_cache"]
 
 FOOTER_READ = 64 * 2**10  # what Arrow reads first from the end of a Parquet file
 FETCH_CHUNK = 16 * 2**20
@@ -121,24 +114,33 @@ class UnitCache:
 
     def _lease(self, url: str, extent: Extent) -> Any:
         """``extent``'s lease: the whole entry, downloaded here if no process of the node
-        has it or is downloading it (a download ahead of it is waited for).
-
-        Reads do not take the read-while-it-downloads path (``read_range``): in the same
-        process, an epoch after a cold epoch read that way ran at 0.55-0.6x the rate of
-        one after a cold epoch read whole (about 750 against 1,240-1,360 MB/s on the 2 GB
-        tar set), for the same cold rate. Downloads ahead (:meth:`fetch_ahead`) still run
-        by ranges on the download threads."""
+        has it or is downloading it (a download ahead of it is waited for). Reads do not
+        take the read-while-it-downloads path: an epoch after a cold epoch read that way
+        ran at 0.55-0.6x (750 against 1,240-1,360 MB/s on the 2 GB tars), for the same
+        cold rate. Downloads ahead (:meth:`fetch_ahead`) run by ranges."""
         return self.cache.lease(extent, partial(self._fetch, url, extent.start, extent.end))
 
-    def fetch_ahead(self, unit: Unit) -> None:
-        """Start downloading ``unit`` into the cache on the cache's download threads
-        (a unit read as one entry: a tar shard, a JSONL range, a one-row-group file);
-        returns at once. Its later read reads from that download."""
+    def ranged(self, unit: Unit) -> tuple[Extent, Callable[[], Iterator[bytes]], IntoReader] | None:
+        """A remote unit read as one entry (a tar shard, a JSONL range, a one-row-group
+        file): the entry, its fetch and its ranged reader (``NodeCache.lease``'s
+        arguments); None for any other unit."""
         if not self.cached(unit.path) or unit.path not in self._files or self._projected():
-            return
+            return None
         whole = self._whole(unit)
-        if whole is not None:
-            self.cache.fetch_ahead(whole, self._range(unit.path))
+        if whole is None:
+            return None
+        return (
+            whole,
+            partial(self._fetch, unit.path, whole.start, whole.end),
+            self._range(unit.path),
+        )
+
+    def fetch_ahead(self, unit: Unit) -> None:
+        """Start downloading ``unit`` (if read as one entry, see :meth:`ranged`) on the
+        cache's download threads; returns at once. Its later read reads from that download."""
+        found = self.ranged(unit)
+        if found is not None:
+            self.cache.fetch_ahead(found[0], found[2])
 
     @contextlib.contextmanager
     def serve(self, unit: Unit, complete: bool = False) -> Iterator[None]:
@@ -265,28 +267,6 @@ class UnitCache:
     def _leased(self, stack: contextlib.ExitStack, url: str, extent: Extent) -> Bytes:
         data = stack.enter_context(self._lease(url, extent))
         return data if data is not None else self._read_remote(url, extent.start, extent.end)
-
-
-def downloads_ahead(
-    index: Any, cache: NodeCache | None, columns: Sequence[str] | None
-) -> Callable[[int], None] | None:
-    """A function that starts downloading unit ``u`` of ``index`` into ``cache`` and
-    returns at once (see :meth:`UnitCache.fetch_ahead`); None without a cache, for a mix
-    of sources, or for a dataset with no remote file."""
-    if (
-        cache is None
-        or not isinstance(index, DatasetIndex)
-        or not any(UnitCache.cached(f.path) for f in index.files)
-    ):
-        return None
-    units = UnitCache(index, cache, columns)
-    return lambda u: units.fetch_ahead(index.units[u])
-
-
-def ahead_budget(cache: NodeCache | None, prefetch_bytes: int) -> int:
-    """Stored bytes a worker downloads ahead of its reads: its ``prefetch_bytes``, at
-    most a quarter of the cache's budget."""
-    return 0 if cache is None else min(prefetch_bytes, cache.budget_bytes // 4)
 
 
 def node_cache(cache_dir: str | None, cache_bytes: int | None) -> NodeCache | None:

@@ -1,72 +1,29 @@
 """An epoch's head start: the training process fills the node cache with its workers'
-first units while they start."""
+first units while they start; and a worker's downloads ahead of its reads
+(:func:`downloads_ahead`, :func:`ahead_budget`). Units read as one entry (tar shards,
+JSONL ranges, one-row-group files) are downloaded by ranges on the cache's download
+threads, past the page cache; the others as their reader would."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from shardwise.errors import ShardwiseError
+from shardwise.formats import Unit
 from shardwise.index import DatasetIndex
 from shardwise.loader.placement import in_dataloader_worker
 from shardwise.loader.read.cached import UnitCache
 from shardwise.plan import Plan
 from shardwise.storage.cache import NodeCache
+from shardwise.storage.forkgate import GATE
 
-__all__ = ["HeadStart", "head_start"]
+__all__ = ["HeadStart", "ahead_budget", "downloads_ahead", "head_start"]
 
 THREADS = 4
-FORK_WAIT = 5.0  # seconds a fork waits for the downloads in progress
-
-
-class _ForkGate:
-    """Keeps the head start's threads still while this process forks (a DataLoader
-    starting its workers): a thread caught planning or downloading may hold locks (a
-    module's import lock, a library's) that the child would then wait on forever. A fork
-    waits for the work in progress (at most ``FORK_WAIT`` seconds); none starts until it
-    is done."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._active = 0
-        self._forking = False
-
-    @contextlib.contextmanager
-    def working(self) -> Iterator[None]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._forking)
-            self._active += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._active -= 1
-                self._cond.notify_all()
-
-    def before_fork(self) -> None:
-        with self._cond:
-            self._forking = True
-            self._cond.wait_for(lambda: self._active == 0, timeout=FORK_WAIT)
-
-    def after_fork_in_parent(self) -> None:
-        with self._cond:
-            self._forking = False
-            self._cond.notify_all()
-
-    def after_fork_in_child(self) -> None:
-        self.__init__()  # type: ignore[misc]  # no thread of the parent runs here
-
-
-_GATE = _ForkGate()
-os.register_at_fork(
-    before=_GATE.before_fork,
-    after_in_parent=_GATE.after_fork_in_parent,
-    after_in_child=_GATE.after_fork_in_child,
-)
 
 
 class HeadStart:
@@ -134,15 +91,31 @@ class HeadStart:
 
     def _run(self, units: UnitCache, queue: _Queue, stop: threading.Event) -> None:
         while not stop.is_set():
-            with _GATE.working():  # planning too: it may import (a numpy submodule, ...)
+            with GATE.working():  # planning too: it may import (a numpy submodule, ...)
                 u = queue.next()
                 if u is None:
                     return
                 unit = self.index.units[u]
                 if units.is_cached(unit):  # a warm epoch costs a stat per unit, nothing more
                     continue
-                with contextlib.suppress(Exception), units.serve(unit, complete=True):
-                    pass  # its entries are downloaded (or found) and leased, then let go
+            with contextlib.suppress(Exception):
+                _download(units, unit)
+
+
+def _download(units: UnitCache, unit: Unit) -> None:
+    """Download ``unit``'s entries and wait until they are in: a unit read as one entry
+    by ranges on the cache's download threads (past the page cache, as any download
+    ahead), any other as its reader would."""
+    whole = units.ranged(unit)
+    if whole is None:
+        with GATE.working(), units.serve(unit, complete=True):
+            return  # its entries are downloaded (or found) and leased, then let go
+    with contextlib.ExitStack() as stack:
+        with GATE.working():  # the lease's start: its lock, its room, its fill begun
+            data = stack.enter_context(units.cache.lease(*whole))
+        wait = getattr(data, "wait_complete", None)
+        if wait is not None:
+            wait()  # a fork need not wait for this: the download threads hold it back
 
 
 def head_start(
@@ -195,3 +168,25 @@ class _Queue:
             ):  # a plan that cannot be made: the workers will say why
                 self._items = iter(())
                 return None
+
+
+def downloads_ahead(
+    index: Any, cache: NodeCache | None, columns: Sequence[str] | None
+) -> Callable[[int], None] | None:
+    """A function that starts downloading unit ``u`` of ``index`` into ``cache`` and
+    returns at once (see :meth:`UnitCache.fetch_ahead`); None without a cache, for a mix
+    of sources, or for a dataset with no remote file."""
+    if (
+        cache is None
+        or not isinstance(index, DatasetIndex)
+        or not any(UnitCache.cached(f.path) for f in index.files)
+    ):
+        return None
+    units = UnitCache(index, cache, columns)
+    return lambda u: units.fetch_ahead(index.units[u])
+
+
+def ahead_budget(cache: NodeCache | None, prefetch_bytes: int) -> int:
+    """Stored bytes a worker downloads ahead of its reads: its ``prefetch_bytes``, at
+    most a quarter of the cache's budget."""
+    return 0 if cache is None else min(prefetch_bytes, cache.budget_bytes // 4)

@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable
 
 from shardwise.storage.cache.fill import Fill
+from shardwise.storage.forkgate import GATE
 
 __all__ = ["THREADS", "Downloads"]
 
@@ -79,13 +80,17 @@ class Downloads:
     def _run(self) -> None:
         while True:
             fill, job = self._next()
-            if job is None:
-                self._start(fill)
-                continue
-            try:
-                last = fill.fetch(*job)
-            except Exception as exc:  # noqa: BLE001 - settled in the fill: its readers get it
-                self._fail(fill, exc)
-                continue
-            if last:
-                self._publish(fill)
+            with GATE.working():  # a fork waits for the range in progress (see forkgate)
+                self._work(fill, job)
+
+    def _work(self, fill: Fill, job: tuple[int, int, int] | None) -> None:
+        if job is None:
+            self._start(fill)
+            return
+        try:
+            last = fill.fetch(*job)
+        except Exception as exc:  # noqa: BLE001 - settled in the fill: its readers get it
+            self._fail(fill, exc)
+            return
+        if last:
+            self._publish(fill)
