@@ -88,6 +88,18 @@ def _epoch(ds: Any, workers: int = 2) -> list[str]:
     ]
 
 
+def _remote(url: str, s3_server: dict[str, Any], cache_dir: Path, fmt: str) -> StreamingDataset:
+    """The dataset at ``url`` on the S3 server, through a node cache in ``cache_dir``."""
+    return StreamingDataset(
+        url,
+        storage_options=s3_server["storage_options"],
+        cache_dir=str(cache_dir),
+        cache_bytes=10**8,
+        num_workers=2,
+        **_common(fmt),
+    )
+
+
 def _fetches(cache_dir: Path) -> list[dict[str, Any]]:
     return NodeCache(str(cache_dir / "units"), 10**9).journal()
 
@@ -100,14 +112,7 @@ def test_cached_dataloader_equals_local_and_fetches_each_unit_once(
     url = _upload(fs, name, tmp_path / "local", fmt, "ds")
     cache_dir = tmp_path / "cache"
     local = StreamingDataset(str(tmp_path / "local"), num_workers=2, **_common(fmt))
-    remote = StreamingDataset(
-        url,
-        storage_options=s3_server["storage_options"],
-        cache_dir=str(cache_dir),
-        cache_bytes=10**8,
-        num_workers=2,
-        **_common(fmt),
-    )
+    remote = _remote(url, s3_server, cache_dir, fmt)
     cold = _epoch(remote)
     assert cold == _epoch(local) and len(cold) == len(set(cold)) > ROWS * 0.9
     fetched = _fetches(cache_dir)
@@ -408,14 +413,7 @@ def test_the_head_start_fetches_units_read_whole_by_ranges(
     )
     cache_dir = tmp_path / "cache"
     local = StreamingDataset(str(tmp_path / "local"), num_workers=2, **_common(fmt))
-    remote = StreamingDataset(
-        url,
-        storage_options=s3_server["storage_options"],
-        cache_dir=str(cache_dir),
-        cache_bytes=10**8,
-        num_workers=2,
-        **_common(fmt),
-    )
+    remote = _remote(url, s3_server, cache_dir, fmt)
     remote.set_epoch(0)
     assert remote._head is not None
     remote._head.join(60)  # the head start waits for its downloads: they are on disk now
