@@ -49,7 +49,7 @@ __all__ = [
 
 RING_BATCHES = 4  # batches a worker's ring holds (a DataLoader asks 2 ahead by default)
 MAX_RING_BYTES = 256 * 2**20  # beyond this a batch's values go by value
-_FROZEN: list[int] = []  # the process that froze (a forked child freezes again)
+_frozen_in: int | None = None  # the process that froze (a forked child freezes again)
 
 
 def prefer_jemalloc() -> None:
@@ -69,9 +69,10 @@ def freeze_inherited() -> bool:
     """Put every object of this process out of the cyclic collector's reach, once per
     process (see the module docstring), unless ``SHARDWISE_GC_FREEZE=0``. Whether it did
     now."""
-    if os.environ.get("SHARDWISE_GC_FREEZE", "1") == "0" or os.getpid() in _FROZEN:
+    global _frozen_in
+    if os.environ.get("SHARDWISE_GC_FREEZE", "1") == "0" or _frozen_in == os.getpid():
         return False
-    _FROZEN[:] = [os.getpid()]
+    _frozen_in = os.getpid()
     gc.freeze()
     return True
 
