@@ -69,6 +69,7 @@ ROWS = [
     ("shardwise_local", "adapters.s3_big:shardwise_local", "main", "local disk", DATASETS),
     ("shardwise_s3", "adapters.s3_big:shardwise_s3", "main", "S3 + node cache", DATASETS),
     ("limit", "adapters.s3_big:limit", "main", "ranged GETs, dropped", DATASETS),
+    ("page_fill", "adapters.s3_big:page_fill", "main", "page-cache fill alone", DATASETS),
     ("webdataset", "adapters.s3_big_peers:wds_read", "wds", "S3 stream (tars)", ("tars",)),
     ("litdata", "adapters.s3_big_peers:litdata_read", "litdata", "S3 (its chunks)", DATASETS),
     ("mosaic", "adapters.s3_big_peers:mosaic_read", "mosaic", "S3 (MDS)", DATASETS),
@@ -83,8 +84,9 @@ BUCKETS = {
 
 
 def _consumers(row: str, dataset: str) -> tuple[str, ...]:
-    """The limit has no consumer; the embeddings only the I/O-bound one."""
-    return ("bytes",) if row == "limit" or dataset == "parquet" else CONSUMERS
+    """The limit and the page-cache fill have no consumer; the embeddings only the I/O-bound
+    one."""
+    return ("bytes",) if row in ("limit", "page_fill") or dataset == "parquet" else CONSUMERS
 
 
 def systems() -> dict[str, System]:

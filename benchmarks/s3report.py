@@ -153,10 +153,11 @@ def cold_bounds(payload: dict[str, Any]) -> list[str]:
     """The fastest cold epoch this machine allows, from this run's rows: a cold epoch does
     at least the warm epoch's work (read, parse, hand over, consume) plus the download
     limit's, and the S3 server's work, on the same cores; its seconds are at least their
-    CPU seconds over the cores."""
+    CPU seconds over the cores. With the ``page_fill`` row, also that bound for a cache
+    whose warm epoch reads from the page cache, as local disk does: it adds the fill."""
     cores = payload["machine"]["cpus"]
     out = []
-    for d, data in payload["data"].items():
+    for d in payload["data"]:
         s3 = payload["results"].get(f"{d}.shardwise_s3.bytes")
         lim = payload["results"].get(f"{d}.limit.bytes")
         parts = (_epoch(s3, "warm", "cpu_s"), _epoch(lim, "cold", "cpu_s"))
@@ -164,14 +165,43 @@ def cold_bounds(payload: dict[str, Any]) -> list[str]:
         if None in (*parts, server):
             continue
         seconds = (sum(parts) + server) / cores
-        best = data["rows"] / seconds
         out.append(
             f"{d}: warm epoch's reader CPU {parts[0]:.1f} s + the limit's reader CPU "
-            f"{parts[1]:.1f} s + its server CPU {server:.1f} s, over {cores} cores: a cold "
-            f"epoch takes at least {seconds:.2f} s, {best:,.0f} rows/s, "
-            f"{fmt(ratio(best, _epoch(lim, 'cold', 'rows_per_s')), '.2f')}x the download limit"
+            f"{parts[1]:.1f} s + its server CPU {server:.1f} s, over {cores} cores: "
+            + _bound(payload, d, seconds)
         )
+        fill = _fill_s(payload["results"].get(f"{d}.page_fill.bytes"))
+        if fill is not None:
+            out.append(
+                f"{d}, with the page-cache fill ({fill:.1f} CPU s: the page_fill row's "
+                "first read of the files less its second), which a cache pays once so that "
+                "its warm epoch reads at the rate of local disk: "
+                + _bound(payload, d, seconds + fill / cores)
+            )
     return out
+
+
+def _fill_s(r: dict[str, Any] | None) -> float | None:
+    """CPU seconds of filling the page cache with the data: the ``page_fill`` row's first
+    pass (every page new) less its second (every page there)."""
+    cold, warm = _epoch(r, "cold", "cpu_s"), _epoch(r, "warm", "cpu_s")
+    return None if cold is None or warm is None else max(0.0, cold - warm)
+
+
+def _bound(payload: dict[str, Any], d: str, seconds: float) -> str:
+    """A cold epoch of at least ``seconds``: its rows/s, against the limit and the fastest
+    peer's cold epoch (bytes consumer)."""
+    results = payload["results"]
+    best = payload["data"][d]["rows"] / seconds
+    lim = _epoch(results.get(f"{d}.limit.bytes"), "cold", "rows_per_s")
+    peer, rate = best_peer(results, d, "bytes", "cold")
+    text = (
+        f"a cold epoch takes at least {seconds:.2f} s, {best:,.0f} rows/s, "
+        f"{fmt(ratio(best, lim), '.2f')}x the download limit"
+    )
+    if peer is not None:
+        text += f", {fmt(ratio(best, rate), '.2f')}x the fastest peer's ({peer})"
+    return text
 
 
 def _stored(payload: dict[str, Any], name: str) -> int | None:

@@ -23,6 +23,7 @@ __all__ = [
     "COLUMNS",
     "consumer_alone",
     "limit",
+    "page_fill",
     "shardwise_local",
     "shardwise_s3",
     "unpack_shardwise",
@@ -199,3 +200,54 @@ def consumer_alone(
 
     res = epochs(make, lambda b: (b, len(b)), consumer, Server(s3, "none"), names=("cold",))
     return {"setup_s": setup, **res}
+
+
+def _direct_copies(data: str, tmp: str) -> list[Path]:
+    """The data set's files copied under ``tmp`` as the node cache writes its downloads:
+    16 MiB ranges from a reused page-aligned buffer, past the page cache."""
+    from shardwise.storage.cache.direct import open_direct, range_buffer, write_range
+
+    out = []
+    for src in sorted(p for p in (Path(data) / "files").iterdir() if p.is_file()):
+        dst = Path(tmp) / "fill" / src.name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.touch()
+        fd, direct = os.open(dst, os.O_WRONLY), open_direct(str(dst))
+        with src.open("rb", buffering=0) as f:
+            at = 0
+            while n := f.readinto(buf := range_buffer(RANGE_BYTES, RANGE_BYTES)):
+                direct, at = write_range(fd, direct, buf[:n], at), at + n
+        os.close(fd)
+        if direct >= 0:
+            os.close(direct)
+        out.append(dst)
+    return out
+
+
+def page_fill(
+    data: str, tmp: str, s3: dict[str, Any], dataset: str, consumer: str
+) -> dict[str, Any]:
+    """The page-cache fill alone: the data set's files, written past the page cache as the
+    node cache writes them (untimed), read once through it (``cold``: every page enters the
+    page cache) and once again (``warm``: every page is there), into a reused buffer. A
+    node cache whose warm epoch reads at the rate of local disk (whose files are in the
+    page cache) pays the difference of the two passes' CPU once, in its cold epoch."""
+    import json
+
+    files = _direct_copies(data, tmp)
+    rows = json.loads((Path(data) / "meta.json").read_text())["rows"]
+    buf = bytearray(RANGE_BYTES)
+
+    def make(epoch: int) -> Iterable[Any]:
+        got = 0
+        for path in files:
+            with path.open("rb", buffering=0) as f:
+                while n := f.readinto(buf):
+                    got += n
+        yield (got, rows)
+
+    try:
+        res = epochs(make, lambda b: ([], b[1]), consumer, Server(s3, "none"))
+    finally:
+        shutil.rmtree(Path(tmp) / "fill", ignore_errors=True)
+    return {"range_bytes": RANGE_BYTES, **res}

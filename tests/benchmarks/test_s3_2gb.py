@@ -101,3 +101,32 @@ def test_the_cold_bound_adds_the_warm_work_the_download_and_the_server_over_the_
     assert "at least 3.00 s, 10 rows/s, 0.01x the download limit" in line
     del res["tars.limit.bytes"]["cold"]["server_cpu_s"]
     assert s3report.cold_bounds(payload) == []  # no bound without the server's count
+
+
+def test_the_page_cache_fill_adds_its_first_read_less_its_second_to_a_second_bound() -> None:
+    res = _results()
+    res["tars.shardwise_s3.bytes"]["warm"]["cpu_s"] = 3.0
+    res["tars.limit.bytes"]["cold"] |= {"cpu_s": 1.0, "server_cpu_s": 2.0}
+    res["tars.page_fill.bytes"] = {"cold": {"cpu_s": 2.5}, "warm": {"cpu_s": 0.5}}
+    payload = {"machine": {"cpus": 2}, "data": {"tars": {"rows": 30}}, "results": res}
+    plain, filled = s3report.cold_bounds(payload)
+    assert "at least 3.00 s, 10 rows/s, 0.01x the download limit, 0.02x" in plain
+    assert "(mosaic)" in plain  # the fastest peer's cold epoch: 500 rows/s
+    assert "page-cache fill (2.0 CPU s" in filled
+    assert "at least 4.00 s, 8 rows/s" in filled
+
+
+def test_the_page_fill_row_reads_copies_written_as_the_cache_writes_them(tmp_path: Path) -> None:
+    from adapters import s3_big
+
+    files = tmp_path / "data" / "files"
+    files.mkdir(parents=True)
+    blobs = {"a.tar": np.random.default_rng(0).bytes(3 * 4096 + 17), "b.tar": b"", "c.tar": b"x"}
+    for name, blob in blobs.items():
+        (files / name).write_bytes(blob)
+    (tmp_path / "data" / "meta.json").write_text(json.dumps({"rows": 7}))
+    copies = s3_big._direct_copies(str(tmp_path / "data"), str(tmp_path / "tmp"))
+    assert {p.name: p.read_bytes() for p in copies} == blobs
+    res = s3_big.page_fill(str(tmp_path / "data"), str(tmp_path / "tmp"), {}, "tars", "bytes")
+    assert res["cold"]["rows"] == res["warm"]["rows"] == 7
+    assert not (tmp_path / "tmp" / "fill").exists()  # the copies are removed
