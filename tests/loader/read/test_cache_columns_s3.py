@@ -293,3 +293,67 @@ def test_the_budget_holds_with_chunk_entries(
     once = ds.cache.stats.bytes_per_column["payload"] <= chunks["payload"]
     twice = ds.cache.stats.bytes_per_column["payload"] <= 2 * chunks["payload"]
     assert once if first_window is None else twice
+
+
+def test_a_large_last_chunk_is_one_entry_read_in_place(
+    s3_server: dict[str, Any],
+    bucket: tuple[str, Any],
+    proxy: CountingProxy,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last column chunk of a file crosses into the footer's last 64 KiB: it is one
+    entry (its last bytes held twice, a sliver of it), so a warm read takes it in place
+    instead of copying 10 MB out of two entries on every read. A read of every column
+    keeps each row group as one entry (Arrow reads a row group's chunks as one range)."""
+    from shardwise.storage import overlay
+
+    name, fs = bucket
+    local = tmp_path / "local"
+    local.mkdir()
+    rows = np.random.default_rng(1).integers(0, 256, (200, 100_000), dtype=np.uint8)
+    t = pa.table({"id": np.arange(200), "payload": [r.tobytes() for r in rows]})
+    pq.write_table(t, str(local / "big.parquet"), row_group_size=100, compression="none")
+    fs.put(str(local / "big.parquet"), f"{name}/big/big.parquet")
+    size = (local / "big.parquet").stat().st_size
+    md = pq.ParquetFile(local / "big.parquet").metadata
+    last = md.row_group(1).column(1)
+    first = min(last.data_page_offset, last.dictionary_page_offset or last.data_page_offset)
+    chunk_end = first + last.total_compressed_size
+    assert size - 2**16 < chunk_end < size  # the case at hand: it reaches the footer's read
+    views: list[bool] = []
+    read_at = overlay.SparseFile.read_at
+
+    def spy(self: Any, n: int, start: int) -> memoryview:
+        if n >= 2**20:
+            views.append(self._view(start, start + n) is not None)
+        return read_at(self, n, start)
+
+    monkeypatch.setattr(overlay.SparseFile, "read_at", spy)
+    common = dict(batch_size=16, seed=3, format="parquet", batch_format="numpy")
+    for columns in (["payload"], ["id", "payload"], None):
+        want = _heads(StreamingDataset(str(local), columns=columns, **common))
+        cache_dir = tmp_path / f"cache-{columns}"
+        for epoch in ("cold", "warm"):
+            ds = StreamingDataset(
+                f"s3://{name}/big",
+                storage_options=_options(s3_server, proxy),
+                cache_dir=str(cache_dir),
+                cache_bytes=10**9,
+                columns=columns,
+                **common,
+            )
+            proxy.reset()
+            views.clear()
+            assert _heads(ds) == want
+            if epoch == "cold":  # each byte once, but for the sliver held twice
+                assert 0 < proxy.get_bytes <= size * (1 + 1 / 128), proxy.get_bytes
+            else:
+                assert proxy.get_bytes == 0 and views and all(views), views
+        ends = {j["start"] + j["bytes"] for j in _fetches(cache_dir)}
+        assert chunk_end in ends  # the chunk (or its row group) is one entry
+
+
+def _heads(ds: Any) -> list[bytes]:
+    """Each row's payload's first bytes, in the order read."""
+    return [bytes(p[:16]) for b in ds for p in b["payload"]]

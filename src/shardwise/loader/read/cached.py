@@ -27,7 +27,7 @@ from typing import Any
 
 from shardwise.formats import Unit
 from shardwise.index import DatasetIndex, cache_root
-from shardwise.loader.read.chunks import Chunk, chosen, row_group_chunks, span
+from shardwise.loader.read.chunks import Chunk, chosen, row_group_chunks, span, until
 from shardwise.storage import named, resolve, with_retries
 from shardwise.storage.cache import NodeCache
 from shardwise.storage.cache.entry import Extent
@@ -179,7 +179,8 @@ class UnitCache:
         found = stack.enter_context(self.cache.lease_if_cached(group)) if held else None
         if found is not None:
             return [*pieces, (group.start, found)]
-        if self.columns is None and not any(self.cache.has(c) for c in chunks):
+        every = len(chunks) == len(self._layout[unit.path][unit.index])  # a read of all
+        if every and not any(self.cache.has(c) for c in chunks):
             chunks = [group]
         return pieces + self._leased_pieces(stack, unit.path, chunks)
 
@@ -226,9 +227,13 @@ class UnitCache:
     def _cut(self, unit: Unit, stop: int) -> tuple[Extent | None, list[Extent]]:
         chunks = self._layout[unit.path][unit.index]
         start, end = span(chunks)
-        group = self._extent(unit.path, start, min(end, stop)) if min(end, stop) > start else None
+        group = (
+            self._extent(unit.path, start, until(start, end, stop))
+            if min(end, stop) > start
+            else None
+        )
         parts = [
-            self._extent(unit.path, c.start, min(c.end, stop), c.column)
+            self._extent(unit.path, c.start, until(c.start, c.end, stop), c.column)
             for c in chosen(chunks, self.columns)
             if min(c.end, stop) > c.start
         ]

@@ -8,7 +8,12 @@ from typing import IO, NamedTuple
 
 import pyarrow.parquet as pq
 
-__all__ = ["Chunk", "chosen", "row_group_chunks", "span"]
+__all__ = ["OVERLAP_SHARE", "Chunk", "chosen", "row_group_chunks", "span", "until"]
+
+
+# a range crossing into the footer's entries ends at its own end if that holds at most this
+# share of it twice (so a large chunk is one entry, read in place), else where they start
+OVERLAP_SHARE = 1 / 128
 
 
 class Chunk(NamedTuple):
@@ -63,3 +68,15 @@ def span(chunks: Sequence[Chunk]) -> tuple[int, int]:
     if not chunks:
         return 0, 0
     return min(c.start for c in chunks), max(c.end for c in chunks)
+
+
+def until(start: int, end: int, stop: int) -> int:
+    """Where the entry of the range ``[start, end)`` ends when the file's footer entries
+    start at ``stop``: at ``stop``, the bytes past it then coming from those entries, unless
+    the bytes past ``stop`` are at most :data:`OVERLAP_SHARE` of the range. Then at ``end``:
+    a range read in two pieces is copied into new memory on every read, and a large one
+    (a file's last column chunk, in all but the smallest files) costs far more that way
+    than the few bytes it holds twice (at most the footer's last 64 KiB read)."""
+    if end <= stop or (end - stop) > (end - start) * OVERLAP_SHARE:
+        return min(end, stop)
+    return end
