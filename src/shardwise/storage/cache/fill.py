@@ -27,7 +27,7 @@ from shardwise.storage.cache.lease import FileLock
 
 __all__ = ["RANGE", "Fill", "FillView", "RangeReader", "State"]
 
-RANGE = 8 * 2**20
+RANGE = 16 * 2**20
 RangeReader = Callable[[int, int, memoryview], None]  # fills the view with [start, end)
 
 
