@@ -207,6 +207,8 @@ def mosaic_read(
     from torch.utils.data import DataLoader
 
     _aws_env(s3)
+    # shared memory an earlier run left (a killed one's) makes it index the wrong shards
+    streaming.base.util.clean_stale_shared_memory()
     bucket = s3["buckets"]["mosaic"][dataset]
     t0 = time.perf_counter()
     ds = StreamingDataset(
