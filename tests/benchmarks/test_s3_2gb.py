@@ -130,3 +130,22 @@ def test_the_page_fill_row_reads_copies_written_as_the_cache_writes_them(tmp_pat
     res = s3_big.page_fill(str(tmp_path / "data"), str(tmp_path / "tmp"), {}, "tars", "bytes")
     assert res["cold"]["rows"] == res["warm"]["rows"] == 7
     assert not (tmp_path / "tmp" / "fill").exists()  # the copies are removed
+
+
+def test_each_epoch_comes_from_its_own_median_run() -> None:
+    import bench_s3_2gb
+
+    def run(cold: float, warm: float) -> dict[str, Any]:
+        return {
+            "cold_rows_per_s": cold,
+            "cold": {"rows_per_s": cold, "cpu_s": cold / 10},
+            "warm": {"rows_per_s": warm, "cpu_s": warm / 10},
+        }
+
+    runs = [run(5, 9), run(4, 12), run(6, 13), {"name": "x", "error": "exit 1"}]
+    best = bench_s3_2gb.epoch_medians(runs)
+    assert best["cold"]["rows_per_s"] == 5 and best["warm"]["cpu_s"] == 1.2
+    assert best["warm"]["rows_per_s"] == 12 and sorted(best["runs_warm_rows_per_s"]) == [9, 12, 13]
+    assert best["failed_runs"] == ["exit 1"]
+    limit = bench_s3_2gb.epoch_medians([{"cold_rows_per_s": 7, "cold": {"rows_per_s": 7}}])
+    assert "warm" not in limit  # a row of one epoch
