@@ -277,6 +277,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "s3": render_tabled("s3"),
     "s3_2gb": render_s3_2gb,
     "s3_2gb_parquet": lambda: render_s3_2gb("s3-2gb-parquet"),
+    "s3_2gb_tars_pair": lambda: render_s3_2gb("s3-2gb-tars-local-s3"),
     "dedup": render_dedup,
     "parallel": render_parallel,
     "tokens": render_tokens,
