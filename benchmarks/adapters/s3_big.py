@@ -207,7 +207,7 @@ def _direct_copies(data: str, tmp: str) -> list[Path]:
     16 MiB ranges from a reused page-aligned buffer, past the page cache."""
     from shardwise.storage.cache.direct import open_direct, range_buffer, write_range
 
-    out = []
+    out, buf = [], range_buffer(RANGE_BYTES, RANGE_BYTES)
     for src in sorted(p for p in (Path(data) / "files").iterdir() if p.is_file()):
         dst = Path(tmp) / "fill" / src.name
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -215,7 +215,7 @@ def _direct_copies(data: str, tmp: str) -> list[Path]:
         fd, direct = os.open(dst, os.O_WRONLY), open_direct(str(dst))
         with src.open("rb", buffering=0) as f:
             at = 0
-            while n := f.readinto(buf := range_buffer(RANGE_BYTES, RANGE_BYTES)):
+            while n := f.readinto(buf):
                 direct, at = write_range(fd, direct, buf[:n], at), at + n
         os.close(fd)
         if direct >= 0:
