@@ -10,9 +10,9 @@ in all, and the 7 whole units 30-33 ms (alternated fresh processes, warm page ca
 Here the dictionary page is read where it is stored as it is in the compressed stream
 (incompressible values such as JPEGs are: snappy literals, zstd raw blocks, see
 :mod:`shardwise.formats.parquet._stored`), else decompressed; its values' offsets are
-found by walking their 4-byte length prefixes (one Python step a value, so only for few wide values: at most
-:data:`MAX_VALUES` values of :data:`MIN_MEAN` bytes or more on average, else Arrow reads
-the column), the data pages' indices are decoded for the wanted rows only
+found by walking their 4-byte length prefixes (one Python step a value, so only for few
+wide values: at most :data:`MAX_VALUES` values of :data:`MIN_MEAN` bytes or more on
+average, else Arrow reads the column), the data pages' indices are decoded for the wanted rows only
 (:func:`~shardwise.formats.parquet._rle_bitpacked.decode`), and the wanted values are
 copied once into the new array's buffer: the same 7 heads took 13.8-15.4 ms. A stored
 page is not decompressed at all, so a head copies its own values and nothing more (a
