@@ -417,17 +417,27 @@ def _first_epoch_check(name: str, ok: dict[str, dict[str, Any]], checks: Checks)
             vs="one unit's decode (median) + 50 ms",
         )
     if fe.get("shuffle_bytes"):
-        budget = 1.3 * (fe["shuffle_bytes"] + fe["prefetch_bytes"]) / 2**20
-        checks.add(
-            f"{name} peak RSS",
-            fe["peak_rss_mb"],
-            round(budget),
-            spec=",.0f",
-            unit=" MB",
-            at_most=True,
-            vs=f"(shuffle_bytes + prefetch_bytes) x 1.3; raw scan peak "
-            f"{fmt(get(ok.get('raw_scan'), 'peak_rss_mb'), ',.0f')} MB",
-        )
+        _memory_check(name, fe, get(ok.get("raw_scan"), "peak_rss_mb"), checks)
+
+
+def _memory_check(name: str, fe: dict[str, Any], scan_peak: Any, checks: Checks) -> None:
+    """The loader's peak memory against ``shuffle_bytes + prefetch_bytes`` + 30%: the
+    process's peak RSS less its RSS before the timed work (the interpreter, torch and
+    shardwise's import, which the budgets do not govern: 250-270 MB here, a third of the
+    default budgets). The whole process's peak is printed with it."""
+    budget = 1.3 * (fe["shuffle_bytes"] + fe["prefetch_bytes"]) / 2**20
+    start = fe.get("rss_start_mb") or 0.0
+    checks.add(
+        f"{name} peak memory",
+        fe["peak_rss_mb"] - start,
+        round(budget),
+        spec=",.0f",
+        unit=" MB",
+        at_most=True,
+        vs=f"(shuffle_bytes + prefetch_bytes) x 1.3; the peak RSS less the {start:,.0f} MB "
+        f"before the dataset (whole process {fe['peak_rss_mb']:,.0f} MB; raw scan peak "
+        f"{fmt(scan_peak, ',.0f')} MB)",
+    )
 
 
 def rounds(names: list[str], args: Any) -> list[list[str]]:

@@ -39,6 +39,9 @@ __all__ = [
 NUM_LABELS = 10
 EMB_DIM = 64
 BATCH = 256
+# RSS sampled this often (s): an epoch of the first-epoch rows lasts 0.05-1 s, and a
+# coarser sampling missed its peak
+MONITOR_S = 0.02
 BUFFER = 10_000
 WORKERS = 2
 PREFETCH = 32  # every DataLoader's prefetch_factor (batches requested ahead per worker)
@@ -186,8 +189,10 @@ def epoch(data: str, tmp: str, setup: str, time_cap: float = float("inf")) -> di
     hist = np.asarray(_meta(root)["label_hist"], dtype=np.float64)
     consume = Consumer(hist / hist.sum(), emb_dim(root))
     info: dict[str, Any] = {}
-    monitor = TreeMonitor().start()
+    monitor = TreeMonitor(MONITOR_S).start()
     go = make(root, consume, info)
+    monitor.sample()  # what the process holds before the timed work (imports, a built dataset)
+    info["rss_start_mb"] = monitor.last_rss / 2**20
     t0 = time.perf_counter()
     consume.deadline = t0 + time_cap
     cpu0 = monitor.cpu_seconds

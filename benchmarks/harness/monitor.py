@@ -25,6 +25,7 @@ class TreeMonitor:
         self._psutil = psutil
         self.interval = interval
         self.peak_rss = 0
+        self.last_rss = 0  # the last sample's
         self.max_procs = 0
         self._cpu: dict[tuple[int, float], float] = {}
         self._base_cpu: dict[tuple[int, float], float] = {}
@@ -52,7 +53,7 @@ class TreeMonitor:
             total += rss
             n += 1
             self._cpu[key] = t.user + t.system
-        self.peak_rss = max(self.peak_rss, total)
+        self.peak_rss, self.last_rss = max(self.peak_rss, total), total
         self.max_procs = max(self.max_procs, n)
 
     def _run(self) -> None:

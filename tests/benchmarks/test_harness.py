@@ -185,3 +185,18 @@ def test_loader_rounds_rotate_and_pair_their_ratios() -> None:
     assert bench_loader.paired_ratio(row, base) == 2.5  # rounds 0 and 2 only: (2.0 + 3.0) / 2
     assert bench_loader.paired_ratio(row, None) is None
     assert bench_loader.paired_ratio(row, {"by_round": {"1": 5.0}}) is None
+
+
+def test_the_loaders_memory_check_leaves_out_what_the_process_held_before() -> None:
+    import bench_loader
+    from harness.report import Checks
+
+    fe = {"shuffle_bytes": 100 << 20, "prefetch_bytes": 100 << 20, "peak_rss_mb": 500.0}
+    checks = Checks()
+    bench_loader._memory_check("row", dict(fe, rss_start_mb=300.0), 400.0, checks)  # 200 MB
+    bench_loader._memory_check("row", dict(fe, rss_start_mb=200.0), 400.0, checks)  # 300 MB
+    bench_loader._memory_check("row", fe, None, checks)  # no start recorded: the whole 500
+    met = [line.endswith(" MET") and "NOT MET" not in line for line in checks.lines]
+    assert met == [True, False, False]  # the budget: 1.3 x 200 MiB = 260 MB
+    assert "row peak memory: 200 MB" in checks.lines[0]
+    assert "whole process 500 MB" in checks.lines[0]

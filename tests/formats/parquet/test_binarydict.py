@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shardwise.formats.parquet import _binarydict
 from shardwise.formats.parquet._binarydict import MIN_MEAN, read_binary_dicts
 
 SETTINGS = settings(
@@ -175,3 +176,35 @@ def test_damaged_dictionary_is_declined() -> None:
             pq.ParquetFile(pa.BufferReader(data)), pa.BufferReader(data), 0, ["image"]
         )
         assert got == {}, length
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd"])
+def test_incompressible_values_are_copied_from_the_stored_page(
+    codec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random values (as JPEGs are to a codec) are stored as they are in the compressed
+    dictionary page: read from it without decompressing it, equal to Arrow; a damaged
+    length prefix in such a page is still declined."""
+
+    def refuse(*args: Any) -> None:
+        raise AssertionError("the stored dictionary page was decompressed")
+
+    monkeypatch.setattr(_binarydict, "one_run", refuse)  # what a decompressed page becomes
+    table = _table(300, 11, pa.binary(), False, 0, 40_000)
+    raw = _write(table, {"compression": codec, "row_group_size": 150, "data_page_size": 1 << 20})
+    pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)
+    assert pf.metadata.row_group(0).column(1).compression == codec.upper()
+    for g in range(pf.num_row_groups):
+        arrow, n = _arrow(pf, g), pf.metadata.row_group(g).num_rows
+        for lo, hi in ((0, n), (0, 7), (7, n), (n - 1, n)):
+            got = read_binary_dicts(pf, source, g, ["image"], (lo, hi))
+            assert got["image"].equals(arrow.slice(lo, hi - lo)), (g, lo, hi)
+    value = table.column("image")[0].as_py()
+    damaged = bytearray(raw)
+    at = damaged.index(value) - 4  # the first value's length prefix, inside a literal
+    damaged[at : at + 4] = (len(value) + 1).to_bytes(4, "little")
+    data = bytes(damaged)
+    got = read_binary_dicts(
+        pq.ParquetFile(pa.BufferReader(data)), pa.BufferReader(data), 0, ["image"]
+    )
+    assert got == {}

@@ -111,3 +111,36 @@ def test_the_next_windows_reads_start_once_the_first_batch_is_cut(
     assert len(_batches(whole)) > 1
     heads = whole.reading.first_piece(whole.reading.batch_size) is not None
     assert events[:2] == (["batch", "read ahead"] if heads else ["read ahead", "batch"])
+
+
+def test_page_reads_map_the_file_for_the_read_alone(
+    images: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page readers read each part from a mapping of its own, closed when the part is
+    read: the pages a head touched are not kept resident while its unit waits for the rest
+    (the unit's own file stays open for Arrow's columns)."""
+    from shardwise.loader.read import unit_heads
+
+    opened: list[Any] = []
+    real = unit_heads.open_arrow_input
+
+    def counting(path: str, **options: Any) -> Any:
+        source = real(path, **options)
+        opened.append(source)
+        return source
+
+    monkeypatch.setattr(unit_heads, "open_arrow_input", counting)
+    ds = _ds(images)
+    whole = UnitReader(ds.index).read(0)
+    parts = unit_heads.unit_parts(ds.index, None, None, None, whole.schema)
+    assert parts is not None
+    n = ds.index.units[0].num_samples
+    head = parts.head(0, 10)
+    assert head is not None and head.equals(whole.slice(0, 10))
+    assert len(opened) == 2 and all(isinstance(s, pa.MemoryMappedFile) for s in opened)
+    unit_file, head_pages = opened
+    assert head_pages.closed and not unit_file.closed
+    assert parts._open[0].fixed == ["image"]
+    rest = parts.rest(0, 10, n - 10)
+    assert rest is not None and rest.equals(whole.slice(10))
+    assert len(opened) == 3 and all(s.closed for s in opened)

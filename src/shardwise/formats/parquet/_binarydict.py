@@ -7,12 +7,18 @@ indices. Arrow decodes such a column by copying every value it reads out of the
 decompressed page into a growing array: the 7 heads (half of each unit) took 23-24 CPU ms
 in all, and the 7 whole units 30-33 ms (alternated fresh processes, warm page cache).
 
-Here the dictionary page is decompressed, its values' offsets are found by walking their
-4-byte length prefixes (one Python step a value, so only for few wide values: at most
-:data:`MAX_VALUES` values of :data:`MIN_MEAN` bytes or more on average, else Arrow reads
-the column), the data pages' indices are decoded for the wanted rows only
+Here the dictionary page is read where it is stored as it is in the compressed stream
+(incompressible values such as JPEGs are: snappy literals, zstd raw blocks, see
+:mod:`shardwise.formats.parquet._stored`), else decompressed; its values' offsets are
+found by walking their 4-byte length prefixes (one Python step a value, so only for few
+wide values: at most :data:`MAX_VALUES` values of :data:`MIN_MEAN` bytes or more on
+average, else Arrow reads the column), the data pages' indices are decoded for the wanted rows only
 (:func:`~shardwise.formats.parquet._rle_bitpacked.decode`), and the wanted values are
-copied once into the new array's buffer: the same 7 heads took 13.8-15.4 ms.
+copied once into the new array's buffer: the same 7 heads took 13.8-15.4 ms. A stored
+page is not decompressed at all, so a head copies its own values and nothing more (a
+unit of images had first been copied whole into new memory for each of its two parts).
+Whole reads of a row group take this path too
+(:func:`shardwise.formats.parquet.format._read_row_group`).
 
 Only a top-level ``binary`` or ``large_binary`` column is read so: of a dictionary page
 (``PLAIN`` or ``PLAIN_DICTIONARY``) and v1 data pages of dictionary indices, without nulls
@@ -44,6 +50,7 @@ from shardwise.formats.parquet._fixedlist import (
 )
 from shardwise.formats.parquet._pages import DATA, DICTIONARY, Page, Unreadable, inflate
 from shardwise.formats.parquet._rle_bitpacked import check_constant, decode
+from shardwise.formats.parquet._stored import Runs, one_run, stored_runs
 
 __all__ = ["MAX_VALUES", "MIN_MEAN", "read_binary_dicts"]
 
@@ -83,11 +90,7 @@ def _column(
     b = chunk_bytes(chunk, source)
     pages = _headers(b, rows)
     dictionary = pages[0]
-    raw = inflate(
-        b[dictionary.body : dictionary.body + dictionary.compressed],
-        dictionary.uncompressed,
-        chunk.compression,
-    )
+    raw = _dictionary(b, dictionary, chunk.compression)
     starts, lengths = _offsets(raw, dictionary.num_values)
     index = _indices(b, pages[1:], chunk.compression, desc.max_definition_level, lo, hi)
     if len(index) and int(index.max()) >= len(starts):
@@ -117,16 +120,25 @@ def _headers(b: memoryview, count: int) -> list[Page]:
     return walk_pages(b, count, values)
 
 
-def _offsets(raw: memoryview, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _dictionary(b: memoryview, page: Page, codec: str) -> Runs:
+    """The dictionary page's bytes: where they are stored as they are in the chunk
+    (:mod:`shardwise.formats.parquet._stored`), else decompressed."""
+    body = b[page.body : page.body + page.compressed]
+    stored = stored_runs(body, page.uncompressed, codec)
+    return stored if stored is not None else one_run(inflate(body, page.uncompressed, codec))
+
+
+def _offsets(raw: Runs, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Where each of the dictionary's ``n`` plain values starts in ``raw``, and its length
     (Unreadable: the values do not fill the page exactly)."""
     starts = np.empty(n, dtype=np.int64)
     lengths = np.empty(n, dtype=np.int64)
-    pos, size = 0, len(raw)
+    pos, size = 0, raw.size
+    cursor = raw.cursor()
     for i in range(n):
         if pos + 4 > size:
             raise Unreadable("a dictionary value past its page")
-        length = int.from_bytes(raw[pos : pos + 4], "little")
+        length = cursor.u32(pos)
         pos += 4
         if length > size - pos:
             raise Unreadable("a dictionary value past its page")
@@ -161,7 +173,7 @@ def _indices(
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
 
 
-def _gathered(t: pa.DataType, raw: memoryview, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+def _gathered(t: pa.DataType, raw: Runs, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
     """The values at ``starts`` (of ``lengths`` bytes) of ``raw``, copied once into the
     buffer of a new array of type ``t``."""
     offsets = np.zeros(len(starts) + 1, dtype=np.int64)
@@ -171,8 +183,6 @@ def _gathered(t: pa.DataType, raw: memoryview, starts: np.ndarray, lengths: np.n
     if not large and total > INT32_MAX:
         raise Unreadable("values past binary's 2 GiB: Arrow gives them in chunks")
     data = allocate(total, np.dtype(np.uint8))
-    src = np.frombuffer(raw, dtype=np.uint8)
-    for s, n, o in zip(starts.tolist(), lengths.tolist(), offsets.tolist()):
-        data[o : o + n] = src[s : s + n]
+    raw.gather(data, starts, lengths, offsets)
     offs = offsets if large else offsets.astype(np.int32)
     return pa.Array.from_buffers(t, len(starts), [None, pa.py_buffer(offs), pa.py_buffer(data)])

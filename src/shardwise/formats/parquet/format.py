@@ -18,6 +18,7 @@ from shardwise.formats.contract import (
     suffixes_of,
     unify_permissive,
 )
+from shardwise.formats.parquet._binarydict import read_binary_dicts
 from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
 from shardwise.formats.parquet._footer import row_group_units
 from shardwise.formats.parquet.writer import ParquetShardWriter
@@ -179,15 +180,16 @@ def _failing_column(pf: pq.ParquetFile, group: int, columns: Sequence[str] | Non
 def _read_row_group(
     pf: pq.ParquetFile, source: Any, group: int, columns: Sequence[str] | None, use_threads: bool
 ) -> pa.Table:
-    """Row group ``group``: fixed-size lists of numbers without nulls decoded from their
-    pages (:mod:`shardwise.formats.parquet._fixedlist`), the other columns by Arrow."""
+    """Row group ``group``: fixed-size lists of numbers without nulls and wide binary
+    values of a dictionary page decoded from their pages (:func:`_from_pages`), the other
+    columns by Arrow."""
     names = list(columns) if columns is not None else pf.schema_arrow.names
     plain = len(set(names)) == len(names) and set(names) <= set(
         pf.schema_arrow.names
     )  # else as Arrow has it
     # the one switch of the page reader (SHARDWISE_PAGE_READER=0): the pipeline's reads
     # (read_unit) and the loader's (read_table) both come here
-    fixed = read_fixed_lists(pf, source, group, names) if plain and page_reader_enabled() else {}
+    fixed = _from_pages(pf, source, group, names) if plain and page_reader_enabled() else {}
     if not fixed:
         return pf.read_row_group(
             group, columns=list(columns) if columns is not None else None, use_threads=use_threads
@@ -199,6 +201,15 @@ def _read_row_group(
     return pa.Table.from_arrays(
         arrays, schema=pa.schema([schema.field(n) for n in names], metadata=schema.metadata)
     )
+
+
+def _from_pages(pf: pq.ParquetFile, source: Any, group: int, names: list[str]) -> dict[str, Any]:
+    """The columns of ``names`` the page readers decode: fixed-size lists of numbers
+    (:mod:`~shardwise.formats.parquet._fixedlist`), then wide binary values of a
+    dictionary page (:mod:`~shardwise.formats.parquet._binarydict`)."""
+    out = read_fixed_lists(pf, source, group, names)
+    others = [n for n in names if n not in out]
+    return out | read_binary_dicts(pf, source, group, others) if others else out
 
 
 def _conform(

@@ -1,0 +1,181 @@
+"""A compressed page whose bytes are stored as they are: where in its body each run of them is.
+
+Incompressible values (JPEG, PNG, audio, already compressed documents) come out of the
+codecs almost unchanged: snappy writes them as *literals* (a tag, then the bytes, up to
+64 KiB at a time), zstd as *raw blocks* (a 3-byte header, then up to 128 KiB of bytes).
+Decompressing such a page only copies it, into as much new memory as the page: 25-35 MB
+for a unit of images, most of a head's read when only a few of its values are wanted.
+
+:func:`stored_runs` reads the stream's framing only and, when every byte of the page is
+stored so, gives the runs (:class:`Runs`): a value can then be copied straight out of the
+page's body (a memory-mapped file), and nothing is decompressed. A stream with anything
+else in it (a snappy copy, a compressed or RLE zstd block, a checksum, a skippable frame,
+another codec) or a framing that does not add up to exactly ``size`` bytes gives None,
+and the caller decompresses the page as before (whose decoder then judges the stream).
+Framing too fine to be worth walking in Python (runs of less than :data:`MIN_RUN` bytes
+on average) gives None too, so a hostile stream of one-byte literals costs no more than
+:data:`MAX_RUNS` steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shardwise.formats.parquet._thrift import Unreadable, varint
+
+__all__ = ["MAX_RUNS", "MIN_RUN", "Cursor", "Runs", "one_run", "stored_runs"]
+
+MIN_RUN = 4096  # bytes a run holds on average, at least (snappy's are 64 KiB, zstd's 128 KiB)
+MAX_RUNS = 1 << 16  # runs walked in one page, at most
+ZSTD_MAGIC = 0xFD2FB528
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The page's ``size`` bytes as runs of its ``body``: run ``i`` is the page's bytes
+    ``[starts[i], starts[i + 1])``, stored from ``body[sources[i]]`` on."""
+
+    body: memoryview  # unsigned bytes: the compressed body, or the decompressed page
+    starts: list[int]  # one more than the runs: the last is the page's size
+    sources: list[int]
+
+    @property
+    def size(self) -> int:
+        """The page's size."""
+        return self.starts[-1]
+
+    def cursor(self) -> Cursor:
+        """A reader of the page's bytes from its start on, for reads at rising places."""
+        return Cursor(self)
+
+    def gather(
+        self, out: np.ndarray, starts: np.ndarray, lengths: np.ndarray, offsets: np.ndarray
+    ) -> None:
+        """Copy the page's bytes ``[starts[j], starts[j] + lengths[j])`` to
+        ``out[offsets[j]:]`` for every ``j``."""
+        src = np.frombuffer(self.body, dtype=np.uint8)
+        if len(self.sources) == 1:  # one run: slices of it
+            base = self.sources[0]
+            for s, n, o in zip(starts.tolist(), lengths.tolist(), offsets.tolist()):
+                out[o : o + n] = src[base + s : base + s + n]
+            return
+        runs = np.searchsorted(self.starts, starts, side="right") - 1
+        for s, n, o, i in zip(starts.tolist(), lengths.tolist(), offsets.tolist(), runs.tolist()):
+            while n > 0:  # the value's part in run i, then the next run's
+                take = min(self.starts[i + 1] - s, n)
+                at = self.sources[i] + s - self.starts[i]
+                out[o : o + take] = src[at : at + take]
+                s, n, o, i = s + take, n - take, o + take, i + 1
+
+
+class Cursor:
+    """Reads of a page's :class:`Runs` at rising places (its values' length prefixes)."""
+
+    def __init__(self, runs: Runs) -> None:
+        self.runs, self.i = runs, 0
+
+    def u32(self, pos: int) -> int:
+        """The little-endian 32-bit integer at ``pos`` (at or past the last read's)."""
+        starts, sources, body = self.runs.starts, self.runs.sources, self.runs.body
+        while starts[self.i + 1] <= pos:
+            self.i += 1
+        i = self.i
+        if pos + 4 <= starts[i + 1]:
+            at = sources[i] + pos - starts[i]
+            return int.from_bytes(body[at : at + 4], "little")
+        out = np.empty(4, dtype=np.uint8)  # across runs
+        self.runs.gather(out, np.array([pos]), np.array([4]), np.array([0]))
+        return int.from_bytes(out.tobytes(), "little")
+
+
+def one_run(page: memoryview) -> Runs:
+    """A page's bytes held in one buffer (decompressed, or stored uncompressed)."""
+    return Runs(page, [0, len(page)], [0])
+
+
+def stored_runs(body: memoryview, size: int, codec: str) -> Runs | None:
+    """The runs of a page of ``size`` bytes whose ``body`` (compressed by ``codec``) stores
+    every byte as it is, or None (see the module docstring)."""
+    if codec == "UNCOMPRESSED":
+        runs: list[tuple[int, int]] | None = [(0, 0)] if len(body) == size else None
+    elif codec == "SNAPPY":
+        runs = _snappy(body, size)
+    elif codec == "ZSTD":
+        runs = _zstd(body, size)
+    else:
+        runs = None
+    if runs is None or not runs:  # (an empty page needs no runs: it is read as one)
+        return None if size or runs is None else Runs(body, [0, 0], [0])
+    return Runs(body, [s for s, _ in runs] + [size], [f for _, f in runs])
+
+
+def _limit(size: int) -> int:
+    """Runs a page of ``size`` bytes may be walked in."""
+    return min(MAX_RUNS, size // MIN_RUN + 16)
+
+
+def _snappy(b: memoryview, size: int) -> list[tuple[int, int]] | None:
+    """Snappy's literals, when the stream is only literals adding up to ``size``."""
+    try:
+        declared, i = varint(b, 0)
+    except Unreadable:
+        return None
+    if declared != size:
+        return None
+    runs: list[tuple[int, int]] = []
+    out, limit, end = 0, _limit(size), len(b)
+    while i < end:
+        tag = b[i]
+        if tag & 3 or len(runs) >= limit:  # a copy: the page is not stored as it is
+            return None
+        n = tag >> 2
+        i += 1
+        if n >= 60:  # the length's 1-4 bytes follow the tag
+            width = n - 59
+            if i + width > end:
+                return None
+            n = int.from_bytes(b[i : i + width], "little")
+            i += width
+        n += 1
+        if i + n > end or out + n > size:
+            return None
+        runs.append((out, i))
+        out, i = out + n, i + n
+    return runs if out == size else None
+
+
+def _zstd(b: memoryview, size: int) -> list[tuple[int, int]] | None:
+    """Zstandard's raw blocks, when the stream is one frame of raw blocks only, without a
+    checksum, adding up to ``size``."""
+    end = len(b)
+    if end < 6 or int.from_bytes(b[0:4], "little") != ZSTD_MAGIC:
+        return None
+    fhd = b[4]
+    if fhd & 0x0C:  # a content checksum, or the reserved bit
+        return None
+    single = bool(fhd & 0x20)
+    i = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+    fcs = (0, 2, 4, 8)[fhd >> 6] or (1 if single else 0)
+    if i + fcs > end:
+        return None
+    if fcs:
+        declared = int.from_bytes(b[i : i + fcs], "little") + (256 if fcs == 2 else 0)
+        if declared != size:
+            return None
+    i += fcs
+    runs: list[tuple[int, int]] = []
+    out, limit, last = 0, _limit(size), False
+    while not last:
+        if i + 3 > end or len(runs) >= limit:
+            return None
+        header = int.from_bytes(b[i : i + 3], "little")
+        last, kind, n = bool(header & 1), (header >> 1) & 3, header >> 3
+        i += 3
+        if kind != 0 or i + n > end or out + n > size:  # not a raw block
+            return None
+        if n:
+            runs.append((out, i))
+        out, i = out + n, i + n
+    return runs if i == end and out == size else None

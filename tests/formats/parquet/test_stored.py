@@ -1,0 +1,186 @@
+"""Pages stored as they are inside snappy and zstd streams: the runs found must give back
+exactly the bytes the codec decompresses, and anything else must give None.
+
+The streams come from Arrow's own codecs (what pyarrow's writer puts in a file), from
+hand-made framing (checksums, trailing bytes, other block types, tiny literals), and from
+arbitrary damage to valid streams: whatever runs are found, decompressing the same body
+must succeed and agree with them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shardwise.formats.parquet._stored import MAX_RUNS, MIN_RUN, Runs, one_run, stored_runs
+
+SETTINGS = settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+def _random(n: int, seed: int = 0) -> bytes:
+    return np.random.default_rng(seed).bytes(n)
+
+
+def _compress(codec: str, data: bytes) -> memoryview:
+    return memoryview(pa.Codec(codec).compress(data, asbytes=True))
+
+
+def _bytes(runs: Runs) -> bytes:
+    out = np.empty(runs.size, dtype=np.uint8)
+    runs.gather(out, np.array([0]), np.array([runs.size]), np.array([0]))
+    return out.tobytes()
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd"])
+@pytest.mark.parametrize("size", [1, 59, 60, 61, 4096, 65536, 65537, 131072, 300_001])
+def test_incompressible_pages_are_found_stored(codec: str, size: int) -> None:
+    data = _random(size, size)
+    runs = stored_runs(_compress(codec, data), size, codec.upper())
+    assert runs is not None
+    assert runs.size == size
+    assert _bytes(runs) == data
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd"])
+def test_compressible_pages_are_not(codec: str) -> None:
+    data = bytes(np.random.default_rng(1).integers(0, 3, 200_000, dtype=np.uint8))
+    assert stored_runs(_compress(codec, data), len(data), codec.upper()) is None
+
+
+def test_an_uncompressed_page_is_one_run_and_other_codecs_none() -> None:
+    data = _random(5000)
+    runs = stored_runs(memoryview(data), 5000, "UNCOMPRESSED")
+    assert runs is not None and _bytes(runs) == data
+    assert stored_runs(memoryview(data), 4999, "UNCOMPRESSED") is None
+    gz = memoryview(pa.Codec("gzip").compress(data, asbytes=True))
+    assert stored_runs(gz, 5000, "GZIP") is None
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd"])
+def test_an_empty_page(codec: str) -> None:
+    runs = stored_runs(_compress(codec, b""), 0, codec.upper())
+    assert runs is None or runs.size == 0
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd"])
+def test_another_size_than_the_header_says_is_none(codec: str) -> None:
+    data = _random(70_000, 3)
+    body = _compress(codec, data)
+    assert stored_runs(body, 69_999, codec.upper()) is None
+    assert stored_runs(body, 70_001, codec.upper()) is None
+    assert stored_runs(body[:-1], 70_000, codec.upper()) is None
+    assert stored_runs(memoryview(bytes(body) + b"\0"), 70_000, codec.upper()) is None
+
+
+def _snappy_literals(data: bytes, piece: int) -> bytes:
+    """A snappy stream of literals of ``piece`` bytes (a framing no compressor picks)."""
+    out = bytearray()
+    n = len(data)
+    while True:  # the length as a varint
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            break
+    for i in range(0, len(data), piece):
+        chunk = data[i : i + piece]
+        m = len(chunk) - 1
+        if m < 60:
+            out.append(m << 2)
+        else:
+            out += bytes([62 << 2]) + m.to_bytes(3, "little")
+        out += chunk
+    return bytes(out)
+
+
+def test_hand_made_literals_of_any_length_are_read_and_tiny_ones_declined() -> None:
+    data = _random(100_000, 4)
+    for piece in (MIN_RUN, 5000, 65536, 100_000):
+        body = _snappy_literals(data, piece)
+        assert pa.Codec("snappy").decompress(body, len(data), asbytes=True) == data
+        runs = stored_runs(memoryview(body), len(data), "SNAPPY")
+        assert runs is not None and _bytes(runs) == data
+    tiny = _snappy_literals(data, 1)  # 100,000 runs: more than a page is walked in
+    assert pa.Codec("snappy").decompress(tiny, len(data), asbytes=True) == data
+    assert stored_runs(memoryview(tiny), len(data), "SNAPPY") is None
+    assert len(data) // MIN_RUN + 16 < MAX_RUNS
+
+
+def _zstd_frame(blocks: list[tuple[int, bytes]], fhd: int = 0x20, trailer: bytes = b"") -> bytes:
+    """A zstd frame of ``blocks`` (type, content) with frame header descriptor ``fhd``
+    (single segment and a 1-byte content size by default: the content must be < 256)."""
+    size = sum(len(b) if t == 0 else b[1] for t, b in blocks)
+    out = bytearray((0xFD2FB528).to_bytes(4, "little")) + bytes([fhd])
+    if fhd & 0x20 and not fhd >> 6:
+        out.append(size)
+    for i, (kind, content) in enumerate(blocks):
+        last = i == len(blocks) - 1
+        n = len(content) if kind == 0 else content[1]
+        out += (int(last) | kind << 1 | n << 3).to_bytes(3, "little")
+        out += content if kind == 0 else content[:1]
+    return bytes(out) + trailer
+
+
+def test_zstd_framing_beyond_raw_blocks_is_declined() -> None:
+    a, b = _random(100, 5), _random(50, 6)
+    raw = _zstd_frame([(0, a), (0, b)])
+    assert pa.Codec("zstd").decompress(raw, 150, asbytes=True) == a + b
+    runs = stored_runs(memoryview(raw), 150, "ZSTD")
+    assert runs is not None and _bytes(runs) == a + b
+    rle = _zstd_frame([(0, a), (1, bytes([7, 50]))])  # an RLE block: 50 sevens
+    assert pa.Codec("zstd").decompress(rle, 150, asbytes=True) == a + bytes([7]) * 50
+    assert stored_runs(memoryview(rle), 150, "ZSTD") is None
+    checked = _zstd_frame([(0, a)], fhd=0x24, trailer=b"\0\0\0\0")  # a content checksum
+    assert stored_runs(memoryview(checked), 100, "ZSTD") is None
+    assert stored_runs(memoryview(raw + b"\0"), 150, "ZSTD") is None
+
+
+def test_values_across_runs_are_copied_whole() -> None:
+    data = _random(200_000, 7)
+    runs = stored_runs(memoryview(_snappy_literals(data, 5000)), len(data), "SNAPPY")
+    assert runs is not None
+    starts = np.array([0, 4998, 9999, 12_345, 150_000, 199_990])
+    lengths = np.array([5000, 4, 20_002, 1, 49_990, 10])
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    out = np.empty(int(lengths.sum()), dtype=np.uint8)
+    runs.gather(out, starts, lengths, offsets)
+    want = b"".join(data[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist()))
+    assert out.tobytes() == want
+    cursor = runs.cursor()
+    for pos in (0, 4997, 4998, 4999, 5000, 100_003, 199_996):
+        assert cursor.u32(pos) == int.from_bytes(data[pos : pos + 4], "little")
+    assert one_run(memoryview(data)).cursor().u32(17) == int.from_bytes(data[17:21], "little")
+
+
+@st.composite
+def _damaged(draw: st.DrawFn) -> tuple[bytes, int, str]:
+    codec = draw(st.sampled_from(["snappy", "zstd"]))
+    size = draw(st.sampled_from([0, 70, 5000, 70_000, 140_000]))
+    data = _random(size, draw(st.integers(0, 99)))
+    body = bytearray(_compress(codec, data))
+    for _ in range(draw(st.integers(0, 3))):
+        if body:
+            at = draw(st.integers(0, min(len(body) - 1, 40)))  # the framing is near the start
+            body[at] = draw(st.integers(0, 255))
+    if draw(st.booleans()) and body:
+        body = body[: draw(st.integers(0, len(body)))]
+    return bytes(body), draw(st.sampled_from([size, size + 1, max(size - 1, 0)])), codec
+
+
+@SETTINGS
+@given(_damaged())
+def test_runs_found_in_any_stream_are_what_the_codec_gives(case: tuple[bytes, int, str]) -> None:
+    body, size, codec = case
+    runs = stored_runs(memoryview(body), size, codec.upper())
+    if runs is None:
+        return
+    assert runs.size == size
+    assert pa.Codec(codec).decompress(body, size, asbytes=True) == _bytes(runs)
