@@ -12,7 +12,9 @@ of 5k-40k rows:
   (uniform in a 50,000 vocabulary) in 4 files, a twentieth of the rows (row groups of
   250-2,000 rows);
 * ``images``: ``id``, ``label`` and ``image`` binary values of 50-150 KB of random
-  (incompressible) bytes in 4 files, a hundredth of the rows (row groups of 50-400 rows).
+  (incompressible) bytes in 4 files, a hundredth of the rows (row groups of 50-400 rows);
+* ``image_structs``: the same images as ``{bytes, path}`` structs, the layout of Hugging
+  Face's ``Image`` feature.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Shape:
     text: bool
     payload: str | None = None
     row_div: int = 1
+    struct: bool = False  # the payload as {bytes, path} structs
 
     @property
     def columns(self) -> list[str]:
@@ -73,6 +76,7 @@ SHAPES = {
         Shape("emb", 6, 128, False),
         Shape("tokens", 4, 0, False, "tokens", 20),
         Shape("images", 4, 0, False, "image", 100),
+        Shape("image_structs", 4, 0, False, "image", 100, struct=True),
     )
 }
 
@@ -141,7 +145,11 @@ def _rows(lo: int, hi: int, total: int, rng: Any, sh: Shape) -> Any:
     ids = np.arange(lo, hi, dtype=np.int64)
     labels = ids * NUM_LABELS // total  # sorted by label, equal label counts
     if sh.payload in ("tokens", "image"):
-        return pa.table({"id": ids, "label": labels, sh.payload: _payload(n, rng, sh)}), None
+        values = _payload(n, rng, sh)
+        if sh.struct:  # Hugging Face's Image layout: {bytes, path}
+            paths = pa.array([f"{i}.jpg" for i in ids.tolist()])
+            values = pa.StructArray.from_arrays([values, paths], names=["bytes", "path"])
+        return pa.table({"id": ids, "label": labels, sh.payload: values}), None
     if not sh.text:
         emb = rng.standard_normal((n, sh.emb_dim), dtype=np.float32)
         return pa.table({"id": ids, "label": labels, "emb": _fixed(emb)}), emb

@@ -47,3 +47,17 @@ def test_the_four_shapes_read_their_own_columns() -> None:
     assert SHAPES["images"].columns == ["id", "label", "image"]
     assert SHAPES["images"].rows_for(200_000) == 2_000
     assert SHAPES["text"].rows_for(200_000) == 200_000
+
+
+def test_the_image_structs_shape_holds_the_images_shapes_bytes_as_structs() -> None:
+    import numpy as np
+    import pyarrow as pa
+    from datagen.loader_data import _rows
+
+    flat, _ = _rows(0, 6, 6, np.random.default_rng(1), SHAPES["images"])
+    structs, _ = _rows(0, 6, 6, np.random.default_rng(1), SHAPES["image_structs"])
+    assert SHAPES["image_structs"].columns == ["id", "label", "image"]
+    image = structs.column("image").combine_chunks()
+    assert image.type == pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    assert image.field("bytes").equals(flat.column("image").combine_chunks())
+    assert image.field("path").to_pylist() == [f"{i}.jpg" for i in range(6)]

@@ -208,3 +208,59 @@ def test_incompressible_values_are_copied_from_the_stored_page(
         pq.ParquetFile(pa.BufferReader(data)), pa.BufferReader(data), 0, ["image"]
     )
     assert got == {}
+
+
+def _images_struct(rows: int, seed: int, null_paths: bool, wide_paths: bool) -> pa.Table:
+    """Images as Hugging Face's ``Image`` feature stores them: ``{bytes, path}`` structs."""
+    rng = np.random.default_rng(seed)
+    values = [rng.bytes(int(n)) for n in rng.integers(2000, 6000, rows)]
+    paths: list[str | None] = [("p" * 3000 if wide_paths else "") + f"{i}.jpg" for i in range(rows)]
+    if null_paths:
+        paths = [None if i % 3 else p for i, p in enumerate(paths)]
+    image = pa.StructArray.from_arrays(
+        [pa.array(values, pa.binary()), pa.array(paths, pa.string())], names=["bytes", "path"]
+    )
+    return pa.table({"id": np.arange(rows), "image": image})
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd", "none"])
+@pytest.mark.parametrize("null_paths", [False, True])
+@pytest.mark.parametrize("wide_paths", [False, True])
+def test_image_structs_are_read_with_their_bytes_from_the_pages(
+    codec: str, null_paths: bool, wide_paths: bool
+) -> None:
+    """``{bytes, path}`` structs: the bytes from the dictionary page, the paths (strings,
+    some null) by Arrow, the struct equal to Arrow's for every range of rows."""
+    table = _images_struct(300, 13, null_paths, wide_paths)
+    raw = _write(table, {"compression": codec, "row_group_size": 130})
+    pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)
+    for g in range(pf.num_row_groups):
+        arrow, n = _arrow(pf, g), pf.metadata.row_group(g).num_rows
+        for lo, hi in ((0, n), (0, n // 4), (n // 4, n), (n, n)):
+            got = read_binary_dicts(pf, source, g, ["image", "id"], (lo, hi))
+            assert list(got) == ["image"], (g, lo, hi)
+            assert got["image"].type == arrow.type
+            assert got["image"].equals(arrow.slice(lo, hi - lo))
+            assert got["image"].null_count == 0
+
+
+def test_image_structs_with_nulls_are_left_to_arrow() -> None:
+    """A null struct or a null image: the bytes' definition levels are not all at their
+    maximum, so Arrow reads the struct (it knows which level means what); rows before the
+    first null are read as any."""
+    table = _images_struct(200, 17, False, False)
+    image = table.column("image").combine_chunks()
+    mask = pa.array([i % 7 == 3 for i in range(200)])
+    null_structs = pa.StructArray.from_arrays(
+        [image.field(0), image.field(1)], names=["bytes", "path"], mask=mask
+    )
+    values = [None if i % 5 == 2 else v for i, v in enumerate(image.field(0).to_pylist())]
+    null_bytes = pa.StructArray.from_arrays(
+        [pa.array(values, pa.binary()), image.field(1)], names=["bytes", "path"]
+    )
+    for column in (null_structs, null_bytes):
+        raw = _write(table.set_column(1, "image", column), {"row_group_size": 100})
+        pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)
+        assert read_binary_dicts(pf, source, 0, ["image"]) == {}
+        head = read_binary_dicts(pf, source, 0, ["image"], (0, 2))  # no null up to row 2
+        assert head["image"].equals(_arrow(pf, 0).slice(0, 2))

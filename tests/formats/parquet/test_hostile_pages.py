@@ -284,7 +284,7 @@ def test_a_bug_in_the_page_reader_fails_instead_of_declining(
 def test_a_declined_column_is_logged_with_its_reason(caplog: pytest.LogCaptureFixture) -> None:
     c = craft(rows=100, k=4)
     c.past_eof = 10_000
-    with caplog.at_level(logging.DEBUG, logger="shardwise.formats.parquet._fixedlist"):
+    with caplog.at_level(logging.DEBUG, logger="shardwise.formats.parquet"):
         assert _ours(c.build()) == {}
     assert any(
         "'emb'" in r.getMessage()

@@ -144,3 +144,42 @@ def test_page_reads_map_the_file_for_the_read_alone(
     rest = parts.rest(0, 10, n - 10)
     assert rest is not None and rest.equals(whole.slice(10))
     assert len(opened) == 3 and all(s.closed for s in opened)
+
+
+@pytest.fixture(scope="module")
+def image_structs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Images as ``{bytes, path}`` structs (Hugging Face's ``Image`` feature), some paths
+    null, pyarrow's defaults."""
+    root = tmp_path_factory.mktemp("image_structs")
+    rng = np.random.default_rng(5)
+    first = 0
+    for f, groups in enumerate(SIZES):
+        ids = np.arange(first, first + sum(groups))
+        first += len(ids)
+        values = [rng.bytes(int(n)) for n in rng.integers(1000, 3000, len(ids))]
+        paths = [None if i % 4 else f"{i}.jpg" for i in ids.tolist()]
+        image = pa.StructArray.from_arrays(
+            [pa.array(values, pa.binary()), pa.array(paths, pa.string())], names=["bytes", "path"]
+        )
+        table = pa.table({"id": ids, "label": ids % 7, "image": image})
+        with pq.ParquetWriter(root / f"s{f}.parquet", table.schema) as writer:
+            at = 0
+            for n in groups:
+                writer.write_table(table.slice(at, n))
+                at += n
+    return root
+
+
+def test_image_structs_are_read_in_parts_from_their_pages(image_structs: Path) -> None:
+    """Heads and rests of ``{bytes, path}`` structs equal whole reads, the struct read
+    from its pages (its bytes; Arrow reads the paths), and the in-process batches are the
+    plan's rows with the values of whole reads."""
+    check_head_and_rest(_ds(image_structs), "image", by_pages=True)
+    got = _batches(_ds(image_structs))
+    assert len(got) > 10 and isinstance(got[0][0][1], dict) and got[0][0][1]["bytes"]
+    assert got == _planned(_ds(image_structs), 1)
+    ds = _ds(image_structs)
+    by_workers = _batches(DataLoader(ds, batch_size=None, num_workers=2))
+    assert sorted(by_workers, key=str) == sorted(_planned(ds, 2), key=str)
+    batch = next(iter(_ds(image_structs)))
+    assert type(batch["image"]).__name__ == "NumpyColumn" and batch["image"].dtype == object

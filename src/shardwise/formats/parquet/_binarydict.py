@@ -46,8 +46,8 @@ from shardwise.formats.parquet._fixedlist import (
     RLE_DICTIONARY,
     _prefixed,
     column_rows,
-    read_leaves,
 )
+from shardwise.formats.parquet._leaves import read_leaves
 from shardwise.formats.parquet._pages import DATA, DICTIONARY, Page, Unreadable, inflate
 from shardwise.formats.parquet._rle_bitpacked import check_constant, decode
 from shardwise.formats.parquet._stored import Runs, one_run, stored_runs
@@ -67,7 +67,7 @@ def read_binary_dicts(
     ``source``) that are wide binary values of a dictionary page, decoded here (see the
     module docstring); the others, and any this path declines, are left out for Arrow.
     ``rows`` ``(lo, hi)``: only the row group's rows ``lo`` to ``hi``."""
-    return read_leaves(pf, source, group, names, rows, _eligible, _column)
+    return read_leaves(pf, source, group, names, rows, _eligible, _column, structs=True)
 
 
 def _eligible(t: pa.DataType) -> bool:
@@ -82,7 +82,6 @@ def _column(
         desc.path != field.name
         or desc.physical_type != "BYTE_ARRAY"
         or desc.max_repetition_level != 0
-        or desc.max_definition_level > 1
         or chunk.num_values != rows
         or not chunk.has_dictionary_page
     ):
@@ -164,7 +163,7 @@ def _indices(
                 if page.def_encoding != RLE:
                     raise Unreadable("definition levels of another encoding than RLE")
                 levels, raw = _prefixed(raw)
-                if not check_constant(levels, 1, z - at, 1):
+                if not check_constant(levels, max_def.bit_length(), z - at, max_def):
                     raise Unreadable("nulls")
             if not len(raw):
                 raise Unreadable("a data page without its indices' bit width")

@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from shardwise.formats.parquet._chunk import allocate, chunk_bytes, page_headers
+from shardwise.formats.parquet._leaves import read_leaves
 from shardwise.formats.parquet._pages import DATA, DATA_V2, DICTIONARY, Page, Unreadable, inflate
 from shardwise.formats.parquet._rle_bitpacked import check_constant, check_rows, decode
 
@@ -68,62 +67,6 @@ def read_fixed_lists(
     others (and any this path declines) are left out, for Arrow to read. ``rows``
     ``(lo, hi)``: only the row group's rows ``lo`` to ``hi`` (see the module docstring)."""
     return read_leaves(pf, source, group, names, rows, _eligible, _column)
-
-
-# reads one column: (pf, source, group, leaf, field, rows) -> its values
-ColumnReader = Callable[[Any, Any, int, int, pa.Field, Any], pa.Array]
-
-
-def read_leaves(
-    pf: Any,
-    source: Any,
-    group: int,
-    names: list[str],
-    rows: tuple[int, int] | None,
-    eligible: Callable[[pa.DataType], bool],
-    column: ColumnReader,
-) -> dict[str, pa.Array]:
-    """The columns of ``names`` that are one Parquet column each and ``eligible``, read by
-    ``column(pf, source, group, leaf, field, rows)``; one it declines (:class:`Unreadable`,
-    logged at debug level) is left out, for Arrow to read, and so is every column of a
-    schema whose fields cannot be matched to its Parquet columns."""
-    out: dict[str, pa.Array] = {}
-    schema = pf.schema_arrow
-    if (
-        sys.byteorder != "little"
-        or len(set(schema.names)) != len(schema.names)
-        or sum(_leaves(f.type) for f in schema) != pf.metadata.num_columns
-    ):
-        return out
-    leaf = 0
-    for field in schema:
-        width = _leaves(field.type)
-        if field.name in names and width == 1 and eligible(field.type):
-            try:
-                out[field.name] = column(pf, source, group, leaf, field, rows)
-            except Unreadable as exc:
-                log.debug("row group %d, column %r: left to Arrow (%s)", group, field.name, exc)
-        leaf += width
-    return out
-
-
-def _leaves(t: pa.DataType) -> int:
-    """How many Parquet columns hold a field of type ``t``."""
-    if isinstance(t, pa.BaseExtensionType):
-        return _leaves(t.storage_type)
-    if pa.types.is_struct(t):
-        return sum(_leaves(t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_map(t):
-        return _leaves(t.key_type) + _leaves(t.item_type)
-    if (
-        pa.types.is_list(t)
-        or pa.types.is_large_list(t)
-        or pa.types.is_fixed_size_list(t)
-        or pa.types.is_list_view(t)
-        or pa.types.is_large_list_view(t)
-    ):
-        return _leaves(t.value_type)
-    return 1
 
 
 def _eligible(t: pa.DataType) -> bool:
