@@ -28,14 +28,21 @@ SIZES = [(70, 60), (45,), (90, 8, 33)]  # rows of each file's row groups (uneven
 def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Binary values of 1-3 KB, pyarrow's defaults: each row group's values in one
     dictionary page."""
-    root = tmp_path_factory.mktemp("images")
-    rng = np.random.default_rng(3)
+    return _write_images(
+        tmp_path_factory.mktemp("images"), 3, lambda ids, values: pa.array(values, pa.binary())
+    )
+
+
+def _write_images(root: Path, seed: int, column: Any) -> Path:
+    """Files of :data:`SIZES` row groups of ids, labels and images of 1-3 KB, the image
+    column made by ``column(ids, values)``."""
+    rng = np.random.default_rng(seed)
     first = 0
     for f, groups in enumerate(SIZES):
         ids = np.arange(first, first + sum(groups))
         first += len(ids)
         values = [rng.bytes(int(n)) for n in rng.integers(1000, 3000, len(ids))]
-        table = pa.table({"id": ids, "label": ids % 7, "image": pa.array(values, pa.binary())})
+        table = pa.table({"id": ids, "label": ids % 7, "image": column(ids, values)})
         with pq.ParquetWriter(root / f"p{f}.parquet", table.schema) as writer:
             at = 0
             for n in groups:
@@ -150,24 +157,14 @@ def test_page_reads_map_the_file_for_the_read_alone(
 def image_structs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Images as ``{bytes, path}`` structs (Hugging Face's ``Image`` feature), some paths
     null, pyarrow's defaults."""
-    root = tmp_path_factory.mktemp("image_structs")
-    rng = np.random.default_rng(5)
-    first = 0
-    for f, groups in enumerate(SIZES):
-        ids = np.arange(first, first + sum(groups))
-        first += len(ids)
-        values = [rng.bytes(int(n)) for n in rng.integers(1000, 3000, len(ids))]
-        paths = [None if i % 4 else f"{i}.jpg" for i in ids.tolist()]
-        image = pa.StructArray.from_arrays(
-            [pa.array(values, pa.binary()), pa.array(paths, pa.string())], names=["bytes", "path"]
+
+    def structs(ids: np.ndarray, values: list[bytes]) -> pa.StructArray:
+        paths = pa.array([None if i % 4 else f"{i}.jpg" for i in ids.tolist()], pa.string())
+        return pa.StructArray.from_arrays(
+            [pa.array(values, pa.binary()), paths], names=["bytes", "path"]
         )
-        table = pa.table({"id": ids, "label": ids % 7, "image": image})
-        with pq.ParquetWriter(root / f"s{f}.parquet", table.schema) as writer:
-            at = 0
-            for n in groups:
-                writer.write_table(table.slice(at, n))
-                at += n
-    return root
+
+    return _write_images(tmp_path_factory.mktemp("image_structs"), 5, structs)
 
 
 def test_image_structs_are_read_in_parts_from_their_pages(image_structs: Path) -> None:
