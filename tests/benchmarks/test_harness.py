@@ -167,12 +167,11 @@ def test_run_system_round_trip_and_failure(tmp_path: Path, monkeypatch: pytest.M
 def test_loader_rounds_rotate_and_pair_their_ratios() -> None:
     import bench_loader
 
-    assert [bench_loader.rotated(["a", "b", "c"], i) for i in range(4)] == [
-        ["a", "b", "c"],
-        ["b", "c", "a"],
-        ["c", "a", "b"],
-        ["a", "b", "c"],
-    ]
+    orders = [bench_loader.rotated(["a", "b", "c"], i) for i in range(6)]
+    assert orders[:4] == [["a", "b", "c"], ["c", "b", "a"], ["b", "c", "a"], ["a", "c", "b"]]
+    assert sorted(o[0] for o in orders) == ["a", "a", "b", "b", "c", "c"]  # each opens twice
+    for row in "abc":  # and follows more than one neighbour
+        assert len({o[o.index(row) - 1] for o in orders if o.index(row)}) == 2
     assert bench_loader.rotated([], 3) == []
     runs = [
         {"round": 0, "rows_per_s": 2.0},
