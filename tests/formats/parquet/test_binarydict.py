@@ -120,16 +120,24 @@ def test_a_range_of_rows_is_the_slice_of_arrows_read(
 
 @pytest.mark.parametrize("t", [pa.binary(), pa.large_binary()])
 @pytest.mark.parametrize("codec", sorted(READ))
-@pytest.mark.parametrize("layout", ["one page", "small pages", "repeated values", "required"])
+@pytest.mark.parametrize(
+    "layout",
+    ["one page", "small pages", "repeated values", "required", "plain", "plain after a while"],
+)
 def test_every_layout_it_knows_is_read(t: pa.DataType, codec: str, layout: str) -> None:
     """Wide values in a dictionary page and v1 data pages of indices, as pyarrow writes
-    them by default: read (not declined) and equal to Arrow, for every range."""
+    them by default, or in pages of plain values (no dictionary, or after a dictionary
+    grew too large): read (not declined) and equal to Arrow, for every range."""
     table = _table(400, 7, t, False, 50 if layout == "repeated values" else 0, 2000)
     if layout == "required":
         table = table.cast(pa.schema([f.with_nullable(f.name != "image") for f in table.schema]))
     opts: dict[str, Any] = {"compression": codec, "row_group_size": 150}
     if layout == "small pages":
         opts |= {"data_page_size": 64, "write_batch_size": 8}
+    if layout == "plain":  # no dictionary: pages of plain values (Spark's writer, pyarrow's option)
+        opts |= {"use_dictionary": False, "data_page_size": 10_000}
+    if layout == "plain after a while":  # the writer's fallback when the dictionary grows
+        opts |= {"dictionary_pagesize_limit": 4096, "write_batch_size": 4, "data_page_size": 9000}
     raw = _write(table, opts)
     pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)
     for g in range(pf.num_row_groups):
@@ -149,12 +157,10 @@ def _declined(table: pa.Table, **opts: Any) -> None:
 
 
 def test_what_it_does_not_know_is_left_to_arrow() -> None:
-    """Strings (Arrow checks their UTF-8), v2 pages, plain pages, nulls, small values,
-    codecs it does not decompress: declined, for Arrow to read."""
+    """Strings (Arrow checks their UTF-8), v2 pages, nulls, small values, codecs it does
+    not decompress: declined, for Arrow to read."""
     wide = _table(300, 3, pa.binary(), False, 0, 2000)
     _declined(wide, data_page_version="2.0")
-    _declined(wide, use_dictionary=False)
-    _declined(wide, dictionary_pagesize_limit=4096, write_batch_size=4)  # plain after a while
     _declined(wide, compression="brotli")
     _declined(_table(300, 3, pa.binary(), True, 0, 2000))
     _declined(_table(300, 3, pa.binary(), False, 0, MIN_MEAN // 4))
@@ -186,10 +192,13 @@ def test_incompressible_values_are_copied_from_the_stored_page(
     dictionary page: read from it without decompressing it, equal to Arrow; a damaged
     length prefix in such a page is still declined."""
 
-    def refuse(*args: Any) -> None:
-        raise AssertionError("the stored dictionary page was decompressed")
+    real = _binarydict.inflate
 
-    monkeypatch.setattr(_binarydict, "one_run", refuse)  # what a decompressed page becomes
+    def small_only(body: Any, size: int, codec: str) -> Any:  # pages of indices are tiny
+        assert size < 100_000, "the stored dictionary page was decompressed"
+        return real(body, size, codec)
+
+    monkeypatch.setattr(_binarydict, "inflate", small_only)
     table = _table(300, 11, pa.binary(), False, 0, 40_000)
     raw = _write(table, {"compression": codec, "row_group_size": 150, "data_page_size": 1 << 20})
     pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)

@@ -180,3 +180,30 @@ def test_image_structs_are_read_in_parts_from_their_pages(image_structs: Path) -
     assert sorted(by_workers, key=str) == sorted(_planned(ds, 2), key=str)
     batch = next(iter(_ds(image_structs)))
     assert type(batch["image"]).__name__ == "NumpyColumn" and batch["image"].dtype == object
+
+
+def test_a_file_replaced_between_head_and_rest_is_not_mixed_in(
+    images: Path, tmp_path: Path
+) -> None:
+    """The rest's page reads map the file again; if the path now holds another file, the
+    unit's own mapping is read, so the rest is the rest of the file the head came from."""
+    import shutil
+
+    from shardwise.loader.read import unit_heads
+
+    root = tmp_path / "copy"
+    shutil.copytree(images, root)
+    ds = _ds(root)
+    whole = UnitReader(ds.index).read(0)
+    parts = unit_heads.unit_parts(ds.index, None, None, None, whole.schema)
+    assert parts is not None
+    n = ds.index.units[0].num_samples
+    head = parts.head(0, 10)
+    assert head is not None and head.equals(whole.slice(0, 10))
+    path = ds.index.units[0].path
+    other = pq.read_table(path)
+    replaced = other.set_column(2, "image", pa.array([b"x" * 1500] * other.num_rows, pa.binary()))
+    Path(path).unlink()  # a new file at the path (the open mapping keeps the old one)
+    pq.write_table(replaced, path, row_group_size=SIZES[0][0])
+    rest = parts.rest(0, 10, n - 10)
+    assert rest is not None and rest.equals(whole.slice(10))

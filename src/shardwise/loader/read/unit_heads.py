@@ -218,16 +218,28 @@ def _pages_source(opened: _Open) -> Iterator[Any]:
     this read alone. The pages a read touches (with the page cache's large folios, most of
     a dictionary page of images whose values' lengths are walked) stay in the process's
     resident memory while their mapping lives, and a unit's stays open until its rest:
-    13 units of images waiting for their rests held 300 MB so. Any other file (the node
-    cache's leased entries) is read as it is."""
+    13 units of images waiting for their rests held 300 MB so. The new mapping is used
+    only if it is the same file (:func:`_same_tail`: a file replaced meanwhile is read
+    from the unit's own mapping, as Arrow's columns are). Any other file (the node cache's
+    leased entries) is read as it is."""
     if not isinstance(opened.source, pa.MemoryMappedFile) or not opened.path:
         yield opened.source
         return
     source = open_arrow_input(opened.path, **opened.options)
     try:
-        yield source
+        yield source if _same_tail(source, opened.source) else opened.source
     finally:
         source.close()
+
+
+def _same_tail(a: Any, b: Any, tail: int = 1 << 16) -> bool:
+    """Whether two open files have the same size and the same last ``tail`` bytes (the
+    footer, whose row groups' offsets, sizes and statistics change with the data)."""
+    size = a.size()
+    if size != b.size():
+        return False
+    n = min(size, tail)
+    return bool(a.read_at(n, size - n) == b.read_at(n, size - n))
 
 
 def _held(opened: _Open) -> int:
