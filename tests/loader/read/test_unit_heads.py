@@ -120,6 +120,20 @@ def test_the_next_windows_reads_start_once_the_first_batch_is_cut(
     assert events[:2] == (["batch", "read ahead"] if heads else ["read ahead", "batch"])
 
 
+def _head_of_first_unit(root: Path) -> tuple[Any, Any, pa.Table, int]:
+    """The dataset of ``root``, its unit reader in parts with unit 0's first 10 rows read
+    (checked against the whole read), the whole read, and the unit's rows."""
+    from shardwise.loader.read import unit_heads
+
+    ds = _ds(root)
+    whole = UnitReader(ds.index).read(0)
+    parts = unit_heads.unit_parts(ds.index, None, None, None, whole.schema)
+    assert parts is not None
+    head = parts.head(0, 10)
+    assert head is not None and head.equals(whole.slice(0, 10))
+    return ds, parts, whole, ds.index.units[0].num_samples
+
+
 def test_page_reads_map_the_file_for_the_read_alone(
     images: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -137,13 +151,7 @@ def test_page_reads_map_the_file_for_the_read_alone(
         return source
 
     monkeypatch.setattr(unit_heads, "open_arrow_input", counting)
-    ds = _ds(images)
-    whole = UnitReader(ds.index).read(0)
-    parts = unit_heads.unit_parts(ds.index, None, None, None, whole.schema)
-    assert parts is not None
-    n = ds.index.units[0].num_samples
-    head = parts.head(0, 10)
-    assert head is not None and head.equals(whole.slice(0, 10))
+    ds, parts, whole, n = _head_of_first_unit(images)
     assert len(opened) == 2 and all(isinstance(s, pa.MemoryMappedFile) for s in opened)
     unit_file, head_pages = opened
     assert head_pages.closed and not unit_file.closed
@@ -189,17 +197,9 @@ def test_a_file_replaced_between_head_and_rest_is_not_mixed_in(
     unit's own mapping is read, so the rest is the rest of the file the head came from."""
     import shutil
 
-    from shardwise.loader.read import unit_heads
-
     root = tmp_path / "copy"
     shutil.copytree(images, root)
-    ds = _ds(root)
-    whole = UnitReader(ds.index).read(0)
-    parts = unit_heads.unit_parts(ds.index, None, None, None, whole.schema)
-    assert parts is not None
-    n = ds.index.units[0].num_samples
-    head = parts.head(0, 10)
-    assert head is not None and head.equals(whole.slice(0, 10))
+    ds, parts, whole, n = _head_of_first_unit(root)
     path = ds.index.units[0].path
     other = pq.read_table(path)
     replaced = other.set_column(2, "image", pa.array([b"x" * 1500] * other.num_rows, pa.binary()))
