@@ -273,3 +273,16 @@ def test_image_structs_with_nulls_are_left_to_arrow() -> None:
         assert read_binary_dicts(pf, source, 0, ["image"]) == {}
         head = read_binary_dicts(pf, source, 0, ["image"], (0, 2))  # no null up to row 2
         assert head["image"].equals(_arrow(pf, 0).slice(0, 2))
+
+
+def test_a_plain_page_is_read_up_to_its_first_null() -> None:
+    """A page of plain values holds no bytes for a null: rows before the first null are
+    read from it (only their values are walked), a range reaching the null is declined."""
+    values: list[bytes | None] = [np.random.default_rng(i).bytes(3000) for i in range(100)]
+    values[80] = None
+    raw = _write(pa.table({"image": pa.array(values, pa.binary())}), {"use_dictionary": False})
+    pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)
+    head = read_binary_dicts(pf, source, 0, ["image"], (0, 80))
+    assert head["image"].equals(_arrow(pf, 0).slice(0, 80))
+    assert read_binary_dicts(pf, source, 0, ["image"], (0, 81)) == {}
+    assert read_binary_dicts(pf, source, 0, ["image"]) == {}

@@ -143,9 +143,8 @@ def _page_values(
         return page_words, starts[index], lengths[index]
     runs = _runs(b, page, codec)
     body = _levels_checked(runs, page, max_def, z)
-    starts, lengths, _ = _offsets(
-        runs, body, page.num_values, exact=not max_def or z == page.num_values
-    )
+    whole = not max_def or z == page.num_values  # every level checked: no null in the page
+    starts, lengths, _ = _offsets(runs, body, page.num_values if whole else z, exact=whole)
     return runs, starts[a:z], lengths[a:z]
 
 
