@@ -53,12 +53,12 @@ from shardwise.formats.parquet._fixedlist import (
     RLE_DICTIONARY,
     column_rows,
 )
-from shardwise.formats.parquet._leaves import read_leaves
+from shardwise.formats.parquet._leaves import flat_struct, read_leaves
 from shardwise.formats.parquet._pages import DATA, DICTIONARY, Page, Unreadable, inflate
 from shardwise.formats.parquet._rle_bitpacked import check_constant, decode
 from shardwise.formats.parquet._stored import Runs, one_run, stored_runs
 
-__all__ = ["MAX_VALUES", "MIN_MEAN", "read_binary_dicts"]
+__all__ = ["MAX_VALUES", "MIN_MEAN", "read_binary_dicts", "reads"]
 
 log = logging.getLogger(__name__)
 MAX_VALUES = 1 << 16  # dictionary values walked one by one, at most
@@ -74,6 +74,12 @@ def read_binary_dicts(
     module docstring); the others, and any this path declines, are left out for Arrow.
     ``rows`` ``(lo, hi)``: only the row group's rows ``lo`` to ``hi``."""
     return read_leaves(pf, source, group, names, rows, _eligible, _column, structs=True)
+
+
+def reads(t: pa.DataType) -> bool:
+    """Whether a column of type ``t`` is one this reader may read (binary values, or a
+    flat struct with a binary child)."""
+    return _eligible(t) or flat_struct(t, _eligible)
 
 
 def _eligible(t: pa.DataType) -> bool:

@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 
 from shardwise.errors import FormatError, ShardwiseError
 from shardwise.formats.parquet._binarydict import read_binary_dicts
+from shardwise.formats.parquet._binarydict import reads as binary_reads
 from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
 from shardwise.index import DatasetIndex
 from shardwise.loader.read.mixed import MixedIndex
@@ -209,18 +210,11 @@ def _page_columns(opened: _Open, names: list[str], rows: tuple[int, int]) -> dic
     lists of numbers, and wide binary values of a dictionary page."""
     pf, group = opened.pf, opened.group
     fixed = read_fixed_lists(pf, opened.source, group, names, rows)
-    wide = [n for n in names if n not in fixed and _binary(pf.schema_arrow.field(n).type)]
+    wide = [n for n in names if n not in fixed and binary_reads(pf.schema_arrow.field(n).type)]
     if not wide:
         return fixed
     with _pages_source(opened) as source:
         return fixed | read_binary_dicts(pf, source, group, wide, rows)
-
-
-def _binary(t: pa.DataType) -> bool:
-    """Whether a column of type ``t`` holds binary values (or a struct child does)."""
-    if pa.types.is_struct(t):
-        return any(_binary(t.field(i).type) for i in range(t.num_fields))
-    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
 
 
 @contextmanager
