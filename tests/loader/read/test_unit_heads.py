@@ -207,3 +207,25 @@ def test_a_file_replaced_between_head_and_rest_is_not_mixed_in(
     pq.write_table(replaced, path, row_group_size=SIZES[0][0])
     rest = parts.rest(0, 10, n - 10)
     assert rest is not None and rest.equals(whole.slice(10))
+
+
+@pytest.fixture(scope="module")
+def token_lists(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Token ids as ``list<int32>`` of 1,000-3,000 values a row, pyarrow's defaults."""
+
+    def tokens(ids: np.ndarray, values: list[bytes]) -> pa.Array:
+        return pa.array(
+            [np.frombuffer(v, np.uint8).astype(np.int32) for v in values], pa.list_(pa.int32())
+        )
+
+    return _write_images(tmp_path_factory.mktemp("token_lists"), 6, tokens)
+
+
+def test_token_lists_are_read_in_parts_by_arrow(token_lists: Path) -> None:
+    """Heads and rests of lists of any length equal whole reads (which decode them from
+    their pages), the parts read by Arrow's continued batches, and the batches are the
+    plan's rows with the values of whole reads."""
+    check_head_and_rest(_ds(token_lists), "image", by_pages=False)
+    got = [[(i, v.tolist()) for i, v in b] for b in _batches(_ds(token_lists))]
+    planned = _planned(_ds(token_lists), 1)
+    assert len(got) > 10 and got == planned

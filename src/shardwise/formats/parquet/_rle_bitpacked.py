@@ -15,10 +15,11 @@ stream with that prefix repeated as bytes, instead of reading every run.
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
 from shardwise.formats.parquet._pages import Unreadable, varint
 
-__all__ = ["check_constant", "check_rows", "decode"]
+__all__ = ["check_constant", "check_rows", "decode", "row_starts"]
 
 MAX_RUNS = 1 << 14  # runs read one by one before giving up (the caller falls back to Arrow)
 PERIOD_TRIES = 64  # row ends at which check_rows looks for the stream repeating
@@ -46,27 +47,66 @@ def _run(b: memoryview, width: int, i: int, room: int) -> tuple[int, int, int, i
 
 def _runs(b: memoryview, width: int, n: int, i: int = 0) -> Runs:
     """The runs from ``i`` until ``n`` values are covered (a packed run may pass ``n``
-    in the last run)."""
+    in the last run). Encoders cut long packed stretches into runs of one size, so after
+    a packed run the runs of the same one-byte header at the same stride are taken at
+    once (:func:`_same_runs`)."""
     counts: list[int] = []
     values: list[int] = []
     starts: list[int] = []
-    got = 0
-    while got < n:
-        if len(counts) >= MAX_RUNS:
-            raise Unreadable("too many runs")
-        count, value, start, i = _run(b, width, i, n - got)
+    got, size, vbytes = 0, len(b), (width + 7) // 8
+    while got < n:  # _run, inlined: level streams are often runs of a few values each
+        if len(counts) >= MAX_RUNS or i >= size:
+            raise Unreadable("too many runs, or a truncated one")
+        head = b[i]
+        if head & 0x80:
+            head, i = varint(b, i)
+        else:
+            i += 1
+        start = i
+        if head & 1:
+            count, value = (head >> 1) * 8, -1
+            i += (head >> 1) * width
+        else:
+            count = min(head >> 1, n - got)
+            value = (
+                b[i] if vbytes == 1 and i < size else int.from_bytes(b[i : i + vbytes], "little")
+            )
+            i += vbytes
+        if count == 0 or i > size:
+            raise Unreadable("empty or truncated run")
         counts.append(count)
         values.append(value)
         starts.append(start)
         got += count
+        if value < 0 and head < 0x80 and got + count <= n and i < size and b[i] == head:
+            more = _same_runs(b, i, head, 1 + (head >> 1) * width, (n - got) // count)
+            counts.extend([count] * more)
+            values.extend([-1] * more)
+            starts.extend(range(i + 1, i + more * (i - start + 1), i - start + 1))
+            got, i = got + more * count, i + more * (i - start + 1)
     return counts, values, starts, i
+
+
+def _same_runs(b: memoryview, i: int, head: int, stride: int, most: int) -> int:
+    """How many whole runs from ``i`` on (at most ``most``) open with the header byte
+    ``head``, each ``stride`` bytes long."""
+    if most < 1 or stride < 2:
+        return 0
+    raw = np.frombuffer(b, dtype=np.uint8)
+    fits = min(most, (len(b) - i) // stride)  # runs whose bytes all lie in ``b``
+    heads = raw[i : i + fits * stride : stride]
+    differ = np.flatnonzero(heads != head)
+    return int(differ[0]) if len(differ) else len(heads)
 
 
 def _unpack(data: np.ndarray, width: int, count: int) -> np.ndarray:
     """``count`` values of ``width`` bits packed in ``data`` (uint8, whole groups of 8
-    values), as uint32. Value ``p`` of every group starts at the same bit of the group's
-    ``width`` bytes, so each of the 8 is one strided 64-bit read, shift and mask."""
+    values), as uint32 (8, 16 or 32 bits: a view, as wide as the values). Value ``p`` of
+    every group starts at the same bit of the group's ``width`` bytes, so each of the 8 is
+    one strided 64-bit read, shift and mask."""
     groups = -(-count // 8)
+    if width in (8, 16, 32) and len(data) >= groups * width:  # whole bytes: one view
+        return data[: groups * width].view(f"<u{width // 8}")[:count]  # unsigned, as wide
     out = np.zeros(groups * 8, dtype=np.uint32)
     if width == 0 or not groups:
         return out[:count]
@@ -80,13 +120,30 @@ def _unpack(data: np.ndarray, width: int, count: int) -> np.ndarray:
     return out[:count]
 
 
+def _payloads(raw: np.ndarray, starts: list[int], sizes: list[int]) -> np.ndarray:
+    """The packed runs' bytes put together. Runs of one size one header byte apart (an
+    encoder's long packed stretch) are copied as one strided block."""
+    k, size = len(starts) - 1, sizes[0]
+    # each run is at least its size and a header byte from the next: the first k of one
+    # size spanning exactly k - 1 such steps are evenly spaced
+    if k < 2 or starts[k - 1] - starts[0] != (k - 1) * (size + 1) or sizes[:k].count(size) != k:
+        return np.concatenate([raw[s : s + z] for s, z in zip(starts, sizes)])
+    out = np.frombuffer(pa.allocate_buffer(k * size + sizes[k]), dtype=np.uint8)  # Arrow's pool
+    block = np.lib.stride_tricks.as_strided(
+        raw[starts[0] :], shape=(k, size), strides=(size + 1, 1), writeable=False
+    )
+    out[: k * size].reshape(k, size)[:] = block
+    out[k * size :] = raw[starts[k] : starts[k] + sizes[k]]
+    return out
+
+
 def _values(b: memoryview, width: int, runs: Runs, n: int) -> np.ndarray:
     counts, values, starts, _ = runs
     literal = [v < 0 for v in values]
     raw = np.frombuffer(b, dtype=np.uint8)
-    packed = [raw[s : s + c // 8 * width] for s, c, lit in zip(starts, counts, literal) if lit]
     if all(literal):  # dictionary indices, often: one unpack, nothing to merge
-        return _unpack(np.concatenate(packed), width, n)
+        return _unpack(_payloads(raw, starts, [c // 8 * width for c in counts]), width, n)
+    packed = [raw[s : s + c // 8 * width] for s, c, lit in zip(starts, counts, literal) if lit]
     out = np.repeat(np.asarray(values, dtype=np.int64).clip(0), counts).astype(np.uint32)
     if packed:
         mask = np.repeat(np.asarray(literal), counts)
@@ -97,7 +154,7 @@ def _values(b: memoryview, width: int, runs: Runs, n: int) -> np.ndarray:
 
 
 def decode(b: memoryview, width: int, n: int) -> np.ndarray:
-    """The first ``n`` values of the stream ``b`` (uint32)."""
+    """The first ``n`` values of the stream ``b`` (unsigned integers, see :func:`_unpack`)."""
     if not 0 <= width <= 32:
         raise Unreadable(f"bit width {width}")
     if n == 0:
@@ -106,8 +163,50 @@ def decode(b: memoryview, width: int, n: int) -> np.ndarray:
 
 
 def check_constant(b: memoryview, width: int, n: int, value: int) -> bool:
-    """Whether the first ``n`` values of ``b`` all equal ``value``."""
-    return n == 0 or bool((decode(b, width, n) == value).all())
+    """Whether the first ``n`` values of ``b`` all equal ``value`` (read as runs: levels
+    without nulls are usually a few repeated runs, compared without being expanded)."""
+    if n == 0:
+        return True
+    if not 0 <= width <= 32:
+        raise Unreadable(f"bit width {width}")
+    runs = _runs(b, width, n)
+    if all(v >= 0 for v in runs[1]):
+        return all(v == value for v in runs[1])
+    return bool((_values(b, width, runs, n) == value).all())
+
+
+def row_starts(b: memoryview, n: int) -> np.ndarray:
+    """Where the rows start among the first ``n`` repetition levels of ``b`` (bit width 1,
+    a list nested once): the positions of its zeros, as int64. Long lists make the stream
+    a few runs a row, so only its packed runs are unpacked."""
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    counts, values, starts, _ = _runs(b, 1, n)
+    if any(v > 1 for v in values):
+        raise Unreadable("a repetition level over 1 in a list nested once")
+    count = np.asarray(counts, dtype=np.int64)
+    at = np.cumsum(count) - count  # each run's first position
+    kinds = np.asarray(values, dtype=np.int64)
+    literal, zeros = kinds < 0, kinds == 0
+    found = [_repeated_positions(at[zeros], count[zeros])]
+    if literal.any():
+        raw = np.frombuffer(b, dtype=np.uint8)
+        payload = [raw[s : s + c // 8] for s, c, lit in zip(starts, counts, literal) if lit]
+        bits = np.unpackbits(np.concatenate(payload), bitorder="little")
+        found.append(_repeated_positions(at[literal], count[literal])[bits == 0])
+    out = np.sort(np.concatenate(found))
+    return out[out < n]
+
+
+def _repeated_positions(first: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Every position of the runs starting at ``first``, ``count`` long, in order."""
+    total = int(count.sum())
+    steps = np.ones(total, dtype=np.int64)
+    if total:
+        ends = np.cumsum(count)[:-1]
+        steps[0] = first[0]
+        steps[ends] = first[1:] - (first[:-1] + count[:-1] - 1)
+    return np.cumsum(steps)
 
 
 def _expected(start: int, count: int, k: int) -> np.ndarray:

@@ -21,6 +21,7 @@ from shardwise.formats.contract import (
 from shardwise.formats.parquet._binarydict import read_binary_dicts
 from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
 from shardwise.formats.parquet._footer import row_group_units
+from shardwise.formats.parquet._varlist import read_var_lists
 from shardwise.formats.parquet.writer import ParquetShardWriter
 from shardwise.storage import open_arrow_input
 from shardwise.storage.recording import RecordingFile, storage_failure
@@ -180,9 +181,8 @@ def _failing_column(pf: pq.ParquetFile, group: int, columns: Sequence[str] | Non
 def _read_row_group(
     pf: pq.ParquetFile, source: Any, group: int, columns: Sequence[str] | None, use_threads: bool
 ) -> pa.Table:
-    """Row group ``group``: fixed-size lists of numbers without nulls and wide binary
-    values of a dictionary page decoded from their pages (:func:`_from_pages`), the other
-    columns by Arrow."""
+    """Row group ``group``: lists of numbers without nulls and wide binary values decoded
+    from their pages (:func:`_from_pages`), the other columns by Arrow."""
     names = list(columns) if columns is not None else pf.schema_arrow.names
     plain = len(set(names)) == len(names) and set(names) <= set(
         pf.schema_arrow.names
@@ -205,11 +205,15 @@ def _read_row_group(
 
 def _from_pages(pf: pq.ParquetFile, source: Any, group: int, names: list[str]) -> dict[str, Any]:
     """The columns of ``names`` the page readers decode: fixed-size lists of numbers
-    (:mod:`~shardwise.formats.parquet._fixedlist`), then wide binary values of a
-    dictionary page (:mod:`~shardwise.formats.parquet._binarydict`)."""
+    (:mod:`~shardwise.formats.parquet._fixedlist`), lists of numbers of any length
+    (:mod:`~shardwise.formats.parquet._varlist`), then wide binary values
+    (:mod:`~shardwise.formats.parquet._binarydict`)."""
     out = read_fixed_lists(pf, source, group, names)
-    others = [n for n in names if n not in out]
-    return out | read_binary_dicts(pf, source, group, others) if others else out
+    for reader in (read_var_lists, read_binary_dicts):
+        others = [n for n in names if n not in out]
+        if others:
+            out |= reader(pf, source, group, others)
+    return out
 
 
 def _conform(
