@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _pageopts import READ, page_options
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -35,13 +36,6 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TYPES = [pa.float32(), pa.float64(), pa.int32(), pa.int64(), pa.uint32(), pa.uint64()]
-CODECS = ["none", "snappy", "gzip", "zstd", "brotli", "lz4"]
-READ = {
-    "none",
-    "snappy",
-    "gzip",
-    "zstd",
-}  # the codecs whose output length is checked: the others are Arrow's
 
 
 def _values(t: pa.DataType, n: int, rng: np.random.Generator, distinct: bool) -> np.ndarray:
@@ -83,16 +77,7 @@ def _cases(draw: st.DrawFn) -> tuple[pa.Table, dict[str, Any], bool]:
     rows = draw(st.integers(0, 1500))
     nulls = draw(st.sampled_from(["none", "none", "none", "rows", "elements"]))
     distinct = draw(st.booleans())
-    opts: dict[str, Any] = {
-        "compression": draw(st.sampled_from(CODECS)),
-        "use_dictionary": draw(st.booleans()),
-        "data_page_version": draw(st.sampled_from(["1.0", "2.0"])),
-        "data_page_size": draw(st.sampled_from([1 << 10, 1 << 14, 1 << 20])),
-        "row_group_size": draw(st.sampled_from([97, 500, 4096])),
-        "dictionary_pagesize_limit": draw(st.sampled_from([1 << 10, 1 << 20])),
-    }
-    if not opts["use_dictionary"] and draw(st.booleans()):
-        opts["use_byte_stream_split"] = ["emb.list.element"]
+    opts = page_options(draw, "emb.list.element", [97, 500, 4096])
     table = _table(t, k, rows, nulls, draw(st.integers(0, 1 << 16)), distinct)
     emb = table.column("emb")
     readable = opts["compression"] in READ

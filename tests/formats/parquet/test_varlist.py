@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from _pageopts import READ, page_options
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,8 +34,6 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TYPES = [pa.int32(), pa.int64(), pa.uint32(), pa.float32(), pa.float64()]
-CODECS = ["none", "snappy", "gzip", "zstd", "brotli", "lz4"]
-READ = {"none", "snappy", "gzip", "zstd"}  # the codecs the page reader decompresses
 
 
 def _values(t: pa.DataType, n: int, rng: np.random.Generator, vocab: int) -> np.ndarray:
@@ -75,16 +74,7 @@ def _cases(draw: st.DrawFn) -> tuple[pa.Table, dict[str, Any], bool]:
     nulls = draw(st.sampled_from(["none", "none", "none", "rows", "values", "empty"]))
     if nulls == "empty" and lengths:
         lengths[draw(st.integers(0, len(lengths) - 1))] = 0
-    opts: dict[str, Any] = {
-        "compression": draw(st.sampled_from(CODECS)),
-        "use_dictionary": draw(st.booleans()),
-        "data_page_version": draw(st.sampled_from(["1.0", "2.0"])),
-        "data_page_size": draw(st.sampled_from([1 << 10, 1 << 14, 1 << 20])),
-        "row_group_size": draw(st.sampled_from([37, 150, 4096])),
-        "dictionary_pagesize_limit": draw(st.sampled_from([1 << 10, 1 << 20])),
-    }
-    if not opts["use_dictionary"] and draw(st.booleans()):
-        opts["use_byte_stream_split"] = ["tokens.list.element"]
+    opts = page_options(draw, "tokens.list.element", [37, 150, 4096])
     vocab = draw(st.sampled_from([2, 300, 70000, 1 << 30]))
     seed = draw(st.integers(0, 1 << 16))
     table = _table(t, lengths, nulls, seed, vocab, draw(st.booleans()))

@@ -45,7 +45,7 @@ from shardwise.formats.parquet._leaves import read_leaves
 from shardwise.formats.parquet._pages import DATA, DATA_V2, DICTIONARY, Page, Unreadable, inflate
 from shardwise.formats.parquet._rle_bitpacked import check_constant, check_rows, decode
 
-__all__ = ["page_reader_enabled", "read_fixed_lists"]
+__all__ = ["list_column", "numbers", "page_reader_enabled", "read_fixed_lists"]
 
 log = logging.getLogger(__name__)
 _PHYSICAL = {"FLOAT": ("f", 4), "DOUBLE": ("f", 8), "INT32": ("iu", 4), "INT64": ("iu", 8)}
@@ -70,23 +70,36 @@ def read_fixed_lists(
 
 
 def _eligible(t: pa.DataType) -> bool:
-    if not pa.types.is_fixed_size_list(t) or t.list_size < 1:
-        return False
-    v = t.value_type
+    return pa.types.is_fixed_size_list(t) and t.list_size >= 1 and numbers(t.value_type)
+
+
+def numbers(v: pa.DataType) -> bool:
+    """Whether list values of type ``v`` are numbers the list readers take (32 or 64 bits)."""
     return (pa.types.is_floating(v) or pa.types.is_integer(v)) and v.bit_width in (32, 64)
 
 
-def _column(
-    pf: Any, source: Any, group: int, leaf: int, field: pa.Field, wanted: tuple[int, int] | None
-) -> pa.Array:
+def list_column(
+    pf: Any, group: int, leaf: int, field: pa.Field, wanted: tuple[int, int] | None
+) -> tuple[int, int, int, Any, np.dtype]:
+    """:func:`column_rows` of a list of numbers nested once (Unreadable: another nesting,
+    or values of another type than the schema's), with its values' numpy type."""
     rows, lo, hi, chunk, desc = column_rows(pf, group, leaf, wanted)
     if desc.path.split(".")[0] != field.name or desc.max_repetition_level != 1:
         raise Unreadable("a list of another nesting")
     dtype = np.dtype(field.type.value_type.to_pandas_dtype())
     kinds, size = _PHYSICAL.get(desc.physical_type, ("", 0))
+    if dtype.kind not in kinds or dtype.itemsize != size:
+        raise Unreadable("values of another type than the schema's")
+    return rows, lo, hi, (chunk, desc), dtype
+
+
+def _column(
+    pf: Any, source: Any, group: int, leaf: int, field: pa.Field, wanted: tuple[int, int] | None
+) -> pa.Array:
+    rows, lo, hi, (chunk, desc), dtype = list_column(pf, group, leaf, field, wanted)
     k = field.type.list_size
-    if dtype.kind not in kinds or dtype.itemsize != size or chunk.num_values != rows * k:
-        raise Unreadable("values of another type or count than the schema's")
+    if chunk.num_values != rows * k:
+        raise Unreadable("values of another count than the schema's")
     b = chunk_bytes(chunk, source)
     values = _values(chunk, b, desc.max_definition_level, k, rows, dtype, (lo * k, hi * k))
     flat = pa.Array.from_buffers(field.type.value_type, len(values), [None, pa.py_buffer(values)])

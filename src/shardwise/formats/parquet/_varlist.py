@@ -4,8 +4,9 @@ A ``list<int32>`` column is one Parquet column: a repetition level per value (0 
 a row), a definition level per value, then the values. Arrow turns the levels into
 offsets and validity, value by value; on the loader benchmark's token lists (rows of
 512-4,096 ids, dictionary-encoded) that took 18-28 ms a row group of 2.9 million ids, and
-this reader 10-13 ms (one thread, medians of 25 alternated reads). Without nulls or empty lists, the levels say only where each row starts, and long
-lists make them a few runs a row: here each page's repetition levels are read as runs
+this reader 10-13 ms (one thread, medians of 25 alternated reads). Without nulls or
+empty lists, the levels say only where each row starts, and long lists make them a few
+runs a row: here each page's repetition levels are read as runs
 (:func:`~shardwise.formats.parquet._rle_bitpacked.row_starts`), its definition levels
 are checked to be at their maximum, and its values are taken as the fixed-size list
 reader takes them (plain, byte-stream-split or dictionary indices).
@@ -30,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.formats.parquet._chunk import allocate, chunk_bytes, page_headers
-from shardwise.formats.parquet._fixedlist import _PHYSICAL, _decoded, _plain, _prefixed, column_rows
+from shardwise.formats.parquet._fixedlist import _decoded, _plain, _prefixed, list_column, numbers
 from shardwise.formats.parquet._leaves import read_leaves
 from shardwise.formats.parquet._pages import DATA, DATA_V2, DICTIONARY, Page, Unreadable, inflate
 from shardwise.formats.parquet._rle_bitpacked import check_constant, decode, row_starts
@@ -53,22 +54,13 @@ def read_var_lists(
 
 
 def _eligible(t: pa.DataType) -> bool:
-    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
-        return False
-    v = t.value_type
-    return (pa.types.is_floating(v) or pa.types.is_integer(v)) and v.bit_width in (32, 64)
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and numbers(t.value_type)
 
 
 def _column(
     pf: Any, source: Any, group: int, leaf: int, field: pa.Field, wanted: tuple[int, int] | None
 ) -> pa.Array:
-    rows, lo, hi, chunk, desc = column_rows(pf, group, leaf, wanted)
-    if desc.path.split(".")[0] != field.name or desc.max_repetition_level != 1:
-        raise Unreadable("a list of another nesting")
-    dtype = np.dtype(field.type.value_type.to_pandas_dtype())
-    kinds, size = _PHYSICAL.get(desc.physical_type, ("", 0))
-    if dtype.kind not in kinds or dtype.itemsize != size:
-        raise Unreadable("values of another type than the schema's")
+    rows, lo, hi, (chunk, desc), dtype = list_column(pf, group, leaf, field, wanted)
     b = chunk_bytes(chunk, source)
     pages = page_headers(b, chunk.num_values, dtype.itemsize)
     walk = _Walk(rows, lo, hi, desc.max_definition_level, dtype)
@@ -161,9 +153,9 @@ class _Walk:
         at = 0
         for part, index in zip(self.parts, self.indices):
             dest = out[at : at + len(part)]
-            if index:
+            if index and self.dictionary is not None:  # (index parts exist only with one)
                 scratch[: len(part)] = part
-                np.take(self.dictionary, scratch[: len(part)], out=dest, mode="clip")  # type: ignore[arg-type]
+                np.take(self.dictionary, scratch[: len(part)], out=dest, mode="clip")
             else:
                 dest[:] = part
             at += len(part)
