@@ -3,8 +3,11 @@ dictionary, page version and size, byte-stream split), shared by the page reader
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from hypothesis import strategies as st
 
 CODECS = ["none", "snappy", "gzip", "zstd", "brotli", "lz4"]
@@ -25,3 +28,10 @@ def page_options(draw: st.DrawFn, leaf: str, row_groups: list[int]) -> dict[str,
     if not opts["use_dictionary"] and draw(st.booleans()):
         opts["use_byte_stream_split"] = [leaf]
     return opts
+
+
+def written(table: pa.Table, opts: dict[str, Any]) -> bytes:
+    """``table`` as the bytes of a Parquet file written with ``opts``."""
+    buf = io.BytesIO()
+    pq.write_table(table, buf, **opts)
+    return buf.getvalue()

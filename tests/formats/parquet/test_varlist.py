@@ -10,7 +10,6 @@ checked against a plain decode of every run.
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import numpy as np
@@ -18,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from _pageopts import READ, page_options
+from _pageopts import READ, page_options, written
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -59,12 +58,6 @@ def _table(
     return pa.table({"id": np.arange(n, dtype=np.int64), "tokens": tokens, "text": ["r"] * n})
 
 
-def _write(table: pa.Table, opts: dict[str, Any]) -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(table, buf, **opts)
-    return buf.getvalue()
-
-
 @st.composite
 def _cases(draw: st.DrawFn) -> tuple[pa.Table, dict[str, Any], bool]:
     t = draw(st.sampled_from(TYPES))
@@ -99,7 +92,7 @@ def test_lists_read_from_pages_equal_arrow(
     """Whole row groups through the format's read, and ranges of rows alone (a unit's head
     and rest): Arrow's column or its slice, and read wherever the reader can."""
     table, opts, readable = case
-    raw = _write(table, opts)
+    raw = written(table, opts)
     pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)
     for g in range(pf.num_row_groups):
         for columns in (None, ["tokens"], ["text", "tokens"]):
@@ -110,12 +103,15 @@ def test_lists_read_from_pages_equal_arrow(
         arrow = pf.read_row_group(g, columns=["tokens"]).column(0).combine_chunks()
         whole = read_var_lists(pf, source, g, ["tokens"])
         eligible = readable and _clean(arrow)
-        assert ("tokens" in whole) == eligible, (opts, table.schema)
+        if len(arrow):  # (an empty row group's chunk may hold no page: read or left to Arrow)
+            assert ("tokens" in whole) == eligible, (opts, table.schema)
+        if "tokens" in whole:
+            assert whole["tokens"].equals(arrow)
         n = pf.metadata.row_group(g).num_rows
         cut = data.draw(st.integers(0, n))
         for lo, hi in ((0, cut), (cut, n)):
             part = read_var_lists(pf, source, g, ["tokens"], (lo, hi))
-            if eligible:
+            if eligible and len(arrow):
                 assert "tokens" in part, (lo, hi, opts)
             if "tokens" in part:
                 assert part["tokens"].equals(arrow.slice(lo, hi - lo)), (lo, hi, opts)
@@ -132,7 +128,7 @@ def test_token_lists_across_many_pages_are_read(version: str, codec: str, dictio
     rng = np.random.default_rng(7)
     table = _table(pa.int32(), list(rng.integers(300, 4000, 300)), "none", 3, 50000, False)
     opts = {"compression": codec, "data_page_version": version, "data_page_size": 20000}
-    raw = _write(table, {**opts, "use_dictionary": dictionary, "row_group_size": 120})
+    raw = written(table, {**opts, "use_dictionary": dictionary, "row_group_size": 120})
     pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)
     for g in range(pf.num_row_groups):
         arrow = pf.read_row_group(g, columns=["tokens"]).column(0).combine_chunks()
@@ -156,7 +152,7 @@ def test_long_stretches_of_nulls_or_empty_lists_are_declined(gap: str, dictionar
     else:
         rows[10:30] = [[]] * 20
     table = pa.table({"tokens": pa.array(rows, pa.list_(pa.int32()))})
-    raw = _write(table, {"use_dictionary": dictionary})
+    raw = written(table, {"use_dictionary": dictionary})
     pf, source = pq.ParquetFile(pa.BufferReader(raw)), pa.BufferReader(raw)
     assert read_var_lists(pf, source, 0, ["tokens"]) == {}
     assert _read_row_group(pf, source, 0, None, False).equals(table)
@@ -210,7 +206,7 @@ def test_runs_taken_at_once_equal_runs_read_one_by_one(data: st.DataObject) -> N
 def _token_file(dictionary: bool, version: str) -> bytes:
     rng = np.random.default_rng(11)
     table = _table(pa.int32(), list(rng.integers(1, 400, 60)), "none", 5, 3000, False)
-    return _write(
+    return written(
         table,
         {
             "use_dictionary": dictionary,
