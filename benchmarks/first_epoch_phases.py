@@ -134,7 +134,7 @@ _events: list[tuple[str, str, float, float, int]] = []
 _t0: list[float] = [0.0]
 
 
-def _faults() -> int:
+def _process_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
@@ -143,12 +143,14 @@ def _span(name: str, fn: Any) -> Any:
     import threading
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        t, f = time.perf_counter(), _faults()
+        t, f = time.perf_counter(), _process_faults()
         try:
             return fn(*args, **kwargs)
         finally:
             who = threading.current_thread().name.replace("shardwise-loader_", "pool")
-            _events.append((name, who, t - _t0[0], time.perf_counter() - _t0[0], _faults() - f))
+            _events.append(
+                (name, who, t - _t0[0], time.perf_counter() - _t0[0], _process_faults() - f)
+            )
 
     return run
 
@@ -180,7 +182,7 @@ def trace(path: str, cols: list[str] | None) -> None:
         pieces.PlanWindows._order = _span("window order", pieces.PlanWindows._order)  # type: ignore[method-assign]
     threaded.WindowBuilder = _span("builder (pool start)", windows.WindowBuilder)
     _t0[0] = time.perf_counter()
-    f0 = _faults()
+    f0 = _process_faults()
     ds = _span("construct", StreamingDataset)(
         path, batch_size=256, shuffle=True, seed=0, drop_last=True, batch_format="numpy",
         num_workers=None, progress=False, columns=cols, **_options,
@@ -188,7 +190,7 @@ def trace(path: str, cols: list[str] | None) -> None:
     it = _span("iter()", iter)(ds)
     _span("next() -> first batch", next)(it)
     first = time.perf_counter() - _t0[0]
-    faults = _faults() - f0
+    faults = _process_faults() - f0
     for _ in it:
         pass
     mark(f"epoch 1 (blocks {getattr(ds, 'blocks', 1)}, {ds.index.num_units} units)")
