@@ -8,8 +8,17 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+#: the page readers' property tests: deterministic, no example database
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 CODECS = ["none", "snappy", "gzip", "zstd", "brotli", "lz4"]
 READ = {"none", "snappy", "gzip", "zstd"}  # the codecs the page readers decompress
 

@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _pageopts import READ, page_options, written
-from hypothesis import HealthCheck, given, settings
+from _pageopts import READ, SETTINGS, page_options, written
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardwise.errors import FormatError
@@ -27,13 +27,6 @@ from shardwise.formats.parquet._fixedlist import read_fixed_lists
 from shardwise.formats.parquet._rle_bitpacked import _unpack, check_rows, decode
 from shardwise.formats.parquet.format import _read_row_group
 
-SETTINGS = settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
 TYPES = [pa.float32(), pa.float64(), pa.int32(), pa.int64(), pa.uint32(), pa.uint64()]
 
 

@@ -17,21 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from _pageopts import READ, page_options, written
-from hypothesis import HealthCheck, given, settings
+from _pageopts import READ, SETTINGS, page_options, written
+from hypothesis import given
 from hypothesis import strategies as st
 
 from shardwise.formats.parquet._rle_bitpacked import _run, _runs, decode, row_starts
 from shardwise.formats.parquet._varlist import read_var_lists
 from shardwise.formats.parquet.format import _read_row_group
 
-SETTINGS = settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
 TYPES = [pa.int32(), pa.int64(), pa.uint32(), pa.float32(), pa.float64()]
 
 
