@@ -18,7 +18,7 @@ page faults) of the thread that runs them (``time.thread_time``, ``RUSAGE_THREAD
 reading and decoding units, writing them into the window, making pieces, cutting batches
 on the training thread. ``trace`` prints the first batch's timeline: when each step up to
 it started and ended (ms from the dataset's construction), on which thread, and the minor
-page faults of the process.
+page faults of the process, and the CPU time of the thread that ran it.
 """
 
 from __future__ import annotations
@@ -143,14 +143,13 @@ def _span(name: str, fn: Any) -> Any:
     import threading
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        t, f = time.perf_counter(), _process_faults()
+        t, f, cpu = time.perf_counter(), _process_faults(), time.thread_time()
         try:
             return fn(*args, **kwargs)
         finally:
             who = threading.current_thread().name.replace("shardwise-loader_", "pool")
-            _events.append(
-                (name, who, t - _t0[0], time.perf_counter() - _t0[0], _process_faults() - f)
-            )
+            end, used = time.perf_counter() - _t0[0], time.thread_time() - cpu
+            _events.append((name, who, t - _t0[0], end, _process_faults() - f, used))
 
     return run
 
@@ -195,9 +194,10 @@ def trace(path: str, cols: list[str] | None) -> None:
         pass
     mark(f"epoch 1 (blocks {getattr(ds, 'blocks', 1)}, {ds.index.num_units} units)")
     print(f"first batch at {first * 1e3:.1f} ms, {faults} minor faults")
-    for name, who, t, end, f in sorted(_events, key=lambda e: e[2]):
+    for name, who, t, end, f, cpu in sorted(_events, key=lambda e: e[2]):
         if t <= first:
-            print(f"  {t * 1e3:7.1f} -> {end * 1e3:7.1f} ms  {name:26s} {who:12s} {f:7d} flt")
+            span = f"{t * 1e3:7.1f} -> {end * 1e3:7.1f} ms"
+            print(f"  {span}  {name:26s} {who:12s} {cpu * 1e3:6.1f} ms CPU {f:7d} flt")
 
 
 def main(argv: list[str]) -> int:

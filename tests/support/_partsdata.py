@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import gc
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +59,19 @@ def check_head_and_rest(ds: Any, column: str, by_pages: bool) -> None:
             assert rest is not None and rest.equals(whole.slice(cut))
             assert rest.column(column).num_chunks == 1
             assert u not in parts._open
+
+
+def leases(cache: Path) -> list[str]:
+    """The lease files of ``cache``'s units."""
+    return os.listdir(cache / "units" / "leases")
+
+
+def leases_left(cache: Path, seconds: float = 10.0) -> list[str]:
+    """The lease files of ``cache``'s units once the dropped files are released: a file
+    dropped by the reader is collected when Arrow's I/O thread lets go of its last
+    reference, which under load can come just after the reader's own ``gc.collect``."""
+    deadline = time.monotonic() + seconds
+    while (left := leases(cache)) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    return left

@@ -19,7 +19,7 @@ from typing import Any
 import fsspec
 import numpy as np
 import pytest
-from _partsdata import GROUP, ROWS, write_files
+from _partsdata import GROUP, ROWS, leases, leases_left, write_files
 
 from shardwise import StreamingDataset
 from shardwise.errors import ShardwiseError
@@ -53,10 +53,6 @@ def _ds(source: str, cache: Path | None = None, **kw: Any) -> Any:
 
 def _batches(ds: Any) -> list[list[Any]]:
     return [[np.asarray(b[c]).tolist() for c in sorted(b)] for b in ds]
-
-
-def _leases(cache: Path) -> list[str]:
-    return os.listdir(cache / "units" / "leases")
 
 
 def _journal(cache: Path) -> list[dict[str, Any]]:
@@ -94,14 +90,14 @@ def test_each_unit_is_leased_and_decoded_once_with_the_local_reads_batches(
     per_unit = len(columns) if columns is not None else 1
     assert len(groups) == ds.index.num_units * per_unit
     assert ds.cache.stats.downloads == len(journal) and ds.cache.stats.read_through == 0
-    assert _leases(cache) == []
+    assert leases_left(cache) == []
     ds.set_epoch(1)
     whole_reads.clear()
     here = _ds(str(local), columns=columns, num_threads=threads)
     here.set_epoch(1)
     assert _batches(ds) == _batches(here)
     assert len(_journal(cache)) == len(journal) and _few(whole_reads)  # warm: nothing fetched
-    assert _leases(cache) == []
+    assert leases_left(cache) == []
 
 
 def test_a_local_dataset_with_a_cache_reads_its_parts_once(
@@ -125,19 +121,19 @@ def test_an_early_stop_releases_every_lease(remote: tuple[str, Path], tmp_path: 
             next(it)
         del it
         gc.collect()
-        assert _leases(cache) == []
+        assert leases_left(cache) == []
     parts = part_reader(ds.index, None, None, ds.cache, ds.index.schema)
     assert isinstance(parts, CachedParts)
     for u in range(4):
         assert parts.head(u, 10) is not None
-    assert parts.held() == [0, 1, 2, 3] and len(_leases(cache)) > 0
+    assert parts.held() == [0, 1, 2, 3] and len(leases(cache)) > 0
     parts.close()
-    assert _leases(cache) == [] and parts.head(5, 10) is not None and parts.held() == []
+    assert leases(cache) == [] and parts.head(5, 10) is not None and parts.held() == []
     parts = part_reader(ds.index, None, None, ds.cache, ds.index.schema)
-    assert parts is not None and parts.head(2, 10) is not None and _leases(cache)
+    assert parts is not None and parts.head(2, 10) is not None and leases(cache)
     del parts  # dropped with a unit open: its file is collected, its leases released
     gc.collect()
-    assert _leases(cache) == []
+    assert leases_left(cache) == []
 
 
 def test_a_head_and_its_rest_are_the_whole_reads_rows(
@@ -155,7 +151,7 @@ def test_a_head_and_its_rest_are_the_whole_reads_rows(
         rest = parts.rest(u, 37, n - 37)
         assert rest is not None and rest.equals(whole.slice(37))
         assert parts.rest(u, 37, n - 37) is None  # read once: else the whole read
-    assert _leases(tmp_path / "cache") == []
+    assert leases_left(tmp_path / "cache") == []
 
 
 def test_units_over_the_held_share_are_let_go_after_their_heads(
@@ -172,7 +168,7 @@ def test_units_over_the_held_share_are_let_go_after_their_heads(
     ds = _ds(url, cache)
     assert _batches(ds) == _batches(_ds(str(local)))
     assert sum(whole_reads.values()) == ds.index.num_units  # each rest, read whole
-    assert _leases(cache) == []
+    assert leases_left(cache) == []
     keys = [j["key"] for j in _journal(cache)]
     assert len(keys) == len(set(keys))  # the rests' reads were hits
 
@@ -194,7 +190,7 @@ def test_an_entry_gone_bad_is_fetched_again(remote: tuple[str, Path], tmp_path: 
     ds = _ds(url, cache)
     assert _batches(ds) == want
     assert ds.cache.stats.bad_entries > 0 and ds.cache.stats.downloads > 0
-    assert _leases(cache) == []
+    assert leases_left(cache) == []
 
 
 @pytest.mark.parametrize("first_window", [None, "heads"])
@@ -209,7 +205,7 @@ def test_an_object_changed_after_indexing_errors_as_before(
     fs.pipe(path, fs.cat(path)[:100_000])  # truncated since it was indexed
     with pytest.raises(ShardwiseError, match="part-1.parquet"):
         _batches(ds)
-    assert _leases(cache) == []  # released as the epoch ended, before the error went up
+    assert leases_left(cache) == []  # released as the epoch ended, before the error went up
 
 
 def test_units_read_ahead_one_at_a_time_download_heads_ahead(
@@ -225,4 +221,4 @@ def test_units_read_ahead_one_at_a_time_download_heads_ahead(
     assert [reading.stored_unit(p) for p in (0, 5, units, units + 5)] == [0, 5, None, None]
     got = [b.column("id").to_pylist() for b in ds]
     assert got == [b.column("id").to_pylist() for b in _ds(str(local), batch_format="arrow")]
-    assert _few(whole_reads) and _leases(tmp_path / "cache") == []
+    assert _few(whole_reads) and leases_left(tmp_path / "cache") == []

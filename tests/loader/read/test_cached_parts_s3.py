@@ -5,7 +5,6 @@ head windows), the warm epoch fetches nothing, and no lease is left behind."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from _countproxy import CountingProxy
-from _partsdata import write_files
+from _partsdata import leases_left, write_files
 from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS S3, a fresh bucket)
 
 from shardwise import StreamingDataset
@@ -78,10 +77,10 @@ def test_two_workers_read_heads_through_the_cache_fetching_each_range_once(
     assert cold == sum(j["bytes"] for j in journal)  # every byte through the cache, once
     groups = [j for j in journal if j.get("column") != "(footer)"]
     assert len(groups) == ds.index.num_units * (len(columns) if columns else 1)
-    assert os.listdir(tmp_path / "cache" / "units" / "leases") == []
+    assert leases_left(tmp_path / "cache") == []
     proxy.reset()
     assert _epoch(ds, 1) == _epoch(here, 1) and proxy.get_bytes == 0  # warm: nothing fetched
-    assert os.listdir(tmp_path / "cache" / "units" / "leases") == []
+    assert leases_left(tmp_path / "cache") == []
     _epoch(remote(tmp_path / "whole", first_window=None), 0)
     # the cache downloaded as many bytes as for an epoch of whole units
     assert sum(j["bytes"] for j in _journal(tmp_path / "whole")) == cold
