@@ -8,13 +8,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from _daliwds import make_shards
-from _fwcheck import free_port, run
+from _fwcheck import free_port, launch, run
 from _loaderdata import make_parquet
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -51,19 +50,9 @@ def _launch(script: Path, cwd: Path) -> None:
         run(["-m", "torch.distributed.run", "--nproc_per_node=2", *rdzv, str(script)], cwd=cwd)
     elif "RANK=0" in first:  # two ranks side by side
         env = dict(os.environ, WORLD_SIZE="2", OMP_NUM_THREADS="1")
-        procs = [
-            subprocess.Popen(
-                [sys.executable, str(script)],
-                cwd=cwd,
-                env=env | {"RANK": str(r)},
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-            for r in range(2)
-        ]
-        outs = [p.communicate(timeout=400)[0] for p in procs]
-        assert all(p.returncode == 0 for p in procs), "\n".join(o[-4000:] for o in outs)
+        launch(
+            [[sys.executable, str(script)]] * 2, [env | {"RANK": str(r)} for r in range(2)], cwd=cwd
+        )
     else:
         run([str(script)], cwd=cwd)
 

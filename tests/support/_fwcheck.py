@@ -4,13 +4,18 @@ A run's record is, per rank, a list of ``[epoch, ids]`` (one entry per training 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 Record = list[list[Any]]  # per step: [epoch, [ids]]
 
@@ -26,16 +31,95 @@ def run(
 ) -> str:
     """Run a script with the venv's Python; its output, failing the test on an error."""
     base = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1")
-    p = subprocess.run(
-        [sys.executable, *args],
-        env=base | (env or {}),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-    )
-    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-8000:]
-    return p.stdout
+    return launch([[sys.executable, *args]], [base | (env or {})], timeout, cwd)[0]
+
+
+def launch(
+    commands: list[list[str]],
+    envs: list[dict[str, str]],
+    timeout: int = 400,
+    cwd: Path | None = None,
+) -> list[str]:
+    """Run ``commands`` side by side (each with its ``envs``); their stdout, failing the
+    test unless every one exits 0 within ``timeout`` seconds.
+
+    A run that hangs because a DataLoader worker never left ``os.fork()`` is run once more:
+    that is CPython 3.11.7's gh-112275 (a child forked while a thread of the parent, here
+    one of torch's gloo threads, held the runtime's HEAD lock waits for it forever; fixed
+    in later releases), named in ``docs/frameworks/pytorch.md``. Any other hang fails, and
+    every process the run started is killed either way (no port stays taken)."""
+    for attempt in (1, 2):
+        with contextlib.ExitStack() as files:
+            logs = [(_temp(files), _temp(files)) for _ in commands]
+            procs = [
+                subprocess.Popen(c, env=e, cwd=cwd, stdout=o, stderr=r, text=True)
+                for c, e, (o, r) in zip(commands, envs, logs)
+            ]
+            hung = _wait(procs, timeout)
+            outs = [(o.seek(0), o.read(), r.seek(0), r.read()) for o, r in logs]
+        if hung is not None and hung and attempt == 1:
+            print(f"pids {hung} hung in os.fork (CPython gh-112275): run again", file=sys.stderr)
+            continue
+        tails = "\n".join(out[-4000:] + err[-6000:] for _, out, _, err in outs)
+        assert hung is None, f"timed out after {timeout} s:\n{tails}"
+        assert all(p.returncode == 0 for p in procs), tails
+        return [out for _, out, _, _ in outs]
+    raise AssertionError("unreachable")
+
+
+def _temp(files: contextlib.ExitStack) -> IO[str]:
+    return files.enter_context(tempfile.TemporaryFile("w+"))
+
+
+def _wait(procs: list[subprocess.Popen[str]], timeout: float) -> list[int] | None:
+    """Wait for ``procs``: None when all ended in time; else kill them and every process
+    under them, and return those that were stuck in ``os.fork``."""
+    deadline = time.monotonic() + timeout
+    try:
+        for p in procs:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        return None
+    except subprocess.TimeoutExpired:
+        tree = _descendants([p.pid for p in procs])
+        hung = _stuck_in_fork(tree)
+        for pid in tree:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for p in procs:
+            p.wait()
+        return hung
+
+
+def _descendants(roots: list[int]) -> list[int]:
+    """``roots`` and every process under them (from ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _stuck_in_fork(pids: list[int]) -> list[int]:
+    """The processes among ``pids`` whose thread is still inside ``os.fork`` as
+    multiprocessing's ``Popen`` calls it (their Python stacks, by py-spy)."""
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        return []
+    stuck = []
+    for pid in pids:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            dump = subprocess.run(
+                [str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30
+            ).stdout
+            if re.search(r"^\s+(Popen\.)?_launch \(.*popen_fork\.py", dump, re.M):
+                stuck.append(pid)
+    return stuck
 
 
 def torchrun(script: str, args: list[str], nproc: int = 2, timeout: int = 400) -> str:
