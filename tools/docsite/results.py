@@ -300,9 +300,12 @@ def fix_table(text: str) -> str:
 
 
 def _get(data: Any, path: str) -> Any:
-    """``shapes.medium.results[name=datasketch].seconds``: keys, and list items by a field."""
+    """``shapes.medium.results[name=datasketch].seconds``: keys, list items by a field, and
+    list items by their place (``before_after.rows.2.4``)."""
     for part in path.split("."):
-        if part.endswith("]"):
+        if isinstance(data, list) and part.isdigit():
+            data = data[int(part)]
+        elif part.endswith("]"):
             key, selector = part[:-1].split("[")
             field, wanted = selector.split("=")
             data = next(item for item in data[key] if str(item.get(field)) == wanted)

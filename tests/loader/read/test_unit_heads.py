@@ -221,10 +221,10 @@ def token_lists(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _write_images(tmp_path_factory.mktemp("token_lists"), 6, tokens)
 
 
-def test_token_lists_are_read_in_parts_by_arrow(token_lists: Path) -> None:
-    """Heads and rests of lists of any length equal whole reads (which decode them from
-    their pages), the parts read by Arrow's continued batches, and the batches are the
-    plan's rows with the values of whole reads."""
+def test_token_lists_are_read_in_parts(token_lists: Path) -> None:
+    """Heads and rests of lists of any length equal whole reads (the heads read by Arrow,
+    the rests from their pages: ``test_list_parts.py``), and the batches are the plan's
+    rows with the values of whole reads."""
     check_head_and_rest(_ds(token_lists), "image", by_pages=False)
     got = [[(i, v.tolist()) for i, v in b] for b in _batches(_ds(token_lists))]
     planned = _planned(_ds(token_lists), 1)

@@ -36,7 +36,7 @@ from shardwise.formats.parquet._leaves import read_leaves
 from shardwise.formats.parquet._pages import DATA, DATA_V2, DICTIONARY, Page, Unreadable, inflate
 from shardwise.formats.parquet._rle_bitpacked import check_constant, decode, row_starts
 
-__all__ = ["read_var_lists"]
+__all__ = ["eligible", "read_var_lists"]
 
 RLE, PLAIN, PLAIN_DICTIONARY, RLE_DICTIONARY = 3, 0, 2, 8
 DICTIONARY_ENCODINGS = (PLAIN_DICTIONARY, RLE_DICTIONARY)
@@ -50,10 +50,11 @@ def read_var_lists(
     ``source``) that are lists of numbers without nulls or empty lists, decoded here; the
     others (and any this path declines) are left out, for Arrow to read. ``rows``
     ``(lo, hi)``: only the row group's rows ``lo`` to ``hi``."""
-    return read_leaves(pf, source, group, names, rows, _eligible, _column)
+    return read_leaves(pf, source, group, names, rows, eligible, _column)
 
 
-def _eligible(t: pa.DataType) -> bool:
+def eligible(t: pa.DataType) -> bool:
+    """Whether columns of type ``t`` are of the types read here (lists of numbers)."""
     return (pa.types.is_list(t) or pa.types.is_large_list(t)) and numbers(t.value_type)
 
 

@@ -16,14 +16,7 @@ are compressed (incompressible ones are copied from the page as stored). The bin
 reader maps the file for each part alone (:func:`_pages_source`), so a unit of images
 waiting for its rest does not keep the pages its head touched resident; the fixed-size
 lists' reader uses the unit's own mapping (mapping again cost the emb shape's first epoch
-about a tenth).
-
-Lists of numbers of any length (token ids) are left to Arrow here, though whole reads
-decode them from their pages (:mod:`~shardwise.formats.parquet._varlist`): a part's rows
-are found only by walking every page's levels from the chunk's start, so a rest would
-walk its head's pages again, and the page reader's run-by-run walk holds the GIL where
-Arrow's decoder does not (with two reading threads the heads of 50,000 token rows took
-5-9 ms each against Arrow's 3-4 ms).
+about a tenth). Lists of any length (token ids): :mod:`~shardwise.loader.read.list_parts`.
 
 Only plain Parquet reads take this path (no filter, no node cache, one dataset). Anything
 else answers None, and the caller reads the whole unit and slices it, so a bad unit is
@@ -51,6 +44,7 @@ from shardwise.formats.parquet._binarydict import read_binary_dicts
 from shardwise.formats.parquet._binarydict import reads as binary_reads
 from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
 from shardwise.index import DatasetIndex
+from shardwise.loader.read.list_parts import head_lists, list_names, rest_lists
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.storage import open_arrow_input
 from shardwise.storage.cache import NodeCache
@@ -75,6 +69,7 @@ class _Open:
     group: int
     names: list[str]
     fixed: list[str]  # columns decoded from their pages (the others: by Arrow)
+    lists: list[str] = field(default_factory=list)  # lists whose rest is read from pages
     batches: Iterator[pa.RecordBatch] | None = None
     left: list[pa.RecordBatch] = field(default_factory=list)  # read past the last part
     path: str = ""  # where it was opened, with ``options`` (the page readers map it again)
@@ -152,6 +147,8 @@ class UnitParts:
             fixed = _page_columns(opened, opened.fixed, (lo, lo + rows)) if opened.fixed else {}
             if len(fixed) != len(opened.fixed):
                 return None  # a page of the rest declined: the whole read decides
+            if opened.lists:
+                fixed |= rest_lists(opened.pf, opened.source, opened.group, opened.lists, lo, rows)
             return self._table(opened, fixed, rows)
         except _FAILURES:
             return None
@@ -166,13 +163,17 @@ class UnitParts:
             o.close()
 
     def _head(self, opened: _Open, rows: int) -> pa.Table | None:
-        """The head: fixed-size lists and wide binary values from their pages, then
-        Arrow's first batch of the other columns, in batches of ``rows`` rows."""
+        """The head: fixed-size lists and wide binary values from their pages, lists of
+        any length by an Arrow reader of their own (:mod:`.list_parts`), then Arrow's first
+        batch of the other columns, in batches of ``rows`` rows."""
         pf, names = opened.pf, opened.names
         fixed: dict[str, pa.Array] = {}
         if page_reader_enabled() and len(set(names)) == len(names):
             fixed = _page_columns(opened, names, (0, rows))
-        opened.fixed = list(fixed)
+            opened.fixed = list(fixed)
+            lists = list_names(pf, [n for n in names if n not in fixed])
+            heads = head_lists(pf, opened.group, lists, rows)
+            opened.lists, fixed = list(heads), fixed | heads
         others = [n for n in names if n not in fixed]
         if others:
             opened.batches = pf.iter_batches(
@@ -258,7 +259,7 @@ def _held(opened: _Open) -> int:
     """The stored bytes of the dictionary pages of the columns Arrow reads (what its
     decoders keep, decoded, until the rest is read)."""
     group = opened.pf.metadata.row_group(opened.group)
-    arrow = {n for n in opened.names if n not in opened.fixed}
+    arrow = {n for n in opened.names if n not in opened.fixed and n not in opened.lists}
     held = 0
     for i in range(group.num_columns):
         chunk = group.column(i)
@@ -294,4 +295,5 @@ def _next_rows(opened: _Open, rows: int) -> pa.Table:
 
 def _arrow_schema(opened: _Open) -> pa.Schema:
     full = opened.pf.schema_arrow
-    return pa.schema([full.field(n) for n in opened.names if n not in opened.fixed])
+    page = {*opened.fixed, *opened.lists}
+    return pa.schema([full.field(n) for n in opened.names if n not in page])
