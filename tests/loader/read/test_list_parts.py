@@ -5,10 +5,12 @@ whose rest the page reader declines is read there by Arrow."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -130,3 +132,40 @@ def test_a_rest_the_page_reader_declines_is_read_by_arrow(
         rest = parts.rest(u, cut, n - cut)
         assert rest is not None and rest.equals(whole.slice(cut))
     assert declined == [["tokens"], ["tokens"]]
+
+
+def test_token_lists_through_the_node_cache_equal_the_local_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Remote files read in parts through the node cache (leased entries, not a mapping):
+    the rests' lists come from their pages there too, and the batches equal the local
+    read's."""
+    (tmp_path / "data").mkdir()
+    local = _write(tmp_path / "data", _lists(pa.list_(pa.int32()), np.int32), data_page_size=4096)
+    fs = fsspec.filesystem("memory")
+    name = f"/listparts-{os.getpid()}-{id(tmp_path)}"
+    fs.put(str(local / "t.parquet"), f"{name}/t.parquet")
+    sources: list[str] = []
+    real = list_parts.read_var_lists
+
+    def spy(*args: Any) -> dict[str, pa.Array]:
+        out = real(*args)
+        sources.append(type(args[1]).__name__ if out else "declined")
+        return out
+
+    monkeypatch.setattr(list_parts, "read_var_lists", spy)
+    kw: dict[str, Any] = dict(batch_size=8, seed=1, first_window="heads", batch_format="numpy")
+    try:
+        remote = StreamingDataset(
+            f"memory://{name}", cache_dir=str(tmp_path / "cache"), cache_bytes=10**8, **kw
+        )
+        got = [[b["id"].tolist(), [t.tolist() for t in b["tokens"]]] for b in remote]
+        read_by = set(sources)
+    finally:
+        fs.rm(name, recursive=True)
+    want = [
+        [b["id"].tolist(), [t.tolist() for t in b["tokens"]]]
+        for b in StreamingDataset(str(local), **kw)
+    ]
+    assert got == want and len(got) > 10
+    assert read_by == {"_LeasedFile"}  # the leased entries, by the page reader
