@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _fwcheck import launch, run
+from _fwcheck import launch, run, running
 
 # the child of the first run waits inside the fork (an at-fork hook, as the HEAD lock does)
 FORK_HANG = """
@@ -26,21 +26,13 @@ if __name__ == "__main__":
 """
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a killed process whose parent died may stay a zombie a while)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_a_run_hung_in_fork_runs_again(tmp_path: Path) -> None:
     script = tmp_path / "forks.py"
     script.write_text(textwrap.dedent(FORK_HANG))
     marker = tmp_path / "first-run"
-    out = run([str(script), str(marker)], timeout=10)
+    out = run([str(script), str(marker)], timeout=20)
     assert marker.exists() and out.splitlines()[0] == "child ran", out
-    assert not _alive(int(out.split()[-1]))
+    assert not running(int(out.split()[-1]))
 
 
 def test_any_other_hang_or_error_fails_and_leaves_no_process(tmp_path: Path) -> None:
@@ -50,9 +42,9 @@ def test_any_other_hang_or_error_fails_and_leaves_no_process(tmp_path: Path) -> 
         f"c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
         f"open({str(pidfile)!r}, 'w').write(str(c.pid)); time.sleep(600)"
     )
-    with pytest.raises(AssertionError, match="timed out after 5 s"):
-        run(["-c", spawner], timeout=5)
-    assert not _alive(int(pidfile.read_text()))  # the grandchild killed
+    with pytest.raises(AssertionError, match="timed out after 15 s"):
+        run(["-c", spawner], timeout=15)
+    assert not running(int(pidfile.read_text()))  # the grandchild killed
     env = dict(os.environ)
     with pytest.raises(AssertionError, match="ZeroDivisionError"):
         launch([[sys.executable, "-c", "print('ok')"], [sys.executable, "-c", "1/0"]], [env] * 2)

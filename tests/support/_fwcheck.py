@@ -87,7 +87,24 @@ def _wait(procs: list[subprocess.Popen[str]], timeout: float) -> list[int] | Non
                 os.kill(pid, signal.SIGKILL)
         for p in procs:
             p.wait()
+        _until_gone(tree)
         return hung
+
+
+def _until_gone(pids: list[int], seconds: float = 30.0) -> None:
+    """Wait until none of ``pids`` runs any more (a kill takes effect when the process
+    is next scheduled; one whose parent died stays a zombie until it is reaped)."""
+    deadline = time.monotonic() + seconds
+    while any(map(running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _descendants(roots: list[int]) -> list[int]:
