@@ -17,19 +17,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from _pageopts import SETTINGS as PAGE_SETTINGS
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardwise.formats.parquet import _binarydict
 from shardwise.formats.parquet._binarydict import MIN_MEAN, read_binary_dicts
 
-SETTINGS = settings(
-    max_examples=100,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+SETTINGS = settings(PAGE_SETTINGS, max_examples=100)
 CODECS = ["none", "snappy", "gzip", "zstd", "brotli", "lz4"]
 READ = {"none", "snappy", "gzip", "zstd"}  # the codecs the page reader decompresses
 

@@ -12,18 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from _pageopts import SETTINGS as PAGE_SETTINGS
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardwise.formats.parquet._stored import MAX_RUNS, MIN_RUN, Runs, one_run, stored_runs
 
-SETTINGS = settings(
-    max_examples=200,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+SETTINGS = settings(PAGE_SETTINGS, max_examples=200)
 
 
 def _random(n: int, seed: int = 0) -> bytes:

@@ -60,7 +60,7 @@ def _arrow_rows(pf: pq.ParquetFile, group: int, names: list[str], lo: int, rows:
     """Rows ``lo`` to ``lo + rows`` of row group ``group``'s columns ``names``, by an
     Arrow reader of their own that stops after them."""
     batches, got = [], 0
-    size = max(lo + rows, 1) if lo else max(rows, 1)
+    size = max(lo + rows, 1)
     for batch in pf.iter_batches(
         batch_size=size, row_groups=[group], columns=names, use_threads=False
     ):
