@@ -81,6 +81,12 @@ def _handler(proxy: CountingProxy) -> type[BaseHTTPRequestHandler]:
             resp = conn.getresponse()
             data = resp.read()
             conn.close()
+            # Counted before the client can see the response: counted after it, a test's
+            # reset() between the client's return and this count would drop a request
+            # the test had already seen served. An error's body (a refusal the client
+            # retries) is not data.
+            if 200 <= resp.status < 300:
+                proxy.record(self.command, self.path, self.headers.get("Range", ""), len(data))
             self.send_response(resp.status, resp.reason)
             for k, v in resp.getheaders():
                 if k.lower() not in HOP and k.lower() != "content-length":
@@ -94,10 +100,6 @@ def _handler(proxy: CountingProxy) -> type[BaseHTTPRequestHandler]:
                 time.sleep(proxy.stall)
                 sent = sent[len(sent) // 2 :]
             self.wfile.write(sent)
-            if (
-                200 <= resp.status < 300
-            ):  # an error's body (a refusal the client retries) is not data
-                proxy.record(self.command, self.path, self.headers.get("Range", ""), len(data))
 
         do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _relay
 
