@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.formats.parquet._pages import Unreadable, varint
+from shardwise.formats.parquet._runchain import chain_runs
 
 __all__ = ["check_constant", "check_rows", "decode", "row_starts"]
 
@@ -178,24 +179,27 @@ def check_constant(b: memoryview, width: int, n: int, value: int) -> bool:
 def row_starts(b: memoryview, n: int) -> np.ndarray:
     """Where the rows start among the first ``n`` repetition levels of ``b`` (bit width 1,
     a list nested once): the positions of its zeros, as int64. Long lists make the stream
-    a few runs a row, so only its packed runs are unpacked."""
+    a few runs a row: the runs are found by numpy (:func:`~shardwise.formats.parquet.
+    _runchain.chain_runs`), and only the packed ones are unpacked."""
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    counts, values, starts, _ = _runs(b, 1, n)
-    if any(v > 1 for v in values):
+    found = chain_runs(b, 1, n) if len(b) else None
+    if found is None:
+        counts, values, starts, _ = _runs(b, 1, n)
+        found = (np.asarray(counts), np.asarray(values), np.asarray(starts), np.zeros(1))
+    count, kinds, first = (a.astype(np.int64) for a in found[:3])
+    if (kinds > 1).any():
         raise Unreadable("a repetition level over 1 in a list nested once")
-    count = np.asarray(counts, dtype=np.int64)
     at = np.cumsum(count) - count  # each run's first position
-    kinds = np.asarray(values, dtype=np.int64)
     literal, zeros = kinds < 0, kinds == 0
-    found = [_repeated_positions(at[zeros], count[zeros])]
+    out = [_repeated_positions(at[zeros], count[zeros])]
     if literal.any():
         raw = np.frombuffer(b, dtype=np.uint8)
-        payload = [raw[s : s + c // 8] for s, c, lit in zip(starts, counts, literal) if lit]
-        bits = np.unpackbits(np.concatenate(payload), bitorder="little")
-        found.append(_repeated_positions(at[literal], count[literal])[bits == 0])
-    out = np.sort(np.concatenate(found))
-    return out[out < n]
+        payload = raw[_repeated_positions(first[literal], count[literal] // 8)]
+        bits = np.unpackbits(payload, bitorder="little")
+        out.append(_repeated_positions(at[literal], count[literal])[bits == 0])
+    rows = np.sort(np.concatenate(out))
+    return rows[rows < n]
 
 
 def _repeated_positions(first: np.ndarray, count: np.ndarray) -> np.ndarray:
