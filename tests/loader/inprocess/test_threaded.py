@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -481,3 +482,42 @@ def test_the_first_batches_go_out_before_the_later_windows_are_built(
     assert len(set(built)) > 2  # several windows, one unit each
     assert at_first == 1  # only the first window before the first batch
     assert got == expected  # the plan's batches, in order
+
+
+def test_a_slow_first_unit_does_not_hold_up_the_rest_of_the_first_window(
+    data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first window's units are all read before its first batch: while one of them is
+    slow, the other thread reads every other unit of the window, not only the few a
+    later window's read-ahead allows (4 with 2 threads)."""
+    ds = StreamingDataset(str(data), batch_size=32, first_window=None, batch_format="arrow", seed=4)
+    assert len(ds.counts) >= 8  # one window of all of them (whole units)
+    starts = np.cumsum([0, *ds.counts.tolist()])
+    expected = [
+        [int(starts[u]) + int(r) for u, r in b] for b in ds.plan(num_workers=1).rank_batches(0)
+    ]
+    started: list[int] = []
+    lock = threading.Lock()
+    others_read: list[bool] = []
+    original_load = window_builder.unit_loader
+
+    def recording_loader(*args: Any) -> Any:
+        load = original_load(*args)
+
+        def load_unit(u: int) -> Any:
+            with lock:
+                started.append(u)
+                slow = len(started) == 1
+            if slow:  # the epoch's first read waits for the window's 7 others to start
+                deadline = time.monotonic() + 10
+                while len(started) < 8 and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                others_read.append(len(started) >= 8)
+            return load(u)
+
+        return load_unit
+
+    monkeypatch.setattr(window_builder, "unit_loader", recording_loader)
+    got = [_ids(b) for b in ds]
+    assert others_read == [True]
+    assert got == expected  # the plan's batches
