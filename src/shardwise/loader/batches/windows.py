@@ -95,18 +95,14 @@ class WindowBuilder:
         self.stream: Generator[Loaded, None, None] | None = None
         self.next: int | None = None  # the window to read ahead, from a built arrival window
         self.held: Prefetcher[int, Loaded] | None = None  # reads held to the first window
-        self.ahead: tuple[Prefetcher[int, Loaded], int] | None = None  # and its usual cap
         if self.arrival:
             self._start(0).ahead(1 << 62)
         else:  # units read ahead one at a time, across window boundaries
             threads = 2 * reading.num_threads if pool is not None else None
             prefetcher = reading.prefetcher(self.load, threads, executor=pool)
             # the first window's units are all read before its first batch: one slow
-            # unit must not keep the others waiting behind it (until that window is in)
-            self.ahead = (prefetcher, prefetcher.max_ahead)
-            prefetcher.max_ahead = max(
-                prefetcher.max_ahead, len(self.units[0]) if self.units else 0
-            )
+            # unit must not keep the others waiting behind it
+            prefetcher.first_keys = len(self.units[0]) if self.units else 0
             if pool is not None and self.units and reading.first_piece(reading.batch_size):
                 # a first piece of the first window only: the next window's reads wait for it
                 self.held, prefetcher.hold_after = prefetcher, len(self.units[0])
@@ -124,10 +120,7 @@ class WindowBuilder:
             if w > 0:  # a later window is needed: its reads are held no longer
                 self._release()
             stream = self.stream
-            win = _from_tables(unit_ids, rows, ((u, next(stream)) for u in unit_list))
-            if self.ahead is not None:  # the first window is in: read ahead as far as before
-                self.ahead[0].max_ahead = self.ahead[1]
-            return win
+            return _from_tables(unit_ids, rows, ((u, next(stream)) for u in unit_list))
         return self._arrived(w, order)
 
     def _arrived(self, w: int, order: WindowOrder) -> Window:

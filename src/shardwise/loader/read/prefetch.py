@@ -71,6 +71,9 @@ class Prefetcher(Generic[K, V]):
         # keys read ahead: at most the first `hold_after` while it is set (the others when
         # the consumer needs them), all once it is None again
         self.hold_after: int | None = None
+        # the first keys, all loaded at once whatever ``max_ahead`` (a window whose every
+        # item is needed before its first batch: a slow one must not hold up the others)
+        self.first_keys = 0
 
     def _pool(self) -> AbstractContextManager[Executor]:
         if self.executor is not None:
@@ -86,7 +89,7 @@ class Prefetcher(Generic[K, V]):
         with self._pool() as pool:
             try:
                 while True:
-                    while len(pending) < self.max_ahead:
+                    while len(pending) < self.max_ahead or submitted < self.first_keys:
                         if pending and self.hold_after is not None and submitted >= self.hold_after:
                             break  # held back: read when the consumer needs it
                         key = upcoming.first()
