@@ -95,10 +95,10 @@ def data(shape: str) -> Path:
         return generate(1_000_000, shape="tokens") / "parquet"
     out = DATA / f"footers-{shape}"
     if not (out / "done").exists():
-        out.mkdir(parents=True, exist_ok=True)
-        {"wide": _wide, "narrow": _narrow}[shape](out)
+        (out / "parquet").mkdir(parents=True, exist_ok=True)
+        {"wide": _wide, "narrow": _narrow}[shape](out / "parquet")
         (out / "done").write_text("1")
-    return out
+    return out / "parquet"
 
 
 def run_once(src: str, path: Path) -> dict[str, float]:
@@ -147,7 +147,15 @@ def measure(shape: str, before: str, after: str, rounds: int) -> dict[str, Any]:
         )
         for k in ("epoch 1", "epoch 2", "first batch")
     }
-    return {"shape": shape, "path": str(path), "rounds": runs, "medians": med, "own_ratios": own}
+    ratios = {k: med["before"][k] / med["after"][k] for k in ("epoch 1", "epoch 2", "first batch")}
+    return {
+        "shape": shape,
+        "path": str(path),
+        "rounds": runs,
+        "medians": med,
+        "ratios": ratios,
+        "own_ratios": own,
+    }
 
 
 def table(results: list[dict[str, Any]]) -> str:
