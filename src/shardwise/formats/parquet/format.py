@@ -22,6 +22,7 @@ from shardwise.formats.parquet._binarydict import read_binary_dicts
 from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
 from shardwise.formats.parquet._footer import row_group_units
 from shardwise.formats.parquet._varlist import read_var_lists
+from shardwise.formats.parquet.footers import open_parquet
 from shardwise.formats.parquet.writer import ParquetShardWriter
 from shardwise.storage import open_arrow_input
 from shardwise.storage.recording import RecordingFile, storage_failure
@@ -38,7 +39,7 @@ def _open_with_source(path: str, storage_options: dict[str, Any]) -> tuple[pq.Pa
     if not isinstance(f, pa.NativeFile):  # a Python file: its own failures are told apart
         f = RecordingFile(f)
     try:
-        return pq.ParquetFile(f), f
+        return open_parquet(path, f), f
     except Exception as exc:
         f.close()
         _raise_storage(exc, f, path, "footer")

@@ -43,6 +43,7 @@ from shardwise.errors import FormatError, ShardwiseError
 from shardwise.formats.parquet._binarydict import read_binary_dicts
 from shardwise.formats.parquet._binarydict import reads as binary_reads
 from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
+from shardwise.formats.parquet.footers import open_parquet
 from shardwise.index import DatasetIndex
 from shardwise.loader.read.list_parts import head_lists, list_names, rest_lists
 from shardwise.loader.read.mixed import MixedIndex
@@ -203,7 +204,7 @@ def _open(path: str, group: int, columns: list[str] | None, options: dict[str, A
     """Row group ``group`` of ``path``, opened (nothing read but the footer)."""
     source = open_arrow_input(path, **options)
     try:
-        pf = pq.ParquetFile(source)
+        pf = open_parquet(path, source)
         names = columns if columns is not None else pf.schema_arrow.names
         if not set(names) <= set(pf.schema_arrow.names):
             raise FormatError(f"columns {names} are not all in this file", path)
