@@ -19,7 +19,8 @@ medians and as the median of the rounds' own ratios. Data shapes (generated once
 - ``narrow``: 4 files of 50,000 rows (id, label, text of ~400 bytes, 32 float32 as a
   fixed-size list), in row groups of 1,000 rows;
 - ``tokens``: the loader benchmark's token lists at 50,000 rows (row groups of 250-2,000
-  rows, 13 per file), read in head windows.
+  rows, 13 per file), read in head windows; ``tokens-5k``: the same at 5,000 rows (7 row
+  groups, read whole).
 
 ``--before-heads`` runs the before side with ``first_window="heads"`` (``--before`` may then
 be this checkout's ``src``: the default's choice of whole units against head windows).
@@ -90,11 +91,12 @@ def _narrow(out: Path) -> None:
 
 def data(shape: str) -> Path:
     """The shape's directory of Parquet files, generated if missing."""
-    if shape == "tokens":
+    if shape in ("tokens", "tokens-5k"):
         sys.path.insert(0, str(HERE))
         from datagen.loader_data import generate
 
-        return generate(1_000_000, shape="tokens") / "parquet"
+        rows = 1_000_000 if shape == "tokens" else 100_000
+        return generate(rows, shape="tokens") / "parquet"
     out = DATA / f"footers-{shape}"
     if not (out / "done").exists():
         (out / "parquet").mkdir(parents=True, exist_ok=True)
@@ -217,7 +219,7 @@ def main(argv: list[str]) -> int:
     }
     (HERE / "results" / f"{stem}.json").write_text(json.dumps(meta, indent=1))
     (HERE / "results" / f"{stem}.md").write_text(
-        f"# Footers parsed once per process ({meta['started_utc']}, load "
+        f"# Loader epochs, before and after ({meta['started_utc']}, load "
         f"{load[0]:.1f} -> {meta['load_end'][0]:.1f}, {args.rounds} rounds)\n\n{md}\n"
     )
     return 0
