@@ -19,9 +19,12 @@ medians and as the median of the rounds' own ratios. Data shapes (generated once
 - ``narrow``: 4 files of 50,000 rows (id, label, text of ~400 bytes, 32 float32 as a
   fixed-size list), in row groups of 1,000 rows;
 - ``tokens``: the loader benchmark's token lists at 50,000 rows (row groups of 250-2,000
-  rows, 13 per file), read in head windows.
+  rows, 13 per file), read in head windows; ``tokens-5k``: the same at 5,000 rows (7 row
+  groups, read whole).
 
-Results go to ``results/footers-<date>.{json,md}``.
+``--before-heads`` runs the before side with ``first_window="heads"`` (``--before`` may then
+be this checkout's ``src``: the default's choice of whole units against head windows).
+Results go to ``results/footers-<date>.{json,md}`` (``--out`` names another stem).
 """
 
 from __future__ import annotations
@@ -88,11 +91,12 @@ def _narrow(out: Path) -> None:
 
 def data(shape: str) -> Path:
     """The shape's directory of Parquet files, generated if missing."""
-    if shape == "tokens":
+    if shape in ("tokens", "tokens-5k"):
         sys.path.insert(0, str(HERE))
         from datagen.loader_data import generate
 
-        return generate(1_000_000, shape="tokens") / "parquet"
+        rows = 1_000_000 if shape == "tokens" else 100_000
+        return generate(rows, shape="tokens") / "parquet"
     out = DATA / f"footers-{shape}"
     if not (out / "done").exists():
         (out / "parquet").mkdir(parents=True, exist_ok=True)
@@ -101,11 +105,11 @@ def data(shape: str) -> Path:
     return out / "parquet"
 
 
-def run_once(src: str, path: Path) -> dict[str, float]:
+def run_once(src: str, path: Path, extra: list[str]) -> dict[str, float]:
     """One fresh process's phases (wall s, and CPU s of both epochs)."""
     env = dict(os.environ, PYTHONPATH=src)
     out = subprocess.run(
-        [sys.executable, str(PHASES), "loader", str(path)],
+        [sys.executable, str(PHASES), "loader", str(path), *extra],
         env=env, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     got: dict[str, float] = {"cpu": 0.0}
@@ -130,13 +134,16 @@ def run_once(src: str, path: Path) -> dict[str, float]:
     return got
 
 
-def measure(shape: str, before: str, after: str, rounds: int) -> dict[str, Any]:
+def measure(
+    shape: str, before: str, after: str, rounds: int, args: dict[str, list[str]]
+) -> dict[str, Any]:
     path = data(shape)
     runs: dict[str, list[dict[str, float]]] = {"after": [], "before": []}
     for r in range(rounds):
         order = ["after", "before"] if r % 2 == 0 else ["before", "after"]
         for side in order:
-            runs[side].append(run_once(after if side == "after" else before, path))
+            src = after if side == "after" else before
+            runs[side].append(run_once(src, path, args[side]))
         print(f"  {shape} round {r + 1}: " + ", ".join(
             f"{s} epoch 1 {runs[s][-1]['epoch 1']:.3f} s" for s in ("after", "before")
         ), flush=True)  # fmt: skip
@@ -187,11 +194,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--shape", nargs="+", default=["wide", "narrow", "tokens"])
     ap.add_argument("--out", default=None, help="results file stem (default footers-<date>)")
+    ap.add_argument(
+        "--before-heads",
+        action="store_true",
+        help="the before side with first_window='heads' (--before may then be this src)",
+    )
     args = ap.parse_args(argv)
     after = str(HERE.parent / "src")
     started = dt.datetime.now(dt.UTC)
     load = os.getloadavg()
-    results = [measure(s, args.before, after, args.rounds) for s in args.shape]
+    extra = {"before": ["--heads"] if args.before_heads else [], "after": []}
+    results = [measure(s, args.before, after, args.rounds, extra) for s in args.shape]
     md = table(results)
     print(md)
     stem = args.out or f"footers-{started.date().isoformat()}"
@@ -200,12 +213,13 @@ def main(argv: list[str]) -> int:
         "load_start": load,
         "load_end": os.getloadavg(),
         "before": args.before,
+        "before_heads": args.before_heads,
         "rounds": args.rounds,
         "results": results,
     }
     (HERE / "results" / f"{stem}.json").write_text(json.dumps(meta, indent=1))
     (HERE / "results" / f"{stem}.md").write_text(
-        f"# Footers parsed once per process ({meta['started_utc']}, load "
+        f"# Loader epochs, before and after ({meta['started_utc']}, load "
         f"{load[0]:.1f} -> {meta['load_end'][0]:.1f}, {args.rounds} rounds)\n\n{md}\n"
     )
     return 0

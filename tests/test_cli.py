@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -112,7 +113,9 @@ def test_plan_has_the_loaders_first_window(
 ) -> None:
     from shardwise.loader import StreamingDataset
 
-    pq.write_table(pa.table({"id": list(range(4000))}), tmp_path / "a.parquet", row_group_size=200)
+    pad = pa.array([os.urandom(5300) for _ in range(4000)])  # units of 1 MB: large enough for heads
+    table = pa.table({"id": list(range(4000)), "pad": pad})
+    pq.write_table(table, tmp_path / "a.parquet", row_group_size=200)
     args = ["plan", str(tmp_path), "-b", "16", "--first-window", first_window]
     assert main([*args, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -18,18 +18,23 @@ from torch.utils.data import DataLoader
 
 from shardwise import Source, StreamingDataset
 from shardwise.errors import PlanError
-from shardwise.loader.planner import MIN_AUTO_BLOCKS
+from shardwise.loader.planner import MIN_AUTO_BLOCKS, MIN_AUTO_HEAD_BYTES
 from shardwise.loader.window_layout import PLAIN_KEY, split_blocks, with_blocks
 
 UNITS, ROWS, BATCH = 24, 250, 16
 N = UNITS * ROWS
+# stored bytes per row that make a unit large enough for the default's head windows
+PAD = MIN_AUTO_HEAD_BYTES // ROWS + 64
 
 
-def _write(root: Path, units: int = UNITS, start: int = 0) -> Path:
+def _write(root: Path, units: int = UNITS, start: int = 0, pad: int = PAD) -> Path:
     root.mkdir(parents=True)
+    rng = np.random.default_rng(start)
     for f in range(2):
         ids = np.arange(start + f * units // 2 * ROWS, start + (f + 1) * units // 2 * ROWS)
-        table = pa.table({"id": ids, "label": ids // ROWS % 10})
+        blobs = rng.integers(0, 256, (len(ids), pad), dtype=np.uint8)
+        pads = pa.array([row.tobytes() for row in blobs], pa.binary())
+        table = pa.table({"id": ids, "label": ids // ROWS % 10, "pad": pads})
         pq.write_table(table, root / f"part-{f}.parquet", row_group_size=ROWS)
     return root
 
@@ -41,7 +46,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _ds(data: Path, **kw: Any) -> Any:
     args: dict[str, Any] = dict(batch_size=BATCH, seed=3, batch_format="numpy", interleave=12)
-    return StreamingDataset(str(data), **(args | kw))
+    return StreamingDataset(str(data), columns=["id", "label"], **(args | kw))
 
 
 def _ids(batch: Any) -> list[int]:
@@ -75,6 +80,14 @@ def test_the_default_plans_head_windows_where_the_rule_says(data: Path, tmp_path
     assert _run(cached) == _run(auto)
     # a head window of less than a batch, or heads under 16 rows: whole units
     assert _ds(data, batch_size=1024).blocks == 1
+
+
+def test_the_default_reads_small_units_whole(tmp_path: Path) -> None:
+    """A unit of less than ``MIN_AUTO_HEAD_BYTES`` stored costs about as much to read in
+    a head as whole: the default reads it whole, asked-for heads still read heads."""
+    small = _write(tmp_path / "small", pad=0)
+    assert _ds(small).blocks == 1
+    assert _ds(small, first_window="heads").blocks == 12
 
 
 def test_the_keys_of_saved_windows() -> None:

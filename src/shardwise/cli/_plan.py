@@ -200,14 +200,16 @@ def _sample_plan(
 def _blocks(first_window: str, index: Any, topo: Any, mixing: Any) -> int:
     """``k`` of the head windows a shuffled ``StreamingDataset`` of ``index`` with this
     ``first_window`` plans (1: whole units), as the loader works it out."""
-    from shardwise.loader.parts import reads_in_parts
+    from shardwise.loader.parts import mean_unit_bytes, reads_in_parts
     from shardwise.loader.planner import blocks_for
     from shardwise.plan import Topology
 
     one = Topology(1, 1, topo.batch_size, topo.drop_last, topo.interleave)
     chosen = None if first_window == "none" else first_window
     in_parts = reads_in_parts(index, None)
-    return blocks_for(chosen, index.counts(), one, mixing, parts=in_parts, shuffle=True)
+    counts = index.counts()
+    size = mean_unit_bytes(index, counts)
+    return blocks_for(chosen, counts, one, mixing, parts=in_parts, shuffle=True, unit_bytes=size)
 
 
 def _check_args(

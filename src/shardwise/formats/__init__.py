@@ -14,6 +14,7 @@ May import: ``shardwise.errors``, ``shardwise._optional`` and ``shardwise.storag
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import inspect
 from collections.abc import Iterable, Mapping
@@ -106,13 +107,18 @@ def check_format_options(
         return  # nothing to refuse (and no format's reader imported to list its options)
     names: set[str] = set()
     for key in [format] if format else known_formats():
-        cls = format_class(_ALIASES.get(key.lower(), key.lower()))
-        names.update(p for p in inspect.signature(cls).parameters if p != "self")
+        names.update(_options_of(format_class(_ALIASES.get(key.lower(), key.lower()))))
     for key in options:
         if key not in names:
             near = difflib.get_close_matches(key, sorted({*names, *own}), n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise ConfigError(f"{caller}() got an unexpected keyword argument {key!r}{hint}")
+
+
+@functools.cache
+def _options_of(cls: type[Format]) -> frozenset[str]:
+    """The keyword arguments ``cls`` takes (asked at each unit read with options)."""
+    return frozenset(p for p in inspect.signature(cls).parameters if p != "self")
 
 
 def format_class(name: str) -> type[Format]:

@@ -119,8 +119,9 @@ class StreamingDatasetBase:
             ``drop_last`` and ``interleave``, the same on every topology), so the first
             batch waits for the heads alone; their batches mix fewer rows. ``None``: whole
             units. Default ``"auto"``: heads for one shuffled Parquet dataset without a
-            filter, ``batching="random"`` and ``k >= 8``, else whole units; decided from the
-            format, counts and arguments alone. A loaded state's epoch keeps the windows it
+            filter, ``batching="random"``, ``k >= 8`` and units of 1 MiB or more stored
+            (on average), else whole units; decided from the format, the index and the
+            arguments alone. A loaded state's epoch keeps the windows it
             was planned with (:mod:`shardwise.loader.window_layout`; the streaming guide).
         **open_options: passed to :func:`shardwise.index_dataset` (format, storage_options, ...).
     """
@@ -187,7 +188,13 @@ class StreamingDatasetBase:
         self.first_window = first_window
         in_parts = parts.reads_in_parts(self.index, self.filter)
         self.blocks = blocks_for(
-            first_window, self.counts, one, self.mixing, parts=in_parts, shuffle=self.shuffle
+            first_window,
+            self.counts,
+            one,
+            self.mixing,
+            parts=in_parts,
+            shuffle=self.shuffle,
+            unit_bytes=parts.mean_unit_bytes(self.index, self.counts),
         )
         self.planner = parts.make_planner(self)
         self.state = parts.make_state(self)

@@ -120,6 +120,13 @@ def make_state(ds: Checked) -> LoaderState:
     return state
 
 
+def mean_unit_bytes(index: DatasetIndex | MixedIndex, counts: np.ndarray) -> float:
+    """The stored bytes of the units that yield rows, on average (0: none yields any)."""
+    sizes = np.array([u.num_bytes for u in index.units], dtype=np.float64)
+    live = sizes[np.asarray(counts) > 0]
+    return float(live.mean()) if len(live) else 0.0
+
+
 def reads_in_parts(index: DatasetIndex | MixedIndex, filter: pc.Expression | None) -> bool:
     """Whether head windows read the units in two parts, each row decoded once (plain
     Parquet of one dataset, without a filter; see :mod:`shardwise.loader.read.unit_heads`),

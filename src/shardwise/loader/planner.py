@@ -18,12 +18,17 @@ from shardwise.loader._args import check_int
 from shardwise.plan import Mixing, Plan, Resume, Topology, auto_interleave, make_plan
 from shardwise.plan.blocks import auto_blocks
 
-__all__ = ["MIN_AUTO_BLOCKS", "Planner", "blocks_for", "interleave_for"]
+__all__ = ["MIN_AUTO_BLOCKS", "MIN_AUTO_HEAD_BYTES", "Planner", "blocks_for", "interleave_for"]
 
 # first_window="auto": head windows only when a unit's head is at most 1/8 of it, so that
 # the head windows' batches (which mix fewer rows on sorted data) are at most 1/8 of an
 # epoch's; fewer units (larger heads) cost more mixing (benchmarks/NOTES.md, 2026-11-28)
 MIN_AUTO_BLOCKS = 8
+# first_window="auto": head windows only when the units hold this many stored bytes on
+# average; a smaller unit's head costs about as much to read as the whole unit (opening it,
+# a page of each column), so its head window's first batch came no sooner than a whole
+# window's and its epoch took more CPU (benchmarks/NOTES.md, 2026-11-29, night)
+MIN_AUTO_HEAD_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,7 @@ def blocks_for(
     *,
     parts: bool = False,
     shuffle: bool = True,
+    unit_bytes: float | None = None,
 ) -> int:
     """``k`` of head windows for ``first_window`` (1: none), for ``topology``: the dataset
     passes one rank of one worker, so that every topology of an epoch (an elastic resume's
@@ -111,7 +117,8 @@ def blocks_for(
     ``"auto"``: the same where ``parts`` (the units are plain Parquet read in two parts,
     decided from the format and the arguments alone, never from where the files are), the
     rows are shuffled (without ``shuffle`` they come in stored order) and dealt at random,
-    when it gives at least :data:`MIN_AUTO_BLOCKS`, else 1."""
+    the units hold at least :data:`MIN_AUTO_HEAD_BYTES` stored bytes on average
+    (``unit_bytes``, None: not known) and it gives at least :data:`MIN_AUTO_BLOCKS`, else 1."""
     if first_window is None:
         return 1
     if first_window not in ("auto", "heads"):
@@ -122,6 +129,8 @@ def blocks_for(
             raise ConfigError("first_window='heads' does not work with batching='stratified'")
         return auto_blocks(counts, topology)
     if stratified or not parts or not shuffle:
+        return 1
+    if unit_bytes is not None and unit_bytes < MIN_AUTO_HEAD_BYTES:
         return 1
     k = auto_blocks(counts, topology)
     return k if k >= MIN_AUTO_BLOCKS else 1

@@ -521,3 +521,34 @@ def test_a_slow_first_unit_does_not_hold_up_the_rest_of_the_first_window(
     got = [_ids(b) for b in ds]
     assert others_read == [True]
     assert got == expected  # the plan's batches
+
+
+@pytest.mark.parametrize("first_window", [None, "heads"])
+def test_the_first_piece_is_the_first_batch_alone(
+    data: Path, monkeypatch: pytest.MonkeyPatch, first_window: str | None
+) -> None:
+    """The first batch waits for its window and its own rows, not for a whole piece of
+    batches made after it (whole units: one batch; head windows: the head window's whole
+    batches); the later pieces are as large as ever, and the batches are the plan's."""
+    ds = StreamingDataset(
+        str(data), batch_size=16, first_window=first_window, batch_format="arrow", seed=2
+    )
+    starts = np.cumsum([0, *ds.counts.tolist()])
+    expected = [
+        [int(starts[u]) + int(r) for u, r in b] for b in ds.plan(num_workers=1).rank_batches(0)
+    ]
+    sizes: list[int] = []
+    made = piece_maker.PieceMaker.made
+
+    def recording(self: Any, parts: Any) -> Any:
+        sizes.append(sum(hi - lo for _, lo, hi in parts))
+        return made(self, parts)
+
+    monkeypatch.setattr(piece_maker.PieceMaker, "made", recording)
+    got = [_ids(b) for b in ds]
+    assert got == expected
+    if first_window is None:
+        assert sizes[0] == 16 < max(sizes)
+    else:
+        head_window = int((ds.counts // ds.blocks).sum())  # one group: every unit's head
+        assert ds.blocks > 1 and sizes[0] == head_window // 16 * 16

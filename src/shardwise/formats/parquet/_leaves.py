@@ -19,6 +19,7 @@ struct whole."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import Callable
@@ -54,28 +55,58 @@ def read_leaves(
     columns."""
     out: dict[str, pa.Array] = {}
     schema = pf.schema_arrow
-    if (
-        sys.byteorder != "little"
-        or len(set(schema.names)) != len(schema.names)
-        or sum(_leaves(f.type) for f in schema) != pf.metadata.num_columns
-    ):
-        return out
-    leaf = 0
-    for field in schema:
-        width = _leaves(field.type)
+    wanted = set(names)
+    for i, leaf, struct in _plan_of(schema, pf.metadata.num_columns, eligible, structs):
+        field = schema.field(i)
+        if field.name not in wanted:
+            continue
         try:
-            if field.name not in names:
-                pass
-            elif width == 1 and eligible(field.type):
-                out[field.name] = column(pf, source, group, leaf, field, rows)
-            elif structs and flat_struct(field.type, eligible):
+            if struct:
                 out[field.name] = read_struct(
                     pf, source, group, leaf, field, rows, eligible, column
                 )
+            else:
+                out[field.name] = column(pf, source, group, leaf, field, rows)
         except Unreadable as exc:
             log.debug("row group %d, column %r: left to Arrow (%s)", group, field.name, exc)
-        leaf += width
     return out
+
+
+Plan = tuple[tuple[int, int, bool], ...]
+
+
+def _plan_of(
+    schema: pa.Schema, num_columns: int, eligible: Callable[[pa.DataType], bool], structs: bool
+) -> Plan:
+    try:
+        return _plan(schema, num_columns, eligible, structs)
+    except TypeError:  # a schema that cannot be hashed (an extension type's)
+        return _plan.__wrapped__(schema, num_columns, eligible, structs)
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(
+    schema: pa.Schema, num_columns: int, eligible: Callable[[pa.DataType], bool], structs: bool
+) -> Plan:
+    """The fields of ``schema`` a page reader takes (``eligible``; ``structs``: flat
+    structs too): each one's place, its first Parquet column and whether it is a struct;
+    none when the fields cannot be matched to the file's ``num_columns`` columns. Worked
+    out once per schema and reader (a unit read of a wide table asked it of every field)."""
+    if (
+        sys.byteorder != "little"
+        or len(set(schema.names)) != len(schema.names)
+        or sum(_leaves(f.type) for f in schema) != num_columns
+    ):
+        return ()
+    plan, leaf = [], 0
+    for i, field in enumerate(schema):
+        width = _leaves(field.type)
+        if width == 1 and eligible(field.type):
+            plan.append((i, leaf, False))
+        elif structs and flat_struct(field.type, eligible):
+            plan.append((i, leaf, True))
+        leaf += width
+    return tuple(plan)
 
 
 def flat_struct(t: pa.DataType, eligible: Callable[[pa.DataType], bool]) -> bool:

@@ -221,7 +221,8 @@ def _conform(
     table: pa.Table, schema: pa.Schema, columns: Sequence[str] | None, unit: Unit
 ) -> pa.Table:
     names = list(columns) if columns is not None else schema.names
-    target = pa.schema([schema.field(n) for n in names if n in schema.names])
+    have = set(schema.names)
+    target = pa.schema([schema.field(n) for n in names if n in have])
     if table.schema.equals(target):
         return table
     arrays = []

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["holds_text", "out_of_python_range", "python_bounds"]
+__all__ = ["holds_dates", "holds_text", "out_of_python_range", "python_bounds"]
 
 # Python's datetime holds years 1..9999: the bounds in days and in seconds since 1970
 _MIN_DAY, _MAX_DAY = -719_162, 2_932_896
@@ -82,10 +82,16 @@ def holds_text(t: pa.DataType) -> bool:
     return _holds(t, _is_text)
 
 
+def holds_dates(t: pa.DataType) -> bool:
+    """Whether ``t`` is a date, timestamp or duration Python's ``datetime`` bounds, or
+    nests one."""
+    return _holds(t, lambda x: python_bounds(x) is not None)
+
+
 def out_of_python_range(col: pa.ChunkedArray | pa.Array) -> bool:
     """Whether ``col`` holds (or nests, where Python would see it) a date, timestamp or
     duration outside the years 1-9999."""
-    if not _holds(col.type, lambda t: python_bounds(t) is not None):
+    if not holds_dates(col.type):
         return False
     chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
     return any(_out_of_range(leaf) for chunk in chunks for leaf in _leaves(chunk))
