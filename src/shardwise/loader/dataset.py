@@ -31,7 +31,7 @@ from shardwise.loader.batches.reading import BatchFormat
 from shardwise.loader.hosted import hosted_items
 from shardwise.loader.iterable import IterableBase
 from shardwise.loader.placement import Ranks, detect_placement, in_dataloader_worker, place_ranks
-from shardwise.loader.planner import blocks_for, interleave_for
+from shardwise.loader.planner import interleave_for
 from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.headstart import HeadStart
 from shardwise.loader.read.mixed import read_counts
@@ -184,18 +184,8 @@ class StreamingDatasetBase:
         self.ranks: Ranks = place_ranks(rank, world_size, num_workers, groups)
         # plan from what reading yields: after the filter, and after quarantine under "skip"
         self.counts, self.quarantine = read_counts(self.index, filter, self.on_error)
-        one = Topology(1, 1, self.batch_size, self.drop_last, self.interleave)
         self.first_window = first_window
-        in_parts = parts.reads_in_parts(self.index, self.filter)
-        self.blocks = blocks_for(
-            first_window,
-            self.counts,
-            one,
-            self.mixing,
-            parts=in_parts,
-            shuffle=self.shuffle,
-            unit_bytes=parts.mean_unit_bytes(self.index, self.counts),
-        )
+        self.blocks = parts.first_blocks(self)
         self.planner = parts.make_planner(self)
         self.state = parts.make_state(self)
         self.reading = parts.make_reading(self)

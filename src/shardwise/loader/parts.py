@@ -25,13 +25,13 @@ from shardwise.loader.batches.convert import Padding
 from shardwise.loader.batches.heads import PartReading
 from shardwise.loader.batches.reading import BatchFormat, Reading
 from shardwise.loader.placement import Ranks
-from shardwise.loader.planner import Planner
+from shardwise.loader.planner import Planner, blocks_for
 from shardwise.loader.read.headstart import HeadStart, head_start
 from shardwise.loader.read.mixed import MixedIndex, unit_reader
 from shardwise.loader.read.opening import check_not_empty
 from shardwise.loader.state import LoaderState
 from shardwise.loader.stats import mixing_key
-from shardwise.plan import Mixing, Plan
+from shardwise.plan import Mixing, Plan, Topology
 from shardwise.storage.cache import NodeCache
 
 __all__ = [
@@ -118,6 +118,21 @@ def make_state(ds: Checked) -> LoaderState:
     state = LoaderState(ds.counts, key, blocks=ds.blocks, first_window=ds.first_window)
     weakref.finalize(ds, state.channel.remove)
     return state
+
+
+def first_blocks(ds: Checked) -> int:
+    """``k`` of the dataset's head windows (1: whole units), from ``ds.first_window``,
+    planned for one rank of one worker (:func:`~shardwise.loader.planner.blocks_for`)."""
+    one = Topology(1, 1, ds.batch_size, ds.drop_last, ds.interleave)
+    return blocks_for(
+        ds.first_window,
+        ds.counts,
+        one,
+        ds.mixing,
+        parts=reads_in_parts(ds.index, ds.filter),
+        shuffle=ds.shuffle,
+        unit_bytes=mean_unit_bytes(ds.index, ds.counts),
+    )
 
 
 def mean_unit_bytes(index: DatasetIndex | MixedIndex, counts: np.ndarray) -> float:
