@@ -176,6 +176,7 @@ SHAPE_SYSTEMS = {
     "tokens": [*FIRST, "shardwise_first_epoch_heads", "shardwise_first_epoch_whole"],
     "images": [*FIRST, "shardwise_first_epoch_heads", "shardwise_first_epoch_whole"],
     "image_structs": [*FIRST, "shardwise_first_epoch_heads", "shardwise_first_epoch_whole"],
+    "heldout": [*FIRST, "shardwise_first_epoch_heads", "shardwise_first_epoch_whole"],
 }
 
 

@@ -10,7 +10,7 @@ Run from the repository root, one fresh process per call::
     PYTHONPATH=src .venv/bin/python benchmarks/first_epoch_phases.py detail DIR [COLUMN ...]
     PYTHONPATH=src .venv/bin/python benchmarks/first_epoch_phases.py trace DIR [COLUMN ...]
 
-Add ``--heads`` (anywhere) for ``first_window="heads"``.
+Add ``--heads`` (anywhere) for ``first_window="heads"``, ``--whole`` for ``first_window=None``.
 
 ``DIR`` holds Parquet files; the CPU seconds are the whole process's (every thread).
 ``detail`` runs the loader's first epoch with its steps timed by the CPU time (and minor
@@ -204,6 +204,9 @@ def main(argv: list[str]) -> int:
     if "--heads" in argv:
         argv = [a for a in argv if a != "--heads"]
         _options["first_window"] = "heads"
+    if "--whole" in argv:
+        argv = [a for a in argv if a != "--whole"]
+        _options["first_window"] = None
     mark("start")
     import torch  # noqa: F401  (a training process has it)
 

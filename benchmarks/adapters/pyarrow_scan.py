@@ -55,7 +55,8 @@ def _handler(data: Path, consume: Consumer) -> Callable[[Any], None]:
         mat = None
         if dim:
             emb = rb.column("emb")
-            mat = emb.values.to_numpy().reshape(len(emb), dim)  # no nulls: zero-copy
+            # flatten(), not .values: a batch cut from a larger unit is a slice of its lists
+            mat = emb.flatten().to_numpy().reshape(len(emb), dim)  # no nulls: zero-copy
         rb.column("id").to_numpy()
         consume(
             rb.column("label").to_numpy(),

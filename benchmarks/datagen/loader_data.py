@@ -14,7 +14,10 @@ of 5k-40k rows:
 * ``images``: ``id``, ``label`` and ``image`` binary values of 50-150 KB of random
   (incompressible) bytes in 4 files, a hundredth of the rows (row groups of 50-400 rows);
 * ``image_structs``: the same images as ``{bytes, path}`` structs, the layout of Hugging
-  Face's ``Image`` feature.
+  Face's ``Image`` feature;
+* ``heldout``: the shape issue 35 measured the first epoch on: id, label, text of 300-500
+  bytes and ``emb`` ``fixed_size_list<float32>[32]`` in 5 files, one and a half times the
+  rows, in row groups of 20k-90k rows (no tar shards).
 """
 
 from __future__ import annotations
@@ -48,6 +51,21 @@ class Shape:
     payload: str | None = None
     row_div: int = 1
     struct: bool = False  # the payload as {bytes, path} structs
+    row_mul: int = 1  # rows per --rows row: row_mul / row_div
+    groups: tuple[int, int] | None = None  # row group sizes (None: 5k-40k / row_div)
+    text_len: tuple[int, int] = (150, 450)
+    tars: bool | None = None  # WebDataset shards too (default: the text shapes)
+
+    def group_size(self, rng: Any) -> int:
+        """A row group's rows, drawn from ``rng`` (the last of a file may have fewer)."""
+        if self.groups is None:  # drawn as ever, so that the older shapes stay the same
+            return int(rng.integers(5_000, 40_001)) // self.row_div
+        return int(rng.integers(self.groups[0], self.groups[1] + 1))
+
+    @property
+    def writes_tars(self) -> bool:
+        """Whether the shape's rows are also written as tar shards."""
+        return self.text if self.tars is None else self.tars
 
     @property
     def columns(self) -> list[str]:
@@ -60,7 +78,7 @@ class Shape:
 
     def rows_for(self, rows: int) -> int:
         """The shape's rows for a ``--rows`` of ``rows``."""
-        return max(rows // self.row_div, 1000)
+        return max(rows * self.row_mul // self.row_div, 1000)
 
     def directory(self, rows: int) -> Path:
         """Where data of ``rows`` rows of this shape lives."""
@@ -77,6 +95,18 @@ SHAPES = {
         Shape("tokens", 4, 0, False, "tokens", 20),
         Shape("images", 4, 0, False, "image", 100),
         Shape("image_structs", 4, 0, False, "image", 100, struct=True),
+        Shape(
+            "heldout",
+            5,
+            32,
+            True,
+            "text",
+            2,
+            row_mul=3,
+            groups=(20_000, 90_000),
+            text_len=(300, 500),
+            tars=False,
+        ),
     )
 }
 
@@ -90,7 +120,7 @@ def generate(rows: int, seed: int = 0, shape: str = "text") -> Path:
     out = sh.directory(rows)
     if reusable(out, DATA_VERSION, rows=rows):
         return out
-    fresh_dir(out, "parquet", *(["wds"] if sh.text else []))
+    fresh_dir(out, "parquet", *(["wds"] if sh.writes_tars else []))
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     bounds = np.linspace(0, rows, sh.files + 1).astype(np.int64)
@@ -100,7 +130,7 @@ def generate(rows: int, seed: int = 0, shape: str = "text") -> Path:
         sizes: list[int] = []
         left = hi - lo
         while left > 0:
-            s = min(left, int(rng.integers(5_000, 40_001)) // sh.row_div)
+            s = min(left, sh.group_size(rng))
             sizes.append(s)
             left -= s
         plans.append((i, lo, hi, sizes, seed * 1000 + i, rows, str(out), sh))
@@ -123,7 +153,9 @@ def generate(rows: int, seed: int = 0, shape: str = "text") -> Path:
         "row_groups": int(sum(groups)),
         "label_hist": labels_hist.tolist(),
         "parquet_bytes": sum(p.stat().st_size for p in (out / "parquet").glob("*.parquet")),
-        "wds_bytes": sum(p.stat().st_size for p in (out / "wds").glob("*.tar")) if sh.text else 0,
+        "wds_bytes": sum(p.stat().st_size for p in (out / "wds").glob("*.tar"))
+        if sh.writes_tars
+        else 0,
         "generate_s": time.perf_counter() - t0,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
@@ -153,7 +185,7 @@ def _rows(lo: int, hi: int, total: int, rng: Any, sh: Shape) -> Any:
     if not sh.text:
         emb = rng.standard_normal((n, sh.emb_dim), dtype=np.float32)
         return pa.table({"id": ids, "label": labels, "emb": _fixed(emb)}), emb
-    lengths = rng.integers(150, 451, n)
+    lengths = rng.integers(sh.text_len[0], sh.text_len[1] + 1, n)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     alphabet = np.frombuffer(
@@ -205,7 +237,7 @@ def _write_file(plan: tuple[Any, ...]) -> int:
         for s in sizes:
             w.write_table(table.slice(start, s), row_group_size=s)
             start += s
-    if not sh.text:
+    if not sh.writes_tars:
         return len(sizes)
     # WebDataset: one tar per parquet file, <key>.json / <key>.txt / <key>.npy
     buf = io.BytesIO()

@@ -61,3 +61,39 @@ def test_the_image_structs_shape_holds_the_images_shapes_bytes_as_structs() -> N
     assert image.type == pa.struct([("bytes", pa.binary()), ("path", pa.string())])
     assert image.field("bytes").equals(flat.column("image").combine_chunks())
     assert image.field("path").to_pylist() == [f"{i}.jpg" for i in range(6)]
+
+
+def test_the_heldout_shape_is_the_issues_and_the_older_shapes_draw_as_before() -> None:
+    import numpy as np
+    from datagen.loader_data import _rows
+
+    held = SHAPES["heldout"]
+    assert held.columns == ["id", "label", "text", "emb"]
+    assert held.rows_for(1_000_000) == 1_500_000 and not held.writes_tars
+    sizes = [held.group_size(np.random.default_rng(s)) for s in range(200)]
+    assert min(sizes) >= 20_000 and max(sizes) <= 90_000
+    table, emb = _rows(0, 500, 500, np.random.default_rng(2), held)
+    lengths = [len(t) for t in table.column("text").to_pylist()]
+    assert min(lengths) >= 300 and max(lengths) <= 500 and emb.shape == (500, 32)
+    # the older shapes keep their row groups: the draw is the one their data was made with
+    old = SHAPES["tokens"]
+    want = int(np.random.default_rng(5).integers(5_000, 40_001)) // 20
+    assert old.group_size(np.random.default_rng(5)) == want and old.writes_tars is False
+    assert SHAPES["text"].writes_tars
+
+
+def test_the_raw_scan_hands_on_a_sliced_batchs_own_vectors(tmp_path: object) -> None:
+    import json
+    from pathlib import Path
+
+    import numpy as np
+    import pyarrow as pa
+    from adapters.pyarrow_scan import _handler
+
+    data = Path(str(tmp_path))
+    (data / "meta.json").write_text(json.dumps({"emb_dim": 2, "payload": None}))
+    emb = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(12, dtype=np.float32)), 2)
+    rb = pa.record_batch({"id": np.arange(6), "label": np.arange(6), "emb": emb}).slice(2, 3)
+    got: list[object] = []
+    _handler(data, lambda labels, mat, more: got.append(mat))(rb)
+    assert np.array_equal(got[0], np.arange(4, 10, dtype=np.float32).reshape(3, 2))
