@@ -1,5 +1,6 @@
-"""The process set-up of streaming: a DataLoader worker makes jemalloc Arrow's allocator
-unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses; the training process keeps its own."""
+"""The process set-up of streaming: a DataLoader worker, and the training process once it
+iterates in-process, make jemalloc Arrow's allocator unless ``ARROW_DEFAULT_MEMORY_POOL``
+chooses."""
 
 from __future__ import annotations
 
@@ -20,20 +21,22 @@ from shardwise import StreamingDataset
 from shardwise.loader.workers.setup import setup_worker
 
 default = pa.default_memory_pool().backend_name
+before = pa.array(range(1000))  # made by the pool in place before the switch
 ds = StreamingDataset(
     sys.argv[1], batch_size=64, batch_format="numpy", num_workers=None, progress=False
 )
+assert pa.default_memory_pool().backend_name == default  # building a dataset changes nothing
 rows = sum(len(b["id"]) for b in ds)
-assert pa.default_memory_pool().backend_name == default  # in-process iteration leaves it alone
-before = pa.array(range(1000))  # made by the pool in place before the worker set-up
+inprocess = pa.default_memory_pool().backend_name
 setup_worker("numpy")
 assert before.sum().as_py() == 499500
-print(rows, pa.default_memory_pool().backend_name)
+del before  # freed by the pool that made it
+print(rows, default, inprocess, pa.default_memory_pool().backend_name)
 """
 
 
 @pytest.mark.parametrize("env_pool", [None, "system"])
-def test_workers_prefer_jemalloc_unless_the_environment_chooses(
+def test_streaming_prefers_jemalloc_unless_the_environment_chooses(
     tmp_path: Path, env_pool: str | None
 ) -> None:
     data = make_parquet(tmp_path / "ds", 1000, files=2)
@@ -48,9 +51,10 @@ def test_workers_prefer_jemalloc_unless_the_environment_chooses(
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    rows, backend = out.stdout.split()
+    rows, default, inprocess, worker = out.stdout.split()
     assert int(rows) > 0
-    assert backend == (env_pool or "jemalloc")
+    assert default != "jemalloc" or env_pool is not None  # pyarrow's own default, or the env's
+    assert inprocess == worker == (env_pool or "jemalloc")
 
 
 @pytest.mark.parametrize("env", [None, "0"])

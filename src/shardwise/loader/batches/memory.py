@@ -1,5 +1,6 @@
 """Memory for a window's columns: mapped page by page as it is first written, and kept
-by the dataset for its next windows and epochs (:class:`WindowMemory`)."""
+by the dataset for its next windows and epochs (:class:`WindowMemory`); and Arrow's
+allocator in a process that streams (:func:`prefer_jemalloc`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["WindowMemory", "map_pages", "window_memory"]
+__all__ = ["WindowMemory", "map_pages", "prefer_jemalloc", "window_memory"]
 
 SMALL = 1 << 20  # below this, ordinary heap memory
 MADV_POPULATE_WRITE = 23  # Linux 5.14+: map (and zero) a range's pages in one call
@@ -33,6 +34,28 @@ def _madvise() -> object | None:
 
 
 _MADVISE = _madvise()
+
+
+def prefer_jemalloc() -> None:
+    """Make jemalloc Arrow's default allocator in this process, where pyarrow has it and
+    ``ARROW_DEFAULT_MEMORY_POOL`` does not choose otherwise.
+
+    Both paths call it when they start streaming: a DataLoader worker, and the training
+    process when it iterates in-process. pyarrow's default, mimalloc, gave the memory of
+    decoded units back to the system and faulted it in again, in transparent huge pages
+    the kernel zeroes (and compacts memory for) one by one: in a fresh process's first
+    epoch that was most of the system time. With jemalloc the first in-process epoch took
+    0.8-0.9 of the time on four data shapes (``benchmarks/NOTES.md``, 2026-11-29). Buffers
+    allocated before keep their own allocator, so nothing else changes for the process's
+    Arrow data."""
+    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
+        return
+    import pyarrow as pa
+
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except (NotImplementedError, pa.ArrowNotImplementedError):
+        pass
 
 
 def map_pages(dest: np.ndarray) -> None:

@@ -8,7 +8,9 @@ fixed-size lists, strings and binary, as their units arrive, see
 :mod:`shardwise.loader.batches.windows`), then gathers and converts pieces of whole
 batches a few ahead of the training thread (:mod:`shardwise.loader.batches.piece_maker`,
 the conversion the DataLoader-worker path runs on one thread).
-The training thread only cuts batches out of finished pieces, as views.
+The training thread only cuts batches out of finished pieces, as views. Arrow allocates
+with jemalloc from the first batch on (:func:`~shardwise.loader.batches.memory.prefer_jemalloc`,
+unless ``ARROW_DEFAULT_MEMORY_POOL`` is set).
 
 Leaving the loop early (``break``, then the iterator is garbage-collected) cancels what
 is queued and joins the threads; an error on a thread (a unit that cannot be read) is
@@ -23,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from shardwise.loader.batches.memory import prefer_jemalloc
 from shardwise.loader.batches.piece_maker import Piece, PieceMaker
 from shardwise.loader.batches.pieces import piece_parts, piece_size, plan_windows, row_bytes
 from shardwise.loader.batches.reading import Reading
@@ -35,7 +38,9 @@ AHEAD_BYTES = 256 << 20  # pieces gathered ahead of the loop: about this many by
 
 
 def threaded_batches(reading: Reading, wp: WorkerWindows) -> Iterator[tuple[Any, int]]:
-    """The batches of ``wp`` made on ``reading.num_threads`` threads, each with its size."""
+    """The batches of ``wp`` made on ``reading.num_threads`` threads, each with its size
+    (Arrow allocating with jemalloc from now on, as in a DataLoader worker)."""
+    prefer_jemalloc()
     maker = PieceMaker.of(reading)
     pool = ThreadPoolExecutor(reading.num_threads, thread_name_prefix="shardwise-loader")
     builder = WindowBuilder(reading, wp, pool)  # the first window's units are read from now

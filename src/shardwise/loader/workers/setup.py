@@ -5,12 +5,10 @@ that needs more than half of it goes by value).
 In a worker, pyarrow's default allocator (mimalloc) returned the memory of every
 decoded unit to the system and faulted it back in (zeroing huge pages) for the next
 one, which cost about a third of a worker's time on the 2-core benchmark machine; so a
-worker makes
-jemalloc Arrow's default allocator in its process, unless the environment variable
-``ARROW_DEFAULT_MEMORY_POOL`` is set (which keeps pyarrow's choice). The training
-process is left alone: its in-process path lets each unit go as soon as its rows are
-copied (see :mod:`shardwise.loader.batches.arrival`), and there the default allocator, which
-keeps freed memory for the next unit, is the faster one.
+worker makes jemalloc Arrow's default allocator in its process, unless the environment
+variable ``ARROW_DEFAULT_MEMORY_POOL`` is set (which keeps pyarrow's choice). The
+in-process path does the same in the training process
+(:func:`shardwise.loader.batches.memory.prefer_jemalloc`).
 
 A worker also keeps memory freed by the C library's ``malloc`` for its next batches
 (:func:`shardwise.parallel._malloc.keep_freed_memory`): a batch's Python ``bytes`` of about
@@ -35,6 +33,7 @@ import os
 from collections.abc import Sequence
 
 from shardwise.formats import Unit
+from shardwise.loader.batches.memory import prefer_jemalloc
 from shardwise.loader.workers.carriers import enable
 from shardwise.parallel._malloc import keep_freed_memory
 
@@ -50,19 +49,6 @@ __all__ = [
 RING_BATCHES = 4  # batches a worker's ring holds (a DataLoader asks 2 ahead by default)
 MAX_RING_BYTES = 256 * 2**20  # beyond this a batch's values go by value
 _frozen_in: int | None = None  # the process that froze (a forked child freezes again)
-
-
-def prefer_jemalloc() -> None:
-    """Make jemalloc Arrow's default allocator in this process, where pyarrow has it and
-    ``ARROW_DEFAULT_MEMORY_POOL`` does not choose otherwise."""
-    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
-        return
-    import pyarrow as pa
-
-    try:
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
-    except (NotImplementedError, pa.ArrowNotImplementedError):
-        pass
 
 
 def freeze_inherited() -> bool:
