@@ -139,3 +139,27 @@ def test_dataloader_workers_stream_with_their_objects_frozen(tmp_path: Path) -> 
     assert sum(len(b["id"]) for b, _ in got) == 600
     assert all(count > before for _, count in got)  # counted in the worker, after its set-up
     assert gc.get_freeze_count() == before  # the training process is left alone
+
+
+def test_an_allocator_set_in_code_is_kept(tmp_path: Path) -> None:
+    data = make_parquet(tmp_path / "ds", 1000, files=2)
+    script = (
+        "import sys, pyarrow as pa\n"
+        "from shardwise import StreamingDataset\n"
+        "pa.set_memory_pool(pa.system_memory_pool())\n"
+        "ds = StreamingDataset(sys.argv[1], batch_size=64, batch_format='numpy',"
+        " num_workers=None, progress=False)\n"
+        "rows = sum(len(b['id']) for b in ds)\n"
+        "print(rows, pa.default_memory_pool().backend_name)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(data)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    rows, backend = out.stdout.split()
+    assert int(rows) > 0 and backend == "system"

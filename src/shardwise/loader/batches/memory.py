@@ -37,8 +37,9 @@ _MADVISE = _madvise()
 
 
 def prefer_jemalloc() -> None:
-    """Make jemalloc Arrow's default allocator in this process, where pyarrow has it and
-    ``ARROW_DEFAULT_MEMORY_POOL`` does not choose otherwise.
+    """Make jemalloc Arrow's default allocator in this process, where pyarrow has it, in
+    place of pyarrow's own default (mimalloc): an allocator chosen by
+    ``ARROW_DEFAULT_MEMORY_POOL`` or set in code (``pa.set_memory_pool``) is kept.
 
     Both paths call it when they start streaming: a DataLoader worker, and the training
     process when it iterates in-process. pyarrow's default, mimalloc, gave the memory of
@@ -52,6 +53,8 @@ def prefer_jemalloc() -> None:
         return
     import pyarrow as pa
 
+    if pa.default_memory_pool().backend_name != "mimalloc":
+        return  # jemalloc already, or another allocator the program chose
     try:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
     except (NotImplementedError, pa.ArrowNotImplementedError):
