@@ -26,7 +26,6 @@ PAGE = mmap.PAGESIZE
 HEADROOM = (
     8  # a new mapping has 1/8 more room than asked, so that a slightly larger column reuses it
 )
-KEEP_FREED_MS = 10_000  # jemalloc keeps what the loader's threads free this long (see _keep_freed)
 LOOSEST = 5 / 4  # a free mapping serves a request of at least 4/5 of its size
 
 
@@ -54,7 +53,7 @@ def prefer_jemalloc() -> None:
     epoch that was most of the system time. With jemalloc the first in-process epoch took
     0.8-0.9 of the time on four data shapes (``benchmarks/NOTES.md``, 2026-11-29). Buffers
     allocated before keep their own allocator, so nothing else changes for the process's
-    Arrow data. The threads started after the switch keep what they free for a while
+    Arrow data. The threads started after the switch get arenas of their own
     (:func:`_keep_freed`)."""
     if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
         return
@@ -70,22 +69,22 @@ def prefer_jemalloc() -> None:
 
 
 def _keep_freed(pa: Any) -> None:
-    """Have jemalloc keep what the threads started from now on (the loader's readers) free,
-    for their next allocations, up to :data:`KEEP_FREED_MS` after they last used it.
+    """Give the threads started from now on (the loader's readers) jemalloc arenas of their
+    own, which keep what they free for their next allocations for Arrow's decay time.
 
-    Arrow's jemalloc gives freed pages back to the system within a second, and, on the
-    arena that exists when a process first allocates with it, much sooner: a unit's decoded
-    buffers were freed and the next unit decoded into memory the kernel mapped and zeroed
-    again, page by page (two thirds of decoding the held-out shape's 0.8 GB on one thread
-    was kernel time; ``benchmarks/NOTES.md``, 2026-11-30). pyarrow sets the time of the
-    arenas made later only, so this thread first takes an arena that exists (it keeps
-    Arrow's setting, for what else the program allocates on it), and the threads started
-    after it get arenas of their own with the longer time. jemalloc's background thread
-    gives their memory back once it has not been used for that long."""
+    jemalloc makes one arena when a process first allocates with it, and a thread that is
+    the first to allocate gets it. That arena gave each freed buffer back to the system at
+    once, so every unit was decoded into memory the kernel mapped and zeroed again, page by
+    page: two thirds of decoding the held-out shape's 0.8 GB on one thread was kernel time.
+    The arenas made later, with the same configured time, serve the next unit from what the
+    last one freed (``benchmarks/NOTES.md``, 2026-11-30). So the thread that makes the
+    switch takes the first arena itself, with one small allocation. A longer time for the
+    later arenas (``pa.jemalloc_set_decay_ms``, 10 s) was tried and dropped: each reading
+    thread's arena kept what its own thread freed, and the held-out shape's peak memory went
+    over the loader's bound."""
     try:
-        pa.allocate_buffer(64)  # binds this thread to an arena made with Arrow's setting
-        pa.jemalloc_set_decay_ms(KEEP_FREED_MS)
-    except (NotImplementedError, pa.ArrowException):
+        pa.allocate_buffer(64)  # this thread takes the arena jemalloc made first
+    except pa.ArrowException:
         pass
 
 
