@@ -4,9 +4,7 @@ and it still goes back to the system after Arrow's own decay time."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from _pyscript import run_script
 
 # on a thread started after the switch, as the loader's are: the page faults of writing
 # 48 MB of Arrow memory, four times, each buffer freed 50 ms before the next; then, 3 s
@@ -45,14 +43,8 @@ print(pa.default_memory_pool().backend_name, *out)
 
 
 def _rounds(env_pool: str | None) -> tuple[str, list[int], int]:
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    if env_pool is not None:
-        env["ARROW_DEFAULT_MEMORY_POOL"] = env_pool
-    out = subprocess.run(
-        [sys.executable, "-c", ROUNDS], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    backend, *figures = out.stdout.split()
+    out = run_script(ROUNDS, name="ARROW_DEFAULT_MEMORY_POOL", value=env_pool)
+    backend, *figures = out.split()
     *faults, given_back = (int(f) for f in figures)
     return backend, faults, given_back
 

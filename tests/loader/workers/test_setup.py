@@ -5,13 +5,12 @@ chooses."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from _loaderdata import make_parquet
+from _pyscript import run_script
 
 SCRIPT = """
 import sys
@@ -40,18 +39,8 @@ def test_streaming_prefers_jemalloc_unless_the_environment_chooses(
     tmp_path: Path, env_pool: str | None
 ) -> None:
     data = make_parquet(tmp_path / "ds", 1000, files=2)
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    if env_pool is not None:
-        env["ARROW_DEFAULT_MEMORY_POOL"] = env_pool
-    out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(data)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    rows, default, inprocess, worker = out.stdout.split()
+    out = run_script(SCRIPT, str(data), name="ARROW_DEFAULT_MEMORY_POOL", value=env_pool)
+    rows, default, inprocess, worker = out.split()
     assert int(rows) > 0
     assert default != "jemalloc" or env_pool is not None  # pyarrow's own default, or the env's
     assert inprocess == worker == (env_pool or "jemalloc")
@@ -107,14 +96,8 @@ print(first, frozen, again, gc.get_freeze_count() == frozen, os.waitstatus_to_ex
 
 @pytest.mark.parametrize("env", [None, "0"])
 def test_a_worker_freezes_what_it_has_once_per_process(env: str | None) -> None:
-    environ = {k: v for k, v in os.environ.items() if k != "SHARDWISE_GC_FREEZE"}
-    if env is not None:
-        environ["SHARDWISE_GC_FREEZE"] = env
-    out = subprocess.run(
-        [sys.executable, "-c", FREEZE], env=environ, capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    first, frozen, again, unchanged, child = out.stdout.split()
+    out = run_script(FREEZE, name="SHARDWISE_GC_FREEZE", value=env)
+    first, frozen, again, unchanged, child = out.split()
     if env == "0":
         assert (first, frozen, again, unchanged) == ("False", "0", "False", "True")
     else:
@@ -152,14 +135,5 @@ def test_an_allocator_set_in_code_is_kept(tmp_path: Path) -> None:
         "rows = sum(len(b['id']) for b in ds)\n"
         "print(rows, pa.default_memory_pool().backend_name)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    out = subprocess.run(
-        [sys.executable, "-c", script, str(data)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    rows, backend = out.stdout.split()
+    rows, backend = run_script(script, str(data), name="ARROW_DEFAULT_MEMORY_POOL").split()
     assert int(rows) > 0 and backend == "system"
