@@ -13,12 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "WindowMemory",
-    "map_pages",
-    "prefer_jemalloc",
-    "window_memory",
-]
+__all__ = ["WindowMemory", "map_pages", "prefer_jemalloc", "window_memory"]
 
 SMALL = 1 << 20  # below this, ordinary heap memory
 MADV_POPULATE_WRITE = 23  # Linux 5.14+: map (and zero) a range's pages in one call
@@ -54,7 +49,7 @@ def prefer_jemalloc() -> None:
     0.8-0.9 of the time on four data shapes (``benchmarks/NOTES.md``, 2026-11-29). Buffers
     allocated before keep their own allocator, so nothing else changes for the process's
     Arrow data. The threads started after the switch get arenas of their own
-    (:func:`_keep_freed`)."""
+    (:func:`_take_first_arena`)."""
     if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
         return
     import pyarrow as pa
@@ -65,10 +60,10 @@ def prefer_jemalloc() -> None:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
     except (NotImplementedError, pa.ArrowNotImplementedError):
         return
-    _keep_freed(pa)
+    _take_first_arena(pa)
 
 
-def _keep_freed(pa: Any) -> None:
+def _take_first_arena(pa: Any) -> None:
     """Give the threads started from now on (the loader's readers) jemalloc arenas of their
     own, which keep what they free for their next allocations for Arrow's decay time.
 
