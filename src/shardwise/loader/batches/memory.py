@@ -134,19 +134,20 @@ class WindowMemory:
     says when the last piece gathered from it has let go) serves the next request.
 
     Windows differ in size (their units do), and so do their columns, so a free mapping
-    rarely has the size of the next request. The free one nearest in size serves it,
-    resized to the request (and 1/8 more, so that a slightly larger column fits it next
-    time) unless it already holds it with at most 1/4 to spare. Resizing moves its pages
-    (``mremap``): those it keeps stay mapped, and only a grown part is new to the kernel.
-    While all mappings stay under the most bytes ever in use at once, a free one much
-    larger than the request is kept for a larger column, and the request gets a new one.
-    Free mappings beyond that bound go, oldest first; all go with the dataset. A forked
-    process starts with none of its parent's. Below ``SMALL`` bytes, ordinary heap memory.
+    rarely has the size of the next request. A free one that holds it with at most 1/4
+    to spare serves it as it is; else the free one nearest in size, resized to the
+    request (and 1/8 more, so that a slightly larger column fits it next time). Resizing
+    moves its pages (``mremap``): those it keeps stay mapped, and only a grown part is new
+    to the kernel. While all mappings stay under the most bytes ever in use at once, a
+    free one much larger than the request is kept for a larger column, and the request
+    gets a new one. Free mappings beyond that bound go, oldest first; all go with the
+    dataset. A forked process starts with none of its parent's. Below ``SMALL`` bytes,
+    ordinary heap memory.
 
     Served only by a mapping within 4/5 of its size, and with the free ones kept only up
     to the bytes in use at the time (which let them all go at each epoch's start), the
     windows of the held-out benchmark's first epoch faulted in 119-203 thousand pages, and
-    73-122 thousand this way (``benchmarks/NOTES.md``, 2026-11-30).
+    73-130 thousand this way (``benchmarks/NOTES.md``, 2026-11-30).
     """
 
     def __init__(self) -> None:
@@ -175,7 +176,8 @@ class WindowMemory:
         free = self._free()
         if not free:
             return None
-        i = min(free, key=lambda i: abs(len(self._maps[i]) - nbytes))  # fewest pages to change
+        fits = [i for i in free if nbytes <= len(self._maps[i]) <= nbytes * LOOSEST]
+        i = min(fits or free, key=lambda i: abs(len(self._maps[i]) - nbytes))  # fewest changed
         m = self._maps[i]
         room = nbytes + nbytes // HEADROOM
         if len(m) > nbytes * LOOSEST and self.mapped + room <= self._high:
