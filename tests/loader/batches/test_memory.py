@@ -4,6 +4,7 @@ bounded; epochs that reuse it give the same batches as fresh memory."""
 
 from __future__ import annotations
 
+import pickle
 import resource
 from pathlib import Path
 
@@ -156,3 +157,22 @@ def test_epochs_on_kept_memory_give_the_batches_of_fresh_memory(
     assert (
         len(ids) == len(set(ids)) == sum(len(b) for b, _, _ in first)
     )  # no row twice (each epoch its own tail)
+
+
+def test_a_pickled_copy_reuses_window_memory_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a DataLoader worker started by spawn or forkserver gets the dataset."""
+    made: list[int] = []
+    anonymous = memory._anonymous
+    monkeypatch.setattr(memory, "_anonymous", lambda n: made.append(n) or anonymous(n))
+    kw = dict(
+        batch_size=64, shuffle=True, seed=5, batch_format="numpy", num_workers=None, progress=False
+    )
+    ds = StreamingDataset(str(_data(tmp_path)), interleave=4, **kw)
+    copy = pickle.loads(pickle.dumps(ds))
+    assert isinstance(copy._memory, WindowMemory) and copy._memory is not ds._memory
+    first = _epoch(copy, 0)
+    maps = len(made)
+    assert maps and _epoch(copy, 1) and len(made) == maps  # its second epoch took no new one
+    assert first == _epoch(ds, 0)
