@@ -248,6 +248,9 @@ class StreamingDatasetBase:
     def __getstate__(self) -> dict[str, Any]:
         return self.__dict__ | {"_head": None, "_memory": None}  # its threads and memory stay
 
+    def __setstate__(self, state: dict[str, Any]) -> None:  # a spawned worker's, say
+        self.__dict__.update(state | {"_memory": WindowMemory()})  # its windows reuse their own
+
     def __copy__(self) -> StreamingDatasetBase:
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)

@@ -1,9 +1,11 @@
 """A dataset's window memory: a mapping is handed out again only once nothing refers to
-it, within a size range, with the free ones bounded; epochs that reuse it give the same
-batches as fresh memory."""
+it, resized to the request with the pages it keeps still mapped, with the free ones
+bounded; epochs that reuse it give the same batches as fresh memory."""
 
 from __future__ import annotations
 
+import pickle
+import resource
 from pathlib import Path
 
 import numpy as np
@@ -41,29 +43,66 @@ def test_a_mapping_is_handed_out_again_only_once_nothing_refers_to_it() -> None:
     assert int(d.sum()) == 4 * MB and d.flags.writeable
 
 
-def test_a_free_mapping_serves_requests_from_four_fifths_of_its_size() -> None:
+def _thread_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+
+def test_a_free_mapping_is_resized_for_the_next_request_keeping_its_pages() -> None:
     pool = WindowMemory()
     a = pool.take(8 * MB)  # mapped with 1/8 more room: 9 MB
     first = _address(a)
+    a[:] = 7
     del a
     assert _address(pool.take(9 * MB)) == first  # a slightly larger column fits the room
-    b = pool.take(5 * MB)  # too small for the free 9 MB: a new mapping
-    assert _address(b) != first
-    small = pool.take(SMALL - 1)
-    assert isinstance(small, np.ndarray) and len(small) == SMALL - 1  # heap memory, no mapping
+    big = pool.take(40 * MB)  # the free 9 MB, grown
+    assert pool.mapped == 45 * MB and len(pool._maps) == 1
+    assert int(big[: 8 * MB].min()) == 7  # its pages moved with it, as they were
+    before = _thread_faults()
+    big[: 8 * MB] = 1
+    kept = _thread_faults() - before
+    big[8 * MB :] = 1
+    grown = _thread_faults() - before - kept
+    assert kept < 64 and grown >= 32 * MB // memory.PAGE  # only the grown part is new
+    del big
+    small = pool.take(4 * MB)  # the free 45 MB, shrunk: its other pages go back
+    assert pool.mapped == 4 * MB + MB // 2 and len(pool._maps) == 1
+    assert len(pool.take(SMALL - 1)) == SMALL - 1 and pool.mapped == len(small) + MB // 2
 
 
-def test_free_mappings_are_kept_up_to_the_bytes_in_use() -> None:
+def test_a_much_larger_free_mapping_is_kept_for_a_larger_column_within_the_high_mark() -> None:
     pool = WindowMemory()
-    held = [pool.take(4 * MB) for _ in range(4)]
+    a, b = pool.take(64 * MB), pool.take(64 * MB)  # 144 MB in use at once
+    addresses = {_address(a), _address(b)}
+    del a, b
+    s1 = pool.take(8 * MB)  # no room under 144 MB for a new one: a 72 MB one shrinks
+    assert pool.mapped == 72 * MB + 9 * MB
+    s2 = pool.take(8 * MB)  # room now: a new mapping, the free 72 MB kept
+    assert _address(s2) not in addresses and pool.mapped == 72 * MB + 18 * MB
+    assert _address(pool.take(64 * MB)) in addresses  # the larger column gets it
+    assert len({_address(s1), _address(s2)}) == 2
+
+
+def test_free_mappings_are_kept_up_to_the_most_bytes_in_use_at_once() -> None:
+    pool = WindowMemory()
+    held = [pool.take(4 * MB) for _ in range(4)]  # 18 MB in use at once
     del held
     assert pool.mapped == 4 * (4 * MB + MB // 2)
-    big = pool.take(64 * MB)  # fits none: the free ones beyond the bytes in use go
-    assert pool.mapped <= 2 * len(big) + 2 * MB * 4
+    big = pool.take(64 * MB)  # one free mapping grown: the rest go past the most in use
+    assert pool.mapped == 72 * MB and len(pool._maps) == 1
     del big
-    assert (
-        pool.take(60 * MB) is not None and pool.mapped == 72 * MB
-    )  # the 64 MB one (72 with room) again
+    assert pool.take(60 * MB) is not None and pool.mapped == 72 * MB  # the 72 MB one again
+
+
+def test_a_small_first_request_keeps_the_larger_free_mappings() -> None:
+    """As at an epoch's start: every mapping is free, and the next window's first column is
+    small. The larger ones stay for its larger columns."""
+    pool = WindowMemory()
+    held = [pool.take(n * MB) for n in (4, 16, 64)]
+    large = _address(held[2])
+    del held
+    first = pool.take(2 * MB)
+    assert pool.mapped == 2 * MB + MB // 4 + 18 * MB + 72 * MB
+    assert _address(pool.take(64 * MB)) == large and len(first) == 2 * MB
 
 
 def test_a_forked_process_starts_without_its_parents_mappings() -> None:
@@ -118,3 +157,22 @@ def test_epochs_on_kept_memory_give_the_batches_of_fresh_memory(
     assert (
         len(ids) == len(set(ids)) == sum(len(b) for b, _, _ in first)
     )  # no row twice (each epoch its own tail)
+
+
+def test_a_pickled_copy_reuses_window_memory_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a DataLoader worker started by spawn or forkserver gets the dataset."""
+    made: list[int] = []
+    anonymous = memory._anonymous
+    monkeypatch.setattr(memory, "_anonymous", lambda n: made.append(n) or anonymous(n))
+    kw = dict(
+        batch_size=64, shuffle=True, seed=5, batch_format="numpy", num_workers=None, progress=False
+    )
+    ds = StreamingDataset(str(_data(tmp_path)), interleave=4, **kw)
+    copy = pickle.loads(pickle.dumps(ds))
+    assert isinstance(copy._memory, WindowMemory) and copy._memory is not ds._memory
+    first = _epoch(copy, 0)
+    maps = len(made)
+    assert maps and _epoch(copy, 1) and len(made) == maps  # its second epoch took no new one
+    assert first == _epoch(ds, 0)

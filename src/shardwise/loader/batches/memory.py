@@ -21,7 +21,7 @@ PAGE = mmap.PAGESIZE
 HEADROOM = (
     8  # a new mapping has 1/8 more room than asked, so that a slightly larger column reuses it
 )
-LOOSEST = 5 / 4  # a free mapping serves a request of at least 4/5 of its size
+LOOSEST = 5 / 4  # a free mapping within this of a request serves it as it is
 
 
 def _madvise() -> object | None:
@@ -131,16 +131,30 @@ class WindowMemory:
     s of a 3.4 s epoch). The next window, and every later epoch, need as much again, so
     the dataset keeps its mappings: a mapping no array refers to any more (every numpy
     view and Arrow buffer of a window holds a reference to it, so its reference count
-    says when the last piece gathered from it has let go) serves the next request of
-    between 4/5 of its size and its size. Free mappings are kept up to the bytes in use
-    at the time (oldest let go first), and all go with the dataset. A forked process
-    starts with none of its parent's. Below ``SMALL`` bytes, ordinary heap memory.
+    says when the last piece gathered from it has let go) serves the next request.
+
+    Windows differ in size (their units do), and so do their columns, so a free mapping
+    rarely has the size of the next request. A free one that holds it with at most 1/4
+    to spare serves it as it is; else the free one nearest in size, resized to the
+    request (and 1/8 more, so that a slightly larger column fits it next time). Resizing
+    moves its pages (``mremap``): those it keeps stay mapped, and only a grown part is new
+    to the kernel. While all mappings stay under the most bytes ever in use at once, a
+    free one much larger than the request is kept for a larger column, and the request
+    gets a new one. Free mappings beyond that bound go, oldest first; all go with the
+    dataset. A forked process starts with none of its parent's. Below ``SMALL`` bytes,
+    ordinary heap memory.
+
+    Served only by a mapping within 4/5 of its size, and with the free ones kept only up
+    to the bytes in use at the time (which let them all go at each epoch's start), the
+    windows of the held-out benchmark's first epoch faulted in 119-203 thousand pages, and
+    73-130 thousand this way (``benchmarks/NOTES.md``, 2026-11-30).
     """
 
     def __init__(self) -> None:
         self._maps: list[mmap.mmap] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        self._high = 0  # the most bytes of mappings in use at once
 
     def take(self, nbytes: int) -> np.ndarray:
         """``nbytes`` of memory (uint8) for a window's column, from a free mapping or new."""
@@ -148,16 +162,33 @@ class WindowMemory:
             return np.empty(nbytes, dtype=np.uint8)
         with self._lock:
             if self._pid != os.getpid():
-                self._maps, self._pid = [], os.getpid()
-            free = self._free()
-            fits = [i for i in free if nbytes <= len(self._maps[i]) <= nbytes * LOOSEST]
-            if fits:
-                m = self._maps[min(fits, key=lambda i: len(self._maps[i]))]
-            else:
+                self._maps, self._pid, self._high = [], os.getpid(), 0
+            m = self._reuse(nbytes)
+            if m is None:
                 m = _anonymous(nbytes + nbytes // HEADROOM)
-                self._trim(free)
                 self._maps.append(m)
+            self._trim()
             return np.frombuffer(m, dtype=np.uint8, count=nbytes)
+
+    def _reuse(self, nbytes: int) -> mmap.mmap | None:
+        """A free mapping sized for ``nbytes`` (it moves to the end: used last), or None
+        for a new one."""
+        free = self._free()
+        if not free:
+            return None
+        fits = [i for i in free if nbytes <= len(self._maps[i]) <= nbytes * LOOSEST]
+        i = min(fits or free, key=lambda i: abs(len(self._maps[i]) - nbytes))  # fewest changed
+        m = self._maps[i]
+        room = nbytes + nbytes // HEADROOM
+        if len(m) > nbytes * LOOSEST and self.mapped + room <= self._high:
+            return None  # keep the larger one for a larger column: a new one fits the bound
+        if not nbytes <= len(m) <= nbytes * LOOSEST:
+            try:
+                m.resize(room)  # the pages kept stay mapped; only a grown part is new
+            except (OSError, ValueError, SystemError, BufferError):  # no mremap here
+                return None
+        self._maps.append(self._maps.pop(i))
+        return m
 
     @property
     def mapped(self) -> int:
@@ -167,14 +198,17 @@ class WindowMemory:
     def _free(self) -> list[int]:
         return [i for i in range(len(self._maps)) if _refs(self._maps, i) <= _LISTED]
 
-    def _trim(self, free: list[int]) -> None:
-        """Let the oldest free mappings go until the free ones hold no more than those in use."""
-        free_bytes = sum(len(self._maps[i]) for i in free)
-        used = self.mapped - free_bytes
+    def _trim(self) -> None:
+        """Let the oldest free mappings go until all of them together hold no more than the
+        most bytes this dataset's windows have used at once."""
+        free = self._free()
+        used = self.mapped - sum(len(self._maps[i]) for i in free)
+        self._high = max(self._high, used)
+        over = self.mapped - self._high
         gone: set[int] = set()
         for i in free:
-            if free_bytes <= used:
+            if over <= 0:
                 break
-            free_bytes -= len(self._maps[i])
+            over -= len(self._maps[i])
             gone.add(i)
         self._maps = [m for i, m in enumerate(self._maps) if i not in gone]
