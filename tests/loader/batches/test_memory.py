@@ -7,6 +7,7 @@ from __future__ import annotations
 import pickle
 import resource
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -133,17 +134,25 @@ def _epoch(ds: StreamingDataset, epoch: int) -> list[tuple[list[int], list[str],
     return [(b["id"].tolist(), b["text"].tolist(), float(np.asarray(b["emb"]).sum())) for b in ds]
 
 
-def test_epochs_on_kept_memory_give_the_batches_of_fresh_memory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    made: list[int] = []
+KW: dict[str, Any] = dict(
+    batch_size=64, shuffle=True, seed=5, batch_format="numpy", num_workers=None, progress=False
+)
+
+
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the new mappings window memory makes from now on."""
+    sizes: list[int] = []
     anonymous = memory._anonymous
-    monkeypatch.setattr(memory, "_anonymous", lambda n: made.append(n) or anonymous(n))
+    monkeypatch.setattr(memory, "_anonymous", lambda n: sizes.append(n) or anonymous(n))
+    return sizes
+
+
+def test_epochs_on_kept_memory_give_the_batches_of_fresh_memory(
+    tmp_path: Path, made: list[int]
+) -> None:
     root = _data(tmp_path)
-    kw = dict(
-        batch_size=64, shuffle=True, seed=5, batch_format="numpy", num_workers=None, progress=False
-    )
-    ds = StreamingDataset(str(root), interleave=4, **kw)  # several windows per epoch
+    ds = StreamingDataset(str(root), interleave=4, **KW)  # several windows per epoch
     first = _epoch(ds, 0)
     assert made and ds._memory.mapped > 0
     maps = len(made)
@@ -151,7 +160,7 @@ def test_epochs_on_kept_memory_give_the_batches_of_fresh_memory(
     assert len(made) == maps  # the later epochs took the first one's mappings
     assert again == first
     assert other == _epoch(
-        StreamingDataset(str(root), interleave=4, **kw), 1
+        StreamingDataset(str(root), interleave=4, **KW), 1
     )  # fresh memory, same batches
     ids = [i for b, _, _ in other for i in b]
     assert (
@@ -159,17 +168,9 @@ def test_epochs_on_kept_memory_give_the_batches_of_fresh_memory(
     )  # no row twice (each epoch its own tail)
 
 
-def test_a_pickled_copy_reuses_window_memory_of_its_own(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_pickled_copy_reuses_window_memory_of_its_own(tmp_path: Path, made: list[int]) -> None:
     """As a DataLoader worker started by spawn or forkserver gets the dataset."""
-    made: list[int] = []
-    anonymous = memory._anonymous
-    monkeypatch.setattr(memory, "_anonymous", lambda n: made.append(n) or anonymous(n))
-    kw = dict(
-        batch_size=64, shuffle=True, seed=5, batch_format="numpy", num_workers=None, progress=False
-    )
-    ds = StreamingDataset(str(_data(tmp_path)), interleave=4, **kw)
+    ds = StreamingDataset(str(_data(tmp_path)), interleave=4, **KW)
     copy = pickle.loads(pickle.dumps(ds))
     assert isinstance(copy._memory, WindowMemory) and copy._memory is not ds._memory
     first = _epoch(copy, 0)
