@@ -4,6 +4,7 @@ bounded; epochs that reuse it give the same batches as fresh memory."""
 
 from __future__ import annotations
 
+import mmap
 import pickle
 import resource
 from pathlib import Path
@@ -177,3 +178,29 @@ def test_a_pickled_copy_reuses_window_memory_of_its_own(tmp_path: Path, made: li
     maps = len(made)
     assert maps and _epoch(copy, 1) and len(made) == maps  # its second epoch took no new one
     assert first == _epoch(ds, 0)
+
+
+class _NoRemap(mmap.mmap):
+    """An anonymous mapping where ``mremap`` is missing: its ``resize`` fails."""
+
+    def resize(self, newsize: int) -> None:
+        raise SystemError("mmap: resizing not available--no mremap()")
+
+
+def test_without_mremap_a_request_no_free_mapping_holds_gets_a_new_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    monkeypatch.setattr(memory, "_anonymous", lambda n: _NoRemap(-1, n, flags=flags))
+    pool = WindowMemory()
+    a = pool.take(8 * MB)
+    first = _address(a)
+    del a
+    b = pool.take(40 * MB)  # the free 9 MB one cannot grow: a new mapping
+    assert _address(b) != first and len(b) == 40 * MB
+    b[:] = 3
+    assert int(b.sum()) == 3 * 40 * MB
+    assert pool.mapped == 45 * MB  # the free 9 MB went: past the most in use at once
+    del b
+    c = pool.take(8 * MB)  # the free 45 MB one cannot shrink: a new one, and it goes
+    assert len(c) == 8 * MB and pool.mapped == 9 * MB
