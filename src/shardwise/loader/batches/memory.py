@@ -119,6 +119,11 @@ def _refs(items: list[Any], i: int) -> int:
 _LISTED = _refs([object()], 0)
 
 
+def _holds(m: mmap.mmap, nbytes: int) -> bool:
+    """Whether ``m`` serves a request of ``nbytes`` as it is (at most 1/4 to spare)."""
+    return nbytes <= len(m) <= nbytes * LOOSEST
+
+
 def _anonymous(nbytes: int) -> mmap.mmap:
     return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 
@@ -176,13 +181,13 @@ class WindowMemory:
         free = self._free()
         if not free:
             return None
-        fits = [i for i in free if nbytes <= len(self._maps[i]) <= nbytes * LOOSEST]
+        fits = [i for i in free if _holds(self._maps[i], nbytes)]
         i = min(fits or free, key=lambda i: abs(len(self._maps[i]) - nbytes))  # fewest changed
         m = self._maps[i]
         room = nbytes + nbytes // HEADROOM
         if len(m) > nbytes * LOOSEST and self.mapped + room <= self._high:
             return None  # keep the larger one for a larger column: a new one fits the bound
-        if not nbytes <= len(m) <= nbytes * LOOSEST:
+        if not _holds(m, nbytes):
             try:
                 m.resize(room)  # the pages kept stay mapped; only a grown part is new
             except (OSError, ValueError, SystemError, BufferError):  # no mremap here
