@@ -58,7 +58,8 @@ class WorkerPlan:
     def windows(self) -> list[list[Segment]]:
         """The segments cut into the fewest windows of at most ``interleave``, of equal
         size (give or take one): a last window of a few units would mix poorly. With
-        :attr:`blocks`, each such group is read as one window per block (:mod:`.blocks`)."""
+        :attr:`blocks`, each such group is read as one window per block, the first group's
+        head window as a lead window and the rest of its heads (:mod:`.blocks`)."""
         k = self.topology.interleave
         n = len(self.segments)
         count = -(-n // k)
@@ -66,7 +67,10 @@ class WorkerPlan:
         groups = [self.segments[a:b] for a, b in pairwise(bounds)]
         if self.blocks is None or self.blocks.k <= 1:
             return groups
-        return [w for g in groups for w in block_windows(g, self.blocks)]
+        lead = self.topology.batch_size
+        return [
+            w for i, g in enumerate(groups) for w in block_windows(g, self.blocks, lead * (i == 0))
+        ]
 
     def units(self) -> list[int]:
         """Units this worker reads, in first-use order (for prefetching)."""

@@ -25,6 +25,7 @@ from shardwise.loader.batches.pieces import cut_pieces
 from shardwise.loader.read import unit_heads
 from shardwise.loader.read.unit_heads import unit_parts
 from shardwise.loader.read.units import UnitReader
+from shardwise.plan.blocks import BLOCKS_LAYOUT
 
 N, BATCH = 6000, 16
 
@@ -195,7 +196,7 @@ def test_resume_is_exact_on_the_same_and_other_worker_counts(
     ds = _ds(data)
     before, steps = _consume(ds, first, 7)  # inside the head windows
     state = ds.state_dict(consumed_batches=steps)
-    assert state["mixing"]["blocks"] == {"k": ds.blocks, "layout": 4}
+    assert state["mixing"]["blocks"] == {"k": ds.blocks, "layout": BLOCKS_LAYOUT}
     resumed = _ds(data)
     resumed.load_state_dict(state)
     after, _ = _consume(resumed, then, None)
