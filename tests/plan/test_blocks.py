@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from shardwise.errors import PlanError
 from shardwise.plan import EpochPlan, Topology
 from shardwise.plan.blocks import (
+    LEAD_SHARE,
     MIN_BLOCK_ROWS,
     Blocks,
     auto_blocks,
@@ -323,7 +324,8 @@ def test_blocks_keep_each_workers_units(
 
 def test_a_lead_window_is_the_fewest_heads_that_make_a_batch() -> None:
     """The first of a worker's head windows takes the heads of its first segments, the
-    fewest (at least two) that hold a batch; the group's other heads come next."""
+    fewest (at least two) that hold a batch, if they hold at most ``lead_max`` samples; the
+    group's other heads come next."""
     blocks = Blocks(np.array([400, 80, 800, 400, 400, 40]), 4)  # heads of 100, 20, 200, ...
     group = [Segment(u, 0, int(n)) for u, n in enumerate(blocks.counts)]
     plain = block_windows(group, blocks)
@@ -331,16 +333,30 @@ def test_a_lead_window_is_the_fewest_heads_that_make_a_batch() -> None:
     heads = [s.size for s in plain[0]]
     assert heads == [100, 20, 200, 100, 100, 10]
     for rows, lead in ((1, 2), (120, 2), (121, 3), (320, 3), (321, 4), (520, 5)):
-        led = block_windows(group, blocks, rows)
+        led = block_windows(group, blocks, rows, 520)
         assert [len(w) for w in led] == [lead, 6 - lead, 6], rows
         assert led[0] + led[1] == plain[0] and led[2] == plain[1]
-    assert block_windows(group, blocks, 521) == plain  # every head needed: one window
-    assert lead_windows(plain[0][:2], 1) == [plain[0][:2]]  # two heads: nothing to split
-    assert lead_windows(plain[0][:1], 1) == [plain[0][:1]]
+        assert block_windows(group, blocks, rows, sum(heads[:lead]) - 1) == plain  # too many
+    assert block_windows(group, blocks, 521, 10**6) == plain  # every head needed: one window
+    assert lead_windows(plain[0][:2], 1, 10**6) == [plain[0][:2]]  # two heads: no split
+    assert lead_windows(plain[0][:1], 1, 10**6) == [plain[0][:1]]
+    counts = [2000] * 200
+    t = Topology(2, 2, 16, interleave=8)
+    plan = make_plan(counts, t, seed=1, blocks=8)
+    assert _check_lead_windows(plan, counts, 8, False) == [4]  # every worker's
+    assert _check_lead_windows(
+        make_plan(counts[:5], t, seed=1, blocks=8), counts[:5], 8, False
+    ) == [0]
 
 
 @SETTINGS
-@given(counts=counts_st, t=topo_st, blocks=st.integers(2, 9), even=even_st, seed=st.integers(0, 3))
+@given(
+    counts=st.lists(st.integers(0, 3000), min_size=1, max_size=40),
+    t=topo_st,
+    blocks=st.integers(2, 9),
+    even=even_st,
+    seed=st.integers(0, 3),
+)
 def test_only_a_workers_first_head_window_is_split(
     counts: list[int], t: Topology, blocks: int, even: bool, seed: int
 ) -> None:
@@ -356,8 +372,9 @@ def test_only_a_workers_first_head_window_is_split(
         _check_lead_windows(p, counts, blocks, even)
 
 
-def _check_lead_windows(plan: Plan, counts: list[int], blocks: int, even: bool) -> None:
-    t = plan.topology
+def _check_lead_windows(plan: Plan, counts: list[int], blocks: int, even: bool) -> list[int]:
+    """Checks the lead windows of ``plan``'s workers; how many it found, in a list."""
+    t, led = plan.topology, [0]
     for rank in range(t.world_size):
         for w in range(t.num_workers):
             wp = plan.worker(rank, w)
@@ -379,6 +396,9 @@ def _check_lead_windows(plan: Plan, counts: list[int], blocks: int, even: bool) 
             assert all(s.size and max(s.positions()) < b[1] for s, b in zip(lead, bounds))
             assert sum(s.size for s in lead[:-1]) < t.batch_size or len(lead) == 2
             assert sum(s.size for s in lead) >= t.batch_size or len(lead) == 2
+            assert sum(s.size for s in lead) <= sum(s.size for s in wp.segments) // LEAD_SHARE
+            led[0] += 1
+    return led
 
 
 def _keys(windows: list[list[Segment]]) -> list[list[tuple[int, ...]]]:

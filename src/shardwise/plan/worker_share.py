@@ -9,7 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
-from shardwise.plan.blocks import Blocks, block_windows
+from shardwise.plan.blocks import LEAD_SHARE, Blocks, block_windows
 from shardwise.plan.order import WINDOW, rng_for, stratified_order
 from shardwise.plan.segments import Segment
 from shardwise.plan.topology import Topology
@@ -67,9 +67,11 @@ class WorkerPlan:
         groups = [self.segments[a:b] for a, b in pairwise(bounds)]
         if self.blocks is None or self.blocks.k <= 1:
             return groups
-        lead = self.topology.batch_size
+        lead, most = self.topology.batch_size, sum(s.size for s in self.segments) // LEAD_SHARE
         return [
-            w for i, g in enumerate(groups) for w in block_windows(g, self.blocks, lead * (i == 0))
+            w
+            for i, g in enumerate(groups)
+            for w in block_windows(g, self.blocks, lead * (i == 0), most)
         ]
 
     def units(self) -> list[int]:

@@ -281,12 +281,19 @@ def test_a_unit_with_large_dictionaries_is_let_go_after_its_head(
     assert [_ids(b) for b in ds] == _planned(ds, 0, 1)
 
 
+@pytest.fixture(scope="module")
+def larger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Units of 50-900 rows (about 60 of them): two heads make less than 1/64 of the epoch."""
+    return make_parquet(tmp_path_factory.mktemp("lead") / "ds", 30_000, files=3, seed=2)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_the_first_batch_waits_for_the_lead_windows_heads_alone(
-    data: Path, threads: int, monkeypatch: pytest.MonkeyPatch
+    larger: Path, threads: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In process, the epoch's first batch comes once the heads of the lead window are read
     (two here: each head holds over a batch), before the group's other heads."""
+    data = larger
     read: list[int] = []
     head = unit_heads.UnitParts.head
 
