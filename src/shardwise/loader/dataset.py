@@ -117,12 +117,12 @@ class StreamingDatasetBase:
         first_window: ``"heads"``: each window group's first window is every unit's
             first ``1/k`` rows (its head; ``k`` from the counts, ``batch_size``,
             ``drop_last`` and ``interleave``, the same on every topology), so the first
-            batch waits for the heads alone; their batches mix fewer rows. ``None``: whole
-            units. Default ``"auto"``: heads for one shuffled Parquet dataset without a
-            filter, ``batching="random"``, ``k >= 8`` and units of 1 MiB or more stored
-            (on average), else whole units; decided from the format, the index and the
-            arguments alone. A loaded state's epoch keeps the windows it
-            was planned with (:mod:`shardwise.loader.window_layout`; the streaming guide).
+            batch waits for the heads alone (a worker's first, for a lead window of a few);
+            their batches mix fewer rows. ``None``: whole units. Default ``"auto"``: heads
+            for one shuffled Parquet dataset without a filter, ``batching="random"``,
+            ``k >= 8`` and units of 1 MiB or more stored (on average), else whole units;
+            decided from the format, the index and the arguments alone. A loaded state's
+            epoch keeps its windows (:mod:`shardwise.loader.window_layout`; the guide).
         **open_options: passed to :func:`shardwise.index_dataset` (format, storage_options, ...).
     """
 

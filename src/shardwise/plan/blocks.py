@@ -24,6 +24,14 @@ stratified order as any window. So:
   without blocks, 0.136 with 17 even blocks; 7 units: 0.054 and 0.26), the head and the
   rest much less (0.054 and 0.091): only the head window's batches are worse.
 
+A worker's first head window is read as two (:func:`lead_windows`): a *lead window* of the
+heads of its first segments, the fewest (and at least two) whose head rows make a batch,
+then the group's other heads. Every head read costs a fixed 8-14 ms (its pages found and
+their dictionaries decoded, whatever its rows), so the first batch of a head window of 25
+units came after 25 heads; after the lead window's few heads it comes after about one
+unit's decoding. The lead window's batches mix only its few units, so it is made only
+when it holds at most ``1/LEAD_SHARE`` of the worker's samples.
+
 ``k = 1`` is the plan without blocks, unchanged. The layout saved states record for a plan
 with blocks is :data:`BLOCKS_LAYOUT`; the loader makes such plans with
 ``StreamingDataset(first_window="heads")``, and by default (``"auto"``) where
@@ -42,6 +50,7 @@ from shardwise.plan.topology import Topology
 
 __all__ = [
     "BLOCKS_LAYOUT",
+    "LEAD_SHARE",
     "MIN_BLOCK_ROWS",
     "Blocks",
     "auto_blocks",
@@ -49,11 +58,16 @@ __all__ = [
     "block_perm",
     "block_windows",
     "head_window",
+    "lead_windows",
 ]
 
-# the layout of plans with blocks (k > 1): rows permuted inside blocks, windows of blocks
-BLOCKS_LAYOUT = 4
+# the layout of plans with blocks (k > 1): rows permuted inside blocks, windows of blocks,
+# a worker's first head window read as a lead window and the rest of its heads (5: since
+# 2026-11-30; 4 had no lead window)
+BLOCKS_LAYOUT = 5
 MIN_BLOCK_ROWS = 16  # auto_blocks: a mean unit's head holds at least this many rows
+# a lead window holds at most 1/LEAD_SHARE of a worker's samples (its batches mix few units)
+LEAD_SHARE = 64
 
 
 @dataclass(frozen=True)
@@ -139,15 +153,32 @@ def _part(seg: Segment, lo: int, hi: int) -> Segment | None:
     return Segment(seg.unit, a, b) if b > a else None
 
 
-def block_windows(group: list[Segment], blocks: Blocks) -> list[list[Segment]]:
+def block_windows(
+    group: list[Segment], blocks: Blocks, lead_rows: int = 0, lead_max: int = 0
+) -> list[list[Segment]]:
     """The windows of one window group: window ``j`` holds block ``j`` of every segment
-    of ``group``, in the group's order; empty windows are left out."""
+    of ``group``, in the group's order; empty windows are left out. With ``lead_rows``
+    (a worker's first group), its head window (block 0: none after a resume that left
+    only rests) is read as :func:`lead_windows` of at most ``lead_max`` rows."""
     bounds = [blocks.bounds(s.unit).tolist() for s in group]
     out: list[list[Segment]] = []
     for j in range(max((len(b) for b in bounds), default=1) - 1):
         window = [
             part for s, b in zip(group, bounds) if (part := _part(s, b[j], b[j + 1])) is not None
         ]
-        if window:
+        if window and j == 0 and lead_rows > 0:
+            out.extend(lead_windows(window, lead_rows, lead_max))
+        elif window:
             out.append(window)
     return out
+
+
+def lead_windows(window: list[Segment], rows: int, most: int) -> list[list[Segment]]:
+    """``window`` as a lead window of its first segments, the fewest (at least two) that
+    hold ``rows`` samples, and a window of the others; as it is when that takes them all
+    or more than ``most`` samples."""
+    sizes = np.cumsum([s.size for s in window])
+    lead = max(2, int(np.searchsorted(sizes, rows)) + 1)
+    if lead >= len(window) or sizes[lead - 1] > most:
+        return [window]
+    return [window[:lead], window[lead:]]

@@ -9,7 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
-from shardwise.plan.blocks import Blocks, block_windows
+from shardwise.plan.blocks import LEAD_SHARE, Blocks, block_windows
 from shardwise.plan.order import WINDOW, rng_for, stratified_order
 from shardwise.plan.segments import Segment
 from shardwise.plan.topology import Topology
@@ -58,7 +58,8 @@ class WorkerPlan:
     def windows(self) -> list[list[Segment]]:
         """The segments cut into the fewest windows of at most ``interleave``, of equal
         size (give or take one): a last window of a few units would mix poorly. With
-        :attr:`blocks`, each such group is read as one window per block (:mod:`.blocks`)."""
+        :attr:`blocks`, each such group is read as one window per block, the first group's
+        head window as a lead window and the rest of its heads (:mod:`.blocks`)."""
         k = self.topology.interleave
         n = len(self.segments)
         count = -(-n // k)
@@ -66,7 +67,12 @@ class WorkerPlan:
         groups = [self.segments[a:b] for a, b in pairwise(bounds)]
         if self.blocks is None or self.blocks.k <= 1:
             return groups
-        return [w for g in groups for w in block_windows(g, self.blocks)]
+        lead, most = self.topology.batch_size, sum(s.size for s in self.segments) // LEAD_SHARE
+        return [
+            w
+            for i, g in enumerate(groups)
+            for w in block_windows(g, self.blocks, lead * (i == 0), most)
+        ]
 
     def units(self) -> list[int]:
         """Units this worker reads, in first-use order (for prefetching)."""

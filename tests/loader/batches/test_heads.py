@@ -25,6 +25,7 @@ from shardwise.loader.batches.pieces import cut_pieces
 from shardwise.loader.read import unit_heads
 from shardwise.loader.read.unit_heads import unit_parts
 from shardwise.loader.read.units import UnitReader
+from shardwise.plan.blocks import BLOCKS_LAYOUT
 
 N, BATCH = 6000, 16
 
@@ -195,7 +196,7 @@ def test_resume_is_exact_on_the_same_and_other_worker_counts(
     ds = _ds(data)
     before, steps = _consume(ds, first, 7)  # inside the head windows
     state = ds.state_dict(consumed_batches=steps)
-    assert state["mixing"]["blocks"] == {"k": ds.blocks, "layout": 4}
+    assert state["mixing"]["blocks"] == {"k": ds.blocks, "layout": BLOCKS_LAYOUT}
     resumed = _ds(data)
     resumed.load_state_dict(state)
     after, _ = _consume(resumed, then, None)
@@ -278,3 +279,43 @@ def test_a_unit_with_large_dictionaries_is_let_go_after_its_head(
     assert head is not None and head.equals(reader.read(0).slice(0, 5))
     assert parts.rest(0, 5, n - 5) is None
     assert [_ids(b) for b in ds] == _planned(ds, 0, 1)
+
+
+@pytest.fixture(scope="module")
+def larger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Units of 50-900 rows (about 60 of them): two heads make less than 1/64 of the epoch."""
+    return make_parquet(tmp_path_factory.mktemp("lead") / "ds", 30_000, files=3, seed=2)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_first_batch_waits_for_the_lead_windows_heads_alone(
+    larger: Path, threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process, the epoch's first batch comes once the heads of the lead window are read
+    (two here: each head holds over a batch), before the group's other heads."""
+    data = larger
+    read: list[int] = []
+    head = unit_heads.UnitParts.head
+
+    def counted(self: Any, u: int, rows: int) -> Any:
+        read.append(u)
+        return head(self, u, rows)
+
+    monkeypatch.setattr(unit_heads.UnitParts, "head", counted)
+    ds = _ds(data, num_threads=threads)
+    windows = ds.plan(num_workers=1).worker(0, 0).windows()
+    lead, others = [s.unit for s in windows[0]], [s.unit for s in windows[1]]
+    assert len(lead) == 2 and len(others) >= 3
+    it = iter(ds)
+    first = next(it)
+    assert sorted(read) == sorted(lead)
+    assert set(_ids(first)) <= set(ids_of_heads(ds, lead))
+    rest = [first, *it]
+    assert sorted(read) == sorted(range(ds.index.num_units))  # every head read once
+    assert [_ids(b) for b in rest] == _planned(ds, 0, 1)
+
+
+def ids_of_heads(ds: Any, units: list[int]) -> list[int]:
+    reader = UnitReader(ds.index, ["id"], filter=ds.filter)
+    heads = ds.counts // ds.blocks
+    return [int(i) for u in units for i in reader.read(u).column("id").to_numpy()[: heads[u]]]
