@@ -7,6 +7,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PYTEST_ARGS ?=
+# the suite runs on two pytest-xdist workers, a test file each at a time (0: in one process)
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test lint install install-test bench clean browser docs
 
@@ -39,7 +41,7 @@ demo: $(VENV)/.installed-core
 	$(PY) examples/demo.py
 
 test: lint browser docs
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # every page's links and references checked (--strict); the API reference is generated from
 # the docstrings of shardwise.__all__ and the benchmark pages from benchmarks/results/

@@ -26,6 +26,12 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 if SUPPORT not in sys.path:
     sys.path.insert(0, SUPPORT)
+# under pytest-xdist (`make test` runs two workers), the Ray instances a worker's tests
+# start with Ray's default temp dir (scripts that call ray.init() as users do) are its own:
+# Ray finds a running instance through a file in that dir and would join the other's
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _XDIST_WORKER and "RAY_TMPDIR" not in os.environ:
+    os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix=f"swray-{_XDIST_WORKER}-", dir="/tmp")
 
 from _engines import BACKENDS, PROCESS_BACKENDS, make_backend  # noqa: E402
 
@@ -90,3 +96,9 @@ def process_backend(request: pytest.FixtureRequest) -> Iterator[Any]:
     b = make_backend(request.param, request)
     yield b
     b.close()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The worker's Ray temp dir goes with it (its instances were stopped by their tests)."""
+    if _XDIST_WORKER and os.environ.get("RAY_TMPDIR", "").startswith("/tmp/swray-"):
+        shutil.rmtree(os.environ["RAY_TMPDIR"], ignore_errors=True)
