@@ -17,6 +17,11 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 SUPPORT = os.path.join(TESTS, "support")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TQDM_MININTERVAL", "5")
+# Dask's idle processes sampled their stacks every 10 ms and ticked every 20 ms: 16% of a
+# core for a LocalCluster of two workers that waits between tests, 4% with these
+os.environ.setdefault("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
+os.environ.setdefault("DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL", "1s")
+os.environ.setdefault("DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL", "2s")
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -34,6 +39,7 @@ if _XDIST_WORKER and "RAY_TMPDIR" not in os.environ:
     os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix=f"swray-{_XDIST_WORKER}-", dir="/tmp")
 
 from _engines import BACKENDS, PROCESS_BACKENDS, make_backend  # noqa: E402
+from _s3server import bucket, s3_server  # noqa: E402,F401  (one S3 server per session)
 
 
 @pytest.fixture(scope="session")

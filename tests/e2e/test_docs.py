@@ -32,7 +32,6 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from _daliwds import make_shards
-from _s3server import s3_server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

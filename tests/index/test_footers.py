@@ -14,7 +14,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from _latencyproxy import LatencyProxy
-from _s3server import bucket, s3_server  # noqa: F401
 
 from shardwise import FormatError
 from shardwise.index import INDEX_NAME, index_dataset

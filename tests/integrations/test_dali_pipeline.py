@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from _daliwds import build_pipeline, label, make_shards, run_epoch
-from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS S3, a fresh bucket)
 
 from shardwise.integrations.dali import DaliInput
 

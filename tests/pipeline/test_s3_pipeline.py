@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from _pipeline_common import build, make_input
-from _s3server import aws_env, bucket, s3_server, upload  # noqa: F401
+from _s3server import aws_env, upload
 from _s3server import published_parts as parts
 
 import shardwise

@@ -15,7 +15,6 @@ import pyarrow.parquet as pq
 import pytest
 from _engines import make_backend
 from _httpserver import Served, http_files
-from _s3server import bucket, s3_server  # noqa: F401
 
 from shardwise import StorageError
 from shardwise.parallel import parallel_backend

@@ -8,7 +8,6 @@ import io
 from typing import Any
 
 import pytest
-from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS S3, a fresh bucket)
 
 from shardwise.errors import StorageError
 from shardwise.storage.ranged import _s3_into, into_reader

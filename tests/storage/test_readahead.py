@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS S3, a fresh bucket)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS S3, a fresh bucket)
 
 from shardwise import StreamingDataset
 from shardwise.formats import get_format

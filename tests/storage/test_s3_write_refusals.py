@@ -11,7 +11,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from _httpserver import http_files
-from _s3server import bucket, s3_server  # noqa: F401
 
 from shardwise import StorageError
 from shardwise.formats import get_format

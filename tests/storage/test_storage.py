@@ -18,7 +18,6 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS S3, a fresh bucket)
 
 from shardwise.errors import CommitError, EmptyDatasetError, StorageError
 from shardwise.formats import get_format

@@ -1,15 +1,17 @@
 """HF Accelerate on 2 processes (torchrun, gloo, cpu) over a StreamingDataset, 2 workers.
 
-    torchrun --nproc_per_node=2 _fw_accelerate.py DATA OUT MODE FORMAT EPOCHS [resume]
+    torchrun --nproc_per_node=2 _fw_accelerate.py DATA OUT MODE FORMATS EPOCHS [resume]
 
 MODE ``plain``: the obvious code, ``accelerator.prepare(model, opt, DataLoader(ds, ...))``
 (``nodispatch``: the same with ``dispatch_batches=False``), ``save_state`` after 27 steps
 with the epoch and step written next to it, and with ``resume`` a run continued from it by
 ``load_state`` and accelerate's ``skip_first_batches``;
 ``loader``: the same with a ShardwiseLoader, registered for checkpointing, ``save_state``
-after 27 steps, and with ``resume`` a run continued from it by ``load_state``. FORMAT is a
-batch_format (``numpy``, ``torch``) or ``samples`` (per sample, the default collator). Each
-rank writes (epoch, ids) per step to OUT/<MODE>-<rank>.json (``resumed-<rank>`` on resume).
+after 27 steps, and with ``resume`` a run continued from it by ``load_state``. FORMATS are
+batch_formats (``numpy``, ``torch``) or ``samples`` (per sample, the default collator),
+separated by commas: each is trained in turn in the same processes (a new Accelerator, model
+and loader each), in OUT/<format>. Each rank writes (epoch, ids) per step to
+OUT/<format>/<MODE>-<rank>.json (``resumed-<rank>`` on resume).
 """
 
 from __future__ import annotations
@@ -28,8 +30,23 @@ from shardwise import StreamingDataset
 
 
 def main() -> None:
-    data, out, mode, fmt, epochs = sys.argv[1:6]
+    data, out, mode, formats, epochs = sys.argv[1:6]
     resume = len(sys.argv) > 6
+    accelerator = None
+    for fmt in formats.split(","):
+        if accelerator is not None:
+            accelerator.wait_for_everyone()
+            accelerator.free_memory()
+        accelerator = train(data, os.path.join(out, fmt), mode, fmt, int(epochs), resume)
+    assert accelerator is not None
+    # the process group ends before Python exits, after the DDP model that holds it is gone
+    accelerator.wait_for_everyone()
+    accelerator.free_memory()
+    gc.collect()
+    accelerator.end_training()
+
+
+def train(data: str, out: str, mode: str, fmt: str, epochs: int, resume: bool) -> Accelerator:
     batch_format = None if fmt == "samples" else fmt
     ds = StreamingDataset(
         data, batch_size=10, batch_format=batch_format, seed=4, columns=["id", "x"]
@@ -59,7 +76,7 @@ def main() -> None:
             with open(os.path.join(where, "position.json")) as f:
                 start, skip = json.load(f)
     step, seen = 0, []
-    for epoch in range(start, int(epochs)):  # a ShardwiseLoader's passes advance by themselves
+    for epoch in range(start, epochs):  # a ShardwiseLoader's passes advance by themselves
         if mode != "loader":
             loader.set_epoch(epoch)
         batches = loader
@@ -80,14 +97,12 @@ def main() -> None:
                     with open(os.path.join(where, "position.json"), "w") as f:
                         json.dump([epoch, i + 1], f)
     tag = "resumed" if resume else mode
+    os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"{tag}-{accelerator.process_index}.json"), "w") as f:
         json.dump(seen, f)
-    # the process group ends before Python exits, after the DDP model that holds it is gone
-    accelerator.wait_for_everyone()
-    accelerator.free_memory()
     del model, opt, loader, batches
     gc.collect()
-    accelerator.end_training()
+    return accelerator
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """HF transformers Trainer on 2 processes (torchrun, gloo, cpu) over a StreamingDataset.
 
-    torchrun --nproc_per_node=2 _fw_trainer.py DATA OUT MODE FORMAT EPOCHS [CKPT]
+    torchrun --nproc_per_node=2 _fw_trainer.py DATA OUT MODE FORMATS EPOCHS [resume]
 
 MODE ``plain``: ``Trainer(train_dataset=ds)``; ``shardwise``: ShardwiseTrainer, saving a
-checkpoint every 27 steps (with CKPT: resumed from it). FORMAT: a batch_format (``numpy``,
-``torch``) or ``samples`` (per sample, the default data collator). A tiny model of our own
-(nothing downloaded); each rank writes (epoch, ids) per step to OUT/<tag>-<rank>.json.
+checkpoint every 27 steps (with ``resume``: resumed from it). FORMATS: batch_formats
+(``numpy``, ``torch``) or ``samples`` (per sample, the default data collator), separated by
+commas: each is trained in turn in the same processes (a new Trainer each), in OUT/<format>.
+A tiny model of our own (nothing downloaded); each rank writes (epoch, ids) per step to
+OUT/<format>/<tag>-<rank>.json.
 """
 
 from __future__ import annotations
@@ -48,8 +50,21 @@ class Epochs(transformers.TrainerCallback):
 
 
 def main() -> None:
-    data, out, mode, fmt, epochs = sys.argv[1:6]
-    ckpt = sys.argv[6] if len(sys.argv) > 6 else None
+    data, out, mode, formats, epochs = sys.argv[1:6]
+    resume = len(sys.argv) > 6
+    trainer = None
+    for fmt in formats.split(","):
+        if trainer is not None:
+            trainer.accelerator.wait_for_everyone()
+            trainer.accelerator.free_memory()
+        trainer = train(data, os.path.join(out, fmt), mode, fmt, int(epochs), resume)
+    assert trainer is not None
+    end(trainer)
+
+
+def train(
+    data: str, out: str, mode: str, fmt: str, epochs: int, resume: bool
+) -> transformers.Trainer:
     batch_format = None if fmt == "samples" else fmt
     ds = StreamingDataset(
         data, batch_size=10, batch_format=batch_format, seed=4, columns=["id", "x"]
@@ -57,7 +72,7 @@ def main() -> None:
     args = transformers.TrainingArguments(
         output_dir=os.path.join(out, "run"),
         per_device_train_batch_size=10,
-        num_train_epochs=int(epochs),
+        num_train_epochs=epochs,
         save_strategy="steps",
         save_steps=27,
         report_to="none",
@@ -74,11 +89,12 @@ def main() -> None:
 
         trainer = ShardwiseTrainer(model=model, args=args, train_dataset=ds)
     trainer.add_callback(Epochs(model))
+    ckpt = os.path.join(out, "run", "checkpoint-27") if resume else None  # 7 steps into epoch 1
     trainer.train(resume_from_checkpoint=ckpt)
-    tag = "resumed" if ckpt else mode
+    tag = "resumed" if resume else mode
     with open(os.path.join(out, f"{tag}-{args.process_index}.json"), "w") as f:
         json.dump(model.seen, f)
-    end(trainer)
+    return trainer
 
 
 def end(trainer: transformers.Trainer) -> None:

@@ -6,9 +6,10 @@ gRPC port, which SeaweedFS expects at ``port + 10000``), so concurrent runs do n
 collide. Admin credentials are given through ``AWS_ACCESS_KEY_ID`` /
 ``AWS_SECRET_ACCESS_KEY``, which SeaweedFS uses when no other identity is configured.
 
-Use it by importing the fixture into a test module::
-
-    from _s3server import s3_server  # noqa: F401
+``tests/conftest.py`` registers its fixtures for every test module: ``s3_server``, one
+server per session (per pytest-xdist worker), shared by all modules, and ``bucket``, a
+fresh bucket per test. (A module that imported them made a server of its own, which ran,
+idle, until the session ended.)
 """
 
 from __future__ import annotations

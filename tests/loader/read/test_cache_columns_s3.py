@@ -22,7 +22,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from _countproxy import CountingProxy
-from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS S3, a fresh bucket)
 
 from shardwise import StreamingDataset
 from shardwise.storage.cache import NodeCache

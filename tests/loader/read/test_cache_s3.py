@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from _cachework import disk_bytes
-from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS S3, a fresh bucket)
 
 from shardwise import StreamingDataset
 from shardwise.formats import get_format

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from _countproxy import CountingProxy
 from _partsdata import leases_left, write_files
-from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS S3, a fresh bucket)
 
 from shardwise import StreamingDataset
 from shardwise.storage.cache import NodeCache

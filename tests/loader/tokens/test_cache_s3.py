@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _s3server import bucket, s3_server  # noqa: F401  (fixtures: real SeaweedFS S3, a fresh bucket)
 from _tokendata import make_token_shards
 
 from shardwise.loader.tokens import TokenStream

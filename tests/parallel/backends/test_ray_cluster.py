@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 from _pipeline_common import build, make_input
-from _s3server import aws_env, bucket, s3_server, upload  # noqa: F401
+from _s3server import aws_env, upload
 from _s3server import published_parts as parts
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
