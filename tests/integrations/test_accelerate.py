@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow]
 SCRIPT = str(Path(__file__).resolve().parents[1] / "support" / "_fw_accelerate.py")
 ROWS = 403  # 2 ranks x 2 workers x 10: 400 per epoch, 20 steps per rank
 FORMATS = ["numpy", "torch", "samples"]
+MODES = ["plain", "nodispatch", "loader"]
 
 
 def _torchrun(args: list[str]) -> str:
@@ -27,15 +28,16 @@ def _torchrun(args: list[str]) -> str:
     return run(["-m", "torch.distributed.run", "--nproc_per_node=2", *rdzv, SCRIPT, *args])
 
 
-@pytest.mark.parametrize("mode", ["plain", "nodispatch", "loader"])
-def test_prepared_loader_is_exact_and_resumes_through_save_state(tmp_path: Path, mode: str) -> None:
-    """Each format in turn in the same two processes (a new Accelerator, model and loader
-    each): the processes' start, torch's and accelerate's imports, is paid once per run."""
+def test_prepared_loader_is_exact_and_resumes_through_save_state(tmp_path: Path) -> None:
+    """Each mode and format in turn in the same two processes (a new Accelerator, model and
+    loader each): the processes' start, torch's and accelerate's imports, is paid once per
+    run."""
     data = str(make_parquet(tmp_path / "ds", ROWS, files=3))
-    _torchrun([data, str(tmp_path), mode, ",".join(FORMATS), "2"])
-    full = {fmt: load(tmp_path / fmt, mode) for fmt in FORMATS}
-    for fmt in FORMATS:
-        check_exact(full[fmt], ROWS, epochs=2, slack=3)
-    _torchrun([data, str(tmp_path), mode, ",".join(FORMATS), "2", "resume"])
-    for fmt in FORMATS:
-        check_resume(full[fmt], load(tmp_path / fmt, "resumed"), 27)
+    _torchrun([data, str(tmp_path), ",".join(MODES), ",".join(FORMATS), "2"])
+    runs = [(mode, fmt) for mode in MODES for fmt in FORMATS]
+    full = {(mode, fmt): load(tmp_path / mode / fmt, mode) for mode, fmt in runs}
+    for run_, seen in full.items():
+        check_exact(seen, ROWS, epochs=2, slack=3, what=run_)
+    _torchrun([data, str(tmp_path), ",".join(MODES), ",".join(FORMATS), "2", "resume"])
+    for (mode, fmt), seen in full.items():  # from the state saved 7 steps into epoch 1
+        check_resume(seen, load(tmp_path / mode / fmt, "resumed"), 27, what=(mode, fmt))

@@ -1,17 +1,18 @@
 """HF Accelerate on 2 processes (torchrun, gloo, cpu) over a StreamingDataset, 2 workers.
 
-    torchrun --nproc_per_node=2 _fw_accelerate.py DATA OUT MODE FORMATS EPOCHS [resume]
+    torchrun --nproc_per_node=2 _fw_accelerate.py DATA OUT MODES FORMATS EPOCHS [resume]
 
-MODE ``plain``: the obvious code, ``accelerator.prepare(model, opt, DataLoader(ds, ...))``
-(``nodispatch``: the same with ``dispatch_batches=False``), ``save_state`` after 27 steps
-with the epoch and step written next to it, and with ``resume`` a run continued from it by
-``load_state`` and accelerate's ``skip_first_batches``;
-``loader``: the same with a ShardwiseLoader, registered for checkpointing, ``save_state``
-after 27 steps, and with ``resume`` a run continued from it by ``load_state``. FORMATS are
-batch_formats (``numpy``, ``torch``) or ``samples`` (per sample, the default collator),
-separated by commas: each is trained in turn in the same processes (a new Accelerator, model
-and loader each), in OUT/<format>. Each rank writes (epoch, ids) per step to
-OUT/<format>/<MODE>-<rank>.json (``resumed-<rank>`` on resume).
+MODES are separated by commas. ``plain``: the obvious code,
+``accelerator.prepare(model, opt, DataLoader(ds, ...))``; ``nodispatch``: the same with
+``dispatch_batches=False``. Both ``save_state`` after 27 steps with the epoch and step
+written next to it, and with ``resume`` continue from it by ``load_state`` and accelerate's
+``skip_first_batches``. ``loader``: the same with a ShardwiseLoader, registered for
+checkpointing, ``save_state`` after 27 steps, and with ``resume`` a run continued from it by
+``load_state``. FORMATS are batch_formats (``numpy``, ``torch``) or ``samples`` (per sample,
+the default collator), separated by commas. Each mode and format is trained in turn in the
+same processes (a new Accelerator, model and loader each), in OUT/<mode>/<format>. Each rank
+writes (epoch, ids) per step to OUT/<mode>/<format>/<mode>-<rank>.json (``resumed-<rank>``
+on resume).
 """
 
 from __future__ import annotations
@@ -30,14 +31,16 @@ from shardwise import StreamingDataset
 
 
 def main() -> None:
-    data, out, mode, formats, epochs = sys.argv[1:6]
+    data, out, modes, formats, epochs = sys.argv[1:6]
     resume = len(sys.argv) > 6
     accelerator = None
-    for fmt in formats.split(","):
-        if accelerator is not None:
-            accelerator.wait_for_everyone()
-            accelerator.free_memory()
-        accelerator = train(data, os.path.join(out, fmt), mode, fmt, int(epochs), resume)
+    for mode in modes.split(","):
+        for fmt in formats.split(","):
+            if accelerator is not None:
+                accelerator.wait_for_everyone()
+                accelerator.free_memory()
+            where = os.path.join(out, mode, fmt)
+            accelerator = train(data, where, mode, fmt, int(epochs), resume)
     assert accelerator is not None
     # the process group ends before Python exits, after the DDP model that holds it is gone
     accelerator.wait_for_everyone()

@@ -1,13 +1,13 @@
 """HF transformers Trainer on 2 processes (torchrun, gloo, cpu) over a StreamingDataset.
 
-    torchrun --nproc_per_node=2 _fw_trainer.py DATA OUT MODE FORMATS EPOCHS [resume]
+    torchrun --nproc_per_node=2 _fw_trainer.py DATA OUT MODES FORMATS EPOCHS [resume]
 
-MODE ``plain``: ``Trainer(train_dataset=ds)``; ``shardwise``: ShardwiseTrainer, saving a
-checkpoint every 27 steps (with ``resume``: resumed from it). FORMATS: batch_formats
-(``numpy``, ``torch``) or ``samples`` (per sample, the default data collator), separated by
-commas: each is trained in turn in the same processes (a new Trainer each), in OUT/<format>.
-A tiny model of our own (nothing downloaded); each rank writes (epoch, ids) per step to
-OUT/<format>/<tag>-<rank>.json.
+MODES, separated by commas: ``plain``, ``Trainer(train_dataset=ds)``; ``shardwise``,
+ShardwiseTrainer. Each saves a checkpoint every 27 steps (with ``resume``: resumed from it).
+FORMATS: batch_formats (``numpy``, ``torch``) or ``samples`` (per sample, the default data
+collator), separated by commas. Each mode and format is trained in turn in the same
+processes (a new Trainer each), in OUT/<mode>/<format>. A tiny model of our own (nothing
+downloaded); each rank writes (epoch, ids) per step to OUT/<mode>/<format>/<tag>-<rank>.json.
 """
 
 from __future__ import annotations
@@ -50,14 +50,16 @@ class Epochs(transformers.TrainerCallback):
 
 
 def main() -> None:
-    data, out, mode, formats, epochs = sys.argv[1:6]
+    data, out, modes, formats, epochs = sys.argv[1:6]
     resume = len(sys.argv) > 6
     trainer = None
-    for fmt in formats.split(","):
-        if trainer is not None:
-            trainer.accelerator.wait_for_everyone()
-            trainer.accelerator.free_memory()
-        trainer = train(data, os.path.join(out, fmt), mode, fmt, int(epochs), resume)
+    for mode in modes.split(","):
+        for fmt in formats.split(","):
+            if trainer is not None:
+                trainer.accelerator.wait_for_everyone()
+                trainer.accelerator.free_memory()
+            where = os.path.join(out, mode, fmt)
+            trainer = train(data, where, mode, fmt, int(epochs), resume)
     assert trainer is not None
     end(trainer)
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -161,9 +162,27 @@ def epochs_of(records: list[Record]) -> dict[int, list[list[int]]]:
     return out
 
 
-def check_exact(records: list[Record], rows: int, epochs: int, slack: int) -> list[list[int]]:
+@contextlib.contextmanager
+def _named(what: object) -> Iterator[None]:
+    """A failed check's message starts with ``what`` (the run it checks), where given."""
+    try:
+        yield
+    except AssertionError as e:
+        if what is None:
+            raise
+        raise AssertionError(f"{what}: {e}") from e
+
+
+def check_exact(
+    records: list[Record], rows: int, epochs: int, slack: int, what: object = None
+) -> list[list[int]]:
     """Every epoch: equal steps on every rank, no sample twice, at most ``slack`` left out
     (the documented remainder); epochs in different orders. Returns each epoch's ids."""
+    with _named(what):
+        return _check_exact(records, rows, epochs, slack)
+
+
+def _check_exact(records: list[Record], rows: int, epochs: int, slack: int) -> list[list[int]]:
     by_epoch = epochs_of(records)
     assert sorted(by_epoch) == list(range(epochs)), sorted(by_epoch)
     steps = [[sum(1 for e, _ in rec if e == epoch) for rec in records] for epoch in by_epoch]
@@ -178,7 +197,10 @@ def check_exact(records: list[Record], rows: int, epochs: int, slack: int) -> li
     return flat
 
 
-def check_resume(full: list[Record], resumed: list[Record], at_step: int) -> None:
+def check_resume(
+    full: list[Record], resumed: list[Record], at_step: int, what: object = None
+) -> None:
     """The resumed run trains on exactly what the full run trained on after ``at_step``."""
-    for f, r in zip(full, resumed):
-        assert [[e, list(i)] for e, i in f[at_step:]] == [[e, list(i)] for e, i in r]
+    with _named(what):
+        for f, r in zip(full, resumed):
+            assert [[e, list(i)] for e, i in f[at_step:]] == [[e, list(i)] for e, i in r]

@@ -29,6 +29,11 @@ def _dies_once_in_a_worker(args: tuple[int, str, int]) -> int:
     if os.getpid() != caller and not os.path.exists(marker):  # the first item a worker takes
         Path(marker).touch()
         os._exit(9)  # a lost worker: its chunk runs again
+    # the caller's slot waits for a worker to take an item: on a loaded machine it could
+    # otherwise run all of them while the worker process is still starting
+    deadline = time.monotonic() + 120
+    while not os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.01)
     time.sleep(0.02)
     return x
 
