@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _fwcheck import check_exact, check_resume, free_port, load, run
+from _fwcheck import check_modes, free_port, run
 from _loaderdata import make_parquet
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -33,11 +33,4 @@ def test_prepared_loader_is_exact_and_resumes_through_save_state(tmp_path: Path)
     loader each): the processes' start, torch's and accelerate's imports, is paid once per
     run."""
     data = str(make_parquet(tmp_path / "ds", ROWS, files=3))
-    _torchrun([data, str(tmp_path), ",".join(MODES), ",".join(FORMATS), "2"])
-    runs = [(mode, fmt) for mode in MODES for fmt in FORMATS]
-    full = {(mode, fmt): load(tmp_path / mode / fmt, mode) for mode, fmt in runs}
-    for run_, seen in full.items():
-        check_exact(seen, ROWS, epochs=2, slack=3, what=run_)
-    _torchrun([data, str(tmp_path), ",".join(MODES), ",".join(FORMATS), "2", "resume"])
-    for (mode, fmt), seen in full.items():  # from the state saved 7 steps into epoch 1
-        check_resume(seen, load(tmp_path / mode / fmt, "resumed"), 27, what=(mode, fmt))
+    check_modes(_torchrun, data, tmp_path, MODES, FORMATS, ROWS)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -204,3 +204,24 @@ def check_resume(
     with _named(what):
         for f, r in zip(full, resumed):
             assert [[e, list(i)] for e, i in f[at_step:]] == [[e, list(i)] for e, i in r]
+
+
+def check_modes(
+    launch: Callable[[list[str]], object],
+    data: str,
+    out: Path,
+    modes: list[str],
+    formats: list[str],
+    rows: int,
+) -> None:
+    """A script that trains every mode and format in turn in one pair of processes, launched
+    as ``launch([DATA, OUT, MODES, FORMATS, EPOCHS])`` and then with ``resume``: each mode and
+    format gives exact epochs, and its resume from 7 steps into epoch 1 continues exactly."""
+    args = [data, str(out), ",".join(modes), ",".join(formats), "2"]
+    launch(args)
+    full = {(m, f): load(out / m / f, m) for m in modes for f in formats}
+    for what, seen in full.items():
+        check_exact(seen, rows, epochs=2, slack=3, what=what)
+    launch([*args, "resume"])
+    for (m, f), seen in full.items():
+        check_resume(seen, load(out / m / f, "resumed"), 27, what=(m, f))
