@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -221,19 +223,23 @@ def test_imap_unordered_streams_with_bounded_in_flight() -> None:
 
 @pytest.mark.parametrize("name", ["local", "ray", "dask"])
 def test_closing_the_stream_cancels_outstanding_work(
-    name: str, request: pytest.FixtureRequest
+    name: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     from _engines import make_backend
 
     b = make_backend(name, request)
+    release = tmp_path / "release"  # ends tasks an engine cannot stop (Dask's threads)
     try:
         start = time.monotonic()
-        gen = imap_unordered(sleepy, range(4), backend=b, progress=False, chunksize=1)
+        task = functools.partial(sleepy, release=str(release))
+        gen = imap_unordered(task, range(4), backend=b, progress=False, chunksize=1)
         assert next(gen) == (0, 0)
         gen.close()
         assert time.monotonic() - start < 15  # the 20 s tasks were not awaited
+        release.touch()
         assert parallel_map(square, [3], backend=b, progress=False) == [9]
     finally:
+        release.touch()
         b.close()
 
 

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from shardwise.loader.batches.numpy_column import NumpyColumn
-    from shardwise.loader.dataset import StreamingDataset, StreamingDatasetBase
+    from shardwise.loader.dataset import StreamingDatasetBase
+    from shardwise.loader.iterable import StreamingDataset
     from shardwise.loader.source import Source
 
 __all__ = ["NumpyColumn", "Source", "StreamingDataset", "StreamingDatasetBase"]
@@ -49,7 +50,7 @@ __all__ = ["NumpyColumn", "Source", "StreamingDataset", "StreamingDatasetBase"]
 _HOMES = {
     "NumpyColumn": "shardwise.loader.batches.numpy_column",
     "Source": "shardwise.loader.source",
-    "StreamingDataset": "shardwise.loader.dataset",
+    "StreamingDataset": "shardwise.loader.iterable",
     "StreamingDatasetBase": "shardwise.loader.dataset",
 }
 

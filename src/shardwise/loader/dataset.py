@@ -1,7 +1,9 @@
-"""``StreamingDataset``: exact, equal, deterministic, resumable streaming for training;
-one class composed of its Ranks, Planner, LoaderState and Reading (see the package; the
-last three made from its checked arguments by :mod:`.parts`), a
-``torch.utils.data.IterableDataset`` where torch is installed (:mod:`.iterable`).
+"""``StreamingDatasetBase``: exact, equal, deterministic, resumable streaming for
+training; one class composed of its Ranks, Planner, LoaderState and Reading (see the
+package; the last three made from its checked arguments by :mod:`.parts`).
+``StreamingDataset`` (:mod:`.iterable`) is this class and, where torch is installed,
+``torch.utils.data.IterableDataset``; this module does not import torch, so the DALI
+sources, whose spawned workers import it, start without it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from shardwise.loader.batches.convert import Padding, check_padding
 from shardwise.loader.batches.memory import WindowMemory
 from shardwise.loader.batches.reading import BatchFormat
 from shardwise.loader.hosted import hosted_items
-from shardwise.loader.iterable import IterableBase
 from shardwise.loader.placement import Ranks, detect_placement, in_dataloader_worker, place_ranks
 from shardwise.loader.planner import interleave_for
 from shardwise.loader.read.cached import node_cache
@@ -43,7 +44,7 @@ from shardwise.loader.wrappers import Hosting, detect_hosting
 from shardwise.plan import Plan, Topology
 from shardwise.plan.budget import DEFAULT_SHUFFLE_BYTES
 
-__all__ = ["StreamingDataset", "StreamingDatasetBase"]
+__all__ = ["StreamingDatasetBase"]
 
 
 class StreamingDatasetBase:
@@ -294,7 +295,3 @@ class StreamingDatasetBase:
         if self.hosting is not None:
             return hosted_items(self, self.hosting, placement)
         return self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, workers)
-
-
-class StreamingDataset(StreamingDatasetBase, IterableBase):
-    __doc__ = StreamingDatasetBase.__doc__

@@ -1,14 +1,17 @@
-"""The class ``StreamingDataset`` stands on besides its own base: torch's
-``IterableDataset`` when torch is installed (so ``DataLoader``, Accelerate and Lightning
-recognise it), else a plain stand-in. Chosen once, when this module is imported (the
-first use of ``shardwise.StreamingDataset``); ``import shardwise`` does not import it.
+"""``StreamingDataset``: its own base (:mod:`.dataset`) and torch's ``IterableDataset``
+when torch is installed (so ``DataLoader``, Accelerate and Lightning recognise it), else a
+plain stand-in. Chosen once, when this module is imported (the first use of
+``shardwise.StreamingDataset``); ``import shardwise`` does not import it, nor do the DALI
+sources, which need only the base.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["IterableBase"]
+from shardwise.loader.dataset import StreamingDatasetBase
+
+__all__ = ["IterableBase", "StreamingDataset"]
 
 
 class NoTorchBase:
@@ -24,3 +27,7 @@ def _base() -> type:
 
 
 IterableBase: Any = _base()
+
+
+class StreamingDataset(StreamingDatasetBase, IterableBase):
+    __doc__ = StreamingDatasetBase.__doc__

@@ -97,12 +97,11 @@ def detect_placement(
 
 
 def in_dataloader_worker() -> bool:
-    """Whether this code runs in a torch DataLoader worker (False without torch)."""
-    try:
-        from torch.utils.data import get_worker_info
-    except ImportError:
-        return False
-    return get_worker_info() is not None
+    """Whether this code runs in a torch DataLoader worker: never where torch is not
+    imported (a worker's loop is torch's own code), so a process without it, such as a
+    DALI source's worker, does not pay torch's import to find out."""
+    data = sys.modules.get("torch.utils.data")
+    return data is not None and data.get_worker_info() is not None
 
 
 @dataclass(frozen=True)

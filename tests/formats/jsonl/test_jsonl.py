@@ -597,3 +597,15 @@ def test_a_byte_order_mark_at_the_start_is_ignored_on_every_path(
     path.write_bytes(b'\xef\xbb\xbf{"id": 0}\n{"id": 1}\n' + (b"{oops\n" if bad_line else b""))
     ds = StreamingDataset(str(path), shuffle=False, on_error="skip", rank=0, world_size=1)
     assert [r["id"] for r in ds] == [0, 1] and ds.quarantine.count == int(bad_line)
+
+
+@given(st.binary(max_size=60).map(lambda b: bytes(b"ab \t\r\n{}"[x % 8] for x in b)))
+def test_record_count_follows_the_rule_for_any_piece(piece: bytes) -> None:
+    """A record is a line holding anything but spaces, tabs and ``\\r`` (module rule)."""
+    from shardwise.formats.jsonl._lines import count_records
+
+    lines = piece.split(b"\n")
+    if piece.endswith(b"\n") or not piece:
+        lines = lines[:-1]
+    records = sum(1 for line in lines if line.strip(b" \t\r"))
+    assert count_records(piece) == (records, len(lines))

@@ -16,7 +16,11 @@ import pyarrow as pa
 from shardwise.errors import FormatError
 from shardwise.storage import open_input, transient_in_chain
 
-_BLANK = re.compile(rb"^[ \t\r]*\n", re.M)
+_BLANK = re.compile(rb"[ \t\r]*\n")  # a blank line, matched where a line starts
+# where a line that may be blank starts: regex's literal scan for the newline is about 15x
+# faster than trying a pattern at every line's start
+_MAYBE_BLANK = re.compile(rb"\n(?=[ \t\r\n])")
+_SPACE = frozenset(b" \t\r\n")
 COMPRESSION = {".gz": "gzip", ".zst": "zstd"}
 
 
@@ -57,12 +61,18 @@ def check_is_text(path: str, storage_options: dict[str, Any]) -> None:
 def count_records(piece: bytes) -> tuple[int, int]:
     """Return ``(records, lines)`` in a piece that ends on a line boundary (or EOF)."""
     lines = piece.count(b"\n")
-    blanks = len(_BLANK.findall(piece))
+    blanks = _blank_lines(piece)
     if piece and not piece.endswith(b"\n"):
         lines += 1
         if not piece[piece.rfind(b"\n") + 1 :].strip(b" \t\r"):
             blanks += 1
     return lines - blanks, lines
+
+
+def _blank_lines(piece: bytes) -> int:
+    """The blank lines of ``piece`` that end with a newline."""
+    first = 1 if piece[:1] and piece[0] in _SPACE and _BLANK.match(piece) else 0
+    return first + sum(1 for m in _MAYBE_BLANK.finditer(piece) if _BLANK.match(piece, m.end()))
 
 
 def _open_stream(path: str, start: int, storage_options: dict[str, Any]) -> IO[bytes]:
