@@ -373,3 +373,14 @@ def test_bad_epochs_and_states_are_config_errors(data: Path) -> None:
             call()
     with pytest.raises(shardwise.ConfigError, match="iterable of items"):
         shardwise.parallel_map(abs, 5)
+
+
+def test_the_former_home_of_the_class_still_names_it() -> None:
+    """``StreamingDataset`` moved from ``loader.dataset`` to ``loader.iterable``: imports and
+    pickles that name the old module get the class."""
+    import pickle
+
+    from shardwise.loader.dataset import StreamingDataset as former
+
+    assert former is StreamingDataset
+    assert pickle.loads(b"cshardwise.loader.dataset\nStreamingDataset\n.") is StreamingDataset

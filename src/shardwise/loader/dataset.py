@@ -1,10 +1,6 @@
-"""``StreamingDatasetBase``: exact, equal, deterministic, resumable streaming for
-training; one class composed of its Ranks, Planner, LoaderState and Reading (see the
-package; the last three made from its checked arguments by :mod:`.parts`).
-``StreamingDataset`` (:mod:`.iterable`) is this class and, where torch is installed,
-``torch.utils.data.IterableDataset``; this module does not import torch, so the DALI
-sources, whose spawned workers import it, start without it.
-"""
+"""``StreamingDatasetBase``: exact, equal, deterministic, resumable streaming; made of its
+Ranks, Planner, LoaderState and Reading (:mod:`.parts`). Torch-free: ``StreamingDataset``
+(:mod:`.iterable`) adds torch's ``IterableDataset``, so DALI's source workers skip torch."""
 
 from __future__ import annotations
 
@@ -12,6 +8,7 @@ import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from functools import partial
+from importlib import import_module
 from typing import Any
 
 import pyarrow.compute as pc
@@ -213,8 +210,7 @@ class StreamingDatasetBase:
         return self.state.plan(self.planner, num_workers, world_size)
 
     def stats(self) -> dict[str, Any]:
-        """This epoch's numbers: steps and samples per rank, and ``"per_source"``: each
-        source's rule and the exact samples this epoch takes from it."""
+        """This epoch's steps and samples per rank; ``"per_source"``: each source's share."""
         resumes = self.state.resumes
         start = resumes[0].topology if resumes else self.topology()
         return epoch_stats(
@@ -295,3 +291,9 @@ class StreamingDatasetBase:
         if self.hosting is not None:
             return hosted_items(self, self.hosting, placement)
         return self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, workers)
+
+
+def __getattr__(name: str) -> Any:  # its former home: old imports and pickles still resolve
+    if name != "StreamingDataset":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return import_module("shardwise.loader.iterable").StreamingDataset
