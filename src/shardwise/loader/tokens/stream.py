@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -37,9 +38,10 @@ from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
 from shardwise.loader.tokens.ahead import made_ahead
 from shardwise.loader.tokens.batches import SequenceBatches
+from shardwise.loader.tokens.mapped import unit_path
 from shardwise.loader.tokens.units import TokenUnits, check_lengths
 from shardwise.plan import Mixing, Resume, Topology
-from shardwise.plan.packing import DEFAULT_BUFFER, count_sequences
+from shardwise.plan.packing import DEFAULT_BUFFER, check_packing, count_sequences
 from shardwise.plan.sequences import FIELDS
 from shardwise.plan.tokens import TokenPlan
 from shardwise.plan.tokenstats import token_stats
@@ -113,6 +115,7 @@ class TokenStreamBase:
     ) -> None:
         if batch_format not in FORMATS:
             raise ConfigError(f"batch_format must be 'numpy' or 'torch', got {batch_format!r}")
+        check_packing(seq_len, packing, buffer)
         self.cache = node_cache(cache_dir, cache_bytes)
         self.index = open_index(source, "raise", open_options, None, (), cache_dir)
         self.units = TokenUnits(self.index, column, count_column, cache=self.cache)
@@ -152,7 +155,9 @@ class TokenStreamBase:
         call when the index gave each unit's tokens)."""
         if self._lengths is None:
             lengths, docs = self.units.lengths()
-            check_lengths(lengths, docs, self.docs, self.units.totals())
+            check_lengths(
+                lengths, docs, self.docs, self.units.totals(), partial(unit_path, self.index)
+            )
             self._lengths = lengths
         return self._lengths
 
