@@ -20,15 +20,21 @@ __all__ = ["main"]
 
 
 def dumps(obj: Any) -> bytes:
-    """Pickle ``obj``, with cloudpickle when plain pickle cannot (lambdas, closures,
-    anything defined in ``__main__``)."""
+    """Pickle ``obj``, with cloudpickle when plain pickle cannot (lambdas, closures) or
+    would name something of ``__main__`` (a function or class of the driver's script,
+    notebook or ``-c``, which the worker never imports): cloudpickle sends those by value.
+    (A pickle naming ``__main__`` holds those bytes; data that merely holds them too only
+    takes the slower way.)"""
     try:
-        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        if b"__main__" not in data:
+            return data
     except (pickle.PicklingError, AttributeError, TypeError):
-        import cloudpickle
+        pass
+    import cloudpickle
 
-        data: bytes = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        return data
+    by_value: bytes = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return by_value
 
 
 def main(fd: int) -> None:
