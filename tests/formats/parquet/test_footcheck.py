@@ -135,3 +135,30 @@ def test_the_schemas_levels_are_arrows(columns: list[tuple[pa.DataType, bool]]) 
         {2: ("schema", LIST, {3: ("repetition", 5, None), 5: ("children", 5, None)})}, 0
     )
     assert _levels(meta["schema"]) == want  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("claimed", [30, 24_000])
+def test_a_row_group_short_of_its_footers_rows_is_damage(tmp_path: Path, claimed: int) -> None:
+    """The plan addresses the footer's rows: a row group that decodes to fewer is refused
+    by name, or under ``skip`` quarantined whole (its claimed rows counted)."""
+    from shardwise import FormatError
+    from shardwise.formats import Quarantine, get_format
+
+    path = tmp_path / "short.parquet"
+    pq.write_table(pa.table({"id": range(24), "s": [f"r{i}" for i in range(24)]}), path)
+
+    def lie(meta: list[list[Any]]) -> None:
+        get(get(meta, 4)[2][1][0], 3)[2] = claimed  # row_groups[0].num_rows
+
+    _edit(path, lie)
+    fmt = get_format("parquet")
+    (unit,) = fmt.list_units(str(path), path.stat().st_size)
+    assert unit.num_samples == claimed
+    with pytest.raises(
+        FormatError, match=f"24 rows decoded where the footer counts {claimed}"
+    ) as err:
+        fmt.read_table(unit)
+    assert (err.value.path, err.value.location) == (str(path), "row group 0")
+    q = Quarantine()
+    assert fmt.read_table(unit, on_error="skip", quarantine=q) is None
+    assert q.count == claimed

@@ -143,6 +143,7 @@ class ParquetFormat:
             check_columns(columns, schema if schema is not None else pf.schema_arrow)
             try:
                 table = _read_row_group(pf, source, unit.index, columns, use_threads)
+                _check_rows(table, unit)
             except Exception as exc:
                 # bytes already read that do not decode are the file's damage, whatever the
                 # message says (a snappy page of 503 bytes is no throttled request)
@@ -175,6 +176,15 @@ class ParquetFormat:
     def open_writer(self, prefix: str, **options: Any) -> ParquetShardWriter:
         """Return a rolling writer of ``{prefix}-{n:05d}.parquet`` shards."""
         return ParquetShardWriter(prefix, storage_options=self.storage_options, **options)
+
+
+def _check_rows(table: pa.Table, unit: Unit) -> None:
+    """Refuse a row group that decodes to other rows than its footer counts (the plan
+    addresses the footer's rows): a damage like any decoding error."""
+    if table.num_columns and table.num_rows != unit.num_samples:
+        raise pa.ArrowInvalid(
+            f"{table.num_rows} rows decoded where the footer counts {unit.num_samples}"
+        )
 
 
 def _failing_column(pf: pq.ParquetFile, group: int, columns: Sequence[str] | None) -> str:
