@@ -44,11 +44,15 @@ def _optional_made_required(meta: list[list[Any]]) -> None:
     get(element, 3)[2] = 0  # REQUIRED: its definition histogram has one value too many
 
 
+def _type_changed(meta: list[list[Any]]) -> None:
+    get(_chunk_meta(meta, 0, 1), 1)[2] = 2  # 'x' is DOUBLE (5); its chunk now says INT64
+
+
 def _table() -> pa.Table:
     return pa.table({"ids": pa.array([[1, 2], [3]], pa.list_(pa.int32())), "x": [1.0, None]})
 
 
-@pytest.mark.parametrize("damage", [_unknown_codec, _optional_made_required])
+@pytest.mark.parametrize("damage", [_unknown_codec, _optional_made_required, _type_changed])
 @pytest.mark.parametrize("how", ["index", "list_units"])
 def test_a_footer_that_would_abort_arrow_is_refused_by_name(
     tmp_path: Path, damage: Any, how: str
@@ -78,7 +82,8 @@ def test_a_footer_that_would_abort_arrow_is_refused_by_name(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith(f"{path}, footer, row group 0, column 1: ")
-    assert ("codec 10" if damage is _unknown_codec else "level histogram") in done.stdout
+    said = {_unknown_codec: "codec 10", _optional_made_required: "level histogram"}
+    assert said.get(damage, "physical type 2 is not its schema's 5") in done.stdout
 
 
 def test_good_footers_pass_and_their_fields_read_as_written(tmp_path: Path) -> None:

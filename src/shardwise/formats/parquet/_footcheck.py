@@ -4,7 +4,9 @@ Arrow parses a footer and reads its files with its errors raised, but two of pya
 metadata accessors call C++ code whose exceptions are not translated: a column chunk's
 ``compression`` with a codec Arrow does not know, and any column chunk of a row group
 whose level histograms (``size_statistics``) disagree with the schema's levels. Both
-terminate the interpreter (``SIGABRT``) where ``pq.read_table`` raises ``OSError``.
+terminate the interpreter (``SIGABRT``) where ``pq.read_table`` raises ``OSError``. A
+chunk whose physical type is not its schema leaf's is refused too: Arrow refuses to read
+it, and shardwise's page readers, which take the type from the schema, would not.
 :func:`check_footer` walks the footer's Thrift (only the fields it needs, the rest stepped
 over) and raises :class:`~shardwise.errors.FormatError` naming the file, the row group and
 the column before any of them is called. It runs once per file, where the dataset is
@@ -25,10 +27,14 @@ _LIST, _LEN = 9, -1  # a list of structs kept; a list's length alone
 _REQUIRED, _REPEATED = 0, 2
 
 _SIZES: Fields = {2: ("rep", _LEN, None), 3: ("def", _LEN, None)}
-_META: Fields = {4: ("codec", I32, None), 16: ("sizes", STRUCT, _SIZES)}
+_META: Fields = {1: ("type", I32, None), 4: ("codec", I32, None), 16: ("sizes", STRUCT, _SIZES)}
 _CHUNK: Fields = {3: ("meta", STRUCT, _META)}
 _GROUP: Fields = {1: ("columns", _LIST, _CHUNK)}
-_ELEMENT: Fields = {3: ("repetition", I32, None), 5: ("children", I32, None)}
+_ELEMENT: Fields = {
+    1: ("type", I32, None),
+    3: ("repetition", I32, None),
+    5: ("children", I32, None),
+}
 _FILE: Fields = {2: ("schema", _LIST, _ELEMENT), 4: ("row_groups", _LIST, _GROUP)}
 
 
@@ -104,21 +110,38 @@ def check_footer(footer: bytes | memoryview, path: str) -> None:
         meta = _Footer(memoryview(footer)).struct(_FILE, 0)
     except Unreadable:
         return
-    levels = _levels(cast(list[dict[str, object]], meta.get("schema", [])))
+    schema = cast(list[dict[str, object]], meta.get("schema", []))
+    levels = _levels(schema)
+    types = [e.get("type") for i, e in enumerate(schema) if i and not e.get("children")]
     for g, group in enumerate(cast(list[dict[str, Any]], meta.get("row_groups", []))):
         for c, chunk in enumerate(cast(list[dict[str, Any]], group.get("columns", []))):
-            _check_chunk(chunk.get("meta", {}), levels[c] if c < len(levels) else None, path, g, c)
+            leaf = (levels[c], types[c]) if c < len(levels) == len(types) else None
+            _check_chunk(chunk.get("meta", {}), leaf, path, g, c)
 
 
 def _check_chunk(
-    meta: dict[str, object], levels: tuple[int, int] | None, path: str, group: int, column: int
+    meta: dict[str, object],
+    leaf: tuple[tuple[int, int], object] | None,
+    path: str,
+    group: int,
+    column: int,
 ) -> None:
+    """One column chunk's codec, and against its schema leaf (``leaf``: its levels and
+    physical type) its physical type (which Arrow refuses to read otherwise, and the page
+    readers would take from the schema) and level histograms."""
     where = f"footer, row group {group}, column {column}"
     codec = meta.get("codec")
     if codec is not None and codec not in CODECS_KNOWN:
         raise FormatError(f"unknown compression codec {codec}", path, where)
+    if leaf is None:
+        return
+    levels, kind = leaf
+    if meta.get("type") is not None and kind is not None and meta["type"] != kind:
+        raise FormatError(
+            f"the chunk's physical type {meta['type']} is not its schema's {kind}", path, where
+        )
     sizes = cast(dict[str, int] | None, meta.get("sizes"))
-    if not isinstance(sizes, dict) or levels is None:
+    if not isinstance(sizes, dict):
         return
     for name, key, most in (("definition", "def", levels[0]), ("repetition", "rep", levels[1])):
         n = sizes.get(key, 0)
