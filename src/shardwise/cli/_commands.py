@@ -139,9 +139,7 @@ def run(config: str, backend: str | None, num_proc: int | None, accounting: str 
     )
     click.echo(result.table())
     if result.skipped_tasks:
-        click.echo(
-            f"({result.skipped_tasks} of {result.tasks} tasks were already committed and skipped)"
-        )
+        click.echo(_skipped_text(result.skipped_tasks, result.tasks, result.stages))
     click.echo(f"manifest: {result.manifest}")
     click.echo(f"report: {result.manifest.rsplit('/', 1)[0]}/_report.html")
     if accounting:
@@ -210,3 +208,12 @@ def _accounting(result: RunResult) -> dict[str, Any]:
     if result.tokens_in or result.tokens_out:
         out.update(tokens_in=result.tokens_in, tokens_out=result.tokens_out)
     return out
+
+
+def _skipped_text(skipped: int, tasks: int, stages: int) -> str:
+    if stages == 1:
+        return f"({skipped} of {tasks} tasks were already committed and skipped)"
+    return (
+        f"({skipped} of {tasks * stages} task runs, {tasks} tasks in each of {stages} stages, "
+        "were already committed and skipped)"
+    )

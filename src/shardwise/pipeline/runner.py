@@ -55,7 +55,10 @@ class RunResult:
         dropped: ``{operator: {reason: rows}}``.
         quarantined: bad records skipped under ``on_error="skip"``.
         files: output files (relative to the output directory).
-        tasks: number of tasks; ``skipped_tasks`` were already committed.
+        tasks: number of tasks; each runs once per stage (``stages``: a stage ends where
+            a dedup decides), and ``skipped_tasks`` of those ``tasks * stages`` runs were
+            already committed by an earlier, interrupted run (all of them when the output
+            was complete).
         manifest: path of ``_manifest.json``.
         quarantine_examples: up to 20 ``[file, place, reason]`` of quarantined records.
         tokens_in: token ids made by ``tokenize`` (0 without it).
@@ -73,6 +76,7 @@ class RunResult:
     quarantine_examples: list[list[str]] = field(default_factory=list)
     tokens_in: int = 0
     tokens_out: int = 0
+    stages: int = 1
 
     @property
     def ledger(self) -> Ledger:
@@ -104,6 +108,7 @@ class RunResult:
             m["quarantine_examples"],
             int(m.get("tokens_in", 0)),
             int(m.get("tokens_out", 0)),
+            max(1, len(m.get("stages", []))),
         )
 
 
@@ -125,7 +130,9 @@ def run_pipeline(
     manifest_path = join(layout.final, MANIFEST_NAME)
     done = layout.committed(fp)
     if done is not None:  # already complete: nothing to redo
-        return RunResult.from_manifest(done, manifest_path, done["tasks"])
+        return RunResult.from_manifest(
+            done, manifest_path, done["tasks"] * max(1, len(done.get("stages", [])))
+        )
     layout.begin(fp)
     stages = plan_stages(ops)
     run = Execution(_backend_for(backend, index, ops), num_proc, progress)
@@ -145,7 +152,7 @@ def run_pipeline(
         index_dataset(
             layout.final, format=sink.format, progress=False, storage_options=sink.storage_options
         )
-    return RunResult.from_manifest(manifest, manifest_path, skipped // max(len(stages), 1))
+    return RunResult.from_manifest(manifest, manifest_path, skipped)
 
 
 def _run_stages(
