@@ -97,7 +97,7 @@ class ShardwiseTrainer(_transformers.Trainer):  # type: ignore[name-defined]
 
     Use it as ``Trainer`` (``train_dataset=`` a StreamingDataset, ``data_collator=`` for a
     per-sample one). ``per_device_train_batch_size`` must equal the dataset's batch size
-    for a per-sample dataset. The dataloader workers, pin memory and persistent workers
+    (a ``ConfigError`` says so otherwise). The dataloader workers, pin memory and persistent workers
     come from the TrainingArguments.
     """
 
@@ -119,6 +119,12 @@ class ShardwiseTrainer(_transformers.Trainer):  # type: ignore[name-defined]
         }
         if ds.batch_format is None:
             kwargs.update(batch_size=self._train_batch_size, collate_fn=self.data_collator)
+        elif self._train_batch_size != ds.batch_size:
+            raise ConfigError(
+                f"the dataset makes batches of {ds.batch_size} but the TrainingArguments ask "
+                f"for {self._train_batch_size} per device: give per_device_train_batch_size="
+                f"{ds.batch_size}"
+            )
         loader = self._shardwise_loader = ShardwiseLoader(ds, **kwargs)
         if self._shardwise_resume is not None:
             loader.load_state_dict(self._shardwise_resume)
