@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from shardwise.cli._app import cli, human_bytes
+from shardwise.cli._app import check_backend, check_format, check_num_proc, cli, human_bytes
 
 if TYPE_CHECKING:
     from shardwise.pipeline import RunResult
@@ -56,9 +56,16 @@ def report(run_dir: str, fmt: str, out: str | None) -> None:
 @click.option(
     "--backend",
     default=None,
+    callback=check_backend,
     help="Parallel backend for the steps (local, thread, ray, dask, spark, joblib).",
 )
-@click.option("--format", "fmt", default=None, help="Input format (default: by suffix).")
+@click.option(
+    "--format",
+    "fmt",
+    default=None,
+    callback=check_format,
+    help="Input format (default: by suffix).",
+)
 @click.option(
     "--shard-mb",
     type=click.FloatRange(min=0.001),
@@ -117,10 +124,15 @@ def prepare(
 @click.option(
     "--backend",
     default=None,
+    callback=check_backend,
     help="Override executor.backend (local, thread, ray, spark, dask, joblib).",
 )
 @click.option(
-    "--num-proc", type=int, default=None, help="Override executor.num_proc (-1: all cores/slots)."
+    "--num-proc",
+    type=int,
+    default=None,
+    callback=check_num_proc,
+    help="Override executor.num_proc (-1: all cores/slots).",
 )
 @click.option(
     "--accounting",
@@ -135,7 +147,8 @@ def run(config: str, backend: str | None, num_proc: int | None, accounting: str 
     with open(config, encoding="utf-8") as f:
         pipeline, executor = pipeline_from_config(f.read(), config)
     result = pipeline.run(
-        backend or executor.get("backend"), num_proc=num_proc or executor.get("num_proc")
+        backend or executor.get("backend"),
+        num_proc=num_proc if num_proc is not None else executor.get("num_proc"),
     )
     click.echo(result.table())
     if result.skipped_tasks:
@@ -157,8 +170,14 @@ def run(config: str, backend: str | None, num_proc: int | None, accounting: str 
     show_default=True,
     help="Target file size in MB.",
 )
-@click.option("--format", "fmt", default=None, help="Input format (default: by suffix).")
-@click.option("--backend", default=None, help="Parallel backend.")
+@click.option(
+    "--format",
+    "fmt",
+    default=None,
+    callback=check_format,
+    help="Input format (default: by suffix).",
+)
+@click.option("--backend", default=None, callback=check_backend, help="Parallel backend.")
 @click.option(
     "--on-error",
     type=click.Choice(["raise", "skip"]),

@@ -18,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from shardwise.errors import ConfigError
 from shardwise.formats import OnError
 from shardwise.index import MANIFEST_NAME, DatasetIndex
 from shardwise.ops.operators import Op
 from shardwise.parallel import BackendSpec, active_backend
+from shardwise.parallel._registry import known_backends
 from shardwise.pipeline.commit import Layout, fingerprint
 from shardwise.pipeline.dedup_services import audit_examples, dedup_context
 from shardwise.pipeline.execution import Execution
@@ -125,6 +127,10 @@ def run_pipeline(
     progress: bool = True,
 ) -> RunResult:
     """Run ``ops`` over ``tasks`` of ``index`` into ``sink`` (see the module docstring)."""
+    if isinstance(backend, str) and backend not in known_backends():  # also when all is done
+        raise ConfigError(
+            f"unknown backend {backend!r}; known backends: {', '.join(known_backends())}"
+        )
     layout = Layout.of(sink)
     fp = fingerprint(index, ops, sink, tasks)
     manifest_path = join(layout.final, MANIFEST_NAME)
