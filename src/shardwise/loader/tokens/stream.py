@@ -36,6 +36,8 @@ from shardwise.loader.placement import Placement, detect_placement, in_dataloade
 from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
+from shardwise.loader.state import STATE_VERSION as LOADER_STATE_VERSION
+from shardwise.loader.state import check_version
 from shardwise.loader.tokens.ahead import made_ahead
 from shardwise.loader.tokens.batches import SequenceBatches
 from shardwise.loader.tokens.mapped import unit_path
@@ -48,7 +50,7 @@ from shardwise.plan.tokenstats import token_stats
 
 __all__ = ["STATE_VERSION", "TokenStreamBase"]
 
-STATE_VERSION = 1
+STATE_VERSION = LOADER_STATE_VERSION  # the same plans: versions change together
 FORMATS = ("numpy", "torch")
 GROUPS_AHEAD = 2  # groups of batches made ahead of the training loop
 
@@ -274,8 +276,7 @@ class TokenStreamBase:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the epoch ``state`` describes at its next sequence."""
-        if state.get("version") != STATE_VERSION:
-            raise ConfigError(f"unknown token stream state version {state.get('version')!r}")
+        check_version(state, ConfigError)
         for key in ("seed", "seq_len", "packing"):
             if state[key] != getattr(self, key):
                 raise ConfigError(
