@@ -45,6 +45,16 @@ def check_format(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
+#: ``--format`` of the commands that read an input of any format
+format_option = click.option(
+    "--format",
+    "fmt",
+    default=None,
+    callback=check_format,
+    help="Input format (default: by suffix).",
+)
+
+
 def check_num_proc(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
     """A ``--num-proc`` option's value: -1 or at least 1 (else bad usage, exit 2)."""
     if value is not None and value != -1 and value < 1:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from shardwise.cli._app import check_backend, check_format, check_num_proc, cli, human_bytes
+from shardwise.cli._app import check_backend, check_num_proc, cli, format_option, human_bytes
 
 if TYPE_CHECKING:
     from shardwise.pipeline import RunResult
@@ -59,13 +59,7 @@ def report(run_dir: str, fmt: str, out: str | None) -> None:
     callback=check_backend,
     help="Parallel backend for the steps (local, thread, ray, dask, spark, joblib).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    default=None,
-    callback=check_format,
-    help="Input format (default: by suffix).",
-)
+@format_option
 @click.option(
     "--shard-mb",
     type=click.FloatRange(min=0.001),
@@ -170,13 +164,7 @@ def run(config: str, backend: str | None, num_proc: int | None, accounting: str 
     show_default=True,
     help="Target file size in MB.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    default=None,
-    callback=check_format,
-    help="Input format (default: by suffix).",
-)
+@format_option
 @click.option("--backend", default=None, callback=check_backend, help="Parallel backend.")
 @click.option(
     "--on-error",

@@ -26,6 +26,7 @@ CODECS_KNOWN = range(8)  # UNCOMPRESSED .. LZ4_RAW: the codecs Arrow's enum has
 _LIST, _LEN = 9, -1  # a list of structs kept; a list's length alone
 _REQUIRED, _REPEATED = 0, 2
 
+_Spec = tuple[str, int, Fields | None] | None  # a field kept (Thrift._field's spec)
 _SIZES: Fields = {2: ("rep", _LEN, None), 3: ("def", _LEN, None)}
 _META: Fields = {1: ("type", I32, None), 4: ("codec", I32, None), 16: ("sizes", STRUCT, _SIZES)}
 _CHUNK: Fields = {3: ("meta", STRUCT, _META)}
@@ -52,13 +53,7 @@ class _Footer(Thrift):
         if self.items > self.limit:
             raise Unreadable("more Thrift items than the footer has bytes")
 
-    def _field(
-        self,
-        spec: tuple[str, int, Fields | None] | None,
-        t: int,
-        out: dict[str, object],
-        depth: int,
-    ) -> None:
+    def _field(self, spec: _Spec, t: int, out: dict[str, object], depth: int) -> None:
         if spec is None or spec[1] not in (_LIST, _LEN) or t != _LIST:
             super()._field(spec, t, out, depth)
             return
