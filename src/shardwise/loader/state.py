@@ -22,36 +22,12 @@ from shardwise.loader.passes import Passes
 from shardwise.loader.placement import in_dataloader_worker
 from shardwise.loader.planner import Planner
 from shardwise.loader.position import Position
+from shardwise.loader.state_version import STATE_VERSION, check_version
 from shardwise.loader.window_layout import check_kind, split_blocks, with_blocks
 from shardwise.plan import Plan, Resume
 from shardwise.plan.compose import WorkerWindows
 
-__all__ = ["STATE_VERSION", "LoaderState", "check_version"]
-
-# 2 (2026-11-30): an elastic resume of a padded epoch (drop_last=False) continues with each
-# undelivered sample once (:mod:`shardwise.plan.padcopies`); a state of 1 is continued
-# unless it went through such a resume already (what it delivered since differs)
-STATE_VERSION = 2
-
-
-def check_version(state: dict[str, Any], error: type[Exception]) -> None:
-    """Refuse a saved state of an unknown version, or of version 1 that went through an
-    elastic resume of a padded epoch (whose rest this version plans differently)."""
-    version = state.get("version")
-    if version not in (1, STATE_VERSION):
-        raise error(f"unsupported state version {version!r}")
-    resumes = state.get("resumes") or []
-    padded = [
-        r
-        for r in resumes[:-1]
-        if isinstance(r, dict) and not r.get("topology", {}).get("drop_last", True)
-    ]
-    if version == 1 and padded:
-        raise error(
-            "the state was saved by a shardwise version that continued a padded epoch "
-            "(drop_last=False) on another topology differently, so it cannot continue that "
-            "epoch exactly; start a new epoch instead (set_epoch)"
-        )
+__all__ = ["STATE_VERSION", "LoaderState"]
 
 
 @dataclass

@@ -36,8 +36,8 @@ from shardwise.loader.placement import Placement, detect_placement, in_dataloade
 from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
-from shardwise.loader.state import STATE_VERSION as LOADER_STATE_VERSION
-from shardwise.loader.state import check_version
+from shardwise.loader.state_version import STATE_VERSION as LOADER_STATE_VERSION
+from shardwise.loader.state_version import check_version
 from shardwise.loader.tokens.ahead import made_ahead
 from shardwise.loader.tokens.batches import SequenceBatches
 from shardwise.loader.tokens.mapped import unit_path
