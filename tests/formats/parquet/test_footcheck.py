@@ -12,12 +12,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _parquetcraft import LIST, STRUCT, Reader, encode_struct, get
+from _parquetcraft import Reader, encode_struct, get
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardwise.formats.parquet._footcheck import _Footer, _levels, check_footer
+from shardwise.formats.parquet._footcheck import FILE_SPEC, _levels, check_footer
 from shardwise.formats.parquet._footer import footer_bytes
+from shardwise.formats.parquet._footwalk import walk
 
 
 def _edit(path: Path, change: Any) -> None:
@@ -91,17 +92,12 @@ def test_good_footers_pass_and_their_fields_read_as_written(tmp_path: Path) -> N
     pq.write_table(_table(), path, row_group_size=1, compression="zstd", write_page_index=True)
     tail = footer_bytes(path.read_bytes())
     check_footer(tail, str(path))
-    meta = _Footer(tail).struct(
-        {
-            4: (
-                "row_groups",
-                LIST,
-                {1: ("columns", LIST, {3: ("meta", STRUCT, {4: ("codec", 5, None)})})},
-            )
-        },
-        0,
-    )
-    codecs = [[c["meta"]["codec"] for c in g["columns"]] for g in meta["row_groups"]]  # type: ignore[attr-defined]
+    meta = walk(bytes(tail), FILE_SPEC)
+    codecs = [[c["meta"]["codec"] for c in g["columns"]] for g in meta["row_groups"]]
+    types = [[c["meta"]["type"] for c in g["columns"]] for g in meta["row_groups"]]
+    sizes = [[c["meta"]["sizes"] for c in g["columns"]] for g in meta["row_groups"]]
+    assert types == [[1, 5], [1, 5]]  # INT32 ids (in a list), DOUBLE x
+    assert sizes[0] == [{"rep": 2, "def": 4}, {"rep": 0, "def": 2}]  # the histograms' lengths
     assert codecs == [[6, 6], [6, 6]]  # ZSTD, every chunk of both row groups
 
 
@@ -136,10 +132,8 @@ def test_the_schemas_levels_are_arrows(columns: list[tuple[pa.DataType, bool]]) 
         )
         for i in range(len(parquet_schema))
     ]
-    meta = _Footer(footer_bytes(raw)).struct(
-        {2: ("schema", LIST, {3: ("repetition", 5, None), 5: ("children", 5, None)})}, 0
-    )
-    assert _levels(meta["schema"]) == want  # type: ignore[arg-type]
+    meta = walk(bytes(footer_bytes(raw)), FILE_SPEC)
+    assert _levels(meta["schema"]) == want
 
 
 @pytest.mark.parametrize("claimed", [30, 24_000])

@@ -7,10 +7,10 @@ whose level histograms (``size_statistics``) disagree with the schema's levels. 
 terminate the interpreter (``SIGABRT``) where ``pq.read_table`` raises ``OSError``. A
 chunk whose physical type is not its schema leaf's is refused too: Arrow refuses to read
 it, and shardwise's page readers, which take the type from the schema, would not.
-:func:`check_footer` walks the footer's Thrift (only the fields it needs, the rest stepped
-over) and raises :class:`~shardwise.errors.FormatError` naming the file, the row group and
-the column before any of them is called. It runs once per file, where the dataset is
-indexed.
+:func:`check_footer` walks the footer's Thrift (:mod:`._footwalk`: the fields it needs,
+the rest stepped over) and raises :class:`~shardwise.errors.FormatError` naming the file,
+the row group and the column before any of them is called. It runs once per file, where
+the dataset is indexed.
 """
 
 from __future__ import annotations
@@ -18,62 +18,19 @@ from __future__ import annotations
 from typing import Any, cast
 
 from shardwise.errors import FormatError
-from shardwise.formats.parquet._thrift import I32, STRUCT, Fields, Thrift, Unreadable
+from shardwise.formats.parquet._footwalk import I32, LENGTH, LIST, STRUCT, Spec, walk
 
-__all__ = ["CODECS_KNOWN", "check_footer"]
+__all__ = ["CODECS_KNOWN", "FILE_SPEC", "check_footer"]
 
 CODECS_KNOWN = range(8)  # UNCOMPRESSED .. LZ4_RAW: the codecs Arrow's enum has
-_LIST, _LEN = 9, -1  # a list of structs kept; a list's length alone
 _REQUIRED, _REPEATED = 0, 2
 
-_Spec = tuple[str, int, Fields | None] | None  # a field kept (Thrift._field's spec)
-_SIZES: Fields = {2: ("rep", _LEN, None), 3: ("def", _LEN, None)}
-_META: Fields = {1: ("type", I32, None), 4: ("codec", I32, None), 16: ("sizes", STRUCT, _SIZES)}
-_CHUNK: Fields = {3: ("meta", STRUCT, _META)}
-_GROUP: Fields = {1: ("columns", _LIST, _CHUNK)}
-_ELEMENT: Fields = {
-    1: ("type", I32, None),
-    3: ("repetition", I32, None),
-    5: ("children", I32, None),
-}
-_FILE: Fields = {2: ("schema", _LIST, _ELEMENT), 4: ("row_groups", _LIST, _GROUP)}
-
-
-class _Footer(Thrift):
-    """The Thrift cursor over a whole footer: no page header's limits (every field or
-    element takes a byte at least, so the work is bounded by the footer's size), lists of
-    structs and lists' lengths kept too."""
-
-    def __init__(self, b: memoryview) -> None:
-        super().__init__(b, 0)
-        self.end, self.limit = len(b), len(b) + 16
-
-    def count(self, n: int = 1) -> None:
-        self.items += n
-        if self.items > self.limit:
-            raise Unreadable("more Thrift items than the footer has bytes")
-
-    def _field(self, spec: _Spec, t: int, out: dict[str, object], depth: int) -> None:
-        if spec is None or spec[1] not in (_LIST, _LEN) or t != _LIST:
-            super()._field(spec, t, out, depth)
-            return
-        name, kind, sub = spec
-        head = self.byte()
-        n, et = head >> 4, head & 15
-        n = self._size(self.size() if n == 15 else n, depth)
-        if kind == _LEN:
-            out[name] = n
-            self._skip_elements(n, et, depth)
-            return
-        if et != STRUCT or sub is None:
-            raise Unreadable(f"Thrift field {name} is no list of structs")
-        self.count(n)
-        out[name] = [self.struct(sub, depth + 1) for _ in range(n)]
-
-    def _skip_elements(self, n: int, et: int, depth: int) -> None:
-        self.count(n)
-        for _ in range(n):
-            self.skip(et, depth + 1, element=True)
+_SIZES: Spec = {2: ("rep", LENGTH, None), 3: ("def", LENGTH, None)}
+_META: Spec = {1: ("type", I32, None), 4: ("codec", I32, None), 16: ("sizes", STRUCT, _SIZES)}
+_GROUP: Spec = {1: ("columns", LIST, {3: ("meta", STRUCT, _META)})}
+_ELEMENT: Spec = {1: ("type", I32, None), 3: ("repetition", I32, None), 5: ("children", I32, None)}
+#: the fields of a ``FileMetaData`` the check reads
+FILE_SPEC: Spec = {2: ("schema", LIST, _ELEMENT), 4: ("row_groups", LIST, _GROUP)}
 
 
 def _levels(schema: list[dict[str, object]]) -> list[tuple[int, int]]:
@@ -102,9 +59,9 @@ def check_footer(footer: bytes | memoryview, path: str) -> None:
     Arrow's accessors cannot report (see the module docstring); a footer this walk does not
     read is left to Arrow, which parsed it already or reports it."""
     try:
-        meta = _Footer(memoryview(footer)).struct(_FILE, 0)
-    except Unreadable:
-        return
+        meta = walk(bytes(footer), FILE_SPEC)
+    except (ValueError, IndexError, RecursionError):
+        return  # Arrow parsed it: a footer this walk does not read is Arrow's to judge
     schema = cast(list[dict[str, object]], meta.get("schema", []))
     levels = _levels(schema)
     types = [e.get("type") for i, e in enumerate(schema) if i and not e.get("children")]
