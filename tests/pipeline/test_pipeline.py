@@ -334,3 +334,29 @@ def _upper(batch: Any) -> Any:
     return batch.set_column(
         batch.schema.get_field_index("text"), "text", pc.utf8_upper(batch.column("text"))
     )
+
+
+@pytest.mark.parametrize("method", ["exact", "minhash"])
+def test_a_dedup_over_tasks_that_keep_no_row(tmp_path: Path, method: str) -> None:
+    """A task the filter empties, and a 0-row input: the dedup's stage files of those tasks
+    hold nothing, and the run completes with the counts balanced."""
+    import pyarrow.compute as pc
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for name, word in (("a", "keep"), ("b", "drop")):
+        rows = [json.dumps({"id": i, "text": f"{word} me {i}"}) for i in range(5)]
+        (src / f"{name}.jsonl").write_text("\n".join(rows) + "\n")
+    (tmp_path / "empty.jsonl").write_text("")
+
+    def keep(batch: Any) -> Any:
+        return pc.invert(pc.starts_with(batch["text"], "drop"))
+
+    for pattern, rows_out in ((str(src / "*.jsonl"), 5), (str(tmp_path / "empty.jsonl"), 0)):
+        out = tmp_path / f"out-{rows_out}"
+        p = read_jsonl(pattern, task_bytes=100).filter(keep, reason="drop").dedup(method=method)
+        result = p.write_parquet(str(out)).run(backend="thread", progress=False)
+        assert result.rows_out == rows_out
+        assert result.rows_in == result.rows_out + sum(
+            n for reasons in result.dropped.values() for n in reasons.values()
+        )
