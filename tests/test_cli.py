@@ -348,5 +348,5 @@ def test_plan_with_sources_prints_each_sources_exact_samples(
     )
     assert "canonical workers" in capsys.readouterr().out
     assert main(["plan", web, "-s", code]) == 2
-    assert main(["plan", "-s", f"{web}:wieght=3"]) == 1
+    assert main(["plan", "-s", f"{web}:wieght=3"]) == 2  # bad usage: the option's text
     assert "wieght" in capsys.readouterr().err
