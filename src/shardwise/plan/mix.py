@@ -177,7 +177,6 @@ class Mixing:
             )
         return q if aligned == total else largest_remainder(aligned, q.astype(np.float64))
 
-
     def rounding(self, counts: np.ndarray, topology: Topology) -> tuple[int, int]:
         """``(left out, padded)``: the samples :meth:`aligned_quotas` takes from or adds to
         :meth:`quotas` (a plan reports them as it reports a cut's tail)."""

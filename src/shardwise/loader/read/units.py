@@ -137,7 +137,6 @@ class UnitReader:
             table = table.select(self.columns)
         return table
 
-
     def _check_unchanged(self, url: str) -> None:
         """Refuse a remote file whose ETag is not the one it was indexed with (read without
         the node cache, whose ranged reads check it themselves): its rows would not be the
