@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from shardwise.errors import FormatError
 from shardwise.formats.parquet._footwalk import I32, LENGTH, LIST, STRUCT, Spec, walk
+from shardwise.formats.parquet._thrift import Unreadable
 
 __all__ = ["CODECS_KNOWN", "FILE_SPEC", "check_footer"]
 
@@ -60,7 +61,7 @@ def check_footer(footer: bytes | memoryview, path: str) -> None:
     read is left to Arrow, which parsed it already or reports it."""
     try:
         meta = walk(bytes(footer), FILE_SPEC)
-    except (ValueError, IndexError, RecursionError):
+    except (Unreadable, IndexError, RecursionError):
         return  # Arrow parsed it: a footer this walk does not read is Arrow's to judge
     schema = cast(list[dict[str, object]], meta.get("schema", []))
     levels = _levels(schema)

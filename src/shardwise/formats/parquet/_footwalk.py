@@ -5,8 +5,9 @@ with every limit Arrow has; a footer holds hundreds of fields per column chunk (
 statistics, encodings, page index offsets), and the same walk cost 0.5 ms per chunk. This
 one steps over what it does not keep in tight loops (a varint, a string, a list of numbers
 without a call per element), about a tenth of that. It reads only footers Arrow has parsed
-already, so it checks no limit of Arrow's; bytes it cannot walk raise ``ValueError`` (an
-index past the end, an unknown type, nesting deeper than :data:`DEPTH`).
+already, so it checks no limit of Arrow's; bytes it cannot walk raise
+:class:`~shardwise.formats.parquet._thrift.Unreadable` (an unknown type, nesting deeper
+than :data:`DEPTH`) or ``IndexError`` (past the end).
 
 A spec maps field ids to ``(name, kind, sub)``: ``kind`` is :data:`I32` (the value),
 :data:`STRUCT` (the struct's kept fields, by ``sub``), :data:`LIST` (a list of structs, each
@@ -16,6 +17,8 @@ by ``sub``) or :data:`LENGTH` (a list's length alone).
 from __future__ import annotations
 
 from typing import Any
+
+from shardwise.formats.parquet._thrift import Unreadable
 
 __all__ = ["DEPTH", "I32", "LENGTH", "LIST", "STRUCT", "Spec", "walk"]
 
@@ -64,7 +67,7 @@ def _past(b: bytes, i: int, t: int, depth: int) -> int:
         return i
     widths = {_TRUE: 0, _FALSE: 0, _BYTE: 1, _DOUBLE: 8}
     if t not in widths:
-        raise ValueError(f"unknown Thrift type {t}")
+        raise Unreadable(f"unknown Thrift type {t}")
     return i + widths[t]
 
 
@@ -99,7 +102,7 @@ def _past_list(b: bytes, i: int, depth: int) -> tuple[int, int]:
 
 def _past_struct(b: bytes, i: int, depth: int) -> int:
     if depth > DEPTH:
-        raise ValueError("Thrift structs nested too deep")
+        raise Unreadable("Thrift structs nested too deep")
     while True:
         head = b[i]
         i += 1
@@ -122,7 +125,7 @@ def _past_struct(b: bytes, i: int, depth: int) -> int:
 def _struct(b: bytes, i: int, spec: Spec, depth: int) -> tuple[dict[str, Any], int]:
     """The kept fields of the struct at ``i``, and where it ends."""
     if depth > DEPTH:
-        raise ValueError("Thrift structs nested too deep")
+        raise Unreadable("Thrift structs nested too deep")
     out: dict[str, Any] = {}
     fid = 0
     while True:
@@ -148,25 +151,31 @@ def _struct(b: bytes, i: int, spec: Spec, depth: int) -> tuple[dict[str, Any], i
             elif t not in (_TRUE, _FALSE):
                 i = _past(b, i, t, depth)
             continue
-        name, kind, sub = kept
-        if kind == I32 and t == I32:
-            v, i = _varint(b, i)
-            out[name] = (v >> 1) ^ -(v & 1)
-        elif kind == STRUCT and t == STRUCT and sub is not None:
-            out[name], i = _struct(b, i, sub, depth + 1)
-        elif kind == LENGTH and t == LIST:
-            out[name], i = _past_list(b, i, depth)
-        elif kind == LIST and t == LIST and sub is not None:
-            n, et, i = _list_head(b, i)
-            if et != STRUCT:
-                raise ValueError(f"Thrift field {name} is no list of structs")
-            items = []
-            for _ in range(n):
-                item, i = _struct(b, i, sub, depth + 1)
-                items.append(item)
-            out[name] = items
-        else:
-            raise ValueError(f"Thrift field {name} of type {t}")
+        out[kept[0]], i = _kept(b, i, t, kept, depth)
+
+
+def _kept(
+    b: bytes, i: int, t: int, kept: tuple[str, int, Spec | None], depth: int
+) -> tuple[Any, int]:
+    """The value of a kept field of type ``t`` at ``i``, and where it ends."""
+    name, kind, sub = kept
+    if kind == I32 and t == I32:
+        v, i = _varint(b, i)
+        return (v >> 1) ^ -(v & 1), i
+    if kind == STRUCT and t == STRUCT and sub is not None:
+        return _struct(b, i, sub, depth + 1)
+    if kind == LENGTH and t == LIST:
+        return _past_list(b, i, depth)
+    if kind == LIST and t == LIST and sub is not None:
+        n, et, i = _list_head(b, i)
+        if et != STRUCT:
+            raise Unreadable(f"Thrift field {name} is no list of structs")
+        items = []
+        for _ in range(n):
+            item, i = _struct(b, i, sub, depth + 1)
+            items.append(item)
+        return items, i
+    raise Unreadable(f"Thrift field {name} of type {t}")
 
 
 def walk(footer: bytes, spec: Spec) -> dict[str, Any]:
