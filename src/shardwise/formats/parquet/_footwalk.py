@@ -101,25 +101,7 @@ def _past_list(b: bytes, i: int, depth: int) -> tuple[int, int]:
 
 
 def _past_struct(b: bytes, i: int, depth: int) -> int:
-    if depth > DEPTH:
-        raise Unreadable("Thrift structs nested too deep")
-    while True:
-        head = b[i]
-        i += 1
-        if head == 0:
-            return i
-        if not head >> 4:  # a field id of its own (a zigzag i16)
-            i = _past_varint(b, i)
-        t = head & 15
-        if t in _VARINTS:
-            while b[i] & 0x80:
-                i += 1
-            i += 1
-        elif t == _BINARY:
-            n, i = _varint(b, i)
-            i += n
-        elif t not in (_TRUE, _FALSE):
-            i = _past(b, i, t, depth)
+    return _struct(b, i, {}, depth)[1]  # every field stepped over
 
 
 def _struct(b: bytes, i: int, spec: Spec, depth: int) -> tuple[dict[str, Any], int]:
