@@ -70,6 +70,44 @@ def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Missing argument" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["run", "{cfg}", "--num-proc", "-5"], "--num-proc"),
+        (["run", "{cfg}", "--num-proc", "0"], "--num-proc"),
+        (["run", "{cfg}", "--backend", "nope"], "--backend"),
+        (["prepare", "x", "--out", "{dir}/p", "--backend", "nope"], "--backend"),
+        (["inspect", "{dir}", "--format", "csv"], "--format"),
+        (["plan", "-s", "{dir}:weight=abc"], "--source"),
+    ],
+)
+def test_bad_option_values_are_bad_usage_named_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], option: str
+) -> None:
+    """Exit 2 naming the option, before the input is read or any output begun."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"input: {{path: {tmp_path}/in/*.jsonl}}\noutput: {{path: {tmp_path}/out}}\n")
+    filled = [a.format(cfg=cfg, dir=tmp_path) for a in args]
+    assert main(filled) == 2
+    assert f"Invalid value for '{option}'" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+
+
+def test_a_bad_executor_in_a_config_names_the_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"input: {{path: {tmp_path}/*.jsonl}}\noutput: {{path: {tmp_path}/out}}\n"
+        "executor: {backend: nope, num_proc: 2}\n"
+    )
+    assert main(["run", str(cfg)]) == 1
+    assert f"{cfg}, line 3: executor.backend is 'nope'" in capsys.readouterr().err
+    cfg.write_text(cfg.read_text().replace("backend: nope, num_proc: 2", "num_proc: 0"))
+    assert main(["run", str(cfg)]) == 1
+    assert "executor.num_proc must be -1" in capsys.readouterr().err
+
+
 def test_plan_prints_equal_steps_without_reading_data(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -310,5 +348,5 @@ def test_plan_with_sources_prints_each_sources_exact_samples(
     )
     assert "canonical workers" in capsys.readouterr().out
     assert main(["plan", web, "-s", code]) == 2
-    assert main(["plan", "-s", f"{web}:wieght=3"]) == 1
+    assert main(["plan", "-s", f"{web}:wieght=3"]) == 2  # bad usage: the option's text
     assert "wieght" in capsys.readouterr().err

@@ -121,6 +121,9 @@ def test_page_runs_two_epochs_and_resumes(tmp_path: Path, page: str) -> None:
         last = (tmp_path / (checkpoint or "out/-")).parent / "checkpoint-40"
         shutil.rmtree(last, ignore_errors=True)  # as if stopped before the end
         _launch(script, tmp_path, steps[1])  # resumes from it and finishes epoch 1
+        if page == "hf.md":  # the Trainer's own epoch count, through the resumed epoch too
+            epoch = json.loads((last / "trainer_state.json").read_text())["epoch"]
+            assert epoch == 2.0, f"{name}: the last checkpoint says epoch {epoch}"
         if steps[0] is not None and steps[1] is not None:
             _check_recorded(steps[0], steps[1], f"{page} {name}")
 

@@ -10,6 +10,7 @@ a checkpoint 7 steps into epoch 1 continues exactly (the plain Trainer through a
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _fwcheck import check_modes, free_port, run
@@ -33,3 +34,63 @@ def test_trainer_is_exact_and_resumes_from_its_checkpoint(tmp_path: Path) -> Non
     processes' start, torch's and transformers' imports, is paid once per run."""
     data = str(make_parquet(tmp_path / "ds", ROWS, files=3))
     check_modes(lambda args: run(_cmd(args)), data, tmp_path, MODES, FORMATS, ROWS)
+
+
+def _one_process_run(
+    data: str, out: Path, fmt: str, workers: int, per_device: int, cls: Any
+) -> Any:
+    import numpy as np
+    import torch
+    from transformers import TrainingArguments
+
+    from shardwise import StreamingDataset
+
+    shapes: list[tuple[int, ...]] = []
+    ids: list[int] = []
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+
+        def forward(self, id: Any, x: Any) -> dict[str, Any]:
+            shapes.append(tuple(np.asarray(id).shape))
+            ids.extend(np.asarray(id).reshape(-1).tolist())
+            return {
+                "loss": self.layer(torch.as_tensor(np.asarray(x)).float().reshape(-1, 1)).mean()
+            }
+
+    ds = StreamingDataset(data, batch_size=10, columns=["id", "x"], seed=0, batch_format=fmt)
+    args = TrainingArguments(
+        output_dir=str(out),
+        per_device_train_batch_size=per_device,
+        num_train_epochs=1,
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        save_strategy="no",
+        dataloader_num_workers=workers,
+    )
+    trainer = cls(model=Model(), args=args, train_dataset=ds)
+    trainer.train()
+    return shapes, ids, trainer.state.global_step
+
+
+@pytest.mark.parametrize(("fmt", "workers"), [("numpy", 0), ("torch", 2)])
+def test_one_process_trainer_trains_on_the_datasets_own_batches(
+    tmp_path: Path, fmt: str, workers: int
+) -> None:
+    """One process: Accelerate adds no wrapper, and the Trainer's DataLoader batches with
+    the collator. Each batch is the dataset's rows, stacked again: 40 steps of 10 rows, not
+    4 steps of 10 batches of 10; another per-device batch size is refused by both trainers."""
+    from transformers import Trainer
+
+    from shardwise import ConfigError
+    from shardwise.integrations.hf import ShardwiseTrainer
+
+    data = str(make_parquet(tmp_path / "ds", 400, files=3))
+    shapes, ids, steps = _one_process_run(data, tmp_path / "o", fmt, workers, 10, Trainer)
+    assert steps == 40 and set(shapes) == {(10,)} and sorted(ids) == list(range(400))
+    for cls in (Trainer, ShardwiseTrainer):
+        with pytest.raises(ConfigError, match="10"):
+            _one_process_run(data, tmp_path / "o2", fmt, 0, 8, cls)

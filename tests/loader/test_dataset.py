@@ -222,6 +222,28 @@ def test_elastic_resume_changes_world_and_workers(data: Path, where: str) -> Non
     assert planned - len(combined) < 3 * 1 * bs  # only the new topology's remainder is left out
 
 
+def test_states_of_the_former_version_continue_unless_a_padded_epoch_moved(data: Path) -> None:
+    """Version 1 planned the rest of a padded epoch resumed on another topology otherwise:
+    a state that went through such a resume is refused; any other state of 1 continues."""
+    ds = StreamingDataset(
+        str(data), batch_size=8, rank=0, world_size=1, num_workers=1, drop_last=False
+    )
+    one = ds.state_dict(5)
+    assert one["version"] == 2
+    ds.load_state_dict({**one, "version": 1})  # one resume: nothing planned differently yet
+    moved = StreamingDataset(
+        str(data), batch_size=8, rank=0, world_size=2, num_workers=1, drop_last=False
+    )
+    moved.load_state_dict(one)
+    two = moved.state_dict(3)
+    assert len(two["resumes"]) == 2
+    moved.load_state_dict(two)
+    with pytest.raises(PlanError, match="padded epoch"):
+        moved.load_state_dict({**two, "version": 1})
+    with pytest.raises(PlanError, match="unsupported state version 7"):
+        moved.load_state_dict({**two, "version": 7})
+
+
 def test_state_from_another_dataset_is_rejected(data: Path, tmp_path: Path) -> None:
     other = make_parquet(tmp_path / "other", 500)
     a = StreamingDataset(str(data), batch_size=4, world_size=1, rank=0, num_workers=1)

@@ -215,3 +215,20 @@ def test_fast_paths_match_the_regex_kernels(
         )
     )
     assert _normalise_chars(col).to_pylist() == slow.to_pylist()
+
+
+def test_a_filter_must_return_booleans() -> None:
+    """An Arrow array of numbers (or anything else that is no mask) is refused naming the
+    filter, as a ConfigError (it was Arrow's own error); booleans in any form are taken,
+    and numpy's numbers as numpy casts them."""
+    from shardwise.ops.operators import make_op
+
+    batch = pa.record_batch({"x": [1, 2, 3]})
+    goods = [[True, False, True], np.array([1, 0, 1]), pa.array([True, False, None])]
+    for good, last in zip(goods, (True, True, False)):  # a null drops the row
+        op = make_op(lambda b, m=good: m, "filter", "keep", {})
+        assert op.mask(batch)[0].to_pylist() == [True, False, last]
+    for bad in (pa.array([1, 0, 1]), ["a", "b", "c"]):
+        op = make_op(lambda b, m=bad: m, "filter", "keep", {})
+        with pytest.raises(ConfigError, match="filter 'keep' returned"):
+            op.mask(batch)

@@ -13,7 +13,7 @@ from _tokenizer import BOS, EOS, train_bpe
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardwise import ConfigError
+from shardwise import ConfigError, FormatError
 from shardwise._tokens import (
     TokenInfo,
     count_tokens,
@@ -97,6 +97,31 @@ def test_bad_arguments_are_config_errors(bpe: str, tmp_path: Path) -> None:
         tokenize(batch, tokenizer=str(tmp_path / "bad.json"))
     with pytest.raises(ConfigError, match="needs argument 'tokenizer'"):
         get_op("tokenize")
+
+
+def test_only_text_columns_are_tokenized(bpe: str) -> None:
+    """Every kind of string column gives the plain one's tokens, UTF-8 bytes too; a column
+    of anything else is refused, above all lists of two strings, which the tokenizer would
+    encode as a sentence pair without a word."""
+    texts = ["a b", None, "c é"]
+    want = [
+        list(d) for d in _docs(tokenize(pa.record_batch({"t": texts}), tokenizer=bpe, column="t"))
+    ]
+    kinds = [
+        pa.array(texts, pa.large_string()),
+        pa.array(texts, pa.string_view()),
+        pa.array(texts).dictionary_encode(),
+        pa.array([t.encode() if t else None for t in texts], pa.binary()),
+        pa.array([t.encode() if t else None for t in texts], pa.large_binary()),
+    ]
+    for col in kinds:
+        out = tokenize(pa.record_batch({"t": col}), tokenizer=bpe, column="t")
+        assert [list(d) for d in _docs(out)] == want, col.type
+    for bad in (pa.array([7, 8]), pa.array([["a", "b"]]), pa.array([True])):
+        with pytest.raises(ConfigError, match=f"column 't' is {bad.type}, not text"):
+            tokenize(pa.record_batch({"t": bad}), tokenizer=bpe, column="t")
+    with pytest.raises(FormatError, match="not UTF-8"):
+        tokenize(pa.record_batch({"t": pa.array([b"\xff"])}), tokenizer=bpe, column="t")
 
 
 def test_dtype_boundary() -> None:

@@ -14,7 +14,8 @@ import pytest
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
-# uses a lambda, a function and a class defined in __main__, and a closure over a local
+# uses a lambda, a function and a class defined in __main__, and a closure over a local,
+# also as the items mapped
 BODY = textwrap.dedent("""
     import shardwise
     from shardwise import parallel_map, parallel_backend
@@ -33,7 +34,10 @@ BODY = textwrap.dedent("""
             b = sum(parallel_map(longish, range(300), progress=False))
             boxes = parallel_map(lambda x: Box(x + offset), range(50), progress=False)
             c = sum(box.v for box in boxes)
-        assert (a, b, c) == (8955050, 129555, 1575), (backend, a, b, c)
+            # items naming __main__ (as a pipeline's tasks carry its functions): by value
+            d = sum(parallel_map(lambda box: box.v, [Box(i) for i in range(50)], progress=False))
+            e = sum(parallel_map(lambda f: f(3), [longish] * 20, progress=False))
+        assert (a, b, c, d, e) == (8955050, 129555, 1575, 1225, 60), (backend, a, b, c, d, e)
         print("ok", backend, flush=True)
 """)
 

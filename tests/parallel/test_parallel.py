@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -304,3 +305,47 @@ def test_num_proc_minus_one_uses_all_slots(request: pytest.FixtureRequest) -> No
     b = make_backend("ray", request)
     assert b.slots() == 2
     assert parallel_map(square, range(10), num_proc=-1, backend=b, progress=False)[-1] == 81
+
+
+_DRIVER = """
+import os, sys, time
+from shardwise import parallel_map
+
+def slow(x, where=sys.argv[1]):  # the worker's own argv is not the driver's
+    open(os.path.join(where, f"started-{os.getpid()}"), "w").close()
+    time.sleep(20)
+    open(os.path.join(where, "finished"), "w").close()
+    return x
+
+parallel_map(slow, [1, 2, 3, 4], backend="local", num_proc=2, progress=False)
+"""
+
+
+def test_workers_end_soon_after_their_driver_is_killed(tmp_path: Any) -> None:
+    """A driver killed outright (SIGKILL, or SIGTERM, which runs no cleanup) leaves no
+    worker running its task to the end for nobody."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "driver.py"
+    script.write_text(_DRIVER)
+    driver = subprocess.Popen([sys.executable, str(script), str(tmp_path)])
+    deadline = time.time() + 120
+    pids: list[int] = []
+    while not pids and time.time() < deadline:  # a worker's (the driver may run one too)
+        time.sleep(0.1)
+        pids = [int(p.name.split("-")[1]) for p in tmp_path.glob("started-*")]
+        pids = [pid for pid in pids if pid != driver.pid]
+    assert pids
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    time.sleep(3)
+    alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and _running(pid)]
+    assert alive == [] and not (tmp_path / "finished").exists()
+
+
+def _running(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split(")")[-1].split()[0] != "Z"

@@ -19,7 +19,9 @@ from shardwise.plan.mix import Mixing, Rule
 from shardwise.plan.plans import make_plan
 from shardwise.plan.strata import STRATA_VERSION
 
-FROZEN = "f4c6343c39b2e0ebcb02c8a596f9f479b3079b9e1c8902ad06be21ecb8c7dd75"
+# 2026-11-30: an elastic resume of a padded epoch continues with each undelivered sample
+# once (shardwise.plan.padcopies; loader states of version 2)
+FROZEN = "5c531e0cdfa825c84c59eb396afc28e8d6276d53f2d287e4f1f86d9774267c36"
 # mixed plans, random (layout 2: every source dealt to every worker in proportion) and stratified
 # (layout 2: the rounding of each source's share carried from batch to batch)
 FROZEN_MIXED = "fab3035cf21e68eb9a1c4fdb5bd17d2d8db408d50dbd3901b61ebb78f73e3f1d"

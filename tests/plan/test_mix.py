@@ -77,8 +77,10 @@ def test_random_mix_meets_quotas_exactly(
     per_rank = {len(plan.rank_batches(r)) for r in range(t.world_size)}
     assert len(per_rank) == 1  # equal steps
     got = np.bincount(source_of[[u for u, _ in samples]], minlength=len(units))
-    assert got.tolist() == quotas  # exact integer quotas, nothing dropped or padded
-    assert plan.num_left_out == plan.num_padded == 0
+    assert got.tolist() == quotas  # exact integer quotas, after their rounding
+    # the rounding to whole rounds of the topology's batches is what the plan reports
+    assert (plan.num_left_out, plan.num_padded) == mixing.rounding(counts, t)
+    assert len(samples) + plan.num_left_out - plan.num_padded == mixing.quotas(counts).sum()
     sizes = mixing.sizes(counts)
     for s in range(len(units)):
         mine = Counter(x for x in samples if source_of[x[0]] == s)
@@ -108,6 +110,27 @@ def test_weights_give_the_epoch_size_in_proportion() -> None:
         Rule(weight=1, choose=3)
     with pytest.raises(ConfigError, match="batching"):
         Mixing((0, 1), (Rule(),), batching="sorted")
+
+
+@pytest.mark.parametrize("batching", ["random", "stratified"])
+@pytest.mark.parametrize("drop_last", [True, False])
+@pytest.mark.parametrize("canonical", [None, 4])
+def test_the_quotas_rounding_is_reported_as_left_out_or_padded(
+    batching: str, drop_last: bool, canonical: int | None
+) -> None:
+    """1,000 samples in rounds of 60 (1 rank x 3 workers x 20) or of 80 (the 4 x 4 canonical
+    cells of 5): 40 left out (960) in both cases, or 20 padded (1,020) or 40 (1,040), and
+    said so."""
+    counts = np.array([800, 300, 300])
+    rules = (Rule(weight=0.7), Rule(weight=0.1), Rule(weight=0.2))
+    mixing = Mixing((0, 1, 2, 3), rules, epoch_size=1000, batching=batching)
+    t = Topology(1, 3, 20, drop_last) if canonical is None else Topology(4, 1, 5, drop_last)
+    plan = make_plan(counts, t, mixing=mixing, canonical_workers=canonical)
+    yielded = len(_samples(plan))
+    padded = 20 if canonical is None else 40
+    assert yielded == (960 if drop_last else 1000 + padded)
+    assert (plan.num_left_out, plan.num_padded) == ((40, 0) if drop_last else (0, padded))
+    assert yielded + plan.num_left_out - plan.num_padded == 1000
 
 
 def test_downsampling_takes_a_new_subset_each_epoch_and_cycles() -> None:

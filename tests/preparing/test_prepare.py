@@ -87,6 +87,25 @@ def test_bad_checksum_is_an_error_and_not_kept(
     assert not (tmp_path / "o" / "raw" / "a.jsonl.part").exists()
 
 
+def test_a_checksum_for_no_downloaded_file_is_refused_not_ignored(
+    http_root: tuple[str, Path, list[tuple[str, int]]], tmp_path: Path
+) -> None:
+    """A key that names a local path, or a typo of a URL, would verify nothing."""
+    base, root, _ = http_root
+    _jsonl(root / "a.jsonl", 0, 10)
+    local = tmp_path / "b.jsonl"
+    _jsonl(local, 0, 10)
+    for key in (str(local), f"{base}/a.jsonl.typo"):
+        with pytest.raises(ConfigError, match="not among the files to download"):
+            prepare(
+                [f"{base}/a.jsonl", str(local)],
+                str(tmp_path / "o"),
+                checksums={key: "sha256:" + "0" * 64},
+                progress=False,
+            )
+    assert not (tmp_path / "o" / "data").exists()
+
+
 def test_steps_subset_and_backend_rules(tmp_path: Path) -> None:
     src = tmp_path / "in"
     src.mkdir()

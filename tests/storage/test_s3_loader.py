@@ -90,3 +90,33 @@ def test_streaming_from_s3_equals_local_disk(
         )
         assert len(want) == len(set(want)) > ROWS * 0.9
         assert got == want
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_a_file_changed_on_s3_after_indexing_is_refused_not_read(
+    cache: bool,
+    s3_server: dict[str, Any],
+    bucket: tuple[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same size, other bytes: with the node cache the reader's own download (not only
+    the downloads ahead) asks for the indexed ETag; without it each unit read checks it."""
+    from shardwise import StorageError
+
+    monkeypatch.setenv("SHARDWISE_CACHE_DIR", str(tmp_path / "index"))
+    name, fs = bucket
+    lines = [f'{{"id": {100_000 + i}}}\n' for i in range(500)]
+    for part in range(2):
+        fs.pipe(
+            f"{name}/chg/part-{part}.jsonl",
+            "".join(lines).replace('"id": 1', f'"id": {part + 1}').encode(),
+        )
+    kw: dict[str, Any] = dict(batch_size=10, seed=1, storage_options=s3_server["storage_options"])
+    if cache:
+        kw.update(cache_dir=str(tmp_path / "node"), cache_bytes=2**28)
+    ds = StreamingDataset(f"s3://{name}/chg", **kw)
+    fs.pipe(f"{name}/chg/part-0.jsonl", "".join(lines).replace('"id": 1', '"id": 9').encode())
+    with pytest.raises(StorageError, match="part-0.jsonl changed since it was indexed"):
+        for _ in ds:
+            pass

@@ -270,8 +270,9 @@ def test_with_retries_retries_transient_errors_with_growing_backoff(error: BaseE
 def test_with_retries_caps_delay_and_gives_up() -> None:
     delays: list[float] = []
     fn = Flaky([ConnectionError(f"fail {i}") for i in range(10)])
-    with pytest.raises(ConnectionError, match="fail 5"):
+    with pytest.raises(StorageError, match="ConnectionError: fail 5 .still failing after 6") as err:
         with_retries(fn, attempts=6, base_delay=1.0, max_delay=3.0, sleep=delays.append)
+    assert isinstance(err.value.__cause__, ConnectionError)  # an endpoint down: said as such
     assert fn.calls == 6 and len(delays) == 5
     assert max(delays) <= 3.0
     assert all(d >= 1.5 for d in delays[2:])  # capped at 3.0, jitter keeps at least half

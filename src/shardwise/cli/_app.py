@@ -27,6 +27,41 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TB"
 
 
+def check_backend(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A ``--backend`` option's value: a known backend (else bad usage, exit 2)."""
+    from shardwise.parallel._registry import known_backends
+
+    if value is not None and value not in known_backends():
+        raise click.BadParameter(f"{value!r} is not one of {', '.join(known_backends())}")
+    return value
+
+
+def check_format(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A ``--format`` option's value: a known format (else bad usage, exit 2)."""
+    from shardwise.formats import known_formats
+
+    if value is not None and value not in known_formats():
+        raise click.BadParameter(f"{value!r} is not one of {', '.join(known_formats())}")
+    return value
+
+
+#: ``--format`` of the commands that read an input of any format
+format_option = click.option(
+    "--format",
+    "fmt",
+    default=None,
+    callback=check_format,
+    help="Input format (default: by suffix).",
+)
+
+
+def check_num_proc(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """A ``--num-proc`` option's value: -1 or at least 1 (else bad usage, exit 2)."""
+    if value is not None and value != -1 and value < 1:
+        raise click.BadParameter(f"must be -1 (every core or slot) or at least 1, got {value}")
+    return value
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.version_option(package_name="shardwise")

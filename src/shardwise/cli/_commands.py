@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from shardwise.cli._app import cli, human_bytes
+from shardwise.cli._app import check_backend, check_num_proc, cli, format_option, human_bytes
 
 if TYPE_CHECKING:
     from shardwise.pipeline import RunResult
@@ -56,9 +56,10 @@ def report(run_dir: str, fmt: str, out: str | None) -> None:
 @click.option(
     "--backend",
     default=None,
+    callback=check_backend,
     help="Parallel backend for the steps (local, thread, ray, dask, spark, joblib).",
 )
-@click.option("--format", "fmt", default=None, help="Input format (default: by suffix).")
+@format_option
 @click.option(
     "--shard-mb",
     type=click.FloatRange(min=0.001),
@@ -117,10 +118,15 @@ def prepare(
 @click.option(
     "--backend",
     default=None,
+    callback=check_backend,
     help="Override executor.backend (local, thread, ray, spark, dask, joblib).",
 )
 @click.option(
-    "--num-proc", type=int, default=None, help="Override executor.num_proc (-1: all cores/slots)."
+    "--num-proc",
+    type=int,
+    default=None,
+    callback=check_num_proc,
+    help="Override executor.num_proc (-1: all cores/slots).",
 )
 @click.option(
     "--accounting",
@@ -135,13 +141,12 @@ def run(config: str, backend: str | None, num_proc: int | None, accounting: str 
     with open(config, encoding="utf-8") as f:
         pipeline, executor = pipeline_from_config(f.read(), config)
     result = pipeline.run(
-        backend or executor.get("backend"), num_proc=num_proc or executor.get("num_proc")
+        backend or executor.get("backend"),
+        num_proc=num_proc if num_proc is not None else executor.get("num_proc"),
     )
     click.echo(result.table())
     if result.skipped_tasks:
-        click.echo(
-            f"({result.skipped_tasks} of {result.tasks} tasks were already committed and skipped)"
-        )
+        click.echo(_skipped_text(result.skipped_tasks, result.tasks, result.stages))
     click.echo(f"manifest: {result.manifest}")
     click.echo(f"report: {result.manifest.rsplit('/', 1)[0]}/_report.html")
     if accounting:
@@ -159,8 +164,8 @@ def run(config: str, backend: str | None, num_proc: int | None, accounting: str 
     show_default=True,
     help="Target file size in MB.",
 )
-@click.option("--format", "fmt", default=None, help="Input format (default: by suffix).")
-@click.option("--backend", default=None, help="Parallel backend.")
+@format_option
+@click.option("--backend", default=None, callback=check_backend, help="Parallel backend.")
 @click.option(
     "--on-error",
     type=click.Choice(["raise", "skip"]),
@@ -210,3 +215,12 @@ def _accounting(result: RunResult) -> dict[str, Any]:
     if result.tokens_in or result.tokens_out:
         out.update(tokens_in=result.tokens_in, tokens_out=result.tokens_out)
     return out
+
+
+def _skipped_text(skipped: int, tasks: int, stages: int) -> str:
+    if stages == 1:
+        return f"({skipped} of {tasks} tasks were already committed and skipped)"
+    return (
+        f"({skipped} of {tasks * stages} task runs, {tasks} tasks in each of {stages} stages, "
+        "were already committed and skipped)"
+    )

@@ -8,13 +8,17 @@ from typing import Any
 
 import click
 
-from shardwise.cli._app import cli, human_bytes
+from shardwise.cli._app import check_format, cli, human_bytes
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
-    "--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix)."
+    "--format",
+    "fmt",
+    default=None,
+    callback=check_format,
+    help="parquet, jsonl or webdataset (default: by suffix).",
 )
 @click.option("--refresh", is_flag=True, help="Ignore a saved index and re-read every file.")
 @click.option(

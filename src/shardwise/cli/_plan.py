@@ -7,9 +7,10 @@ from typing import Any
 
 import click
 
-from shardwise.cli._app import cli
+from shardwise.cli._app import check_format, cli
 from shardwise.cli._plan_text import echo_summary, summary_lines
 from shardwise.cli._tokenplan import show_token_plan, token_options
+from shardwise.errors import ConfigError
 
 
 @cli.command()
@@ -99,7 +100,11 @@ from shardwise.cli._tokenplan import show_token_plan, token_options
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--epoch", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option(
-    "--format", "fmt", default=None, help="parquet, jsonl or webdataset (default: by suffix)."
+    "--format",
+    "fmt",
+    default=None,
+    callback=check_format,
+    help="parquet, jsonl or webdataset (default: by suffix).",
 )
 @token_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -146,7 +151,10 @@ def plan(
 
     _check_args(paths, sources, world_size, replication)
     groups = world_size // replication
-    given: list[Any] = [parse_source(s, fmt) for s in sources] or list(paths)
+    try:
+        given: list[Any] = [parse_source(s, fmt) for s in sources] or list(paths)
+    except ConfigError as exc:  # the option's text: bad usage
+        raise click.BadParameter(str(exc), param_hint="'--source'") from exc
     wanted: list[str] | None = None if seq_len else []  # token plans: the token columns
     index = open_index(given, "raise", {"format": fmt} if fmt and paths else {}, wanted)
     mixing = mixing_for(index, epoch_size, batching)

@@ -97,7 +97,7 @@ class ShardwiseTrainer(_transformers.Trainer):  # type: ignore[name-defined]
 
     Use it as ``Trainer`` (``train_dataset=`` a StreamingDataset, ``data_collator=`` for a
     per-sample one). ``per_device_train_batch_size`` must equal the dataset's batch size
-    for a per-sample dataset. The dataloader workers, pin memory and persistent workers
+    (a ``ConfigError`` says so otherwise). The dataloader workers, pin memory and persistent workers
     come from the TrainingArguments.
     """
 
@@ -119,6 +119,12 @@ class ShardwiseTrainer(_transformers.Trainer):  # type: ignore[name-defined]
         }
         if ds.batch_format is None:
             kwargs.update(batch_size=self._train_batch_size, collate_fn=self.data_collator)
+        elif self._train_batch_size != ds.batch_size:
+            raise ConfigError(
+                f"the dataset makes batches of {ds.batch_size} but the TrainingArguments ask "
+                f"for {self._train_batch_size} per device: give per_device_train_batch_size="
+                f"{ds.batch_size}"
+            )
         loader = self._shardwise_loader = ShardwiseLoader(ds, **kwargs)
         if self._shardwise_resume is not None:
             loader.load_state_dict(self._shardwise_resume)
@@ -138,10 +144,27 @@ class ShardwiseTrainer(_transformers.Trainer):  # type: ignore[name-defined]
 
 
 class _SaveLoaderState(_transformers.TrainerCallback):  # type: ignore[name-defined]
-    """Writes the loader's position into each checkpoint the Trainer saves (``on_save``)."""
+    """Writes the loader's position into each checkpoint the Trainer saves (``on_save``),
+    and keeps the Trainer's fractional epoch right in a resumed epoch: the loader yields
+    only the epoch's rest (``ignore_data_skip``), which the Trainer counts from the
+    epoch's start, so the batches trained before the checkpoint are added back."""
 
     def __init__(self, trainer: ShardwiseTrainer) -> None:
         self.trainer = trainer
+        self._resumed: tuple[int, float] | None = None  # (epoch, its fraction done before)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        loader, self._resumed = self.trainer._shardwise_loader, None
+        if loader is None or not state.global_step or not args.ignore_data_skip:
+            return
+        batches = len(loader)
+        per_epoch = max(batches // args.gradient_accumulation_steps, 1)  # as the Trainer
+        done = state.global_step % per_epoch * args.gradient_accumulation_steps
+        self._resumed = (state.global_step // per_epoch, done / max(batches, 1))
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._resumed is not None and int(state.epoch) == self._resumed[0]:
+            state.epoch += self._resumed[1]
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         loader = self.trainer._shardwise_loader

@@ -27,6 +27,7 @@ from shardwise.loader._args import (
 from shardwise.loader.batches.convert import Padding, check_padding
 from shardwise.loader.batches.memory import WindowMemory
 from shardwise.loader.batches.reading import BatchFormat
+from shardwise.loader.collating import loader_items, loader_length
 from shardwise.loader.hosted import hosted_items
 from shardwise.loader.placement import Ranks, detect_placement, in_dataloader_worker, place_ranks
 from shardwise.loader.planner import interleave_for
@@ -255,13 +256,12 @@ class StreamingDatasetBase:
         return new
 
     def __len__(self) -> int:
-        """Batches per rank (batched mode) or samples per rank (per-sample mode); under an
-        accelerate wrapper, the items of every rank (see :mod:`.hosted`)."""
+        """Batches or samples per rank, for the DataLoader asking (:mod:`.collating`);
+        under an accelerate wrapper, the items of every rank (see :mod:`.hosted`)."""
         self.hosting = detect_hosting(self, self.hosting)
         if self.hosting is not None:
             return self.hosting.length(self.plan(self.hosting.workers, self.hosting.processes))
-        p = self.plan()
-        return p.batches_per_rank if self.batch_format else p.samples_per_rank
+        return loader_length(self)
 
     # -- iteration ----------------------------------------------------------------------
     def iter_shard(
@@ -290,7 +290,8 @@ class StreamingDatasetBase:
             setup_worker(self.batch_format, ring_bytes_for(self.index.units, self.batch_size))
         if self.hosting is not None:
             return hosted_items(self, self.hosting, placement)
-        return self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, workers)
+        items = self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, workers)
+        return loader_items(self, items)
 
 
 def __getattr__(name: str) -> Any:  # its former home: old imports and pickles still resolve

@@ -22,13 +22,12 @@ from shardwise.loader.passes import Passes
 from shardwise.loader.placement import in_dataloader_worker
 from shardwise.loader.planner import Planner
 from shardwise.loader.position import Position
+from shardwise.loader.state_version import STATE_VERSION, check_version
 from shardwise.loader.window_layout import check_kind, split_blocks, with_blocks
 from shardwise.plan import Plan, Resume
 from shardwise.plan.compose import WorkerWindows
 
 __all__ = ["STATE_VERSION", "LoaderState"]
-
-STATE_VERSION = 1
 
 
 @dataclass
@@ -169,8 +168,7 @@ class LoaderState(Passes):
     def load_state_dict(self, planner: Planner, state: dict[str, Any]) -> None:
         """See :meth:`~shardwise.loader.dataset.StreamingDatasetBase.load_state_dict`."""
         check_state(state)
-        if state.get("version") != STATE_VERSION:
-            raise PlanError(f"unsupported loader state version {state.get('version')!r}")
+        check_version(state, PlanError)
         if state.get("counts") != self.digest():
             raise PlanError("the loader state was saved for a different dataset or filter")
         if state.get("seed") != planner.seed or state.get("shuffle") != planner.shuffle:

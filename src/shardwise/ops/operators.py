@@ -101,13 +101,20 @@ class Op:
         """Apply a filter: the keep-mask (nulls count as drop) and the drop reason."""
         out = self._call(batch)
         mask, reason = out if isinstance(out, tuple) else (out, self.name)
-        mask = (
-            pa.array(mask, pa.bool_())
-            if not isinstance(mask, (pa.Array, pa.ChunkedArray))
-            else mask
-        )
+        try:
+            mask = (
+                pa.array(mask, pa.bool_())
+                if not isinstance(mask, (pa.Array, pa.ChunkedArray))
+                else mask
+            )
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"filter {self.name!r} returned no mask of booleans ({type(exc).__name__}: {exc})"
+            ) from exc
         if isinstance(mask, pa.ChunkedArray):
             mask = mask.combine_chunks()
+        if not pa.types.is_boolean(mask.type):
+            raise ConfigError(f"filter {self.name!r} returned {mask.type} values, not booleans")
         if len(mask) != batch.num_rows:
             raise ConfigError(
                 f"filter {self.name!r} returned {len(mask)} values for {batch.num_rows} rows"

@@ -26,7 +26,7 @@ import xxhash
 
 from shardwise._optional import require
 from shardwise._tokens import TokenInfo, token_array, token_dtype
-from shardwise.errors import ConfigError
+from shardwise.errors import ConfigError, FormatError
 
 __all__ = ["load_tokenizer", "tokenize"]
 
@@ -128,10 +128,8 @@ def tokenize(
         ``batch`` with ``output`` (see :mod:`shardwise._tokens` for its layout) and
         ``count_column`` set.
     """
-    if column not in batch.schema.names:
-        raise ConfigError(f"tokenize: no column {column!r} (columns: {batch.schema.names})")
     info = token_info(tokenizer, eos, bos)
-    texts = batch.column(column).to_pylist()
+    texts = _texts(batch, column)
     ids = _encode(load_tokenizer(tokenizer)[0], [t if t is not None else "" for t in texts])
     flat, offsets = _framed(ids, info)
     batch = _set(batch, info.field(output), token_array(flat, offsets))
@@ -139,6 +137,42 @@ def tokenize(
         counts = pa.array(np.diff(offsets).astype(np.int32), pa.int32())
         batch = _set(batch, pa.field(count_column, pa.int32()), counts)
     return batch
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t))
+
+
+def _is_bytes(t: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+
+def _texts(batch: pa.RecordBatch, column: str) -> list[str | None]:
+    """The values of text column ``column``: plain, large, view or dictionary-encoded
+    strings, or binary values of UTF-8 text (a tar shard's ``txt``). Anything else, which
+    the tokenizer would refuse or, for lists of two strings, encode as a sentence pair, is
+    refused.
+
+    Raises:
+        ConfigError: no such column, or one that holds no text.
+        FormatError: binary values that are not UTF-8.
+    """
+    if column not in batch.schema.names:
+        raise ConfigError(f"tokenize: no column {column!r} (columns: {batch.schema.names})")
+    col, t = batch.column(column), batch.schema.field(column).type
+    if pa.types.is_dictionary(t) and (_is_text(t.value_type) or _is_bytes(t.value_type)):
+        col, t = col.dictionary_decode(), t.value_type
+    if _is_bytes(t):
+        try:
+            col = col.cast(pa.large_string())
+        except pa.ArrowInvalid as exc:
+            raise FormatError(
+                f"tokenize: column {column!r} holds bytes that are not UTF-8: {exc}"
+            ) from exc
+    elif not _is_text(t):
+        raise ConfigError(f"tokenize: column {column!r} is {t}, not text")
+    texts: list[str | None] = col.to_pylist()
+    return texts
 
 
 def _set(batch: pa.RecordBatch, field: pa.Field, values: pa.Array) -> pa.RecordBatch:

@@ -140,11 +140,26 @@ def _section(key: str, key_node: yaml.Node, node: yaml.Node, source: str) -> dic
                 f"{_where(source, v_node)}: {key}.{name} must be {describe(allowed[name])}, "
                 f"got {value!r}"
             )
+        problem = _executor_problem(name, value) if key == "executor" else None
+        if problem:
+            raise ConfigError(f"{_where(source, v_node)}: executor.{name} {problem}")
         section[name] = value
     missing = _REQUIRED.get(key, set()) - set(section)
     if missing:
         raise ConfigError(f"{_where(source, key_node)}: {key} needs {', '.join(sorted(missing))}")
     return section
+
+
+def _executor_problem(name: str, value: Any) -> str | None:
+    """What is wrong with executor setting ``name`` (None: nothing), as ``run`` would say
+    only after indexing the input."""
+    from shardwise.parallel._registry import known_backends
+
+    if name == "backend" and value is not None and value not in known_backends():
+        return f"is {value!r}, not one of the backends: {', '.join(known_backends())}"
+    if name == "num_proc" and value is not None and value != -1 and value < 1:
+        return f"must be -1 (every core or slot) or at least 1, got {value}"
+    return None
 
 
 def pipeline_from_config(text: str, source: str = "<config>") -> tuple[Pipeline, dict[str, Any]]:

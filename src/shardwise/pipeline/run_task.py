@@ -149,11 +149,11 @@ def _stage_input(job: Job, q: Quarantine) -> tuple[Iterator[pa.RecordBatch], np.
     # the kept ones anyway); read the ordinary way elsewhere
     with open_arrow_input(
         job.layout.stage_file(job.stage.index - 1, job.task, "arrow"), **opts
-    ) as f:
-        table = ipc.open_file(f).read_all()
+    ) as f:  # a task that kept no row wrote an empty file (no schema, no batch)
+        batches = ipc.open_file(f).read_all().to_batches() if f.size() else []
     with open_input(job.layout.stage_file(job.stage.index, job.task, "keep.npy"), **opts) as f:
         keep = np.load(io.BytesIO(f.read()))
-    return iter(table.to_batches()), keep
+    return iter(batches), keep
 
 
 def _apply(

@@ -18,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from shardwise.errors import ConfigError
 from shardwise.formats import OnError
 from shardwise.index import MANIFEST_NAME, DatasetIndex
 from shardwise.ops.operators import Op
 from shardwise.parallel import BackendSpec, active_backend
+from shardwise.parallel._registry import known_backends
 from shardwise.pipeline.commit import Layout, fingerprint
 from shardwise.pipeline.dedup_services import audit_examples, dedup_context
 from shardwise.pipeline.execution import Execution
@@ -55,7 +57,10 @@ class RunResult:
         dropped: ``{operator: {reason: rows}}``.
         quarantined: bad records skipped under ``on_error="skip"``.
         files: output files (relative to the output directory).
-        tasks: number of tasks; ``skipped_tasks`` were already committed.
+        tasks: number of tasks; each runs once per stage (``stages``: a stage ends where
+            a dedup decides), and ``skipped_tasks`` of those ``tasks * stages`` runs were
+            already committed by an earlier, interrupted run (all of them when the output
+            was complete).
         manifest: path of ``_manifest.json``.
         quarantine_examples: up to 20 ``[file, place, reason]`` of quarantined records.
         tokens_in: token ids made by ``tokenize`` (0 without it).
@@ -73,6 +78,7 @@ class RunResult:
     quarantine_examples: list[list[str]] = field(default_factory=list)
     tokens_in: int = 0
     tokens_out: int = 0
+    stages: int = 1
 
     @property
     def ledger(self) -> Ledger:
@@ -104,6 +110,7 @@ class RunResult:
             m["quarantine_examples"],
             int(m.get("tokens_in", 0)),
             int(m.get("tokens_out", 0)),
+            max(1, len(m.get("stages", []))),
         )
 
 
@@ -120,12 +127,18 @@ def run_pipeline(
     progress: bool = True,
 ) -> RunResult:
     """Run ``ops`` over ``tasks`` of ``index`` into ``sink`` (see the module docstring)."""
+    if isinstance(backend, str) and backend not in known_backends():  # also when all is done
+        raise ConfigError(
+            f"unknown backend {backend!r}; known backends: {', '.join(known_backends())}"
+        )
     layout = Layout.of(sink)
     fp = fingerprint(index, ops, sink, tasks)
     manifest_path = join(layout.final, MANIFEST_NAME)
     done = layout.committed(fp)
     if done is not None:  # already complete: nothing to redo
-        return RunResult.from_manifest(done, manifest_path, done["tasks"])
+        return RunResult.from_manifest(
+            done, manifest_path, done["tasks"] * max(1, len(done.get("stages", [])))
+        )
     layout.begin(fp)
     stages = plan_stages(ops)
     run = Execution(_backend_for(backend, index, ops), num_proc, progress)
@@ -145,7 +158,7 @@ def run_pipeline(
         index_dataset(
             layout.final, format=sink.format, progress=False, storage_options=sink.storage_options
         )
-    return RunResult.from_manifest(manifest, manifest_path, skipped // max(len(stages), 1))
+    return RunResult.from_manifest(manifest, manifest_path, skipped)
 
 
 def _run_stages(

@@ -43,6 +43,7 @@ from shardwise.errors import PlanError
 from shardwise.plan.blocks import Blocks, block_bounds, block_perm
 from shardwise.plan.cut import Cut, cut, delivered
 from shardwise.plan.order import ROWS, UNITS, rng_for, spread_order, stratified_order
+from shardwise.plan.padcopies import without_copies
 from shardwise.plan.segments import PartedStream, Segment, Stream, unit_stream
 from shardwise.plan.topology import Resume, Topology
 from shardwise.plan.worker_share import WorkerPlan
@@ -150,7 +151,8 @@ class EpochPlan:
             return wp.remaining_segments(int(done[slot]))
 
         self.generation += 1
-        self.stream = PartedStream(per - done, left)
+        sizes, build = without_copies(stream, per, pieces.num_padded, per - done, left)
+        self.stream = PartedStream(sizes, build)
 
     def _cut(self) -> None:
         # an elastic resume may legitimately have little left

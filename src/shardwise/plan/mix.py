@@ -177,6 +177,13 @@ class Mixing:
             )
         return q if aligned == total else largest_remainder(aligned, q.astype(np.float64))
 
+    def rounding(self, counts: np.ndarray, topology: Topology) -> tuple[int, int]:
+        """``(left out, padded)``: the samples :meth:`aligned_quotas` takes from or adds to
+        :meth:`quotas` (a plan reports them as it reports a cut's tail)."""
+        total = int(self.quotas(counts).sum())
+        aligned = int(self.aligned_quotas(counts, topology).sum())
+        return max(0, total - aligned), max(0, aligned - total)
+
 
 def largest_remainder(total: int, weights: np.ndarray | Sequence[float]) -> np.ndarray:
     """``total`` split in integers proportional to ``weights``: shares rounded down, the

@@ -30,7 +30,7 @@ import numpy as np
 
 from shardwise.errors import ConfigError
 
-__all__ = ["PACKINGS", "Packed", "count_sequences", "pack"]
+__all__ = ["PACKINGS", "Packed", "check_packing", "count_sequences", "pack"]
 
 PACKINGS = ("concat", "best_fit", "pad")
 DEFAULT_BUFFER = 1024
@@ -75,11 +75,22 @@ def _zeros(n: int) -> np.ndarray:
     return np.zeros(n, dtype=np.int64)
 
 
-def _check(lengths: np.ndarray, seq_len: int, packing: str, buffer: int) -> np.ndarray:
+def check_packing(seq_len: int, packing: str, buffer: int) -> None:
+    """Refuse a packing that is none of :data:`PACKINGS`, or a ``seq_len`` or ``buffer``
+    under 1 (or not whole numbers)."""
     if packing not in PACKINGS:
         raise ConfigError(f"packing must be one of {', '.join(PACKINGS)}, got {packing!r}")
-    if int(seq_len) < 1 or int(buffer) < 1:
-        raise ConfigError(f"seq_len and buffer must be at least 1, got {seq_len}, {buffer}")
+    ok = all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (seq_len, buffer)
+    )
+    if not ok or int(seq_len) < 1 or int(buffer) < 1:
+        raise ConfigError(
+            f"seq_len and buffer must be whole numbers of at least 1, got {seq_len!r}, {buffer!r}"
+        )
+
+
+def _check(lengths: np.ndarray, seq_len: int, packing: str, buffer: int) -> np.ndarray:
+    check_packing(seq_len, packing, buffer)
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.ndim != 1 or (lengths < 0).any():
         raise ConfigError("lengths must be a 1-D array of token counts >= 0")

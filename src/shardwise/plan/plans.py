@@ -96,7 +96,7 @@ def _plain(
     base = None
     if mixing is not None:
         base = partial(_mixed_stream, mixing, counts, seed=seed, epoch=epoch, shuffle=shuffle)
-    return EpochPlan(
+    plan = EpochPlan(
         counts,
         topology,
         seed=seed,
@@ -107,6 +107,10 @@ def _plain(
         blocks=blocks,
         even_blocks=even_blocks,
     )
+    if mixing is not None and plan.generation == 0:  # the quotas' own rounding, reported
+        out, padded = mixing.rounding(counts, resumes[0].topology if resumes else topology)
+        plan.num_left_out, plan.num_padded = plan.num_left_out + out, plan.num_padded + padded
+    return plan
 
 
 def _mixed_stream(

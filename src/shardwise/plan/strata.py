@@ -95,6 +95,9 @@ class StratifiedPlan:
         self.num_left_out = self.num_padded = 0
         tops = [r.topology for r in self.resumes] + [topology]
         self.stretch = self._first(tops[0])
+        # the quotas' rounding to the first topology's rounds (an elastic resume, below,
+        # reports its own instead)
+        self.num_left_out, self.num_padded = mixing.rounding(self.counts, tops[0])
         for i, r in enumerate(self.resumes):
             if r.consumed_batches > self.stretch.batches:
                 raise PlanError(

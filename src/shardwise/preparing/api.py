@@ -70,6 +70,13 @@ def _download_all(
     from shardwise.parallel import parallel_map
 
     remote = [f for f in files if is_remote(f) and not f.startswith(raw.rstrip("/") + "/")]
+    unused = sorted(set(checksums) - set(remote))
+    if unused:  # a verification asked for would otherwise never happen, unsaid
+        raise ConfigError(
+            f"checksums given for {unused}, which are not among the files to download "
+            f"({len(remote)}: {remote[:3]}{' ...' if len(remote) > 3 else ''}); a checksum "
+            "names a remote file's URL as it is downloaded"
+        )
     if not remote:
         return list(files), 0
     names = [f.rstrip("/").rsplit("/", 1)[-1] for f in remote]

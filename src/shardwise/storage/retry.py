@@ -8,7 +8,7 @@ import random
 import time
 import zlib
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from shardwise.errors import ConfigError, ShardwiseError, StorageError
 
@@ -102,6 +102,16 @@ def transient_in_chain(exc: BaseException) -> bool:
     return False
 
 
+def _raise_given_up(exc: Exception, attempts: int) -> NoReturn:
+    """Raise the last of ``attempts`` transient failures: a :class:`StorageError` (what the
+    user can act on: an endpoint down, a network cut) unless it is one already."""
+    if isinstance(exc, ShardwiseError):
+        raise exc
+    raise StorageError(
+        f"{type(exc).__name__}: {exc} (still failing after {attempts} tries)"
+    ) from exc
+
+
 def with_retries(
     fn: Callable[[], T],
     *,
@@ -133,8 +143,10 @@ def with_retries(
         try:
             return fn()
         except Exception as exc:
-            if attempt == attempts - 1 or not retry_on(exc):
+            if not retry_on(exc):
                 raise
+            if attempt == attempts - 1:
+                _raise_given_up(exc, attempts)
             delay = min(max_delay, base_delay * (2**attempt)) * (0.5 + random.random() / 2)
             log.warning(
                 "retrying in %.1f s after a transient error (try %d of %d): %s: %s",

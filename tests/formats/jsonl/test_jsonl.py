@@ -343,6 +343,12 @@ BAD_LINES = {
     "not-an-object": b"[1, 2, 3]",
     "wrong-type": b'{"i": "seven", "s": "x"}',
     "extra-field": b'{"i": 1, "s": "x", "zzz": 1}',
+    # values Arrow's reader refuses, which a build by from_pylist would convert
+    "float-into-int": b'{"i": 12.5, "s": "x"}',
+    "integral-float-into-int": b'{"i": 12.0, "s": "x"}',
+    "bool-into-int": b'{"i": true, "s": "x"}',
+    "number-into-string": b'{"i": 1, "s": 5}',
+    "not-json-nan": b'{"i": NaN, "s": "x"}',
 }
 
 
@@ -609,3 +615,22 @@ def test_record_count_follows_the_rule_for_any_piece(piece: bytes) -> None:
         lines = lines[:-1]
     records = sum(1 for line in lines if line.strip(b" \t\r"))
     assert count_records(piece) == (records, len(lines))
+
+
+def test_values_fit_a_type_as_arrows_reader_takes_them() -> None:
+    from shardwise.formats.jsonl._fits import misfit
+
+    fits = [(1, pa.float64()), (2.5, pa.float32()), (True, pa.bool_()), (None, pa.int8())]
+    fits += [
+        ([1, None], pa.list_(pa.int64())),
+        ({"a": 1, "z": "x"}, pa.struct([("a", pa.int64())])),
+    ]
+    misfits = [(True, pa.float64()), (1, pa.bool_()), (12.0, pa.int64()), ("1", pa.int32())]
+    misfits += [([1, 2.5], pa.list_(pa.int64())), ({"a": "x"}, pa.struct([("a", pa.int64())]))]
+    misfits += [
+        (5, pa.string()),
+        ("x", pa.list_(pa.string())),
+        ([1], pa.struct([("a", pa.int8())])),
+    ]
+    assert [misfit(v, t) for v, t in fits] == [None] * len(fits)
+    assert all(misfit(v, t) for v, t in misfits)

@@ -180,6 +180,43 @@ def test_a_file_changed_after_indexing_is_refused_by_name(copy: Path, change: st
     assert err.value.path == str(victim)
 
 
+_TRUNCATE_MIDWAY = """
+import os, sys
+import shardwise
+from shardwise.loader.tokens import TokenStream
+root, victim, fields = sys.argv[1], sys.argv[2], tuple(sys.argv[3].split(","))
+it = iter(TokenStream(root, seq_len=64, batch_size=2, shuffle=False, fields=fields))
+next(it)
+os.truncate(victim, os.path.getsize(victim) // 2)
+try:
+    for _ in it:
+        pass
+except shardwise.FormatError as exc:
+    print("refused:", exc.path)
+"""
+
+
+def test_a_file_truncated_while_streamed_is_refused_not_a_crash(copy: Path, tmp_path: Path) -> None:
+    """Truncated in place after the stream mapped it: the next unit of it laid out is
+    refused by name. Touching a mapped page past the new end would end the process with
+    SIGBUS, so the stream runs in a process of its own."""
+    import subprocess
+    import sys
+
+    index_dataset(str(copy), progress=False)
+    victim = sorted(copy.glob("*.parquet"))[0]
+    script = tmp_path / "truncate.py"
+    script.write_text(_TRUNCATE_MIDWAY)
+    done = subprocess.run(
+        [sys.executable, str(script), str(copy), str(victim), "input_ids"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == f"refused: {victim}"
+
+
 def test_files_off_local_disks_are_not_mapped(
     shards: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -207,12 +244,13 @@ def test_lengths_that_disagree_with_the_layout_are_refused(shards: Path) -> None
     index = index_dataset(str(shards), progress=False)
     tampered = copying.deepcopy(index.tokens)
     assert tampered is not None
-    first = next(iter(tampered["files"].values()))["tokens"]
-    first[0][1] -= 1  # one token fewer than num_tokens says
+    path, entry = next(iter(tampered["files"].items()))
+    entry["tokens"][0][1] -= 1  # one token fewer than num_tokens says
     ds = TokenStream(replace(index, tokens=tampered), seq_len=64)
     assert ds.units.flat is not None
-    with pytest.raises(FormatError, match="disagree with the dataset index"):
+    with pytest.raises(FormatError, match="disagree with the dataset index") as err:
         ds.stats()
+    assert err.value.path is not None and err.value.path.removeprefix("file://") == path
 
 
 def test_units_and_maps_evicted_and_needed_again_give_the_same_batches(

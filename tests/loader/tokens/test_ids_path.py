@@ -123,3 +123,29 @@ def test_local_units_are_read_on_the_iterating_thread(shards: Path) -> None:
     assert got == [{0: 0}, {1: 10, 3: 30}]
     main = threading.current_thread().name
     assert readers.count(main) == 3 and len(readers) == 4  # unit 3 on a reading thread
+
+
+def test_a_failed_feed_leaves_no_read_running() -> None:
+    """A unit that does not read ends the feed, and the reads already running end with
+    it: none goes on reading a file (a changed one could end the process) after the
+    error reached the stream."""
+    import threading
+    import time
+
+    from shardwise.loader.tokens.units import UnitFeed
+
+    finished: list[int] = []
+
+    def read(unit: int) -> int:
+        if unit == 0:
+            raise OSError("unit 0 does not read")
+        time.sleep(0.3)
+        finished.append(unit)
+        return unit
+
+    feed = UnitFeed(np.array([0, 1, 2]), read, ahead=2)
+    with pytest.raises(OSError, match="unit 0"):
+        for _ in feed:
+            pass
+    alive = [t.name for t in threading.enumerate() if t.name.startswith("shardwise-tokens")]
+    assert alive == [] and finished  # the running read was waited for, not left behind

@@ -119,6 +119,15 @@ def test_resume_continues_at_the_next_sequence(shards: tuple[Path, str, list[str
         TokenStream(str(path), seq_len=64, seed=3).load_state_dict(state)
 
 
+@pytest.mark.parametrize("packing", ["concat", "best_fit", "pad"])
+@pytest.mark.parametrize("seq_len", [0, -1, 2.5])
+def test_a_sequence_length_under_one_is_refused_by_every_packing(
+    shards: tuple[Path, str, list[str]], packing: str, seq_len: Any
+) -> None:
+    with pytest.raises(ConfigError, match="seq_len and buffer must be whole numbers"):
+        TokenStream(str(shards[0]), seq_len=seq_len, packing=packing)
+
+
 def test_sources_mix_by_token_weight(shards: tuple[Path, str, list[str]]) -> None:
     path, _, _ = shards
     a, b = Source(str(path), weight=1, name="a"), Source(str(path), weight=3, name="b")

@@ -19,6 +19,7 @@ import pyarrow.json as pj
 
 from shardwise.errors import FormatError
 from shardwise.formats.contract import OnError, Quarantine
+from shardwise.formats.jsonl._fits import misfit
 from shardwise.formats.jsonl._rules import MAX_DEPTH, depth_bound, exact_depth, mixed_fields
 
 __all__ = ["parse_block", "sample_rows"]
@@ -130,7 +131,7 @@ def _text_of(raw: bytes) -> str:
 def _json_object(text: str, raw: bytes) -> dict[str, Any]:
     """The line's JSON object, whose strings are all text."""
     try:
-        row = json.loads(text)
+        row = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         raise _BadRecord(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
@@ -147,6 +148,10 @@ def _json_object(text: str, raw: bytes) -> dict[str, Any]:
     return row
 
 
+def _not_json(name: str) -> Any:
+    raise _BadRecord(f"{name} is no JSON value (Arrow's reader refuses it too)")
+
+
 def _fit_schema(row: dict[str, Any], schema: pa.Schema) -> None:
     """Mixed-type fields turned to JSON text in place, then ``row`` checked against the
     dataset's schema."""
@@ -157,6 +162,10 @@ def _fit_schema(row: dict[str, Any], schema: pa.Schema) -> None:
     extra = [k for k in row if k not in schema.names]
     if extra:
         raise _BadRecord(f"field(s) {extra} not in the dataset schema {schema.names}")
+    for name, value in row.items():
+        why = misfit(value, schema.field(name).type)
+        if why is not None:
+            raise _BadRecord(f"field {name!r}: {why}")
     try:
         pa.Table.from_pylist([row], schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:

@@ -9,9 +9,17 @@ import pyarrow.parquet as pq
 
 from shardwise.errors import FormatError
 from shardwise.formats.contract import Unit
+from shardwise.formats.parquet._footcheck import check_footer
 from shardwise.storage.rawfile import SizedRawFile
 
-__all__ = ["TAIL_BYTES", "footer_start", "row_group_units", "tail_start", "units_from_tail"]
+__all__ = [
+    "TAIL_BYTES",
+    "footer_bytes",
+    "footer_start",
+    "row_group_units",
+    "tail_start",
+    "units_from_tail",
+]
 
 #: bytes read from the end of each file: small files' footers fit (Arrow reads as much)
 TAIL_BYTES = 64 * 1024
@@ -34,6 +42,12 @@ def footer_start(size: int, tail: bytes) -> int | None:
     return start if 0 <= start < size - len(tail) else None
 
 
+def footer_bytes(tail: bytes) -> memoryview:
+    """The Thrift footer at the end of ``tail`` (a file's last bytes, footer included)."""
+    n = int.from_bytes(tail[-8:-4], "little")
+    return memoryview(tail)[max(0, len(tail) - 8 - n) : max(0, len(tail) - 8)]
+
+
 def row_group_units(md: pq.FileMetaData, path: str, size: int) -> list[Unit]:
     """One unit per row group of the file's metadata (compressed bytes as its size)."""
     units = []
@@ -54,8 +68,11 @@ def units_from_tail(path: str, size: int, tail: bytes) -> tuple[list[Unit], pa.S
     source = pa.PythonFile(_Tail(size, tail), mode="r")
     try:
         pf = pq.ParquetFile(source)
+        check_footer(footer_bytes(tail), path)
         return row_group_units(pf.metadata, path, size), pf.schema_arrow
     except (pa.ArrowInvalid, pa.ArrowException, OSError, FormatError) as exc:
+        if isinstance(exc, FormatError) and exc.path == path:
+            raise  # the footer check's own, which names the place
         raise FormatError(f"not a readable Parquet file ({exc})", path, "footer") from exc
     finally:
         source.close()

@@ -184,5 +184,7 @@ def _by_arrow(pf: Any, group: int, path: str, lo: int, hi: int) -> pa.Array:
         if not pa.types.is_struct(struct.type) or struct.type.num_fields != 1:
             raise Unreadable(f"Arrow read {path!r} as {struct.type}")
         return struct.field(0).slice(lo, hi - lo)
-    except (pa.ArrowException, KeyError, IndexError) as exc:
+    except (pa.ArrowException, OSError, KeyError, IndexError) as exc:
+        # damage (OSError: a page that does not inflate) or a dropped connection: declined,
+        # so the whole row group's read by Arrow reports either as it should
         raise Unreadable(f"Arrow could not read {path!r} alone: {exc}") from exc

@@ -20,6 +20,7 @@ from shardwise.formats.contract import (
 )
 from shardwise.formats.parquet._binarydict import read_binary_dicts
 from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
+from shardwise.formats.parquet._footcheck import check_footer
 from shardwise.formats.parquet._footer import row_group_units
 from shardwise.formats.parquet._varlist import read_var_lists
 from shardwise.formats.parquet.footers import open_parquet
@@ -46,6 +47,14 @@ def _open_with_source(path: str, storage_options: dict[str, Any]) -> tuple[pq.Pa
         if not isinstance(exc, (pa.ArrowException, OSError)):
             raise
         raise FormatError(f"not a readable Parquet file ({exc})", path, "footer") from exc
+
+
+def _footer(source: Any, size: int) -> bytes:
+    """The Thrift footer of the Parquet file open as ``source`` (Arrow parsed it already)."""
+    source.seek(size - 8)
+    n = int.from_bytes(source.read(8)[:4], "little")
+    source.seek(max(0, size - 8 - n))
+    return bytes(source.read(min(n, size - 8)))
 
 
 def _raise_storage(exc: BaseException, source: Any, path: str, where: str) -> None:
@@ -80,8 +89,9 @@ class ParquetFormat:
 
     def list_units(self, path: str, size: int) -> list[Unit]:
         """One unit per row group, from the footer only."""
-        pf = _open(path, self.storage_options)
+        pf, source = _open_with_source(path, self.storage_options)
         try:
+            check_footer(_footer(source, size), path)
             return row_group_units(pf.metadata, path, size)
         finally:
             pf.close()
@@ -133,6 +143,7 @@ class ParquetFormat:
             check_columns(columns, schema if schema is not None else pf.schema_arrow)
             try:
                 table = _read_row_group(pf, source, unit.index, columns, use_threads)
+                _check_rows(table, unit)
             except Exception as exc:
                 # bytes already read that do not decode are the file's damage, whatever the
                 # message says (a snappy page of 503 bytes is no throttled request)
@@ -165,6 +176,15 @@ class ParquetFormat:
     def open_writer(self, prefix: str, **options: Any) -> ParquetShardWriter:
         """Return a rolling writer of ``{prefix}-{n:05d}.parquet`` shards."""
         return ParquetShardWriter(prefix, storage_options=self.storage_options, **options)
+
+
+def _check_rows(table: pa.Table, unit: Unit) -> None:
+    """Refuse a row group that decodes to other rows than its footer counts (the plan
+    addresses the footer's rows): a damage like any decoding error."""
+    if table.num_columns and table.num_rows != unit.num_samples:
+        raise pa.ArrowInvalid(
+            f"{table.num_rows} rows decoded where the footer counts {unit.num_samples}"
+        )
 
 
 def _failing_column(pf: pq.ParquetFile, group: int, columns: Sequence[str] | None) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shardwise.errors import ConfigError
+from shardwise.errors import ConfigError, UnsupportedError
 
 __all__ = [
     "Padding",
@@ -102,7 +102,30 @@ def column_to_numpy(col: pa.Array) -> np.ndarray:
             return flat.reshape(len(col), int(lengths[0]))
         if flat is not None:
             return _row_views(flat, offsets)
-    return col.to_numpy(zero_copy_only=False)
+    try:
+        return col.to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return _rows_one_by_one(col)
+
+
+def _rows_one_by_one(col: pa.Array) -> np.ndarray:
+    """What Arrow's ``to_numpy`` cannot make of a list column (lists of times of day in
+    nanoseconds, of fixed-size binary, ...): each row as this module makes a column of its
+    values, in an array of objects (None for a null row).
+
+    Raises:
+        UnsupportedError: a column of another type numpy batches cannot hold.
+    """
+    t = col.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
+        raise UnsupportedError(
+            f"a column of {t} cannot be given as numpy arrays; batch_format='arrow' gives it"
+        )
+    out = np.empty(len(col), dtype=object)
+    for i in range(len(col)):
+        row = col[i]
+        out[i] = column_to_numpy(row.values) if row.is_valid else None
+    return out
 
 
 def buffer_view(arr: pa.Array) -> np.ndarray | None:

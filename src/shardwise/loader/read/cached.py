@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from shardwise.formats import Unit
 from shardwise.index import DatasetIndex, cache_root
@@ -35,11 +35,11 @@ from shardwise.storage.cache.hits import FOOTER  # the stats' name of files' foo
 from shardwise.storage.overlay import Bytes, SparseFile, serving
 from shardwise.storage.ranged import IntoReader, into_reader
 
-__all__ = ["UnitCache", "default_budget", "fetch_range", "node_cache"]
+__all__ = ["ETAG", "UnitCache", "default_budget", "fetch_range", "node_cache"]
 
 FOOTER_READ = 64 * 2**10  # what Arrow reads first from the end of a Parquet file
 FETCH_CHUNK = 16 * 2**20
-_ETAG = re.compile(r"^[0-9a-fA-F]{32}(-[0-9]+)?$")  # an S3 ETag (else: an mtime, ...)
+ETAG = re.compile(r"^[0-9a-fA-F]{32}(-[0-9]+)?$")  # an S3 ETag (else: an mtime, ...)
 
 
 def default_budget(root: str) -> int:
@@ -102,13 +102,20 @@ class UnitCache:
         return Extent(source, start, end, f"{f.fingerprint}:{f.size}", column)
 
     def _fetch(self, url: str, start: int, end: int) -> Iterator[bytes]:
-        return fetch_range(url, start, end, self.options)
+        """``[start, end)`` of ``url`` in ranges of at most 16 MiB, each checked against
+        the indexed ETag (``If-Match``) as downloads ahead are: a file changed since it was
+        indexed is a :class:`~shardwise.errors.StorageError`, never other bytes."""
+        read = self._range(url)
+        for lo in range(start, end, FETCH_CHUNK):
+            buf = bytearray(min(end, lo + FETCH_CHUNK) - lo)
+            read(lo, lo + len(buf), memoryview(buf))
+            yield cast(bytes, buf)  # bytes-like: written, checksummed and joined as it is
 
     def _range(self, url: str) -> IntoReader:
         """Ranged reads of ``url`` into a buffer, checked against the indexed ETag."""
         if url not in self._readers:
             fp = self._files[url].fingerprint
-            etag = fp if _ETAG.match(fp) else ""
+            etag = fp if ETAG.match(fp) else ""
             self._readers[url] = into_reader(url, self.options, etag)
         return self._readers[url]
 
@@ -198,7 +205,7 @@ class UnitCache:
         return out
 
     def _read_remote(self, url: str, start: int, end: int) -> bytes:
-        data = b"".join(fetch_range(url, start, end, self.options))
+        data = b"".join(self._fetch(url, start, end))
         self.cache.note_uncached(url, len(data))
         return data
 

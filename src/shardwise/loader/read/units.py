@@ -12,17 +12,18 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shardwise.errors import ConfigError
+from shardwise.errors import ConfigError, StorageError
 from shardwise.formats import OnError, Quarantine, get_format
 from shardwise.index import DatasetIndex, cache_root
-from shardwise.loader.read.cached import UnitCache
-from shardwise.storage import atomic_write, transient_in_chain, with_retries
+from shardwise.loader.read.cached import ETAG, UnitCache
+from shardwise.storage import atomic_write, resolve, transient_in_chain, with_retries
 from shardwise.storage.cache import NodeCache
 
 __all__ = ["UnitReader", "count_rows"]
@@ -63,9 +64,10 @@ class UnitReader:
         self.quarantine = Quarantine()
         self.cache = cache
         self._units: Any = None  # a UnitCache, made on first read (in the worker)
+        self._fingerprints: dict[str, str] | None = None  # by path, for uncached reads
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "_units"} | {"_units": None}
+        return self.__dict__ | {"_units": None, "_fingerprints": None}
 
     def _served(self, unit_id: int) -> contextlib.AbstractContextManager[None]:
         """Serves the unit's reads from the node cache (a no-op without one)."""
@@ -120,6 +122,8 @@ class UnitReader:
             quarantine=quarantine,
             schema=self.index.schema,
         )
+        if self.cache is None:
+            self._check_unchanged(unit.path)
         # the loader reads units on threads of its own: no decode threads per unit
         with self._served(unit_id):
             table = fmt.read_table(unit, use_threads=False, **kwargs)
@@ -132,6 +136,28 @@ class UnitReader:
             # batches name their columns by position)
             table = table.select(self.columns)
         return table
+
+    def _check_unchanged(self, url: str) -> None:
+        """Refuse a remote file whose ETag is not the one it was indexed with (read without
+        the node cache, whose ranged reads check it themselves): its rows would not be the
+        ones the plan counted. One HEAD per unit read."""
+        if not UnitCache.cached(url):
+            return
+        if self._fingerprints is None:
+            self._fingerprints = {f.path: f.fingerprint for f in self.index.files}
+        indexed = self._fingerprints.get(url, "")
+        if not ETAG.match(indexed):
+            return  # no ETag recorded (another store): nothing to compare
+        fs, path = resolve(url, **self.index.storage_options)
+        fs.invalidate_cache(path)
+        info = with_retries(partial(fs.info, path))
+        now = str(info.get("ETag") or info.get("etag") or "").strip('"')
+        if now and now != indexed.strip('"'):
+            raise StorageError(
+                f"{url} changed since it was indexed (its ETag is {now}, not {indexed}): "
+                "index the dataset again",
+                url,
+            )
 
 
 def _count_chunk(

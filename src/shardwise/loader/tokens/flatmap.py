@@ -107,8 +107,13 @@ class FlatTokens:
             data = self._map(path)
         offset, count = self.spans[unit].tolist()
         end = offset + count * self.dtype.itemsize
-        if end > len(data):
-            raise FormatError(f"tokens at bytes {offset}-{end} past the file's end", path)
+        size = _size(data)
+        if end > size:
+            raise FormatError(
+                f"tokens at bytes {offset}-{end} past the file's end ({size} bytes): the "
+                "file was truncated since the dataset was indexed",
+                path,
+            )
         return np.frombuffer(data, self.dtype, count, offset)
 
     def _map(self, path: str) -> np.ndarray:
@@ -140,6 +145,15 @@ class FlatTokens:
                 f"indexed {size}); open the dataset again to index it anew",
                 path,
             )
+
+
+def _size(data: np.ndarray) -> int:
+    """The size its file has now, of a mapped file's bytes (a map's own length otherwise):
+    a file truncated in place after it was mapped is refused before a unit of it is laid
+    out, rather than ending the process when its lost pages are touched."""
+    base = data.base
+    mapped = base.obj if isinstance(base, memoryview) else base
+    return int(mapped.size()) if isinstance(mapped, mmap.mmap) else len(data)
 
 
 class MappedRows(dict[int, UnitRows]):

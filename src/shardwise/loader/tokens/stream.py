@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -35,18 +36,21 @@ from shardwise.loader.placement import Placement, detect_placement, in_dataloade
 from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.mixed import MixedIndex
 from shardwise.loader.read.opening import open_index
+from shardwise.loader.state_version import STATE_VERSION as LOADER_STATE_VERSION
+from shardwise.loader.state_version import check_version
 from shardwise.loader.tokens.ahead import made_ahead
 from shardwise.loader.tokens.batches import SequenceBatches
+from shardwise.loader.tokens.mapped import unit_path
 from shardwise.loader.tokens.units import TokenUnits, check_lengths
 from shardwise.plan import Mixing, Resume, Topology
-from shardwise.plan.packing import DEFAULT_BUFFER, count_sequences
+from shardwise.plan.packing import DEFAULT_BUFFER, check_packing, count_sequences
 from shardwise.plan.sequences import FIELDS
 from shardwise.plan.tokens import TokenPlan
 from shardwise.plan.tokenstats import token_stats
 
 __all__ = ["STATE_VERSION", "TokenStreamBase"]
 
-STATE_VERSION = 1
+STATE_VERSION = LOADER_STATE_VERSION  # the same plans: versions change together
 FORMATS = ("numpy", "torch")
 GROUPS_AHEAD = 2  # groups of batches made ahead of the training loop
 
@@ -113,6 +117,7 @@ class TokenStreamBase:
     ) -> None:
         if batch_format not in FORMATS:
             raise ConfigError(f"batch_format must be 'numpy' or 'torch', got {batch_format!r}")
+        check_packing(seq_len, packing, buffer)
         self.cache = node_cache(cache_dir, cache_bytes)
         self.index = open_index(source, "raise", open_options, None, (), cache_dir)
         self.units = TokenUnits(self.index, column, count_column, cache=self.cache)
@@ -152,7 +157,9 @@ class TokenStreamBase:
         call when the index gave each unit's tokens)."""
         if self._lengths is None:
             lengths, docs = self.units.lengths()
-            check_lengths(lengths, docs, self.docs, self.units.totals())
+            check_lengths(
+                lengths, docs, self.docs, self.units.totals(), partial(unit_path, self.index)
+            )
             self._lengths = lengths
         return self._lengths
 
@@ -269,8 +276,7 @@ class TokenStreamBase:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the epoch ``state`` describes at its next sequence."""
-        if state.get("version") != STATE_VERSION:
-            raise ConfigError(f"unknown token stream state version {state.get('version')!r}")
+        check_version(state, ConfigError)
         for key in ("seed", "seq_len", "packing"):
             if state[key] != getattr(self, key):
                 raise ConfigError(

@@ -130,17 +130,26 @@ class TokenUnits:
 
 
 def check_lengths(
-    lengths: np.ndarray, docs: np.ndarray, indexed_docs: np.ndarray, totals: np.ndarray | None
+    lengths: np.ndarray,
+    docs: np.ndarray,
+    indexed_docs: np.ndarray,
+    totals: np.ndarray | None,
+    path_of: Callable[[int], str | None] = lambda unit: None,
 ) -> None:
     """Refuse document lengths that disagree with the units' documents and tokens the
-    index gave (a file rewritten since it was indexed)."""
+    index gave (a file rewritten since it was indexed), naming the first such unit's file
+    (``path_of``)."""
     ends = np.concatenate([[0], np.cumsum(lengths)])[np.concatenate([[0], np.cumsum(docs)])]
-    if not np.array_equal(docs, indexed_docs) or (
-        totals is not None and not np.array_equal(np.diff(ends), totals)
-    ):
+    bad = docs != indexed_docs if len(docs) == len(indexed_docs) else np.ones(1, bool)
+    if totals is not None and len(totals) == len(docs):
+        bad = bad | (np.diff(ends) != totals)
+    if bad.any():
+        unit = int(np.flatnonzero(bad)[0])
         raise FormatError(
-            "the token counts disagree with the dataset index (a file changed since it was "
-            "indexed?); open the dataset again to index it anew"
+            "the token counts disagree with the dataset index (the file changed since it "
+            "was indexed?); open the dataset again to index it anew",
+            path_of(unit) if len(docs) == len(indexed_docs) else None,
+            f"unit {unit}" if len(docs) == len(indexed_docs) else None,
         )
 
 
@@ -213,7 +222,7 @@ class UnitFeed:
                 if self.last[unit] == i:
                     del self._futures[unit]
         finally:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._stop()
 
     def windows(self, size: int) -> Iterator[tuple[slice, dict[int, Any]]]:
         """``(sequences, {unit: what read gave})`` for windows of ``size`` sequences, in
@@ -228,7 +237,13 @@ class UnitFeed:
                     if self.last[u] < hi:
                         del self._futures[u]
         finally:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._stop()
+
+    def _stop(self) -> None:
+        """Cancel the reads not started and wait for the running ones: a stream that
+        failed or was left must not go on reading its files (a changed file could then
+        end the process from a thread nobody waits for)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _done(read: Callable[[int], Any], unit: int) -> Future[Any]:

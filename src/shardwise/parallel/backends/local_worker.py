@@ -13,6 +13,8 @@ import os
 import pickle
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,20 +22,40 @@ __all__ = ["main"]
 
 
 def dumps(obj: Any) -> bytes:
-    """Pickle ``obj``, with cloudpickle when plain pickle cannot (lambdas, closures,
-    anything defined in ``__main__``)."""
+    """Pickle ``obj``, with cloudpickle when plain pickle cannot (lambdas, closures) or
+    would name something of ``__main__`` (a function or class of the driver's script,
+    notebook or ``-c``, which the worker never imports): cloudpickle sends those by value.
+    (A pickle naming ``__main__`` holds those bytes; data that merely holds them too only
+    takes the slower way.)"""
     try:
-        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        if b"__main__" not in data:
+            return data
     except (pickle.PicklingError, AttributeError, TypeError):
-        import cloudpickle
+        pass
+    import cloudpickle
 
-        data: bytes = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        return data
+    by_value: bytes = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return by_value
+
+
+def _end_with_the_driver(driver: int, every: float = 0.5) -> None:
+    """End this worker when the driver that started it is gone (killed, say, by SIGTERM,
+    which runs no cleanup): a task it was running would otherwise go on for its whole
+    length, and commit its output, for nobody."""
+
+    def watch() -> None:
+        while os.getppid() == driver:
+            time.sleep(every)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="shardwise-driver-watch", daemon=True).start()
 
 
 def main(fd: int) -> None:
     """Serve the driver on the socket ``fd`` until it says stop or goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    _end_with_the_driver(os.getppid())
     from shardwise.parallel._malloc import keep_freed_memory
 
     keep_freed_memory()  # before the task's arrays: freed ones are reused, not faulted in again
