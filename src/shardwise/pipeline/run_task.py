@@ -150,10 +150,16 @@ def _stage_input(job: Job, q: Quarantine) -> tuple[Iterator[pa.RecordBatch], np.
     with open_arrow_input(
         job.layout.stage_file(job.stage.index - 1, job.task, "arrow"), **opts
     ) as f:  # a task that kept no row wrote an empty file (no schema, no batch)
-        batches = ipc.open_file(f).read_all().to_batches() if f.size() else []
+        batches = ipc.open_file(f).read_all().to_batches() if _size(f) else []
     with open_input(job.layout.stage_file(job.stage.index, job.task, "keep.npy"), **opts) as f:
         keep = np.load(io.BytesIO(f.read()))
     return iter(batches), keep
+
+
+def _size(f: Any) -> int:
+    """A file's size: Arrow's files have the method, fsspec's the attribute."""
+    size = f.size
+    return int(size() if callable(size) else size)
 
 
 def _apply(

@@ -1,5 +1,6 @@
 """What an object store or HTTP server says about a URL, as a :class:`StorageError` that
-names it: not found, no such bucket, no credentials, access denied (none of them retried)."""
+names it: not found, no such bucket, no credentials, access denied (none of them retried),
+and a network failure that outlived its retries (an endpoint down)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 from collections.abc import Iterator
 
 from shardwise.errors import StorageError
+from shardwise.storage.retry import is_transient
 
 __all__ = ["named"]
 
@@ -55,4 +57,6 @@ def named(url: str) -> Iterator[None]:
                 url,
                 refused=True,
             ) from exc
+        if not isinstance(exc, StorageError) and is_transient(exc):  # its retries ran out
+            raise StorageError(f"cannot reach {url}: {text}", url) from exc
         raise

@@ -5,10 +5,11 @@ from __future__ import annotations
 import errno
 import logging
 import random
+import re
 import time
 import zlib
 from collections.abc import Callable
-from typing import NoReturn, TypeVar
+from typing import TypeVar
 
 from shardwise.errors import ConfigError, ShardwiseError, StorageError
 
@@ -36,7 +37,6 @@ _TRANSIENT_NAMES = {
 _TRANSIENT_TEXT = (
     "slow down",
     "throttl",
-    "503",
     "500 internal",
     "timed out",
     "reset by peer",
@@ -47,6 +47,8 @@ _TRANSIENT_TEXT = (
     "please try again",
     "service unavailable",
 )
+# an HTTP 503 as a number of its own (not three digits of a bucket name or a hash)
+_HTTP_503 = re.compile(r"(?<![0-9a-z])503(?![0-9a-z])")
 # s3fs turns an object store's 5xx answers into OSErrors with these numbers: InternalError
 # and 500 into EREMOTEIO, ServiceUnavailable, SlowDown and 503 into EBUSY. A server that is
 # starting again (or failing over) answers so until it is ready.
@@ -86,7 +88,7 @@ def is_transient(exc: BaseException) -> bool:
     if _decoding(exc):
         return False
     text = str(exc).lower()
-    return any(t in text for t in _TRANSIENT_TEXT)
+    return any(t in text for t in _TRANSIENT_TEXT) or _HTTP_503.search(text) is not None
 
 
 def transient_in_chain(exc: BaseException) -> bool:
@@ -100,16 +102,6 @@ def transient_in_chain(exc: BaseException) -> bool:
         seen.add(id(e))
         e = e.__cause__ or e.__context__
     return False
-
-
-def _raise_given_up(exc: Exception, attempts: int) -> NoReturn:
-    """Raise the last of ``attempts`` transient failures: a :class:`StorageError` (what the
-    user can act on: an endpoint down, a network cut) unless it is one already."""
-    if isinstance(exc, ShardwiseError):
-        raise exc
-    raise StorageError(
-        f"{type(exc).__name__}: {exc} (still failing after {attempts} tries)"
-    ) from exc
 
 
 def with_retries(
@@ -143,10 +135,8 @@ def with_retries(
         try:
             return fn()
         except Exception as exc:
-            if not retry_on(exc):
+            if attempt == attempts - 1 or not retry_on(exc):
                 raise
-            if attempt == attempts - 1:
-                _raise_given_up(exc, attempts)
             delay = min(max_delay, base_delay * (2**attempt)) * (0.5 + random.random() / 2)
             log.warning(
                 "retrying in %.1f s after a transient error (try %d of %d): %s: %s",
