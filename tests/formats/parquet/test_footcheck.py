@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardwise.formats.parquet._footcheck import FILE_SPEC, _levels, check_footer
-from shardwise.formats.parquet._footer import footer_bytes
+from shardwise.formats.parquet._footer import footer_bytes, units_from_tail
 from shardwise.formats.parquet._footwalk import walk
 
 
@@ -161,3 +161,34 @@ def test_a_row_group_short_of_its_footers_rows_is_damage(tmp_path: Path, claimed
     q = Quarantine()
     assert fmt.read_table(unit, on_error="skip", quarantine=q) is None
     assert q.count == claimed
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(_TYPES, min_size=1, max_size=3),
+    st.integers(0, 40),
+    st.integers(1, 16),
+    st.sampled_from(["none", "zstd", "snappy"]),
+)
+def test_the_row_groups_sizes_are_arrows(
+    columns: list[pa.DataType], rows: int, group: int, codec: str
+) -> None:
+    """The walk's rows and compressed bytes of each row group, which an index takes
+    instead of Arrow's accessors, are what those accessors give (rows of nulls)."""
+    schema = pa.schema([pa.field(f"c{i}", t) for i, t in enumerate(columns)])
+    table = pa.Table.from_pylist([{}] * rows, schema=schema) if rows else schema.empty_table()
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=group, compression=codec)
+    raw = sink.getvalue().to_pybytes()
+    md = pq.ParquetFile(pa.BufferReader(raw)).metadata
+    want = [
+        (
+            md.row_group(g).num_rows,
+            sum(md.row_group(g).column(c).total_compressed_size for c in range(md.num_columns)),
+        )
+        for g in range(md.num_row_groups)
+    ]
+    assert check_footer(footer_bytes(raw), "x") == want
+    tail = raw[max(0, len(raw) - len(footer_bytes(raw)) - 11) :]  # the footer and 3 bytes
+    units, _ = units_from_tail("x", len(raw), tail)
+    assert [(u.num_samples, u.num_bytes) for u in units] == want

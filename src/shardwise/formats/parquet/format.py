@@ -91,8 +91,8 @@ class ParquetFormat:
         """One unit per row group, from the footer only."""
         pf, source = _open_with_source(path, self.storage_options)
         try:
-            check_footer(_footer(source, size), path)
-            return row_group_units(pf.metadata, path, size)
+            sizes = check_footer(_footer(source, size), path)
+            return row_group_units(pf.metadata, path, size, sizes)
         finally:
             pf.close()
 
