@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from _tokendata import make_token_shards
 
-from shardwise import ConfigError, Source
+from shardwise import ConfigError, PlanError, Source
 from shardwise.loader.tokens import TokenStream
 from shardwise.ops.tokens import load_tokenizer
 from shardwise.plan.sequences import sequence_tokens
@@ -37,6 +37,24 @@ def test_concat_in_file_order_is_the_corpus(shards: tuple[Path, str, list[str]])
     by_id = sorted(range(len(texts)), key=lambda i: (i % 3, i))  # file order of the shards
     assert docs == [texts[i] for i in by_id][: len(docs)]
     assert len(flat) > ds.stats()["sources"]["all"]["tokens"] - 64  # a tail under one sequence
+
+
+def test_a_state_before_the_first_batch_needs_no_iteration(
+    shards: tuple[Path, str, list[str]],
+) -> None:
+    """A checkpoint at step 0 (before any batch) is the whole epoch; a later step needs
+    the workers given, as StreamingDataset's does."""
+    path, _, _ = shards
+    ds = TokenStream(str(path), seq_len=128, batch_size=2, seed=3, world_size=1, rank=0)
+    state = ds.state_dict(0)
+    again = TokenStream(str(path), seq_len=128, batch_size=2, seed=3)
+    again.load_state_dict(state)
+    assert [b["input_ids"].tobytes() for b in again] == [b["input_ids"].tobytes() for b in ds]
+    fresh = TokenStream(str(path), seq_len=128, batch_size=2, seed=3)
+    with pytest.raises(PlanError, match="cannot tell how many DataLoader workers"):
+        fresh.state_dict(1)
+    given = TokenStream(str(path), seq_len=128, batch_size=2, seed=3, num_workers=1)
+    assert given.state_dict(1)["resumes"][0]["consumed_batches"] == 1
 
 
 @pytest.mark.parametrize("packing", ["concat", "best_fit", "pad"])

@@ -31,6 +31,7 @@ _SIZES: Spec = {2: ("rep", LENGTH, None), 3: ("def", LENGTH, None)}
 _META: Spec = {
     1: ("type", I32, None),
     4: ("codec", I32, None),
+    5: ("values", I64, None),
     7: ("bytes", I64, None),
     16: ("sizes", STRUCT, _SIZES),
 }
@@ -64,34 +65,54 @@ def _levels(schema: list[dict[str, object]]) -> list[tuple[int, int]]:
 def check_footer(footer: bytes | memoryview, path: str) -> list[tuple[int, int]] | None:
     """Raise :class:`FormatError` for what in the Thrift ``footer`` (a ``FileMetaData``)
     Arrow's accessors cannot report (see the module docstring); a footer this walk does not
-    read is left to Arrow, which parsed it already or reports it.
+    Arrow's parser steps over is stepped over here too.
 
     Returns:
         the rows and the compressed bytes of each row group; None when the walk did not
         find them all (Arrow's accessors then give them).
+
+    Raises:
+        FormatError: the footer would end the process in Arrow's accessors, or the walk
+            cannot read it (then it cannot say it would not).
     """
     try:
         meta = walk(bytes(footer), FILE_SPEC)
-    except (Unreadable, IndexError, RecursionError):
-        return None  # Arrow parsed it: a footer this walk does not read is Arrow's to judge
+    except (Unreadable, IndexError, RecursionError) as exc:
+        # Arrow parsed it, but its accessors are only safe once the walk has checked it
+        raise FormatError(
+            f"a footer whose Thrift cannot be checked ({exc})", path, "footer"
+        ) from exc
     schema = cast(list[dict[str, object]], meta.get("schema", []))
     levels = _levels(schema)
     types = [e.get("type") for i, e in enumerate(schema) if i and not e.get("children")]
     sizes: list[tuple[int, int]] | None = []
     for g, group in enumerate(cast(list[dict[str, Any]], meta.get("row_groups", []))):
         nbytes: int | None = 0
+        rows = group.get("rows")
         for c, chunk in enumerate(cast(list[dict[str, Any]], group.get("columns", []))):
             leaf = (levels[c], types[c]) if c < len(levels) == len(types) else None
             chunk_meta = chunk.get("meta", {})
             _check_chunk(chunk_meta, leaf, path, g, c)
+            _check_values(chunk_meta.get("values"), rows, path, g, c)
             found = chunk_meta.get("bytes")
             nbytes = nbytes + found if nbytes is not None and found is not None else None
-        rows = group.get("rows")
         if sizes is not None and nbytes is not None and rows is not None:
             sizes.append((rows, nbytes))
         else:
             sizes = None
     return sizes
+
+
+def _check_values(values: int | None, rows: int | None, path: str, group: int, column: int) -> None:
+    """A column chunk holds a value (or a null, or an empty list) for each row at least: a
+    row group claiming more rows than a chunk's values is damage, refused here before a
+    plan sizes its arrays by the claim."""
+    if values is not None and rows is not None and values < rows:
+        raise FormatError(
+            f"{values:,} values where the row group counts {rows:,} rows",
+            path,
+            f"footer, row group {group}, column {column}",
+        )
 
 
 def _check_chunk(

@@ -19,6 +19,7 @@ __all__ = [
     "row_group_units",
     "tail_start",
     "units_from_tail",
+    "unreadable",
 ]
 
 #: bytes read from the end of each file: small files' footers fit (Arrow reads as much)
@@ -64,6 +65,13 @@ def row_group_units(
     return units
 
 
+def unreadable(exc: BaseException) -> str:
+    """Why a footer Arrow refused (or pyarrow could not name) is unreadable."""
+    if isinstance(exc, UnicodeDecodeError):  # pyarrow decodes the schema's names
+        return f"a name in its schema is not UTF-8: {exc}"
+    return str(exc)
+
+
 def units_from_tail(path: str, size: int, tail: bytes) -> tuple[list[Unit], pa.Schema]:
     """The units and Arrow schema of the Parquet file ``path`` of ``size`` bytes, from its
     last ``len(tail)`` bytes (which must hold the whole footer).
@@ -79,10 +87,12 @@ def units_from_tail(path: str, size: int, tail: bytes) -> tuple[list[Unit], pa.S
         pf = pq.ParquetFile(source)
         sizes = check_footer(footer, path)
         return row_group_units(pf.metadata, path, size, sizes), pf.schema_arrow
-    except (pa.ArrowInvalid, pa.ArrowException, OSError, FormatError) as exc:
+    except (pa.ArrowException, OSError, FormatError, UnicodeDecodeError) as exc:
         if isinstance(exc, FormatError) and exc.path == path:
             raise  # the footer check's own, which names the place
-        raise FormatError(f"not a readable Parquet file ({exc})", path, "footer") from exc
+        raise FormatError(
+            f"not a readable Parquet file ({unreadable(exc)})", path, "footer"
+        ) from exc
     finally:
         source.close()
 

@@ -27,6 +27,7 @@ DEPTH = 32
 Spec = dict[int, "tuple[str, int, Spec | None]"]
 _TRUE, _FALSE, _BYTE, _I16, _DOUBLE, _BINARY, _SET, _MAP = 1, 2, 3, 4, 7, 8, 10, 11
 _VARINTS = (_I16, I32, I64)
+_THRIFT_TYPE = {LENGTH: LIST}  # the Thrift type of a kept field of each kind (else the kind)
 
 
 def _varint(b: bytes, i: int) -> tuple[int, int]:
@@ -122,6 +123,8 @@ def _struct(b: bytes, i: int, spec: Spec, depth: int) -> tuple[dict[str, Any], i
             v, i = _varint(b, i)
             fid = (v >> 1) ^ -(v & 1)
         kept = spec.get(fid)
+        if kept is not None and t != _THRIFT_TYPE.get(kept[1], kept[1]):
+            kept = None  # a kept field of another type is stepped over, as Arrow's parser does
         if kept is None:  # stepped over: numbers and strings here, the rest by _past
             if t in _VARINTS:
                 while b[i] & 0x80:

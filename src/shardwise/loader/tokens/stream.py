@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from shardwise.errors import ConfigError
-from shardwise.loader.channel import Seen, TopologyChannel
+from shardwise.loader.channel import Seen, TopologyChannel, consumer
 from shardwise.loader.passes import Passes
 from shardwise.loader.placement import Placement, detect_placement, in_dataloader_worker
 from shardwise.loader.read.cached import node_cache
@@ -163,7 +163,6 @@ class TokenStreamBase:
             self._lengths = lengths
         return self._lengths
 
-    # -- planning ---------------------------------------------------------------------
     def plan(self, topology: Topology | None = None) -> TokenPlan:
         """The epoch's plan on ``topology`` (default: this process's ranks, one worker)."""
         if topology is None:
@@ -184,6 +183,9 @@ class TokenStreamBase:
             canonical_workers=self.canonical_workers,
             counts=self.counts,
         )
+
+    def _given(self) -> tuple[int, int | None]:
+        return self._placement().world_size, self.num_workers
 
     def _placement(self) -> Placement:
         p = detect_placement(self.rank, self.world_size)
@@ -224,7 +226,6 @@ class TokenStreamBase:
         """Batches this rank yields in the epoch (DataLoader workers included)."""
         return self.plan().batches_per_rank
 
-    # -- iterating --------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
         p = self._placement()
         self._passes.begin_pass(p.rank, p.worker_id)
@@ -255,15 +256,13 @@ class TokenStreamBase:
         else:
             self._seen = Seen(p.world_size, p.num_workers, time.time(), self._passes.epoch)
 
-    # -- state and stats --------------------------------------------------------------
     def state_dict(self, consumed_batches: int) -> dict[str, Any]:
         """Where the epoch stands after this rank consumed ``consumed_batches`` batches of
         the current pass (all ranks consume the same number)."""
-        seen = [s for s in (self._seen, self._channel.read()) if s is not None]
-        if not seen:
-            raise ConfigError("state_dict: nothing was iterated yet, so no topology consumed")
-        latest = max(seen, key=lambda s: s.at)
-        t = Topology(latest.world_size, latest.num_workers, self.batch_size, self.drop_last)
+        world_size, num_workers = consumer(
+            (self._seen, self._channel.read()), self._given, consumed_batches, "TokenStream"
+        )
+        t = Topology(world_size, num_workers, self.batch_size, self.drop_last)
         resumed = self.plan(t).resume(int(consumed_batches))
         return {
             "version": STATE_VERSION,
