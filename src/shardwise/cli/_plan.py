@@ -228,8 +228,10 @@ def _check_args(
         raise click.BadParameter(
             f"{replication} does not divide --world-size {world_size}", param_hint="--replication"
         )
-    if bool(paths) == bool(sources):
-        raise click.UsageError("give PATHS or --source options (one or more), not both")
+    if paths and sources:
+        raise click.UsageError("give PATHS or --source options, not both")
+    if not paths and not sources:
+        raise click.UsageError("give PATHS or --source options (one or more)")
 
 
 def _source_rows(
