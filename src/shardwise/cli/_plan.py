@@ -144,7 +144,7 @@ def plan(
     import numpy as np
 
     from shardwise.cli.source_spec import parse_source
-    from shardwise.loader.read.opening import open_index
+    from shardwise.loader.read.opening import check_not_empty, open_index
     from shardwise.loader.stats import mixing_for
     from shardwise.plan import Topology, auto_interleave
     from shardwise.plan.report import plan_report
@@ -157,6 +157,7 @@ def plan(
         raise click.BadParameter(str(exc), param_hint="'--source'") from exc
     wanted: list[str] | None = None if seq_len else []  # token plans: the token columns
     index = open_index(given, "raise", {"format": fmt} if fmt and paths else {}, wanted)
+    check_not_empty(index, index.counts())
     mixing = mixing_for(index, epoch_size, batching)
     unit_bytes = np.array([u.num_bytes for u in index.units])
     interleave = interleave or auto_interleave(unit_bytes, shuffle_mb * 2**20)

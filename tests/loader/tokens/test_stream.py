@@ -285,3 +285,14 @@ def test_a_copy_in_another_process_leaves_the_creators_channel(
     del ds
     gc.collect()
     assert not os.path.exists(control)  # which removes them with its dataset
+
+
+def test_an_empty_token_dataset_names_its_files(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    meta = {b"shardwise.tokens": b'{"dtype": "<u2", "vocab_size": 300, "eos_id": 0}'}
+    schema = pa.schema([pa.field("tokens", pa.binary(), metadata=meta), ("num_tokens", pa.int32())])
+    pq.write_table(schema.empty_table(), tmp_path / "e.parquet")
+    with pytest.raises(PlanError, match=r"nothing to stream: .*e\.parquet has no tokens"):
+        TokenStream(str(tmp_path), seq_len=8, world_size=1, rank=0)

@@ -145,14 +145,16 @@ def _unify(
 
 def check_not_empty(
     index: DatasetIndex | MixedIndex,
-    counts: np.ndarray,
-    filter: pc.Expression | None,
-    quarantine: Quarantine,
+    counts: Any,
+    filter: pc.Expression | None = None,
+    quarantine: Quarantine | None = None,
+    what: str = "samples",
 ) -> None:
-    """Refuse a dataset with nothing to stream, naming its first files."""
-    if int(counts.sum()):
+    """Refuse a dataset with nothing to stream, naming its first files (``what`` it lacks:
+    samples, or a token stream's sequences)."""
+    if int(np.asarray(counts).sum()):
         return
     after = " after filter=" if filter is not None else ""
-    after += " after quarantining bad records" if quarantine.count else ""
+    after += " after quarantining bad records" if quarantine and quarantine.count else ""
     where = ", ".join(f.path for f in index.files[:3]) + (" ..." if len(index.files) > 3 else "")
-    raise PlanError(f"nothing to stream: {where or 'the dataset'} has no samples{after}")
+    raise PlanError(f"nothing to stream: {where or 'the dataset'} has no {what}{after}")

@@ -35,7 +35,7 @@ from shardwise.loader.passes import Passes
 from shardwise.loader.placement import Placement, detect_placement, in_dataloader_worker
 from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.mixed import MixedIndex
-from shardwise.loader.read.opening import open_index
+from shardwise.loader.read.opening import check_not_empty, open_index
 from shardwise.loader.state_version import STATE_VERSION as LOADER_STATE_VERSION
 from shardwise.loader.state_version import check_version
 from shardwise.loader.tokens.ahead import made_ahead
@@ -150,6 +150,7 @@ class TokenStreamBase:
             if totals is None
             else -(-totals // seq_len)
         )
+        check_not_empty(self.index, self.counts, what="tokens to make sequences of")
 
     @property
     def lengths(self) -> np.ndarray:
