@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from _tokendata import make_token_shards
 
-from shardwise import ConfigError, PlanError, Source
+from shardwise import ConfigError, FormatError, PlanError, Source
 from shardwise.loader.tokens import TokenStream
 from shardwise.ops.tokens import load_tokenizer
 from shardwise.plan.sequences import sequence_tokens
@@ -296,3 +296,34 @@ def test_an_empty_token_dataset_names_its_files(tmp_path: Path) -> None:
     pq.write_table(schema.empty_table(), tmp_path / "e.parquet")
     with pytest.raises(PlanError, match=r"nothing to stream: .*e\.parquet has no tokens"):
         TokenStream(str(tmp_path), seq_len=8, world_size=1, rank=0)
+
+
+@pytest.mark.parametrize("packing", ["concat", "best_fit", "pad"])
+@pytest.mark.parametrize("layout", ["arrow", "plain"])
+def test_a_count_column_that_disagrees_with_the_tokens_is_refused(
+    tmp_path: Path, packing: str, layout: str
+) -> None:
+    """The plan packs by the counts: one document's count off by one would repeat or lose
+    a token, so the unit holding it is refused by name, on every way of reading it."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(1, 2000, rng.integers(1, 60)).astype("<u2") for _ in range(120)]
+    info = {"dtype": "<u2", "vocab_size": 2000, "eos_id": 0, "bos_id": None, "tokenizer": "x"}
+    meta = {b"shardwise.tokens": json.dumps(info).encode()}
+    counts = [len(d) for d in docs]
+    counts[70] += 1
+    schema = pa.schema([pa.field("tokens", pa.binary(), metadata=meta), ("num_tokens", pa.int32())])
+    table = pa.table([[d.tobytes() for d in docs], counts], schema=schema)
+    plain = {"compression": "none", "use_dictionary": False, "write_statistics": False}
+    kw: dict[str, Any] = plain if layout == "plain" else {}
+    pq.write_table(table, tmp_path / "a.parquet", row_group_size=40, **kw)
+    ds = TokenStream(str(tmp_path), seq_len=16, batch_size=2, packing=packing, world_size=1, rank=0)
+    said = r"'num_tokens' says \d+ tokens for document 30 of the unit"
+    with pytest.raises(FormatError, match=said) as err:
+        for _ in ds:
+            pass
+    assert (err.value.path, err.value.location) == (str(tmp_path / "a.parquet"), "unit 1")

@@ -53,7 +53,11 @@ class SequenceBatches:
         if self.packing == "concat":
             yield from self._concat_groups(plan, pairs)
             return
-        feed = UnitFeed(pairs[:, 0], self.units.read, self.prefetch_units)
+
+        def read(unit: int) -> tuple[np.ndarray, np.ndarray]:  # checked against the plan's
+            return self.units.read(unit, plan.unit_lengths(unit))
+
+        feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
         rows = pairs[:, 1].tolist()
         seqs = []
         for i, (unit, (tokens, offsets)) in enumerate(feed):

@@ -91,12 +91,32 @@ class TokenUnits:
             np.cumsum(lengths, out=offsets[1:])
             if offsets[-1] == len(tokens):
                 return tokens, offsets
+        got = None
         if self.cache is None and self.count_column is not None:
             info, column, counts = self.info, self.column, self.count_column
             got = mapped_tokens(self.index, unit, column, counts, info, lengths, files)
-            if got is not None:
-                return got
-        return flat_tokens(self.reader.read(unit).column(self.column), self.info.dtype)
+        if got is None:
+            got = flat_tokens(self.reader.read(unit).column(self.column), self.info.dtype)
+        if lengths is not None:
+            self._check_counts(unit, lengths, got[1])
+        return got
+
+    def _check_counts(self, unit: int, lengths: np.ndarray, offsets: np.ndarray) -> None:
+        """Refuse documents whose tokens are not as many as the count column says (the
+        plan packs by the counts: another length would repeat or lose tokens)."""
+        real = np.diff(offsets)
+        if len(real) == len(lengths) and np.array_equal(real, lengths):
+            return
+        if len(real) != len(lengths):
+            said = f"{len(lengths)} documents where the unit holds {len(real)}"
+        else:
+            doc = int(np.flatnonzero(real != lengths)[0])
+            said = f"{lengths[doc]} tokens for document {doc} of the unit, which holds {real[doc]}"
+        raise FormatError(
+            f"the count column {self.count_column!r} says {said}",
+            unit_path(self.index, unit),
+            f"unit {unit}",
+        )
 
     def mapped_here(self, unit: int) -> bool:
         """Whether unit ``unit`` is read as a view of a file on a disk or memory filesystem
