@@ -100,7 +100,9 @@ class EpochPlan:
         self._row_perms: dict[int, np.ndarray] = {}
         self._continued = 0
         self._continuation = False
-        self.stream: Stream | PartedStream = self._base_stream()
+        self._own = self._base_stream()  # the epoch's own samples (see _repeated_units)
+        self._repeats: np.ndarray | None = None
+        self.stream: Stream | PartedStream = self._own
         for i, r in enumerate(self.resumes):
             last = i == len(self.resumes) - 1
             if last and r.topology == self.topology and not elastic:
@@ -151,8 +153,26 @@ class EpochPlan:
             return wp.remaining_segments(int(done[slot]))
 
         self.generation += 1
-        sizes, build = without_copies(stream, per, pieces.num_padded, per - done, left)
+        sizes, build = without_copies(
+            stream, per, pieces.num_padded, per - done, left, self._repeated_units
+        )
         self.stream = PartedStream(sizes, build)
+
+    def _repeated_units(self) -> np.ndarray:
+        """The units the epoch's own stream holds some sample of more than once (a mixed
+        source its quota wraps around), sorted: only their samples can be owed twice
+        after a resume (:mod:`.padcopies`). Worked out once, when first asked for. A unit's
+        occurrences are disjoint ranges unless they hold more samples than it has (sources
+        fill their quotas so, :func:`.deal.source_arrays`); without mixing, none."""
+        if self._repeats is None and self.base is None:
+            self._repeats = np.zeros(0, dtype=np.int64)
+        if self._repeats is None:
+            segments = self._own.segments
+            units = np.fromiter((s.unit for s in segments), np.int64, len(segments))
+            held = np.zeros(len(self.counts), dtype=np.int64)
+            np.add.at(held, units, np.diff(self._own.ends, prepend=0))
+            self._repeats = np.flatnonzero(held > self.counts)
+        return self._repeats
 
     def _cut(self) -> None:
         # an elastic resume may legitimately have little left
