@@ -29,7 +29,7 @@ from shardwise.loader.tokens.mapped import (
     unit_path,
 )
 
-__all__ = ["TokenUnits", "UnitFeed", "check_lengths"]
+__all__ = ["TokenUnits", "UnitFeed", "check_lengths", "check_pad_id"]
 
 LENGTH_THREADS = 8
 
@@ -183,13 +183,44 @@ def _int64s(chunk: pa.Array) -> np.ndarray:
 
 
 def _token_info(index: Any, column: str) -> TokenInfo:
-    """The token layout of ``column``, the same in every source of a mixed index."""
-    infos = [TokenInfo.of(ix.schema.field(column)) for ix in getattr(index, "indexes", [index])]
-    if any(i is None for i in infos):
+    """The token layout of ``column``, the same in every source of a mixed index: one
+    tokenizer and dtype, and the same eos and bos (``concat`` tells documents apart by
+    their eos, padding is the eos by default)."""
+    found = [TokenInfo.of(ix.schema.field(column)) for ix in getattr(index, "indexes", [index])]
+    infos = [i for i in found if i is not None]
+    if len(infos) < len(found):
         raise ConfigError(f"column {column!r} holds no tokens (write it with 'tokenize')")
-    if len({(i.dtype, i.tokenizer, i.eos_id, i.bos_id) for i in infos if i}) > 1:
-        raise ConfigError(f"the sources' {column!r} come from different tokenizers: {infos}")
-    return next(i for i in infos if i is not None)
+    names = [s.name for s in getattr(index, "sources", [])] or ["the dataset"]
+    first = infos[0]
+    for name, info in zip(names[1:], infos[1:]):
+        if (info.dtype, info.tokenizer) != (first.dtype, first.tokenizer):
+            raise ConfigError(
+                f"sources {names[0]!r} and {name!r} hold {column!r} of different tokenizers "
+                f"(tokenizer {first.tokenizer!r}, {first.dtype} and {info.tokenizer!r}, "
+                f"{info.dtype})"
+            )
+        if (info.eos_id, info.bos_id) != (first.eos_id, first.bos_id):
+            raise ConfigError(
+                f"sources {names[0]!r} and {name!r} were tokenized with different eos/bos "
+                f"settings (eos_id={first.eos_id}, bos_id={first.bos_id} and "
+                f"eos_id={info.eos_id}, bos_id={info.bos_id}); tokenize them with the same "
+                "eos= and bos= to mix them"
+            )
+    return first
+
+
+def check_pad_id(pad_id: Any, info: TokenInfo) -> int:
+    """``pad_id`` as given (an id of the vocabulary), or the tokenizer's eos, else 0."""
+    if pad_id is None:
+        return info.eos_id or 0
+    if isinstance(pad_id, bool) or not isinstance(pad_id, (int, np.integer)):
+        raise ConfigError(f"pad_id must be a token id (an integer), got {pad_id!r}")
+    if not 0 <= pad_id < info.vocab_size:
+        raise ConfigError(
+            f"pad_id must be an id of the shards' vocabulary, in [0, {info.vocab_size}) "
+            f"(stored as {np.dtype(info.dtype).name}), got {pad_id}"
+        )
+    return int(pad_id)
 
 
 class UnitFeed:
