@@ -43,7 +43,7 @@ from shardwise.errors import PlanError
 from shardwise.plan.blocks import Blocks, block_bounds, block_perm
 from shardwise.plan.cut import Cut, cut, delivered
 from shardwise.plan.order import ROWS, UNITS, rng_for, spread_order, stratified_order
-from shardwise.plan.padcopies import without_copies
+from shardwise.plan.padcopies import repeated_units, without_copies
 from shardwise.plan.segments import PartedStream, Segment, Stream, unit_stream
 from shardwise.plan.topology import Resume, Topology
 from shardwise.plan.worker_share import WorkerPlan
@@ -159,19 +159,11 @@ class EpochPlan:
         self.stream = PartedStream(sizes, build)
 
     def _repeated_units(self) -> np.ndarray:
-        """The units the epoch's own stream holds some sample of more than once (a mixed
-        source its quota wraps around), sorted: only their samples can be owed twice
-        after a resume (:mod:`.padcopies`). Worked out once, when first asked for. A unit's
-        occurrences are disjoint ranges unless they hold more samples than it has (sources
-        fill their quotas so, :func:`.deal.source_arrays`); without mixing, none."""
-        if self._repeats is None and self.base is None:
-            self._repeats = np.zeros(0, dtype=np.int64)
+        """The units the epoch's own stream holds some sample of more than once (worked
+        out once, when first asked for; without mixing, none): see :mod:`.padcopies`."""
         if self._repeats is None:
-            segments = self._own.segments
-            units = np.fromiter((s.unit for s in segments), np.int64, len(segments))
-            held = np.zeros(len(self.counts), dtype=np.int64)
-            np.add.at(held, units, np.diff(self._own.ends, prepend=0))
-            self._repeats = np.flatnonzero(held > self.counts)
+            own = self._own if self.base is not None else None
+            self._repeats = repeated_units(own, self.counts)
         return self._repeats
 
     def _cut(self) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 
 from shardwise.plan.segments import PartedStream, Segment, Stream
 
-__all__ = ["without_copies"]
+__all__ = ["repeated_units", "without_copies"]
 
 Build = Callable[[int], list[Segment]]
 
@@ -167,3 +167,18 @@ def _take_out(segments: list[Segment], debt: dict[int, int]) -> list[Segment]:
         elif keep.any():
             out.append(Segment(seg.unit, 0, 0, seg.positions()[keep]))
     return out if taken else segments
+
+
+def repeated_units(stream: Stream | None, counts: np.ndarray) -> np.ndarray:
+    """The units ``stream`` (an epoch's own; None: an epoch without mixing) holds some
+    sample of more than once (a mixed source its quota wraps around), sorted: only their
+    samples can be owed twice after a resume. A unit's occurrences are disjoint ranges
+    unless they hold more samples than it has (sources fill their quotas so,
+    :func:`.deal.source_arrays`)."""
+    if stream is None:
+        return np.zeros(0, dtype=np.int64)
+    segments = stream.segments
+    units = np.fromiter((s.unit for s in segments), np.int64, len(segments))
+    held = np.zeros(len(counts), dtype=np.int64)
+    np.add.at(held, units, np.diff(stream.ends, prepend=0))
+    return np.flatnonzero(held > counts)

@@ -40,9 +40,10 @@ from shardwise.loader.state_version import STATE_VERSION as LOADER_STATE_VERSION
 from shardwise.loader.stats import mixing_for
 from shardwise.loader.tokens.ahead import made_ahead
 from shardwise.loader.tokens.batches import SequenceBatches, check_fields
+from shardwise.loader.tokens.checks import check_lengths, check_pad_id
 from shardwise.loader.tokens.mapped import unit_path
 from shardwise.loader.tokens.saved import check_loaded, plan_record, units_digest
-from shardwise.loader.tokens.units import TokenUnits, check_lengths, check_pad_id
+from shardwise.loader.tokens.units import TokenUnits
 from shardwise.plan import Mixing, Resume, Topology
 from shardwise.plan.packing import DEFAULT_BUFFER, check_packing, count_sequences
 from shardwise.plan.sequences import FIELDS
