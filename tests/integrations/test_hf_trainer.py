@@ -36,17 +36,10 @@ def test_trainer_is_exact_and_resumes_from_its_checkpoint(tmp_path: Path) -> Non
     check_modes(lambda args: run(_cmd(args)), data, tmp_path, MODES, FORMATS, ROWS)
 
 
-def _one_process_run(
-    data: str, out: Path, fmt: str, workers: int, per_device: int, cls: Any
-) -> Any:
+def _model(shapes: list[tuple[int, ...]], ids: list[int]) -> Any:
+    """A one-weight model that records the shape and the ids of each batch it trains on."""
     import numpy as np
     import torch
-    from transformers import TrainingArguments
-
-    from shardwise import StreamingDataset
-
-    shapes: list[tuple[int, ...]] = []
-    ids: list[int] = []
 
     class Model(torch.nn.Module):
         def __init__(self) -> None:
@@ -59,6 +52,20 @@ def _one_process_run(
             return {
                 "loss": self.layer(torch.as_tensor(np.asarray(x)).float().reshape(-1, 1)).mean()
             }
+
+    return Model
+
+
+def _one_process_run(
+    data: str, out: Path, fmt: str, workers: int, per_device: int, cls: Any
+) -> Any:
+    from transformers import TrainingArguments
+
+    from shardwise import StreamingDataset
+
+    shapes: list[tuple[int, ...]] = []
+    ids: list[int] = []
+    Model = _model(shapes, ids)
 
     ds = StreamingDataset(data, batch_size=10, columns=["id", "x"], seed=0, batch_format=fmt)
     args = TrainingArguments(
@@ -99,23 +106,13 @@ def test_one_process_trainer_trains_on_the_datasets_own_batches(
 def _accumulating_run(data: str, out: Path, resume: str | None) -> tuple[list[int], Any]:
     """ShardwiseTrainer, one process, gradient accumulation of 3 over epochs of 20
     batches (the last optimizer step of each epoch has 2), 17 steps, a checkpoint every 4."""
-    import numpy as np
-    import torch
     from transformers import TrainingArguments
 
     from shardwise import StreamingDataset
     from shardwise.integrations.hf import ShardwiseTrainer
 
     ids: list[int] = []
-
-    class Model(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(1, 1)
-
-        def forward(self, id: Any, x: Any) -> dict[str, Any]:
-            ids.extend(np.asarray(id).reshape(-1).tolist())
-            return {"loss": self.layer(torch.as_tensor(np.asarray(x)).reshape(-1, 1)).mean()}
+    Model = _model([], ids)
 
     ds = StreamingDataset(data, batch_size=10, columns=["id", "x"], seed=0, batch_format="numpy")
     args = TrainingArguments(
