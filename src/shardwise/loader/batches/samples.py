@@ -28,6 +28,9 @@ def rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
     """Per-sample dicts, by the rules in the module docstring."""
     names = batch.schema.names
     columns = [_python_values(name, col) for name, col in zip(names, batch.columns)]
+    if not columns:  # records without fields: rows all the same, each an empty dict
+        yield from ({} for _ in range(batch.num_rows))
+        return
     for values in zip(*columns):
         yield dict(zip(names, values))
 
