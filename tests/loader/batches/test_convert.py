@@ -321,8 +321,39 @@ def test_ragged_lists_become_the_row_views_arrow_gives(large: bool) -> None:
     for g, w, r in zip(got, want, rows):
         assert g.dtype == w.dtype == np.int32 and g.tolist() == w.tolist() == r
         assert not g.flags.writeable and not w.flags.writeable
-    equal = column_to_numpy(pa.array([[0, 0], [1, 2], [3, 4]], t).slice(1))
-    assert equal.shape == (2, 2) and equal.tolist() == [[1, 2], [3, 4]]
+    equal = column_to_numpy(pa.array([[0, 0], [1, 2], [3, 4]], t).slice(1))  # one length
+    assert equal.dtype == object and equal.shape == (2,)
+    assert [r.tolist() for r in equal] == [[1, 2], [3, 4]]
+    fixed = column_to_numpy(pa.array([[1, 2], [3, 4]], pa.list_(pa.int32(), 2)))
+    assert fixed.shape == (2, 2) and fixed.tolist() == [[1, 2], [3, 4]]
+
+
+@pytest.mark.parametrize("fmt", ["numpy", "torch"])
+def test_a_list_column_has_one_form_in_every_batch(tmp_path: Path, fmt: str) -> None:
+    """Rows of one length in one batch and not in the next: each batch's list column is an
+    array of rows all the same (a 2-D array only with pad_to), whatever its values."""
+    ids = [[1, 2], [3, 4], [5], [6, 7, 8], [], []]
+    emb = [[float(k), 0.5] for k in range(6)]
+    pq.write_table(
+        pa.table(
+            {
+                "id": list(range(6)),
+                "ids": pa.array(ids, pa.list_(pa.int64())),
+                "emb": pa.array(emb, pa.list_(pa.float32())),
+            }
+        ),
+        tmp_path / "l.parquet",
+    )
+    batches = list(_dataset(tmp_path / "l.parquet", batch_size=2, batch_format=fmt))
+    assert len(batches) == 3
+    for b in batches:
+        for name in ("ids", "emb"):
+            assert isinstance(b[name], np.ndarray) and b[name].dtype == object, name
+            assert b[name].shape == (2,), name
+    assert [r.tolist() for b in batches for r in b["ids"]] == ids
+    padded = list(_dataset(tmp_path / "l.parquet", batch_size=2, batch_format=fmt, pad_to=2))
+    assert all(tuple(b["emb"].shape) == (2, 2) for b in padded)
+    assert np.concatenate([np.asarray(b["emb"]) for b in padded]).tolist() == emb
 
 
 def test_the_first_epoch_of_numbers_strings_and_token_lists_does_not_import_pandas(
