@@ -162,6 +162,30 @@ def test_batched_modes_stream_every_type(every_type: tuple[Path, pa.Table], fmt:
     assert [r.tolist() for b in batches for r in b["lfsb"]] == table.column("lfsb").to_pylist()
 
 
+def test_times_of_day_keep_their_unit_in_numpy_and_torch_batches(tmp_path: Path) -> None:
+    """The time since midnight as ``timedelta64`` in the column's unit (NaT for a null),
+    as a duration column comes; torch batches give it as durations: a list."""
+    pq.write_table(
+        pa.table(
+            {
+                "id": [0, 1, 2],
+                "t_ms": pa.array([15_409_000, None, 1], pa.time32("ms")),
+                "t_us": pa.array([15_409_000_000, 2, 1], pa.time64("us")),
+                "dur_us": pa.array([15_409_000_000, 2, 1], pa.duration("us")),
+            }
+        ),
+        tmp_path / "t.parquet",
+    )
+    (batch,) = _dataset(tmp_path / "t.parquet", batch_size=3, batch_format="numpy")
+    t_ms, t_us = np.asarray(batch["t_ms"]), np.asarray(batch["t_us"])
+    assert t_ms.dtype == np.dtype("m8[ms]") and t_us.dtype == np.dtype("m8[us]")
+    assert t_ms[0] == np.timedelta64(4 * 3600 + 16 * 60 + 49, "s") and np.isnat(t_ms[1])
+    assert t_us.tolist() == np.asarray(batch["dur_us"]).tolist()
+    (batch,) = _dataset(tmp_path / "t.parquet", batch_size=3, batch_format="torch")
+    assert batch["t_ms"] == [dt.timedelta(seconds=15409), None, dt.timedelta(milliseconds=1)]
+    assert batch["t_us"] == batch["dur_us"]
+
+
 def test_per_sample_values_outside_python_datetime_name_file_unit_and_column(
     tmp_path: Path,
 ) -> None:
@@ -292,15 +316,16 @@ def test_numpy_batches_carry_every_type_exactly_through_worker_transport(
     assert got["id"] == list(range(N))
     for name in table.column_names:
         column = table.column(name).combine_chunks()
-        if pa.types.is_time(column.type):
-            want = column.cast(
-                pa.int32() if pa.types.is_time32(column.type) else pa.int64()
-            ).to_pylist()
+        if pa.types.is_time(column.type):  # the time since midnight, in the column's unit
+            time32 = pa.types.is_time32(column.type)
+            counts = column.cast(pa.int32()).cast(pa.int64()) if time32 else column
+            times = counts.view(pa.duration(column.type.unit)).to_numpy(zero_copy_only=False)
+            want = times.astype(object).tolist()
         elif pa.types.is_fixed_size_list(column.type):
             want = column.to_pylist()
             got[name] = np.array(got[name]).tolist()
         elif pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
-            if pa.types.is_time64(column.type.value_type):  # counts, as for a time column
+            if pa.types.is_time64(column.type.value_type):  # timedelta64[ns]: equal to counts
                 column = column.cast(pa.list_(pa.int64()))
             want = column.to_pylist()
             got[name] = [None if v is None else list(v) for v in got[name]]

@@ -1,7 +1,8 @@
 """Arrow columns to numpy arrays for ``"numpy"`` and ``"torch"`` batches.
 
 Numeric columns become arrays without copies where Arrow allows, dates and timestamps
-``datetime64``, times of day integer counts in the column's unit, fixed-size numeric
+``datetime64``, durations and times of day (the time since midnight) ``timedelta64``
+in the column's unit, fixed-size numeric
 lists 2-D arrays, and variable-length numeric lists (token ids) arrays of row views, or,
 when ``pad_to`` is set, 2-D arrays padded to the batch's longest row or to ``pad_to``,
 with a ``<column>_lengths`` int64 column. A column's form follows from its type and the
@@ -79,10 +80,8 @@ def column_to_numpy(col: pa.Array) -> np.ndarray:
     where a batch's rows happen to have one length: what a column becomes depends on its
     type alone, never on its values (``pad_to`` makes such lists 2-D, see :func:`pad`)."""
     t = col.type
-    if pa.types.is_time(t):  # numpy has no time of day: a count in the column's unit
-        return col.cast(pa.int32() if pa.types.is_time32(t) else pa.int64()).to_numpy(
-            zero_copy_only=False
-        )
+    if pa.types.is_time(t):  # numpy has no time of day: the time since midnight
+        return _time_since_midnight(col)
     if pa.types.is_fixed_size_list(t) and col.null_count == 0 and numeric(t.value_type):
         values = col.flatten()
         flat = buffer_view(values)
@@ -101,6 +100,13 @@ def column_to_numpy(col: pa.Array) -> np.ndarray:
         return col.to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return _rows_one_by_one(col)
+
+
+def _time_since_midnight(col: pa.Array) -> np.ndarray:
+    """A time-of-day column as ``timedelta64`` in its unit, as a duration column comes
+    (NaT for nulls): the unit stays with the values, which bare counts lost."""
+    counts = col.cast(pa.int32()).cast(pa.int64()) if pa.types.is_time32(col.type) else col
+    return counts.view(pa.duration(col.type.unit)).to_numpy(zero_copy_only=False)
 
 
 def _rows_one_by_one(col: pa.Array) -> np.ndarray:
