@@ -350,3 +350,11 @@ def test_plan_with_sources_prints_each_sources_exact_samples(
     assert main(["plan", web, "-s", code]) == 2
     assert main(["plan", "-s", f"{web}:wieght=3"]) == 2  # bad usage: the option's text
     assert "wieght" in capsys.readouterr().err
+
+
+def test_plan_without_paths_or_sources_says_which_is_missing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["plan"]) == 2
+    err = capsys.readouterr().err
+    assert "give PATHS or --source options (one or more)" in err and "not both" not in err

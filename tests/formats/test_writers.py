@@ -171,3 +171,17 @@ def test_writer_aborted_in_with_block_commits_nothing_more(tmp_path: Path) -> No
             writer.write(pa.record_batch({"a": [1, 2]}))
             raise RuntimeError("boom")
     assert os.listdir(tmp_path) == []
+
+
+def test_parquet_refuses_rows_without_columns_that_jsonl_writes(tmp_path: Path) -> None:
+    from shardwise.errors import UnsupportedError
+    from shardwise.loader.batches.gather import fieldless_batch
+
+    batch = fieldless_batch(3, pa.schema([]))
+    writer = get_format("parquet").open_writer(str(tmp_path / "p"))
+    with pytest.raises(UnsupportedError, match=r"p: 3 rows with no columns cannot be written"):
+        writer.write(batch)
+    jsonl = get_format("jsonl").open_writer(str(tmp_path / "j"))
+    jsonl.write(batch)
+    (written,) = jsonl.close()
+    assert written.num_rows == 3 and Path(written.path).read_text() == "{}\n" * 3

@@ -152,3 +152,19 @@ def test_index_json_round_trip(tmp_path: Path) -> None:
     assert (
         back.units == index.units and back.files == index.files and back.schema.equals(index.schema)
     )
+
+
+def test_a_committed_output_of_no_rows_says_so(tmp_path: Path) -> None:
+    """A pipeline whose filters drop every row commits a manifest listing no file: reading
+    it names the output and why it is empty, not a glob that matched nothing."""
+    from shardwise import read_parquet
+
+    src = _parquet_dir(tmp_path / "in", [[5]])
+    out = tmp_path / "out"
+    read_parquet(str(src)).filter(lambda b: [False] * len(b), reason="none").write_parquet(
+        str(out)
+    ).run()
+    assert json.loads((out / "_manifest.json").read_text())["files"] == []
+    with pytest.raises(EmptyDatasetError, match="committed output of 0 rows") as err:
+        index_dataset(str(out))
+    assert err.value.path == str(out)

@@ -36,17 +36,10 @@ def test_trainer_is_exact_and_resumes_from_its_checkpoint(tmp_path: Path) -> Non
     check_modes(lambda args: run(_cmd(args)), data, tmp_path, MODES, FORMATS, ROWS)
 
 
-def _one_process_run(
-    data: str, out: Path, fmt: str, workers: int, per_device: int, cls: Any
-) -> Any:
+def _model(shapes: list[tuple[int, ...]], ids: list[int]) -> Any:
+    """A one-weight model that records the shape and the ids of each batch it trains on."""
     import numpy as np
     import torch
-    from transformers import TrainingArguments
-
-    from shardwise import StreamingDataset
-
-    shapes: list[tuple[int, ...]] = []
-    ids: list[int] = []
 
     class Model(torch.nn.Module):
         def __init__(self) -> None:
@@ -59,6 +52,20 @@ def _one_process_run(
             return {
                 "loss": self.layer(torch.as_tensor(np.asarray(x)).float().reshape(-1, 1)).mean()
             }
+
+    return Model
+
+
+def _one_process_run(
+    data: str, out: Path, fmt: str, workers: int, per_device: int, cls: Any
+) -> Any:
+    from transformers import TrainingArguments
+
+    from shardwise import StreamingDataset
+
+    shapes: list[tuple[int, ...]] = []
+    ids: list[int] = []
+    Model = _model(shapes, ids)
 
     ds = StreamingDataset(data, batch_size=10, columns=["id", "x"], seed=0, batch_format=fmt)
     args = TrainingArguments(
@@ -94,3 +101,42 @@ def test_one_process_trainer_trains_on_the_datasets_own_batches(
     for cls in (Trainer, ShardwiseTrainer):
         with pytest.raises(ConfigError, match="10"):
             _one_process_run(data, tmp_path / "o2", fmt, 0, 8, cls)
+
+
+def _accumulating_run(data: str, out: Path, resume: str | None) -> tuple[list[int], Any]:
+    """ShardwiseTrainer, one process, gradient accumulation of 3 over epochs of 20
+    batches (the last optimizer step of each epoch has 2), 17 steps, a checkpoint every 4."""
+    from transformers import TrainingArguments
+
+    from shardwise import StreamingDataset
+    from shardwise.integrations.hf import ShardwiseTrainer
+
+    ids: list[int] = []
+    Model = _model([], ids)
+
+    ds = StreamingDataset(data, batch_size=10, columns=["id", "x"], seed=0, batch_format="numpy")
+    args = TrainingArguments(
+        output_dir=str(out),
+        per_device_train_batch_size=10,
+        gradient_accumulation_steps=3,
+        max_steps=17,
+        save_steps=4,
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    trainer = ShardwiseTrainer(model=Model(), args=args, train_dataset=ds)
+    trainer.train(resume_from_checkpoint=resume)
+    return ids, trainer.state
+
+
+def test_a_resume_keeps_the_accumulation_of_an_epoch_it_does_not_divide(tmp_path: Path) -> None:
+    """Resumed at step 8 (epoch 0 is 7 steps of 20 batches, then 3 batches of epoch 1),
+    the run trains the batches the whole run trains after that step, with its steps: the
+    epoch's last step syncs its 2 batches, so step 17 ends where it does uninterrupted
+    (epoch 2.45, not 2.6)."""
+    data = str(make_parquet(tmp_path / "ds", 200, files=2))
+    whole, state = _accumulating_run(data, tmp_path / "out", None)
+    rest, resumed = _accumulating_run(data, tmp_path / "out", str(tmp_path / "out/checkpoint-8"))
+    assert len(whole) == 490 and rest == whole[230:]
+    assert (resumed.global_step, resumed.epoch) == (state.global_step, state.epoch) == (17, 2.45)

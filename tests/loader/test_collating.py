@@ -69,3 +69,14 @@ def test_a_batching_dataloader_of_another_batch_size_is_refused(data: Path) -> N
     arrow = DataLoader(_ds(data, batch_format="arrow"), batch_size=7)
     with pytest.raises(ConfigError, match="batch_size=None"):
         next(iter(arrow))
+
+
+def test_a_dataset_of_samples_in_batches_of_another_size_is_refused(data: Path) -> None:
+    """Its state counts its own batches: a loop's steps of 8 samples given as
+    ``consumed_batches`` of a dataset planned in 7s would resume elsewhere, silently."""
+    loader = DataLoader(_ds(data), batch_size=8)
+    with pytest.raises(ConfigError, match="give it batch_size=8"):
+        len(loader)
+    with pytest.raises(ConfigError, match="the DataLoader batch_size=7"):
+        next(iter(loader))
+    assert len(DataLoader(_ds(data), batch_size=7)) == N // 7  # drop_last: whole batches

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader
 
 import shardwise
 from shardwise import PlanError, StreamingDataset
+from shardwise.loader.state_version import check_version
 
 N = 10_007
 
@@ -229,7 +230,7 @@ def test_states_of_the_former_version_continue_unless_a_padded_epoch_moved(data:
         str(data), batch_size=8, rank=0, world_size=1, num_workers=1, drop_last=False
     )
     one = ds.state_dict(5)
-    assert one["version"] == 2
+    assert one["version"] == 3
     ds.load_state_dict({**one, "version": 1})  # one resume: nothing planned differently yet
     moved = StreamingDataset(
         str(data), batch_size=8, rank=0, world_size=2, num_workers=1, drop_last=False
@@ -242,6 +243,28 @@ def test_states_of_the_former_version_continue_unless_a_padded_epoch_moved(data:
         moved.load_state_dict({**two, "version": 1})
     with pytest.raises(PlanError, match="unsupported state version 7"):
         moved.load_state_dict({**two, "version": 7})
+    moved.load_state_dict({**two, "version": 2})  # version 2 planned unmixed epochs the same
+
+
+def test_states_of_version_2_continue_unless_a_mixed_padded_epoch_moved_twice() -> None:
+    """Version 2 planned the rest of a mixed padded epoch otherwise once it had moved to
+    another topology twice (the second move counts samples the epoch holds twice anew)."""
+    top = {"world_size": 1, "num_workers": 1, "batch_size": 4, "interleave": 64}
+    padded, dropped = {**top, "drop_last": False}, {**top, "drop_last": True}
+    point = [{"topology": padded, "consumed_batches": 3}]
+    mixed = {"version": 2, "mixing": {"batching": "random"}}
+    check_version({**mixed, "resumes": point * 2}, PlanError)  # one move: planned the same
+    check_version({"version": 2, "resumes": point * 3}, PlanError)  # not mixed
+    check_version({**mixed, "mixing": {"batching": "stratified"}, "resumes": point * 3}, PlanError)
+    moved = [point[0], {"topology": dropped, "consumed_batches": 1}, point[0]]
+    check_version({**mixed, "resumes": moved}, PlanError)  # the second move did not pad
+    for state in (
+        {**mixed, "resumes": point * 3},
+        {"version": 2, "seq_len": 8, "resumes": point * 3},
+    ):
+        with pytest.raises(PlanError, match="padded epoch"):
+            check_version(state, PlanError)
+    check_version({**mixed, "version": 3, "resumes": point * 3}, PlanError)
 
 
 def test_state_from_another_dataset_is_rejected(data: Path, tmp_path: Path) -> None:
@@ -297,6 +320,7 @@ def test_numeric_list_columns_arrive_as_writable_matrices(tmp_path: Path, mode: 
         rank=0,
         batch_format=mode,
         seed=5,
+        pad_to=2 if mode else None,  # a variable-length list type is 2-D in batches by pad_to
     )
     loader = DataLoader(ds, batch_size=None if mode else 32, num_workers=0)
     with warnings.catch_warnings():

@@ -18,7 +18,7 @@ from _pipeline_common import build, make_input
 from _tasks import drop_odd, kill_once_in_map
 
 import shardwise
-from shardwise import ConfigError, EmptyDatasetError, FormatError
+from shardwise import ConfigError, EmptyDatasetError, FormatError, UnsupportedError
 from shardwise.cli import main
 from shardwise.pipeline import read_jsonl, read_parquet, resplit
 
@@ -144,6 +144,22 @@ def test_malformed_records_raise_or_are_quarantined(tmp_path: Path) -> None:
     assert result.rows_in == 1604
     _balanced(result)
     assert any("line 12" in e[1] for e in result.quarantine_examples)
+
+
+def test_records_without_fields_are_refused_by_parquet_and_kept_by_jsonl(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "in.jsonl").write_text("{}\n" * 4)
+    with pytest.raises(UnsupportedError, match=r"output \S*pq \(parquet\).*4 rows with no col"):
+        read_jsonl(str(tmp_path / "in.jsonl")).write_parquet(str(tmp_path / "pq")).run(
+            progress=False
+        )
+    result = (
+        read_jsonl(str(tmp_path / "in.jsonl")).write_jsonl(str(tmp_path / "j")).run(progress=False)
+    )
+    assert result.rows_in == result.rows_out == 4
+    (out,) = (tmp_path / "j").glob("*.jsonl")
+    assert out.read_text() == "{}\n" * 4
 
 
 def test_bad_tar_samples_raise_or_are_quarantined_and_counted(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from shardwise.errors import PlanError
 from shardwise.plan import EpochPlan, Topology
+from shardwise.plan.topology import Resume
 
 counts_st = st.one_of(
     st.lists(st.integers(0, 60), min_size=1, max_size=40),  # includes empty units
@@ -193,3 +194,12 @@ def test_plan_is_small_for_large_inputs() -> None:
     assert wp.num_samples == plan.samples_per_worker
     assert len(wp.segments) <= counts.size // (64 * 8) + 2
     assert plan.samples_per_rank * 64 + plan.num_left_out == 100_000_000
+
+
+@pytest.mark.parametrize("n", [-5, 1.5, True, "3"])
+def test_a_saved_resume_of_no_whole_count_of_batches_is_refused(n: object) -> None:
+    """``state_dict`` refuses such a count; a state edited or written by hand must too."""
+    saved = Resume(Topology(2, 1, 4, True), 3).to_dict()
+    with pytest.raises(PlanError, match="consumed_batches must be a whole number"):
+        Resume.from_dict({**saved, "consumed_batches": n})
+    assert Resume.from_dict(saved) == Resume(Topology(2, 1, 4, True), 3)

@@ -144,7 +144,7 @@ def plan(
     import numpy as np
 
     from shardwise.cli.source_spec import parse_source
-    from shardwise.loader.read.opening import open_index
+    from shardwise.loader.read.opening import check_not_empty, open_index
     from shardwise.loader.stats import mixing_for
     from shardwise.plan import Topology, auto_interleave
     from shardwise.plan.report import plan_report
@@ -157,6 +157,7 @@ def plan(
         raise click.BadParameter(str(exc), param_hint="'--source'") from exc
     wanted: list[str] | None = None if seq_len else []  # token plans: the token columns
     index = open_index(given, "raise", {"format": fmt} if fmt and paths else {}, wanted)
+    check_not_empty(index, index.counts())
     mixing = mixing_for(index, epoch_size, batching)
     unit_bytes = np.array([u.num_bytes for u in index.units])
     interleave = interleave or auto_interleave(unit_bytes, shuffle_mb * 2**20)
@@ -228,8 +229,10 @@ def _check_args(
         raise click.BadParameter(
             f"{replication} does not divide --world-size {world_size}", param_hint="--replication"
         )
-    if bool(paths) == bool(sources):
-        raise click.UsageError("give PATHS or --source options (one or more), not both")
+    if paths and sources:
+        raise click.UsageError("give PATHS or --source options, not both")
+    if not paths and not sources:
+        raise click.UsageError("give PATHS or --source options (one or more)")
 
 
 def _source_rows(

@@ -52,6 +52,7 @@ def list_dataset(spec: list[str], opts: dict[str, Any]) -> Listed:
         StorageError: an unfinished output, no credentials, access denied.
     """
     out: list[FileInfo] = []
+    empty_outputs: list[str] = []  # committed outputs whose manifest lists no file
     refreshed: list[Any] = []
     listed = Listed(out)
     for item in spec:
@@ -65,7 +66,9 @@ def list_dataset(spec: list[str], opts: dict[str, Any]) -> Listed:
         if len(spec) == 1 and is_dir:
             listed.directory, listed.saved_index = True, found.get(f"{root}/{INDEX_NAME}")
         if is_dir and f"{root}/{MANIFEST_NAME}" in found:
-            out.extend(_from_manifest(item, root, found, opts))
+            files = _from_manifest(item, root, found, opts)
+            out.extend(files)
+            empty_outputs += [] if files else [item]
             continue
         if is_dir and f"{root}/{_UNFINISHED}" in found:
             raise StorageError(
@@ -75,6 +78,12 @@ def list_dataset(spec: list[str], opts: dict[str, Any]) -> Listed:
             )
         for f in data_files(found, is_dir, path):
             out.append(_file_info(unstrip(fs, item, f), found[f], opts))
+    if not out and empty_outputs:
+        raise EmptyDatasetError(
+            f"{empty_outputs[0]} is a committed output of 0 rows (its {MANIFEST_NAME} lists "
+            "no file): every row was dropped or quarantined; its report says by what",
+            empty_outputs[0],
+        )
     if not out:
         shown = ", ".join(spec[:3]) + (" ..." if len(spec) > 3 else "")
         raise EmptyDatasetError(f"no data files matched {shown}", spec[0] if spec else None)

@@ -18,7 +18,7 @@ from shardwise.formats import (
 __all__ = ["INDEX_NAME", "INDEX_VERSION", "DatasetIndex", "FileEntry"]
 
 INDEX_NAME = "_shardwise_index.json"
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: footers checked (a row group with fewer values than rows refused)
 
 
 @dataclass(frozen=True)

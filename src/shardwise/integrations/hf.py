@@ -21,6 +21,7 @@ large jobs:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -139,32 +140,37 @@ class ShardwiseTrainer(_transformers.Trainer):  # type: ignore[name-defined]
                 path = _transformers.trainer_utils.get_last_checkpoint(self.args.output_dir)
             with open(os.path.join(path, LOADER_STATE)) as f:
                 self._shardwise_resume = json.load(f)
-            self.args.ignore_data_skip = True  # the loader continues; nothing to skip
+            self.args.ignore_data_skip = False  # the Trainer counts the trained batches
+            with self._continued():
+                return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    @contextlib.contextmanager
+    def _continued(self) -> Iterator[None]:
+        """The Trainer resumes an epoch by skipping its trained batches; this loader goes
+        on from its saved position instead, so that skip is none for it. The Trainer still
+        counts the epoch from its start: its gradient accumulation (a last step of fewer
+        batches synced at the epoch's end) and fractional epoch are an uninterrupted run's."""
+        module, loader = _transformers.trainer, self
+        skip = module.skip_first_batches
+
+        def continued(dataloader: Any, num_batches: int = 0) -> Any:
+            if dataloader is loader._shardwise_loader:
+                return dataloader
+            return skip(dataloader, num_batches)
+
+        module.skip_first_batches = continued
+        try:
+            yield
+        finally:
+            module.skip_first_batches = skip
 
 
 class _SaveLoaderState(_transformers.TrainerCallback):  # type: ignore[name-defined]
-    """Writes the loader's position into each checkpoint the Trainer saves (``on_save``),
-    and keeps the Trainer's fractional epoch right in a resumed epoch: the loader yields
-    only the epoch's rest (``ignore_data_skip``), which the Trainer counts from the
-    epoch's start, so the batches trained before the checkpoint are added back."""
+    """Writes the loader's position into each checkpoint the Trainer saves."""
 
     def __init__(self, trainer: ShardwiseTrainer) -> None:
         self.trainer = trainer
-        self._resumed: tuple[int, float] | None = None  # (epoch, its fraction done before)
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        loader, self._resumed = self.trainer._shardwise_loader, None
-        if loader is None or not state.global_step or not args.ignore_data_skip:
-            return
-        batches = len(loader)
-        per_epoch = max(batches // args.gradient_accumulation_steps, 1)  # as the Trainer
-        done = state.global_step % per_epoch * args.gradient_accumulation_steps
-        self._resumed = (state.global_step // per_epoch, done / max(batches, 1))
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._resumed is not None and int(state.epoch) == self._resumed[0]:
-            state.epoch += self._resumed[1]
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         loader = self.trainer._shardwise_loader

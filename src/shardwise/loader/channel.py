@@ -33,12 +33,21 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shardwise.errors import PlanError
 from shardwise.loader.channel_sweep import channel_name, sweep_once
 
-__all__ = ["Seen", "TopologyChannel"]
+__all__ = ["NO_CONSUMER", "Seen", "TopologyChannel", "consumer"]
+
+#: a state asked of a dataset no topology iterated, and whose workers are not given
+NO_CONSUMER = (
+    "state_dict cannot tell how many DataLoader workers consumed these batches: this "
+    "{name} was not iterated in this process and no worker reported; pass num_workers= "
+    "(the DataLoader's, 1 for num_workers=0) to {name}"
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,30 @@ class Seen:
     num_workers: int
     at: float
     epoch: int | None = None  # the epoch that pass streamed (None: not reported)
+
+
+def consumer(
+    seen: tuple[Seen | None, ...],
+    given: Callable[[], tuple[int, int | None]],
+    consumed: int,
+    name: str,
+) -> tuple[int, int]:
+    """(world_size, num_workers) of whatever iterated a dataset most recently: a DataLoader's
+    workers (through the channel) or this process itself (``seen``). Before any iteration:
+    ``given()`` (the ranks and the given workers), if the workers were given or no batch
+    was consumed yet (a state at step 0).
+
+    Raises:
+        PlanError: nothing iterated the dataset here and its workers were not given.
+    """
+    found = [s for s in seen if s is not None]
+    if found:
+        last = max(found, key=lambda s: s.at)
+        return last.world_size, last.num_workers
+    world_size, workers = given()
+    if consumed == 0 or workers is not None:
+        return world_size, workers or 1
+    raise PlanError(NO_CONSUMER.format(name=name))
 
 
 @dataclass(frozen=True)

@@ -74,12 +74,18 @@ def collated(start: int = 1) -> bool:
 
 def check_loader_batch(dataset: Any, loader: Any) -> bool:
     """Whether ``dataset`` (batched) serves rows to ``loader``, which batches them:
-    its ``batch_size`` must be the dataset's.
+    its ``batch_size`` must be the dataset's, as it must for a dataset of samples.
 
     Raises:
         ConfigError: another batch size, or Arrow batches, which no collator stacks.
     """
     b = getattr(loader, "batch_size", None)
+    if dataset.batch_format is None and b not in (None, dataset.batch_size):
+        raise ConfigError(
+            f"a StreamingDataset of samples is planned in batches of its batch_size (its "
+            f"length, its state's consumed_batches): give it batch_size={b}, as its "
+            f"DataLoader's, or the DataLoader batch_size={dataset.batch_size}"
+        )
     if dataset.batch_format is None or b is None:
         return False
     if b != dataset.batch_size or dataset.batch_format == "arrow":
@@ -119,6 +125,10 @@ def loader_items(dataset: Any, items: Iterator[Any]) -> Iterator[Any]:
     """What the dataset's ``__iter__`` (which calls this) yields of its ``items``: their
     rows when it is batched and its DataLoader batches them (the DataLoader's batch size
     checked where the DataLoader is among the callers: in the training process)."""
+    if not dataset.batch_format:
+        loader = calling_loader(dataset, 2)
+        if loader is not None:
+            check_loader_batch(dataset, loader)
     if not (dataset.batch_format and collated(2)):
         return items
     loader = calling_loader(dataset, 2)

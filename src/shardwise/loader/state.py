@@ -17,7 +17,7 @@ import numpy as np
 
 from shardwise.errors import ConfigError, PlanError
 from shardwise.loader._args import check_int, check_state
-from shardwise.loader.channel import Seen
+from shardwise.loader.channel import Seen, consumer
 from shardwise.loader.passes import Passes
 from shardwise.loader.placement import in_dataloader_worker
 from shardwise.loader.planner import Planner
@@ -153,16 +153,11 @@ class LoaderState(Passes):
     def _consumer(self, planner: Planner, consumed_batches: int) -> tuple[int, int]:
         """(world_size, num_workers) of whatever iterated this dataset most recently: a
         DataLoader's workers (through the channel) or this process itself."""
-        seen = [s for s in (self.seen, self.channel.read()) if s is not None]
-        if seen:
-            latest = max(seen, key=lambda s: s.at)
-            return latest.world_size, latest.num_workers
-        if planner.num_workers is not None or consumed_batches == 0:
-            return planner.dp_size, planner.num_workers or 1
-        raise PlanError(
-            "state_dict cannot tell how many DataLoader workers consumed these batches: this "
-            "dataset was not iterated in this process and no worker reported; pass "
-            "num_workers= (the DataLoader's, 1 for num_workers=0) to StreamingDataset"
+        return consumer(
+            (self.seen, self.channel.read()),
+            lambda: (planner.dp_size, planner.num_workers),
+            consumed_batches,
+            "StreamingDataset",
         )
 
     def load_state_dict(self, planner: Planner, state: dict[str, Any]) -> None:

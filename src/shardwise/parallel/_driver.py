@@ -178,6 +178,14 @@ class _InFlight:
         (or its failed items) again, up to ``max_retries``; other errors are raised."""
         chunk = self.chunks[cid]
         if isinstance(result, WorkerLost):
+            if result.missing:  # the same on every worker: retrying cannot help
+                raise TaskError(
+                    f"a worker could not import module {result.missing!r} to load the task; "
+                    "the module is importable here but not on the workers: ship it to them "
+                    f"({result.hint})",
+                    chunk[0][0],
+                    result.reason,
+                )
             self.attempts[cid] += 1
             if self.attempts[cid] > self.max_retries:
                 raise TaskError(

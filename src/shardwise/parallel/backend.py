@@ -8,6 +8,7 @@ and cancellation the same way for every engine.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeAlias
@@ -18,13 +19,45 @@ __all__ = ["Backend", "BackendSpec", "Session", "WorkerLost"]
 
 
 class WorkerLost:
-    """Marker result: the worker running a chunk died (killed, OOM, node lost)."""
+    """Marker result: the worker running a chunk died (killed, OOM, node lost), or, with
+    ``missing`` set, could not import that module to load the task (not retried)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, missing: str = "", hint: str = "") -> None:
         self.reason = reason
+        self.missing = missing
+        self.hint = hint
+
+    @classmethod
+    def of(cls, exc: BaseException, hint: str) -> WorkerLost:
+        """What a backend reports for a chunk whose job raised ``exc`` (errors of the task's
+        function come back as outcomes, so this is the engine's: a lost worker, or the
+        task's function or arguments that could not be loaded; ``hint`` says how to ship
+        the missing code to this engine's workers)."""
+        reason = f"{type(exc).__name__}: {str(exc)[:500]}"
+        return cls(reason, _missing_module(exc), hint)
 
     def __repr__(self) -> str:
         return f"WorkerLost({self.reason!r})"
+
+
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+
+
+def _missing_module(exc: BaseException) -> str:
+    """The module named by a ``ModuleNotFoundError`` in ``exc``, its causes, or its text
+    (engines wrap a worker's error in their own, or only keep its message)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ModuleNotFoundError) and cur.name:
+            return cur.name
+        found = _NO_MODULE.search(str(cur))
+        if found:
+            return found.group(1)
+        nxt = getattr(cur, "cause", None)
+        cur = cur.__cause__ or cur.__context__ or (nxt if isinstance(nxt, BaseException) else None)
+    return ""
 
 
 Finished = tuple[int, "list[Outcome] | WorkerLost"]
@@ -59,6 +92,8 @@ class Backend(ABC):
     """
 
     name: ClassVar[str] = ""
+    #: tasks run in the caller's process: nothing is pickled (thread, sequential)
+    in_process: ClassVar[bool] = False
 
     def __init__(self, n_jobs: int | None = None, **options: Any) -> None:
         self.n_jobs = None if n_jobs in (None, -1) else int(n_jobs)

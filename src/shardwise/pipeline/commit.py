@@ -46,6 +46,7 @@ from typing import Any
 from shardwise.errors import ConfigError
 from shardwise.index import MANIFEST_NAME, DatasetIndex
 from shardwise.ops.operators import Op
+from shardwise.pipeline.code_digest import digest
 from shardwise.pipeline.sink import Sink
 from shardwise.pipeline.task_split import Piece
 from shardwise.storage import atomic_write, join, named, open_input, require_bucket, resolve
@@ -87,22 +88,14 @@ def exists(url: str, storage_options: dict[str, Any]) -> bool:
 def fingerprint(
     index: DatasetIndex, ops: Sequence[Op], sink: Sink, tasks: Sequence[Sequence[Piece]]
 ) -> str:
-    """A digest of everything that decides the output bytes."""
+    """A digest of everything that decides the output bytes: the input files, each
+    operator's code and values (:func:`shardwise.pipeline.code_digest.digest`), the sink and
+    the tasks."""
     h = hashlib.sha1()
     for f in index.files:
         h.update(f"{f.path}|{f.size}|{f.fingerprint}\n".encode())
-    for op in ops:
-        fn = op.fn if callable(op.fn) else type(op.fn)
-        h.update(
-            repr(
-                (
-                    op.name,
-                    op.kind,
-                    getattr(fn, "__qualname__", ""),
-                    sorted(op.kwargs.items(), key=str),
-                )
-            ).encode()
-        )
+    for op in ops:  # what the operator computes, not only its name (a rerun after a fix)
+        h.update(f"{op.name}|{op.kind}|{digest(op.fn)}|{digest(op.kwargs)}\n".encode())
     h.update(
         repr((sink.format, sink.target_shard_bytes, sorted(sink.options.items(), key=str))).encode()
     )
@@ -188,7 +181,11 @@ class Layout:
             return
         fs, root = resolve(self.root, **opts)
         if fs.exists(root):
-            log.warning("discarding the unfinished output of another run in %s", self.root)
+            log.warning(
+                "discarding the unfinished output of another run in %s (its input, operators' "
+                "code or values, or output options differ): starting over",
+                self.root,
+            )
             fs.rm(root, recursive=True)
         write_json(marker, {"fingerprint": fp}, opts)
 

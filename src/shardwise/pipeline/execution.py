@@ -7,7 +7,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from shardwise.parallel import BackendSpec, parallel_map
+from shardwise.errors import ConfigError
+from shardwise.ops.operators import Op
+from shardwise.parallel import BackendSpec, active_backend, parallel_map
+from shardwise.parallel._in_worker import by_value
+from shardwise.parallel._registry import _backend_class
+from shardwise.parallel.backend import Backend
 
 __all__ = ["Execution"]
 
@@ -34,3 +39,28 @@ class Execution:
             progress=self.progress,
             chunksize=1,
         )
+
+    def in_process(self) -> bool:
+        """Whether the tasks run in this process (the thread and sequential backends), so
+        nothing of them is pickled."""
+        spec = self.backend if self.backend is not None else active_backend()
+        if spec is None:
+            return False
+        cls = type(spec) if isinstance(spec, Backend) else _backend_class(spec)
+        return cls.in_process
+
+    def check_picklable(self, ops: Sequence[Op]) -> None:
+        """Refuse, before any task starts, an operator the backend could not send to its
+        workers (pickled as the backends do, with cloudpickle), naming it."""
+        if self.in_process():
+            return
+        for op in ops:
+            try:
+                by_value((op.fn, op.kwargs))
+            except Exception as exc:
+                raise ConfigError(
+                    f"operator {op.name!r} cannot be pickled ({type(exc).__name__}: {exc}); "
+                    "operators run in worker processes and must be picklable: create objects "
+                    "such as locks, open files, connections or clients inside the function "
+                    "(or on first use in each worker) instead of capturing them"
+                ) from exc

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from shardwise._tokens import count_tokens
+from shardwise.errors import UnsupportedError
 from shardwise.formats import OnError, Quarantine, get_format
 from shardwise.index import DatasetIndex
 from shardwise.ops._compute import bool_array, count_true, filter_rows
@@ -202,9 +203,12 @@ def _write_output(job: Job, batches: Iterator[pa.RecordBatch], ledger: Ledger) -
     writer = get_format(sink.format, storage_options=sink.storage_options).open_writer(
         job.layout.part_prefix(job.task), target_shard_bytes=sink.target_shard_bytes, **sink.options
     )
-    for batch in batches:
-        ledger.tokens_out += count_tokens(batch)
-        writer.write(batch)
+    try:
+        for batch in batches:
+            ledger.tokens_out += count_tokens(batch)
+            writer.write(batch)
+    except UnsupportedError as exc:  # named at the staged shard: name the output too
+        raise UnsupportedError(f"output {sink.path} ({sink.format}): {exc}") from exc
     files = writer.close()
     ledger.rows_out = sum(f.num_rows for f in files)
     return {

@@ -139,9 +139,10 @@ def run_pipeline(
         return RunResult.from_manifest(
             done, manifest_path, done["tasks"] * max(1, len(done.get("stages", [])))
         )
+    run = Execution(_backend_for(backend, index, ops), num_proc, progress)
+    run.check_picklable(ops)  # before anything is staged or dispatched
     layout.begin(fp)
     stages = plan_stages(ops)
-    run = Execution(_backend_for(backend, index, ops), num_proc, progress)
     started = time.time()
     cols = tuple(columns) if columns else None
     results, summaries, timings, skipped = _run_stages(

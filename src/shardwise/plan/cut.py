@@ -34,7 +34,7 @@ def cut(n: int, topology: Topology, fresh: bool = True) -> Cut:
     t = topology
     quantum = t.slots * t.batch_size
     if n == 0 and fresh:
-        raise PlanError("the dataset (after filtering) has no samples to plan")
+        raise PlanError("nothing to plan: the dataset has no samples")
     per_slot = (n // quantum if t.drop_last else -(-n // quantum)) * t.batch_size
     if per_slot == 0 and fresh:
         raise PlanError(

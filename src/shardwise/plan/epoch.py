@@ -43,7 +43,7 @@ from shardwise.errors import PlanError
 from shardwise.plan.blocks import Blocks, block_bounds, block_perm
 from shardwise.plan.cut import Cut, cut, delivered
 from shardwise.plan.order import ROWS, UNITS, rng_for, spread_order, stratified_order
-from shardwise.plan.padcopies import without_copies
+from shardwise.plan.padcopies import repeated_units, without_copies
 from shardwise.plan.segments import PartedStream, Segment, Stream, unit_stream
 from shardwise.plan.topology import Resume, Topology
 from shardwise.plan.worker_share import WorkerPlan
@@ -100,7 +100,9 @@ class EpochPlan:
         self._row_perms: dict[int, np.ndarray] = {}
         self._continued = 0
         self._continuation = False
-        self.stream: Stream | PartedStream = self._base_stream()
+        self._own = self._base_stream()  # the epoch's own samples (see _repeated_units)
+        self._repeats: np.ndarray | None = None
+        self.stream: Stream | PartedStream = self._own
         for i, r in enumerate(self.resumes):
             last = i == len(self.resumes) - 1
             if last and r.topology == self.topology and not elastic:
@@ -151,8 +153,18 @@ class EpochPlan:
             return wp.remaining_segments(int(done[slot]))
 
         self.generation += 1
-        sizes, build = without_copies(stream, per, pieces.num_padded, per - done, left)
+        sizes, build = without_copies(
+            stream, per, pieces.num_padded, per - done, left, self._repeated_units
+        )
         self.stream = PartedStream(sizes, build)
+
+    def _repeated_units(self) -> np.ndarray:
+        """The units the epoch's own stream holds some sample of more than once (worked
+        out once, when first asked for; without mixing, none): see :mod:`.padcopies`."""
+        if self._repeats is None:
+            own = self._own if self.base is not None else None
+            self._repeats = repeated_units(own, self.counts)
+        return self._repeats
 
     def _cut(self) -> None:
         # an elastic resume may legitimately have little left

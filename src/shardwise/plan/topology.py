@@ -50,4 +50,7 @@ class Resume:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Resume:
-        return cls(Topology(**d["topology"]), int(d["consumed_batches"]))
+        n = d["consumed_batches"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise PlanError(f"a state's consumed_batches must be a whole number >= 0, got {n!r}")
+        return cls(Topology(**d["topology"]), n)

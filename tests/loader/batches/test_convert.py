@@ -162,6 +162,30 @@ def test_batched_modes_stream_every_type(every_type: tuple[Path, pa.Table], fmt:
     assert [r.tolist() for b in batches for r in b["lfsb"]] == table.column("lfsb").to_pylist()
 
 
+def test_times_of_day_keep_their_unit_in_numpy_and_torch_batches(tmp_path: Path) -> None:
+    """The time since midnight as ``timedelta64`` in the column's unit (NaT for a null),
+    as a duration column comes; torch batches give it as durations: a list."""
+    pq.write_table(
+        pa.table(
+            {
+                "id": [0, 1, 2],
+                "t_ms": pa.array([15_409_000, None, 1], pa.time32("ms")),
+                "t_us": pa.array([15_409_000_000, 2, 1], pa.time64("us")),
+                "dur_us": pa.array([15_409_000_000, 2, 1], pa.duration("us")),
+            }
+        ),
+        tmp_path / "t.parquet",
+    )
+    (batch,) = _dataset(tmp_path / "t.parquet", batch_size=3, batch_format="numpy")
+    t_ms, t_us = np.asarray(batch["t_ms"]), np.asarray(batch["t_us"])
+    assert t_ms.dtype == np.dtype("m8[ms]") and t_us.dtype == np.dtype("m8[us]")
+    assert t_ms[0] == np.timedelta64(4 * 3600 + 16 * 60 + 49, "s") and np.isnat(t_ms[1])
+    assert t_us.tolist() == np.asarray(batch["dur_us"]).tolist()
+    (batch,) = _dataset(tmp_path / "t.parquet", batch_size=3, batch_format="torch")
+    assert batch["t_ms"] == [dt.timedelta(seconds=15409), None, dt.timedelta(milliseconds=1)]
+    assert batch["t_us"] == batch["dur_us"]
+
+
 def test_per_sample_values_outside_python_datetime_name_file_unit_and_column(
     tmp_path: Path,
 ) -> None:
@@ -292,15 +316,16 @@ def test_numpy_batches_carry_every_type_exactly_through_worker_transport(
     assert got["id"] == list(range(N))
     for name in table.column_names:
         column = table.column(name).combine_chunks()
-        if pa.types.is_time(column.type):
-            want = column.cast(
-                pa.int32() if pa.types.is_time32(column.type) else pa.int64()
-            ).to_pylist()
+        if pa.types.is_time(column.type):  # the time since midnight, in the column's unit
+            time32 = pa.types.is_time32(column.type)
+            counts = column.cast(pa.int32()).cast(pa.int64()) if time32 else column
+            times = counts.view(pa.duration(column.type.unit)).to_numpy(zero_copy_only=False)
+            want = times.astype(object).tolist()
         elif pa.types.is_fixed_size_list(column.type):
             want = column.to_pylist()
             got[name] = np.array(got[name]).tolist()
         elif pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
-            if pa.types.is_time64(column.type.value_type):  # counts, as for a time column
+            if pa.types.is_time64(column.type.value_type):  # timedelta64[ns]: equal to counts
                 column = column.cast(pa.list_(pa.int64()))
             want = column.to_pylist()
             got[name] = [None if v is None else list(v) for v in got[name]]
@@ -321,8 +346,39 @@ def test_ragged_lists_become_the_row_views_arrow_gives(large: bool) -> None:
     for g, w, r in zip(got, want, rows):
         assert g.dtype == w.dtype == np.int32 and g.tolist() == w.tolist() == r
         assert not g.flags.writeable and not w.flags.writeable
-    equal = column_to_numpy(pa.array([[0, 0], [1, 2], [3, 4]], t).slice(1))
-    assert equal.shape == (2, 2) and equal.tolist() == [[1, 2], [3, 4]]
+    equal = column_to_numpy(pa.array([[0, 0], [1, 2], [3, 4]], t).slice(1))  # one length
+    assert equal.dtype == object and equal.shape == (2,)
+    assert [r.tolist() for r in equal] == [[1, 2], [3, 4]]
+    fixed = column_to_numpy(pa.array([[1, 2], [3, 4]], pa.list_(pa.int32(), 2)))
+    assert fixed.shape == (2, 2) and fixed.tolist() == [[1, 2], [3, 4]]
+
+
+@pytest.mark.parametrize("fmt", ["numpy", "torch"])
+def test_a_list_column_has_one_form_in_every_batch(tmp_path: Path, fmt: str) -> None:
+    """Rows of one length in one batch and not in the next: each batch's list column is an
+    array of rows all the same (a 2-D array only with pad_to), whatever its values."""
+    ids = [[1, 2], [3, 4], [5], [6, 7, 8], [], []]
+    emb = [[float(k), 0.5] for k in range(6)]
+    pq.write_table(
+        pa.table(
+            {
+                "id": list(range(6)),
+                "ids": pa.array(ids, pa.list_(pa.int64())),
+                "emb": pa.array(emb, pa.list_(pa.float32())),
+            }
+        ),
+        tmp_path / "l.parquet",
+    )
+    batches = list(_dataset(tmp_path / "l.parquet", batch_size=2, batch_format=fmt))
+    assert len(batches) == 3
+    for b in batches:
+        for name in ("ids", "emb"):
+            assert isinstance(b[name], np.ndarray) and b[name].dtype == object, name
+            assert b[name].shape == (2,), name
+    assert [r.tolist() for b in batches for r in b["ids"]] == ids
+    padded = list(_dataset(tmp_path / "l.parquet", batch_size=2, batch_format=fmt, pad_to=2))
+    assert all(tuple(b["emb"].shape) == (2, 2) for b in padded)
+    assert np.concatenate([np.asarray(b["emb"]) for b in padded]).tolist() == emb
 
 
 def test_the_first_epoch_of_numbers_strings_and_token_lists_does_not_import_pandas(

@@ -1,6 +1,7 @@
 """A piece's variable-length lists of numbers as views of their units' values: the same
 rows, in the same order and of the same type, as the Arrow gather then conversion gives;
-gathered as before where they must be (equal lengths, nulls, sliced units)."""
+also where all rows have one length; gathered as before where they must be (nulls,
+sliced units)."""
 
 from __future__ import annotations
 
@@ -42,13 +43,17 @@ def test_views_equal_the_gathered_rows(
     rows = np.asarray([rng.integers(0, len(lengths[u])) for u in unit_ids.tolist()])
     got = list_row_views(tables, unit_ids, rows, 1)
     want = _expected(tables, unit_ids, rows)
-    if want.dtype != object:  # one length: a 2-D array, gathered as before
-        assert got is None
-        return
+    assert want.dtype == object  # one length too: the type decides, not the values
     assert got is not None and got.dtype == object and len(got) == len(want)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and np.array_equal(g, w)
         assert not (len(g) and g.flags.writeable)  # Arrow's memory, as the gathered views are
+
+
+def test_rows_of_one_length_are_views_too() -> None:
+    got = list_row_views({0: _unit(0, [2, 2, 2])}, np.zeros(2, np.int64), np.asarray([2, 0]), 1)
+    assert got is not None and got.dtype == object and got.shape == (2,)
+    assert [r.tolist() for r in got] == [[20, 21], [0, 1]]
 
 
 def test_refused_where_they_must_be_gathered() -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from _tokendata import make_token_shards
 
-from shardwise import ConfigError, Source
+from shardwise import ConfigError, FormatError, PlanError, Source
 from shardwise.loader.tokens import TokenStream
 from shardwise.ops.tokens import load_tokenizer
 from shardwise.plan.sequences import sequence_tokens
@@ -37,6 +37,24 @@ def test_concat_in_file_order_is_the_corpus(shards: tuple[Path, str, list[str]])
     by_id = sorted(range(len(texts)), key=lambda i: (i % 3, i))  # file order of the shards
     assert docs == [texts[i] for i in by_id][: len(docs)]
     assert len(flat) > ds.stats()["sources"]["all"]["tokens"] - 64  # a tail under one sequence
+
+
+def test_a_state_before_the_first_batch_needs_no_iteration(
+    shards: tuple[Path, str, list[str]],
+) -> None:
+    """A checkpoint at step 0 (before any batch) is the whole epoch; a later step needs
+    the workers given, as StreamingDataset's does."""
+    path, _, _ = shards
+    ds = TokenStream(str(path), seq_len=128, batch_size=2, seed=3, world_size=1, rank=0)
+    state = ds.state_dict(0)
+    again = TokenStream(str(path), seq_len=128, batch_size=2, seed=3)
+    again.load_state_dict(state)
+    assert [b["input_ids"].tobytes() for b in again] == [b["input_ids"].tobytes() for b in ds]
+    fresh = TokenStream(str(path), seq_len=128, batch_size=2, seed=3)
+    with pytest.raises(PlanError, match="cannot tell how many DataLoader workers"):
+        fresh.state_dict(1)
+    given = TokenStream(str(path), seq_len=128, batch_size=2, seed=3, num_workers=1)
+    assert given.state_dict(1)["resumes"][0]["consumed_batches"] == 1
 
 
 @pytest.mark.parametrize("packing", ["concat", "best_fit", "pad"])
@@ -267,3 +285,45 @@ def test_a_copy_in_another_process_leaves_the_creators_channel(
     del ds
     gc.collect()
     assert not os.path.exists(control)  # which removes them with its dataset
+
+
+def test_an_empty_token_dataset_names_its_files(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    meta = {b"shardwise.tokens": b'{"dtype": "<u2", "vocab_size": 300, "eos_id": 0}'}
+    schema = pa.schema([pa.field("tokens", pa.binary(), metadata=meta), ("num_tokens", pa.int32())])
+    pq.write_table(schema.empty_table(), tmp_path / "e.parquet")
+    with pytest.raises(PlanError, match=r"nothing to stream: .*e\.parquet has no tokens"):
+        TokenStream(str(tmp_path), seq_len=8, world_size=1, rank=0)
+
+
+@pytest.mark.parametrize("packing", ["concat", "best_fit", "pad"])
+@pytest.mark.parametrize("layout", ["arrow", "plain"])
+def test_a_count_column_that_disagrees_with_the_tokens_is_refused(
+    tmp_path: Path, packing: str, layout: str
+) -> None:
+    """The plan packs by the counts: one document's count off by one would repeat or lose
+    a token, so the unit holding it is refused by name, on every way of reading it."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(1, 2000, rng.integers(1, 60)).astype("<u2") for _ in range(120)]
+    info = {"dtype": "<u2", "vocab_size": 2000, "eos_id": 0, "bos_id": None, "tokenizer": "x"}
+    meta = {b"shardwise.tokens": json.dumps(info).encode()}
+    counts = [len(d) for d in docs]
+    counts[70] += 1
+    schema = pa.schema([pa.field("tokens", pa.binary(), metadata=meta), ("num_tokens", pa.int32())])
+    table = pa.table([[d.tobytes() for d in docs], counts], schema=schema)
+    plain = {"compression": "none", "use_dictionary": False, "write_statistics": False}
+    kw: dict[str, Any] = plain if layout == "plain" else {}
+    pq.write_table(table, tmp_path / "a.parquet", row_group_size=40, **kw)
+    ds = TokenStream(str(tmp_path), seq_len=16, batch_size=2, packing=packing, world_size=1, rank=0)
+    said = r"'num_tokens' says \d+ tokens for document 30 of the unit"
+    with pytest.raises(FormatError, match=said) as err:
+        for _ in ds:
+            pass
+    assert (err.value.path, err.value.location) == (str(tmp_path / "a.parquet"), "unit 1")

@@ -5,6 +5,7 @@ spawned workers (types, column order and names, values)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,8 @@ def _no_read_only_tensors(worker_id: int) -> None:
 
 
 def test_torch_batches_keep_writable_tensors_in_workers(tmp_path: Path) -> None:
-    # times of day are converted from Arrow (to their integer counts), not gathered: a torch
-    # batch's tensors of them own writable memory in the worker, as before
+    # numbers with nulls are converted from Arrow, not gathered: a torch batch's tensors of
+    # them own writable memory in the worker, as before; times of day come as durations do
     ids = np.arange(200)
     table = pa.table(
         {
@@ -155,6 +156,7 @@ def test_torch_batches_keep_writable_tensors_in_workers(tmp_path: Path) -> None:
     loader = DataLoader(ds, batch_size=None, num_workers=1, worker_init_fn=_no_read_only_tensors)
     got = list(loader)
     assert len(got) == 200 // 16 and all(b["emb"].shape == (16, 3) for b in got)
-    assert all(b["at"].dtype == torch.int64 and b["at"].shape == (16,) for b in got)
+    assert all(b["score"].dtype == torch.float64 and b["score"].shape == (16,) for b in got)
+    assert all(len(b["at"]) == 16 and isinstance(b["at"][0], dt.timedelta) for b in got)
     texts = Counter(t for b in got for t in b["text"].tolist())
     assert texts.total() == 192 and not texts - Counter(table["text"].to_pylist())

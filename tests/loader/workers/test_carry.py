@@ -170,5 +170,11 @@ def test_disabled_or_in_process_nothing_travels(monkeypatch: pytest.MonkeyPatch)
     assert all(carriers.travel_for(f) is None for f in (None, "numpy", "torch", "arrow"))
     monkeypatch.setenv("SHARDWISE_SHM", "0")
     carriers.enable()
-    assert pa.RecordBatch not in ForkingPickler._extra_reducers
-    assert carriers.SampleDict not in ForkingPickler._extra_reducers
+    try:  # record batches go by value, as pyarrow pickles them, but with their rows
+        assert carriers.SampleDict not in ForkingPickler._extra_reducers
+        rb = pa.record_batch({"v": pa.array([b"x" * 4096] * 300)})
+        raw, back = _send(rb)
+        assert len(raw) > 300 * 4096 and back.equals(rb)
+        assert _send(rb.select([]))[1].num_rows == 300  # pickled by pyarrow: 0 rows
+    finally:
+        ForkingPickler._extra_reducers.pop(pa.RecordBatch, None)

@@ -19,6 +19,7 @@ __all__ = [
     "row_group_units",
     "tail_start",
     "units_from_tail",
+    "unreadable",
 ]
 
 #: bytes read from the end of each file: small files' footers fit (Arrow reads as much)
@@ -48,14 +49,27 @@ def footer_bytes(tail: bytes) -> memoryview:
     return memoryview(tail)[max(0, len(tail) - 8 - n) : max(0, len(tail) - 8)]
 
 
-def row_group_units(md: pq.FileMetaData, path: str, size: int) -> list[Unit]:
-    """One unit per row group of the file's metadata (compressed bytes as its size)."""
+def row_group_units(
+    md: pq.FileMetaData, path: str, size: int, sizes: list[tuple[int, int]] | None = None
+) -> list[Unit]:
+    """One unit per row group of the file's metadata (compressed bytes as its size), from
+    ``sizes`` (each row group's rows and bytes, as :func:`check_footer` found them) when
+    given, else from Arrow's accessors."""
+    if sizes is not None and len(sizes) == md.num_row_groups:
+        return [Unit(path, i, rows, nbytes, 0, size) for i, (rows, nbytes) in enumerate(sizes)]
     units = []
     for i in range(md.num_row_groups):
         rg = md.row_group(i)
         nbytes = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
         units.append(Unit(path, i, rg.num_rows, nbytes, 0, size))
     return units
+
+
+def unreadable(exc: BaseException) -> str:
+    """Why a footer Arrow refused (or pyarrow could not name) is unreadable."""
+    if isinstance(exc, UnicodeDecodeError):  # pyarrow decodes the schema's names
+        return f"a name in its schema is not UTF-8: {exc}"
+    return str(exc)
 
 
 def units_from_tail(path: str, size: int, tail: bytes) -> tuple[list[Unit], pa.Schema]:
@@ -65,15 +79,20 @@ def units_from_tail(path: str, size: int, tail: bytes) -> tuple[list[Unit], pa.S
     Raises:
         FormatError: the tail is not a readable Parquet footer (Arrow's reason given).
     """
-    source = pa.PythonFile(_Tail(size, tail), mode="r")
+    footer = footer_bytes(tail)
+    whole = len(tail) >= 8 and len(footer) + 8 == int.from_bytes(tail[-8:-4], "little") + 8
+    # a tail that holds the whole footer is read from memory; else Arrow sees the true size
+    source = pa.BufferReader(tail) if whole else pa.PythonFile(_Tail(size, tail), mode="r")
     try:
         pf = pq.ParquetFile(source)
-        check_footer(footer_bytes(tail), path)
-        return row_group_units(pf.metadata, path, size), pf.schema_arrow
-    except (pa.ArrowInvalid, pa.ArrowException, OSError, FormatError) as exc:
+        sizes = check_footer(footer, path)
+        return row_group_units(pf.metadata, path, size, sizes), pf.schema_arrow
+    except (pa.ArrowException, OSError, FormatError, UnicodeDecodeError) as exc:
         if isinstance(exc, FormatError) and exc.path == path:
             raise  # the footer check's own, which names the place
-        raise FormatError(f"not a readable Parquet file ({exc})", path, "footer") from exc
+        raise FormatError(
+            f"not a readable Parquet file ({unreadable(exc)})", path, "footer"
+        ) from exc
     finally:
         source.close()
 

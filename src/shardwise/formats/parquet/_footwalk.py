@@ -9,7 +9,7 @@ already, so it checks no limit of Arrow's; bytes it cannot walk raise
 :class:`~shardwise.formats.parquet._thrift.Unreadable` (an unknown type, nesting deeper
 than :data:`DEPTH`) or ``IndexError`` (past the end).
 
-A spec maps field ids to ``(name, kind, sub)``: ``kind`` is :data:`I32` (the value),
+A spec maps field ids to ``(name, kind, sub)``: ``kind`` is :data:`I32` or :data:`I64` (the value),
 :data:`STRUCT` (the struct's kept fields, by ``sub``), :data:`LIST` (a list of structs, each
 by ``sub``) or :data:`LENGTH` (a list's length alone).
 """
@@ -20,13 +20,14 @@ from typing import Any
 
 from shardwise.formats.parquet._thrift import Unreadable
 
-__all__ = ["DEPTH", "I32", "LENGTH", "LIST", "STRUCT", "Spec", "walk"]
+__all__ = ["DEPTH", "I32", "I64", "LENGTH", "LIST", "STRUCT", "Spec", "walk"]
 
-I32, LIST, STRUCT, LENGTH = 5, 9, 12, -1
+I32, I64, LIST, STRUCT, LENGTH = 5, 6, 9, 12, -1
 DEPTH = 32
 Spec = dict[int, "tuple[str, int, Spec | None]"]
-_TRUE, _FALSE, _BYTE, _I16, _I64, _DOUBLE, _BINARY, _SET, _MAP = 1, 2, 3, 4, 6, 7, 8, 10, 11
-_VARINTS = (_I16, I32, _I64)
+_TRUE, _FALSE, _BYTE, _I16, _DOUBLE, _BINARY, _SET, _MAP = 1, 2, 3, 4, 7, 8, 10, 11
+_VARINTS = (_I16, I32, I64)
+_THRIFT_TYPE = {LENGTH: LIST}  # the Thrift type of a kept field of each kind (else the kind)
 
 
 def _varint(b: bytes, i: int) -> tuple[int, int]:
@@ -122,6 +123,8 @@ def _struct(b: bytes, i: int, spec: Spec, depth: int) -> tuple[dict[str, Any], i
             v, i = _varint(b, i)
             fid = (v >> 1) ^ -(v & 1)
         kept = spec.get(fid)
+        if kept is not None and t != _THRIFT_TYPE.get(kept[1], kept[1]):
+            kept = None  # a kept field of another type is stepped over, as Arrow's parser does
         if kept is None:  # stepped over: numbers and strings here, the rest by _past
             if t in _VARINTS:
                 while b[i] & 0x80:
@@ -141,7 +144,7 @@ def _kept(
 ) -> tuple[Any, int]:
     """The value of a kept field of type ``t`` at ``i``, and where it ends."""
     name, kind, sub = kept
-    if kind == I32 and t == I32:
+    if kind == t and t in (I32, I64):
         v, i = _varint(b, i)
         return (v >> 1) ^ -(v & 1), i
     if kind == STRUCT and t == STRUCT and sub is not None:

@@ -21,7 +21,7 @@ from shardwise.formats.contract import (
 from shardwise.formats.parquet._binarydict import read_binary_dicts
 from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
 from shardwise.formats.parquet._footcheck import check_footer
-from shardwise.formats.parquet._footer import row_group_units
+from shardwise.formats.parquet._footer import row_group_units, unreadable
 from shardwise.formats.parquet._varlist import read_var_lists
 from shardwise.formats.parquet.footers import open_parquet
 from shardwise.formats.parquet.writer import ParquetShardWriter
@@ -44,9 +44,11 @@ def _open_with_source(path: str, storage_options: dict[str, Any]) -> tuple[pq.Pa
     except Exception as exc:
         f.close()
         _raise_storage(exc, f, path, "footer")
-        if not isinstance(exc, (pa.ArrowException, OSError)):
+        if not isinstance(exc, (pa.ArrowException, OSError, UnicodeDecodeError)):
             raise
-        raise FormatError(f"not a readable Parquet file ({exc})", path, "footer") from exc
+        raise FormatError(
+            f"not a readable Parquet file ({unreadable(exc)})", path, "footer"
+        ) from exc
 
 
 def _footer(source: Any, size: int) -> bytes:
@@ -91,8 +93,8 @@ class ParquetFormat:
         """One unit per row group, from the footer only."""
         pf, source = _open_with_source(path, self.storage_options)
         try:
-            check_footer(_footer(source, size), path)
-            return row_group_units(pf.metadata, path, size)
+            sizes = check_footer(_footer(source, size), path)
+            return row_group_units(pf.metadata, path, size, sizes)
         finally:
             pf.close()
 

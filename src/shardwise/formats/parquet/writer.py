@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardwise._tokens import token_columns
-from shardwise.errors import ConfigError
+from shardwise.errors import ConfigError, UnsupportedError
 from shardwise.formats._writer import RollingWriter
 
 __all__ = ["ParquetShardWriter"]
@@ -66,6 +66,17 @@ class ParquetShardWriter(RollingWriter):
         self._pending_rows = 0
 
     def _append(self, batch: pa.RecordBatch) -> None:
+        """Encode ``batch`` into the current shard.
+
+        Raises:
+            UnsupportedError: rows with no columns (records without fields, such as JSON
+                lines ``{}``), which Parquet cannot store: written, they were lost.
+        """
+        if not batch.num_columns:
+            raise UnsupportedError(
+                f"{self.prefix}: {batch.num_rows} rows with no columns cannot be written: "
+                "Parquet cannot store rows without columns (JSONL can, as {} lines)"
+            )
         if self._writer is None:
             options = _column_options(batch, self.compression)
             self._writer = pq.ParquetWriter(self._buf, batch.schema, **options)

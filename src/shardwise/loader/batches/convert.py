@@ -1,10 +1,12 @@
 """Arrow columns to numpy arrays for ``"numpy"`` and ``"torch"`` batches.
 
 Numeric columns become arrays without copies where Arrow allows, dates and timestamps
-``datetime64``, times of day integer counts in the column's unit, numeric lists of one
-length 2-D arrays, and variable-length numeric lists (token ids) 2-D arrays padded to
-the batch's longest row or to ``pad_to``, with a ``<column>_lengths`` int64 column, when
-``pad_to`` is set.
+``datetime64``, durations and times of day (the time since midnight) ``timedelta64``
+in the column's unit, fixed-size numeric
+lists 2-D arrays, and variable-length numeric lists (token ids) arrays of row views, or,
+when ``pad_to`` is set, 2-D arrays padded to the batch's longest row or to ``pad_to``,
+with a ``<column>_lengths`` int64 column. A column's form follows from its type and the
+options alone: never from the values of a batch.
 """
 
 from __future__ import annotations
@@ -71,15 +73,15 @@ def _numpy_type(t: pa.DataType) -> np.dtype[Any]:
 
 
 def column_to_numpy(col: pa.Array) -> np.ndarray:
-    """Numeric columns zero-copy where Arrow allows; fixed-size and equal-length lists of
-    numbers become 2-D arrays (embeddings, token windows) instead of arrays of objects;
-    other lists of numbers without nulls an array of read-only row views, as Arrow's
-    ``to_numpy`` gives them (made here without its first call's import of pandas)."""
+    """Numeric columns zero-copy where Arrow allows; fixed-size lists of numbers become
+    2-D arrays (embeddings, token windows) instead of arrays of objects; variable-length
+    lists of numbers without nulls an array of read-only row views, as Arrow's
+    ``to_numpy`` gives them (made here without its first call's import of pandas), even
+    where a batch's rows happen to have one length: what a column becomes depends on its
+    type alone, never on its values (``pad_to`` makes such lists 2-D, see :func:`pad`)."""
     t = col.type
-    if pa.types.is_time(t):  # numpy has no time of day: a count in the column's unit
-        return col.cast(pa.int32() if pa.types.is_time32(t) else pa.int64()).to_numpy(
-            zero_copy_only=False
-        )
+    if pa.types.is_time(t):  # numpy has no time of day: the time since midnight
+        return _time_since_midnight(col)
     if pa.types.is_fixed_size_list(t) and col.null_count == 0 and numeric(t.value_type):
         values = col.flatten()
         flat = buffer_view(values)
@@ -91,21 +93,20 @@ def column_to_numpy(col: pa.Array) -> np.ndarray:
         and col.null_count == 0
         and numeric(t.value_type)
     ):
-        offsets = _list_offsets(col)
-        lengths = np.diff(offsets)
         flat = buffer_view(col.values)
-        if len(lengths) and (lengths == lengths[0]).all():
-            if flat is None:
-                flat = col.flatten().to_numpy(zero_copy_only=False)
-            else:
-                flat = flat[int(offsets[0]) : int(offsets[-1])]
-            return flat.reshape(len(col), int(lengths[0]))
         if flat is not None:
-            return _row_views(flat, offsets)
+            return _row_views(flat, _list_offsets(col))
     try:
         return col.to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return _rows_one_by_one(col)
+
+
+def _time_since_midnight(col: pa.Array) -> np.ndarray:
+    """A time-of-day column as ``timedelta64`` in its unit, as a duration column comes
+    (NaT for nulls): the unit stays with the values, which bare counts lost."""
+    counts = col.cast(pa.int32()).cast(pa.int64()) if pa.types.is_time32(col.type) else col
+    return counts.view(pa.duration(col.type.unit)).to_numpy(zero_copy_only=False)
 
 
 def _rows_one_by_one(col: pa.Array) -> np.ndarray:

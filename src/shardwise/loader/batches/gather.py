@@ -24,7 +24,15 @@ import pyarrow as pa
 from shardwise.loader.batches.convert import buffer_view
 from shardwise.loader.batches.wide import take_wide
 
-__all__ = ["Columns", "Views", "column_to_arrow", "gather", "gather_columns", "unit_views"]
+__all__ = [
+    "Columns",
+    "Views",
+    "column_to_arrow",
+    "fieldless_batch",
+    "gather",
+    "gather_columns",
+    "unit_views",
+]
 
 Views = dict[
     tuple[int, int], "np.ndarray | None"
@@ -170,3 +178,11 @@ def column_to_arrow(values: np.ndarray, t: pa.DataType) -> pa.Array:
             pa.array(values.reshape(-1), type=t.value_type), type=t
         )
     return pa.array(values, type=t)
+
+
+def fieldless_batch(rows: int, schema: pa.Schema) -> pa.RecordBatch:
+    """A record batch of ``rows`` rows and no columns (records without fields, such as
+    JSON lines ``{}``, are rows all the same), with ``schema``'s metadata;
+    ``pa.record_batch([])`` has no rows, and a pickled one loses them."""
+    empty = pa.StructArray.from_buffers(pa.struct([]), rows, [None], children=[])
+    return pa.RecordBatch.from_struct_array(empty).replace_schema_metadata(schema.metadata)

@@ -37,7 +37,7 @@ from shardwise.loader.batches.convert import (
     pad,
     torch_other,
 )
-from shardwise.loader.batches.gather import column_to_arrow, gather_columns
+from shardwise.loader.batches.gather import column_to_arrow, fieldless_batch, gather_columns
 from shardwise.loader.batches.numpy_column import NumpyColumn
 from shardwise.loader.batches.package import package
 from shardwise.loader.batches.pieces import Parts, joined
@@ -185,8 +185,8 @@ class PieceMaker:
         """A piece of ``rows`` rows from its gathered columns (numpy arrays of their own,
         or Arrow arrays), converted once."""
         piece = Piece(rows)
-        if self.fmt in (None, "arrow") or not len(schema):
-            piece.arrow = _record_batch(columns, schema)
+        if self.fmt in (None, "arrow"):
+            piece.arrow = _record_batch(rows, columns, schema)
             return piece
         for f, col in zip(schema, columns):
             if isinstance(col, np.ndarray):  # gathered into a buffer of its own: no copy
@@ -226,7 +226,7 @@ class PieceMaker:
         size = self.size
         for a in range(0, piece.rows, size):
             if piece.arrow is not None:
-                yield (piece.arrow.slice(a, size) if piece.arrow.num_columns else piece.arrow), size
+                yield piece.arrow.slice(a, size), size
                 continue
             i = a // size
             out = {
@@ -250,10 +250,11 @@ def _strings(piece: Piece, a: int, size: int) -> dict[str, pa.Array]:
     return {n: col.slice(a, size) for n, col in piece.arrays.items() if isinstance(col, pa.Array)}
 
 
-def _record_batch(columns: list[Any], schema: pa.Schema) -> pa.RecordBatch:
-    """Gathered columns as one Arrow record batch."""
+def _record_batch(rows: int, columns: list[Any], schema: pa.Schema) -> pa.RecordBatch:
+    """Gathered columns as one Arrow record batch of ``rows`` rows (with no columns too:
+    records without fields, such as JSON lines ``{}``, are rows all the same)."""
     if not len(schema):
-        return pa.record_batch([], schema=schema)
+        return fieldless_batch(rows, schema)
     arrays = [
         column_to_arrow(c, f.type) if isinstance(c, np.ndarray) else c
         for c, f in zip(columns, schema)

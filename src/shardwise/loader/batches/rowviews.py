@@ -11,9 +11,7 @@ piece then copies no value at all, and its batches' rows keep their unit's buffe
 instead of the piece's (the unit stays in memory until the last batch with one of its
 rows is let go, as the piece's buffer did).
 
-Where all of a piece's rows have one length, the column is a 2-D array of its own (as
-``column_to_numpy`` makes it), so such pieces, and columns with nulls or of other types,
-are gathered as before.
+Columns with nulls or of other types are gathered as before.
 """
 
 from __future__ import annotations
@@ -50,8 +48,9 @@ def list_row_views(
     tables: dict[int, pa.Table], unit_ids: np.ndarray, rows: np.ndarray, column: int
 ) -> np.ndarray | None:
     """Rows ``rows[i]`` of units ``unit_ids[i]`` of list column ``column``, in that order,
-    as an array of objects, each a read-only view of its unit's values; None where they
-    must be gathered (nulls, several chunks, no rows, or all rows of one length)."""
+    as an array of objects, each a read-only view of its unit's values (also where all
+    rows have one length: the column's form follows from its type alone); None where they
+    must be gathered (nulls, several chunks, no rows)."""
     n = len(rows)
     if not n:
         return None
@@ -71,9 +70,6 @@ def list_row_views(
         picked = rows[at]
         starts[at] = offsets[picked]
         ends[at] = offsets[picked + 1]
-    lengths = ends - starts
-    if (lengths == lengths[0]).all():
-        return None  # one length: a 2-D array of its own
     out = np.empty(n, dtype=object)
     for i, (u, a, b) in enumerate(zip(unit_ids.tolist(), starts.tolist(), ends.tolist())):
         out[i] = values[u][a:b]

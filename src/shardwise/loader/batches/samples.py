@@ -28,6 +28,9 @@ def rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
     """Per-sample dicts, by the rules in the module docstring."""
     names = batch.schema.names
     columns = [_python_values(name, col) for name, col in zip(names, batch.columns)]
+    if not columns:  # records without fields: rows all the same, each an empty dict
+        yield from ({} for _ in range(batch.num_rows))
+        return
     for values in zip(*columns):
         yield dict(zip(names, values))
 
@@ -40,8 +43,8 @@ def _python_values(name: str, col: pa.Array) -> list[Any]:
             and (pa.types.is_fixed_size_list(t) or pa.types.is_list(t))
             and numeric(t.value_type)
         ):
-            arr = column_to_numpy(col)  # one writable copy: rows are torch-safe views
-            return list(np.array(arr)) if arr.dtype != object else col.to_pylist()
+            arr = _equal_rows(col)
+            return list(arr) if arr is not None else col.to_pylist()
         if col.null_count == 0 and numeric(t):
             return col.to_numpy(zero_copy_only=False).tolist()
         if (pa.types.is_timestamp(t) or pa.types.is_duration(t)) and t.unit == "ns":
@@ -53,6 +56,17 @@ def _python_values(name: str, col: pa.Array) -> list[Any]:
         raise FormatError(
             f"column {name!r} ({t}) has values that cannot become Python objects: {exc}"
         ) from exc
+
+
+def _equal_rows(col: pa.Array) -> np.ndarray | None:
+    """A list column of numbers without nulls whose rows have one length as a 2-D array
+    of its own (one writable copy: its rows are torch-safe numpy rows the DataLoader
+    stacks); None where lengths differ."""
+    arr = column_to_numpy(col)
+    if arr.dtype != object:  # fixed-size lists: a view of Arrow's memory
+        return np.array(arr)
+    same = len(arr) > 0 and len({len(row) for row in arr}) == 1
+    return np.stack(list(arr)) if same else None
 
 
 def _nullable(col: pa.Array, values: list[Any]) -> list[Any]:

@@ -35,11 +35,14 @@ def open_index(
     columns: Sequence[str] | None,
     known: Sequence[str] = (),
     cache_dir: str | None = None,
+    optional: Sequence[str] = (),
 ) -> DatasetIndex | MixedIndex:
     """The dataset's index: a :class:`DatasetIndex`, or a :class:`MixedIndex` for a
     :class:`Source` or a list of them. Options neither ``index_dataset`` nor the format
     takes are refused naming ``StreamingDataset`` and the nearest of ``known`` arguments.
-    A dataset's index is kept in ``cache_dir`` if given."""
+    A dataset's index is kept in ``cache_dir`` if given. Sources are aligned on
+    ``columns`` (None: all of theirs, the same in each) and those of ``optional`` every
+    source has."""
     if isinstance(source, Source):
         source = [source]
     if isinstance(source, (list, tuple)) and any(isinstance(s, Source) for s in source):
@@ -52,7 +55,7 @@ def open_index(
                 f"with sources, give open options to each Source, not StreamingDataset "
                 f"(got {sorted(open_options)})"
             )
-        return _open_mixed(list(source), on_error, columns)
+        return _open_mixed(list(source), on_error, columns, optional)
     if cache_dir is not None:  # the index is kept there too
         open_options = dict(open_options, cache_dir=cache_dir)
     return _open_one(source, on_error, open_options, "StreamingDataset", known)
@@ -75,7 +78,10 @@ def _open_one(
 
 
 def _open_mixed(
-    sources: list[Source], on_error: OnError, columns: Sequence[str] | None
+    sources: list[Source],
+    on_error: OnError,
+    columns: Sequence[str] | None,
+    optional: Sequence[str] = (),
 ) -> MixedIndex:
     names = [s.name for s in sources]
     if len(set(names)) < len(names):
@@ -83,6 +89,7 @@ def _open_mixed(
     indexes = [_open_one(s.path, on_error, s.open_options, "Source") for s in sources]
     renames = [_own_columns(s, ix) for s, ix in zip(sources, indexes)]
     wanted = list(columns) if columns is not None else _common(sources, renames)
+    wanted += [c for c in optional if c not in wanted and all(c in r for r in renames)]
     for s, ren in zip(sources, renames):
         missing = [c for c in wanted if c not in ren]
         if missing:
@@ -145,14 +152,16 @@ def _unify(
 
 def check_not_empty(
     index: DatasetIndex | MixedIndex,
-    counts: np.ndarray,
-    filter: pc.Expression | None,
-    quarantine: Quarantine,
+    counts: Any,
+    filter: pc.Expression | None = None,
+    quarantine: Quarantine | None = None,
+    what: str = "samples",
 ) -> None:
-    """Refuse a dataset with nothing to stream, naming its first files."""
-    if int(counts.sum()):
+    """Refuse a dataset with nothing to stream, naming its first files (``what`` it lacks:
+    samples, or a token stream's sequences)."""
+    if int(np.asarray(counts).sum()):
         return
     after = " after filter=" if filter is not None else ""
-    after += " after quarantining bad records" if quarantine.count else ""
+    after += " after quarantining bad records" if quarantine and quarantine.count else ""
     where = ", ".join(f.path for f in index.files[:3]) + (" ..." if len(index.files) > 3 else "")
-    raise PlanError(f"nothing to stream: {where or 'the dataset'} has no samples{after}")
+    raise PlanError(f"nothing to stream: {where or 'the dataset'} has no {what}{after}")

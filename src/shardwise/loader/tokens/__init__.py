@@ -9,8 +9,10 @@ on first access: with torch installed it is also a ``torch.utils.data.IterableDa
 (use ``DataLoader(ds, batch_size=None)``).
 
 May import: storage, formats, index, plan, the token layout (``shardwise._tokens``), and
-of the loader the readers (:mod:`~shardwise.loader.read`), the placement and the
-topology channel.
+of the loader the readers (:mod:`~shardwise.loader.read`), the placement, the
+topology channel, the passes, the state version, the argument checks and the mixing key
+(:mod:`~shardwise.loader.stats`, which a saved state records as ``StreamingDataset``'s
+does: :mod:`.saved`).
 """
 
 from __future__ import annotations

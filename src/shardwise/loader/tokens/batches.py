@@ -11,27 +11,36 @@ than what handing it over from another thread costs.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from shardwise.errors import ConfigError
 from shardwise.loader.tokens.flatmap import MappedRows
 from shardwise.loader.tokens.mapped import OpenFiles
 from shardwise.loader.tokens.units import TokenUnits, UnitFeed
 from shardwise.plan.buffers import Buffers
 from shardwise.plan.concat_ids import ids_batches
 from shardwise.plan.concat_rows import UnitRows, take_window, unit_rows, window_batches
-from shardwise.plan.sequences import fill_batch, sequence_tokens
+from shardwise.plan.sequences import FIELDS, fill_batch, sequence_tokens
 from shardwise.plan.tokens import TokenPlan
 
-__all__ = ["Groups", "SequenceBatches"]
+__all__ = ["Groups", "SequenceBatches", "check_fields"]
 
 Groups = Generator[list[dict[str, Any]], None, None]  # groups of batches
 
 WINDOW_TOKENS = 2**16  # tokens per window of concat batches built at once (arrays of 512 KB)
 IDS_WINDOW_TOKENS = 2**20  # tokens of input_ids-only batches whose units are looked up at once
+
+
+def check_fields(fields: Sequence[str]) -> tuple[str, ...]:
+    """The arrays a batch holds, ``fields`` in their standard order."""
+    chosen = tuple(fields)
+    if not chosen or any(f not in FIELDS for f in chosen) or len(set(chosen)) < len(chosen):
+        raise ConfigError(f"fields must be distinct names among {FIELDS}, got {fields!r}")
+    return tuple(f for f in FIELDS if f in chosen)
 
 
 @dataclass(frozen=True)
@@ -53,7 +62,11 @@ class SequenceBatches:
         if self.packing == "concat":
             yield from self._concat_groups(plan, pairs)
             return
-        feed = UnitFeed(pairs[:, 0], self.units.read, self.prefetch_units)
+
+        def read(unit: int) -> tuple[np.ndarray, np.ndarray]:  # checked against the plan's
+            return self.units.read(unit, plan.unit_lengths(unit))
+
+        feed = UnitFeed(pairs[:, 0], read, self.prefetch_units)
         rows = pairs[:, 1].tolist()
         seqs = []
         for i, (unit, (tokens, offsets)) in enumerate(feed):

@@ -30,18 +30,20 @@ from typing import Any
 import numpy as np
 
 from shardwise.errors import ConfigError
-from shardwise.loader.channel import Seen, TopologyChannel
+from shardwise.loader.channel import Seen, TopologyChannel, consumer
 from shardwise.loader.passes import Passes
 from shardwise.loader.placement import Placement, detect_placement, in_dataloader_worker
 from shardwise.loader.read.cached import node_cache
 from shardwise.loader.read.mixed import MixedIndex
-from shardwise.loader.read.opening import open_index
+from shardwise.loader.read.opening import check_not_empty, open_index
 from shardwise.loader.state_version import STATE_VERSION as LOADER_STATE_VERSION
-from shardwise.loader.state_version import check_version
+from shardwise.loader.stats import mixing_for
 from shardwise.loader.tokens.ahead import made_ahead
-from shardwise.loader.tokens.batches import SequenceBatches
+from shardwise.loader.tokens.batches import SequenceBatches, check_fields
+from shardwise.loader.tokens.checks import check_lengths, check_pad_id
 from shardwise.loader.tokens.mapped import unit_path
-from shardwise.loader.tokens.units import TokenUnits, check_lengths
+from shardwise.loader.tokens.saved import check_loaded, plan_record, units_digest
+from shardwise.loader.tokens.units import TokenUnits
 from shardwise.plan import Mixing, Resume, Topology
 from shardwise.plan.packing import DEFAULT_BUFFER, check_packing, count_sequences
 from shardwise.plan.sequences import FIELDS
@@ -53,13 +55,6 @@ __all__ = ["STATE_VERSION", "TokenStreamBase"]
 STATE_VERSION = LOADER_STATE_VERSION  # the same plans: versions change together
 FORMATS = ("numpy", "torch")
 GROUPS_AHEAD = 2  # groups of batches made ahead of the training loop
-
-
-def _fields(fields: Sequence[str]) -> tuple[str, ...]:
-    chosen = tuple(fields)
-    if not chosen or any(f not in FIELDS for f in chosen) or len(set(chosen)) < len(chosen):
-        raise ConfigError(f"fields must be distinct names among {FIELDS}, got {fields!r}")
-    return tuple(f for f in FIELDS if f in chosen)
 
 
 class TokenStreamBase:
@@ -75,8 +70,9 @@ class TokenStreamBase:
         buffer: documents per best-fit buffer.
         column: the token column; ``count_column``: its per-document counts.
         seed, shuffle, drop_last, canonical_workers: as for ``StreamingDataset``.
-        epoch_size: tokens per epoch with weighted sources (None: all of them).
-        pad_id: the id padding positions get (default: the tokenizer's eos, else 0).
+        epoch_size: tokens per epoch, of one path or weighted sources (None: all of them).
+        pad_id: the id padding positions get, one of the vocabulary (default: the
+            tokenizer's eos, else 0).
         fields: the arrays each batch holds (default all six; ``("input_ids",)`` skips the
             document layout, for a model that needs only the tokens).
         batch_format: ``"numpy"`` or ``"torch"``.
@@ -119,7 +115,8 @@ class TokenStreamBase:
             raise ConfigError(f"batch_format must be 'numpy' or 'torch', got {batch_format!r}")
         check_packing(seq_len, packing, buffer)
         self.cache = node_cache(cache_dir, cache_bytes)
-        self.index = open_index(source, "raise", open_options, None, (), cache_dir)
+        counted = [count_column] if count_column else []  # mixed: the columns it reads
+        self.index = open_index(source, "raise", open_options, [column], (), cache_dir, counted)
         self.units = TokenUnits(self.index, column, count_column, cache=self.cache)
         totals = self.units.totals() if packing == "concat" else None
         self._lengths: np.ndarray | None = None
@@ -131,12 +128,9 @@ class TokenStreamBase:
         self.packing, self.buffer = packing, buffer
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
         self.canonical_workers, self.batch_format = canonical_workers, batch_format
-        self.fields = _fields(fields)
-        info = self.units.info
-        self.pad_id = pad_id if pad_id is not None else (info.eos_id or 0)
-        self.mixing: Mixing | None = (
-            self.index.mixing(epoch_size, "random") if isinstance(self.index, MixedIndex) else None
-        )
+        self.fields = check_fields(fields)
+        self.pad_id = check_pad_id(pad_id, self.units.info)
+        self.mixing: Mixing | None = mixing_for(self.index, epoch_size, "random")
         self.rank, self.world_size, self.prefetch_units = rank, world_size, prefetch_units
         self.num_workers = num_workers
         self._channel = TopologyChannel.new()
@@ -150,6 +144,7 @@ class TokenStreamBase:
             if totals is None
             else -(-totals // seq_len)
         )
+        check_not_empty(self.index, self.counts, what="tokens to make sequences of")
 
     @property
     def lengths(self) -> np.ndarray:
@@ -163,7 +158,6 @@ class TokenStreamBase:
             self._lengths = lengths
         return self._lengths
 
-    # -- planning ---------------------------------------------------------------------
     def plan(self, topology: Topology | None = None) -> TokenPlan:
         """The epoch's plan on ``topology`` (default: this process's ranks, one worker)."""
         if topology is None:
@@ -184,6 +178,9 @@ class TokenStreamBase:
             canonical_workers=self.canonical_workers,
             counts=self.counts,
         )
+
+    def _given(self) -> tuple[int, int | None]:
+        return self._placement().world_size, self.num_workers
 
     def _placement(self) -> Placement:
         p = detect_placement(self.rank, self.world_size)
@@ -224,7 +221,6 @@ class TokenStreamBase:
         """Batches this rank yields in the epoch (DataLoader workers included)."""
         return self.plan().batches_per_rank
 
-    # -- iterating --------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
         p = self._placement()
         self._passes.begin_pass(p.rank, p.worker_id)
@@ -255,34 +251,35 @@ class TokenStreamBase:
         else:
             self._seen = Seen(p.world_size, p.num_workers, time.time(), self._passes.epoch)
 
-    # -- state and stats --------------------------------------------------------------
     def state_dict(self, consumed_batches: int) -> dict[str, Any]:
         """Where the epoch stands after this rank consumed ``consumed_batches`` batches of
         the current pass (all ranks consume the same number)."""
-        seen = [s for s in (self._seen, self._channel.read()) if s is not None]
-        if not seen:
-            raise ConfigError("state_dict: nothing was iterated yet, so no topology consumed")
-        latest = max(seen, key=lambda s: s.at)
-        t = Topology(latest.world_size, latest.num_workers, self.batch_size, self.drop_last)
+        world_size, num_workers = consumer(
+            (self._seen, self._channel.read()), self._given, consumed_batches, "TokenStream"
+        )
+        t = Topology(world_size, num_workers, self.batch_size, self.drop_last)
         resumed = self.plan(t).resume(int(consumed_batches))
-        return {
-            "version": STATE_VERSION,
-            "epoch": self.epoch,
-            "seed": self.seed,
-            "seq_len": self.seq_len,
-            "packing": self.packing,
-            "resumes": [r.to_dict() for r in resumed.resumes],
-        }
+        resumes = [r.to_dict() for r in resumed.resumes]
+        return {"version": STATE_VERSION, "epoch": self.epoch, **self._record(), "resumes": resumes}
+
+    def _record(self) -> dict[str, Any]:
+        """What decides the epoch's plan (:mod:`.saved`)."""
+        return plan_record(
+            seed=self.seed,
+            seq_len=self.seq_len,
+            packing=self.packing,
+            shuffle=self.shuffle,
+            buffer=self.buffer,
+            digest=units_digest(self.docs, self.counts),
+            index=self.index,
+            mixing=self.mixing,
+            canonical_workers=self.canonical_workers,
+        )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue the epoch ``state`` describes at its next sequence."""
-        check_version(state, ConfigError)
-        for key in ("seed", "seq_len", "packing"):
-            if state[key] != getattr(self, key):
-                raise ConfigError(
-                    f"the state has {key}={state[key]!r}, this stream {getattr(self, key)!r}"
-                )
-        self._set(int(state["epoch"]), [Resume.from_dict(r) for r in state["resumes"]])
+        """Continue the epoch ``state`` describes at its next sequence (a state of a plan
+        made otherwise is refused: :mod:`.saved`)."""
+        self._set(*check_loaded(state, self._record()))
 
     def stats(self) -> dict[str, Any]:
         """Tokens, sequences, padding and split documents per source, and the epoch's."""

@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardwise._tokens import TokenInfo, flat_tokens
+from shardwise._tokens import flat_tokens
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats import OnError
 from shardwise.loader.read.mixed import unit_reader
+from shardwise.loader.tokens.checks import token_info
 from shardwise.loader.tokens.flatmap import FlatTokens
 from shardwise.loader.tokens.mapped import (
     OpenFiles,
@@ -29,7 +30,7 @@ from shardwise.loader.tokens.mapped import (
     unit_path,
 )
 
-__all__ = ["TokenUnits", "UnitFeed", "check_lengths"]
+__all__ = ["TokenUnits", "UnitFeed"]
 
 LENGTH_THREADS = 8
 
@@ -55,7 +56,7 @@ class TokenUnits:
     ) -> None:
         if column not in index.schema.names:
             raise ConfigError(f"no token column {column!r}; the dataset has {index.schema.names}")
-        self.info, self.column, self.index = _token_info(index, column), column, index
+        self.info, self.column, self.index = token_info(index, column), column, index
         self.cache = cache
         self.count_column = count_column if count_column in index.schema.names else None
         self.reader = unit_reader(index, [column], None, on_error, cache)
@@ -91,12 +92,32 @@ class TokenUnits:
             np.cumsum(lengths, out=offsets[1:])
             if offsets[-1] == len(tokens):
                 return tokens, offsets
+        got = None
         if self.cache is None and self.count_column is not None:
             info, column, counts = self.info, self.column, self.count_column
             got = mapped_tokens(self.index, unit, column, counts, info, lengths, files)
-            if got is not None:
-                return got
-        return flat_tokens(self.reader.read(unit).column(self.column), self.info.dtype)
+        if got is None:
+            got = flat_tokens(self.reader.read(unit).column(self.column), self.info.dtype)
+        if lengths is not None:
+            self._check_counts(unit, lengths, got[1])
+        return got
+
+    def _check_counts(self, unit: int, lengths: np.ndarray, offsets: np.ndarray) -> None:
+        """Refuse documents whose tokens are not as many as the count column says (the
+        plan packs by the counts: another length would repeat or lose tokens)."""
+        real = np.diff(offsets)
+        if len(real) == len(lengths) and np.array_equal(real, lengths):
+            return
+        if len(real) != len(lengths):
+            said = f"{len(lengths)} documents where the unit holds {len(real)}"
+        else:
+            doc = int(np.flatnonzero(real != lengths)[0])
+            said = f"{lengths[doc]} tokens for document {doc} of the unit, which holds {real[doc]}"
+        raise FormatError(
+            f"the count column {self.count_column!r} says {said}",
+            unit_path(self.index, unit),
+            f"unit {unit}",
+        )
 
     def mapped_here(self, unit: int) -> bool:
         """Whether unit ``unit`` is read as a view of a file on a disk or memory filesystem
@@ -129,30 +150,6 @@ class TokenUnits:
         return flat.astype(np.int64, copy=False), docs
 
 
-def check_lengths(
-    lengths: np.ndarray,
-    docs: np.ndarray,
-    indexed_docs: np.ndarray,
-    totals: np.ndarray | None,
-    path_of: Callable[[int], str | None] = lambda unit: None,
-) -> None:
-    """Refuse document lengths that disagree with the units' documents and tokens the
-    index gave (a file rewritten since it was indexed), naming the first such unit's file
-    (``path_of``)."""
-    ends = np.concatenate([[0], np.cumsum(lengths)])[np.concatenate([[0], np.cumsum(docs)])]
-    bad = docs != indexed_docs if len(docs) == len(indexed_docs) else np.ones(1, bool)
-    if totals is not None and len(totals) == len(docs):
-        bad = bad | (np.diff(ends) != totals)
-    if bad.any():
-        unit = int(np.flatnonzero(bad)[0])
-        raise FormatError(
-            "the token counts disagree with the dataset index (the file changed since it "
-            "was indexed?); open the dataset again to index it anew",
-            path_of(unit) if len(docs) == len(indexed_docs) else None,
-            f"unit {unit}" if len(docs) == len(indexed_docs) else None,
-        )
-
-
 def _int64s(chunk: pa.Array) -> np.ndarray:
     """An integer array's values as int64 numpy (Arrow's ``to_numpy`` imports pandas,
     half a second or more at the first call)."""
@@ -160,16 +157,6 @@ def _int64s(chunk: pa.Array) -> np.ndarray:
         raise FormatError("a token count column holds nulls")
     c = chunk.cast(pa.int64())
     return np.frombuffer(c.buffers()[1], np.int64, len(c), c.offset * 8)
-
-
-def _token_info(index: Any, column: str) -> TokenInfo:
-    """The token layout of ``column``, the same in every source of a mixed index."""
-    infos = [TokenInfo.of(ix.schema.field(column)) for ix in getattr(index, "indexes", [index])]
-    if any(i is None for i in infos):
-        raise ConfigError(f"column {column!r} holds no tokens (write it with 'tokenize')")
-    if len({(i.dtype, i.tokenizer, i.eos_id, i.bos_id) for i in infos if i}) > 1:
-        raise ConfigError(f"the sources' {column!r} come from different tokenizers: {infos}")
-    return next(i for i in infos if i is not None)
 
 
 class UnitFeed:

@@ -31,6 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from shardwise.loader.batches.gather import fieldless_batch
 from shardwise.loader.workers import transport
 from shardwise.loader.workers.carry import (
     Layout,
@@ -54,7 +55,13 @@ class SampleDict(dict[str, Any]):
 
 def _reduce_record_batch(rb: pa.RecordBatch) -> tuple[Any, tuple[Any, ...]]:
     """A record batch's string and binary columns into one ring region, the others by
-    value; the whole batch by value when they hold less than :data:`MIN_BYTES`."""
+    value; the whole batch by value when they hold less than :data:`MIN_BYTES`, or
+    without the ring. A batch of no columns goes as its row count (pickled, pyarrow's
+    loses its rows)."""
+    if not rb.num_columns:
+        return fieldless_batch, (rb.num_rows, rb.schema)
+    if not transport.active():
+        return rb.__reduce__()
     specs: list[tuple[Any, ...]] = []
     parts: list[Part] = []
     carried = 0
@@ -121,11 +128,10 @@ def enable(ring_bytes: int = 0) -> None:
     """Send every batch format's strings and binary values through this DataLoader
     worker's ring (of ``ring_bytes``, at least ``RING_BYTES``) when ``multiprocessing``
     pickles them (see :func:`shardwise.loader.workers.transport.enable`, which decides
-    whether it can)."""
-    transport.enable(ring_bytes)
-    if not transport.active():
-        return
+    whether it can); record batches of no columns keep their rows either way."""
     from multiprocessing.reduction import ForkingPickler
 
-    ForkingPickler.register(pa.RecordBatch, _reduce_record_batch)
-    ForkingPickler.register(SampleDict, _reduce_sample)
+    transport.enable(ring_bytes)
+    ForkingPickler.register(pa.RecordBatch, _reduce_record_batch)  # its rows, ring or not
+    if transport.active():
+        ForkingPickler.register(SampleDict, _reduce_sample)

@@ -18,6 +18,10 @@ from shardwise.parallel.backend import Backend, Finished, Session, WorkerLost
 from shardwise.parallel.cpus import cpu_count
 
 __all__ = ["DaskBackend"]
+# how to get a module the driver imports onto the workers
+SHIP_HINT = (
+    "on Dask, client.upload_file(the module's file) or install it in the workers' environment"
+)
 
 
 def _job(fn: Any, retry_on: Any, chunk: Sequence[tuple[int, Any]], topic: str) -> Any:
@@ -91,7 +95,7 @@ class _DaskSession(Session):
             try:
                 out.append((cid, fut.result()))
             except Exception as exc:  # noqa: BLE001 - KilledWorker, lost worker
-                out.append((cid, WorkerLost(f"{type(exc).__name__}: {str(exc)[:500]}")))
+                out.append((cid, WorkerLost.of(exc, SHIP_HINT)))
         return out
 
     def close(self, cancel: bool) -> None:

@@ -18,6 +18,8 @@ from shardwise.parallel.backend import Backend, Finished, Session, WorkerLost
 from shardwise.parallel.cpus import cpu_count
 
 __all__ = ["JoblibBackend"]
+# how to get a module the driver imports onto the workers
+SHIP_HINT = "install it in the environment, or put its directory on PYTHONPATH before starting"
 
 
 def _job(
@@ -51,7 +53,7 @@ class _JoblibSession(Session):
                 self.results.put((cid, outcomes))
         except Exception as exc:  # noqa: BLE001 - a dead worker ends the wave
             for cid in left:
-                self.results.put((cid, WorkerLost(f"{type(exc).__name__}: {exc}")))
+                self.results.put((cid, WorkerLost.of(exc, SHIP_HINT)))
         finally:
             self.results.put(None)
 

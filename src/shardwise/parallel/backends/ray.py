@@ -15,6 +15,11 @@ from shardwise.parallel._in_worker import run_chunk
 from shardwise.parallel.backend import Backend, Finished, Session, WorkerLost
 
 __all__ = ["RayBackend"]
+# how to get a module the driver imports onto the workers
+SHIP_HINT = (
+    "on Ray, pass runtime_env={'py_modules': [the module's file or package directory]} or "
+    "{'working_dir': its project directory} to ray.init() or parallel_backend('ray', ...)"
+)
 
 
 def _job(fn: Any, retry_on: Any, chunk: Sequence[tuple[int, Any]], counter: Any) -> Any:
@@ -78,7 +83,7 @@ class _RaySession(Session):
             try:
                 out.append((cid, self.ray.get(ref)))
             except Exception as exc:  # noqa: BLE001 - worker crash, node loss, OOM kill
-                out.append((cid, WorkerLost(f"{type(exc).__name__}: {str(exc)[:500]}")))
+                out.append((cid, WorkerLost.of(exc, SHIP_HINT)))
         return out
 
     def counters(self) -> int:

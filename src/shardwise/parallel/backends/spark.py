@@ -25,6 +25,11 @@ from shardwise.parallel.backend import Backend, Finished, Session, WorkerLost
 from shardwise.parallel.cpus import cpu_count
 
 __all__ = ["SparkBackend"]
+# how to get a module the driver imports onto the workers
+SHIP_HINT = (
+    "on Spark, spark.sparkContext.addPyFile(the module's file) or the spark.submit.pyFiles "
+    "setting, or install it in the executors' environment"
+)
 
 
 class _SparkSession(Session):
@@ -63,7 +68,7 @@ class _SparkSession(Session):
             try:
                 out.append((cid, fut.result()))
             except Exception as exc:  # noqa: BLE001 - executor or Python worker lost
-                out.append((cid, WorkerLost(f"{type(exc).__name__}: {str(exc)[:500]}")))
+                out.append((cid, WorkerLost.of(exc, SHIP_HINT)))
         return out
 
     def close(self, cancel: bool) -> None:

@@ -72,6 +72,7 @@ class ThreadBackend(Backend):
     """Threads in the caller's process: for I/O-bound work and functions that release the GIL."""
 
     name = "thread"
+    in_process = True
 
     def slots(self) -> int:
         return self.n_jobs or max(4, cpu_count() * 4)
@@ -87,6 +88,7 @@ class SequentialBackend(Backend):
     """One item after another in the caller's process: for debugging and tiny inputs."""
 
     name = "sequential"
+    in_process = True
 
     def slots(self) -> int:
         return 1
