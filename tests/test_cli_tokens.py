@@ -36,3 +36,18 @@ def test_plan_reports_tokens_sequences_padding_and_splits(
     assert rows[1]["epoch_sequences"] in range(
         3 * rows[0]["epoch_sequences"] - 2, 3 * rows[0]["epoch_sequences"] + 3
     )
+
+
+def test_packing_without_a_sequence_length_is_bad_usage_and_padding_is_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _, _ = make_token_shards(tmp_path / "d", docs=60)
+    assert main(["plan", str(path), "--packing", "best_fit"]) == 2
+    assert "give --seq-len too" in capsys.readouterr().err
+    args = ["plan", str(path), "--seq-len", "100", "-w", "2", "-b", "3", "--keep-last"]
+    assert main([*args, "--json"]) == 0
+    padded = json.loads(capsys.readouterr().out)["sequences_padded"]
+    assert padded > 0  # 2 ranks x 3 do not divide the sequences
+    assert main(args) == 0
+    shown = [line for line in capsys.readouterr().out.splitlines() if "padded" in line]
+    assert shown == ([f"sequences padded    {padded:,} (repeated, --keep-last)"] if padded else [])

@@ -133,7 +133,7 @@ def plan(
     epoch: int,
     fmt: str | None,
     seq_len: int | None,
-    packing: str,
+    packing: str | None,
     as_json: bool,
     html_out: str | None,
 ) -> None:
@@ -149,7 +149,7 @@ def plan(
     from shardwise.plan import Topology, auto_interleave
     from shardwise.plan.report import plan_report
 
-    _check_args(paths, sources, world_size, replication)
+    _check_args(paths, sources, world_size, replication, packing is None or seq_len is not None)
     groups = world_size // replication
     try:
         given: list[Any] = [parse_source(s, fmt) for s in sources] or list(paths)
@@ -165,7 +165,7 @@ def plan(
     names = [s.name for s in given] if sources else []
     args = (seed, epoch, mixing, canonical_workers)
     if seq_len is not None:  # token shards: the plan of TokenStream's sequences
-        return show_token_plan(index, names, topo, seq_len, packing, as_json, *args)
+        return show_token_plan(index, names, topo, seq_len, packing or "concat", as_json, *args)
     blocks = _blocks(first_window, index, topo, mixing)
     p = _sample_plan(index.counts(), topo, *args, blocks=blocks)
     rows = _source_rows(mixing, index.counts(), topo, names, canonical_workers, p)
@@ -222,9 +222,14 @@ def _blocks(first_window: str, index: Any, topo: Any, mixing: Any) -> int:
 
 
 def _check_args(
-    paths: tuple[str, ...], sources: tuple[str, ...], world_size: int, replication: int
+    paths: tuple[str, ...],
+    sources: tuple[str, ...],
+    world_size: int,
+    replication: int,
+    packing_fits: bool = True,
 ) -> None:
-    """Refuse a replication that does not divide the world size, and PATHS with sources."""
+    """Refuse a replication that does not divide the world size, PATHS with sources (or
+    neither), and --packing without --seq-len (``packing_fits`` False)."""
     if world_size % replication:
         raise click.BadParameter(
             f"{replication} does not divide --world-size {world_size}", param_hint="--replication"
@@ -233,6 +238,8 @@ def _check_args(
         raise click.UsageError("give PATHS or --source options, not both")
     if not paths and not sources:
         raise click.UsageError("give PATHS or --source options (one or more)")
+    if not packing_fits:
+        raise click.UsageError("--packing plans token sequences: give --seq-len too")
 
 
 def _source_rows(

@@ -18,9 +18,8 @@ def token_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option(
         "--packing",
         type=click.Choice(["concat", "best_fit", "pad"]),
-        default="concat",
-        show_default=True,
-        help="With --seq-len: how documents become sequences.",
+        default=None,
+        help="With --seq-len: how documents become sequences (default: concat).",
     )(command)
     return click.option(
         "--seq-len",
@@ -112,6 +111,9 @@ def echo_token_report(report: dict[str, Any]) -> None:
         ("tokens per step", f"{report['tokens_per_step']:,} (all ranks)"),
         ("sequences left out", f"{report['sequences_left_out']:,} (the tail)"),
     ]
+    if report["sequences_padded"]:
+        padded = f"{report['sequences_padded']:,} (repeated, --keep-last)"
+        lines.append(("sequences padded", padded))
     for s in report["sources"]:
         lines.append(
             (
