@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness.cli import base_parser, maybe_worker
+from harness.cli import base_parser, chosen, maybe_worker
 from harness.report import Checks, fmt, git_info, machine, markdown, ratio, write_json
 from harness.runner import System, median_run, run_system
 
@@ -137,11 +137,11 @@ def measure_size(
     info = {k: v for k, v in s3.items() if k != "ports"}
     kwargs = {"s3": info, "prefix": prefix, "keys_file": str(keys_file), "files": n}
     kwargs["sample"] = min(n, args.sample)
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in SYSTEMS}
-    orders = [["cold", "warm", "limit", "sequential"], ["limit", "sequential", "cold", "warm"]]
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.systems}
     for rep in range(repeats):
         print(f"{n:,} files, round {rep + 1}/{repeats}", flush=True)
-        for name in orders[rep % 2]:
+        order = args.systems[rep % len(args.systems) :] + args.systems[: rep % len(args.systems)]
+        for name in order:
             if name == "cold":
                 fs.rm(f"{s3['bucket']}/{prefix}/_shardwise_index.json")
             remote_counts(s3["proxy"], reset=True)
@@ -164,8 +164,10 @@ def measure_size(
 def table(sizes: dict[int, dict[str, Any]]) -> str:
     rows: list[list[Any]] = []
     for n, res in sizes.items():
-        lim = res["limit"].get("seconds")
+        lim = res.get("limit", {}).get("seconds")
         for name in SYSTEMS:
+            if name not in res:
+                continue
             r = res[name]
             if "error" in r:
                 rows.append([f"{n:,}", name, f"failed: {r['error'][:60]}"])
@@ -197,7 +199,9 @@ def table(sizes: dict[int, dict[str, Any]]) -> str:
 def targets(sizes: dict[int, dict[str, Any]]) -> Checks:
     checks = Checks()
     for n, res in sizes.items():
-        cold, warm, lim = res["cold"], res["warm"], res["limit"]
+        missing = {"error": "not run"}
+        cold, warm = res.get("cold", missing), res.get("warm", missing)
+        lim = res.get("limit", missing)
         if "error" not in cold and "error" not in lim:
             checks.add(f"{n:,} files: cold vs limit", ratio(lim["seconds"], cold["seconds"]), 0.8)
             checks.add(
@@ -236,6 +240,7 @@ def main(argv: list[str]) -> int:
     worker = maybe_worker(args, SYSTEMS)
     if worker is not None:
         return worker
+    args.systems = chosen(ap, args.only, list(SYSTEMS))
     sys.path.insert(0, str(SUPPORT))
     sizes = [int(x) for x in (args.files or ("1000" if args.quick else "10000,100000")).split(",")]
     args.repeats = args.repeats or (1 if args.quick else 3)
@@ -271,6 +276,8 @@ def main(argv: list[str]) -> int:
         if default
         else f"index-{args.files}.json"
     )
+    if args.only:  # a partial run never replaces the full results
+        name = name.replace(".json", "-only.json")
     write_json(
         HERE / "results" / name,
         {

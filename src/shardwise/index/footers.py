@@ -4,7 +4,9 @@ each footer parsed as it arrives. Sizes come from the listing, so no file is ask
 its size; on an object store a file costs one request.
 
 Async filesystems (s3fs, gcsfs, HTTP) run the reads as coroutines on fsspec's event loop;
-others (local disk, memory) on a pool of threads.
+others (local disk, memory) on a pool of threads. S3 reads take a light road where it
+applies (:mod:`shardwise.storage.s3gets`): an S3 client's own request path costs enough
+CPU to bind the process to its core long before the store is busy.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pyarrow as pa
 from shardwise.formats import Unit
 from shardwise.formats.parquet._footer import footer_start, tail_start, units_from_tail
 from shardwise.storage import FileInfo, is_transient, named, resolve, with_retries
+from shardwise.storage.s3gets import LightGets
 
 __all__ = ["CONCURRENCY", "index_parquet", "progress_bar"]
 
@@ -118,10 +121,11 @@ async def _gather(
     """Up to CONCURRENCY workers take files in turn; the first error stops them all."""
     out: list[Indexed | None] = [None] * len(infos)
     todo = iter(enumerate(infos))
+    light = await LightGets.open(fs, CONCURRENCY)
 
     async def worker() -> None:
         for i, fi in todo:
-            out[i] = await _index_async(fs, fi)
+            out[i] = await _index_async(fs, light, fi)
             done()
 
     tasks = [asyncio.ensure_future(worker()) for _ in range(min(CONCURRENCY, len(infos)))]
@@ -130,23 +134,38 @@ async def _gather(
     finally:
         for t in tasks:
             t.cancel()
+        if light is not None:
+            await light.close()
     return [x for x in out if x is not None]
 
 
-async def _index_async(fs: fsspec.AbstractFileSystem, fi: FileInfo) -> Indexed:
+async def _index_async(
+    fs: fsspec.AbstractFileSystem, light: LightGets | None, fi: FileInfo
+) -> Indexed:
     path = fs._strip_protocol(fi.path)
-    tail = await _read_async(fs, fi.path, path, tail_start(fi.size), fi.size)
+    tail = await _read_async(fs, light, fi.path, path, tail_start(fi.size), fi.size)
     start = footer_start(fi.size, tail)
     if start is not None:
-        tail = await _read_async(fs, fi.path, path, start, fi.size - len(tail)) + tail
+        tail = await _read_async(fs, light, fi.path, path, start, fi.size - len(tail)) + tail
     return units_from_tail(fi.path, fi.size, tail)
 
 
 async def _read_async(
-    fs: fsspec.AbstractFileSystem, url: str, path: str, start: int, end: int
+    fs: fsspec.AbstractFileSystem,
+    light: LightGets | None,
+    url: str,
+    path: str,
+    start: int,
+    end: int,
 ) -> bytes:
+    """Bytes ``[start, end)`` of the file: by the light road when it gives them, else
+    (and for every error a user sees) by the filesystem, with retries."""
     if end <= start:
         return b""
+    if light is not None:
+        got = await light.get(path, start, end)
+        if got is not None:
+            return got
     return await _retrying(lambda: fs._cat_file(path, start=start, end=end), url)
 
 
