@@ -77,7 +77,10 @@ class LightGets:
         if version:
             return None
         try:
-            scheme, host, prefix = await self._base(bucket, key)
+            base = await self._base(bucket, key)
+            if base is None:
+                return None
+            scheme, host, prefix = base
             signer = await self._current_signer()
             url_path = prefix + encode_key(key)
             headers = signer.headers(host, url_path)
@@ -125,9 +128,10 @@ class LightGets:
             self._fresh = time.monotonic()
         return self._signer
 
-    async def _base(self, bucket: str, key: str) -> tuple[str, str, str]:
+    async def _base(self, bucket: str, key: str) -> tuple[str, str, str] | None:
         """Scheme, host and path prefix of the bucket's objects, as the client builds its
-        URLs (path or virtual-host style): from one presigned URL, made without a request."""
+        URLs (path or virtual-host style): from one presigned URL, made without a request;
+        None (and the road off) when that URL does not end with the key."""
         base = self._bases.get(bucket)
         if base is None:
             url = await self.fs.s3.generate_presigned_url(
@@ -136,7 +140,8 @@ class LightGets:
             parts = urlsplit(url)
             encoded = encode_key(key)
             if not parts.path.endswith(encoded):
-                raise ValueError(f"an unexpected URL layout: {parts.path}")
+                self.off = True
+                return None
             base = (parts.scheme, parts.netloc, parts.path[: len(parts.path) - len(encoded)])
             self._bases[bucket] = base
         return base
