@@ -43,6 +43,12 @@ def named(url: str) -> Iterator[None]:
             raise StorageError(
                 f"access denied to {url} (HTTP {status})", url, refused=True
             ) from exc
+        if isinstance(exc, ValueError) and str(exc).startswith("Invalid endpoint"):
+            raise StorageError(  # botocore's, for an endpoint_url without its scheme
+                f"cannot reach {url}: {exc} (an endpoint URL starts with http:// or https://)",
+                url,
+                refused=True,
+            ) from exc
         if names & set(_NO_CREDENTIALS):
             raise StorageError(
                 f"no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
