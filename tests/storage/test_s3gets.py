@@ -188,9 +188,16 @@ def test_a_missing_file_is_s3fs_error(
     assert light_hits == [0, 1]
 
 
+async def _no_road() -> None:
+    return None
+
+
 @pytest.mark.engine
 def test_a_file_changed_since_the_listing_is_refused(
-    s3_server: dict[str, Any], bucket: tuple[str, Any], light_hits: list[int]
+    s3_server: dict[str, Any],
+    bucket: tuple[str, Any],
+    light_hits: list[int],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name, fs = bucket
     fs.pipe_file(f"{name}/ch/a.parquet", _table_bytes(3))
@@ -208,10 +215,15 @@ def test_a_file_changed_since_the_listing_is_refused(
     # shorter than listed: the last bytes asked for are not all there (both roads)
     with pytest.raises(StorageError, match="changed while it was indexed"):
         index_parquet([FileInfo(url, size + 10, "")], opts, progress=False)
-    # emptied: the range cannot be served at all; still an error naming the file
-    with pytest.raises(StorageError) as gone:
+    # emptied: the range starts past the end (416 on both roads), an error naming the file
+    with pytest.raises(StorageError, match="changed while it was indexed") as gone:
         index_parquet([FileInfo(url, size + 10**6, "")], opts, progress=False)
     assert url in str(gone.value)
+    with monkeypatch.context() as m:  # s3fs alone (the road left to it)
+        m.setattr(s3gets.LightGets, "open", classmethod(lambda cls, fs, n: _no_road()))
+        with pytest.raises(StorageError) as by_s3fs:
+            index_parquet([FileInfo(url, size + 10**6, "")], opts, progress=False)
+    assert url in str(by_s3fs.value) and light_hits == [1, 1]  # the short read went to s3fs
 
 
 def test_a_local_file_shorter_than_listed_is_refused(tmp_path: Any) -> None:
@@ -228,3 +240,16 @@ def test_an_endpoint_without_its_scheme_is_named() -> None:
     with pytest.raises(StorageError, match="starts with http://") as err:
         index_dataset("s3://bucket/data", storage_options=opts, progress=False)
     assert "s3://bucket/data" in str(err.value)
+
+
+@pytest.mark.engine
+def test_a_path_the_store_calls_bad_is_named(
+    s3_server: dict[str, Any], bucket: tuple[str, Any]
+) -> None:
+    name, fs = bucket
+    fs.pipe_file(f"{name}/dots/x.parquet", _table_bytes(1))
+    opts = _options(s3_server, s3_server["endpoint_url"])
+    url = f"s3://{name}/dots/./x.parquet"
+    with pytest.raises(StorageError, match="refused the request") as err:
+        index_dataset(url, storage_options=opts, progress=False)
+    assert url in str(err.value)

@@ -99,10 +99,14 @@ class LightGets:
             async with session.get(
                 target, headers=headers, allow_redirects=False, proxy=proxy, ssl=tls or True
             ) as resp:
+                if resp.status == 416:  # the range starts past the object's end
+                    raise _changed(url, f"shorter than the {end:,} bytes listed")
                 if resp.status not in (200, 206):
                     self.off = self.off or resp.status in _REFUSED
                     return None
                 data = await resp.read()
+        except StorageError:
+            raise
         except TimeoutError:  # a stalled store: s3fs (its timeouts, its retries) from now on
             self.off = True
             return None
@@ -169,11 +173,11 @@ def _check_etag(url: str, listed: str, answered: str | None) -> None:
     too); an answer without one, or a listing without one, is not checked."""
     now = (answered or "").removeprefix("W/").strip('"')
     if listed and now and now != listed:
-        raise StorageError(
-            f"{url} changed while it was indexed (ETag {now}, listed as {listed}); open the "
-            "dataset again",
-            url,
-        )
+        raise _changed(url, f"ETag {now}, listed as {listed}")
+
+
+def _changed(url: str, how: str) -> StorageError:
+    return StorageError(f"{url} changed while it was indexed ({how}); open the dataset again", url)
 
 
 @functools.lru_cache(maxsize=64)
