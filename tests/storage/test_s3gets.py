@@ -9,6 +9,7 @@ import io
 import time
 from typing import Any
 
+import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -56,6 +57,22 @@ def _fs(**kwargs: Any) -> Any:
     return s3fs.S3FileSystem(key="k", secret="s", skip_instance_cache=True, **kwargs)
 
 
+def test_the_clients_timeouts_are_the_roads() -> None:
+    fs = _fs(
+        client_kwargs={"endpoint_url": "http://127.0.0.1:1"},
+        config_kwargs={"read_timeout": 2, "connect_timeout": 3},
+    )
+
+    async def timeouts() -> tuple[float | None, float | None]:
+        light = await s3gets.LightGets.open(fs, 4)
+        assert light is not None
+        timeout = light._open_session().timeout
+        await light.close()
+        return timeout.sock_read, timeout.sock_connect
+
+    assert fsspec.asyn.sync(fs.loop, timeouts) == (2.0, 3.0)
+
+
 def test_filesystems_left_to_s3fs() -> None:
     plain = s3gets._plain
     assert plain(_fs())
@@ -93,8 +110,8 @@ def light_hits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     counts = [0, 0]
     real = s3gets.LightGets.get
 
-    async def counted(self: Any, path: str, start: int, end: int) -> bytes | None:
-        got = await real(self, path, start, end)
+    async def counted(self: Any, url: str, path: str, *rest: Any) -> bytes | None:
+        got = await real(self, url, path, *rest)
         counts[got is None] += 1
         return got
 
@@ -169,3 +186,70 @@ def test_a_missing_file_is_s3fs_error(
         index_parquet([FileInfo(url, 1000, "x")], opts, progress=False)
     assert url in str(err.value)
     assert light_hits == [0, 1]
+
+
+async def _no_road() -> None:
+    return None
+
+
+@pytest.mark.engine
+def test_a_file_changed_since_the_listing_is_refused(
+    s3_server: dict[str, Any],
+    bucket: tuple[str, Any],
+    light_hits: list[int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name, fs = bucket
+    fs.pipe_file(f"{name}/ch/a.parquet", _table_bytes(3))
+    url = f"s3://{name}/ch/a.parquet"
+    opts = _options(s3_server, s3_server["endpoint_url"])
+    size = len(_table_bytes(3))
+    etag = fs.info(f"{name}/ch/a.parquet")["ETag"].strip('"')
+    assert (
+        index_parquet([FileInfo(url, size, etag)], opts, progress=False)[0][0][0].num_samples == 8
+    )
+    # replaced by another of the same size since it was listed: its ETag says so
+    with pytest.raises(StorageError, match="changed while it was indexed") as err:
+        index_parquet([FileInfo(url, size, "0" * 32)], opts, progress=False)
+    assert url in str(err.value)
+    # shorter than listed: the last bytes asked for are not all there (both roads)
+    with pytest.raises(StorageError, match="changed while it was indexed"):
+        index_parquet([FileInfo(url, size + 10, "")], opts, progress=False)
+    # emptied: the range starts past the end (416 on both roads), an error naming the file
+    with pytest.raises(StorageError, match="changed while it was indexed") as gone:
+        index_parquet([FileInfo(url, size + 10**6, "")], opts, progress=False)
+    assert url in str(gone.value)
+    with monkeypatch.context() as m:  # s3fs alone (the road left to it)
+        m.setattr(s3gets.LightGets, "open", classmethod(lambda cls, fs, n: _no_road()))
+        with pytest.raises(StorageError) as by_s3fs:
+            index_parquet([FileInfo(url, size + 10**6, "")], opts, progress=False)
+    assert url in str(by_s3fs.value) and light_hits == [1, 1]  # the short read went to s3fs
+
+
+def test_a_local_file_shorter_than_listed_is_refused(tmp_path: Any) -> None:
+    path = tmp_path / "a.parquet"
+    path.write_bytes(_table_bytes(2))
+    size = path.stat().st_size
+    with pytest.raises(StorageError, match="changed while it was indexed") as err:
+        index_parquet([FileInfo(str(path), size + 5, "")], {}, progress=False)
+    assert str(path) in str(err.value)
+
+
+def test_an_endpoint_without_its_scheme_is_named() -> None:
+    opts = {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": "127.0.0.1:1"}}
+    with pytest.raises(StorageError, match="starts with http://") as err:
+        index_dataset("s3://bucket/data", storage_options=opts, progress=False)
+    assert "s3://bucket/data" in str(err.value)
+
+
+@pytest.mark.engine
+def test_a_path_the_store_calls_bad_is_named(
+    s3_server: dict[str, Any], bucket: tuple[str, Any]
+) -> None:
+    name, fs = bucket
+    fs.pipe_file(f"{name}/dots/x.parquet", _table_bytes(1))
+    opts = _options(s3_server, s3_server["endpoint_url"])
+    url = f"s3://{name}/dots/./x.parquet"
+    with pytest.raises(StorageError, match="refused the request") as err:
+        index_dataset(url, storage_options=opts, progress=False)
+    assert url in str(err.value)

@@ -22,6 +22,7 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 
+from shardwise.errors import StorageError
 from shardwise.formats import Unit
 from shardwise.formats.parquet._footer import footer_start, tail_start, units_from_tail
 from shardwise.storage import FileInfo, is_transient, named, resolve, with_retries
@@ -143,42 +144,64 @@ async def _index_async(
     fs: fsspec.AbstractFileSystem, light: LightGets | None, fi: FileInfo
 ) -> Indexed:
     path = fs._strip_protocol(fi.path)
-    tail = await _read_async(fs, light, fi.path, path, tail_start(fi.size), fi.size)
+    tail = await _read_async(fs, light, fi, path, tail_start(fi.size), fi.size)
     start = footer_start(fi.size, tail)
     if start is not None:
-        tail = await _read_async(fs, light, fi.path, path, start, fi.size - len(tail)) + tail
+        tail = await _read_async(fs, light, fi, path, start, fi.size - len(tail)) + tail
     return units_from_tail(fi.path, fi.size, tail)
 
 
 async def _read_async(
     fs: fsspec.AbstractFileSystem,
     light: LightGets | None,
-    url: str,
+    fi: FileInfo,
     path: str,
     start: int,
     end: int,
 ) -> bytes:
     """Bytes ``[start, end)`` of the file: by the light road when it gives them, else
-    (and for every error a user sees) by the filesystem, with retries."""
+    (and for every error a user sees) by the filesystem, with retries.
+
+    Raises:
+        StorageError: the read failed (naming the file), or the file is shorter than
+            the listing said (it changed since).
+    """
     if end <= start:
         return b""
-    if light is not None:
-        got = await light.get(path, start, end)
-        if got is not None:
-            return got
-    return await _retrying(lambda: fs._cat_file(path, start=start, end=end), url)
+    got = await light.get(fi.path, path, start, end, fi.fingerprint) if light else None
+    if got is None:
+        got = await _retrying(lambda: fs._cat_file(path, start=start, end=end), fi.path)
+    return _whole(fi, start, end, got)
+
+
+def _whole(fi: FileInfo, start: int, end: int, got: bytes) -> bytes:
+    """``got``, the file's bytes ``[start, end)``, unless it is short: the file shrank
+    since it was listed (its footer would be read at the listing's size)."""
+    if len(got) != end - start:
+        raise StorageError(
+            f"{fi.path} changed while it was indexed (bytes {start:,}-{end:,} of the "
+            f"{fi.size:,} listed gave {len(got):,}); open the dataset again",
+            fi.path,
+        )
+    return got
 
 
 async def _retrying(call: Callable[[], Awaitable[bytes]], url: str) -> bytes:
-    """``call()`` with :func:`with_retries`' policy, without blocking the event loop."""
+    """``call()`` with :func:`with_retries`' policy, without blocking the event loop; a
+    failure that is not already a StorageError is one naming ``url``."""
     for attempt in range(_ATTEMPTS):
         try:
             with named(url):
                 return await call()
+        except StorageError:
+            raise
         except Exception as exc:
-            if attempt == _ATTEMPTS - 1 or not is_transient(exc):
-                raise
-            await asyncio.sleep(min(10.0, _BASE_DELAY * 2**attempt))
+            if attempt < _ATTEMPTS - 1 and is_transient(exc):
+                await asyncio.sleep(min(10.0, _BASE_DELAY * 2**attempt))
+                continue
+            raise StorageError(
+                f"cannot read {url} (footer): {type(exc).__name__}: {exc}", url
+            ) from exc
     return b""  # not reached: the last attempt returns or raises
 
 
@@ -203,7 +226,12 @@ def _index_sync(fs: fsspec.AbstractFileSystem, fi: FileInfo) -> Indexed:
         if end <= start:
             return b""
         with named(fi.path):
-            return bytes(with_retries(partial(fs.cat_file, path, start=start, end=end)))
+            return _whole(
+                fi,
+                start,
+                end,
+                bytes(with_retries(partial(fs.cat_file, path, start=start, end=end))),
+            )
 
     tail = read(tail_start(fi.size), fi.size)
     start = footer_start(fi.size, tail)

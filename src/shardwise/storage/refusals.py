@@ -5,6 +5,7 @@ and a network failure that outlived its retries (an endpoint down)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 from collections.abc import Iterator
 
 from shardwise.errors import StorageError
@@ -42,6 +43,16 @@ def named(url: str) -> Iterator[None]:
         if status in (401, 403):
             raise StorageError(
                 f"access denied to {url} (HTTP {status})", url, refused=True
+            ) from exc
+        if isinstance(exc, OSError) and exc.errno == errno.EINVAL and "://" in url:
+            raise StorageError(  # s3fs's word for an HTTP 400: the request itself is bad
+                f"the store refused the request for {url} ({exc})", url
+            ) from exc
+        if isinstance(exc, ValueError) and str(exc).startswith("Invalid endpoint"):
+            raise StorageError(  # botocore's, for an endpoint_url without its scheme
+                f"cannot reach {url}: {exc} (an endpoint URL starts with http:// or https://)",
+                url,
+                refused=True,
             ) from exc
         if names & set(_NO_CREDENTIALS):
             raise StorageError(

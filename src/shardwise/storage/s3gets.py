@@ -13,8 +13,9 @@ arguments such as SSE-C keys, a client's own TLS or proxy settings) gets ``None`
 :meth:`open` (the environment's proxies and CA bundle are honoured as botocore does); and
 any answer but the bytes asked for (an error status, a redirect, a short body, a broken
 connection) makes :meth:`get` return ``None``, so the caller asks s3fs, whose errors and
-retries are then the ones a user sees. An answer refusing the signature or the region
-turns the road off for the rest of the run.
+retries are then the ones a user sees. An answer refusing the signature or the region, or
+a read that outlived the client's timeouts, turns the road off for the rest of the run.
+An object whose ETag is no longer the listing's is refused, as s3fs's own reads refuse it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from shardwise.errors import StorageError
 from shardwise.storage.sigv4 import Signer, encode_key
 
 __all__ = ["LightGets"]
@@ -66,9 +68,14 @@ class LightGets:
             return None
         return cls(fs, credentials, concurrency)
 
-    async def get(self, path: str, start: int, end: int) -> bytes | None:
-        """Bytes ``[start, end)`` of the object at ``path`` (bucket/key), or None: ask
-        s3fs instead."""
+    async def get(self, url: str, path: str, start: int, end: int, etag: str) -> bytes | None:
+        """Bytes ``[start, end)`` of the object at ``path`` (bucket/key; ``url`` names it),
+        or None: ask s3fs instead.
+
+        Raises:
+            StorageError: the object's ETag is no longer ``etag`` (the listing's; empty:
+                not checked): it changed since it was listed.
+        """
         if self.off:
             return None
         from yarl import URL
@@ -86,18 +93,26 @@ class LightGets:
             headers = signer.headers(host, url_path)
             headers["range"] = f"bytes={start}-{end - 1}"
             session = self._open_session()
-            url = URL(f"{scheme}://{host}{url_path}", encoded=True)
+            target = URL(f"{scheme}://{host}{url_path}", encoded=True)
             proxy = _proxy_for(scheme, host)
             tls = _tls(_ca_bundle()) if scheme == "https" else None
             async with session.get(
-                url, headers=headers, allow_redirects=False, proxy=proxy, ssl=tls or True
+                target, headers=headers, allow_redirects=False, proxy=proxy, ssl=tls or True
             ) as resp:
+                if resp.status == 416:  # the range starts past the object's end
+                    raise _changed(url, f"shorter than the {end:,} bytes listed")
                 if resp.status not in (200, 206):
                     self.off = self.off or resp.status in _REFUSED
                     return None
                 data = await resp.read()
+        except StorageError:
+            raise
+        except TimeoutError:  # a stalled store: s3fs (its timeouts, its retries) from now on
+            self.off = True
+            return None
         except Exception:  # noqa: BLE001 - s3fs reads it again, and raises what a user sees
             return None
+        _check_etag(url, etag, resp.headers.get("ETag"))
         if resp.status == 200:  # the whole object: the server ignored the range
             data = data[start:end]
         return data if len(data) == end - start else None
@@ -112,10 +127,16 @@ class LightGets:
         if self._session is None:
             import aiohttp
 
+            config = self.fs.s3.meta.config  # the client's timeouts (botocore's: 60 s each)
+            timeout = aiohttp.ClientTimeout(
+                total=None,
+                sock_connect=float(config.connect_timeout or 60),
+                sock_read=float(config.read_timeout or 60),
+            )
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._concurrency),
                 auto_decompress=False,  # the stored bytes, as botocore gives them
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=60),
+                timeout=timeout,
                 skip_auto_headers=("Accept-Encoding", "User-Agent"),
             )
         return self._session
@@ -145,6 +166,18 @@ class LightGets:
             base = (parts.scheme, parts.netloc, parts.path[: len(parts.path) - len(encoded)])
             self._bases[bucket] = base
         return base
+
+
+def _check_etag(url: str, listed: str, answered: str | None) -> None:
+    """Refuse an object whose ETag changed since the listing (s3fs's own reads refuse it
+    too); an answer without one, or a listing without one, is not checked."""
+    now = (answered or "").removeprefix("W/").strip('"')
+    if listed and now and now != listed:
+        raise _changed(url, f"ETag {now}, listed as {listed}")
+
+
+def _changed(url: str, how: str) -> StorageError:
+    return StorageError(f"{url} changed while it was indexed ({how}); open the dataset again", url)
 
 
 @functools.lru_cache(maxsize=64)
