@@ -44,16 +44,9 @@ def named(url: str) -> Iterator[None]:
             raise StorageError(
                 f"access denied to {url} (HTTP {status})", url, refused=True
             ) from exc
-        if isinstance(exc, OSError) and exc.errno == errno.EINVAL and "://" in url:
-            raise StorageError(  # s3fs's word for an HTTP 400: the request itself is bad
-                f"the store refused the request for {url} ({exc})", url
-            ) from exc
-        if isinstance(exc, ValueError) and str(exc).startswith("Invalid endpoint"):
-            raise StorageError(  # botocore's, for an endpoint_url without its scheme
-                f"cannot reach {url}: {exc} (an endpoint URL starts with http:// or https://)",
-                url,
-                refused=True,
-            ) from exc
+        bad = _bad_request(exc, url)
+        if bad is not None:
+            raise bad from exc
         if names & set(_NO_CREDENTIALS):
             raise StorageError(
                 f"no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
@@ -71,3 +64,17 @@ def named(url: str) -> Iterator[None]:
         if not isinstance(exc, StorageError) and is_transient(exc):  # its retries ran out
             raise StorageError(f"cannot reach {url}: {text}", url) from exc
         raise
+
+
+def _bad_request(exc: Exception, url: str) -> StorageError | None:
+    """A request the store or the client refused as malformed, naming ``url``: an HTTP
+    400 (s3fs's ``EINVAL``), or an ``endpoint_url`` without its scheme (botocore's)."""
+    if isinstance(exc, OSError) and exc.errno == errno.EINVAL and "://" in url:
+        return StorageError(f"the store refused the request for {url} ({exc})", url)
+    if isinstance(exc, ValueError) and str(exc).startswith("Invalid endpoint"):
+        return StorageError(
+            f"cannot reach {url}: {exc} (an endpoint URL starts with http:// or https://)",
+            url,
+            refused=True,
+        )
+    return None
