@@ -194,10 +194,7 @@ async def _no_road() -> None:
 
 @pytest.mark.engine
 def test_a_file_changed_since_the_listing_is_refused(
-    s3_server: dict[str, Any],
-    bucket: tuple[str, Any],
-    light_hits: list[int],
-    monkeypatch: pytest.MonkeyPatch,
+    s3_server: dict[str, Any], bucket: tuple[str, Any], light_hits: list[int]
 ) -> None:
     name, fs = bucket
     fs.pipe_file(f"{name}/ch/a.parquet", _table_bytes(3))
@@ -219,7 +216,7 @@ def test_a_file_changed_since_the_listing_is_refused(
     with pytest.raises(StorageError, match="changed while it was indexed") as gone:
         index_parquet([FileInfo(url, size + 10**6, "")], opts, progress=False)
     assert url in str(gone.value)
-    with monkeypatch.context() as m:  # s3fs alone (the road left to it)
+    with pytest.MonkeyPatch.context() as m:  # s3fs alone (the road left to it)
         m.setattr(s3gets.LightGets, "open", classmethod(lambda cls, fs, n: _no_road()))
         with pytest.raises(StorageError) as by_s3fs:
             index_parquet([FileInfo(url, size + 10**6, "")], opts, progress=False)
