@@ -37,6 +37,8 @@ _CLIENT_KEYS = {"endpoint_url", "region_name"}
 _CONFIG_KEYS = {"max_pool_connections", "connect_timeout", "read_timeout", "retries"}
 #: statuses after which signed GETs are not tried again in this run
 _REFUSED = {301, 307, 400, 401, 403}
+#: a bucket's scheme, host, path prefix, proxy and TLS context (None for http)
+_Base = tuple[str, str, str, "str | None", "ssl.SSLContext | None"]
 _FRESH_S = 300.0  # credentials are re-read this often (temporary ones are refreshed)
 
 
@@ -49,7 +51,7 @@ class LightGets:
         self._concurrency = concurrency
         self._signer: Signer | None = None
         self._fresh = 0.0
-        self._bases: dict[str, tuple[str, str, str]] = {}  # bucket: scheme, host, path
+        self._bases: dict[str, _Base] = {}
         self._session: Any = None
 
     @classmethod
@@ -87,15 +89,13 @@ class LightGets:
             base = await self._base(bucket, key)
             if base is None:
                 return None
-            scheme, host, prefix = base
+            scheme, host, prefix, proxy, tls = base
             signer = await self._current_signer()
             url_path = prefix + encode_key(key)
             headers = signer.headers(host, url_path)
             headers["range"] = f"bytes={start}-{end - 1}"
             session = self._open_session()
             target = URL(f"{scheme}://{host}{url_path}", encoded=True)
-            proxy = _proxy_for(scheme, host)
-            tls = _tls(_ca_bundle()) if scheme == "https" else None
             async with session.get(
                 target, headers=headers, allow_redirects=False, proxy=proxy, ssl=tls or True
             ) as resp:
@@ -149,9 +149,10 @@ class LightGets:
             self._fresh = time.monotonic()
         return self._signer
 
-    async def _base(self, bucket: str, key: str) -> tuple[str, str, str] | None:
+    async def _base(self, bucket: str, key: str) -> _Base | None:
         """Scheme, host and path prefix of the bucket's objects, as the client builds its
-        URLs (path or virtual-host style): from one presigned URL, made without a request;
+        URLs (path or virtual-host style), with the proxy and the TLS context its host
+        takes: from one presigned URL, made without a request;
         None (and the road off) when that URL does not end with the key."""
         base = self._bases.get(bucket)
         if base is None:
@@ -163,7 +164,10 @@ class LightGets:
             if not parts.path.endswith(encoded):
                 self.off = True
                 return None
-            base = (parts.scheme, parts.netloc, parts.path[: len(parts.path) - len(encoded)])
+            tls = _tls(_ca_bundle()) if parts.scheme == "https" else None
+            proxy = _proxy_for(parts.scheme, parts.netloc)
+            prefix = parts.path[: len(parts.path) - len(encoded)]
+            base = (parts.scheme, parts.netloc, prefix, proxy, tls)
             self._bases[bucket] = base
         return base
 
@@ -180,11 +184,10 @@ def _changed(url: str, how: str) -> StorageError:
     return StorageError(f"{url} changed while it was indexed ({how}); open the dataset again", url)
 
 
-@functools.lru_cache(maxsize=64)
 def _proxy_for(scheme: str, host: str) -> str | None:
     """The proxy the environment names for ``host`` (``HTTP(S)_PROXY``, ``NO_PROXY``), as
-    botocore honours them; looked up once (aiohttp's own lookup runs on a thread per
-    request)."""
+    botocore honours them; looked up once per bucket (aiohttp's own lookup runs on a
+    thread per request)."""
     import urllib.request
 
     if urllib.request.proxy_bypass(host.rsplit(":", 1)[0]):
