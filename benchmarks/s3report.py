@@ -3,7 +3,8 @@
 Rows are named ``<dataset>.<row>.<consumer>``; each holds a ``cold`` epoch (and, but for
 the download limit, a ``warm`` one) with ``rows_per_s``, ``first_batch_s``,
 ``fetched_bytes`` (counted by the S3 server), ``get_requests``, ``cpu_s`` (the reader's
-process tree) and ``server_cpu_s``.
+process tree), ``server_cpu_s`` and ``disk_read_mb`` (the machine's reads from its disks
+during the epoch: in a warm epoch, what the page cache no longer held).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ HEADER = [
     "GETs cold",
     "reader CPU s (cold / warm)",
     "server CPU s cold",
+    "disk MB read warm",
     "set-up s",
     "load (1-min, before / after)",
 ]
@@ -80,6 +82,7 @@ def row_cells(
         fmt(_epoch(r, "cold", "get_requests"), ",.0f"),
         pair("cpu_s", ".1f"),
         fmt(_epoch(r, "cold", "server_cpu_s"), ".1f"),
+        fmt(_epoch(r, "warm", "disk_read_mb"), ",.0f"),
         fmt(r.get("setup_s"), ".1f"),
         " / ".join(f"{x:.1f}" for x in r.get("loadavg_1m", [])),
     ]

@@ -23,6 +23,10 @@ def test_plan_reports_tokens_sequences_padding_and_splits(
     stats = ds.stats()
     assert report["steps_per_rank"] == stats["batches_per_rank"] == len(ds)
     assert report["sequences_left_out"] == stats["sequences_left_out"]
+    keep = TokenStream(str(path), seq_len=100, batch_size=3, rank=0, world_size=2, drop_last=False)
+    assert main([*args[:4], "-w", "2", "-b", "3", "--keep-last", "--json"]) == 0
+    kept = json.loads(capsys.readouterr().out)
+    assert kept["sequences_padded"] == keep.stats()["sequences_padded"] > 0
     (row,) = report["sources"]
     assert {k: v for k, v in row.items() if k != "source"} == stats["sources"]["all"]
     assert row["documents"] == 60 and row["padding_tokens"] > 0

@@ -135,11 +135,11 @@ def epochs(
 
     out: dict[str, Any] = {"consumer": kind}
     for e, name in enumerate(names):
-        before = server.counts()
+        before, paged = server.counts(), _paged_in()
         mon = TreeMonitor().start()
         rows, seconds, first = _one(make(e), unpack, kind)
         mon.stop()
-        after = server.counts()
+        after, paged = server.counts(), _paged_in() - paged
         out[name] = {
             "rows": rows,
             "seconds": seconds,
@@ -150,5 +150,19 @@ def epochs(
             "fetched_bytes": after["sent_bytes"] - before["sent_bytes"],
             "get_requests": after["get_requests"] - before["get_requests"],
             "server_cpu_s": after["server_cpu_s"] - before["server_cpu_s"],
+            "disk_read_mb": paged / 1024,
         }
     return out
+
+
+def _paged_in() -> float:
+    """KiB the whole machine read from its disks so far (``pgpgin`` of ``/proc/vmstat``):
+    in a warm epoch, where the server sends nothing, what the page cache no longer held."""
+    try:
+        with open("/proc/vmstat", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("pgpgin "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return float("nan")

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shardwise.errors import CommitError, EmptyDatasetError, StorageError
+from shardwise.errors import CommitError, ConfigError, EmptyDatasetError, StorageError
 from shardwise.formats import get_format
 from shardwise.index import index_dataset
 from shardwise.storage import (
@@ -114,6 +114,21 @@ def test_expand_empty_glob_is_a_clear_error(tmp_path: Path) -> None:
     assert isinstance(err.value, StorageError)
 
 
+def test_expand_takes_a_name_with_glob_characters_literally_when_nothing_matches(
+    tmp_path: Path,
+) -> None:
+    _touch(tmp_path / "part[1].parquet")
+    _touch(tmp_path / "run[a]" / "x.parquet")
+    _touch(tmp_path / "b1.parquet")
+    _touch(tmp_path / "b[1].parquet")
+    assert expand(str(tmp_path / "part[1].parquet")) == [str(tmp_path / "part[1].parquet")]
+    assert expand(str(tmp_path / "run[a]")) == [str(tmp_path / "run[a]" / "x.parquet")]
+    # a pattern that matches is a pattern, as in a shell
+    assert expand(str(tmp_path / "b[1].parquet")) == [str(tmp_path / "b1.parquet")]
+    with pytest.raises(EmptyDatasetError, match="no data files matched"):
+        expand(str(tmp_path / "part[2].parquet"))
+
+
 def test_expand_glob_matching_only_hidden_files_is_empty(tmp_path: Path) -> None:
     _touch(tmp_path / "_tmp.abc.part.parquet")
     _touch(tmp_path / ".part.parquet")
@@ -127,6 +142,12 @@ def test_expand_missing_path_and_no_paths(tmp_path: Path) -> None:
         expand(missing)
     with pytest.raises(EmptyDatasetError, match="no paths given"):
         expand([])
+
+
+@pytest.mark.parametrize("key", ["client_kwargs", "config_kwargs", "s3_additional_kwargs"])
+def test_a_mapping_option_given_as_text_is_a_config_error(key: str) -> None:
+    with pytest.raises(ConfigError, match=f"storage option '{key}' must be a dict.*s3://b/x"):
+        expand("s3://b/x.parquet", **{key: "http://127.0.0.1:1"})
 
 
 def test_join_and_resolve() -> None:
@@ -498,6 +519,9 @@ def test_s3_atomic_write_and_expand(s3_server: dict[str, Any], bucket: tuple[str
         assert json.loads(f.read()) == {"i": 10}
     with pytest.raises(EmptyDatasetError, match="no data files matched"):
         expand(f"s3://{name}/ds/*.parquet", **opts)
+    with atomic_write(f"s3://{name}/odd/part[1].jsonl", "w", **opts) as f:
+        f.write(json.dumps({"i": 1}) + "\n")
+    assert expand(f"s3://{name}/odd/part[1].jsonl", **opts) == [f"s3://{name}/odd/part[1].jsonl"]
 
 
 @pytest.mark.engine

@@ -214,7 +214,7 @@ class Layout:
         for path in sorted(fs.find(root)):
             rel = path[len(root.rstrip("/")) + 1 :]
             if not rel.startswith(WORK + "/"):
-                fs.copy(path, resolve(join(self.final, rel), **opts)[1])
+                fs.cp_file(path, resolve(join(self.final, rel), **opts)[1])  # no glob
         write_json(join(self.final, MANIFEST_NAME), manifest, opts, indent=1)
         fs.rm(resolve(join(self.final, WORK), **opts)[1], recursive=True)
 
@@ -241,4 +241,4 @@ def _clean_temporaries(root: str, storage_options: dict[str, Any]) -> None:
         return
     for p in fs.find(path):
         if p.rsplit("/", 1)[-1].startswith("_tmp."):
-            fs.rm(p)
+            fs.rm_file(p)

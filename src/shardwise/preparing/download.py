@@ -184,7 +184,7 @@ def _kept_parts(fs: Any, parts: str) -> list[tuple[int, str]]:
             kept.append((end, p))
             end += int(d.get("size") or 0)
         else:
-            fs.rm(p)
+            fs.rm_file(p)
     return kept
 
 

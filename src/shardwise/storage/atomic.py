@@ -89,8 +89,9 @@ def _publish(fs: Any, tmp: str, path: str, url: str, *, local: bool) -> None:
             os.replace(tmp, path)
         else:
             with named(url):
-                with_retries(lambda: fs.copy(tmp, path))
-                with_retries(lambda: fs.rm(tmp))
+                # one file to one name: ``copy``/``rm`` would read ``[1]`` in a name as a glob
+                with_retries(lambda: fs.cp_file(tmp, path))
+                with_retries(lambda: fs.rm_file(tmp))
     except StorageError as exc:
         _remove_quietly(fs, tmp)
         if exc.refused or "not found" in str(exc) or "no such bucket" in str(exc):
@@ -104,6 +105,6 @@ def _publish(fs: Any, tmp: str, path: str, url: str, *, local: bool) -> None:
 def _remove_quietly(fs: Any, path: str) -> None:
     try:
         if fs.exists(path):
-            fs.rm(path)
+            fs.rm_file(path)
     except Exception:  # noqa: BLE001 - best-effort cleanup
         pass

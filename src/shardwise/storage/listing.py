@@ -35,7 +35,8 @@ def fingerprint_of(details: dict[str, Any]) -> str:
 
 def list_path(fs: fsspec.AbstractFileSystem, path: str, item: str) -> tuple[Listing, bool]:
     """Everything ``path`` names, by one listing where the store allows: a glob's
-    matches, a directory's whole tree (hidden entries included: callers filter), or the
+    matches (or, when it matches nothing, the file or directory of that very name), a
+    directory's whole tree (hidden entries included: callers filter), or the
     file itself; and whether ``path`` is a directory. Names are sorted.
 
     Raises:
@@ -43,7 +44,11 @@ def list_path(fs: fsspec.AbstractFileSystem, path: str, item: str) -> tuple[List
     """
     if _GLOB_CHARS & set(path):
         found = with_retries(partial(fs.glob, path, detail=True))
-        return _sorted({p: d for p, d in found.items() if d.get("type") != "directory"}), False
+        files = {p: d for p, d in found.items() if d.get("type") != "directory"}
+        if files or not with_retries(partial(fs.exists, path)):
+            return _sorted(files), False
+        # a pattern that matches nothing but is itself a name (``part[1].parquet``): as a shell
+        # leaves such a word as it is, the name is taken literally
     # one recursive listing tells a directory (entries below it) from a file (itself);
     # asking isdir first would list the prefix a second time on an object store
     try:

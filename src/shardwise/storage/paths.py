@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import IO, Any
@@ -13,7 +13,7 @@ import fsspec
 from fsspec.core import url_to_fs
 
 from shardwise._optional import require
-from shardwise.errors import EmptyDatasetError, StorageError
+from shardwise.errors import ConfigError, EmptyDatasetError, StorageError
 from shardwise.storage.listing import data_files, fingerprint_of, list_path
 from shardwise.storage.localfs import mappable
 from shardwise.storage.overlay import overlay_for
@@ -28,6 +28,9 @@ _PROTOCOL_EXTRAS = {
     "gs": ("gcsfs", "GCS access"),
     "gcs": ("gcsfs", "GCS access"),
 }
+
+#: storage options the filesystems take as mappings (a string there fails deep inside them)
+_MAPPING_OPTIONS = ("client_kwargs", "config_kwargs", "s3_additional_kwargs", "headers")
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,15 @@ def resolve(url: str, **storage_options: Any) -> tuple[fsspec.AbstractFileSystem
     Raises:
         MissingExtraError: the protocol needs an optional package (e.g. s3fs).
         StorageError: the protocol is unknown.
+        ConfigError: an option the filesystem takes as a mapping is not one.
     """
+    for key in _MAPPING_OPTIONS:
+        value = storage_options.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            raise ConfigError(
+                f"storage option {key!r} must be a dict, got {type(value).__name__} {value!r} "
+                f"(for {url})"
+            )
     proto = _protocol(url)
     if proto in _PROTOCOL_EXTRAS:
         require(*_PROTOCOL_EXTRAS[proto])

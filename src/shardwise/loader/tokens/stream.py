@@ -293,5 +293,6 @@ class TokenStreamBase:
             "packing": self.packing,
             "batches_per_rank": plan.batches_per_rank,
             "sequences_left_out": plan.num_left_out,
+            "sequences_padded": plan.num_padded,
             "sources": {n: s for n, s in zip(names, per)},
         }
