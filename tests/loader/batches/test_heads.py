@@ -5,6 +5,7 @@ states that do not mix head windows with whole ones."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -292,25 +293,32 @@ def test_the_first_batch_waits_for_the_lead_windows_heads_alone(
     larger: Path, threads: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In process, the epoch's first batch comes once the heads of the lead window are read
-    (two here: each head holds over a batch), before the group's other heads."""
+    (two here: each head holds over a batch), before the group's other heads: those are
+    held back until the first batch is out, and none of them may be waited for."""
     data = larger
     read: list[int] = []
+    held: list[bool] = []  # per held-back head: whether it was still held when released
+    release = threading.Event()
     head = unit_heads.UnitParts.head
-
-    def counted(self: Any, u: int, rows: int) -> Any:
-        read.append(u)
-        return head(self, u, rows)
-
-    monkeypatch.setattr(unit_heads.UnitParts, "head", counted)
     ds = _ds(data, num_threads=threads)
     windows = ds.plan(num_workers=1).worker(0, 0).windows()
     lead, others = [s.unit for s in windows[0]], [s.unit for s in windows[1]]
     assert len(lead) == 2 and len(others) >= 3
+
+    def counted(self: Any, u: int, rows: int) -> Any:
+        read.append(u)
+        if u not in lead:
+            held.append(release.wait(30))  # False: the first batch waited for this head
+        return head(self, u, rows)
+
+    monkeypatch.setattr(unit_heads.UnitParts, "head", counted)
     it = iter(ds)
     first = next(it)
-    assert sorted(read) == sorted(lead)
+    release.set()
+    assert set(lead) <= set(read)
     assert set(_ids(first)) <= set(ids_of_heads(ds, lead))
     rest = [first, *it]
+    assert held and all(held)  # heads were held back, and none held up the first batch
     assert sorted(read) == sorted(range(ds.index.num_units))  # every head read once
     assert [_ids(b) for b in rest] == _planned(ds, 0, 1)
 
