@@ -276,6 +276,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "mix": render_tabled("mix"),
     "s3": render_tabled("s3"),
     "s3_2gb": render_s3_2gb,
+    "s3_2gb_nofsync": lambda: render_s3_2gb("s3-2gb-nofsync-2026-12-01"),
     "s3_2gb_tars_2026_11_29": lambda: render_s3_2gb("s3-2gb-tars-2026-11-29"),
     "s3_2gb_parquet_2026_11_29": lambda: render_s3_2gb("s3-2gb-parquet-2026-11-29"),
     "s3_2gb_tars_pair": lambda: render_s3_2gb("s3-2gb-tars-local-s3"),

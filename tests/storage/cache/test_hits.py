@@ -18,8 +18,10 @@ from shardwise.storage.cache import NodeCache
 from shardwise.storage.cache import entry as cache_entry
 from shardwise.storage.cache import hits as cache_hits
 from shardwise.storage.cache import node as cache_node
-from shardwise.storage.cache.entry import Extent, identity
+from shardwise.storage.cache import verified as cache_verified
+from shardwise.storage.cache.entry import Extent
 from shardwise.storage.cache.hits import FOOTER, Copied, Hits, MappedView
+from shardwise.storage.cache.verified import identity
 from shardwise.storage.overlay import SparseFile
 from shardwise.storage.recording import RecordingFile
 
@@ -108,7 +110,7 @@ def test_hits_stamp_an_entry_only_when_its_stamp_is_old(
     entry = tmp_path / "c" / "entries" / extent(6).key
     old = os.stat(entry).st_mtime_ns - 5 * cache_hits.TOUCH_NS
     os.utime(entry, ns=(old, old))
-    cache_entry.mark_verified(str(entry), keep_time=True)  # the node's record names it again
+    cache_verified.mark_verified(str(entry), keep_time=True)  # the node's record names it again
     with cache.lease_if_cached(extent(6)):
         pass
     assert stamps.calls == 1 and os.stat(entry).st_mtime_ns > old + cache_hits.TOUCH_NS
@@ -125,7 +127,7 @@ def test_a_crc_pass_is_recorded_at_once(tmp_path: Path, monkeypatch: pytest.Monk
         assert data is not None
     assert passes.calls > 0
     entry = str(tmp_path / "c" / "entries" / extent(7).key)
-    assert cache_entry.is_verified(entry, os.stat(entry))
+    assert cache_verified.is_verified(entry, os.stat(entry))
 
 
 def test_without_mapping_hits_read_by_pread(

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 from shardwise.errors import StorageError
 from shardwise.storage.cache.directory import scan_dir
-from shardwise.storage.cache.entry import BadEntry, forget_verified, mark_verified, read_entry
+from shardwise.storage.cache.entry import BadEntry, read_entry
 from shardwise.storage.cache.lease import FileLock
+from shardwise.storage.cache.verified import forget_verified, mark_verified
 
 __all__ = ["ClearReport", "VerifyReport", "cache_directory", "clear_cache", "verify_cache"]
 

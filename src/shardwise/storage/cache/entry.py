@@ -6,22 +6,18 @@ import contextlib
 import hashlib
 import json
 import os
-import time
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from shardwise.errors import StorageError
+from shardwise.storage.cache.verified import settle
 
 __all__ = [
     "BadEntry",
     "EntryView",
     "Extent",
     "check_entry",
-    "forget_verified",
-    "identity",
-    "is_verified",
-    "mark_verified",
     "open_entry",
     "pread_into",
     "read_entry",
@@ -218,8 +214,9 @@ def read_entry(path: str, extent: Extent | None = None) -> bytes:
 
 
 def write_entry(path: str, extent: Extent, chunks: Iterable[bytes]) -> bytes:
-    """Write ``extent``'s bytes from ``chunks`` and their record to ``path``, synced to disk;
-    returns the bytes (a :class:`StorageError` if they do not add up to its length)."""
+    """Write ``extent``'s bytes from ``chunks`` and their record to ``path``, settled for its
+    rename (:func:`~shardwise.storage.cache.verified.settle`); returns the bytes (a
+    :class:`StorageError` if they do not add up to its length)."""
     parts: list[bytes] = []
     crc = 0
     with open(path, "wb") as f:
@@ -236,62 +233,5 @@ def write_entry(path: str, extent: Extent, chunks: Iterable[bytes]) -> bytes:
             )
         f.write(extent.record(crc))
         f.flush()
-        os.fsync(f.fileno())
+        settle(f.fileno())
     return data
-
-
-# -- the node's record of checked entries ----------------------------------------------
-# A CRC-32 pass reads a whole entry; once one process of the node has made it, the others
-# trust the entry while it is the same file: ``verified/<key>`` holds the identity (device,
-# inode, size, mtime in ns) the entry had when it was checked or last used. The mtime is
-# set to an exact nanosecond then (not the kernel's coarse clock a write stamps), so a
-# file replaced, truncated or written to since has another identity and is checked again.
-
-
-def identity(st: os.stat_result) -> str:
-    """What tells an entry file apart from any other or from itself changed: device, inode,
-    size and mtime (ns)."""
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def _marker(path: str) -> str:
-    entries, key = os.path.split(path)
-    return os.path.join(os.path.dirname(entries), "verified", key)
-
-
-def is_verified(path: str, st: os.stat_result) -> bool:
-    """True if the entry at ``path``, now ``st``, is the file whose checksum was checked."""
-    try:
-        fd = os.open(_marker(path), os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        return os.read(fd, 128).decode("ascii", "replace") == identity(st)
-    finally:
-        os.close(fd)
-
-
-def mark_verified(path: str, keep_time: bool = False) -> str | None:
-    """Record that the entry at ``path`` is good as it is now (after a checksum pass, its
-    download, or a use while its identity still matched). Its mtime becomes now (what
-    least-recently-used eviction orders by), or with ``keep_time`` moves by 1 ns. Returns
-    the identity recorded; a failure (None) only costs a checksum pass later."""
-    try:
-        st = os.stat(path)
-        t = st.st_mtime_ns + 1 if keep_time else time.time_ns()
-        os.utime(path, ns=(t, t))
-        data = identity(os.stat(path))
-        fd = os.open(_marker(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-        try:
-            os.write(fd, data.encode())
-        finally:
-            os.close(fd)
-    except OSError:
-        return None
-    return data
-
-
-def forget_verified(path: str) -> None:
-    """Remove the record of the entry at ``path`` (it was deleted or found bad)."""
-    with contextlib.suppress(OSError):
-        os.unlink(_marker(path))

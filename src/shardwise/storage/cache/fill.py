@@ -5,7 +5,7 @@ cache's download threads: :mod:`shardwise.storage.cache.downloads`), each writte
 it belongs in the entry's part file as it arrives. A reader of this process gets a
 :class:`FillView` at once: a slice of it waits only for the ranges it covers, then reads
 them from the part file. When the last range is in, the cache publishes the entry as any
-download is published (CRC-32 pass, record, ``fsync``, rename: see
+download is published (CRC-32 pass, record, rename: see
 :class:`~shardwise.storage.cache.node.NodeCache`); until then nothing on disk is an
 entry, so a crash leaves only a part file, which the next process accounting for space
 deletes.

@@ -17,11 +17,11 @@ column chunks). Two things make them cost what reading local files costs:
   (device, inode, size and exact mtime), and a later hit of the same file compares only
   that (an ``fstat`` of the descriptor it opens): a file replaced, truncated or written to
   since has another identity and is checked again. Its CRC-32 is checked unless the node's
-  record names the file (:func:`~shardwise.storage.cache.entry.is_verified`, read at every
+  record names the file (:func:`~shardwise.storage.cache.verified.is_verified`, read at every
   hit, so a record removed makes the next hit of any process check it).
 
 Least-recently-used order: a hit stamps the entry's mtime (and the node's record of the
-checked file, :func:`~shardwise.storage.cache.entry.mark_verified`) unless a process did
+checked file, :func:`~shardwise.storage.cache.verified.mark_verified`) unless a process did
 so in the last :data:`TOUCH_NS`, which bounds how stale the order eviction follows can be.
 """
 
@@ -33,15 +33,8 @@ import os
 import time
 
 from shardwise.errors import StorageError
-from shardwise.storage.cache.entry import (
-    BadEntry,
-    EntryView,
-    Extent,
-    check_entry,
-    identity,
-    is_verified,
-    mark_verified,
-)
+from shardwise.storage.cache.entry import BadEntry, EntryView, Extent, check_entry
+from shardwise.storage.cache.verified import identity, is_verified, mark_verified
 from shardwise.storage.localfs import mappable
 
 __all__ = ["FOOTER", "MAP_MIN", "TOUCH_NS", "Copied", "Hits", "MappedView"]

@@ -21,14 +21,17 @@ from functools import lru_cache
 __all__ = ["FileLock", "SharedLock", "is_alive", "owner_id"]
 
 
+NO_BOOT = "noboot"  # the boot id where the kernel does not say
+
+
 @lru_cache(maxsize=1)
 def boot_id() -> str:
-    """This boot's id (16 hex digits), or ``"noboot"`` where the kernel does not say."""
+    """This boot's id (16 hex digits), or :data:`NO_BOOT` where the kernel does not say."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
             return f.read().strip().replace("-", "")[:16]
     except OSError:
-        return "noboot"
+        return NO_BOOT
 
 
 def start_time(pid: int) -> int | None:

@@ -11,19 +11,14 @@ from typing import Any
 
 from shardwise.errors import ConfigError
 from shardwise.storage.cache.directory import append_journal, read_journal, scan_dir
-from shardwise.storage.cache.entry import (
-    EntryView,
-    Extent,
-    forget_verified,
-    mark_verified,
-    write_entry,
-)
+from shardwise.storage.cache.entry import EntryView, Extent, write_entry
 from shardwise.storage.cache.fill import FillView, RangeReader
 from shardwise.storage.cache.hits import MAP_MIN, Copied, Hits
 from shardwise.storage.cache.lease import FileLock, SharedLock, owner_id
 from shardwise.storage.cache.room import directory_lock, reserve_part
 from shardwise.storage.cache.stats import CacheStats, fetched
 from shardwise.storage.cache.streams import Streams
+from shardwise.storage.cache.verified import forget_verified, mark_verified
 
 __all__ = ["CacheStats", "NodeCache"]
 
@@ -39,12 +34,12 @@ class NodeCache:
       the byte range and the object's version (ETag or mtime, and size), so jobs and
       datasets never collide and a changed object is a new entry.
     - A download holds an ``flock`` on ``locks/<key>`` (others wanting it wait, then find
-      it), writes ``tmp/<key>.<bytes>.<owner>.part``, fsyncs and renames it into place. A
+      it), writes ``tmp/<key>.<bytes>.<owner>.part`` and renames it into place. A
       killed downloader's lock is released by the kernel; its part file is stale (its owner
       is dead) and is deleted by the next process that accounts for space. Entries are
       trusted only after their length and CRC-32 match the record; ``verified/<key>``
-      then names the file so checked (device, inode, size, mtime), and other processes
-      skip the CRC-32 pass while the entry is still that file.
+      names the file so checked in this boot (no fsync: see ``verified.settle``), and other
+      processes skip the CRC-32 pass while the entry is still that file.
     - A reader holds a lease, ``leases/<key>.<owner>``, while it reads an entry. Eviction
       (least recently used first) never removes a leased entry; leases of dead processes or
       of an earlier boot (see :mod:`shardwise.storage.cache.lease`) are ignored and removed.

@@ -12,9 +12,9 @@ import os
 import time
 
 from shardwise.storage.cache.directory import scan_dir
-from shardwise.storage.cache.entry import forget_verified
 from shardwise.storage.cache.lease import FileLock, owner_id
 from shardwise.storage.cache.stats import CacheStats
+from shardwise.storage.cache.verified import forget_verified
 
 __all__ = ["directory_lock", "make_room", "reserve_part"]
 

@@ -4,8 +4,9 @@ download threads and read while they download (see :mod:`shardwise.storage.cache
 One download per entry per node still holds: a fill takes the entry's lock before it
 reserves room, and this process's readers of the entry share its fill (another process
 waits for the lock, then finds the entry). Publishing is a download's publishing: the
-CRC-32 of the part file's bytes, the record after them, ``fsync``, then the rename into
-``entries/`` under the directory's lock.
+CRC-32 of the part file's bytes, the record after them, then the rename into ``entries/``
+under the directory's lock (no ``fsync`` where the boot has an id: see
+:func:`~shardwise.storage.cache.verified.settle`).
 """
 
 from __future__ import annotations
@@ -18,16 +19,11 @@ import zlib
 from typing import Any
 
 from shardwise.storage.cache.downloads import Downloads
-from shardwise.storage.cache.entry import (
-    CRC_STEP,
-    EntryView,
-    Extent,
-    mark_verified,
-    pread_into,
-)
+from shardwise.storage.cache.entry import CRC_STEP, EntryView, Extent, pread_into
 from shardwise.storage.cache.fill import Fill, FillView, RangeReader, State
 from shardwise.storage.cache.lease import FileLock
 from shardwise.storage.cache.room import reserve_part
+from shardwise.storage.cache.verified import mark_verified, settle
 
 __all__ = ["Streams"]
 
@@ -136,7 +132,7 @@ class Streams:
                 pread_into(fill.fd, part, lo, fill.part)
                 crc = zlib.crc32(part, crc)
             os.pwrite(fill.fd, extent.record(crc), extent.length)
-            os.fsync(fill.fd)
+            settle(fill.fd)
             with cache._global().held():
                 os.replace(fill.part, entry)
             mark_verified(entry)  # its CRC-32 is of these very bytes
