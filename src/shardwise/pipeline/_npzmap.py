@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from shardwise.pipeline._npyload import HEADERS
+
 __all__ = ["map_npz"]
 
 _HEADER_MAX = 1 << 17  # bytes: a .npy header is far shorter
@@ -80,6 +82,7 @@ class _NpyHeader:
             (2, 0): np.lib.format.read_array_header_2_0,
         }.get(version)
         if read is not None:
-            self.shape, self.fortran, dtype = read(f)
+            with HEADERS:
+                self.shape, self.fortran, dtype = read(f)
             self.dtype = None if dtype.hasobject else dtype
         self.end = f.tell()

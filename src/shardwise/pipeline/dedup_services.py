@@ -14,6 +14,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from shardwise.ops.dedup import DedupContext
+from shardwise.pipeline._npyload import HEADERS, load_npy
 from shardwise.pipeline._npzmap import map_npz
 from shardwise.pipeline.commit import Layout
 from shardwise.pipeline.execution import Execution
@@ -37,8 +38,8 @@ class TaskKeyFiles:
             mapped = map_npz(local, names)
             if mapped is not None:
                 return mapped
-        with open_input(self.paths[task], **self.storage_options) as f:
-            data = np.load(f)
+        with open_input(self.paths[task], **self.storage_options) as f, HEADERS:
+            data = np.load(f)  # its members' headers are parsed as they are read, below
             wanted = data.files if names is None else [n for n in names if n in data.files]
             return {k: data[k] for k in wanted}
 
@@ -63,7 +64,7 @@ class StorageScratch:
 
     def load(self, name: str) -> np.ndarray:
         with open_input(join(self.root, name), **self.storage_options) as f:
-            return np.load(io.BytesIO(f.read()))
+            return load_npy(f.read())
 
 
 def dedup_context(

@@ -19,6 +19,7 @@ from shardwise.formats import OnError, Quarantine, get_format
 from shardwise.index import DatasetIndex
 from shardwise.ops._compute import bool_array, count_true, filter_rows
 from shardwise.ops.dedup import DedupOp
+from shardwise.pipeline._npyload import load_npy
 from shardwise.pipeline.commit import Layout, exists, read_json, write_json
 from shardwise.pipeline.ledger import Ledger
 from shardwise.pipeline.sink import Sink
@@ -153,7 +154,7 @@ def _stage_input(job: Job, q: Quarantine) -> tuple[Iterator[pa.RecordBatch], np.
     ) as f:  # a task that kept no row wrote an empty file (no schema, no batch)
         batches = ipc.open_file(f).read_all().to_batches() if _size(f) else []
     with open_input(job.layout.stage_file(job.stage.index, job.task, "keep.npy"), **opts) as f:
-        keep = np.load(io.BytesIO(f.read()))
+        keep = load_npy(f.read())
     return iter(batches), keep
 
 
