@@ -83,8 +83,9 @@ def test_skip_batches_continues_exactly_without_reading_what_it_skips(
 def test_a_batch_size_other_than_the_datasets_is_refused(tmp_path: Path) -> None:
     ds = _ds(make_parquet(tmp_path / "d", ROWS, files=5), None)
     shard = IterableDatasetShard(ds, batch_size=4, num_processes=R, process_index=0)
-    with pytest.raises(ConfigError, match=r"IterableDatasetShard.*batch_size=10"):
+    with pytest.raises(ConfigError, match=r"IterableDatasetShard.*batch_size=10") as e:
         shard.set_epoch(0)
+    assert "not 4" in str(e.value) and "per_device_eval_batch_size=10" in str(e.value)
 
 
 def test_len_is_every_ranks_items(tmp_path: Path) -> None:
