@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from _loaderdata import make_parquet
 from accelerate.data_loader import DataLoaderShard, IterableDatasetShard
+from torch.utils.data import DataLoader
 
 import shardwise.loader.batches.reading as reading_module
 from shardwise.errors import ConfigError
@@ -102,3 +103,20 @@ def test_a_stateful_dataloader_under_a_wrapper_is_refused(tmp_path: Path) -> Non
     loader = DataLoaderShard(shard, batch_size=None, use_stateful_dataloader=True)
     with pytest.raises(ConfigError, match="use_stateful_dataloader=True"):
         next(iter(loader))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_plain_dataloader_after_a_wrapper_gets_the_datasets_own_split(
+    tmp_path: Path, workers: int
+) -> None:
+    data = make_parquet(tmp_path / "d", ROWS, files=5)
+    ds = _ds(data, "numpy", rank=0, world_size=R)
+    assert _rank(ds, 0, workers)  # served once to a wrapper: rank 0's share at its places
+    plain = [
+        np.asarray(b["id"]).tolist() for b in DataLoader(ds, batch_size=None, num_workers=workers)
+    ]
+    expected = _ds(data, "numpy", rank=0, world_size=R)
+    expected.set_epoch(1)  # a new pass is the next epoch
+    loader = DataLoader(expected, batch_size=None, num_workers=workers)
+    assert plain == [np.asarray(b["id"]).tolist() for b in loader]
+    assert len(plain) == ds.plan(max(1, workers), R).batches_per_rank

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from shardwise.errors import ConfigError
+from shardwise.errors import ConfigError, FormatError
 from shardwise.ops._compute import (
     call,
     count_true,
@@ -49,6 +49,9 @@ def test_text_column() -> None:
         text_column(batch, "n")
     with pytest.raises(ConfigError, match="no column 'x'"):
         text_column(batch, "x")
+    bad = pa.record_batch({"b": pa.array([b"ab", b"\xff"])})
+    with pytest.raises(FormatError, match="column 'b' is binary and not all of it is UTF-8"):
+        text_column(bad, "b")
 
 
 # pyarrow imports pandas, when it is installed (ray[train] brings it), on its first

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 from shardwise.cli import main
+from shardwise.errors import FormatError
 from shardwise.pipeline import RunResult
 from shardwise.report import RunReport, load_run
 
@@ -127,3 +129,13 @@ def test_exact_dedup_audit_maps_removed_rows_to_the_first_occurrence() -> None:
         [],
         [False, False, True, False],
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("{", "unreadable manifest"), ("[]", "not a run manifest"), ("{}", "not a run manifest")],
+)
+def test_a_damaged_manifest_is_an_error_naming_it(tmp_path: Path, text: str, says: str) -> None:
+    (tmp_path / "_manifest.json").write_text(text)
+    with pytest.raises(FormatError, match=f"_manifest.json: {says}"):
+        load_run(str(tmp_path))

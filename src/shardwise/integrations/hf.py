@@ -77,8 +77,10 @@ class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
         return int(plan.batches_per_rank)
 
     def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch`` (a resumed epoch keeps its resume point)."""
+        """Start epoch ``epoch`` (a resumed epoch keeps its resume point); a state taken
+        before its first batch is its start."""
         self.dataset.set_epoch(epoch)
+        self._yielded = 0
 
     def state_dict(self) -> dict[str, Any]:
         """The dataset's position after the batches handed out in the current pass."""

@@ -38,7 +38,7 @@ from shardwise.loader.read.opening import open_index
 from shardwise.loader.shard import shard_items
 from shardwise.loader.stats import epoch_stats, mixing_for
 from shardwise.loader.workers.setup import ring_bytes_for, setup_worker
-from shardwise.loader.wrappers import Hosting, detect_hosting
+from shardwise.loader.wrappers import Hosting, detect_hosting, pass_hosting
 from shardwise.plan import Plan, Topology
 from shardwise.plan.budget import DEFAULT_SHUFFLE_BYTES
 
@@ -243,8 +243,9 @@ class StreamingDatasetBase:
         """Continue from a saved position, on this or another topology (elastic resume)."""
         self.state.load_state_dict(self.planner, state)
 
-    def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__ | {"_head": None, "_memory": None}  # its threads and memory stay
+    def __getstate__(self) -> dict[str, Any]:  # its threads and memory stay
+        hosting = pass_hosting(self, self.hosting, in_dataloader_worker())  # a spawned worker's
+        return self.__dict__ | {"_head": None, "_memory": None, "hosting": hosting}
 
     def __setstate__(self, state: dict[str, Any]) -> None:  # a spawned worker's, say
         self.__dict__.update(state | {"_memory": WindowMemory()})  # its windows reuse their own
@@ -280,16 +281,15 @@ class StreamingDatasetBase:
 
     def __iter__(self) -> Iterator[Any]:
         placement = detect_placement(self.rank, self.world_size)
-        workers = placement.num_workers
-        if self.num_workers is not None and workers != self.num_workers and workers > 1:
-            raise PlanError(
-                f"num_workers={self.num_workers} was given but the DataLoader runs "
-                f"{workers} workers"
-            )
-        if in_dataloader_worker():
+        workers, given = placement.num_workers, self.num_workers
+        if given is not None and workers != given and workers > 1:
+            raise PlanError(f"num_workers={given} was given but the DataLoader runs {workers}")
+        worker = in_dataloader_worker()
+        if worker:
             setup_worker(self.batch_format, ring_bytes_for(self.index.units, self.batch_size))
-        if self.hosting is not None:
-            return hosted_items(self, self.hosting, placement)
+        hosting = pass_hosting(self, self.hosting, worker)  # this pass's wrapper, if any
+        if hosting is not None:
+            return hosted_items(self, hosting, placement)
         items = self.iter_shard(self.dp_rank, self.dp_size, placement.worker_id, workers)
         return loader_items(self, items)
 

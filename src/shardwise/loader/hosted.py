@@ -45,8 +45,9 @@ __all__ = ["hosted_items"]
 def hosted_items(ds: Any, hosting: Hosting, placement: Placement) -> Iterator[Any]:
     """What ``ds`` yields to ``hosting``'s wrapper in this (process, worker)."""
     if hosting.dispatch:
-        if hosting.process_index != 0:
-            return iter(())  # only rank 0's DataLoader is drawn from
+        if hosting.process_index != 0:  # only rank 0's DataLoader is drawn from; this
+            ds.state.begin_pass(hosting.process_index, placement.worker_id)  # pass counts
+            return iter(())
         return _dispatched(ds, hosting, placement)
     return _sharded(ds, hosting, placement)
 

@@ -28,6 +28,7 @@ single process is exact as it is and is not recognised.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from dataclasses import dataclass
 from types import FrameType
@@ -35,7 +36,7 @@ from typing import Any
 
 from shardwise.errors import ConfigError
 
-__all__ = ["Hosting", "detect_hosting"]
+__all__ = ["Hosting", "detect_hosting", "pass_hosting"]
 
 _DISPATCHER, _SHARD, _LOADER = "DataLoaderDispatcher", "IterableDatasetShard", "DataLoaderShard"
 _WRAPPERS = (_DISPATCHER, _SHARD, _LOADER)
@@ -90,7 +91,35 @@ def detect_hosting(dataset: Any, previous: Hosting | None) -> Hosting | None:
     """
     if "accelerate" not in sys.modules:
         return previous
-    found = _callers(sys._getframe(2))
+    return _hosting(dataset, _callers(sys._getframe(2)), previous)
+
+
+def pass_hosting(dataset: Any, pickled: Hosting | None, worker: bool) -> Hosting | None:
+    """The wrapper that started the pass being started now, or ``None`` for a plain
+    DataLoader (or loop): the one whose ``__iter__`` is on the stack, read at the pass's
+    start in the training process (no DataLoader workers), in a worker forked by that
+    ``__iter__`` (a forked process keeps its parent's frames), or when a spawned worker's
+    copy was pickled (``pickled``, in a ``worker`` whose stack does not reach back to its
+    DataLoader). So a dataset served to a wrapper once (an evaluation loop over the
+    training dataset, say) is not served that way to the next plain DataLoader."""
+    if "accelerate" not in sys.modules:
+        return None
+    frame = sys._getframe(1)
+    if worker and not _forked(frame):
+        return pickled
+    return _hosting(dataset, _callers(frame, depth=None), None)
+
+
+def _forked(frame: FrameType | None) -> bool:
+    """Whether the stack reaches back to the DataLoader iterator that started this worker."""
+    while frame is not None:
+        if type(frame.f_locals.get("self")).__name__.endswith("MultiProcessingDataLoaderIter"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _hosting(dataset: Any, found: dict[str, Any], previous: Hosting | None) -> Hosting | None:
     hosting = previous
     if _DISPATCHER in found:
         hosting = _dispatched(dataset, found[_DISPATCHER])
@@ -109,11 +138,12 @@ def detect_hosting(dataset: Any, previous: Hosting | None) -> Hosting | None:
     return hosting
 
 
-def _callers(frame: FrameType | None, depth: int = 8) -> dict[str, Any]:
-    """accelerate's wrappers among ``depth`` callers, by class name (accelerate's adapters
-    report their base DataLoader as ``__class__``, so their type is read)."""
+def _callers(frame: FrameType | None, depth: int | None = 8) -> dict[str, Any]:
+    """accelerate's wrappers among ``depth`` callers (all with ``None``), by class name, the
+    nearest of each (accelerate's adapters report their base DataLoader as ``__class__``,
+    so their type is read)."""
     found: dict[str, Any] = {}
-    for _ in range(depth):
+    for _ in itertools.count() if depth is None else range(depth):
         if frame is None:
             break
         obj = frame.f_locals.get("self")

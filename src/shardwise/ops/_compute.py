@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardwise.errors import ConfigError
+from shardwise.errors import ConfigError, FormatError
 
 try:  # the module pyarrow.compute's wrappers are generated from
     from pyarrow._compute import Utf8NormalizeOptions
@@ -85,10 +85,21 @@ def text_column(batch: pa.RecordBatch, column: str) -> pa.Array:
     col = batch.column(column)
     if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
         if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):
-            col = col.cast(pa.string())
+            col = _as_text(col, column)
         else:
             raise ConfigError(f"column {column!r} is {col.type}, not text")
     return col
+
+
+def _as_text(col: Any, column: str) -> Any:
+    """A binary column as text; bytes that are not UTF-8 are a ``FormatError``."""
+    try:
+        return col.cast(pa.string())
+    except pa.ArrowInvalid as e:
+        raise FormatError(
+            f"column {column!r} is binary and not all of it is UTF-8 text ({e}): decode it "
+            "first (a map with errors='replace', say) or filter those rows out"
+        ) from e
 
 
 def utf8_normalize(values: Any, form: str) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from shardwise.errors import StorageError
+from shardwise.errors import FormatError, StorageError
 from shardwise.index import MANIFEST_NAME
 from shardwise.storage import join, open_input, resolve
 
@@ -137,7 +137,11 @@ class RunReport:
 
 def _read_json(url: str, storage_options: dict[str, Any]) -> Any:
     with open_input(url, **storage_options) as f:
-        return json.loads(f.read())
+        text = f.read()
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise FormatError(f"unreadable manifest ({e})", url) from e
 
 
 def _task(data: dict[str, Any]) -> TaskTime:
@@ -183,6 +187,7 @@ def load_run(run_dir: str, storage_options: dict[str, Any] | None = None) -> Run
 
     Raises:
         StorageError: ``run_dir`` holds no run manifest.
+        FormatError: a damaged manifest, naming it.
     """
     opts = dict(storage_options or {})
     run_dir = run_dir.rstrip("/") or "/"
@@ -193,6 +198,15 @@ def load_run(run_dir: str, storage_options: dict[str, Any] | None = None) -> Run
             f"{run_dir}: no {MANIFEST_NAME} here; give the output directory of a finished run"
         )
     m = _read_json(manifest_path, opts)
+    try:
+        return _report(run_dir, m, opts)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        if isinstance(e, FormatError):
+            raise
+        raise FormatError(f"not a run manifest ({type(e).__name__}: {e})", manifest_path) from e
+
+
+def _report(run_dir: str, m: Any, opts: dict[str, Any]) -> RunReport:
     tasks = _tasks(run_dir, m, opts)
     dedup = _dedup_stages(run_dir, m, opts)
     return RunReport(

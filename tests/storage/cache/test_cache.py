@@ -340,3 +340,10 @@ def test_sparse_file_serves_pieces_and_reads_the_gaps_remotely() -> None:
     assert asked and all(b <= 1100 or a >= 1500 for a, b in asked if a < 3000)  # only the gaps
     f.seek(0, 2)
     assert f.tell() == 5000 and f.read(10) == b""
+
+
+def test_verify_takes_a_cache_without_its_tmp_directory(tmp_path: Path) -> None:
+    for d in ("entries", "leases"):
+        (tmp_path / d).mkdir()
+    report = verify_cache(str(tmp_path))
+    assert report.checked == 0 and report.bad == []

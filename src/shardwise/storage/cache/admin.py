@@ -52,6 +52,7 @@ def cache_directory(path: str) -> str:
         if os.path.isdir(os.path.join(root, "entries")) and os.path.isdir(
             os.path.join(root, "leases")
         ):
+            os.makedirs(os.path.join(root, "tmp"), exist_ok=True)  # made by the first download
             return root
     raise StorageError(
         f"not a shardwise cache directory (no entries/ and leases/ inside): {path}", path
