@@ -38,7 +38,7 @@ from shardwise.loader.read.opening import open_index
 from shardwise.loader.shard import shard_items
 from shardwise.loader.stats import epoch_stats, mixing_for
 from shardwise.loader.workers.setup import ring_bytes_for, setup_worker
-from shardwise.loader.wrappers import Hosting, detect_hosting, pass_hosting
+from shardwise.loader.wrappers import Hosting, detect_hosting, lightning_epoch, pass_hosting
 from shardwise.plan import Plan, Topology
 from shardwise.plan.budget import DEFAULT_SHUFFLE_BYTES
 
@@ -224,8 +224,7 @@ class StreamingDatasetBase:
         self.state.set_epoch(check_int("epoch", epoch, 0))
         workers = self.num_workers or 1
         # the node cache is filled with this epoch's first units while workers start
-        plan = partial(self.plan, workers)
-        resuming = bool(self.state.resumes)
+        plan, resuming = partial(self.plan, workers), bool(self.state.resumes)
         self._head = parts.start_head(self._head, self, plan, workers, resuming)
 
     def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
@@ -259,10 +258,10 @@ class StreamingDatasetBase:
     def __len__(self) -> int:
         """Batches or samples per rank, for the DataLoader asking (:mod:`.collating`);
         under an accelerate wrapper, the items of every rank (see :mod:`.hosted`)."""
-        self.hosting = detect_hosting(self, self.hosting)
-        if self.hosting is not None:
-            return self.hosting.length(self.plan(self.hosting.workers, self.hosting.processes))
-        return loader_length(self)
+        if (epoch := lightning_epoch()) is not None and epoch != self.epoch:
+            self.set_epoch(epoch)  # Lightning's epoch, set up (see lightning_epoch)
+        h = self.hosting = detect_hosting(self, self.hosting)
+        return loader_length(self) if h is None else h.length(self.plan(h.workers, h.processes))
 
     # -- iteration ----------------------------------------------------------------------
     def iter_shard(

@@ -177,11 +177,24 @@ class LoaderState(Passes):
             raise ConfigError(
                 f"not a loader state written by state_dict: {type(exc).__name__} {exc}"
             ) from exc
+        if self._ended_before(planner, epoch, resumes, at):
+            return  # a later epoch was set since: it starts at its start
         self.epoch, self.resumes, self.resume_at = epoch, resumes, at
         self.loaded_blocks = [epoch, blocks] if blocks != self.blocks else None
         self.pinned = in_dataloader_worker()  # a worker's copy: its next pass is this epoch
         self.plan(planner)  # fail now, not inside a worker
         self.publish()
+
+    def _ended_before(
+        self, planner: Planner, epoch: int, resumes: list[Resume], at: Position | None
+    ) -> bool:
+        """Whether a worker's own position (torchdata's per-worker state) is at the end of
+        its piece of an epoch before the one set since (Lightning restores the workers'
+        states of an epoch it counts as done, see ``wrappers.lightning_epoch``)."""
+        if at is None or epoch >= self.epoch:
+            return False
+        plan = planner.plan(epoch, resumes, at.num_workers, at.world_size)
+        return at.samples >= plan.worker(at.rank, at.worker_id).num_samples
 
     def _check_mixing(self, saved: Any) -> int:
         """The saved sources, rules and plan layout are this dataset's; the saved epoch's

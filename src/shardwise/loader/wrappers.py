@@ -36,7 +36,7 @@ from typing import Any
 
 from shardwise.errors import ConfigError
 
-__all__ = ["Hosting", "detect_hosting", "pass_hosting"]
+__all__ = ["Hosting", "detect_hosting", "lightning_epoch", "pass_hosting"]
 
 _DISPATCHER, _SHARD, _LOADER = "DataLoaderDispatcher", "IterableDatasetShard", "DataLoaderShard"
 _WRAPPERS = (_DISPATCHER, _SHARD, _LOADER)
@@ -243,3 +243,36 @@ def _refuse(wrapper: Any, why: str) -> None:
         f"a StreamingDataset is wrapped by {_name(wrapper)}, which shardwise cannot serve "
         f"exactly here: {why}. {_FIX}."
     )
+
+
+def lightning_epoch() -> int | None:
+    """The epoch of the Lightning fit loop asking for the dataset's length, if one is.
+
+    Lightning tells only samplers the epoch (``_set_sampler_epoch``), never an iterable
+    dataset; it asks the DataLoader's length when it sets up its data, in the training
+    process, before any worker starts. A job resumed from a checkpoint saved at an epoch's
+    end restores no loader state (Lightning restores one only mid-epoch), so without this
+    its next pass would be epoch 0's order again."""
+    if "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
+        return None
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        obj = frame.f_locals.get("self")
+        cls = type(obj)
+        if cls.__name__ == "_FitLoop" and "lightning" in cls.__module__:
+            return _fit_epoch(obj)
+        frame = frame.f_back
+    return None
+
+
+def _fit_epoch(loop: Any) -> int | None:
+    """The epoch Lightning's fit loop trains next. Restarted from a checkpoint saved at an
+    epoch's last step, it counts the rest of the restored pass (nothing) as the next epoch,
+    so that next epoch starts now (the restored workers' finished positions are dropped,
+    :meth:`~shardwise.loader.state.LoaderState.load_state_dict`)."""
+    try:
+        epoch = int(loop.epoch_progress.current.processed)
+        last = bool(loop.restarting and loop.epoch_loop.batch_progress.is_last_batch)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return epoch + 1 if last else epoch
