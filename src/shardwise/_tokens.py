@@ -81,7 +81,28 @@ class TokenInfo:
             ) from exc
         if info.dtype not in _DTYPES:
             raise FormatError(f"token column {field.name!r} has dtype {info.dtype!r}")
+        _check_ids(field.name, info)
         return info
+
+
+def _check_ids(name: str, info: TokenInfo) -> None:
+    """The vocabulary fits the dtype, and the eos and bos are ids of it."""
+    top = int(np.iinfo(np.dtype(info.dtype)).max) + 1
+    ids = {"eos_id": info.eos_id, "bos_id": info.bos_id}
+    vocab = info.vocab_size
+    if isinstance(vocab, bool) or not isinstance(vocab, int) or not 0 < vocab <= top:
+        raise FormatError(
+            f"token column {name!r} says vocab_size={vocab!r}, which {info.dtype} ids "
+            f"(below {top}) cannot hold"
+        )
+    for key, value in ids.items():
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab
+        ):
+            raise FormatError(
+                f"token column {name!r} says {key}={value!r}, not an id below its "
+                f"vocab_size={vocab}"
+            )
 
 
 def token_columns(schema: pa.Schema) -> dict[str, TokenInfo]:

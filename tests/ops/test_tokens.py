@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -148,3 +150,24 @@ def test_layout_round_trips_through_slices_and_chunks(
         got, got_off = flat_tokens(column, "<u2")
         assert got_off[0] == 0 and len(got_off) == len(docs) - lo + 1
         assert [list(got[a:b]) for a, b in zip(got_off[:-1], got_off[1:])] == docs[lo:]
+
+
+@pytest.mark.parametrize(
+    ("meta", "says"),
+    [
+        ({"dtype": "<u2", "vocab_size": 100_000}, "vocab_size=100000, which <u2 ids"),
+        ({"dtype": "<u2", "vocab_size": 0}, "vocab_size=0"),
+        ({"dtype": "<u2", "vocab_size": 2000, "eos_id": 10**9}, "eos_id=1000000000, not an id"),
+        ({"dtype": "<u4", "vocab_size": 2000, "bos_id": 2000}, "bos_id=2000, not an id"),
+        ({"dtype": "<u2", "vocab_size": 2000, "eos_id": True}, "eos_id=True"),
+    ],
+)
+def test_token_metadata_with_ids_the_dtype_cannot_hold_is_refused(
+    meta: dict[str, Any], says: str
+) -> None:
+    field = pa.field("t", pa.binary(), metadata={b"shardwise.tokens": json.dumps(meta).encode()})
+    with pytest.raises(FormatError, match=f"token column 't' says {re.escape(says)}"):
+        TokenInfo.of(field)
+    ok = {"dtype": "<u2", "vocab_size": 65_536, "eos_id": 65_535}
+    good = pa.field("t", pa.binary(), metadata={b"shardwise.tokens": json.dumps(ok).encode()})
+    assert TokenInfo.of(good) == TokenInfo("<u2", 65_536, 65_535)

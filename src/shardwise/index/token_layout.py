@@ -4,7 +4,8 @@ A token column written by ``tokenize`` (:mod:`shardwise._tokens`) holds each row
 tokens as one run of bytes of its file (:mod:`shardwise.formats.parquet.tokenpages`).
 When a dataset is indexed (``tokenize``'s run indexes its output when it commits), every
 local Parquet file's row groups get their token run's byte offset and token count, for
-each token column, checked against the ``num_tokens`` column when the file has one. The
+each token column, every document checked against the ``num_tokens`` column when the file
+has one. The
 index saves them beside the units (``"tokens"`` in ``_shardwise_index.json``) and reuses
 them per file exactly as it reuses the file's units: while its size and fingerprint are
 unchanged. A stream then opens with no footer and no count column read, and maps each
@@ -34,7 +35,7 @@ from shardwise.storage.paths import open_arrow_input
 
 __all__ = ["COUNT_COLUMN", "LAYOUT_VERSION", "layout_for", "layout_units"]
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: every document checked against its count
 COUNT_COLUMN = "num_tokens"  # what tokenize writes beside its token column
 SERIAL_FILES, THREADS = 16, 8  # files laid out on the calling thread; threads beyond
 
@@ -55,16 +56,12 @@ def _token_columns(schema: pa.Schema) -> dict[str, int]:
     return out
 
 
-def _counted(pf: pq.ParquetFile, group: int) -> int | None:
-    """The sum of row group ``group``'s ``num_tokens`` (None when any is null)."""
+def _counted(pf: pq.ParquetFile, group: int) -> np.ndarray | None:
+    """Row group ``group``'s ``num_tokens`` (None when any is null)."""
     col = pf.read_row_group(group, columns=[COUNT_COLUMN], use_threads=False).column(0)
     if col.null_count:
         return None
-    total = 0
-    for c in col.chunks:
-        c = c.cast(pa.int64())
-        total += int(np.frombuffer(c.buffers()[1], np.int64, len(c), c.offset * 8).sum())
-    return total
+    return np.asarray(col.cast(pa.int64()).to_numpy(), np.int64)
 
 
 def file_layout(
@@ -80,8 +77,9 @@ def file_layout(
         for column, itemsize in columns.items():
             spans = []
             for g in range(pf.metadata.num_row_groups):
-                span = token_span(pf, source, g, column, itemsize)
-                if span is None or (counts and _counted(pf, g) != span[1]):
+                counted = _counted(pf, g) if counts else None
+                span = token_span(pf, source, g, column, itemsize, counted)
+                if span is None or (counts and counted is None):
                     return None
                 spans.append([int(span[0]), int(span[1])])
             out[column] = spans

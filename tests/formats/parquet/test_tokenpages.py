@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardwise._tokens import TokenInfo, flat_tokens, token_array
-from shardwise.formats.parquet.tokenpages import token_view
+from shardwise.formats.parquet.tokenpages import token_span, token_view
 from shardwise.formats.parquet.writer import _column_options
 
 INFO = TokenInfo("<u2", 60_000, 0)
@@ -40,8 +40,8 @@ def _file(table: pa.Table, rows: int, **options: Any) -> tuple[pq.ParquetFile, A
 def _views(pf: pq.ParquetFile, source: Any) -> list[np.ndarray | None]:
     out = []
     for g in range(pf.num_row_groups):
-        counts = pf.read_row_group(g, columns=["num_tokens"]).column(0).to_pylist()
-        out.append(token_view(pf, source, g, "tokens", sum(counts), np.dtype("<u2")))
+        counts = pf.read_row_group(g, columns=["num_tokens"]).column(0).to_numpy()
+        out.append(token_view(pf, source, g, "tokens", counts, np.dtype("<u2")))
     return out
 
 
@@ -86,9 +86,42 @@ def test_a_null_document_is_left_to_arrow(version: str) -> None:
 def test_counts_other_than_the_page_holds_give_none() -> None:
     table, _ = _table([10, 10])
     pf, source = _file(table, 2)
-    assert token_view(pf, source, 0, "tokens", 20, np.dtype("<u2")) is not None
-    for count in (19, 21, 10**6):
-        assert token_view(pf, source, 0, "tokens", count, np.dtype("<u2")) is None
+    u2 = np.dtype("<u2")
+    assert token_view(pf, source, 0, "tokens", np.array([10, 10]), u2) is not None
+    for counts in ([10, 9], [11, 10], [10**6, 10]):
+        assert token_view(pf, source, 0, "tokens", np.array(counts), u2) is None
+
+
+def test_counts_of_the_same_total_in_another_order_give_none() -> None:
+    """Each document's count is checked, not only their sum: the plan cuts documents at
+    the counts, so swapped counts would move every boundary between them."""
+    table, _ = _table([6, 18, 4, 41])
+    pf, source = _file(table, 4)
+    u2 = np.dtype("<u2")
+    assert token_view(pf, source, 0, "tokens", np.array([6, 18, 4, 41]), u2) is not None
+    assert token_view(pf, source, 0, "tokens", np.array([18, 6, 4, 41]), u2) is None
+    assert token_span(pf, source, 0, "tokens", 2, np.array([18, 6, 4, 41])) is None
+    assert token_span(pf, source, 0, "tokens", 2, np.array([6, 18, 4, 41])) is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(
+        st.one_of(st.just(0), st.integers(1, 40), st.integers(1, 70_000)), min_size=1, max_size=700
+    ),
+    version=st.sampled_from(["1.0", "2.0"]),
+)
+def test_the_pages_lengths_are_the_documents(lengths: list[int], version: str) -> None:
+    """The lengths decoded from the page (several blocks and bit widths) are the documents'."""
+    table, _ = _table(lengths)
+    pf, source = _file(table, len(lengths), data_page_version=version)
+    u2 = np.dtype("<u2")
+    assert token_view(pf, source, 0, "tokens", np.array(lengths), u2) is not None
+    other = np.array(lengths)
+    other[-1] += 1
+    if len(lengths) > 1:
+        other[0] -= 1  # the same total, two documents off
+    assert token_view(pf, source, 0, "tokens", other, u2) is None
 
 
 def test_lengths_of_another_count_give_none() -> None:
@@ -114,4 +147,5 @@ def test_lengths_of_another_count_give_none() -> None:
     assert raw[at] == 3  # the lengths' value count: one per document
     raw[at] = 4
     source = pa.BufferReader(bytes(raw))
-    assert token_view(pq.ParquetFile(source), source, 0, "tokens", 40, np.dtype("<u2")) is None
+    counts = np.array([10, 0, 30])
+    assert token_view(pq.ParquetFile(source), source, 0, "tokens", counts, np.dtype("<u2")) is None

@@ -299,7 +299,7 @@ def test_an_empty_token_dataset_names_its_files(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("packing", ["concat", "best_fit", "pad"])
-@pytest.mark.parametrize("layout", ["arrow", "plain"])
+@pytest.mark.parametrize("layout", ["arrow", "plain", "mapped", "mapped-swapped"])
 def test_a_count_column_that_disagrees_with_the_tokens_is_refused(
     tmp_path: Path, packing: str, layout: str
 ) -> None:
@@ -316,10 +316,14 @@ def test_a_count_column_that_disagrees_with_the_tokens_is_refused(
     meta = {b"shardwise.tokens": json.dumps(info).encode()}
     counts = [len(d) for d in docs]
     counts[70] += 1
+    if layout == "mapped-swapped":  # the same total: only each document's count tells
+        counts[70] -= 1
+        counts[70], counts[71] = counts[71] + 1, counts[70] - 1
     schema = pa.schema([pa.field("tokens", pa.binary(), metadata=meta), ("num_tokens", pa.int32())])
     table = pa.table([[d.tobytes() for d in docs], counts], schema=schema)
     plain = {"compression": "none", "use_dictionary": False, "write_statistics": False}
-    kw: dict[str, Any] = plain if layout == "plain" else {}
+    mapped = plain | {"column_encoding": {"tokens": "DELTA_LENGTH_BYTE_ARRAY"}}  # tokenize's
+    kw: dict[str, Any] = {"arrow": {}, "plain": plain}.get(layout, mapped)
     pq.write_table(table, tmp_path / "a.parquet", row_group_size=40, **kw)
     ds = TokenStream(str(tmp_path), seq_len=16, batch_size=2, packing=packing, world_size=1, rank=0)
     said = r"'num_tokens' says \d+ tokens for document 30 of the unit"

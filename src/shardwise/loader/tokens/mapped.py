@@ -130,8 +130,7 @@ def mapped_tokens(
                 return None
             offsets = np.zeros(len(lengths) + 1, np.int64)
             np.cumsum(lengths, out=offsets[1:])
-            dtype, total = np.dtype(info.dtype), int(offsets[-1])
-            tokens = token_view(pf, source, u.index, column, total, dtype)
+            tokens = token_view(pf, source, u.index, column, lengths, np.dtype(info.dtype))
     except (OSError, ValueError, pa.ArrowException, ShardwiseError):
         return None  # Arrow's read of the unit retries, or reports what is wrong with it
     return None if tokens is None else (tokens, offsets)
