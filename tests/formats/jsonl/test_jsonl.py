@@ -325,6 +325,29 @@ def test_jsonl_writer_keeps_unicode_unescaped(tmp_path: Path) -> None:
     assert raw == '{"t":"日本語"}\n{"t":"🚀"}\n'.encode()
 
 
+def test_jsonl_writer_keeps_durations_and_nanosecond_times_exact(tmp_path: Path) -> None:
+    table = pa.table(
+        {
+            "dur": pa.array([-5, 2**62, None], pa.duration("ns")),
+            "sec": pa.array([90, 0, 1], pa.duration("s")),
+            "tod": pa.array([1, 86_399_999_999_999, None], pa.time64("ns")),
+            "x": [float("nan"), float("inf"), 1.5],
+        }
+    )
+    written = fd.write("jsonl", str(tmp_path / "d"), table, batch_rows=10)
+    rows = [json.loads(x) for x in Path(written[0].path).read_text().splitlines()]
+    assert [r["dur"] for r in rows] == [-5, 2**62, None]
+    assert [r["sec"] for r in rows] == [90, 0, 1]
+    assert [r["tod"] for r in rows] == ["00:00:00.000000001", "23:59:59.999999999", None]
+    assert str(rows[0]["x"]) == "nan" and rows[1]["x"] == float("inf")
+
+
+def test_jsonl_writer_refuses_a_decimal_column_by_name(tmp_path: Path) -> None:
+    table = pa.table({"id": [0], "price": pa.array([1], pa.decimal128(5, 2))})
+    with pytest.raises(FormatError, match="column 'price' is decimal128"):
+        fd.write("jsonl", str(tmp_path / "p"), table, batch_rows=10)
+
+
 # --------------------------------------------------------------------------- bad records
 
 

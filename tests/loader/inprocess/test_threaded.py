@@ -61,6 +61,10 @@ def typed(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     [list(range(i, i + k)) for i, k in zip(ids.tolist(), lens.tolist())],
                     pa.list_(pa.int32()),
                 ),
+                "meta": pa.array(  # a struct with a nested list, some null
+                    [None if i % 7 == 0 else {"a": list(range(i % 3)), "s": f"m{i}"} for i in ids],
+                    pa.struct([("a", pa.list_(pa.int64())), ("s", pa.string())]),
+                ),
             }
         )
         pq.write_table(table, root / f"t{f}.parquet", row_group_size=int(rng.integers(90, 250)))

@@ -172,6 +172,28 @@ class JsonlFormat(TableFromBatches):
         return JsonlShardWriter(prefix, storage_options=self.storage_options, **options)
 
 
+def _exact(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Top-level columns JSON would not hold exactly through Python's objects, made so:
+    durations as integers in their unit, nanosecond times of day as text; a decimal column
+    is refused by name (JSON numbers would be floats)."""
+    columns = []
+    for field, col in zip(batch.schema, batch.columns):
+        t = field.type
+        if pa.types.is_decimal(t):
+            raise FormatError(
+                f"column {field.name!r} is {t}, which JSON cannot hold exactly: cast it to "
+                "string (or float) in a map first"
+            )
+        if pa.types.is_duration(t):
+            col = col.cast(pa.int64())
+        elif pa.types.is_time64(t) and t.unit == "ns":
+            col = col.cast(pa.string())
+        columns.append(col)
+    if not columns:
+        return batch  # rows without columns (from_arrays would lose their count)
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
@@ -186,7 +208,9 @@ class JsonlShardWriter(RollingWriter):
     """Writes JSONL shards rolling over at ``target_shard_bytes`` (uncompressed size).
 
     Rows are written with ``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``
-    in column order; binary values become base64 text, dates ISO 8601 text.
+    in column order; binary values become base64 text, dates and times ISO 8601 text,
+    durations integers in their column's unit, NaN and infinities ``NaN``/``Infinity`` (as
+    Python's ``json`` writes them, and reads them back); a decimal column is refused.
 
     Args:
         prefix: path or URL prefix.
@@ -214,7 +238,7 @@ class JsonlShardWriter(RollingWriter):
         dumps = json.dumps
         lines = [
             dumps(row, ensure_ascii=False, separators=(",", ":"), default=_json_default)
-            for row in batch.to_pylist()
+            for row in _exact(batch).to_pylist()
         ]
         self._buf.write(("\n".join(lines) + "\n").encode("utf-8"))
 
