@@ -162,3 +162,20 @@ def test_rerun_with_a_changed_closure_value_starts_over(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="another pipeline"):  # complete: refused, not reused
         pipe(1000).write_parquet(str(out)).run("sequential", progress=False)
     assert pipe(10).write_parquet(str(out)).run("sequential", progress=False).skipped_tasks > 0
+
+
+def test_a_default_named_or_left_out_is_one_pipeline(tmp_path: Path) -> None:
+    """The docs' YAML names ``column: text`` where their Python leaves it out: one pipeline."""
+    src = make_input(tmp_path / "in")
+    out = tmp_path / "o"
+
+    def pipe(**kw: Any) -> Any:
+        return read_jsonl(str(src), task_bytes=40_000).apply("normalize_text", **kw)
+
+    pipe().write_parquet(str(out)).run("sequential", progress=False)
+    again = pipe(column="text").write_parquet(str(out)).run("sequential", progress=False)
+    assert again.skipped_tasks > 0
+    from shardwise.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="another pipeline"):  # another value: refused
+        pipe(lowercase=True).write_parquet(str(out)).run("sequential", progress=False)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -95,12 +96,25 @@ def fingerprint(
     for f in index.files:
         h.update(f"{f.path}|{f.size}|{f.fingerprint}\n".encode())
     for op in ops:  # what the operator computes, not only its name (a rerun after a fix)
-        h.update(f"{op.name}|{op.kind}|{digest(op.fn)}|{digest(op.kwargs)}\n".encode())
+        values = digest(_with_defaults(op.fn, op.kwargs))  # `column="text"` or left out alike
+        h.update(f"{op.name}|{op.kind}|{digest(op.fn)}|{values}\n".encode())
     h.update(
         repr((sink.format, sink.target_shard_bytes, sorted(sink.options.items(), key=str))).encode()
     )
     h.update(repr([[(p.unit, p.lo, p.hi) for p in t] for t in tasks]).encode())
     return h.hexdigest()
+
+
+def _with_defaults(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with the defaults of ``fn``'s other keyword parameters filled in, so that
+    naming a default and leaving it out give one pipeline (``kwargs`` as they are where the
+    signature cannot be read)."""
+    try:
+        bound = inspect.signature(fn).bind_partial(**kwargs)
+    except (TypeError, ValueError):
+        return kwargs
+    bound.apply_defaults()
+    return dict(sorted(bound.arguments.items()))
 
 
 def _is_local(url: str, storage_options: dict[str, Any]) -> bool:
