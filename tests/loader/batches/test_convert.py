@@ -186,6 +186,25 @@ def test_times_of_day_keep_their_unit_in_numpy_and_torch_batches(tmp_path: Path)
     assert batch["t_us"] == batch["dur_us"]
 
 
+@pytest.mark.parametrize("kind", ["fixed", "list"])
+def test_a_sample_of_numbers_is_the_same_whatever_rows_share_its_batch(
+    tmp_path: Path, kind: str
+) -> None:
+    """A null among a row's numbers makes that row float64 with NaN, not its neighbours:
+    row 0 is int32 also where it pads a batch with the row holding the null."""
+    t = pa.list_(pa.int32(), 2) if kind == "fixed" else pa.list_(pa.int32())
+    table = pa.table({"id": [0, 1, 2], "v": pa.array([[1, 2], [3, 4], [None, 6]], t)})
+    pq.write_table(table, tmp_path / "n.parquet")
+    ds = StreamingDataset(
+        str(tmp_path), batch_size=2, shuffle=False, drop_last=False, rank=0, world_size=1
+    )
+    got = [(s["id"], s["v"]) for s in ds]
+    assert [i for i, _ in got] == [0, 1, 2, 0]  # the last batch padded with row 0
+    for i, v in got:
+        want = np.array([np.nan, 6.0]) if i == 2 else np.array(table["v"][i].as_py(), np.int32)
+        assert v.dtype == want.dtype and np.array_equal(v, want, equal_nan=True), (i, v)
+
+
 def test_per_sample_values_outside_python_datetime_name_file_unit_and_column(
     tmp_path: Path,
 ) -> None:

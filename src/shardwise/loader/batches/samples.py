@@ -3,6 +3,7 @@ rule per type so every row of a column has the same kind of value:
 
 - numbers and booleans: ``int``/``float``/``bool`` (``None`` for nulls);
 - numeric lists of one length per column chunk: numpy rows (the DataLoader stacks them);
+  a row holding a null among its numbers: float64 with NaN (that row alone);
 - dates and times: ``datetime.date``/``datetime``/``time``/``timedelta``; timestamps and
   durations in nanoseconds: ``numpy.datetime64``/``numpy.timedelta64`` in ``ns`` (exact,
   which ``datetime`` is not); times of day in nanoseconds: ``int`` nanoseconds;
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from shardwise.errors import FormatError
 from shardwise.loader.batches.convert import column_to_numpy, numeric
@@ -43,6 +45,8 @@ def _python_values(name: str, col: pa.Array) -> list[Any]:
             and (pa.types.is_fixed_size_list(t) or pa.types.is_list(t))
             and numeric(t.value_type)
         ):
+            if pc.list_flatten(col).null_count:
+                return _rows_alone(col)
             arr = _equal_rows(col)
             return list(arr) if arr is not None else col.to_pylist()
         if col.null_count == 0 and numeric(t):
@@ -67,6 +71,13 @@ def _equal_rows(col: pa.Array) -> np.ndarray | None:
         return np.array(arr)
     same = len(arr) > 0 and len({len(row) for row in arr}) == 1
     return np.stack(list(arr)) if same else None
+
+
+def _rows_alone(col: pa.Array) -> list[Any]:
+    """Numeric lists with nulls among their numbers, each row a numpy row made of its own
+    values: float64 with NaN where the row holds a null (as Arrow's ``to_numpy``), its
+    own dtype otherwise, whatever the rows beside it in the batch."""
+    return [np.array(col[i].values.to_numpy(zero_copy_only=False)) for i in range(len(col))]
 
 
 def _nullable(col: pa.Array, values: list[Any]) -> list[Any]:
