@@ -7,6 +7,7 @@ tests/integrations/test_accelerate.py and test_hf_trainer.py."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ from torch.utils.data import DataLoader
 import shardwise.loader.batches.reading as reading_module
 from shardwise.errors import ConfigError
 from shardwise.loader import StreamingDataset
+from shardwise.loader.hosted import hosted_items
+from shardwise.loader.placement import Placement
+from shardwise.loader.wrappers import Hosting
 
 ROWS, B, R = 1_003, 10, 2
 
@@ -120,3 +124,24 @@ def test_a_plain_dataloader_after_a_wrapper_gets_the_datasets_own_split(
     loader = DataLoader(expected, batch_size=None, num_workers=workers)
     assert plain == [np.asarray(b["id"]).tolist() for b in loader]
     assert len(plain) == ds.plan(max(1, workers), R).batches_per_rank
+
+
+def test_a_dispatched_pass_keeps_its_epoch_while_another_pass_runs(tmp_path: Path) -> None:
+    """Under accelerate's dispatcher rank 0 serves every rank's piece in turn; a second
+    pass over the same dataset in between (an evaluation over the training dataset) moves
+    none of the later pieces to another epoch."""
+    ds = _ds(make_parquet(tmp_path / "d", ROWS, files=5), "numpy", rank=0, world_size=R)
+    hosting = Hosting("accelerate.DataLoaderDispatcher", True, R, 0, False, False, 0, B, 0, 1)
+    place = Placement(0, R, 0, 1)
+
+    def ids(items: Any) -> list[list[int]]:
+        return [np.asarray(b["id"]).tolist() for b in items]
+
+    ds.set_epoch(0)
+    whole = ids(hosted_items(ds, hosting, place))
+    ds.set_epoch(0)
+    first = hosted_items(ds, hosting, place)
+    head = ids(itertools.islice(first, len(whole) // 4))  # a quarter: rank 0's piece
+    ds.set_epoch(0)  # the evaluation's own pass, to its end
+    assert ids(hosted_items(ds, hosting, place)) == whole
+    assert head + ids(first) == whole  # rank 1's piece still of epoch 0

@@ -66,11 +66,13 @@ def _dispatched(ds: Any, h: Hosting, p: Placement) -> Iterator[Any]:
     fmt = "torch" if ds.batch_format == "numpy" else ds.batch_format
     placeholder = _sample_placeholder(ds) if h.samples else _tensor_placeholder()
     first = True
+    for r in range(h.processes):  # the epoch of every rank's piece, now: another pass over
+        ds.state.begin_pass(r, p.worker_id)  # the dataset meanwhile (an evaluation) moves none
     for r in range(h.processes):
         n = ds.plan(p.num_workers, h.processes).worker(r, p.worker_id).num_samples
         mine, skip = min(skip, n), max(0, skip - n)
         yield from itertools.repeat(placeholder, mine // _unit(ds, h))
-        for item in _piece(ds, h, p, r, mine, fmt):
+        for item in _piece(ds, h, p, r, mine, fmt, begun=True):
             if first and not h.samples:
                 _check_tensors(item, ds)
             first = False
@@ -99,13 +101,15 @@ def _unit(ds: Any, h: Hosting) -> int:
     return 1 if h.samples else int(ds.batch_size)
 
 
-def _piece(ds: Any, h: Hosting, p: Placement, rank: int, skip: int, fmt: Any) -> Iterator[Any]:
-    """The piece of ``rank`` and this worker, after ``skip`` samples; the rows of its
-    batches when the dataset serves samples of a batched format."""
+def _piece(
+    ds: Any, h: Hosting, p: Placement, rank: int, skip: int, fmt: Any, begun: bool = False
+) -> Iterator[Any]:
+    """The piece of ``rank`` and this worker, after ``skip`` samples (its pass ``begun``
+    already, or not); the rows of its batches when the dataset serves samples of a
+    batched format."""
     reading = replace(ds.reading, memory=ds._memory, batch_format=fmt)
-    items = shard_items(
-        ds.state, ds.planner, reading, rank, h.processes, p.worker_id, p.num_workers, skip
-    )
+    where = (rank, h.processes, p.worker_id, p.num_workers)
+    items = shard_items(ds.state, ds.planner, reading, *where, skip, begun)
     if not h.samples or ds.batch_format is None:
         return items
     return ({k: v[i] for k, v in batch.items()} for batch in items for i in range(ds.batch_size))

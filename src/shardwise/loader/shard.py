@@ -37,11 +37,14 @@ def shard_items(
     worker_id: int,
     num_workers: int,
     skip: int = 0,
+    begun: bool = False,
 ) -> Iterator[Any]:
     """The samples or batches of data-parallel ``rank`` and ``worker_id`` this epoch
     (after its own saved progress, if the state holds it, and ``skip`` more samples, which
-    are not read); ``state.position`` counts them as they are handed over."""
-    state.begin_pass(rank, worker_id)  # the epoch set, or the one after the last pass
+    are not read); ``state.position`` counts them as they are handed over. ``begun``: the
+    caller began the pass (``state.begin_pass``) already."""
+    if not begun:
+        state.begin_pass(rank, worker_id)  # the epoch set, or the one after the last pass
     if in_dataloader_worker():
         state.channel.announce(world_size, num_workers, state.epoch)
     else:
