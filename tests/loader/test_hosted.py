@@ -145,3 +145,20 @@ def test_a_dispatched_pass_keeps_its_epoch_while_another_pass_runs(tmp_path: Pat
     ds.set_epoch(0)  # the evaluation's own pass, to its end
     assert ids(hosted_items(ds, hosting, place)) == whole
     assert head + ids(first) == whole  # rank 1's piece still of epoch 0
+
+
+def test_spawned_workers_are_served_as_forked_ones(tmp_path: Path) -> None:
+    """A spawned worker's stack does not reach its DataLoader: the wrapper is read when its
+    copy is pickled. A wrapped pass and then a plain one, each as with forked workers."""
+    data = make_parquet(tmp_path / "d", ROWS, files=5)
+    got = {}
+    for ctx in ("fork", "spawn"):
+        ds = _ds(data, "numpy", rank=0, world_size=R)
+        shard = IterableDatasetShard(ds, batch_size=None, num_processes=R, process_index=0)
+        wrapped = DataLoaderShard(
+            shard, batch_size=None, num_workers=2, multiprocessing_context=ctx
+        )
+        plain = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=ctx)
+        got[ctx] = [[np.asarray(b["id"]).tolist() for b in loader] for loader in (wrapped, plain)]
+    assert got["spawn"] == got["fork"]
+    assert len(got["fork"][0]) == len(got["fork"][1]) == ds.plan(2, R).batches_per_rank

@@ -94,20 +94,23 @@ def detect_hosting(dataset: Any, previous: Hosting | None) -> Hosting | None:
     return _hosting(dataset, _callers(sys._getframe(2)), previous)
 
 
-def pass_hosting(dataset: Any, pickled: Hosting | None, worker: bool) -> Hosting | None:
+def pass_hosting(dataset: Any, last: Hosting | None, worker: bool) -> Hosting | None:
     """The wrapper that started the pass being started now, or ``None`` for a plain
     DataLoader (or loop): the one whose ``__iter__`` is on the stack, read at the pass's
     start in the training process (no DataLoader workers), in a worker forked by that
     ``__iter__`` (a forked process keeps its parent's frames), or when a spawned worker's
-    copy was pickled (``pickled``, in a ``worker`` whose stack does not reach back to its
-    DataLoader). So a dataset served to a wrapper once (an evaluation loop over the
-    training dataset, say) is not served that way to the next plain DataLoader."""
+    copy is pickled there (the ``last`` a wrapper's ``set_epoch`` found, which a ``worker``
+    whose stack does not reach back to its DataLoader keeps). So a dataset served to a
+    wrapper once (an evaluation loop over the training dataset, say) is not served that way
+    to the next plain DataLoader."""
     if "accelerate" not in sys.modules:
         return None
     frame = sys._getframe(1)
     if worker and not _forked(frame):
-        return pickled
-    return _hosting(dataset, _callers(frame, depth=None), None)
+        return last
+    found = _callers(frame, depth=None)
+    hosting = _hosting(dataset, found, None)
+    return last if hosting is None and found else hosting
 
 
 def _forked(frame: FrameType | None) -> bool:
