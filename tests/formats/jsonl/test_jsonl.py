@@ -442,6 +442,10 @@ def test_malformed_json_line_names_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as info:
         fd.read_everything(str(path))
     assert str(path) in str(info.value) and "line 7" in str(info.value)
+    lines[6] = b'{"id": 6, "s": "open\n'
+    _write_lines(path, lines)
+    with pytest.raises(FormatError, match=r"\(Unterminated string starting at column 16\)"):
+        fd.read_everything(str(path))
 
     fmt = get_format("jsonl")
     q = Quarantine()

@@ -133,7 +133,8 @@ def _json_object(text: str, raw: bytes) -> dict[str, Any]:
     try:
         row = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
-        raise _BadRecord(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+        what = exc.msg.removesuffix(" at")  # "Unterminated string starting at"
+        raise _BadRecord(f"malformed JSON ({what} at column {exc.colno})") from None
     except RecursionError:
         raise _BadRecord(f"record nested deeper than {MAX_DEPTH} levels") from None
     if not isinstance(row, dict):
