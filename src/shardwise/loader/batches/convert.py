@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardwise.errors import ConfigError, UnsupportedError
+from shardwise.loader.batches.texts import batch_objects
 
 __all__ = [
     "Padding",
@@ -97,18 +98,12 @@ def column_to_numpy(col: pa.Array) -> np.ndarray:
         if flat is not None:
             return _row_views(flat, _list_offsets(col))
     if pa.types.is_struct(t):  # as numpy batches of the training process make them
-        return _python_objects(col)  # (structs stay Arrow there until each batch is cut)
+        return batch_objects(col)  # (structs stay Arrow there until each batch is cut)
     try:
         return col.to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return _rows_one_by_one(col)
 
-
-def _python_objects(col: pa.Array) -> np.ndarray:
-    """``to_pylist``'s values in an array of objects (nested lists as lists)."""
-    out = np.empty(len(col), dtype=object)
-    out[:] = col.to_pylist()
-    return out
 
 
 def _time_since_midnight(col: pa.Array) -> np.ndarray:

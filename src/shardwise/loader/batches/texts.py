@@ -74,7 +74,8 @@ def large_text(t: pa.DataType) -> pa.DataType:
 
 
 def batch_objects(values: pa.Array) -> np.ndarray:
-    """A batch's strings or binary values as a numpy array of Python objects (None for nulls).
+    """A batch's strings, binary values or structs as a numpy array of Python objects (None
+    for nulls).
 
     Made by ``to_pylist``, not ``to_numpy``: the first ``to_numpy`` of a process imports
     pandas (about 0.3 CPU s, up to a second on a busy machine, all before the first batch of
