@@ -105,7 +105,6 @@ def column_to_numpy(col: pa.Array) -> np.ndarray:
         return _rows_one_by_one(col)
 
 
-
 def _time_since_midnight(col: pa.Array) -> np.ndarray:
     """A time-of-day column as ``timedelta64`` in its unit, as a duration column comes
     (NaT for nulls): the unit stays with the values, which bare counts lost."""
