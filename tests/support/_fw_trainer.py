@@ -8,6 +8,10 @@ FORMATS: batch_formats (``numpy``, ``torch``) or ``samples`` (per sample, the de
 collator), separated by commas. Each mode and format is trained in turn in the same
 processes (a new Trainer each), in OUT/<mode>/<format>. A tiny model of our own (nothing
 downloaded); each rank writes (epoch, ids) per step to OUT/<mode>/<format>/<tag>-<rank>.json.
+
+The environment may change the run: ``FW_WORKERS`` (DataLoader workers, default 2),
+``FW_ACCUM`` (gradient accumulation steps, default 1) and ``FW_CHECKPOINT`` (the checkpoint
+``resume`` continues, default the run's own ``checkpoint-27``).
 """
 
 from __future__ import annotations
@@ -78,7 +82,8 @@ def train(
         save_strategy="steps",
         save_steps=27,
         report_to="none",
-        dataloader_num_workers=2,
+        dataloader_num_workers=int(os.environ.get("FW_WORKERS", "2")),
+        gradient_accumulation_steps=int(os.environ.get("FW_ACCUM", "1")),
         use_cpu=True,
         learning_rate=1e-3,
         logging_strategy="no",
@@ -91,7 +96,8 @@ def train(
 
         trainer = ShardwiseTrainer(model=model, args=args, train_dataset=ds)
     trainer.add_callback(Epochs(model))
-    ckpt = os.path.join(out, "run", "checkpoint-27") if resume else None  # 7 steps into epoch 1
+    own = os.path.join(out, "run", "checkpoint-27")  # 7 steps into epoch 1 (2 processes)
+    ckpt = os.environ.get("FW_CHECKPOINT", own) if resume else None
     trainer.train(resume_from_checkpoint=ckpt)
     tag = "resumed" if resume else mode
     with open(os.path.join(out, f"{tag}-{args.process_index}.json"), "w") as f:

@@ -30,10 +30,11 @@ from typing import Any
 from shardwise._optional import require
 from shardwise.errors import ConfigError
 from shardwise.loader import StreamingDatasetBase
+from shardwise.loader.trainer_hooks import RECORD, continued_counters
 
 __all__ = ["LOADER_STATE", "ShardwiseLoader", "ShardwiseTrainer"]
 
-LOADER_STATE = "shardwise_loader.json"  # the loader's position in a Trainer checkpoint
+LOADER_STATE = RECORD  # the loader's position in a Trainer checkpoint
 
 _torch_data = require("torch.utils.data", "shardwise.integrations.hf")
 
@@ -108,6 +109,7 @@ class ShardwiseTrainer(_transformers.Trainer):  # type: ignore[name-defined]
         super().__init__(*args, **kwargs)
         self._shardwise_resume: dict[str, Any] | None = None
         self._shardwise_loader: ShardwiseLoader | None = None
+        self._shardwise_resumed = False
         self.add_callback(_SaveLoaderState(self))
 
     def get_train_dataloader(self) -> Any:
@@ -129,6 +131,7 @@ class ShardwiseTrainer(_transformers.Trainer):  # type: ignore[name-defined]
                 f"{ds.batch_size}"
             )
         loader = self._shardwise_loader = ShardwiseLoader(ds, **kwargs)
+        self._shardwise_resumed = self._shardwise_resume is not None
         if self._shardwise_resume is not None:
             loader.load_state_dict(self._shardwise_resume)
             self._shardwise_resume = None
@@ -141,11 +144,24 @@ class ShardwiseTrainer(_transformers.Trainer):  # type: ignore[name-defined]
             if path is True:
                 path = _transformers.trainer_utils.get_last_checkpoint(self.args.output_dir)
             with open(os.path.join(path, LOADER_STATE)) as f:
-                self._shardwise_resume = json.load(f)
+                saved = json.load(f)
+            self._shardwise_resume = {k: v for k, v in saved.items() if k != "served"}
             self.args.ignore_data_skip = False  # the Trainer counts the trained batches
             with self._continued():
                 return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def _init_training_state(self, *args: Any) -> Any:
+        """The Trainer's (epochs trained, batches to skip), from the loaded position when it
+        resumes: on another number of processes the checkpoint's global step means another
+        epoch and step, so the loader's saved epoch and its rest decide them."""
+        counters = super()._init_training_state(*args)
+        loader = self._shardwise_loader
+        if loader is None or not self._shardwise_resumed:
+            return counters
+        ds = loader.dataset
+        left = ds.plan(max(1, loader.num_workers)).batches_per_rank
+        return continued_counters(self, ds.state.epoch, left, len(loader))
 
     @contextlib.contextmanager
     def _continued(self) -> Iterator[None]:

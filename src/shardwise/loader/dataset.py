@@ -1,6 +1,5 @@
-"""``StreamingDatasetBase``: exact, equal, deterministic, resumable streaming; made of its
-Ranks, Planner, LoaderState and Reading (:mod:`.parts`). Torch-free: ``StreamingDataset``
-(:mod:`.iterable`) adds torch's ``IterableDataset``, so DALI's source workers skip torch."""
+"""``StreamingDatasetBase``: exact, equal, deterministic, resumable (parts: :mod:`.parts`).
+Torch-free for DALI's source workers: ``StreamingDataset`` (:mod:`.iterable`) adds torch."""
 
 from __future__ import annotations
 
@@ -37,8 +36,9 @@ from shardwise.loader.read.mixed import read_counts
 from shardwise.loader.read.opening import open_index
 from shardwise.loader.shard import shard_items
 from shardwise.loader.stats import epoch_stats, mixing_for
+from shardwise.loader.trainer_hooks import hosting_for
 from shardwise.loader.workers.setup import ring_bytes_for, setup_worker
-from shardwise.loader.wrappers import Hosting, detect_hosting, lightning_epoch, pass_hosting
+from shardwise.loader.wrappers import Hosting, lightning_epoch, pass_hosting
 from shardwise.plan import Plan, Topology
 from shardwise.plan.budget import DEFAULT_SHUFFLE_BYTES
 
@@ -220,7 +220,7 @@ class StreamingDatasetBase:
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (a new order); forgets a resume point of another epoch."""
-        self.hosting = detect_hosting(self, self.hosting)  # accelerate's wrappers call it
+        self.hosting = hosting_for(self, self.hosting)  # accelerate's wrappers call it
         self.state.set_epoch(check_int("epoch", epoch, 0))
         workers = self.num_workers or 1
         # the node cache is filled with this epoch's first units while workers start
@@ -260,7 +260,7 @@ class StreamingDatasetBase:
         under an accelerate wrapper, the items of every rank (see :mod:`.hosted`)."""
         if (epoch := lightning_epoch()) is not None and epoch != self.epoch:
             self.set_epoch(epoch)  # Lightning's epoch, set up (see lightning_epoch)
-        h = self.hosting = detect_hosting(self, self.hosting)
+        h = self.hosting = hosting_for(self, self.hosting)
         return loader_length(self) if h is None else h.length(self.plan(h.workers, h.processes))
 
     # -- iteration ----------------------------------------------------------------------

@@ -21,7 +21,9 @@
 - Resume (accelerate's ``skip_first_batches``, which ``Trainer(resume_from_checkpoint=)``
   uses): the wrapper still draws and discards the first batches; each worker works out
   which of its items those are and serves placeholders for them (a tiny tensor batch, a
-  sample of zeros, ``None``), continuing its piece after them without reading them.
+  sample of zeros, ``None``), continuing its piece after them without reading them. After
+  a resume from a saved position on another topology (:mod:`.trainer_hooks`) the skipped
+  steps stand for no data of the new plan: the placeholders come before its pieces.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from shardwise.loader.placement import Placement
 from shardwise.loader.shard import shard_items
 from shardwise.loader.wrappers import Hosting
 
-__all__ = ["hosted_items"]
+__all__ = ["firsts", "hosted_items"]
 
 
 def hosted_items(ds: Any, hosting: Hosting, placement: Placement) -> Iterator[Any]:
@@ -52,7 +54,7 @@ def hosted_items(ds: Any, hosting: Hosting, placement: Placement) -> Iterator[An
     return _sharded(ds, hosting, placement)
 
 
-def _firsts(items: int, worker: int, workers: int) -> int:
+def firsts(items: int, worker: int, workers: int) -> int:
     """How many of a DataLoader's first ``items`` items its worker ``worker`` made (the
     DataLoader takes them from its workers in turn)."""
     return max(0, -(-(items - worker) // workers))
@@ -62,18 +64,22 @@ def _dispatched(ds: Any, h: Hosting, p: Placement) -> Iterator[Any]:
     """Rank 0's worker ``p.worker_id``: the pieces of every rank, in turn."""
     per_item = h.loader_batch * (h.processes if h.split else 1)  # samples per DataLoader item
     skipped = h.skip_batches * (1 if h.split else h.processes)  # DataLoader items
-    skip = _firsts(skipped, p.worker_id, p.num_workers) * per_item  # samples of this worker
-    fmt = "torch" if ds.batch_format == "numpy" else ds.batch_format
+    skip = firsts(skipped, p.worker_id, p.num_workers) * per_item  # samples of this worker
+    alone = h.processes == 1  # nothing is broadcast
+    fmt = "torch" if ds.batch_format == "numpy" and not alone else ds.batch_format
     placeholder = _sample_placeholder(ds) if h.samples else _tensor_placeholder()
     first = True
     for r in range(h.processes):  # the epoch of every rank's piece, now: another pass over
         ds.state.begin_pass(r, p.worker_id)  # the dataset meanwhile (an evaluation) moves none
+    if _prepends(ds, h):
+        yield from itertools.repeat(placeholder, skip // _unit(ds, h))
+        skip = 0
     for r in range(h.processes):
         n = ds.plan(p.num_workers, h.processes).worker(r, p.worker_id).num_samples
         mine, skip = min(skip, n), max(0, skip - n)
         yield from itertools.repeat(placeholder, mine // _unit(ds, h))
         for item in _piece(ds, h, p, r, mine, fmt, begun=True):
-            if first and not h.samples:
+            if first and not (h.samples or alone):
                 _check_tensors(item, ds)
             first = False
             yield item
@@ -83,17 +89,24 @@ def _sharded(ds: Any, h: Hosting, p: Placement) -> Iterator[Any]:
     """Rank ``h.process_index``'s worker ``p.worker_id``: its own piece at the positions the
     shard keeps, ``None`` at the others."""
     per, r = h.per_process, h.process_index
-    skip_items = _firsts(h.skip_batches, p.worker_id, p.num_workers) * per
+    skip_items = firsts(h.skip_batches, p.worker_id, p.num_workers) * per
     placeholder = _sample_placeholder(ds) if h.samples else None
     items = itertools.chain(
         itertools.repeat(placeholder, skip_items),
-        _piece(ds, h, p, r, skip_items * _unit(ds, h), ds.batch_format),
+        _piece(ds, h, p, r, 0 if _prepends(ds, h) else skip_items * _unit(ds, h), ds.batch_format),
     )
     before, after = [None] * (r * per), [None] * ((h.processes - 1 - r) * per)
     while group := list(itertools.islice(items, per)):
         yield from before
         yield from group
         yield from after
+
+
+def _prepends(ds: Any, h: Hosting) -> bool:
+    """Whether the steps the wrapper skips are placeholders put before the epoch's rest: a
+    resume from a saved position on another topology (:mod:`.trainer_record`), not the
+    trained steps themselves."""
+    return h.skip_batches > 0 and ds.state.prepended == (ds.state.epoch, h.skip_batches)
 
 
 def _unit(ds: Any, h: Hosting) -> int:

@@ -52,6 +52,9 @@ class LoaderState(Passes):
     _digest: str | None = None
     blocks: int = 1
     first_window: str | None = "auto"
+    # (epoch, steps): a wrapper skipping these steps of this epoch gets placeholders before
+    # the epoch's rest (a resume on another topology, see .trainer_hooks)
+    prepended: tuple[int, int] | None = None
 
     def copy(self) -> LoaderState:
         """A copy of its own (a copied dataset moves on apart from the original)."""
@@ -134,6 +137,10 @@ class LoaderState(Passes):
             )
         resumes = [r.to_dict() for r in p.resume(consumed_batches).resumes]
         return self._saved(planner, resumes=resumes)
+
+    def saved_at(self, planner: Planner, resumes: list[Resume]) -> dict[str, Any]:
+        """The state of this epoch interrupted at ``resumes`` (the last one's position)."""
+        return self._saved(planner, resumes=[r.to_dict() for r in resumes])
 
     def _saved(self, planner: Planner, **fields: Any) -> dict[str, Any]:
         state = {

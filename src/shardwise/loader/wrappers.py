@@ -23,7 +23,8 @@ and ``dataset``; it is tested with the version pinned in constraints.txt. One ch
 made to accelerate's object: an ``IterableDatasetShard`` over a batched dataset
 (``DataLoader(batch_size=None)``) has ``batch_size=None``, on which accelerate itself fails
 (``None * num_processes``); it is set to 1 (each item is a whole batch). A wrapper over a
-single process is exact as it is and is not recognised.
+single process is served too (its skipped batches are placeholders, not read), the
+dispatcher's batches as the dataset makes them.
 """
 
 from __future__ import annotations
@@ -164,12 +165,12 @@ def _name(wrapper: Any) -> str:
 def _dispatched(dataset: Any, wrapper: Any) -> Hosting | None:
     state = wrapper.state
     processes, split = int(state.num_processes), bool(wrapper.split_batches)
-    if processes <= 1:
-        return None
+    if wrapper.dataset is not dataset and processes <= 1:
+        return None  # one process takes what it is given: nothing to serve
     _check_inner(dataset, wrapper.dataset, wrapper)
-    if getattr(wrapper, "submesh_tp", None) is not None:
+    if getattr(wrapper, "submesh_tp", None) is not None and processes > 1:
         _refuse(wrapper, "with a tensor-parallel device mesh it gives every rank the same batch")
-    if dataset.batch_format is not None and dataset.pad_to == "longest":
+    if dataset.batch_format is not None and dataset.pad_to == "longest" and processes > 1:
         _refuse(
             wrapper,
             'it concatenates the batches of a step, which pad_to="longest" makes of different '

@@ -84,6 +84,12 @@ class CanonicalPlan:
                 f"canonical_workers={c} must be a multiple of world_size*num_workers = {t.slots}"
             )
         for r in self.resumes:
+            if r.done is not None:
+                raise PlanError(
+                    "canonical_workers continues an epoch from its global step, and this state "
+                    "records the ranks' pieces taken out of lockstep (HF Accelerate's "
+                    "dispatcher); resume it on the topology that saved it"
+                )
             if r.topology.world_size * r.topology.batch_size != self.global_batch:
                 raise PlanError(
                     f"canonical_workers keeps the global batch: it was "

@@ -105,7 +105,7 @@ class EpochPlan:
         self.stream: Stream | PartedStream = self._own
         for i, r in enumerate(self.resumes):
             last = i == len(self.resumes) - 1
-            if last and r.topology == self.topology and not elastic:
+            if last and r.topology == self.topology and not elastic and r.done is None:
                 self._cut()
                 self._check(r, self.pieces)
                 self._continued = r.consumed_batches  # continue exactly: workers skip
@@ -129,7 +129,13 @@ class EpochPlan:
         return unit_stream(self.counts, order)
 
     def _check(self, r: Resume, pieces: Cut) -> None:
-        have = pieces.samples_per_worker // r.topology.batch_size * r.topology.num_workers
+        per_worker = pieces.samples_per_worker // r.topology.batch_size
+        if r.done is not None and max(r.done, default=0) > per_worker:
+            raise PlanError(
+                f"the state says a worker delivered {max(r.done)} batches, but this epoch "
+                f"gives each only {per_worker}"
+            )
+        have = per_worker * r.topology.num_workers
         if r.consumed_batches > have:
             raise PlanError(
                 f"the state says {r.consumed_batches} batches per rank were consumed, but this "
@@ -143,8 +149,7 @@ class EpochPlan:
         pieces = cut(stream.size, t, fresh=self.generation == 0)
         self._check(r, pieces)
         per = pieces.samples_per_worker
-        first = np.arange(t.slots, dtype=np.int64) % t.num_workers  # delivered(), for every slot
-        done = np.maximum(0, -(-(r.consumed_batches - first) // t.num_workers)) * t.batch_size
+        done = np.array([r.delivered(s) for s in range(t.slots)], dtype=np.int64) * t.batch_size
         orders = _Orders(self)  # this generation's seeds: the parts are built later
 
         def left(slot: int) -> list[Segment]:

@@ -99,15 +99,20 @@ class StratifiedPlan:
         # reports its own instead)
         self.num_left_out, self.num_padded = mixing.rounding(self.counts, tops[0])
         for i, r in enumerate(self.resumes):
-            if r.consumed_batches > self.stretch.batches:
-                raise PlanError(
-                    f"the state says {r.consumed_batches} batches per rank were consumed, "
-                    f"but this epoch has only {self.stretch.batches}"
-                )
-            if i == len(self.resumes) - 1 and r.topology == topology:
+            self._check(r)
+            if i == len(self.resumes) - 1 and r.topology == topology and r.done is None:
                 self._continued, self._continuation = r.consumed_batches, True
             else:
-                self.stretch = self._elastic(r.consumed_batches, tops[i + 1], i + 1)
+                self.stretch = self._elastic(r, tops[i + 1], i + 1)
+
+    def _check(self, r: Resume) -> None:
+        per_worker = self.stretch.batches // r.topology.num_workers
+        if r.consumed_batches > self.stretch.batches or max(r.done or [0]) > per_worker:
+            raise PlanError(
+                f"the state says more batches were consumed ({r.consumed_batches} per rank, "
+                f"{max(r.done or [0])} of one worker) than this epoch has "
+                f"({self.stretch.batches} per rank)"
+            )
 
     # -- building -------------------------------------------------------------------
     def _orders(self, generation: int) -> list[SourceOrders]:
@@ -147,10 +152,10 @@ class StratifiedPlan:
             segs, t, seed=self.seed, epoch=self.epoch, shuffle=self.shuffle, salt=source + 1
         )
 
-    def _elastic(self, consumed: int, t: Topology, generation: int) -> Stretch:
-        """The stretch on ``t`` of what the current one had not delivered after ``consumed``."""
+    def _elastic(self, r: Resume, t: Topology, generation: int) -> Stretch:
+        """The stretch on ``t`` of what the current one had not delivered at ``r``."""
         old = self.stretch
-        parts = old.remaining(consumed)
+        parts = old.remaining(r)
         streams: list[SourceStream] = [
             old.left_stream(s, left, done) for s, (left, done) in enumerate(parts)
         ]

@@ -17,11 +17,10 @@ from typing import Protocol
 import numpy as np
 
 from shardwise.plan.compose import ComposedWorker
-from shardwise.plan.cut import delivered
 from shardwise.plan.grid_split import grid_planned
 from shardwise.plan.quota import planned
 from shardwise.plan.segments import PartedStream, Segment, Stream
-from shardwise.plan.topology import Topology
+from shardwise.plan.topology import Resume, Topology
 from shardwise.plan.worker_share import WorkerPlan
 
 __all__ = ["SourceOrders", "Stretch", "compose_counts"]
@@ -108,13 +107,13 @@ class Stretch:
         parts = [self.source_worker(slot, s) for s in range(len(self.streams))]
         return compose_counts(slot, [_flat(p) for p in parts], self.slot_counts(slot))
 
-    def remaining(self, consumed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per source: what each slot had not delivered after its rank consumed ``consumed``
-        batches, as (samples left per slot, samples delivered per slot)."""
+    def remaining(self, at: Resume) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per source: what each slot had not delivered at the interruption ``at``, as
+        (samples left per slot, samples delivered per slot)."""
         t = self.topology
         done = np.zeros_like(self.pieces)
         for slot in range(t.slots):
-            d = delivered(slot, consumed, t.num_workers)
+            d = at.delivered(slot)
             done[slot] = self.slot_counts(slot)[:d].sum(axis=0)
         return [(self.pieces[:, s] - done[:, s], done[:, s]) for s in range(len(self.streams))]
 
