@@ -31,8 +31,10 @@ from shardwise._optional import require
 from shardwise.errors import ConfigError
 from shardwise.loader import StreamingDatasetBase
 from shardwise.loader.trainer_hooks import RECORD, continued_counters
+from shardwise.loader.wrapper_position import same_course
+from shardwise.loader.wrappers import hosting_of
 
-__all__ = ["LOADER_STATE", "ShardwiseLoader", "ShardwiseTrainer"]
+__all__ = ["LOADER_STATE", "ShardwiseLoader", "ShardwiseTrainer", "continue_epoch"]
 
 LOADER_STATE = RECORD  # the loader's position in a Trainer checkpoint
 
@@ -91,6 +93,37 @@ class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
         """Continue from :meth:`state_dict` (before iterating)."""
         self.dataset.load_state_dict(state)
         self._yielded = 0
+
+
+def continue_epoch(loader: Any, position: dict[str, Any]) -> tuple[Any, int]:
+    """Continue an epoch of a dataloader ``accelerator.prepare`` returned, from
+    ``ds.state_dict(consumed_batches=...)`` saved in it (on this or another number of
+    processes and DataLoader workers); call it after ``loader.set_epoch(epoch)``.
+
+    Returns:
+        (the batches to iterate, the epoch's steps they start after): on the topology that
+        saved the position, accelerate's ``skip_first_batches`` over the trained steps (the
+        order of an uninterrupted run, counted from the epoch's start); on another, the
+        loader itself after the dataset loaded the position (the epoch's rest, cut again
+        for this topology, counted from there).
+
+    Raises:
+        ConfigError: ``loader`` is not over a ``StreamingDataset``.
+    """
+    ds, hosting = hosting_of(loader)
+    if not isinstance(ds, StreamingDatasetBase):
+        raise ConfigError(f"continue_epoch takes a loader over a StreamingDataset, got {ds!r}")
+    skip = position.get("skip") if isinstance(position, dict) else None
+    epoch = ds.state.epoch
+    if (
+        hosting is not None
+        and isinstance(skip, int)
+        and same_course(position, hosting, epoch, skip)
+    ):
+        accelerate = require("accelerate", "shardwise.integrations.hf.continue_epoch")
+        return (accelerate.skip_first_batches(loader, skip) if skip else loader), skip
+    ds.load_state_dict(position)
+    return loader, 0
 
 
 _transformers = require("transformers", "shardwise.integrations.hf.ShardwiseTrainer")

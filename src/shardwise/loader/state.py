@@ -55,6 +55,7 @@ class LoaderState(Passes):
     # (epoch, steps): a wrapper skipping these steps of this epoch gets placeholders before
     # the epoch's rest (a resume on another topology, see .trainer_hooks)
     prepended: tuple[int, int] | None = None
+    hosted_at: float = 0.0  # when an accelerate wrapper last started a pass (time.time())
 
     def copy(self) -> LoaderState:
         """A copy of its own (a copied dataset moves on apart from the original)."""
