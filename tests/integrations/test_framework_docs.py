@@ -7,8 +7,8 @@ On the pages whose scripts train a model with torch's DDP (every page but DALI's
 PyTorch's, whose scripts assert their own promises), the ids each rank's model trains on
 are recorded from outside the script (``support/steps/sitecustomize.py``): both epochs are
 exact, and the resumed run trains on exactly what the first run trained on after step 27.
-The plain HF Trainer and Accelerate pages' scripts resume once more from their checkpoint on
-one process: the rest of epoch 1, every sample once."""
+The plain HF Trainer's, Accelerate's and Lightning's first scripts resume once more from
+their checkpoint on one process: the rest of epoch 1, every sample once."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ PAGES = {
     "pytorch.md": [("train.py", None), ("stateful.py", None)],  # each asserts its own promise
 }
 RECORDED = {"hf.md", "accelerate.md", "lightning.md", "ray-train.md", "device-mesh.md"}
-# the plain paths, resumed once more on 1 process from the same checkpoint
-ELSEWHERE = {("hf.md", "train.py"), ("accelerate.md", "train.py")}
+# resumed once more on 1 process from the same checkpoint (Lightning's script with devices=1)
+ELSEWHERE = {("hf.md", "train.py"), ("accelerate.md", "train.py"), ("lightning.md", "train.py")}
 
 
 def test_every_page_is_tested() -> None:
@@ -133,7 +133,9 @@ def test_page_runs_two_epochs_and_resumes(tmp_path: Path, page: str) -> None:
             _check_recorded(steps[0], steps[1], f"{page} {name}")
         if (page, name) in ELSEWHERE and steps[0] is not None:
             shutil.rmtree(last, ignore_errors=True)
-            _launch(script, tmp_path, tmp_path / f"steps-{name}-1proc", nproc=1)
+            one = tmp_path / f"one-{name}"
+            one.write_text(code.replace("devices=2", "devices=1"))
+            _launch(one, tmp_path, tmp_path / f"steps-{name}-1proc", nproc=1)
             _check_elsewhere(steps[0], tmp_path / f"steps-{name}-1proc", f"{page} {name}")
 
 
