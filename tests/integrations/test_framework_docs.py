@@ -6,7 +6,9 @@ run saves a checkpoint mid-epoch 1, and a second run resumes from it and finishe
 On the pages whose scripts train a model with torch's DDP (every page but DALI's and plain
 PyTorch's, whose scripts assert their own promises), the ids each rank's model trains on
 are recorded from outside the script (``support/steps/sitecustomize.py``): both epochs are
-exact, and the resumed run trains on exactly what the first run trained on after step 27."""
+exact, and the resumed run trains on exactly what the first run trained on after step 27.
+The plain HF Trainer's, Accelerate's and Lightning's first scripts resume once more from
+their checkpoint on one process: the rest of epoch 1, every sample once."""
 
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ PAGES = {
     "pytorch.md": [("train.py", None), ("stateful.py", None)],  # each asserts its own promise
 }
 RECORDED = {"hf.md", "accelerate.md", "lightning.md", "ray-train.md", "device-mesh.md"}
+# resumed once more on 1 process from the same checkpoint (Lightning's script with devices=1)
+ELSEWHERE = {("hf.md", "train.py"), ("accelerate.md", "train.py"), ("lightning.md", "train.py")}
 
 
 def test_every_page_is_tested() -> None:
@@ -52,8 +56,9 @@ def test_every_page_is_tested() -> None:
         assert len(BLOCK.findall((DOCS / page).read_text())) == len(scripts), page
 
 
-def _launch(script: Path, cwd: Path, steps: Path | None) -> None:
-    """Run ``script`` as its first line says; with ``steps``, record each rank's steps there."""
+def _launch(script: Path, cwd: Path, steps: Path | None, nproc: int = 2) -> None:
+    """Run ``script`` as its first line says (torchrun: on ``nproc`` processes); with
+    ``steps``, record each rank's steps there."""
     env: dict[str, str] = {}
     if steps is not None:
         steps.mkdir()
@@ -63,7 +68,7 @@ def _launch(script: Path, cwd: Path, steps: Path | None) -> None:
     if "torchrun" in first:
         rdzv = ["--master_addr=127.0.0.1", f"--master_port={free_port()}"]
         run(
-            ["-m", "torch.distributed.run", "--nproc_per_node=2", *rdzv, str(script)],
+            ["-m", "torch.distributed.run", f"--nproc_per_node={nproc}", *rdzv, str(script)],
             env=env,
             cwd=cwd,
         )
@@ -126,6 +131,26 @@ def test_page_runs_two_epochs_and_resumes(tmp_path: Path, page: str) -> None:
             assert epoch == 2.0, f"{name}: the last checkpoint says epoch {epoch}"
         if steps[0] is not None and steps[1] is not None:
             _check_recorded(steps[0], steps[1], f"{page} {name}")
+        if (page, name) in ELSEWHERE and steps[0] is not None:
+            shutil.rmtree(last, ignore_errors=True)
+            one = tmp_path / f"one-{name}"
+            one.write_text(code.replace("devices=2", "devices=1"))
+            _launch(one, tmp_path, tmp_path / f"steps-{name}-1proc", nproc=1)
+            _check_elsewhere(steps[0], tmp_path / f"steps-{name}-1proc", f"{page} {name}")
+
+
+def _check_elsewhere(full_steps: Path, resumed_steps: Path, what: str) -> None:
+    """The resume on one process trains epoch 1's rest: every sample the checkpoint had
+    not trained once, none it had, at most a batch per worker short of it (the rest is
+    cut again in whole batches: 1 process x 2 workers x 10)."""
+    full = _recorded(full_steps)
+    per_epoch = len(full[0]) // 2
+    before = [i for rank in full for ids in rank[per_epoch:AT_STEP] for i in ids]
+    after = [i for ids in _recorded(resumed_steps, ranks=1)[0] for i in ids]
+    epoch = {i for rank in full for ids in rank[per_epoch:] for i in ids}
+    trained = before + after
+    assert len(trained) == len(set(trained)), f"{what}: {len(trained) - len(set(trained))} twice"
+    assert set(trained) <= epoch and len(epoch) - len(trained) < 20, (what, len(trained))
 
 
 def _write_steps(d: Path, ranks: list[list[list[int]]]) -> Path:

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from torchdata.stateful_dataloader import StatefulDataLoader
 
+from shardwise.errors import PlanError
 from shardwise.loader import StreamingDataset
 
 ROWS = 1500
@@ -100,3 +101,23 @@ def test_stateful_dataloader_resumes_mixed_sources_exactly(
     resumed = make()
     resumed.load_state_dict(state)
     assert before + [i for b in resumed for i in _ids(b)] == full
+
+
+def test_a_workers_position_on_another_number_of_ranks_is_refused_by_name(data: Path) -> None:
+    """Lightning saves rank 0's StatefulDataLoader state; on another number of ranks a
+    worker's own count does not say what the others consumed: a PlanError, not a replay."""
+
+    def make(world: int) -> Any:
+        ds = StreamingDataset(str(data), batch_size=10, seed=5, rank=0, world_size=world)
+        return StatefulDataLoader(ds, batch_size=10, num_workers=0)
+
+    loader = make(2)
+    it = iter(loader)
+    for _ in range(5):
+        next(it)
+    state = loader.state_dict()
+    del it
+    resumed = make(1)
+    resumed.load_state_dict(state)
+    with pytest.raises(PlanError, match="saved on 2 ranks x 1 workers: it continues on that"):
+        next(iter(resumed))

@@ -6,12 +6,12 @@ exact too (the dataset recognises Accelerate's wrappers and serves them, see
 whole epoch and broadcasts it, and a resume steps through the trained batches. Better for
 large jobs:
 
-- :class:`ShardwiseLoader`: a ``torch.utils.data.DataLoader`` over a ``StreamingDataset`` that
-  ``accelerator.prepare`` returns as it is (it carries accelerate's own "already prepared"
-  mark, ``_is_accelerate_prepared``, read by accelerate 1.x and tested with the pinned
-  version). It counts the batches it hands out, so ``state_dict()`` is the dataset's exact
-  position; ``accelerator.register_for_checkpointing(loader)`` puts it into
+- :class:`ShardwiseLoader` (from :mod:`shardwise.integrations.loader`, which needs no
+  transformers): a ``torch.utils.data.DataLoader`` over a ``StreamingDataset`` that
+  ``accelerator.prepare`` returns as it is and whose ``state_dict()`` is the dataset's
+  exact position; ``accelerator.register_for_checkpointing(loader)`` puts it into
   ``save_state`` / ``load_state``, and a resume continues the epoch without replaying it.
+  :func:`~shardwise.integrations.loader.continue_epoch` resumes a prepared plain loader.
 - :class:`ShardwiseTrainer`: a ``transformers.Trainer`` whose training dataloader is a
   :class:`ShardwiseLoader` over its ``train_dataset`` (batched datasets as they are,
   per-sample ones with the Trainer's collator), which saves the loader's position into every
@@ -29,69 +29,13 @@ from typing import Any
 
 from shardwise._optional import require
 from shardwise.errors import ConfigError
+from shardwise.integrations.loader import ShardwiseLoader, continue_epoch
 from shardwise.loader import StreamingDatasetBase
 from shardwise.loader.trainer_hooks import RECORD, continued_counters
 
-__all__ = ["LOADER_STATE", "ShardwiseLoader", "ShardwiseTrainer"]
+__all__ = ["LOADER_STATE", "ShardwiseLoader", "ShardwiseTrainer", "continue_epoch"]
 
 LOADER_STATE = RECORD  # the loader's position in a Trainer checkpoint
-
-_torch_data = require("torch.utils.data", "shardwise.integrations.hf")
-
-
-class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
-    """A DataLoader that keeps the dataset's exact split and knows its position.
-
-    Args:
-        dataset: a ``StreamingDataset``.
-        **kwargs: ``DataLoader`` arguments. ``batch_size`` defaults to ``None`` for a batched
-            dataset (``batch_format=``) and to the dataset's ``batch_size`` per sample (give
-            a ``collate_fn`` there, e.g. a Trainer's data collator).
-    """
-
-    _is_accelerate_prepared = True  # accelerator.prepare returns it unchanged (accelerate 1.x)
-
-    def __init__(self, dataset: Any, **kwargs: Any) -> None:
-        if not isinstance(dataset, StreamingDatasetBase):
-            raise ConfigError(f"ShardwiseLoader streams a StreamingDataset, got {type(dataset)}")
-        batched = dataset.batch_format is not None
-        kwargs.setdefault("batch_size", None if batched else dataset.batch_size)
-        if kwargs["batch_size"] != (None if batched else dataset.batch_size):
-            raise ConfigError(
-                f"batch_size must be {None if batched else dataset.batch_size} for this dataset "
-                f"(batch_format={dataset.batch_format!r}), got {kwargs['batch_size']}"
-            )
-        super().__init__(dataset, **kwargs)
-        self._yielded = 0  # batches handed out in the current pass
-
-    def __iter__(self) -> Iterator[Any]:
-        self._yielded = 0
-        for batch in super().__iter__():
-            self._yielded += 1
-            yield batch
-
-    def __len__(self) -> int:
-        """Batches per rank of a whole epoch (a Trainer counts its steps per epoch with it;
-        a resumed epoch yields only its rest)."""
-        ds = self.dataset
-        plan = ds.planner.plan(ds.epoch, [], max(1, self.num_workers), None)
-        return int(plan.batches_per_rank)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch`` (a resumed epoch keeps its resume point); a state taken
-        before its first batch is its start."""
-        self.dataset.set_epoch(epoch)
-        self._yielded = 0
-
-    def state_dict(self) -> dict[str, Any]:
-        """The dataset's position after the batches handed out in the current pass."""
-        return self.dataset.state_dict(consumed_batches=self._yielded)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from :meth:`state_dict` (before iterating)."""
-        self.dataset.load_state_dict(state)
-        self._yielded = 0
-
 
 _transformers = require("transformers", "shardwise.integrations.hf.ShardwiseTrainer")
 

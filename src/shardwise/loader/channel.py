@@ -58,6 +58,7 @@ class Seen:
     num_workers: int
     at: float
     epoch: int | None = None  # the epoch that pass streamed (None: not reported)
+    hosted: bool = False  # served to an accelerate wrapper (see .hosted)
 
 
 def consumer(
@@ -99,18 +100,22 @@ class TopologyChannel:
         sweep_once(root)
         return cls(os.path.join(root, channel_name(uuid.uuid4().hex)))
 
-    def announce(self, world_size: int, num_workers: int, epoch: int | None = None) -> None:
-        """Record the topology (and epoch) of the workers iterating now (atomic; last writer
-        wins)."""
+    def announce(
+        self, world_size: int, num_workers: int, epoch: int | None = None, hosted: bool = False
+    ) -> None:
+        """Record the topology (and epoch) of the workers iterating now, and whether they
+        serve an accelerate wrapper (atomic; last writer wins)."""
         seen = {"world_size": world_size, "num_workers": num_workers, "at": time.time()}
-        _write(self.path, seen if epoch is None else seen | {"epoch": epoch})
+        seen |= {"hosted": hosted} if epoch is None else {"epoch": epoch, "hosted": hosted}
+        _write(self.path, seen)
 
     def read(self) -> Seen | None:
         try:
             with open(self.path) as f:
                 d = json.load(f)
             epoch = None if d.get("epoch") is None else int(d["epoch"])
-            return Seen(int(d["world_size"]), int(d["num_workers"]), float(d["at"]), epoch)
+            hosted = bool(d.get("hosted", False))
+            return Seen(int(d["world_size"]), int(d["num_workers"]), float(d["at"]), epoch, hosted)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 

@@ -38,6 +38,7 @@ from shardwise.loader.shard import shard_items
 from shardwise.loader.stats import epoch_stats, mixing_for
 from shardwise.loader.trainer_hooks import hosting_for
 from shardwise.loader.workers.setup import ring_bytes_for, setup_worker
+from shardwise.loader.wrapper_position import position_of
 from shardwise.loader.wrappers import Hosting, lightning_epoch, pass_hosting
 from shardwise.plan import Plan, Topology
 from shardwise.plan.budget import DEFAULT_SHUFFLE_BYTES
@@ -230,13 +231,13 @@ class StreamingDatasetBase:
     def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
         """The position after ``consumed_batches`` batches of this rank in this epoch.
 
-        Counted from the start of the epoch, or from the loaded state's position when the
-        epoch was resumed. Every rank saves the same state (ranks advance together).
+        Counted from the epoch's start (or a loaded position), in an accelerate wrapper's
+        steps if one served the pass. Every rank saves the same state (ranks advance together).
         Without ``consumed_batches`` (as torchdata's ``StatefulDataLoader`` calls it, in
         each worker), the state is this worker's own position: the samples its current
         iteration yielded.
         """
-        return self.state.state_dict(self.planner, consumed_batches)
+        return position_of(self, consumed_batches)  # a wrapper's, after a pass it was served
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a saved position, on this or another topology (elastic resume)."""

@@ -104,7 +104,7 @@ def _sharded(ds: Any, h: Hosting, p: Placement) -> Iterator[Any]:
 
 def _prepends(ds: Any, h: Hosting) -> bool:
     """Whether the steps the wrapper skips are placeholders put before the epoch's rest: a
-    resume from a saved position on another topology (:mod:`.trainer_record`), not the
+    resume from a saved position on another topology (:mod:`.wrapper_position`), not the
     trained steps themselves."""
     return h.skip_batches > 0 and ds.state.prepended == (ds.state.epoch, h.skip_batches)
 
@@ -122,7 +122,7 @@ def _piece(
     batched format."""
     reading = replace(ds.reading, memory=ds._memory, batch_format=fmt)
     where = (rank, h.processes, p.worker_id, p.num_workers)
-    items = shard_items(ds.state, ds.planner, reading, *where, skip, begun)
+    items = shard_items(ds.state, ds.planner, reading, *where, skip, begun, hosted=True)
     if not h.samples or ds.batch_format is None:
         return items
     return ({k: v[i] for k, v in batch.items()} for batch in items for i in range(ds.batch_size))

@@ -38,17 +38,19 @@ def shard_items(
     num_workers: int,
     skip: int = 0,
     begun: bool = False,
+    hosted: bool = False,
 ) -> Iterator[Any]:
     """The samples or batches of data-parallel ``rank`` and ``worker_id`` this epoch
     (after its own saved progress, if the state holds it, and ``skip`` more samples, which
     are not read); ``state.position`` counts them as they are handed over. ``begun``: the
-    caller began the pass (``state.begin_pass``) already."""
+    caller began the pass (``state.begin_pass``) already; ``hosted``: it serves an
+    accelerate wrapper."""
     if not begun:
         state.begin_pass(rank, worker_id)  # the epoch set, or the one after the last pass
     if in_dataloader_worker():
-        state.channel.announce(world_size, num_workers, state.epoch)
+        state.channel.announce(world_size, num_workers, state.epoch, hosted)
     else:
-        state.seen = Seen(world_size, num_workers, time.time(), state.epoch)
+        state.seen = Seen(world_size, num_workers, time.time(), state.epoch, hosted)
     wp = state.plan(planner, num_workers, world_size).worker(rank, worker_id)
     reading = reading_for(reading, state.counts, state.epoch_blocks())
     here = state.start_at(wp, Position(state.epoch, rank, world_size, worker_id, num_workers))

@@ -55,6 +55,7 @@ class LoaderState(Passes):
     # (epoch, steps): a wrapper skipping these steps of this epoch gets placeholders before
     # the epoch's rest (a resume on another topology, see .trainer_hooks)
     prepended: tuple[int, int] | None = None
+    hosted_at: float = 0.0  # when an accelerate wrapper last started a pass (time.time())
 
     def copy(self) -> LoaderState:
         """A copy of its own (a copied dataset moves on apart from the original)."""
@@ -89,7 +90,14 @@ class LoaderState(Passes):
         it is this worker's, or the same worker's of another rank (``wp`` then skips it), else
         at its start. Ranks advance in lockstep over equal worker pieces, so one rank's
         position is every rank's: frameworks that checkpoint on rank 0 alone (Lightning, HF)
-        resume every rank from it."""
+        resume every rank from it.
+
+        Raises:
+            PlanError: the resume point is a worker's of this epoch on another number of
+                ranks or workers (it says how much that worker yielded, not what the others
+                did, so it cannot be continued elsewhere).
+        """
+        _check_topology(self.resume_at, here)
         if self.resume_at is not None and _same_worker(self.resume_at, here):
             done = min(self.resume_at.samples, wp.num_samples)
             wp.skip, wp.num_samples = wp.skip + done, wp.num_samples - done
@@ -225,6 +233,21 @@ class LoaderState(Passes):
             )
         check_kind(self.first_window, self.blocks, blocks)
         return blocks
+
+
+def _check_topology(saved: Position | None, here: Position) -> None:
+    if saved is None or saved.epoch != here.epoch:
+        return
+    was, now = (saved.world_size, saved.num_workers), (here.world_size, here.num_workers)
+    if was != now:
+        raise PlanError(
+            f"this state is one DataLoader worker's own position in epoch {saved.epoch} "
+            f"(torchdata's StatefulDataLoader saves these, and Lightning with it), saved on "
+            f"{was[0]} ranks x {was[1]} workers: it continues on that topology only, and "
+            f"this pass runs on {now[0]} x {now[1]}. To resume on another number of ranks "
+            "or workers, save ds.state_dict(consumed_batches=...) in the training process "
+            "(an elastic state; see docs/concepts/resume.md)"
+        )
 
 
 def _same_worker(saved: Position, here: Position) -> bool:

@@ -10,7 +10,7 @@ number of processes even the epoch differs. So:
 - the dataset, asked its length or set an epoch by accelerate's wrapper in the training
   process, looks for a ``transformers.Trainer`` training on it. Finding one, it adds a
   callback to it (:func:`attend`). The callback counts the trained batches of each
-  training pass and writes the dataset's position (:func:`~.trainer_record.pass_state`)
+  training pass and writes the dataset's position (:func:`~.wrapper_position.pass_state`)
   into every checkpoint (``shardwise_loader.json``, the file ``ShardwiseTrainer`` writes);
 - a resume from a checkpoint whose record names another topology loads that position.
   The Trainer's epoch is then the record's, and its skip is the new topology's steps of
@@ -37,7 +37,7 @@ from typing import Any
 
 from shardwise.errors import FormatError
 from shardwise.loader.placement import in_dataloader_worker
-from shardwise.loader.trainer_record import pass_state, served
+from shardwise.loader.wrapper_position import hosted_now, same_course, wrapper_state
 from shardwise.loader.wrappers import Hosting, detect_hosting
 
 __all__ = ["RECORD", "attend", "continued_counters", "hosting_for"]
@@ -50,7 +50,8 @@ def hosting_for(ds: Any, previous: Hosting | None) -> Hosting | None:
     """:func:`~.wrappers.detect_hosting` for the dataset's ``set_epoch`` and ``__len__``,
     joining the Trainer that trains on it through that wrapper, if one does."""
     hosting = detect_hosting(ds, previous)
-    if hosting is not None:
+    if hosting is not None and hosting is not previous:  # a wrapper calls now
+        hosted_now(ds.state)
         attend(ds, hosting)
     return hosting
 
@@ -132,10 +133,8 @@ def _callback_type() -> type:
 
 def _write(record: Any, args: Any, trainer_state: Any) -> None:
     h, ds = record.hosting, record.ds
-    state = record.state or ds.state
-    prepended = h.skip_batches if state.prepended == (state.epoch, h.skip_batches) else 0
-    view = _Frozen(ds, state)
-    position = pass_state(view, h, h.skip_batches + record.trained, prepended)
+    view = _Frozen(ds, record.state or ds.state)
+    position = wrapper_state(view, h, h.skip_batches + record.trained)
     prefix = sys.modules["transformers.trainer_utils"].PREFIX_CHECKPOINT_DIR
     folder = os.path.join(args.output_dir, f"{prefix}-{trainer_state.global_step}")
     tmp = os.path.join(folder, RECORD + ".tmp")
@@ -177,7 +176,7 @@ def _resumed(trainer: Any, record: Any, checkpoint: str, counters: Any) -> tuple
     except (OSError, ValueError) as exc:
         raise FormatError(f"{path}: not a loader position shardwise wrote ({exc})") from exc
     h: Hosting = record.hosting
-    if not isinstance(saved, dict) or saved.get("served") == served(h):
+    if not isinstance(saved, dict) or same_course(saved, h, *counters):
         return tuple(counters)  # the Trainer's skip is exact
     ds = record.ds
     ds.load_state_dict({k: v for k, v in saved.items() if k != "served"})

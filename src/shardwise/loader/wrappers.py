@@ -37,7 +37,7 @@ from typing import Any
 
 from shardwise.errors import ConfigError
 
-__all__ = ["Hosting", "detect_hosting", "lightning_epoch", "pass_hosting"]
+__all__ = ["Hosting", "detect_hosting", "hosting_of", "lightning_epoch", "pass_hosting"]
 
 _DISPATCHER, _SHARD, _LOADER = "DataLoaderDispatcher", "IterableDatasetShard", "DataLoaderShard"
 _WRAPPERS = (_DISPATCHER, _SHARD, _LOADER)
@@ -93,6 +93,19 @@ def detect_hosting(dataset: Any, previous: Hosting | None) -> Hosting | None:
     if "accelerate" not in sys.modules:
         return previous
     return _hosting(dataset, _callers(sys._getframe(2)), previous)
+
+
+def hosting_of(loader: Any) -> tuple[Any, Hosting | None]:
+    """(the dataset, how it is served) of a dataloader ``accelerator.prepare`` returned:
+    ``None`` for one it returned as it was."""
+    cls = type(loader)
+    ours = cls.__module__.startswith("accelerate.")
+    if ours and cls.__name__ == _DISPATCHER:
+        return loader.dataset, _dispatched(loader.dataset, loader)
+    shard: Any = getattr(loader, "dataset", None)
+    if ours and cls.__name__ == _LOADER and type(shard).__name__ == _SHARD:
+        return shard.dataset, _sharded(shard.dataset, shard, 0, loader.num_workers or 0)
+    return shard, None
 
 
 def pass_hosting(dataset: Any, last: Hosting | None, worker: bool) -> Hosting | None:

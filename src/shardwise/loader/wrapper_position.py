@@ -13,17 +13,50 @@ A wrapper resuming with accelerate's ``skip_first_batches`` draws and drops its 
 steps. Served as they are (the same topology), those steps are the trained ones, and
 placeholders stand in for them. After a resume from a saved state (another topology) the
 skipped steps are placeholders put before the epoch's rest (``prepended``).
+
+``ds.state_dict(consumed_batches=k)`` is this position when the dataset's latest pass in
+this process was served to a wrapper (:func:`position_of`): ``k`` counts the wrapper's
+steps (each rank's batches) of the pass, from the epoch's start, or from a loaded state's
+position.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from shardwise.errors import PlanError
 from shardwise.loader.hosted import firsts
 from shardwise.loader.wrappers import Hosting
 from shardwise.plan import Resume
 
-__all__ = ["pass_state", "served"]
+__all__ = ["hosted_now", "pass_state", "position_of", "same_course", "served", "wrapper_state"]
+
+
+def hosted_now(state: Any) -> None:
+    """Note that an accelerate wrapper starts a pass over the dataset of ``state`` now."""
+    state.hosted_at = time.time()
+
+
+def position_of(ds: Any, consumed_batches: int | None) -> dict[str, Any]:
+    """``ds.state_dict(consumed_batches)``: the wrapper's position when the dataset's latest
+    pass was served to one (no plain pass reported since a wrapper last started one)."""
+    h, state = ds.hosting, ds.state
+    seen = [s for s in (state.seen, state.channel.read()) if s is not None]
+    plain = any(not s.hosted and s.at > state.hosted_at for s in seen)
+    if consumed_batches is None or h is None or plain:
+        return state.state_dict(ds.planner, consumed_batches)
+    return wrapper_state(ds, h, consumed_batches)
+
+
+def wrapper_state(ds: Any, h: Hosting, steps: int) -> dict[str, Any]:
+    """The position after the wrapper ``h`` drew ``steps`` steps of the dataset's pass."""
+    state = ds.state
+    prepended = h.skip_batches if state.prepended == (state.epoch, h.skip_batches) else 0
+    have = ds.plan(h.workers, h.processes).batches_per_rank + prepended
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 0 <= steps <= have:
+        raise PlanError(f"consumed_batches must be in [0, {have}], got {steps!r}")
+    return pass_state(ds, h, steps, prepended)
 
 
 def served(h: Hosting) -> dict[str, Any]:
@@ -40,14 +73,30 @@ def served(h: Hosting) -> dict[str, Any]:
 
 def pass_state(ds: Any, h: Hosting, steps: int, prepended: int) -> dict[str, Any]:
     """The dataset's state once the wrapper ``h`` drew ``steps`` steps of this pass, the
-    first ``prepended`` of them placeholders before the epoch's rest; it names the
-    wrapper's topology (``"served"``)."""
+    first ``prepended`` of them placeholders before the epoch's rest. It names the
+    wrapper's topology (``"served"``) and, when the pass was the epoch's own from its start
+    (nothing loaded, nothing prepended), the steps a wrapper of that topology may skip of
+    the epoch's fresh plan instead (``"skip"``): that resume gives the uninterrupted order."""
     plan = ds.plan(h.workers, h.processes)
     if h.dispatch:
         resumes = _dispatched(plan, h, steps, prepended)
     else:
         resumes = list(plan.resume(steps - prepended).resumes)
-    return ds.state.saved_at(ds.planner, resumes) | {"served": served(h)}
+    state = ds.state.saved_at(ds.planner, resumes) | {"served": served(h)}
+    if not plan.resumes and not prepended:
+        state["skip"] = steps
+    return state
+
+
+def same_course(saved: Any, h: Hosting, epoch: int, skip: int) -> bool:
+    """Whether the saved position is the start of ``epoch`` skipping ``skip`` steps under a
+    wrapper of ``h``'s topology (a resume there skipping them gives the same order)."""
+    return (
+        isinstance(saved, dict)
+        and saved.get("served") == served(h)
+        and saved.get("epoch") == epoch
+        and saved.get("skip") == skip
+    )
 
 
 def _dispatched(plan: Any, h: Hosting, steps: int, prepended: int) -> list[Resume]:

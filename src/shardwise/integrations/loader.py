@@ -1,0 +1,114 @@
+"""A DataLoader that keeps a ``StreamingDataset``'s own split and knows its position, and
+the resume of a DataLoader that HF Accelerate prepared; neither needs transformers.
+
+- :class:`ShardwiseLoader`: a ``torch.utils.data.DataLoader`` over a ``StreamingDataset``
+  that counts the batches it hands out, so ``state_dict()`` is the dataset's exact position
+  (an elastic one: it continues on any number of ranks and workers). Frameworks that save
+  a stateful loader's state take it: ``accelerator.register_for_checkpointing(loader)``
+  (``accelerator.prepare`` returns it as it is: it carries accelerate's "already prepared"
+  mark, ``_is_accelerate_prepared``, read by accelerate 1.x and tested with the pinned
+  version), and Lightning, which saves the state of any loader with ``state_dict`` and
+  ``load_state_dict`` in its checkpoints.
+- :func:`continue_epoch`: continue the epoch of a loader ``accelerator.prepare`` wrapped
+  from the position ``ds.state_dict(consumed_batches=...)`` saved under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from shardwise._optional import require
+from shardwise.errors import ConfigError
+from shardwise.loader import StreamingDatasetBase
+from shardwise.loader.wrapper_position import same_course
+from shardwise.loader.wrappers import hosting_of
+
+__all__ = ["ShardwiseLoader", "continue_epoch"]
+
+_torch_data = require("torch.utils.data", "shardwise.integrations.loader")
+
+
+class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
+    """A DataLoader that keeps the dataset's exact split and knows its position.
+
+    Args:
+        dataset: a ``StreamingDataset``.
+        **kwargs: ``DataLoader`` arguments. ``batch_size`` defaults to ``None`` for a batched
+            dataset (``batch_format=``) and to the dataset's ``batch_size`` per sample (give
+            a ``collate_fn`` there, e.g. a Trainer's data collator).
+    """
+
+    _is_accelerate_prepared = True  # accelerator.prepare returns it unchanged (accelerate 1.x)
+
+    def __init__(self, dataset: Any, **kwargs: Any) -> None:
+        if not isinstance(dataset, StreamingDatasetBase):
+            raise ConfigError(f"ShardwiseLoader streams a StreamingDataset, got {type(dataset)}")
+        batched = dataset.batch_format is not None
+        kwargs.setdefault("batch_size", None if batched else dataset.batch_size)
+        if kwargs["batch_size"] != (None if batched else dataset.batch_size):
+            raise ConfigError(
+                f"batch_size must be {None if batched else dataset.batch_size} for this dataset "
+                f"(batch_format={dataset.batch_format!r}), got {kwargs['batch_size']}"
+            )
+        super().__init__(dataset, **kwargs)
+        self._yielded = 0  # batches handed out in the current pass
+
+    def __iter__(self) -> Iterator[Any]:
+        self._yielded = 0
+        for batch in super().__iter__():
+            self._yielded += 1
+            yield batch
+
+    def __len__(self) -> int:
+        """Batches per rank of a whole epoch (a Trainer counts its steps per epoch with it;
+        a resumed epoch yields only its rest)."""
+        ds = self.dataset
+        plan = ds.planner.plan(ds.epoch, [], max(1, self.num_workers), None)
+        return int(plan.batches_per_rank)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start epoch ``epoch`` (a resumed epoch keeps its resume point); a state taken
+        before its first batch is its start."""
+        self.dataset.set_epoch(epoch)
+        self._yielded = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        """The dataset's position after the batches handed out in the current pass."""
+        return self.dataset.state_dict(consumed_batches=self._yielded)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict` (before iterating)."""
+        self.dataset.load_state_dict(state)
+        self._yielded = 0
+
+
+def continue_epoch(loader: Any, position: dict[str, Any]) -> tuple[Any, int]:
+    """Continue an epoch of a dataloader ``accelerator.prepare`` returned, from
+    ``ds.state_dict(consumed_batches=...)`` saved in it (on this or another number of
+    processes and DataLoader workers); call it after ``loader.set_epoch(epoch)``.
+
+    Returns:
+        (the batches to iterate, the epoch's steps they start after): on the topology that
+        saved the position, accelerate's ``skip_first_batches`` over the trained steps (the
+        order of an uninterrupted run, counted from the epoch's start); on another, the
+        loader itself after the dataset loaded the position (the epoch's rest, cut again
+        for this topology, counted from there).
+
+    Raises:
+        ConfigError: ``loader`` is not over a ``StreamingDataset``.
+    """
+    ds, hosting = hosting_of(loader)
+    if not isinstance(ds, StreamingDatasetBase):
+        raise ConfigError(f"continue_epoch takes a loader over a StreamingDataset, got {ds!r}")
+    skip = position.get("skip") if isinstance(position, dict) else None
+    epoch = ds.state.epoch
+    if (
+        hosting is not None
+        and isinstance(skip, int)
+        and same_course(position, hosting, epoch, skip)
+    ):
+        accelerate = require("accelerate", "shardwise.integrations.loader.continue_epoch")
+        return (accelerate.skip_first_batches(loader, skip) if skip else loader), skip
+    ds.load_state_dict(position)
+    return loader, 0

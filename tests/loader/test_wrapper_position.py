@@ -1,0 +1,78 @@
+"""The position of a dataset served to accelerate's dispatcher (one process, DataLoader
+workers): ``ds.state_dict(consumed_batches=k)`` counts the wrapper's steps, and
+``continue_epoch`` continues from it on the same topology in the uninterrupted order and on
+another (other DataLoader workers) with every sample not trained yet once. A plain
+DataLoader pass after the wrapper's gets the ordinary state again. The dispatcher on 2
+processes is tested in tests/integrations (the framework pages, resumed on 1 process)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from _loaderdata import make_parquet
+from accelerate.data_loader import prepare_data_loader
+from torch.utils.data import DataLoader
+
+from shardwise.errors import ConfigError
+from shardwise.integrations.hf import continue_epoch
+from shardwise.loader import StreamingDataset
+
+ROWS, B, TRAINED = 403, 10, 7
+
+
+def _loader(data: Path, workers: int) -> Any:
+    ds = StreamingDataset(str(data), batch_size=B, batch_format="torch", seed=2, columns=["id"])
+    loader = DataLoader(ds, batch_size=None, num_workers=workers)
+    return prepare_data_loader(
+        loader, torch.device("cpu"), put_on_device=True, dispatch_batches=True
+    )
+
+
+def _ids(batches: Any) -> list[list[int]]:
+    return [b["id"].tolist() for b in batches]
+
+
+def test_a_position_under_the_dispatcher_continues_on_any_topology(tmp_path: Path) -> None:
+    data = make_parquet(tmp_path / "d", ROWS, files=3)
+    first = _loader(data, 2)
+    assert type(first).__name__ == "DataLoaderDispatcher"
+    first.set_epoch(1)
+    whole = _ids(first)
+    first.set_epoch(1)
+    _ids(itertools.islice(first, TRAINED))
+    saved = first.dataset.state_dict(consumed_batches=TRAINED)
+    assert saved["skip"] == TRAINED and saved["served"]["workers"] == 2
+
+    same = _loader(data, 2)
+    same.set_epoch(1)
+    batches, done = continue_epoch(same, saved)
+    assert done == TRAINED and _ids(batches) == whole[TRAINED:]  # the uninterrupted order
+
+    other = _loader(data, 1)
+    other.set_epoch(1)
+    batches, done = continue_epoch(other, saved)
+    rest = [i for b in _ids(batches) for i in b]
+    before = [i for b in whole[:TRAINED] for i in b]
+    assert done == 0 and not set(rest) & set(before) and len(rest) == len(set(rest))
+    assert set(rest) <= {i for b in whole for i in b}
+    assert len(whole) * B - len(before) - len(rest) < B  # 1 worker: less than a batch short
+
+
+def test_a_plain_pass_after_the_wrappers_has_the_ordinary_state(tmp_path: Path) -> None:
+    wrapped = _loader(make_parquet(tmp_path / "d", ROWS, files=3), 2)
+    _ids(itertools.islice(wrapped, 3))
+    assert "served" in wrapped.dataset.state_dict(consumed_batches=3)
+    ds = wrapped.dataset
+    plain = DataLoader(ds, batch_size=None, num_workers=2)
+    _ids(itertools.islice(plain, 3))
+    state = ds.state_dict(consumed_batches=3)
+    assert "served" not in state and state["resumes"][0]["consumed_batches"] == 3
+
+
+def test_continue_epoch_names_a_loader_of_another_dataset(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="continue_epoch takes a loader over a Streaming"):
+        continue_epoch(DataLoader(list(range(5))), {})
