@@ -76,3 +76,26 @@ def test_a_plain_pass_after_the_wrappers_has_the_ordinary_state(tmp_path: Path) 
 def test_continue_epoch_names_a_loader_of_another_dataset(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="continue_epoch takes a loader over a Streaming"):
         continue_epoch(DataLoader(list(range(5))), {})
+
+
+def _counters(full: int, left: int, epoch: int, accum: int = 1, epochs: int = 3) -> Any:
+    from types import SimpleNamespace
+
+    from shardwise.loader.trainer_hooks import continued_counters
+
+    args = SimpleNamespace(gradient_accumulation_steps=accum, max_steps=-1, num_train_epochs=epochs)
+    trainer = SimpleNamespace(args=args, state=SimpleNamespace(global_step=100, max_steps=0))
+    return (*continued_counters(trainer, epoch, left, full), trainer.state.max_steps)
+
+
+def test_the_trainers_counters_continue_the_epochs_rest_and_keep_every_later_epoch() -> None:
+    # 40 batches an epoch: in epoch 1 with 26 left, 14 are skipped; 26 steps of its rest
+    # and epoch 2 whole (40) are left of 3 epochs
+    assert _counters(40, 26, 1) == (1, 14, 100 + 26 + 40)
+    assert _counters(40, 0, 1) == (2, 0, 100 + 40)  # epoch 1 done: epoch 2 whole
+    assert _counters(40, 0, 0) == (1, 0, 100 + 80)  # at epoch 0's end: 2 epochs whole
+    assert _counters(40, 40, 1) == (1, 0, 100 + 80)  # nothing of epoch 1 trained yet
+    assert _counters(40, 0, 2) == (3, 0, 100)  # the last epoch done: nothing left
+    # accumulation 3 over 40 batches (14 optimizer steps an epoch, the last of 1 batch):
+    # 15 batches skipped (5 steps), the rest syncs at batches 18, 21, ..., 39 and at 40
+    assert _counters(40, 25, 0, accum=3) == (0, 15, 100 + 9 + 2 * 14)

@@ -10,8 +10,9 @@ processes (a new Trainer each), in OUT/<mode>/<format>. A tiny model of our own 
 downloaded); each rank writes (epoch, ids) per step to OUT/<mode>/<format>/<tag>-<rank>.json.
 
 The environment may change the run: ``FW_WORKERS`` (DataLoader workers, default 2),
-``FW_ACCUM`` (gradient accumulation steps, default 1) and ``FW_CHECKPOINT`` (the checkpoint
-``resume`` continues, default the run's own ``checkpoint-27``).
+``FW_ACCUM`` (gradient accumulation steps, default 1), ``FW_SAVE_STEPS`` (default 27),
+``FW_EVAL`` (set: evaluate on the training dataset every 5 steps) and ``FW_CHECKPOINT`` (the
+checkpoint ``resume`` continues, default the run's own ``checkpoint-27``).
 """
 
 from __future__ import annotations
@@ -80,21 +81,22 @@ def train(
         per_device_train_batch_size=10,
         num_train_epochs=epochs,
         save_strategy="steps",
-        save_steps=27,
+        save_steps=int(os.environ.get("FW_SAVE_STEPS", "27")),
         report_to="none",
         dataloader_num_workers=int(os.environ.get("FW_WORKERS", "2")),
         gradient_accumulation_steps=int(os.environ.get("FW_ACCUM", "1")),
         use_cpu=True,
         learning_rate=1e-3,
         logging_strategy="no",
+        **_evaluation(),
     )
     model = Tiny()
     if mode == "plain":
-        trainer = transformers.Trainer(model=model, args=args, train_dataset=ds)
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=ds, **_eval_on(ds))
     else:
         from shardwise.integrations.hf import ShardwiseTrainer
 
-        trainer = ShardwiseTrainer(model=model, args=args, train_dataset=ds)
+        trainer = ShardwiseTrainer(model=model, args=args, train_dataset=ds, **_eval_on(ds))
     trainer.add_callback(Epochs(model))
     own = os.path.join(out, "run", "checkpoint-27")  # 7 steps into epoch 1 (2 processes)
     ckpt = os.environ.get("FW_CHECKPOINT", own) if resume else None
@@ -103,6 +105,16 @@ def train(
     with open(os.path.join(out, f"{tag}-{args.process_index}.json"), "w") as f:
         json.dump(model.seen, f)
     return trainer
+
+
+def _evaluation() -> dict[str, Any]:
+    if "FW_EVAL" not in os.environ:
+        return {}
+    return {"eval_strategy": "steps", "eval_steps": 5, "per_device_eval_batch_size": 10}
+
+
+def _eval_on(ds: StreamingDataset) -> dict[str, Any]:
+    return {"eval_dataset": ds} if "FW_EVAL" in os.environ else {}
 
 
 def end(trainer: transformers.Trainer) -> None:

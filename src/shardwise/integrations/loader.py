@@ -53,10 +53,14 @@ class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
             )
         super().__init__(dataset, **kwargs)
         self._yielded = 0  # batches handed out in the current pass
+        self._pass: Any = None  # the dataset's state as this pass began (its epoch, resume)
 
     def __iter__(self) -> Iterator[Any]:
-        self._yielded = 0
+        self._yielded, self._pass = 0, None
         for batch in super().__iter__():
+            if self._pass is None:  # its workers have reported the pass's epoch now; an
+                self._pass = self.dataset.state.copy()  # evaluation over the dataset may
+                self._pass.sync_epoch()  # set another epoch on it meanwhile
             self._yielded += 1
             yield batch
 
@@ -71,16 +75,23 @@ class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
         """Start epoch ``epoch`` (a resumed epoch keeps its resume point); a state taken
         before its first batch is its start."""
         self.dataset.set_epoch(epoch)
-        self._yielded = 0
+        self._yielded, self._pass = 0, None
 
     def state_dict(self) -> dict[str, Any]:
-        """The dataset's position after the batches handed out in the current pass."""
-        return self.dataset.state_dict(consumed_batches=self._yielded)
+        """The dataset's position after the batches handed out in the current pass, in the
+        epoch that pass streams (whatever another loader over the dataset did meanwhile)."""
+        ds = self.dataset
+        state = self._pass
+        if state is None:
+            state = ds.state.copy()
+            state.sync_epoch()
+        plan = state.plan(ds.planner, max(1, self.num_workers), None)
+        return state.saved_at(ds.planner, list(plan.resume(self._yielded).resumes))
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict` (before iterating)."""
         self.dataset.load_state_dict(state)
-        self._yielded = 0
+        self._yielded, self._pass = 0, None
 
 
 def continue_epoch(loader: Any, position: dict[str, Any]) -> tuple[Any, int]:

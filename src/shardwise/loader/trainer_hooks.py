@@ -66,6 +66,8 @@ def attend(ds: Any, hosting: Hosting) -> None:
     if found is None or found[0].train_dataset is not ds:
         return  # no Trainer, or an evaluation's dataset
     trainer, frame = found
+    if hasattr(trainer, "_shardwise_resumed"):
+        return  # a ShardwiseTrainer records its own loader's position
     if frame.f_code.co_name == "set_initial_training_values" and frame.f_back is not None:
         record = _record(trainer, ds)
         record.hosting = hosting
@@ -196,12 +198,12 @@ def continued_counters(trainer: Any, epoch: int, left: int, full: int) -> tuple[
     args, state = trainer.args, trainer.state
     accum = max(1, int(args.gradient_accumulation_steps))
     per_epoch = max(1, -(-full // accum))
-    if left <= 0:
-        epoch, rest, skip = epoch + 1, 0, 0
+    if left <= 0:  # the epoch is done: the next one starts whole
+        epoch, skip = epoch + 1, 0
     else:
-        skip = full - left
-        rest = full // accum - skip // accum + (1 if full % accum else 0)
-    if args.max_steps <= 0:
-        epochs = math.ceil(args.num_train_epochs)
-        state.max_steps = state.global_step + rest + max(0, epochs - epoch - 1) * per_epoch
+        skip = max(0, full - left)
+    rest = full // accum - skip // accum + (1 if full % accum else 0) if skip else 0
+    if args.max_steps <= 0:  # the optimizer steps of the epoch's rest and of the whole ones
+        whole = max(0, math.ceil(args.num_train_epochs) - epoch - (1 if skip else 0))
+        state.max_steps = state.global_step + rest + whole * per_epoch
     return epoch, skip
