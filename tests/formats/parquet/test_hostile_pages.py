@@ -375,3 +375,44 @@ def test_a_python_file_is_read_by_the_page_reader_and_its_failures_are_storage_e
     with pytest.raises(FormatError, match="row group 0: cannot decode column 'emb'"):
         fmt.read_table(unit)
     fs.rm("/hostile", recursive=True)
+
+
+def test_a_page_that_does_not_decompress_is_named_by_number_and_byte(tmp_path: Path) -> None:
+    """Arrow's message names neither the column nor the page; the FormatError names both:
+    the page's number in its chunk and the byte of the file where its header starts."""
+    import numpy as np
+
+    from shardwise.formats.parquet._chunk import chunk_start
+
+    values = np.random.default_rng(0).integers(0, 2**62, 4000)
+    path = tmp_path / "pages.parquet"
+    pq.write_table(
+        pa.table({"id": np.arange(4000), "x": values}),
+        path,
+        compression="snappy",
+        data_page_size=2048,
+        write_batch_size=256,
+        use_dictionary=False,
+        write_statistics=False,
+    )
+    data = bytearray(path.read_bytes())
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(1)
+    start = chunk_start(chunk)
+    b = memoryview(bytes(data[start : start + chunk.total_compressed_size]))
+    pos, headers = 0, []
+    while pos < len(b):
+        page = read_page(b, pos)
+        headers.append((pos, page.body))
+        pos = page.body + page.compressed
+    assert len(headers) > 4
+    header, body = headers[2]
+    data[start + body] ^= 0x40  # the third page's snappy stream now opens with another length
+    fmt = get_format("parquet")
+    hostile = tmp_path / "hostile.parquet"
+    hostile.write_bytes(bytes(data))
+    unit = fmt.list_units(str(hostile), len(data))[0]
+    with pytest.raises(FormatError) as err:
+        fmt.read_table(unit)
+    message = str(err.value)
+    assert "column 'x'" in message and "row group 0" in message, message
+    assert f"page 3, its header at byte {start + header} of the file" in message, message

@@ -22,6 +22,7 @@ from shardwise.formats.parquet._binarydict import read_binary_dicts
 from shardwise.formats.parquet._fixedlist import page_reader_enabled, read_fixed_lists
 from shardwise.formats.parquet._footcheck import check_footer
 from shardwise.formats.parquet._footer import row_group_units, unreadable
+from shardwise.formats.parquet._pagecheck import bad_page
 from shardwise.formats.parquet._varlist import read_var_lists
 from shardwise.formats.parquet.footers import open_parquet
 from shardwise.formats.parquet.writer import ParquetShardWriter
@@ -152,7 +153,7 @@ class ParquetFormat:
                 _raise_storage(exc, source, unit.path, f"row group {unit.index}")
                 if not isinstance(exc, (pa.ArrowException, OSError, IndexError)):
                     raise  # a bug, not the file's damage
-                what = _failing_column(pf, unit.index, columns)
+                what = _failing_column(pf, source, unit.index, columns)
                 err = FormatError(
                     f"cannot decode {what} ({exc})",
                     unit.path,
@@ -189,15 +190,18 @@ def _check_rows(table: pa.Table, unit: Unit) -> None:
         )
 
 
-def _failing_column(pf: pq.ParquetFile, group: int, columns: Sequence[str] | None) -> str:
-    """The first column Arrow cannot read alone, as "column 'name'" (after a failed read
-    of the row group: the error's message rarely names it), or "row group" when none
-    fails alone."""
+def _failing_column(
+    pf: pq.ParquetFile, source: Any, group: int, columns: Sequence[str] | None
+) -> str:
+    """The first column Arrow cannot read alone, as "column 'name'" and, where one is, its
+    first page that does not decompress (after a failed read of the row group: the
+    error's message rarely names either), or "row group" when no column fails alone."""
     for name in list(columns) if columns is not None else pf.schema_arrow.names:
         try:
             pf.read_row_group(group, columns=[name], use_threads=False)
         except (pa.ArrowException, OSError, IndexError):
-            return f"column {name!r}"
+            page = bad_page(pf, source, group, name)
+            return f"column {name!r}" + (f" ({page})" if page else "")
     return "row group"
 
 
