@@ -18,14 +18,15 @@ from accelerate.data_loader import prepare_data_loader
 from torch.utils.data import DataLoader
 
 from shardwise.errors import ConfigError
-from shardwise.integrations.hf import continue_epoch
+from shardwise.integrations.loader import continue_epoch, epoch_position
 from shardwise.loader import StreamingDataset
 
 ROWS, B, TRAINED = 403, 10, 7
 
 
-def _loader(data: Path, workers: int) -> Any:
-    ds = StreamingDataset(str(data), batch_size=B, batch_format="torch", seed=2, columns=["id"])
+def _loader(data: Path, workers: int, fmt: str = "torch", ds: Any = None) -> Any:
+    if ds is None:
+        ds = StreamingDataset(str(data), batch_size=B, batch_format=fmt, seed=2, columns=["id"])
     loader = DataLoader(ds, batch_size=None, num_workers=workers)
     return prepare_data_loader(
         loader, torch.device("cpu"), put_on_device=True, dispatch_batches=True
@@ -99,3 +100,34 @@ def test_the_trainers_counters_continue_the_epochs_rest_and_keep_every_later_epo
     # accumulation 3 over 40 batches (14 optimizer steps an epoch, the last of 1 batch):
     # 15 batches skipped (5 steps), the rest syncs at batches 18, 21, ..., 39 and at 40
     assert _counters(40, 25, 0, accum=3) == (0, 15, 100 + 9 + 2 * 14)
+
+
+def test_a_loaders_position_keeps_its_epoch_after_an_evaluation_over_the_dataset(
+    tmp_path: Path,
+) -> None:
+    """An evaluation through another prepared loader over the same dataset sets its own
+    epoch (0) mid-pass; the training loader's position is still of its epoch (1), also
+    after a resume that loaded a position (the evaluation drops it from the live state)."""
+    data = make_parquet(tmp_path / "d", ROWS, files=3)
+    train = _loader(data, 2)
+    train.set_epoch(1)
+    _ids(itertools.islice(train, TRAINED))
+    quiet = epoch_position(train, TRAINED)
+    _ids(_loader(data, 0, ds=train.dataset))  # the evaluation: epoch 0, a whole pass
+    assert train.dataset.state.epoch == 0
+    assert epoch_position(train, TRAINED) == quiet and quiet["epoch"] == 1
+
+    other = _loader(data, 1)  # resumed on another topology, 5 more steps, an evaluation
+    other.set_epoch(1)
+    batches, _ = continue_epoch(other, quiet)
+    _ids(itertools.islice(batches, 5))
+    again = epoch_position(other, 5)
+    _ids(_loader(data, 0, ds=other.dataset))
+    assert epoch_position(other, 5) == again and len(again["resumes"]) == 2
+
+
+def test_numpy_batches_reach_a_one_process_dispatcher_as_tensors(tmp_path: Path) -> None:
+    """accelerate's dispatcher measures and broadcasts tensors only, on one process too."""
+    loader = _loader(make_parquet(tmp_path / "d", ROWS, files=3), 2, fmt="numpy")
+    batches = list(itertools.islice(loader, 3))
+    assert all(isinstance(b["id"], torch.Tensor) and len(b["id"]) == B for b in batches)

@@ -11,7 +11,8 @@ large jobs:
   ``accelerator.prepare`` returns as it is and whose ``state_dict()`` is the dataset's
   exact position; ``accelerator.register_for_checkpointing(loader)`` puts it into
   ``save_state`` / ``load_state``, and a resume continues the epoch without replaying it.
-  :func:`~shardwise.integrations.loader.continue_epoch` resumes a prepared plain loader.
+  :func:`~shardwise.integrations.loader.continue_epoch` resumes a prepared plain loader
+  from its :func:`~shardwise.integrations.loader.epoch_position`.
 - :class:`ShardwiseTrainer`: a ``transformers.Trainer`` whose training dataloader is a
   :class:`ShardwiseLoader` over its ``train_dataset`` (batched datasets as they are,
   per-sample ones with the Trainer's collator), which saves the loader's position into every
@@ -29,11 +30,11 @@ from typing import Any
 
 from shardwise._optional import require
 from shardwise.errors import ConfigError
-from shardwise.integrations.loader import ShardwiseLoader, continue_epoch
+from shardwise.integrations.loader import ShardwiseLoader
 from shardwise.loader import StreamingDatasetBase
 from shardwise.loader.trainer_hooks import RECORD, continued_counters
 
-__all__ = ["LOADER_STATE", "ShardwiseLoader", "ShardwiseTrainer", "continue_epoch"]
+__all__ = ["LOADER_STATE", "ShardwiseLoader", "ShardwiseTrainer"]
 
 LOADER_STATE = RECORD  # the loader's position in a Trainer checkpoint
 

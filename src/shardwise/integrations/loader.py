@@ -9,8 +9,8 @@ the resume of a DataLoader that HF Accelerate prepared; neither needs transforme
   mark, ``_is_accelerate_prepared``, read by accelerate 1.x and tested with the pinned
   version), and Lightning, which saves the state of any loader with ``state_dict`` and
   ``load_state_dict`` in its checkpoints.
-- :func:`continue_epoch`: continue the epoch of a loader ``accelerator.prepare`` wrapped
-  from the position ``ds.state_dict(consumed_batches=...)`` saved under it.
+- :func:`epoch_position` and :func:`continue_epoch`: the position of a loader
+  ``accelerator.prepare`` wrapped, and its epoch continued from it on any topology.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any
 from shardwise._optional import require
 from shardwise.errors import ConfigError
 from shardwise.loader import StreamingDatasetBase
-from shardwise.loader.wrapper_position import same_course
+from shardwise.loader.wrapper_position import StateView, same_course, wrapper_state
 from shardwise.loader.wrappers import hosting_of
 
-__all__ = ["ShardwiseLoader", "continue_epoch"]
+__all__ = ["ShardwiseLoader", "continue_epoch", "epoch_position"]
 
 _torch_data = require("torch.utils.data", "shardwise.integrations.loader")
 
@@ -94,10 +94,32 @@ class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
         self._yielded, self._pass = 0, None
 
 
+def epoch_position(loader: Any, consumed_batches: int) -> dict[str, Any]:
+    """The dataset's position after ``consumed_batches`` steps of the current epoch of a
+    dataloader ``accelerator.prepare`` returned (counted from the epoch's start, or from
+    where :func:`continue_epoch` continued it): what :func:`continue_epoch` continues, on
+    this or another number of processes and DataLoader workers. It is the same on every
+    rank. Unlike ``ds.state_dict(consumed_batches=...)``, it is this loader's epoch also
+    when another loader over the same dataset ran a pass meanwhile (an evaluation).
+
+    Raises:
+        ConfigError: ``loader`` is not over a ``StreamingDataset``.
+        PlanError: ``consumed_batches`` is more than the epoch has.
+    """
+    ds, hosting = hosting_of(loader)
+    if not isinstance(ds, StreamingDatasetBase):
+        raise ConfigError(f"epoch_position takes a loader over a StreamingDataset, got {ds!r}")
+    epoch = getattr(loader, "iteration", None)  # accelerate's own count of its epochs
+    state = ds.state.of_epoch(epoch) if isinstance(epoch, int) else ds.state
+    if hosting is None:
+        return state.state_dict(ds.planner, consumed_batches)
+    return wrapper_state(StateView(ds, state), hosting, consumed_batches)
+
+
 def continue_epoch(loader: Any, position: dict[str, Any]) -> tuple[Any, int]:
-    """Continue an epoch of a dataloader ``accelerator.prepare`` returned, from
-    ``ds.state_dict(consumed_batches=...)`` saved in it (on this or another number of
-    processes and DataLoader workers); call it after ``loader.set_epoch(epoch)``.
+    """Continue an epoch of a dataloader ``accelerator.prepare`` returned, from the
+    :func:`epoch_position` saved in it (on this or another number of processes and
+    DataLoader workers); call it after ``loader.set_epoch(epoch)``.
 
     Returns:
         (the batches to iterate, the epoch's steps they start after): on the topology that

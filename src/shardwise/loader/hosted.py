@@ -65,8 +65,7 @@ def _dispatched(ds: Any, h: Hosting, p: Placement) -> Iterator[Any]:
     per_item = h.loader_batch * (h.processes if h.split else 1)  # samples per DataLoader item
     skipped = h.skip_batches * (1 if h.split else h.processes)  # DataLoader items
     skip = firsts(skipped, p.worker_id, p.num_workers) * per_item  # samples of this worker
-    alone = h.processes == 1  # nothing is broadcast
-    fmt = "torch" if ds.batch_format == "numpy" and not alone else ds.batch_format
+    fmt = "torch" if ds.batch_format == "numpy" else ds.batch_format  # what it broadcasts
     placeholder = _sample_placeholder(ds) if h.samples else _tensor_placeholder()
     first = True
     for r in range(h.processes):  # the epoch of every rank's piece, now: another pass over
@@ -79,7 +78,7 @@ def _dispatched(ds: Any, h: Hosting, p: Placement) -> Iterator[Any]:
         mine, skip = min(skip, n), max(0, skip - n)
         yield from itertools.repeat(placeholder, mine // _unit(ds, h))
         for item in _piece(ds, h, p, r, mine, fmt, begun=True):
-            if first and not (h.samples or alone):
+            if first and not h.samples:
                 _check_tensors(item, ds)
             first = False
             yield item

@@ -56,6 +56,7 @@ class LoaderState(Passes):
     # the epoch's rest (a resume on another topology, see .trainer_hooks)
     prepended: tuple[int, int] | None = None
     hosted_at: float = 0.0  # when an accelerate wrapper last started a pass (time.time())
+    parked: Any = None  # the state of the epoch set before this one (see of_epoch)
 
     def copy(self) -> LoaderState:
         """A copy of its own (a copied dataset moves on apart from the original)."""
@@ -64,11 +65,27 @@ class LoaderState(Passes):
         return new
 
     def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch``; a resume point of another epoch is forgotten."""
+        """Start ``epoch``; a resume point of another epoch is forgotten (kept aside for
+        :meth:`of_epoch` only)."""
         if epoch != self.epoch:
+            self.parked = self.copy()
+            self.parked.parked = None
             self.resumes, self.loaded_blocks = [], None
         self.epoch = epoch
         self.publish()
+
+    def of_epoch(self, epoch: int) -> LoaderState:
+        """The state a pass of ``epoch`` began with: this one, or the one set before it (an
+        evaluation through another loader over the dataset sets its own epoch while a
+        training pass runs), else ``epoch`` from its start."""
+        if epoch == self.epoch:
+            return self
+        if self.parked is not None and self.parked.epoch == epoch:
+            return self.parked
+        fresh = self.copy()
+        fresh.parked, fresh.epoch, fresh.resumes, fresh.loaded_blocks = None, epoch, [], None
+        fresh.prepended = None
+        return fresh
 
     def plan(
         self, planner: Planner, num_workers: int | None = None, world: int | None = None
@@ -246,7 +263,8 @@ def _check_topology(saved: Position | None, here: Position) -> None:
             f"{was[0]} ranks x {was[1]} workers: it continues on that topology only, and "
             f"this pass runs on {now[0]} x {now[1]}. To resume on another number of ranks "
             "or workers, save ds.state_dict(consumed_batches=...) in the training process "
-            "(an elastic state; see docs/concepts/resume.md)"
+            "(an elastic state; see docs/concepts/resume.md); under Lightning, return a "
+            "shardwise.integrations.loader.ShardwiseLoader, whose state is one"
         )
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from shardwise.errors import FormatError
 from shardwise.loader.placement import in_dataloader_worker
-from shardwise.loader.wrapper_position import hosted_now, same_course, wrapper_state
+from shardwise.loader.wrapper_position import StateView, hosted_now, same_course, wrapper_state
 from shardwise.loader.wrappers import Hosting, detect_hosting
 
 __all__ = ["RECORD", "attend", "continued_counters", "hosting_for"]
@@ -135,7 +135,7 @@ def _callback_type() -> type:
 
 def _write(record: Any, args: Any, trainer_state: Any) -> None:
     h, ds = record.hosting, record.ds
-    view = _Frozen(ds, record.state or ds.state)
+    view = StateView(ds, record.state or ds.state)
     position = wrapper_state(view, h, h.skip_batches + record.trained)
     prefix = sys.modules["transformers.trainer_utils"].PREFIX_CHECKPOINT_DIR
     folder = os.path.join(args.output_dir, f"{prefix}-{trainer_state.global_step}")
@@ -143,16 +143,6 @@ def _write(record: Any, args: Any, trainer_state: Any) -> None:
     with open(tmp, "w") as f:
         json.dump(position, f)
     os.replace(tmp, os.path.join(folder, RECORD))
-
-
-class _Frozen:
-    """The dataset with the state its training pass started with."""
-
-    def __init__(self, ds: Any, state: Any) -> None:
-        self.planner, self.state = ds.planner, state
-
-    def plan(self, num_workers: int, world_size: int) -> Any:
-        return self.state.plan(self.planner, num_workers, world_size)
 
 
 def _continue_from(trainer: Any, record: Any, checkpoint: str) -> None:

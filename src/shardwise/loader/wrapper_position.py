@@ -30,7 +30,25 @@ from shardwise.loader.hosted import firsts
 from shardwise.loader.wrappers import Hosting
 from shardwise.plan import Resume
 
-__all__ = ["hosted_now", "pass_state", "position_of", "same_course", "served", "wrapper_state"]
+__all__ = [
+    "StateView",
+    "hosted_now",
+    "pass_state",
+    "position_of",
+    "same_course",
+    "served",
+    "wrapper_state",
+]
+
+
+class StateView:
+    """A dataset as :func:`wrapper_state` reads it, with another state (a pass's own)."""
+
+    def __init__(self, ds: Any, state: Any) -> None:
+        self.planner, self.state = ds.planner, state
+
+    def plan(self, num_workers: int, world_size: int) -> Any:
+        return self.state.plan(self.planner, num_workers, world_size)
 
 
 def hosted_now(state: Any) -> None:

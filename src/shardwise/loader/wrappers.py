@@ -23,8 +23,8 @@ and ``dataset``; it is tested with the version pinned in constraints.txt. One ch
 made to accelerate's object: an ``IterableDatasetShard`` over a batched dataset
 (``DataLoader(batch_size=None)``) has ``batch_size=None``, on which accelerate itself fails
 (``None * num_processes``); it is set to 1 (each item is a whole batch). A wrapper over a
-single process is served too (its skipped batches are placeholders, not read), the
-dispatcher's batches as the dataset makes them.
+single process is served too (its skipped batches are placeholders, not read); its
+dispatcher still broadcasts and measures tensors only.
 """
 
 from __future__ import annotations
