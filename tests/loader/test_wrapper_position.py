@@ -131,3 +131,22 @@ def test_numpy_batches_reach_a_one_process_dispatcher_as_tensors(tmp_path: Path)
     loader = _loader(make_parquet(tmp_path / "d", ROWS, files=3), 2, fmt="numpy")
     batches = list(itertools.islice(loader, 3))
     assert all(isinstance(b["id"], torch.Tensor) and len(b["id"]) == B for b in batches)
+
+
+def test_a_dataset_made_as_another_rank_than_it_streams_as_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Made before the process group (Lightning's DDP sets it up after the module exists),
+    a dataset would stream as the rank it detected then: a ConfigError says so."""
+    data = make_parquet(tmp_path / "d", ROWS, files=3)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    early = StreamingDataset(str(data), batch_size=B, seed=2, columns=["id"])
+    given = StreamingDataset(str(data), batch_size=B, seed=2, columns=["id"], rank=1, world_size=2)
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    with pytest.raises(ConfigError, match="made when this process was rank 1 of 2, and it is now"):
+        next(iter(early))
+    with pytest.raises(ConfigError, match="rank 0 of 1"):
+        len(DataLoader(early, batch_size=B))
+    assert len(next(iter(DataLoader(given, batch_size=B)))["id"]) == B  # given: as it says

@@ -56,6 +56,7 @@ class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
         self._pass: Any = None  # the dataset's state as this pass began (its epoch, resume)
 
     def __iter__(self) -> Iterator[Any]:
+        self.dataset.ranks.check_now()
         self._yielded, self._pass = 0, None
         for batch in super().__iter__():
             if self._pass is None:  # its workers have reported the pass's epoch now; an

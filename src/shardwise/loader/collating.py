@@ -115,6 +115,7 @@ def loader_length(dataset: Any) -> int:
     """``len(dataset)`` (its ``__len__`` calls this) without an accelerate wrapper: its
     batches per rank for the workers of the DataLoader asking, or its samples per rank
     (per-sample mode, or rows served to a DataLoader that batches them)."""
+    dataset.ranks.check_now()
     loader = calling_loader(dataset, 2)
     p = dataset.plan(max(1, loader.num_workers) if loader is not None else None)
     rows = loader is not None and check_loader_batch(dataset, loader)
@@ -124,7 +125,9 @@ def loader_length(dataset: Any) -> int:
 def loader_items(dataset: Any, items: Iterator[Any]) -> Iterator[Any]:
     """What the dataset's ``__iter__`` (which calls this) yields of its ``items``: their
     rows when it is batched and its DataLoader batches them (the DataLoader's batch size
-    checked where the DataLoader is among the callers: in the training process)."""
+    checked where the DataLoader is among the callers: in the training process, as are
+    detected ranks: see :meth:`~shardwise.loader.placement.Ranks.check_now`)."""
+    dataset.ranks.check_now()
     if not dataset.batch_format:
         loader = calling_loader(dataset, 2)
         if loader is not None:

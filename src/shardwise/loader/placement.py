@@ -114,6 +114,7 @@ class Ranks:
         dp_rank, dp_size: the data-parallel rank and size (see
             :mod:`shardwise.loader.groups`).
         num_workers: the DataLoader's workers (at least 1) if given, else None.
+        detected: ``rank`` and ``world_size`` were detected, not given.
     """
 
     rank: int
@@ -121,6 +122,25 @@ class Ranks:
     dp_rank: int
     dp_size: int
     num_workers: int | None
+    detected: bool = False
+
+    def check_now(self) -> None:
+        """In the training process, detected ranks are still this process's (a dataset
+        made before the process group started would stream as the wrong rank).
+
+        Raises:
+            ConfigError: this process is now another rank, or of another world size.
+        """
+        if not self.detected or in_dataloader_worker():
+            return
+        now = _detect_rank()
+        if now != (self.rank, self.world_size):
+            raise ConfigError(
+                f"this StreamingDataset was made when this process was rank {self.rank} of "
+                f"{self.world_size}, and it is now rank {now[0]} of {now[1]} (was it made "
+                "before the process group started?): make it after (under Lightning, in "
+                "train_dataloader), or give rank= and world_size="
+            )
 
 
 def place_ranks(
@@ -132,4 +152,5 @@ def place_ranks(
     dp = data_parallel(placement.rank, placement.world_size, **groups)
     workers = check_int("num_workers", num_workers, 0, optional=True)
     workers = max(1, workers) if workers is not None else None
-    return Ranks(placement.rank, placement.world_size, dp.rank, dp.size, workers)
+    detected = rank is None and world_size is None
+    return Ranks(placement.rank, placement.world_size, dp.rank, dp.size, workers, detected)
