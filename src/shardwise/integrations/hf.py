@@ -32,7 +32,7 @@ from shardwise._optional import require
 from shardwise.errors import ConfigError
 from shardwise.integrations.loader import ShardwiseLoader
 from shardwise.loader import StreamingDatasetBase
-from shardwise.loader.trainer_hooks import RECORD, continued_counters
+from shardwise.loader.trainer_hooks import RECORD, continued_counters, write_record
 
 __all__ = ["LOADER_STATE", "ShardwiseLoader", "ShardwiseTrainer"]
 
@@ -137,8 +137,5 @@ class _SaveLoaderState(_transformers.TrainerCallback):  # type: ignore[name-defi
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         loader = self.trainer._shardwise_loader
-        if loader is None or not args.should_save:
-            return
-        folder = f"{_transformers.trainer_utils.PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-        with open(os.path.join(args.output_dir, folder, LOADER_STATE), "w") as f:
-            json.dump(loader.state_dict(), f)
+        if loader is not None and args.should_save:
+            write_record(args, state, loader.state_dict())

@@ -39,8 +39,9 @@ from shardwise.errors import FormatError
 from shardwise.loader.placement import in_dataloader_worker
 from shardwise.loader.wrapper_position import StateView, hosted_now, same_course, wrapper_state
 from shardwise.loader.wrappers import Hosting, detect_hosting
+from shardwise.storage import atomic_write
 
-__all__ = ["RECORD", "attend", "continued_counters", "hosting_for"]
+__all__ = ["RECORD", "attend", "continued_counters", "hosting_for", "write_record"]
 
 RECORD = "shardwise_loader.json"  # the loader's position in a Trainer checkpoint
 _PASS = ("_run_epoch", "get_batch_samples")  # a training pass sets its epoch from these
@@ -136,13 +137,15 @@ def _callback_type() -> type:
 def _write(record: Any, args: Any, trainer_state: Any) -> None:
     h, ds = record.hosting, record.ds
     view = StateView(ds, record.state or ds.state)
-    position = wrapper_state(view, h, h.skip_batches + record.trained)
+    write_record(args, trainer_state, wrapper_state(view, h, h.skip_batches + record.trained))
+
+
+def write_record(args: Any, trainer_state: Any, position: dict[str, Any]) -> None:
+    """Write ``position`` into the checkpoint the Trainer saves now (whole or not at all)."""
     prefix = sys.modules["transformers.trainer_utils"].PREFIX_CHECKPOINT_DIR
     folder = os.path.join(args.output_dir, f"{prefix}-{trainer_state.global_step}")
-    tmp = os.path.join(folder, RECORD + ".tmp")
-    with open(tmp, "w") as f:
+    with atomic_write(os.path.join(folder, RECORD), "w") as f:
         json.dump(position, f)
-    os.replace(tmp, os.path.join(folder, RECORD))
 
 
 def _continue_from(trainer: Any, record: Any, checkpoint: str) -> None:
