@@ -7,9 +7,11 @@ started and closed with the backend.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from shardwise._optional import require
@@ -18,6 +20,7 @@ from shardwise.parallel.backend import Backend, Finished, Session, WorkerLost
 from shardwise.parallel.cpus import cpu_count
 
 __all__ = ["DaskBackend"]
+_NOISY = ("distributed", "tornado")
 # how to get a module the driver imports onto the workers
 SHIP_HINT = (
     "on Dask, client.upload_file(the module's file) or install it in the workers' environment"
@@ -108,6 +111,39 @@ class _DaskSession(Session):
             pass
 
 
+def _noisy_loggers() -> list[logging.Logger]:
+    """Dask's and tornado's loggers in this process, the parents and any child with its
+    own level."""
+    names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] in _NOISY]
+    return [logging.getLogger(n) for n in {"distributed", "tornado", *names}]
+
+
+def _quiet_logs() -> None:
+    """Silence Dask's loggers in a worker about to close: a heartbeat that races the
+    scheduler's shutdown logs a traceback although nothing failed."""
+    for lg in _noisy_loggers():
+        lg.setLevel(logging.CRITICAL)
+
+
+@contextlib.contextmanager
+def _quiet_shutdown(client: Any) -> Iterator[None]:
+    """Quiet an owned cluster's workers, and this process's Dask loggers (the scheduler
+    and the nannies live here) while it closes; the latter are restored after."""
+    try:
+        client.run(_quiet_logs)
+    except Exception:  # noqa: BLE001 - a worker already gone needs no quieting
+        pass
+    loggers = _noisy_loggers()
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
 class DaskBackend(Backend):
     """Run on Dask distributed. Options: ``client`` (an existing ``distributed.Client``)."""
 
@@ -144,8 +180,10 @@ class DaskBackend(Backend):
         return _DaskSession(self.client(), fn, retry_on)
 
     def close(self) -> None:
-        for obj in self._owned:
-            obj.close()
+        if self._owned:
+            with _quiet_shutdown(self._owned[0]):
+                for obj in self._owned:
+                    obj.close()
         if self._owned:
             self._client = None
         self._owned = []
