@@ -8,9 +8,6 @@ Arrow.
 
 from __future__ import annotations
 
-import ctypes
-import mmap
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -115,39 +112,9 @@ def walk_pages(b: memoryview, count: int, values: Callable[[Page, bool, int], in
 
 
 def allocate(count: int, dtype: np.dtype) -> np.ndarray:
-    """``count`` values of new memory, from Arrow's memory pool, which serves it from the
-    memory of units let go before, its pages mapped in one call (:func:`_map_pages`)."""
+    # from Arrow's memory pool, which serves it from the memory of units let go before
+    # (new memory from the kernel would be mapped and zeroed page by page)
     try:
-        out = np.frombuffer(pa.allocate_buffer(count * dtype.itemsize), dtype=dtype)
+        return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize), dtype=dtype)
     except (MemoryError, pa.ArrowMemoryError) as exc:  # Arrow reads page by page instead
         raise Unreadable(f"no memory for {count} values at once") from exc
-    _map_pages(out)
-    return out
-
-
-def _madvise() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
-
-
-_MADVISE = _madvise()
-_MADV_POPULATE_WRITE = 23  # Linux 5.14+: map (and zero) a range's pages in one call
-_PAGE = mmap.PAGESIZE
-_MAP_FROM = 1 << 20  # bytes from which new values' pages are mapped in one call
-
-
-def _map_pages(out: np.ndarray) -> None:
-    """Map the pages of ``out`` in one call before the values are copied in: memory new to
-    the process (a fresh process's first units) is otherwise faulted in a page at a time,
-    for about half again the kernel time. Pages already mapped (memory reused) cost a
-    walk; where the call is not available (not Linux, an old kernel), nothing happens."""
-    if _MADVISE is None or out.nbytes < _MAP_FROM:
-        return
-    start = out.ctypes.data
-    lo, hi = -(-start // _PAGE) * _PAGE, (start + out.nbytes) // _PAGE * _PAGE
-    if hi > lo:
-        _MADVISE(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), _MADV_POPULATE_WRITE)
