@@ -62,3 +62,39 @@ def test_keep_freed_memory_is_once_per_process_and_says_whether_it_applied() -> 
     first = keep_freed_memory()
     assert first is GLIBC
     assert keep_freed_memory() is first
+
+
+# page faults of 200 values of 100 KB made as Python bytes (a batch of images), after the
+# heap was warmed for them or not
+_WARM = """
+import resource, sys
+from shardwise.parallel._malloc import keep_freed_memory, warm_heap
+assert keep_freed_memory()
+if sys.argv[1] == "warm":
+    thread = warm_heap(24 << 20)
+    assert thread is not None
+    thread.join()
+    assert warm_heap(16 << 20) is None  # warmed for as much already
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+values = [b"\\1" * 100_000 for _ in range(200)]
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+"""
+
+
+@pytest.mark.skipif(not GLIBC, reason="warm_heap needs glibc's thresholds (keep_freed_memory)")
+def test_a_warmed_heap_takes_a_batch_of_wide_values_without_page_faults() -> None:
+    def faults(mode: str) -> int:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                [str(Path(shardwise.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]
+            ),
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", _WARM, mode], env=env, capture_output=True, text=True, check=True
+        )
+        return int(out.stdout)
+
+    cold, warm = faults("cold"), faults("warm")
+    assert cold > 4000  # 200 x 25 pages, each faulted in as it is written
+    assert warm < 300

@@ -179,6 +179,30 @@ def test_damaged_dictionary_is_declined() -> None:
         assert got == {}, length
 
 
+def test_a_head_walks_the_dictionary_only_as_far_as_its_rows_need() -> None:
+    """A head of 3 rows needs the dictionary's first 3 values: damage to the last value's
+    length prefix does not stop it (its values are Arrow's), while any read that reaches
+    the row group's end (a rest, a whole unit) walks, and checks, the whole page:
+    declined, for Arrow to report."""
+    table = pa.table({"image": pa.array([bytes([i]) * 2000 for i in range(20)])})
+    raw = bytearray(_write(table, {"compression": "none"}))
+    clean = pq.ParquetFile(pa.BufferReader(bytes(raw)))
+    arrow = _arrow(clean, 0)
+    chunk = clean.metadata.row_group(0).column(0)
+    at = raw.index(bytes([19]) * 2000, chunk.dictionary_page_offset) - 4  # the last length
+    raw[at : at + 4] = (1999).to_bytes(4, "little")
+    data = bytes(raw)
+
+    def read(rows: tuple[int, int]) -> dict[str, pa.Array]:
+        pf = pq.ParquetFile(pa.BufferReader(data))
+        return read_binary_dicts(pf, pa.BufferReader(data), 0, ["image"], rows)
+
+    assert read((0, 3))["image"].equals(arrow.slice(0, 3))
+    assert read((2, 19))["image"].equals(arrow.slice(2, 17))
+    assert read((19, 20)) == {}
+    assert read((0, 20)) == {}
+
+
 @pytest.mark.parametrize("codec", ["snappy", "zstd"])
 def test_incompressible_values_are_copied_from_the_stored_page(
     codec: str, monkeypatch: pytest.MonkeyPatch

@@ -16,7 +16,9 @@ from _pageopts import SETTINGS as PAGE_SETTINGS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shardwise.formats.parquet import _stored
 from shardwise.formats.parquet._stored import MAX_RUNS, MIN_RUN, Runs, one_run, stored_runs
+from shardwise.formats.parquet._thrift import Unreadable, varint
 
 SETTINGS = settings(PAGE_SETTINGS, max_examples=200)
 
@@ -178,4 +180,56 @@ def test_runs_found_in_any_stream_are_what_the_codec_gives(case: tuple[bytes, in
     if runs is None:
         return
     assert runs.size == size
-    assert pa.Codec(codec).decompress(body, size, asbytes=True) == _bytes(runs)
+    try:
+        got = _bytes(runs)
+    except Unreadable:  # a header found wrong as the runs are read (snappy's blocks)
+        assert runs.headers is not None
+        return
+    assert pa.Codec(codec).decompress(body, size, asbytes=True) == got
+
+
+def _walked(
+    body: bytes, size: int, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[int, int]] | None:
+    with monkeypatch.context() as m:
+        m.setattr(_stored, "_snappy_blocks", lambda *a: None)
+        return _stored._snappy(memoryview(body), size)
+
+
+@pytest.mark.parametrize("size", [1, 60, 61, 256, 257, 65536, 65537, 200_000, 3 << 20])
+def test_snappys_own_framing_is_known_without_a_walk_and_as_the_walk_finds_it(
+    size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _random(size, size)
+    body = bytes(_compress("snappy", data))
+    fast = _stored._snappy_blocks(memoryview(body), size)
+    assert fast is not None and fast.headers is not None
+    assert list(zip(fast.starts[:-1], fast.sources)) == _walked(body, size, monkeypatch)
+    assert fast.headers.checked == 0  # nothing read yet: no header checked
+    assert _bytes(fast) == data
+    assert fast.headers.checked >= len(fast.sources) - 1
+
+
+def test_other_framing_is_walked_and_a_damaged_header_stops_the_read_there() -> None:
+    data = _random(300_000, 8)
+    wide = _snappy_literals(data, 65536)  # 3-byte lengths: not snappy's shortest tags
+    assert _stored._snappy_blocks(memoryview(wide), len(data)) is None
+    runs = stored_runs(memoryview(wide), len(data), "SNAPPY")
+    assert runs is not None and runs.headers is None and _bytes(runs) == data
+    body = bytes(_compress("snappy", data))
+    _, at = varint(memoryview(body), 0)
+    for k in (1, 2, 3):  # the header of block k (not the last, checked at once), byte by byte
+        for j in range(3):
+            bad = bytearray(body)
+            bad[at + k * (65536 + 3) + j] ^= 0x10
+            runs = stored_runs(memoryview(bytes(bad)), len(data), "SNAPPY")
+            assert runs is not None
+            before = np.empty(k * 65536, dtype=np.uint8)  # the blocks before it: as stored
+            runs.gather(before, np.array([0]), np.array([k * 65536]), np.array([0]))
+            assert before.tobytes() == data[: k * 65536]
+            with pytest.raises(Unreadable):
+                runs.gather(
+                    np.empty(10, np.uint8), np.array([k * 65536 - 5]), np.array([10]), np.array([0])
+                )
+            with pytest.raises(Unreadable):
+                runs.cursor().u32(k * 65536 + 7)

@@ -567,3 +567,44 @@ def test_the_first_piece_is_the_first_batch_alone(
     else:
         head_window = int((ds.counts // ds.blocks).sum())  # one group: every unit's head
         assert ds.blocks > 1 and sizes[0] == head_window // 16 * 16
+
+
+def test_the_heap_is_warmed_for_a_batch_of_wide_objects_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of wide binary values (images) becomes Python objects on the training
+    thread: the heap is warmed for about their stored bytes while the first window is read;
+    numbers (views) and narrow strings need nothing."""
+    from shardwise.loader.batches.reading import Reading
+
+    rng = np.random.default_rng(1)
+    shapes = {
+        "wide": {"id": np.arange(200), "image": [rng.bytes(20_000) for _ in range(200)]},
+        "narrow": {"id": np.arange(200), "text": [f"row {i}" for i in range(200)]},
+        "numbers": {
+            "emb": pa.array(
+                list(rng.random((200, 2048), dtype=np.float32)), pa.list_(pa.float32(), 2048)
+            )
+        },
+    }
+    got = {}
+    for name, columns in shapes.items():
+        (tmp_path / name).mkdir()
+        pq.write_table(pa.table(columns), tmp_path / name / "a.parquet", row_group_size=50)
+        ds = StreamingDataset(
+            str(tmp_path / name), batch_size=32, batch_format="numpy", progress=False
+        )
+        units = [list(range(ds.index.num_units))]
+        for fmt in ("numpy", "torch", "arrow"):
+            reading = Reading(ds.index, None, None, "raise", fmt, 32, 4, 1 << 30, num_threads=2)
+            got[name, fmt] = threaded.object_bytes(reading, units)
+    assert 32 * 20_000 <= got["wide", "numpy"] == got["wide", "torch"] <= 32 * 21_000
+    assert got["wide", "arrow"] == 0
+    assert {got[n, f] for n in ("narrow", "numbers") for f in ("numpy", "torch", "arrow")} == {0}
+    asked: list[int] = []
+    monkeypatch.setattr(threaded, "warm_heap", asked.append)
+    ds = StreamingDataset(
+        str(tmp_path / "wide"), batch_size=32, batch_format="numpy", progress=False
+    )
+    assert sum(len(b["id"]) for b in ds) == 192
+    assert asked == [got["wide", "numpy"]]

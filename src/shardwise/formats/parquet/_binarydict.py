@@ -12,12 +12,14 @@ Here the dictionary page is read where it is stored as it is in the compressed s
 :mod:`shardwise.formats.parquet._stored`), else decompressed; its values' offsets are
 found by walking their 4-byte length prefixes (one Python step a value, so only for few
 wide values: at most :data:`MAX_VALUES` values of :data:`MIN_MEAN` bytes or more on
-average, else Arrow reads the column), the data pages' indices are decoded for the
-wanted rows only (:func:`~shardwise.formats.parquet._rle_bitpacked.decode`), and the
-wanted values are copied once into the new array's buffer: the same 7 heads took
-13.8-15.4 ms. A stored page is not decompressed at all, so a head copies its own values
-and nothing more (a unit of images had first been copied whole into new memory for each
-of its two parts). Whole reads of a row group take this path too
+average, else Arrow reads the column) as far as the wanted rows' indices need (a head of
+a unit needs its first few; a read to the row group's end walks and checks the whole
+page), the data pages' indices are decoded for the wanted rows only
+(:func:`~shardwise.formats.parquet._rle_bitpacked.decode`), and the wanted values are
+copied once into the new array's buffer: the same 7 heads took 13.8-15.4 ms. A stored
+page is not decompressed at all, so a head copies its own values and nothing more (a
+unit of images had first been copied whole into new memory for each of its two parts).
+Whole reads of a row group take this path too
 (:func:`shardwise.formats.parquet.format._read_row_group`).
 
 Data pages of plain values are read the same way: Spark's writer and pyarrow's fall back
@@ -102,14 +104,36 @@ def _column(
     codec, max_def = chunk.compression, desc.max_definition_level
     words = None
     if pages[0].kind == DICTIONARY:
-        raw = _runs(b, pages[0], codec)
-        starts, lengths, _ = _offsets(raw, 0, pages[0].num_values, exact=True)
-        words, pages = (raw, starts, lengths), pages[1:]
+        words, pages = _Dictionary(_runs(b, pages[0], codec), pages[0].num_values), pages[1:]
     segments = [
         _page_values(b, page, codec, max_def, (a, z), words)
         for page, a, z in _overlap(pages, lo, hi)
     ]
+    if words is not None and hi == rows:  # a read to the row group's end checks it all
+        words.upto(words.count)
     return _gathered(field.type, segments)
+
+
+class _Dictionary:
+    """A dictionary page's values, walked only as far as the indices read so far need
+    (a head of a few rows needs the first few of a unit's values): walked to its end,
+    the values must fill the page exactly."""
+
+    def __init__(self, raw: Runs, count: int) -> None:
+        self.raw, self.count, self.end = raw, count, 0
+        self.starts, self.lengths = np.empty(0, np.int64), np.empty(0, np.int64)
+
+    def upto(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The starts and lengths of (at least) the first ``n`` values."""
+        if n > self.count:
+            raise Unreadable("a dictionary index past the dictionary")
+        have = len(self.starts)
+        if n > have:
+            full = n == self.count
+            starts, lengths, self.end = _offsets(self.raw, self.end, n - have, exact=full)
+            self.starts = np.concatenate([self.starts, starts])
+            self.lengths = np.concatenate([self.lengths, lengths])
+        return self.starts, self.lengths
 
 
 def _overlap(pages: list[Page], lo: int, hi: int) -> list[tuple[Page, int, int]]:
@@ -129,7 +153,12 @@ Segment = tuple[Runs, np.ndarray, np.ndarray]  # a page's bytes, the values' sta
 
 
 def _page_values(
-    b: memoryview, page: Page, codec: str, max_def: int, rows: tuple[int, int], words: Any
+    b: memoryview,
+    page: Page,
+    codec: str,
+    max_def: int,
+    rows: tuple[int, int],
+    words: _Dictionary | None,
 ) -> Segment:
     """Where the values of a data page's rows ``rows`` are: in the dictionary ``words``
     (a page of its indices), or in the page itself (plain values)."""
@@ -143,10 +172,8 @@ def _page_values(
         if not len(indices):
             raise Unreadable("a data page without its indices' bit width")
         index = decode(indices[1:], indices[0], z)[a:]
-        page_words, starts, lengths = words
-        if len(index) and int(index.max()) >= len(starts):
-            raise Unreadable("a dictionary index past the dictionary")
-        return page_words, starts[index], lengths[index]
+        starts, lengths = words.upto(int(index.max()) + 1 if len(index) else 0)
+        return words.raw, starts[index], lengths[index]
     runs = _runs(b, page, codec)
     body = _levels_checked(runs, page, max_def, z)
     whole = not max_def or z == page.num_values  # every level checked: no null in the page

@@ -15,6 +15,13 @@ and the caller decompresses the page as before (whose decoder then judges the st
 Framing too fine to be worth walking in Python (runs of less than :data:`MIN_RUN` bytes
 on average) gives None too, so a hostile stream of one-byte literals costs no more than
 :data:`MAX_RUNS` steps.
+
+Snappy's own compressor frames incompressible bytes the same way every time: a literal
+of each 64 KiB block of its input. A stream whose length and last literal say it is so
+framed is not walked: its runs are known, and each run's header is checked as the run is
+first read (:class:`Headers`). A head of a unit of images reads 25 values of a 35 MB
+dictionary page, and walking all of its 540 literals touched a page of the mapped file for
+each.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ __all__ = ["MAX_RUNS", "MIN_RUN", "Cursor", "Runs", "one_run", "stored_runs"]
 MIN_RUN = 4096  # bytes a run holds on average, at least (snappy's are 64 KiB, zstd's 128 KiB)
 MAX_RUNS = 1 << 16  # runs walked in one page, at most
 ZSTD_MAGIC = 0xFD2FB528
+SNAPPY_BLOCK = 1 << 16  # snappy's compressor works in blocks of this many input bytes
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,7 @@ class Runs:
     body: memoryview  # unsigned bytes: the compressed body, or the decompressed page
     starts: list[int]  # one more than the runs: the last is the page's size
     sources: list[int]
+    headers: Headers | None = None  # the runs' headers still to check before their use
 
     @property
     def size(self) -> int:
@@ -62,6 +71,9 @@ class Runs:
                 out[o : o + n] = src[base + s : base + s + n]
             return
         runs = np.searchsorted(self.starts, starts, side="right") - 1
+        if self.headers is not None and len(starts):
+            last = np.searchsorted(self.starts, starts + np.maximum(lengths, 1) - 1, "right")
+            self.headers.check(int(last.max()) - 1)
         for s, n, o, i in zip(starts.tolist(), lengths.tolist(), offsets.tolist(), runs.tolist()):
             while n > 0:  # the value's part in run i, then the next run's
                 take = min(self.starts[i + 1] - s, n)
@@ -82,12 +94,36 @@ class Cursor:
         while starts[self.i + 1] <= pos:
             self.i += 1
         i = self.i
+        if self.runs.headers is not None:
+            self.runs.headers.check(i)
         if pos + 4 <= starts[i + 1]:
             at = sources[i] + pos - starts[i]
             return int.from_bytes(body[at : at + 4], "little")
         out = np.empty(4, dtype=np.uint8)  # across runs
         self.runs.gather(out, np.array([pos]), np.array([4]), np.array([0]))
         return int.from_bytes(out.tobytes(), "little")
+
+
+class Headers:
+    """The headers of a stream's runs, checked only as far as the runs read need
+    (:func:`_snappy_blocks`): a head of a unit reads the first few of a page's hundreds.
+    The stream's bytes up to a checked run decode as the runs say whatever follows, so a
+    value read from checked runs is the page's; a header not as expected raises
+    :class:`Unreadable` (the column is then left to Arrow)."""
+
+    def __init__(self, data: np.ndarray, heads: np.ndarray, expected: bytes) -> None:
+        self.data, self.heads, self.expected = data, heads, expected
+        self.checked = 0  # runs whose headers are checked
+
+    def check(self, i: int) -> None:
+        """Check the headers of runs up to ``i``."""
+        if i < self.checked:
+            return
+        heads = self.heads[self.checked : i + 1]
+        for k, byte in enumerate(self.expected):
+            if not bool((self.data[heads + k] == byte).all()):
+                raise Unreadable("a snappy literal not as its block's size says")
+        self.checked = max(self.checked, i + 1)
 
 
 def one_run(page: memoryview) -> Runs:
@@ -101,6 +137,9 @@ def stored_runs(body: memoryview, size: int, codec: str) -> Runs | None:
     if codec == "UNCOMPRESSED":
         runs: list[tuple[int, int]] | None = [(0, 0)] if len(body) == size else None
     elif codec == "SNAPPY":
+        regular = _snappy_blocks(body, size)
+        if regular is not None:
+            return regular
         runs = _snappy(body, size)
     elif codec == "ZSTD":
         runs = _zstd(body, size)
@@ -144,6 +183,40 @@ def _snappy(b: memoryview, size: int) -> list[tuple[int, int]] | None:
         runs.append((out, i))
         out, i = out + n, i + n
     return runs if out == size else None
+
+
+def _literal_header(n: int) -> bytes:
+    """The shortest snappy literal tag (and length bytes) of a literal of ``n`` bytes."""
+    if n <= 60:
+        return bytes([(n - 1) << 2])
+    width = ((n - 1).bit_length() + 7) // 8
+    return bytes([(59 + width) << 2]) + (n - 1).to_bytes(width, "little")
+
+
+def _snappy_blocks(b: memoryview, size: int) -> Runs | None:
+    """The runs of a stream that is what snappy's compressor writes for incompressible
+    bytes: a literal of each 64 KiB block of the input (the last one shorter) with its
+    shortest tag. Where the stream's length and its last literal say so, the runs are
+    known without a walk; the other literals' headers are checked as the runs are read
+    (:class:`Headers`). Anything else gives None (the stream is then walked literal by
+    literal, :func:`_snappy`)."""
+    try:
+        declared, i = varint(b, 0)
+    except Unreadable:
+        return None
+    blocks = -(-size // SNAPPY_BLOCK)
+    if declared != size or not blocks or blocks > _limit(size):
+        return None
+    last = size - (blocks - 1) * SNAPPY_BLOCK
+    full, tail = _literal_header(SNAPPY_BLOCK), _literal_header(last)
+    step = SNAPPY_BLOCK + len(full)
+    at = i + (blocks - 1) * step  # the last literal's header
+    if at + len(tail) + last != len(b) or bytes(b[at : at + len(tail)]) != tail:
+        return None
+    heads = i + np.arange(blocks - 1, dtype=np.int64) * step
+    sources = [*(heads + len(full)).tolist(), at + len(tail)]
+    starts = [k * SNAPPY_BLOCK for k in range(blocks)] + [size]
+    return Runs(b, starts, sources, Headers(np.frombuffer(b, dtype=np.uint8), heads, full))
 
 
 def _zstd(b: memoryview, size: int) -> list[tuple[int, int]] | None:

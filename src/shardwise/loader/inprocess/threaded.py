@@ -25,14 +25,19 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import pyarrow as pa
+
 from shardwise.loader.batches.memory import prefer_jemalloc
 from shardwise.loader.batches.piece_maker import Piece, PieceMaker
 from shardwise.loader.batches.pieces import piece_parts, piece_size, plan_windows, row_bytes
 from shardwise.loader.batches.reading import Reading
+from shardwise.loader.batches.texts import is_text
+from shardwise.loader.batches.wide import WIDE
 from shardwise.loader.batches.windows import WindowBuilder
+from shardwise.parallel._malloc import warm_heap
 from shardwise.plan.compose import WorkerWindows
 
-__all__ = ["pacing", "threaded_batches"]
+__all__ = ["object_bytes", "pacing", "threaded_batches"]
 
 AHEAD_BYTES = 256 << 20  # pieces gathered ahead of the loop: about this many bytes, 2-8 per thread
 
@@ -48,6 +53,7 @@ def threaded_batches(reading: Reading, wp: WorkerWindows) -> Iterator[tuple[Any,
     try:
         windows = plan_windows(reading, wp)
         piece_rows, ahead = pacing(reading, windows.units)
+        warm_heap(object_bytes(reading, windows.units))  # while the first window is read
         first, filling = True, True  # the first piece waited for, then those made early
         for parts in piece_parts(builder, windows, piece_rows):
             pending.append(pool.submit(maker.made, parts))
@@ -101,3 +107,16 @@ def pacing(reading: Reading, units: Sequence[list[int]]) -> tuple[int, int]:
     budget = min(AHEAD_BYTES, reading.prefetch_bytes)  # the user's read-ahead budget bounds it too
     per_thread = min(max(budget // piece_bytes // reading.num_threads, 2), 8)
     return piece_rows, per_thread * reading.num_threads
+
+
+def object_bytes(reading: Reading, units: Sequence[list[int]]) -> int:
+    """The bytes of the Python objects a batch makes on the training thread, where they
+    are wide (:data:`~shardwise.loader.batches.wide.WIDE` bytes a row or more: images,
+    audio): its rows' stored bytes; else 0 (numbers are views, narrow strings come from
+    Python's own small-object memory)."""
+    if reading.batch_format == "arrow":
+        return 0
+    if not any(is_text(f.type) or pa.types.is_struct(f.type) for f in reading.schema()):
+        return 0
+    per_row = row_bytes(reading, units) // 2  # stored bytes (row_bytes estimates decoded ones)
+    return reading.batch_size * per_row if per_row >= WIDE else 0
