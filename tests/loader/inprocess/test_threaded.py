@@ -608,3 +608,6 @@ def test_the_heap_is_warmed_for_a_batch_of_wide_objects_only(
     )
     assert sum(len(b["id"]) for b in ds) == 192
     assert asked == [got["wide", "numpy"]]
+    monkeypatch.setenv("SHARDWISE_KEEP_FREED", "0")  # the allocator left alone
+    assert sum(len(b["id"]) for b in ds) == 192
+    assert asked == [got["wide", "numpy"]]

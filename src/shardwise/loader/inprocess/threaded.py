@@ -20,6 +20,7 @@ unit. The batches are exactly those of the worker path for ``num_workers=1``.
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -53,7 +54,7 @@ def threaded_batches(reading: Reading, wp: WorkerWindows) -> Iterator[tuple[Any,
     try:
         windows = plan_windows(reading, wp)
         piece_rows, ahead = pacing(reading, windows.units)
-        warm_heap(object_bytes(reading, windows.units))  # while the first window is read
+        _warm(reading, windows.units)  # while the first window is read
         first, filling = True, True  # the first piece waited for, then those made early
         for parts in piece_parts(builder, windows, piece_rows):
             pending.append(pool.submit(maker.made, parts))
@@ -107,6 +108,14 @@ def pacing(reading: Reading, units: Sequence[list[int]]) -> tuple[int, int]:
     budget = min(AHEAD_BYTES, reading.prefetch_bytes)  # the user's read-ahead budget bounds it too
     per_thread = min(max(budget // piece_bytes // reading.num_threads, 2), 8)
     return piece_rows, per_thread * reading.num_threads
+
+
+def _warm(reading: Reading, units: Sequence[list[int]]) -> None:
+    """Warm the training thread's heap for a batch's wide objects
+    (:func:`~shardwise.parallel._malloc.warm_heap`), unless ``SHARDWISE_KEEP_FREED=0``
+    leaves this process's allocator alone (as for batches received from workers)."""
+    if os.environ.get("SHARDWISE_KEEP_FREED", "1") != "0":
+        warm_heap(object_bytes(reading, units))
 
 
 def object_bytes(reading: Reading, units: Sequence[list[int]]) -> int:
