@@ -81,8 +81,8 @@ def warm_heap(nbytes: int) -> threading.Thread | None:
     ``bytes``, made on the training thread) faulted in every page of them one by one,
     after the batch's reads: 20 ms of the images' first batch. Here the block is taken
     from the heap on the calling thread (``malloc``: nothing mapped yet), its pages are
-    mapped on a thread that runs only where a core would be idle (so the reads it
-    overlaps lose no time to it), and it is freed: the batch's objects then take memory
+    mapped on a thread that runs only where a core would be idle (so its CPU is not
+    taken from the reads it overlaps), and it is freed: the batch's objects then take memory
     already mapped. Needs :func:`keep_freed_memory`, which keeps the freed block in the
     heap."""
     want = min(nbytes, WARM_MOST)
