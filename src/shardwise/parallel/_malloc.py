@@ -16,12 +16,20 @@ nothing happens where the C library is not glibc.
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import sys
 import threading
 from typing import Any
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "WARM_MOST", "keep_freed_memory", "warm_heap"]
+__all__ = [
+    "MMAP_THRESHOLD",
+    "TRIM_THRESHOLD",
+    "WARM_MOST",
+    "keep_freed_memory",
+    "map_range",
+    "warm_heap",
+]
 
 MMAP_THRESHOLD = 32 << 20  # glibc's ceiling for its dynamic mmap threshold (64-bit)
 TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # what glibc pairs with it
@@ -103,25 +111,44 @@ def warm_heap(nbytes: int) -> threading.Thread | None:
 
 
 def _map_idle(libc: Any, start: int, size: int) -> None:
-    """Map the block's pages at the idle priority, then free it."""
+    """Map the block's pages at the idle priority (in steps of :data:`WARM_STEP`: the
+    kernel holds the process's memory map while it maps a step, and the reading threads'
+    ``mmap`` calls wait for it; one 25 MB call held them back about 8 ms), then free it."""
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # this thread (Linux)
     except (AttributeError, OSError):
         pass
     try:
-        _map_range(libc, start, size)
+        if not map_range(start, size, WARM_STEP):
+            ctypes.memset(start, 0, size)  # no such call here: mapped by writing
     finally:
         libc.free(start)
 
 
-def _map_range(libc: Any, start: int, size: int) -> None:
-    """Map the pages of ``size`` bytes from ``start`` in steps of :data:`WARM_STEP`: the
-    kernel holds the process's memory map while it maps a step, and the reading threads'
-    ``mmap`` calls wait for it (one 25 MB call held them back about 8 ms)."""
-    page = os.sysconf("SC_PAGE_SIZE")
+def _madvise() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+
+
+_MADVISE = _madvise()
+
+
+def map_range(start: int, size: int, step: int | None = None) -> bool:
+    """Map the whole pages of the ``size`` bytes at address ``start`` with
+    ``madvise(MADV_POPULATE_WRITE)``, in calls of ``step`` bytes (None: one call), instead
+    of one page fault at a time as they are first written: the kernel maps a range for
+    about two thirds of the CPU. The call releases the GIL. Returns False where it is not
+    available (not Linux, a kernel older than 5.14): the pages are then mapped as written."""
+    if _MADVISE is None:
+        return False
+    page = mmap.PAGESIZE
     lo, hi = -(-start // page) * page, (start + size) // page * page
-    for at in range(lo, hi, WARM_STEP):
-        n = min(WARM_STEP, hi - at)
-        if libc.madvise(ctypes.c_void_p(at), ctypes.c_size_t(n), _MADV_POPULATE_WRITE):
-            ctypes.memset(start, 0, size)  # an older kernel: mapped by writing
-            return
+    for at in range(lo, hi, step or max(hi - lo, 1)):
+        n = min(step or hi - lo, hi - at)
+        if _MADVISE(ctypes.c_void_p(at), ctypes.c_size_t(n), _MADV_POPULATE_WRITE):
+            return False
+    return True
