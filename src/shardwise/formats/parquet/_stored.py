@@ -112,8 +112,9 @@ class Headers:
     value read from checked runs is the page's; a header not as expected raises
     :class:`Unreadable` (the column is then left to Arrow)."""
 
-    def __init__(self, data: np.ndarray, heads: np.ndarray, expected: bytes) -> None:
-        self.data, self.heads, self.expected = data, heads, expected
+    def __init__(self, body: memoryview, heads: np.ndarray, expected: bytes) -> None:
+        self.body, self.heads, self.expected = body, heads, expected
+        self.starts: list[int] = heads.tolist()
         self.checked = 0  # runs whose headers are checked
 
     def check(self, i: int) -> None:
@@ -122,15 +123,17 @@ class Headers:
         head's read of images), more at once."""
         if i < self.checked:
             return
-        heads = self.heads[self.checked : i + 1]
-        if len(heads) <= FEW_HEADERS:
-            width, body = len(self.expected), self.data.data
-            ok = all(body[h : h + width] == self.expected for h in heads.tolist())
+        ok = True
+        if i + 1 - self.checked <= FEW_HEADERS:
+            width, body, want = len(self.expected), self.body, self.expected
+            for h in self.starts[self.checked : i + 1]:
+                ok = ok and body[h : h + width] == want
         else:
-            ok = all(bool((self.data[heads + k] == b).all()) for k, b in enumerate(self.expected))
+            heads, data = self.heads[self.checked : i + 1], np.frombuffer(self.body, np.uint8)
+            ok = all(bool((data[heads + k] == b).all()) for k, b in enumerate(self.expected))
         if not ok:
             raise Unreadable("a snappy literal not as its block's size says")
-        self.checked = max(self.checked, i + 1)
+        self.checked = i + 1
 
 
 def one_run(page: memoryview) -> Runs:
@@ -223,7 +226,7 @@ def _snappy_blocks(b: memoryview, size: int) -> Runs | None:
     heads = i + np.arange(blocks - 1, dtype=np.int64) * step
     sources = [*(heads + len(full)).tolist(), at + len(tail)]
     starts = [k * SNAPPY_BLOCK for k in range(blocks)] + [size]
-    return Runs(b, starts, sources, Headers(np.frombuffer(b, dtype=np.uint8), heads, full))
+    return Runs(b, starts, sources, Headers(b, heads, full))
 
 
 def _zstd(b: memoryview, size: int) -> list[tuple[int, int]] | None:
