@@ -501,9 +501,25 @@ def measure(names: list[str], data: Path, args: Any) -> dict[str, dict[str, Any]
             "by_round": by_round(runs[n]),
             "loads": [r["loadavg_1m"][0] for r in runs[n] if "loadavg_1m" in r],
         }
+        | first_batches(runs[n])
         for n in names
         if runs[n]
     }
+
+
+def first_batches(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median over the successful runs of the time to the first batch (the median run
+    by rows/s is one sample of it), and each run's, keyed by its round."""
+    import statistics
+
+    got = {
+        str(r["round"]): r["first_batch_s"]
+        for r in runs
+        if not r.get("error") and r.get("first_batch_s") is not None
+    }
+    if not got:
+        return {}
+    return {"first_batch_s": statistics.median(got.values()), "first_batch_by_round": got}
 
 
 def data_files(data: Path) -> list[Path]:
