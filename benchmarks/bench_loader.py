@@ -488,6 +488,10 @@ def measure(names: list[str], data: Path, args: Any) -> dict[str, dict[str, Any]
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for i, this_round in enumerate(plan):
         print(f"round {i + 1}/{len(plan)}", flush=True)
+        # the machine drops cached file pages within minutes (a file of 240 MB was down
+        # to 60-90 MB cached a quarter of an hour after a read): every round reads its
+        # files from memory, not only the first
+        warm_page_cache(data_files(data))
         for name, got in alternate(rotated(this_round, i), 1, once).items():
             if not (runs[name] and runs[name][-1].get("error")):  # a failed row is not run again
                 runs[name].extend({**r, "round": i} for r in got)
@@ -497,9 +501,30 @@ def measure(names: list[str], data: Path, args: Any) -> dict[str, dict[str, Any]
             "by_round": by_round(runs[n]),
             "loads": [r["loadavg_1m"][0] for r in runs[n] if "loadavg_1m" in r],
         }
+        | first_batches(runs[n])
         for n in names
         if runs[n]
     }
+
+
+def first_batches(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median over the successful runs of the time to the first batch (the median run
+    by rows/s is one sample of it), and each run's, keyed by its round."""
+    import statistics
+
+    got = {
+        str(r["round"]): r["first_batch_s"]
+        for r in runs
+        if not r.get("error") and r.get("first_batch_s") is not None
+    }
+    if not got:
+        return {}
+    return {"first_batch_s": statistics.median(got.values()), "first_batch_by_round": got}
+
+
+def data_files(data: Path) -> list[Path]:
+    """The files of a shape's data that the rows read (Parquet and tar shards)."""
+    return sorted((data / "parquet").glob("*.parquet")) + sorted((data / "wds").glob("*.tar"))
 
 
 def rotated(names: list[str], i: int) -> list[str]:
@@ -537,9 +562,6 @@ def run_shape(shape: str, rows: int, names: list[str], args: Any, versions: Any)
     from datagen.loader_data import DATA_VERSION, SHAPES, generate
 
     data = generate(rows, shape=shape)
-    warm_page_cache(
-        sorted((data / "parquet").glob("*.parquet")) + sorted((data / "wds").glob("*.tar"))
-    )
     meta = json.loads((data / "meta.json").read_text())
     sh = SHAPES[shape]
     rows = meta["rows"]

@@ -17,8 +17,9 @@ Add ``--heads`` (anywhere) for ``first_window="heads"``, ``--whole`` for ``first
 page faults) of the thread that runs them (``time.thread_time``, ``RUSAGE_THREAD``):
 reading and decoding units, writing them into the window, making pieces, cutting batches
 on the training thread. ``trace`` prints the first batch's timeline: when each step up to
-it started and ended (ms from the dataset's construction), on which thread, and the minor
-page faults of the process, and the CPU time of the thread that ran it.
+it started and ended (ms from the dataset's construction), on which thread, and that
+thread's CPU time, minor page faults and voluntary context switches (the times it
+blocked: on the GIL, a lock, I/O) during the step.
 """
 
 from __future__ import annotations
@@ -138,18 +139,25 @@ def _process_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+def _waits() -> int:
+    """The calling thread's voluntary context switches (it blocked: on a lock, the GIL,
+    I/O)."""
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+
+
 def _span(name: str, fn: Any) -> Any:
     """``fn`` with each call's start and end recorded in ``_events``."""
     import threading
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        t, f, cpu = time.perf_counter(), _process_faults(), time.thread_time()
+        t, f, cpu, w = time.perf_counter(), _thread_faults(), time.thread_time(), _waits()
         try:
             return fn(*args, **kwargs)
         finally:
             who = threading.current_thread().name.replace("shardwise-loader_", "pool")
             end, used = time.perf_counter() - _t0[0], time.thread_time() - cpu
-            _events.append((name, who, t - _t0[0], end, _process_faults() - f, used))
+            f, w = _thread_faults() - f, _waits() - w
+            _events.append((name, who, t - _t0[0], end, f, used, w))
 
     return run
 
@@ -194,10 +202,10 @@ def trace(path: str, cols: list[str] | None) -> None:
         pass
     mark(f"epoch 1 (blocks {getattr(ds, 'blocks', 1)}, {ds.index.num_units} units)")
     print(f"first batch at {first * 1e3:.1f} ms, {faults} minor faults")
-    for name, who, t, end, f, cpu in sorted(_events, key=lambda e: e[2]):
+    for name, who, t, end, f, cpu, w in sorted(_events, key=lambda e: e[2]):
         if t <= first:
             span = f"{t * 1e3:7.1f} -> {end * 1e3:7.1f} ms"
-            print(f"  {span}  {name:26s} {who:12s} {cpu * 1e3:6.1f} ms CPU {f:7d} flt")
+            print(f"  {span}  {name:26s} {who:12s} {cpu * 1e3:6.1f} ms CPU {f:7d} flt {w:4d} waits")
 
 
 def main(argv: list[str]) -> int:

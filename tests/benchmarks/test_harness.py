@@ -199,3 +199,18 @@ def test_the_loaders_memory_check_leaves_out_what_the_process_held_before() -> N
     assert met == [True, False, False]  # the budget: 1.3 x 200 MiB = 260 MB
     assert "row peak memory: 200 MB" in checks.lines[0]
     assert "whole process 500 MB" in checks.lines[0]
+
+
+def test_the_loaders_first_batch_is_the_median_of_its_rounds() -> None:
+    import bench_loader
+
+    runs = [
+        {"round": 0, "first_batch_s": 0.3, "rows_per_s": 10.0},
+        {"round": 1, "first_batch_s": 0.1, "rows_per_s": 30.0},
+        {"round": 2, "error": "boom"},
+        {"round": 3, "first_batch_s": 0.2, "rows_per_s": 20.0},
+    ]
+    got = bench_loader.first_batches(runs)
+    assert got["first_batch_s"] == 0.2
+    assert got["first_batch_by_round"] == {"0": 0.3, "1": 0.1, "3": 0.2}
+    assert bench_loader.first_batches([{"round": 0, "rows_per_s": 1.0}]) == {}

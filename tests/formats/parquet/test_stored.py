@@ -9,6 +9,8 @@ must succeed and agree with them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -233,3 +235,28 @@ def test_other_framing_is_walked_and_a_damaged_header_stops_the_read_there() -> 
                 )
             with pytest.raises(Unreadable):
                 runs.cursor().u32(k * 65536 + 7)
+
+
+@pytest.mark.parametrize("k", [1, 31, 40])
+def test_a_damaged_header_is_found_read_run_by_run_or_many_at_once(k: int) -> None:
+    """Headers are checked one by one for a few new runs and all at once for many
+    (``FEW_HEADERS``): either way a damaged one stops the read."""
+    data = _random(3 << 20, 9)  # 48 blocks
+    body = bytearray(_compress("snappy", data))
+    _, at = varint(memoryview(bytes(body)), 0)
+    body[at + k * (65536 + 3) + 1] ^= 0x01  # a length byte of block k's header
+    assert len(data) // 65536 > _stored.FEW_HEADERS + 8
+
+    def runs() -> Any:
+        got = stored_runs(memoryview(bytes(body)), len(data), "SNAPPY")
+        assert got is not None and got.headers is not None
+        return got
+
+    whole = np.empty(len(data), dtype=np.uint8)
+    with pytest.raises(Unreadable):  # every header at once
+        runs().gather(whole, np.array([0]), np.array([len(data)]), np.array([0]))
+    cursor, before = runs().cursor(), k * 65536
+    for pos in range(0, before - 4, 65536):  # the blocks before it, one new run at a time
+        assert cursor.u32(pos) == int.from_bytes(data[pos : pos + 4], "little")
+    with pytest.raises(Unreadable):
+        cursor.u32(before + 5)

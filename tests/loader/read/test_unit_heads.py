@@ -6,6 +6,7 @@ the first batch of a head window is cut."""
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 from typing import Any
 
@@ -140,25 +141,27 @@ def test_page_reads_map_the_file_for_the_read_alone(
     """The page readers read each part from a mapping of its own, closed when the part is
     read: the pages a head touched are not kept resident while its unit waits for the rest
     (the unit's own file stays open for Arrow's columns)."""
-    from shardwise.loader.read import unit_heads
+    from shardwise.loader.read import part_map
 
-    opened: list[Any] = []
-    real = unit_heads.open_arrow_input
+    mapped: list[Any] = []
+    real = part_map._map_again
 
-    def counting(path: str, **options: Any) -> Any:
-        source = real(path, **options)
-        opened.append(source)
-        return source
+    def counting(source: Any) -> Any:
+        again = real(source)
+        mapped.append((source, again))
+        return again
 
-    monkeypatch.setattr(unit_heads, "open_arrow_input", counting)
+    monkeypatch.setattr(part_map, "_map_again", counting)
     ds, parts, whole, n = _head_of_first_unit(images)
-    assert len(opened) == 2 and all(isinstance(s, pa.MemoryMappedFile) for s in opened)
-    unit_file, head_pages = opened
+    assert len(mapped) == 1
+    unit_file, head_pages = mapped[0]
+    assert isinstance(unit_file, pa.MemoryMappedFile) and isinstance(head_pages, mmap.mmap)
     assert head_pages.closed and not unit_file.closed
     assert parts._open[0].fixed == ["image"]
     rest = parts.rest(0, 10, n - 10)
     assert rest is not None and rest.equals(whole.slice(10))
-    assert len(opened) == 3 and all(s.closed for s in opened)
+    assert len(mapped) == 2 and mapped[1][0] is unit_file
+    assert unit_file.closed and mapped[1][1].closed
 
 
 @pytest.fixture(scope="module")
@@ -193,8 +196,8 @@ def test_image_structs_are_read_in_parts_from_their_pages(image_structs: Path) -
 def test_a_file_replaced_between_head_and_rest_is_not_mixed_in(
     images: Path, tmp_path: Path
 ) -> None:
-    """The rest's page reads map the file again; if the path now holds another file, the
-    unit's own mapping is read, so the rest is the rest of the file the head came from."""
+    """The rest's page reads map the unit's own file again (its descriptor, not its path):
+    with another file at the path now, the rest is the rest of the file the head came from."""
     import shutil
 
     root = tmp_path / "copy"
@@ -207,6 +210,33 @@ def test_a_file_replaced_between_head_and_rest_is_not_mixed_in(
     pq.write_table(replaced, path, row_group_size=SIZES[0][0])
     rest = parts.rest(0, 10, n - 10)
     assert rest is not None and rest.equals(whole.slice(10))
+
+
+def test_a_file_grown_in_place_between_head_and_rest_is_read_from_the_units_map(
+    images: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file whose size changed since its unit was opened (written to in place) is not
+    mapped again for the rest: the rest's pages come from the unit's own mapping."""
+    import shutil
+
+    from shardwise.loader.read import unit_heads
+
+    root = tmp_path / "copy"
+    shutil.copytree(images, root)
+    ds, parts, whole, n = _head_of_first_unit(root)
+    with open(ds.index.units[0].path, "ab") as f:
+        f.write(b"\0" * 4096)
+    sources: list[Any] = []
+    real = unit_heads.read_binary_dicts
+
+    def reading(pf: Any, source: Any, *args: Any) -> Any:
+        sources.append(source)
+        return real(pf, source, *args)
+
+    monkeypatch.setattr(unit_heads, "read_binary_dicts", reading)
+    rest = parts.rest(0, 10, n - 10)
+    assert rest is not None and rest.equals(whole.slice(10))
+    assert len(sources) == 1 and isinstance(sources[0], pa.MemoryMappedFile)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ Arrow.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable
 from typing import Any
 
@@ -40,7 +41,9 @@ def chunk_bytes(chunk: Any, source: Any) -> memoryview:
     total = _file_size(source)
     if start < 0 or size < 0 or start + size > total:
         raise Unreadable(f"column chunk at {start} of {size} bytes in a file of {total}")
-    if isinstance(source, pa.MemoryMappedFile):  # a slice of the map: no copy, no new memory
+    if isinstance(source, mmap.mmap):  # a view of the map: nothing copied, nothing read ahead
+        data = memoryview(source)[start : start + size]
+    elif isinstance(source, pa.MemoryMappedFile):  # a slice of the map: no copy, no new memory
         source.seek(start)  # (``read_at`` would copy the chunk into new memory, page by page)
         data = source.read_buffer(size)
     elif hasattr(source, "read_at"):

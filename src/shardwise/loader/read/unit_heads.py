@@ -13,10 +13,11 @@ give the rest as one batch, the page readers decode the rest's pages. Only the o
 across the head's end of a fixed-size list column, and a binary column's dictionary page
 (not kept between the parts), are decompressed twice, the second only where its values
 are compressed (incompressible ones are copied from the page as stored). The binary page
-reader maps the file for each part alone (:func:`_pages_source`), so a unit of images
-waiting for its rest does not keep the pages its head touched resident; the fixed-size
-lists' reader uses the unit's own mapping (mapping again cost the emb shape's first epoch
-about a tenth). Lists of any length (token ids): :mod:`~shardwise.loader.read.list_parts`.
+reader maps the file for each part alone (:mod:`~shardwise.loader.read.part_map`), so a
+unit of images waiting for its rest does not keep the pages its head touched resident; the
+fixed-size lists' reader uses the unit's own mapping (mapping again cost the emb shape's
+first epoch about a tenth). Lists of any length (token ids):
+:mod:`~shardwise.loader.read.list_parts`.
 
 Only plain Parquet reads take this path (no filter, no node cache, one dataset). Anything
 else answers None, and the caller reads the whole unit and slices it, so a bad unit is
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,7 @@ from shardwise.formats.parquet.footers import open_parquet
 from shardwise.index import DatasetIndex
 from shardwise.loader.read.list_parts import head_lists, list_names, rest_lists
 from shardwise.loader.read.mixed import MixedIndex
+from shardwise.loader.read.part_map import pages_source
 from shardwise.storage import open_arrow_input
 from shardwise.storage.cache import NodeCache
 
@@ -73,8 +74,6 @@ class _Open:
     lists: list[str] = field(default_factory=list)  # lists whose rest is read from pages
     batches: Iterator[pa.RecordBatch] | None = None
     left: list[pa.RecordBatch] = field(default_factory=list)  # read past the last part
-    path: str = ""  # where it was opened, with ``options`` (the page readers map it again)
-    options: dict[str, Any] = field(default_factory=dict)
 
     def close(self) -> None:
         self.batches = None
@@ -211,7 +210,7 @@ def _open(path: str, group: int, columns: list[str] | None, options: dict[str, A
     except BaseException:
         source.close()
         raise
-    return _Open(source, pf, group, list(names), [], path=path, options=options)
+    return _Open(source, pf, group, list(names), [])
 
 
 def _page_columns(opened: _Open, names: list[str], rows: tuple[int, int]) -> dict[str, pa.Array]:
@@ -222,38 +221,8 @@ def _page_columns(opened: _Open, names: list[str], rows: tuple[int, int]) -> dic
     wide = [n for n in names if n not in fixed and binary_reads(pf.schema_arrow.field(n).type)]
     if not wide:
         return fixed
-    with _pages_source(opened) as source:
+    with pages_source(opened.source) as source:
         return fixed | read_binary_dicts(pf, source, group, wide, rows)
-
-
-@contextmanager
-def _pages_source(opened: _Open) -> Iterator[Any]:
-    """The file the binary page reader reads a part from: a memory-mapped file mapped
-    again for this read alone. The pages a read touches (with the page cache's large folios, most of
-    a dictionary page of images whose values' lengths are walked) stay in the process's
-    resident memory while their mapping lives, and a unit's stays open until its rest:
-    13 units of images waiting for their rests held 300 MB so. The new mapping is used
-    only if it is the same file (:func:`_same_tail`: a file replaced meanwhile is read
-    from the unit's own mapping, as Arrow's columns are). Any other file (the node cache's
-    leased entries) is read as it is."""
-    if not isinstance(opened.source, pa.MemoryMappedFile) or not opened.path:
-        yield opened.source
-        return
-    source = open_arrow_input(opened.path, **opened.options)
-    try:
-        yield source if _same_tail(source, opened.source) else opened.source
-    finally:
-        source.close()
-
-
-def _same_tail(a: Any, b: Any, tail: int = 1 << 16) -> bool:
-    """Whether two open files have the same size and the same last ``tail`` bytes (the
-    footer, whose row groups' offsets, sizes and statistics change with the data)."""
-    size = a.size()
-    if size != b.size():
-        return False
-    n = min(size, tail)
-    return bool(a.read_at(n, size - n) == b.read_at(n, size - n))
 
 
 def _held(opened: _Open) -> int:
