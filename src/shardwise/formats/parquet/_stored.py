@@ -123,11 +123,13 @@ class Headers:
         head's read of images), more at once."""
         if i < self.checked:
             return
-        ok = True
         if i + 1 - self.checked <= FEW_HEADERS:
             width, body, want = len(self.expected), self.body, self.expected
+            ok = True
             for h in self.starts[self.checked : i + 1]:
-                ok = ok and body[h : h + width] == want
+                if body[h : h + width] != want:
+                    ok = False
+                    break
         else:
             heads, data = self.heads[self.checked : i + 1], np.frombuffer(self.body, np.uint8)
             ok = all(bool((data[heads + k] == b).all()) for k, b in enumerate(self.expected))
