@@ -205,6 +205,32 @@ def test_a_sample_of_numbers_is_the_same_whatever_rows_share_its_batch(
         assert v.dtype == want.dtype and np.array_equal(v, want, equal_nan=True), (i, v)
 
 
+def test_per_sample_numeric_lists_are_numpy_rows_whatever_their_neighbours(
+    tmp_path: Path,
+) -> None:
+    """Every row of a numeric list column is a numpy row of its dtype (None for a null
+    row): neither a null row nor rows of other lengths beside it make it a Python list."""
+    table = pa.table(
+        {
+            "id": list(range(6)),
+            "fixed": pa.array(
+                [[1, 2], None, [3, 4], [5, 6], [7, 8], [9, 10]], pa.list_(pa.int64(), 2)
+            ),
+            "ragged": pa.array([[1], [2, 3], [], [4, 5, 6], [7], [8, 9]], pa.list_(pa.int32())),
+            "flags": pa.array([[True], [False, True], [True]] * 2, pa.list_(pa.bool_())),
+        }
+    )
+    pq.write_table(table, tmp_path / "l.parquet")
+    got = list(_dataset(tmp_path / "l.parquet", batch_size=3))
+    assert [s["id"] for s in got] == list(range(6))
+    assert got[1]["fixed"] is None
+    for name, dtype in (("fixed", np.int64), ("ragged", np.int32), ("flags", np.bool_)):
+        for s, want in zip(got, table.column(name).to_pylist()):
+            if want is not None:
+                assert isinstance(s[name], np.ndarray), (name, s["id"], s[name])
+                assert s[name].dtype == dtype and s[name].tolist() == want
+
+
 def test_per_sample_values_outside_python_datetime_name_file_unit_and_column(
     tmp_path: Path,
 ) -> None:
