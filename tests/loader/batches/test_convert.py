@@ -314,6 +314,20 @@ def test_variable_length_lists_are_padded_with_lengths(tmp_path: Path, pad_to: A
             assert got == (row + [0] * width)[:width]
 
 
+@pytest.mark.parametrize("fmt", ["numpy", "torch"])
+def test_lists_of_booleans_are_padded_with_false(tmp_path: Path, fmt: str) -> None:
+    flags = [[True], [False, True, None], None, []]
+    pq.write_table(
+        pa.table({"id": list(range(4)), "flags": pa.array(flags, pa.list_(pa.bool_()))}),
+        tmp_path / "b.parquet",
+    )
+    (batch,) = _dataset(tmp_path / "b.parquet", batch_size=4, batch_format=fmt, pad_to="longest")
+    values, lengths = np.asarray(batch["flags"]), np.asarray(batch["flags_lengths"])
+    assert values.dtype == np.bool_ and lengths.tolist() == [1, 3, 0, 0]
+    want = [[True, False, False], [False, True, False], [False] * 3, [False] * 3]
+    assert values.tolist() == want
+
+
 def test_without_padding_ragged_lists_stay_object_arrays_and_bad_pad_is_refused(
     tmp_path: Path,
 ) -> None:
