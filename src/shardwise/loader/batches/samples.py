@@ -2,9 +2,9 @@
 rule per type so every row of a column has the same kind of value:
 
 - numbers and booleans: ``int``/``float``/``bool`` (``None`` for nulls);
-- numeric lists (``list`` and fixed-size): numpy rows of their own dtype, whatever their
-  lengths (the DataLoader stacks rows of one length); a row holding a null among its
-  numbers: float64 with NaN (that row alone); a null row: ``None``. A row's form never
+- numeric lists (``list``, ``large_list`` and fixed-size): numpy rows of their own dtype,
+  whatever their lengths (the DataLoader stacks rows of one length); a row holding a null
+  among its numbers: float64 with NaN (that row alone); a null row: ``None``. A row's form never
   depends on the rows read beside it;
 - dates and times: ``datetime.date``/``datetime``/``time``/``timedelta``; timestamps and
   durations in nanoseconds: ``numpy.datetime64``/``numpy.timedelta64`` in ``ns`` (exact,
@@ -42,7 +42,7 @@ def rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
 def _python_values(name: str, col: pa.Array) -> list[Any]:
     t = col.type
     try:
-        if (pa.types.is_fixed_size_list(t) or pa.types.is_list(t)) and numeric(t.value_type):
+        if _numeric_list(t):
             if col.null_count or pc.list_flatten(col).null_count:
                 return _rows_alone(col)
             return _plain_rows(col)
@@ -57,6 +57,12 @@ def _python_values(name: str, col: pa.Array) -> list[Any]:
         raise FormatError(
             f"column {name!r} ({t}) has values that cannot become Python objects: {exc}"
         ) from exc
+
+
+def _numeric_list(t: pa.DataType) -> bool:
+    """A list of numbers: ``list``, ``large_list`` or fixed-size."""
+    lists = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+    return lists and numeric(t.value_type)
 
 
 def _plain_rows(col: pa.Array) -> list[np.ndarray]:
