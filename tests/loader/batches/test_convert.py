@@ -118,7 +118,6 @@ def test_per_sample_mode_streams_every_type(every_type: tuple[Path, pa.Table]) -
         "ltext",
         "blob",
         "fsb",
-        "lids_n",
         "tags",
         "st",
         "mp",
@@ -136,6 +135,9 @@ def test_per_sample_mode_streams_every_type(every_type: tuple[Path, pa.Table]) -
     assert got[2]["dur_ns"] == np.timedelta64(2_000_000_002, "ns")
     assert got[2]["t64ns"] == 2_000_000_002
     assert [list(r["ids"]) for r in got] == table.column("ids").to_pylist()
+    lids = [r["lids_n"] for r in got]  # large lists too: numpy rows of their dtype, None if null
+    assert all(x is None or (isinstance(x, np.ndarray) and x.dtype == np.int64) for x in lids)
+    assert [None if x is None else x.tolist() for x in lids] == table.column("lids_n").to_pylist()
     assert np.array_equal(
         np.stack([r["emb"] for r in got]),
         table.column("emb").to_numpy(zero_copy_only=False).tolist(),
@@ -203,6 +205,32 @@ def test_a_sample_of_numbers_is_the_same_whatever_rows_share_its_batch(
     for i, v in got:
         want = np.array([np.nan, 6.0]) if i == 2 else np.array(table["v"][i].as_py(), np.int32)
         assert v.dtype == want.dtype and np.array_equal(v, want, equal_nan=True), (i, v)
+
+
+def test_per_sample_numeric_lists_are_numpy_rows_whatever_their_neighbours(
+    tmp_path: Path,
+) -> None:
+    """Every row of a numeric list column is a numpy row of its dtype (None for a null
+    row): neither a null row nor rows of other lengths beside it make it a Python list."""
+    table = pa.table(
+        {
+            "id": list(range(6)),
+            "fixed": pa.array(
+                [[1, 2], None, [3, 4], [5, 6], [7, 8], [9, 10]], pa.list_(pa.int64(), 2)
+            ),
+            "ragged": pa.array([[1], [2, 3], [], [4, 5, 6], [7], [8, 9]], pa.list_(pa.int32())),
+            "flags": pa.array([[True], [False, True], [True]] * 2, pa.list_(pa.bool_())),
+        }
+    )
+    pq.write_table(table, tmp_path / "l.parquet")
+    got = list(_dataset(tmp_path / "l.parquet", batch_size=3))
+    assert [s["id"] for s in got] == list(range(6))
+    assert got[1]["fixed"] is None
+    for name, dtype in (("fixed", np.int64), ("ragged", np.int32), ("flags", np.bool_)):
+        for s, want in zip(got, table.column(name).to_pylist()):
+            if want is not None:
+                assert isinstance(s[name], np.ndarray), (name, s["id"], s[name])
+                assert s[name].dtype == dtype and s[name].tolist() == want
 
 
 def test_per_sample_values_outside_python_datetime_name_file_unit_and_column(
@@ -286,6 +314,20 @@ def test_variable_length_lists_are_padded_with_lengths(tmp_path: Path, pad_to: A
         for row, got, n in zip(rows, tokens.tolist(), lengths.tolist()):
             assert n == min(len(row), width)
             assert got == (row + [0] * width)[:width]
+
+
+@pytest.mark.parametrize("fmt", ["numpy", "torch"])
+def test_lists_of_booleans_are_padded_with_false(tmp_path: Path, fmt: str) -> None:
+    flags = [[True], [False, True, None], None, []]
+    pq.write_table(
+        pa.table({"id": list(range(4)), "flags": pa.array(flags, pa.list_(pa.bool_()))}),
+        tmp_path / "b.parquet",
+    )
+    (batch,) = _dataset(tmp_path / "b.parquet", batch_size=4, batch_format=fmt, pad_to="longest")
+    values, lengths = np.asarray(batch["flags"]), np.asarray(batch["flags_lengths"])
+    assert values.dtype == np.bool_ and lengths.tolist() == [1, 3, 0, 0]
+    want = [[True, False, False], [False, True, False], [False] * 3, [False] * 3]
+    assert values.tolist() == want
 
 
 def test_without_padding_ragged_lists_stay_object_arrays_and_bad_pad_is_refused(

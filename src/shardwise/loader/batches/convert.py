@@ -54,14 +54,15 @@ def is_ragged(t: pa.DataType) -> bool:
 def pad(col: pa.Array, pad_to: Padding) -> tuple[np.ndarray, np.ndarray]:
     """A list-of-numbers column as a 2-D array padded with zeros, to its longest row or
     to ``pad_to`` (longer rows are cut there), and each row's length in it. Null rows are
-    empty; null values inside a row are zeros."""
+    empty; null values inside a row are zeros (False in lists of booleans)."""
     n = len(col)
     lengths = (
         pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     )
     width = int(lengths.max(initial=0)) if pad_to == "longest" else int(pad_to or 0)
     kept = np.minimum(lengths, width)
-    flat = pc.fill_null(pc.list_flatten(col), 0).to_numpy(zero_copy_only=False)
+    zero = False if pa.types.is_boolean(col.type.value_type) else 0
+    flat = pc.fill_null(pc.list_flatten(col), zero).to_numpy(zero_copy_only=False)
     out = np.zeros((n, width), dtype=_numpy_type(col.type.value_type))
     row = np.repeat(np.arange(n), kept)
     pos = np.arange(int(kept.sum())) - np.repeat(np.cumsum(kept) - kept, kept)

@@ -2,8 +2,10 @@
 rule per type so every row of a column has the same kind of value:
 
 - numbers and booleans: ``int``/``float``/``bool`` (``None`` for nulls);
-- numeric lists of one length per column chunk: numpy rows (the DataLoader stacks them);
-  a row holding a null among its numbers: float64 with NaN (that row alone);
+- numeric lists (``list``, ``large_list`` and fixed-size): numpy rows of their own dtype,
+  whatever their lengths (the DataLoader stacks rows of one length); a row holding a null
+  among its numbers: float64 with NaN (that row alone); a null row: ``None``. A row's form never
+  depends on the rows read beside it;
 - dates and times: ``datetime.date``/``datetime``/``time``/``timedelta``; timestamps and
   durations in nanoseconds: ``numpy.datetime64``/``numpy.timedelta64`` in ``ns`` (exact,
   which ``datetime`` is not); times of day in nanoseconds: ``int`` nanoseconds;
@@ -40,15 +42,10 @@ def rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
 def _python_values(name: str, col: pa.Array) -> list[Any]:
     t = col.type
     try:
-        if (
-            col.null_count == 0
-            and (pa.types.is_fixed_size_list(t) or pa.types.is_list(t))
-            and numeric(t.value_type)
-        ):
-            if pc.list_flatten(col).null_count:
+        if _numeric_list(t):
+            if col.null_count or pc.list_flatten(col).null_count:
                 return _rows_alone(col)
-            arr = _equal_rows(col)
-            return list(arr) if arr is not None else col.to_pylist()
+            return _plain_rows(col)
         if col.null_count == 0 and numeric(t):
             return col.to_numpy(zero_copy_only=False).tolist()
         if (pa.types.is_timestamp(t) or pa.types.is_duration(t)) and t.unit == "ns":
@@ -62,22 +59,31 @@ def _python_values(name: str, col: pa.Array) -> list[Any]:
         ) from exc
 
 
-def _equal_rows(col: pa.Array) -> np.ndarray | None:
-    """A list column of numbers without nulls whose rows have one length as a 2-D array
-    of its own (one writable copy: its rows are torch-safe numpy rows the DataLoader
-    stacks); None where lengths differ."""
+def _numeric_list(t: pa.DataType) -> bool:
+    """A list of numbers: ``list``, ``large_list`` or fixed-size."""
+    lists = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+    return lists and numeric(t.value_type)
+
+
+def _plain_rows(col: pa.Array) -> list[np.ndarray]:
+    """A list column of numbers without nulls as writable numpy rows (torch-safe rows the
+    DataLoader stacks): rows of one length are views of one 2-D copy, the others each a
+    copy of its own."""
     arr = column_to_numpy(col)
     if arr.dtype != object:  # fixed-size lists: a view of Arrow's memory
-        return np.array(arr)
-    same = len(arr) > 0 and len({len(row) for row in arr}) == 1
-    return np.stack(list(arr)) if same else None
+        return list(np.array(arr))
+    if len(arr) and len({len(row) for row in arr}) == 1:
+        return list(np.stack(list(arr)))
+    return [np.array(row) for row in arr]
 
 
 def _rows_alone(col: pa.Array) -> list[Any]:
-    """Numeric lists with nulls among their numbers, each row a numpy row made of its own
+    """Numeric lists with nulls (rows or numbers), each row a numpy row made of its own
     values: float64 with NaN where the row holds a null (as Arrow's ``to_numpy``), its
-    own dtype otherwise, whatever the rows beside it in the batch."""
-    return [np.array(col[i].values.to_numpy(zero_copy_only=False)) for i in range(len(col))]
+    own dtype otherwise, whatever the rows beside it in the batch; None for a null row."""
+    return [
+        np.array(row.values.to_numpy(zero_copy_only=False)) if row.is_valid else None for row in col
+    ]
 
 
 def _nullable(col: pa.Array, values: list[Any]) -> list[Any]:
