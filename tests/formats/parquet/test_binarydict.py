@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from _pageopts import SETTINGS as PAGE_SETTINGS
+from _parquetcraft import Reader, encode_struct, get
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -305,3 +306,65 @@ def test_a_plain_page_is_read_up_to_its_first_null() -> None:
     assert head["image"].equals(_arrow(pf, 0).slice(0, 80))
     assert read_binary_dicts(pf, source, 0, ["image"], (0, 81)) == {}
     assert read_binary_dicts(pf, source, 0, ["image"]) == {}
+
+
+def _with_indices(indices: bytes) -> bytes:
+    """A file of 10 rows of one wide value (a dictionary of one value, uncompressed) whose
+    data page's indices (after its definition levels) are ``indices``."""
+    raw = _write(pa.table({"image": pa.array([b"x" * 3000] * 10)}), {"compression": "none"})
+    start = pq.ParquetFile(pa.BufferReader(raw)).metadata.row_group(0).column(0).data_page_offset
+    r = Reader(raw, start)
+    header = r.struct()
+    end = r.i + get(header, 3)[2]
+    body = raw[r.i : r.i + 4 + int.from_bytes(raw[r.i : r.i + 4], "little")] + indices
+    get(header, 2)[2] = get(header, 3)[2] = len(body)
+    page = encode_struct(header) + body
+    n = int.from_bytes(raw[-8:-4], "little")
+    footer = Reader(raw[-8 - n : -8]).struct()
+    meta = get(get(get(footer, 4)[2][1][0], 1)[2][1][0], 3)[2]  # the chunk's metadata
+    for size in (6, 7):  # its uncompressed and compressed sizes
+        get(meta, size)[2] += len(page) - (end - start)
+    tail = encode_struct(footer)
+    return raw[:start] + page + raw[end : -8 - n] + tail + len(tail).to_bytes(4, "little") + b"PAR1"
+
+
+def _uvarint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    return bytes(out + bytes([v]))
+
+
+GROUPS = ((1 << 31) - 1) // 8  # the most groups of 8 a packed run may claim (Arrow's limit)
+
+
+@pytest.mark.parametrize(
+    "indices",
+    [
+        bytes([0]) + _uvarint(2) + _uvarint(GROUPS << 1 | 1),  # width 0: 1, then 2**31 - 8
+        bytes([0]) + _uvarint(GROUPS << 1 | 1),
+        bytes([0]) + _uvarint(2) + _uvarint((GROUPS + 1) << 1 | 1),  # one group too many
+        bytes([1]) + _uvarint((1 << 31) << 1) + b"\x00",  # a repeated run of 2**31
+        bytes([1]) + b"\x94\x80\x80\x80\x80\x00" + b"\x00",  # 10 in a varint of 6 bytes
+        bytes([1]) + b"\x94\x80\x80\x80\x00" + b"\x00",  # 10 in a varint of 5 bytes
+        bytes([1]) + _uvarint(20) + b"\x01",  # index 1 of a dictionary of one
+        bytes([33]) + _uvarint(20) + b"\x00" * 5,
+    ],
+    ids=lambda b: b.hex(),
+)
+def test_indices_of_any_run_headers_read_as_arrow_reads_them(indices: bytes) -> None:
+    """Dictionary indices whose runs claim billions of values in a few bytes (a bit
+    width of 0 stores none), or whose headers Arrow stops at (past 32 bits, a varint
+    over 5 bytes): read as Arrow reads them, or declined where Arrow refuses them, in
+    bounded memory (a width of 0 was a MemoryError, raised as is)."""
+    data = _with_indices(indices)
+    pf = pq.ParquetFile(pa.BufferReader(data))
+    try:
+        arrow: pa.Array | None = _arrow(pf, 0)
+    except (pa.ArrowException, OSError):
+        arrow = None
+    got = read_binary_dicts(pf, pa.BufferReader(data), 0, ["image"]).get("image")
+    assert got is None or (arrow is not None and got.equals(arrow))
+    if arrow is not None:
+        assert got is not None
