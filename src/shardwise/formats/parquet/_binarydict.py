@@ -259,6 +259,8 @@ def _offsets(raw: Runs, pos: int, n: int, exact: bool) -> tuple[np.ndarray, np.n
         pos += length
     if exact and pos != size:
         raise Unreadable("a page of other values than its header says")
+    if exact:  # the page read whole: every run of it, even one no value wanted lies in
+        raw.check_all()
     return starts, lengths, pos
 
 

@@ -56,6 +56,11 @@ class Runs:
         """The page's size."""
         return self.starts[-1]
 
+    def check_all(self) -> None:
+        """Check every run's header still unchecked (a read that claims the whole page)."""
+        if self.headers is not None:
+            self.headers.check(len(self.sources) - 1)
+
     def cursor(self) -> Cursor:
         """A reader of the page's bytes from its start on, for reads at rising places."""
         return Cursor(self)
