@@ -405,3 +405,26 @@ def test_a_whole_read_checks_the_stored_runs_no_wanted_value_lies_in() -> None:
         assert read_binary_dicts(pf, pa.BufferReader(damaged), 0, ["image"], rows) == {}, rows
     head = read_binary_dicts(pf, pa.BufferReader(damaged), 0, ["image"], (0, 2))
     assert head["image"].to_pylist() == [values[0]] * 2
+
+
+def test_a_row_group_of_no_rows_whose_chunk_holds_no_page() -> None:
+    """A row group of 0 rows whose chunk is 0 bytes (no dictionary, no data page): Arrow
+    reads it as 0 rows, and so does the page reader (it raised IndexError, which the
+    format took for damage)."""
+    table = pa.table({"image": pa.array([b"x" * 3000] * 3, pa.binary())})
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, table.schema, compression="none") as writer:
+        writer.write_table(table.slice(0, 0))
+        writer.write_table(table)
+    raw = buf.getvalue()
+    n = int.from_bytes(raw[-8:-4], "little")
+    footer = Reader(raw[-8 - n : -8]).struct()
+    meta = get(get(get(footer, 4)[2][1][0], 1)[2][1][0], 3)[2]  # row group 0's chunk
+    get(meta, 6)[2] = get(meta, 7)[2] = 0
+    tail = encode_struct(footer)
+    data = raw[: -8 - n] + tail + len(tail).to_bytes(4, "little") + b"PAR1"
+    pf = pq.ParquetFile(pa.BufferReader(data))
+    assert pf.metadata.row_group(0).num_rows == 0 and len(_arrow(pf, 0)) == 0
+    for rows in (None, (0, 0)):
+        got = read_binary_dicts(pf, pa.BufferReader(data), 0, ["image"], rows)
+        assert got["image"].equals(_arrow(pf, 0)), rows
