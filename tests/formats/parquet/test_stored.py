@@ -142,6 +142,34 @@ def test_zstd_framing_beyond_raw_blocks_is_declined() -> None:
     assert stored_runs(memoryview(raw + b"\0"), 150, "ZSTD") is None
 
 
+@pytest.mark.parametrize(
+    ("fhd", "inserted", "read"),
+    [
+        (0x21, b"\x07", False),  # a dictionary's id (1 byte): zstd has no dictionary to match
+        (0x23, b"\x07\x00\x00\x00", False),
+        (0x21, b"\x00", True),  # id 0: no dictionary
+        (0x00, bytes([22 << 3]), False),  # a window of 2**32: more than zstd decodes with
+        (0x00, bytes([21 << 3 | 7]), True),  # the widest window it takes
+    ],
+)
+def test_zstd_frames_the_codec_refuses_whatever_their_blocks_are_none(
+    fhd: int, inserted: bytes, read: bool
+) -> None:
+    """A frame header naming a dictionary, or a window zstd will not decode with: the
+    codec refuses the frame (Arrow reports the page), so its raw blocks are not read as
+    the page (they were)."""
+    a = _random(100, 10)
+    frame = _zstd_frame([(0, a)], fhd=fhd)
+    frame = frame[:5] + inserted + frame[5:]  # the window descriptor or the id, after fhd
+    try:
+        codec: bytes | None = pa.Codec("zstd").decompress(frame, 100, asbytes=True)
+    except OSError:
+        codec = None
+    assert (codec == a) is read
+    runs = stored_runs(memoryview(frame), 100, "ZSTD")
+    assert (runs is not None and _bytes(runs) == a) is read
+
+
 def test_values_across_runs_are_copied_whole() -> None:
     data = _random(200_000, 7)
     runs = stored_runs(memoryview(_snappy_literals(data, 5000)), len(data), "SNAPPY")

@@ -10,8 +10,9 @@ for a unit of images, most of a head's read when only a few of its values are wa
 stored so, gives the runs (:class:`Runs`): a value can then be copied straight out of the
 page's body (a memory-mapped file), and nothing is decompressed. A stream with anything
 else in it (a snappy copy, a compressed or RLE zstd block, a checksum, a skippable frame,
-another codec) or a framing that does not add up to exactly ``size`` bytes gives None,
-and the caller decompresses the page as before (whose decoder then judges the stream).
+a frame zstd refuses whatever its blocks, another codec) or a framing that does not add
+up to exactly ``size`` bytes gives None, and the caller decompresses the page as before
+(whose decoder then judges the stream).
 Framing too fine to be worth walking in Python (runs of less than :data:`MIN_RUN` bytes
 on average) gives None too, so a hostile stream of one-byte literals costs no more than
 :data:`MAX_RUNS` steps.
@@ -249,6 +250,10 @@ def _zstd(b: memoryview, size: int) -> list[tuple[int, int]] | None:
     i = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
     fcs = (0, 2, 4, 8)[fhd >> 6] or (1 if single else 0)
     if i + fcs > end:
+        return None
+    # zstd refuses a frame that names a dictionary (none is given it) or needs a window
+    # past 2**31 bytes, whatever its blocks hold
+    if int.from_bytes(b[5 + (0 if single else 1) : i], "little") or (not single and b[5] >> 3 > 21):
         return None
     if fcs:
         declared = int.from_bytes(b[i : i + fcs], "little") + (256 if fcs == 2 else 0)
