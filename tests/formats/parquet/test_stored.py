@@ -113,6 +113,26 @@ def test_hand_made_literals_of_any_length_are_read_and_tiny_ones_declined() -> N
     assert len(data) // MIN_RUN + 16 < MAX_RUNS
 
 
+@pytest.mark.parametrize("width", [3, 4, 5, 6, 10])
+def test_a_snappy_length_in_more_bytes_than_snappy_reads_is_none(width: int) -> None:
+    """The length a snappy stream opens with, written in ``width`` bytes (padded with
+    continuation bytes): snappy reads at most 5, and refuses the stream past that
+    (Arrow reports the page), so its literals are not read as the page (they were)."""
+    data = _random(200_000, 12)
+    for body in (_snappy_literals(data, 5000), bytes(_compress("snappy", data))):
+        _, at = varint(memoryview(body), 0)
+        assert at == 3
+        padded = bytearray(body[:2]) + bytes([body[2] | 0x80]) + b"\x80" * (width - 4) + b"\x00"
+        stream = bytes(padded[:width]) + body[3:] if width > 3 else body
+        try:
+            codec: bytes | None = pa.Codec("snappy").decompress(stream, len(data), asbytes=True)
+        except OSError:
+            codec = None
+        assert (codec == data) is (width <= 5)
+        runs = stored_runs(memoryview(stream), len(data), "SNAPPY")
+        assert (runs is not None and _bytes(runs) == data) is (width <= 5)
+
+
 def _zstd_frame(blocks: list[tuple[int, bytes]], fhd: int = 0x20, trailer: bytes = b"") -> bytes:
     """A zstd frame of ``blocks`` (type, content) with frame header descriptor ``fhd``
     (single segment and a 1-byte content size by default: the content must be < 256)."""

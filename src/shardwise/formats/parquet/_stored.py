@@ -173,13 +173,20 @@ def _limit(size: int) -> int:
     return min(MAX_RUNS, size // MIN_RUN + 16)
 
 
-def _snappy(b: memoryview, size: int) -> list[tuple[int, int]] | None:
-    """Snappy's literals, when the stream is only literals adding up to ``size``."""
+def _opening(b: memoryview, size: int) -> int | None:
+    """Where a snappy stream's literals start, after the length it opens with, when that
+    is ``size`` and read as snappy reads it (a varint of at most 5 bytes), else None."""
     try:
         declared, i = varint(b, 0)
     except Unreadable:
         return None
-    if declared != size:
+    return i if declared == size and i <= 5 else None
+
+
+def _snappy(b: memoryview, size: int) -> list[tuple[int, int]] | None:
+    """Snappy's literals, when the stream is only literals adding up to ``size``."""
+    i = _opening(b, size)
+    if i is None:
         return None
     runs: list[tuple[int, int]] = []
     out, limit, end = 0, _limit(size), len(b)
@@ -218,12 +225,9 @@ def _snappy_blocks(b: memoryview, size: int) -> Runs | None:
     known without a walk; the other literals' headers are checked as the runs are read
     (:class:`Headers`). Anything else gives None (the stream is then walked literal by
     literal, :func:`_snappy`)."""
-    try:
-        declared, i = varint(b, 0)
-    except Unreadable:
-        return None
+    i = _opening(b, size)
     blocks = -(-size // SNAPPY_BLOCK)
-    if declared != size or not blocks or blocks > _limit(size):
+    if i is None or not blocks or blocks > _limit(size):
         return None
     last = size - (blocks - 1) * SNAPPY_BLOCK
     full, tail = _literal_header(SNAPPY_BLOCK), _literal_header(last)
