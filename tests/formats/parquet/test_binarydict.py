@@ -18,11 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from _pageopts import SETTINGS as PAGE_SETTINGS
+from _parquetcraft import Reader, encode_struct, get
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardwise.formats.parquet import _binarydict
 from shardwise.formats.parquet._binarydict import MIN_MEAN, read_binary_dicts
+from shardwise.formats.parquet._thrift import varint
 
 SETTINGS = settings(PAGE_SETTINGS, max_examples=100)
 CODECS = ["none", "snappy", "gzip", "zstd", "brotli", "lz4"]
@@ -305,3 +307,124 @@ def test_a_plain_page_is_read_up_to_its_first_null() -> None:
     assert head["image"].equals(_arrow(pf, 0).slice(0, 80))
     assert read_binary_dicts(pf, source, 0, ["image"], (0, 81)) == {}
     assert read_binary_dicts(pf, source, 0, ["image"]) == {}
+
+
+def _with_indices(indices: bytes, values: list[bytes] | None = None, codec: str = "none") -> bytes:
+    """A file of ``values`` (10 of one wide value: a dictionary of one) in one row group,
+    compressed by ``codec``, whose data page's indices (after its definition levels) are
+    ``indices``."""
+    table = pa.table({"image": pa.array(values or [b"x" * 3000] * 10, pa.binary())})
+    raw = _write(table, {"compression": codec})
+    start = pq.ParquetFile(pa.BufferReader(raw)).metadata.row_group(0).column(0).data_page_offset
+    r = Reader(raw, start)
+    header = r.struct()
+    end = r.i + get(header, 3)[2]
+    body = raw[r.i : end]
+    if codec != "none":
+        body = pa.Codec(codec).decompress(body, get(header, 2)[2], asbytes=True)
+    body = body[: 4 + int.from_bytes(body[:4], "little")] + indices
+    get(header, 2)[2] = len(body)
+    if codec != "none":
+        body = pa.Codec(codec).compress(body, asbytes=True)
+    get(header, 3)[2] = len(body)
+    page = encode_struct(header) + body
+    n = int.from_bytes(raw[-8:-4], "little")
+    footer = Reader(raw[-8 - n : -8]).struct()
+    meta = get(get(get(footer, 4)[2][1][0], 1)[2][1][0], 3)[2]  # the chunk's metadata
+    for size in (6, 7):  # its uncompressed and compressed sizes (near enough for Arrow)
+        get(meta, size)[2] += len(page) - (end - start)
+    tail = encode_struct(footer)
+    return raw[:start] + page + raw[end : -8 - n] + tail + len(tail).to_bytes(4, "little") + b"PAR1"
+
+
+def _uvarint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    return bytes(out + bytes([v]))
+
+
+GROUPS = ((1 << 31) - 1) // 8  # the most groups of 8 a packed run may claim (Arrow's limit)
+
+
+@pytest.mark.parametrize(
+    "indices",
+    [
+        bytes([0]) + _uvarint(2) + _uvarint(GROUPS << 1 | 1),  # width 0: 1, then 2**31 - 8
+        bytes([0]) + _uvarint(GROUPS << 1 | 1),
+        bytes([0]) + _uvarint(2) + _uvarint((GROUPS + 1) << 1 | 1),  # one group too many
+        bytes([1]) + _uvarint((1 << 31) << 1) + b"\x00",  # a repeated run of 2**31
+        bytes([1]) + b"\x94\x80\x80\x80\x80\x00" + b"\x00",  # 10 in a varint of 6 bytes
+        bytes([1]) + b"\x94\x80\x80\x80\x00" + b"\x00",  # 10 in a varint of 5 bytes
+        bytes([1]) + _uvarint(20) + b"\x01",  # index 1 of a dictionary of one
+        bytes([33]) + _uvarint(20) + b"\x00" * 5,
+    ],
+    ids=lambda b: b.hex(),
+)
+def test_indices_of_any_run_headers_read_as_arrow_reads_them(indices: bytes) -> None:
+    """Dictionary indices whose runs claim billions of values in a few bytes (a bit
+    width of 0 stores none), or whose headers Arrow stops at (past 32 bits, a varint
+    over 5 bytes): read as Arrow reads them, or declined where Arrow refuses them, in
+    bounded memory (a width of 0 was a MemoryError, raised as is)."""
+    data = _with_indices(indices)
+    pf = pq.ParquetFile(pa.BufferReader(data))
+    try:
+        arrow: pa.Array | None = _arrow(pf, 0)
+    except (pa.ArrowException, OSError):
+        arrow = None
+    got = read_binary_dicts(pf, pa.BufferReader(data), 0, ["image"]).get("image")
+    assert got is None or (arrow is not None and got.equals(arrow))
+    if arrow is not None:
+        assert got is not None
+
+
+def test_a_whole_read_checks_the_stored_runs_no_wanted_value_lies_in() -> None:
+    """A snappy dictionary page of random values stored as literals, its last value (of
+    several literals) used by no row: a literal header damaged inside that value makes
+    the page one Arrow refuses. A read to the row group's end claims the whole page, so
+    it checks every literal's header, even those of values no row wants: declined (it
+    read the rows as if the page were sound). A head reads the values it needs, from
+    literals whose headers are checked."""
+    rng = np.random.default_rng(5)
+    values = [rng.bytes(3000) for _ in range(3)] + [rng.bytes(400_000)]
+    data = bytearray(_with_indices(bytes([2]) + _uvarint(4 << 1) + b"\x00", values, "snappy"))
+    pf = pq.ParquetFile(pa.BufferReader(bytes(data)))
+    chunk = pf.metadata.row_group(0).column(0)
+    r = Reader(bytes(data), chunk.dictionary_page_offset)
+    r.struct()
+    _, first = varint(memoryview(bytes(data)), r.i)  # the first literal's tag
+    assert data[first + 4 * (65536 + 3) : first + 4 * (65536 + 3) + 3] == b"\xf4\xff\xff"
+    assert read_binary_dicts(pf, pa.BufferReader(bytes(data)), 0, ["image"]) != {}
+    data[first + 4 * (65536 + 3)] ^= 0x10  # the 5th literal's tag: inside the last value
+    damaged = bytes(data)
+    pf = pq.ParquetFile(pa.BufferReader(damaged))
+    with pytest.raises(OSError):
+        _arrow(pf, 0)
+    for rows in (None, (0, 4), (2, 4)):
+        assert read_binary_dicts(pf, pa.BufferReader(damaged), 0, ["image"], rows) == {}, rows
+    head = read_binary_dicts(pf, pa.BufferReader(damaged), 0, ["image"], (0, 2))
+    assert head["image"].to_pylist() == [values[0]] * 2
+
+
+def test_a_row_group_of_no_rows_whose_chunk_holds_no_page() -> None:
+    """A row group of 0 rows whose chunk is 0 bytes (no dictionary, no data page): Arrow
+    reads it as 0 rows, and so does the page reader (it raised IndexError, which the
+    format took for damage)."""
+    table = pa.table({"image": pa.array([b"x" * 3000] * 3, pa.binary())})
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, table.schema, compression="none") as writer:
+        writer.write_table(table.slice(0, 0))
+        writer.write_table(table)
+    raw = buf.getvalue()
+    n = int.from_bytes(raw[-8:-4], "little")
+    footer = Reader(raw[-8 - n : -8]).struct()
+    meta = get(get(get(footer, 4)[2][1][0], 1)[2][1][0], 3)[2]  # row group 0's chunk
+    get(meta, 6)[2] = get(meta, 7)[2] = 0
+    tail = encode_struct(footer)
+    data = raw[: -8 - n] + tail + len(tail).to_bytes(4, "little") + b"PAR1"
+    pf = pq.ParquetFile(pa.BufferReader(data))
+    assert pf.metadata.row_group(0).num_rows == 0 and len(_arrow(pf, 0)) == 0
+    for rows in (None, (0, 0)):
+        got = read_binary_dicts(pf, pa.BufferReader(data), 0, ["image"], rows)
+        assert got["image"].equals(_arrow(pf, 0)), rows

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from shardwise.errors import FormatError
 from shardwise.formats import get_format
 from shardwise.formats.parquet._fixedlist import read_fixed_lists
+from shardwise.formats.parquet._pages import Unreadable
 from shardwise.formats.parquet._rle_bitpacked import _unpack, check_rows, decode
 from shardwise.formats.parquet.format import _read_row_group
 
@@ -386,9 +387,23 @@ def test_hostile_page_headers_are_refused_quickly() -> None:
 
 
 def test_a_few_bytes_claiming_billions_of_levels_cost_nothing() -> None:
-    huge = _varint((1 << 40) << 1) + b"\x01"  # one repeated run of 2**40 ones
-    assert decode(memoryview(huge), 1, 10).tolist() == [1] * 10
-    assert not check_rows(memoryview(huge), 64 * 1000, 64)  # no row opens with a 0
+    many = _varint(((1 << 31) - 1) << 1) + b"\x01"  # a repeated run of 2**31 - 1 ones
+    assert decode(memoryview(many), 1, 10).tolist() == [1] * 10
+    assert not check_rows(memoryview(many), 64 * 1000, 64)  # no row opens with a 0
+    huge = _varint((1 << 40) << 1) + b"\x01"  # 2**40: a header Arrow stops at
+    with pytest.raises(Unreadable):
+        decode(memoryview(huge), 1, 10)
+    with pytest.raises(Unreadable):
+        check_rows(memoryview(huge), 64 * 1000, 64)
+
+
+def test_indices_of_no_bits_claiming_billions_cost_nothing() -> None:
+    """Bit width 0 (a dictionary of one value): a packed run stores no bytes, so a few
+    bytes may claim 2**31 values; after a repeated run (values put together with numpy)
+    they must not be expanded (that was a MemoryError, raised as is)."""
+    most = _varint(((1 << 31) - 1) // 8 << 1 | 1)  # the longest packed run Arrow reads
+    for stream in (_varint(2) + most, most, _varint(2) + most + _varint(2)):
+        assert decode(memoryview(stream), 0, 20).tolist() == [0] * 20
 
 
 def test_pages_of_another_length_than_their_header_says_are_refused() -> None:

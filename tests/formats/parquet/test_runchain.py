@@ -119,8 +119,32 @@ def test_an_empty_run_or_a_header_past_five_bytes() -> None:
         chain_runs(memoryview(b"\x00\x01" + b"\x03\xff"), 1, 8)  # a repeated run of 0
     huge = _varint((1 << 40) << 1) + b"\x01"  # a header of 6 bytes: left to the run loop
     assert chain_runs(memoryview(huge), 1, 10) is None
-    assert row_starts(memoryview(huge), 10).tolist() == []  # read by the loop: all ones
+    with pytest.raises(Unreadable):  # which refuses it, as Arrow does
+        row_starts(memoryview(huge), 10)
     assert chain_runs(memoryview(_varint(5 << 1) + b"\x00" + huge), 1, 10) is None
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        (1 << 31) << 1,  # a repeated run of 2**31: a header past 32 bits, in 5 bytes
+        (1 << 33) << 1,
+        ((1 << 31) // 8) << 1 | 1,  # a packed run past 2**31 - 1 values
+    ],
+)
+def test_a_header_arrow_stops_at_is_refused_by_both_readers(header: int) -> None:
+    """Arrow reads a run's header as a varint of at most 32 bits, and a packed run of at
+    most 2**31 - 1 values: a stream with any other is one it stops at, so both readers
+    refuse it (a run of 2**31 - 1 is still read)."""
+    b = memoryview(_varint(header) + b"\x01" * 8)
+    assert len(_varint(header)) == 5
+    with pytest.raises(Unreadable):
+        chain_runs(b, 1, 10)
+    with pytest.raises(Unreadable):
+        _one_by_one(bytes(b), 1, 10)
+    most = memoryview(_varint(((1 << 31) - 1) << 1) + b"\x01")
+    assert decode(most, 1, 10).tolist() == [1] * 10
+    assert row_starts(most, 10).tolist() == []
 
 
 @SETTINGS

@@ -113,6 +113,26 @@ def test_hand_made_literals_of_any_length_are_read_and_tiny_ones_declined() -> N
     assert len(data) // MIN_RUN + 16 < MAX_RUNS
 
 
+@pytest.mark.parametrize("width", [3, 4, 5, 6, 10])
+def test_a_snappy_length_in_more_bytes_than_snappy_reads_is_none(width: int) -> None:
+    """The length a snappy stream opens with, written in ``width`` bytes (padded with
+    continuation bytes): snappy reads at most 5, and refuses the stream past that
+    (Arrow reports the page), so its literals are not read as the page (they were)."""
+    data = _random(200_000, 12)
+    for body in (_snappy_literals(data, 5000), bytes(_compress("snappy", data))):
+        _, at = varint(memoryview(body), 0)
+        assert at == 3
+        padded = bytearray(body[:2]) + bytes([body[2] | 0x80]) + b"\x80" * (width - 4) + b"\x00"
+        stream = bytes(padded[:width]) + body[3:] if width > 3 else body
+        try:
+            codec: bytes | None = pa.Codec("snappy").decompress(stream, len(data), asbytes=True)
+        except OSError:
+            codec = None
+        assert (codec == data) is (width <= 5)
+        runs = stored_runs(memoryview(stream), len(data), "SNAPPY")
+        assert (runs is not None and _bytes(runs) == data) is (width <= 5)
+
+
 def _zstd_frame(blocks: list[tuple[int, bytes]], fhd: int = 0x20, trailer: bytes = b"") -> bytes:
     """A zstd frame of ``blocks`` (type, content) with frame header descriptor ``fhd``
     (single segment and a 1-byte content size by default: the content must be < 256)."""
@@ -140,6 +160,34 @@ def test_zstd_framing_beyond_raw_blocks_is_declined() -> None:
     checked = _zstd_frame([(0, a)], fhd=0x24, trailer=b"\0\0\0\0")  # a content checksum
     assert stored_runs(memoryview(checked), 100, "ZSTD") is None
     assert stored_runs(memoryview(raw + b"\0"), 150, "ZSTD") is None
+
+
+@pytest.mark.parametrize(
+    ("fhd", "inserted", "read"),
+    [
+        (0x21, b"\x07", False),  # a dictionary's id (1 byte): zstd has no dictionary to match
+        (0x23, b"\x07\x00\x00\x00", False),
+        (0x21, b"\x00", True),  # id 0: no dictionary
+        (0x00, bytes([22 << 3]), False),  # a window of 2**32: more than zstd decodes with
+        (0x00, bytes([21 << 3 | 7]), True),  # the widest window it takes
+    ],
+)
+def test_zstd_frames_the_codec_refuses_whatever_their_blocks_are_none(
+    fhd: int, inserted: bytes, read: bool
+) -> None:
+    """A frame header naming a dictionary, or a window zstd will not decode with: the
+    codec refuses the frame (Arrow reports the page), so its raw blocks are not read as
+    the page (they were)."""
+    a = _random(100, 10)
+    frame = _zstd_frame([(0, a)], fhd=fhd)
+    frame = frame[:5] + inserted + frame[5:]  # the window descriptor or the id, after fhd
+    try:
+        codec: bytes | None = pa.Codec("zstd").decompress(frame, 100, asbytes=True)
+    except OSError:
+        codec = None
+    assert (codec == a) is read
+    runs = stored_runs(memoryview(frame), 100, "ZSTD")
+    assert (runs is not None and _bytes(runs) == a) is read
 
 
 def test_values_across_runs_are_copied_whole() -> None:

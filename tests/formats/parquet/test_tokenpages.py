@@ -149,3 +149,62 @@ def test_lengths_of_another_count_give_none() -> None:
     source = pa.BufferReader(bytes(raw))
     counts = np.array([10, 0, 30])
     assert token_view(pq.ParquetFile(source), source, 0, "tokens", counts, np.dtype("<u2")) is None
+
+
+def _lengths_block(block: int) -> tuple[pq.ParquetFile, Any, np.ndarray]:
+    """A file of 50 documents of 7 tokens each (every length's delta 0: miniblocks of
+    width 0, which take no bytes), its lengths' block size rewritten to ``block``."""
+    from _parquetcraft import Reader, encode_struct, get, uvarint
+
+    lengths = [7] * 50
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    flat = np.arange(int(offsets[-1]), dtype=np.uint16)
+    table = pa.Table.from_arrays([token_array(flat, offsets)], schema=pa.schema([SCHEMA.field(0)]))
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, table.schema, **_column_options(table.to_batches()[0], "zstd")) as w:
+        w.write_table(table)
+    raw = buf.getvalue()
+    start = pq.ParquetFile(pa.BufferReader(raw)).metadata.row_group(0).column(0).data_page_offset
+    r = Reader(raw, start)
+    header = r.struct()
+    end = r.i + get(header, 3)[2]
+    at = r.i + 4 + int.from_bytes(raw[r.i : r.i + 4], "little")  # after the levels
+    assert raw[at : at + 2] == uvarint(128)  # the block size pyarrow writes
+    body = raw[r.i : at] + uvarint(block) + raw[at + 2 : end]
+    get(header, 2)[2] = get(header, 3)[2] = len(body)
+    page = encode_struct(header) + body
+    n = int.from_bytes(raw[-8:-4], "little")
+    footer = Reader(raw[-8 - n : -8]).struct()
+    meta = get(get(get(footer, 4)[2][1][0], 1)[2][1][0], 3)[2]  # the chunk's metadata
+    for size in (6, 7):
+        get(meta, size)[2] += len(page) - (end - start)
+    tail = encode_struct(footer)
+    data = raw[:start] + page + raw[end : -8 - n] + tail + len(tail).to_bytes(4, "little") + b"PAR1"
+    source = pa.BufferReader(data)
+    return pq.ParquetFile(source), source, flat
+
+
+@pytest.mark.parametrize("block", [128, 1 << 31, (1 << 32) - 128, 1 << 40])
+def test_a_block_of_billions_of_lengths_costs_what_the_page_holds(block: int) -> None:
+    """A lengths header claiming a block of up to 2**32 values (Arrow reads it: a
+    miniblock of width 0 takes no bytes) gives the tokens as Arrow reads them without
+    unpacking a whole miniblock's values (a block of 2**31 was 16 GiB, a MemoryError);
+    one past Arrow's 32 bits is left to Arrow, which refuses it."""
+    import tracemalloc
+
+    pf, source, flat = _lengths_block(block)
+    try:
+        arrow = flat_tokens(pf.read_row_group(0).column("tokens"), "<u2")[0]
+    except (pa.ArrowException, OSError):
+        arrow = None
+    tracemalloc.start()
+    try:
+        view = token_view(pf, source, 0, "tokens", np.full(50, 7), np.dtype("<u2"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+    if arrow is None:
+        assert view is None and block >> 32
+    else:
+        assert view is not None and np.array_equal(view, arrow) and np.array_equal(view, flat)

@@ -239,6 +239,27 @@ def test_a_file_grown_in_place_between_head_and_rest_is_read_from_the_units_map(
     assert len(sources) == 1 and isinstance(sources[0], pa.MemoryMappedFile)
 
 
+def test_a_file_cut_short_in_place_between_head_and_rest_is_read_whole(
+    images: Path, tmp_path: Path
+) -> None:
+    """A file truncated in place after its unit's head: the rest is not read from the
+    unit's mapping, whose pages past the file's end would kill the process (SIGBUS, as the
+    rest's page reads did), but left to a whole read, which names the damaged file."""
+    import os
+    import shutil
+
+    from shardwise.errors import ShardwiseError
+
+    root = tmp_path / "copy"
+    shutil.copytree(images, root)
+    ds, parts, whole, n = _head_of_first_unit(root)
+    path = ds.index.units[0].path
+    os.truncate(path, os.path.getsize(path) // 3)
+    assert parts.rest(0, 10, n - 10) is None
+    with pytest.raises(ShardwiseError, match="p0.parquet"):
+        UnitReader(ds.index).read(0)
+
+
 @pytest.fixture(scope="module")
 def token_lists(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Token ids as ``list<int32>`` of 1,000-3,000 values a row, pyarrow's defaults."""

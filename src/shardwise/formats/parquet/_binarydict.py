@@ -103,7 +103,7 @@ def _column(
     pages = _headers(b, rows)
     codec, max_def = chunk.compression, desc.max_definition_level
     words = None
-    if pages[0].kind == DICTIONARY:
+    if pages and pages[0].kind == DICTIONARY:  # (a chunk of no rows may hold no page)
         words, pages = _Dictionary(_runs(b, pages[0], codec), pages[0].num_values), pages[1:]
     segments = [
         _page_values(b, page, codec, max_def, (a, z), words)
@@ -259,6 +259,8 @@ def _offsets(raw: Runs, pos: int, n: int, exact: bool) -> tuple[np.ndarray, np.n
         pos += length
     if exact and pos != size:
         raise Unreadable("a page of other values than its header says")
+    if exact:  # the page read whole: every run of it, even one no value wanted lies in
+        raw.check_all()
     return starts, lengths, pos
 
 

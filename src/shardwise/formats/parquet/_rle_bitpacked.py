@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardwise.formats.parquet._pages import Unreadable, varint
-from shardwise.formats.parquet._runchain import chain_runs
+from shardwise.formats.parquet._runchain import MAX_GROUPS, chain_runs
 
 __all__ = ["check_constant", "check_rows", "decode", "row_starts"]
 
@@ -33,7 +33,7 @@ def _run(b: memoryview, width: int, i: int, room: int) -> tuple[int, int, int, i
     """The run at ``i``: its count, value (-1: packed), payload start and end. A repeated
     run claiming more than ``room`` values is cut there (the values past it are never
     needed, and a few bytes may claim billions)."""
-    head, i = varint(b, i)
+    head, i = _header(b, i)
     if head & 1:
         count, start, value = (head >> 1) * 8, i, -1
         i += (head >> 1) * width
@@ -44,6 +44,16 @@ def _run(b: memoryview, width: int, i: int, room: int) -> tuple[int, int, int, i
     if count == 0 or i > len(b):
         raise Unreadable("empty or truncated run")
     return count, value, start, i
+
+
+def _header(b: memoryview, i: int) -> tuple[int, int]:
+    """The run header at ``i`` and where it ends, as Arrow reads one: a varint of at most
+    5 bytes and 32 bits, a packed run of at most :data:`MAX_GROUPS` groups. Arrow stops
+    at any other (and reports the page), so Unreadable."""
+    head, end = varint(b, i)
+    if end - i > 5 or head >> 32 or (head & 1 and head >> 1 > MAX_GROUPS):
+        raise Unreadable(f"a run header of {end - i} bytes saying {head}")
+    return head, end
 
 
 def _runs(b: memoryview, width: int, n: int, i: int = 0) -> Runs:
@@ -60,13 +70,15 @@ def _runs(b: memoryview, width: int, n: int, i: int = 0) -> Runs:
             raise Unreadable("too many runs, or a truncated one")
         head = b[i]
         if head & 0x80:
-            head, i = varint(b, i)
+            head, i = _header(b, i)
         else:
             i += 1
         start = i
         if head & 1:
             count, value = (head >> 1) * 8, -1
             i += (head >> 1) * width
+            if not width:  # values of no bits take no bytes: no more than those still wanted
+                count = min(count, (n - got + 7) // 8 * 8)
         else:
             count = min(head >> 1, n - got)
             value = (

@@ -18,9 +18,10 @@ import numpy as np
 
 from shardwise.formats.parquet._pages import Unreadable
 
-__all__ = ["chain_runs"]
+__all__ = ["MAX_GROUPS", "chain_runs"]
 
 HEADER_BYTES = 5  # headers longer than this (a count past 2**34) are left to the run loop
+MAX_GROUPS = ((1 << 31) - 1) // 8  # groups of 8 a packed run holds at most (Arrow's limit)
 
 
 def chain_runs(b: memoryview, width: int, n: int) -> tuple[np.ndarray, ...] | None:
@@ -37,8 +38,9 @@ def chain_runs(b: memoryview, width: int, n: int) -> tuple[np.ndarray, ...] | No
     count = np.where(literal, groups * 8, groups)
     vbytes = (width + 7) // 8
     nxt = start + np.where(literal, groups * width, vbytes)
-    # the chain's two ends: ``size`` (the stream ended), ``size + 1`` (a bad run)
-    bad = (count == 0) | (nxt > size) | long
+    # the chain's two ends: ``size`` (the stream ended), ``size + 1`` (a bad run); a header
+    # past 32 bits or a packed run past Arrow's limit is one Arrow stops at
+    bad = (count == 0) | (nxt > size) | long | (head >> 32 > 0) | (literal & (groups > MAX_GROUPS))
     jump = np.append(np.where(bad, size + 1, nxt), [size, size + 1])
     chain = _chain(jump, np.append(count, [0, 0]), n, size)
     real = chain[chain < size]  # a bad run, if any, is the last of them

@@ -10,8 +10,9 @@ for a unit of images, most of a head's read when only a few of its values are wa
 stored so, gives the runs (:class:`Runs`): a value can then be copied straight out of the
 page's body (a memory-mapped file), and nothing is decompressed. A stream with anything
 else in it (a snappy copy, a compressed or RLE zstd block, a checksum, a skippable frame,
-another codec) or a framing that does not add up to exactly ``size`` bytes gives None,
-and the caller decompresses the page as before (whose decoder then judges the stream).
+a frame zstd refuses whatever its blocks, another codec) or a framing that does not add
+up to exactly ``size`` bytes gives None, and the caller decompresses the page as before
+(whose decoder then judges the stream).
 Framing too fine to be worth walking in Python (runs of less than :data:`MIN_RUN` bytes
 on average) gives None too, so a hostile stream of one-byte literals costs no more than
 :data:`MAX_RUNS` steps.
@@ -55,6 +56,11 @@ class Runs:
     def size(self) -> int:
         """The page's size."""
         return self.starts[-1]
+
+    def check_all(self) -> None:
+        """Check every run's header still unchecked (a read that claims the whole page)."""
+        if self.headers is not None:
+            self.headers.check(len(self.sources) - 1)
 
     def cursor(self) -> Cursor:
         """A reader of the page's bytes from its start on, for reads at rising places."""
@@ -167,13 +173,20 @@ def _limit(size: int) -> int:
     return min(MAX_RUNS, size // MIN_RUN + 16)
 
 
-def _snappy(b: memoryview, size: int) -> list[tuple[int, int]] | None:
-    """Snappy's literals, when the stream is only literals adding up to ``size``."""
+def _opening(b: memoryview, size: int) -> int | None:
+    """Where a snappy stream's literals start, after the length it opens with, when that
+    is ``size`` and read as snappy reads it (a varint of at most 5 bytes), else None."""
     try:
         declared, i = varint(b, 0)
     except Unreadable:
         return None
-    if declared != size:
+    return i if declared == size and i <= 5 else None
+
+
+def _snappy(b: memoryview, size: int) -> list[tuple[int, int]] | None:
+    """Snappy's literals, when the stream is only literals adding up to ``size``."""
+    i = _opening(b, size)
+    if i is None:
         return None
     runs: list[tuple[int, int]] = []
     out, limit, end = 0, _limit(size), len(b)
@@ -212,12 +225,9 @@ def _snappy_blocks(b: memoryview, size: int) -> Runs | None:
     known without a walk; the other literals' headers are checked as the runs are read
     (:class:`Headers`). Anything else gives None (the stream is then walked literal by
     literal, :func:`_snappy`)."""
-    try:
-        declared, i = varint(b, 0)
-    except Unreadable:
-        return None
+    i = _opening(b, size)
     blocks = -(-size // SNAPPY_BLOCK)
-    if declared != size or not blocks or blocks > _limit(size):
+    if i is None or not blocks or blocks > _limit(size):
         return None
     last = size - (blocks - 1) * SNAPPY_BLOCK
     full, tail = _literal_header(SNAPPY_BLOCK), _literal_header(last)
@@ -244,6 +254,10 @@ def _zstd(b: memoryview, size: int) -> list[tuple[int, int]] | None:
     i = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
     fcs = (0, 2, 4, 8)[fhd >> 6] or (1 if single else 0)
     if i + fcs > end:
+        return None
+    # zstd refuses a frame that names a dictionary (none is given it) or needs a window
+    # past 2**31 bytes, whatever its blocks hold
+    if int.from_bytes(b[5 + (0 if single else 1) : i], "little") or (not single and b[5] >> 3 > 21):
         return None
     if fcs:
         declared = int.from_bytes(b[i : i + fcs], "little") + (256 if fcs == 2 else 0)

@@ -73,6 +73,8 @@ def _delta_values(b: memoryview, i: int, count: int) -> tuple[np.ndarray, int]:
     first, i = varint(b, i)
     if total != count or not 0 < miniblocks <= MAX_MINIBLOCKS or block % 128 or block == 0:
         raise Unreadable("a lengths header Arrow would refuse")
+    if (block | first) >> 32:  # Arrow reads them as varints of 32 bits
+        raise Unreadable("a lengths header Arrow would refuse")
     per = block // miniblocks
     if per % 32 or per == 0:
         raise Unreadable("miniblocks of no multiple of 32 values")
@@ -92,7 +94,10 @@ def _delta_values(b: memoryview, i: int, count: int) -> tuple[np.ndarray, int]:
         left -= min(left, block)
     if i > len(b):
         raise Unreadable("lengths past their page")
-    return _values(np.frombuffer(b, np.uint8, i), found, per, count, _zigzag(first)), i
+    # a miniblock of width 0 takes no bytes, however many values it claims: no more of a
+    # miniblock's values are unpacked than the run holds (a block of 2**31 was 16 GiB)
+    span = min(per, -(-count // 32) * 32)
+    return _values(np.frombuffer(b, np.uint8, i), found, span, count, _zigzag(first)), i
 
 
 def _values(

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import mmap
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["pages_source"]
+__all__ = ["pages_source", "shrunk"]
 
 
 @contextmanager
@@ -22,11 +23,13 @@ def pages_source(source: Any) -> Iterator[Any]:
     of images whose values' lengths are walked) stay in the process's resident memory while
     their mapping lives, and a unit's stays open until its rest: 13 units of images waiting
     for their rests held 300 MB so. The same descriptor maps the same file as the unit's own
-    mapping (a file replaced at its path meanwhile is not read); a file whose size changed
-    since (written in place) is read from the unit's own mapping, as Arrow's columns are.
-    A Python ``mmap``, not Arrow's: Arrow asks the kernel to read ahead every range it
-    hands out, 35 MB for a head of images that reads 2.5 MB of it. Any other file (the
-    node cache's leased entries) is read as it is."""
+    mapping (a file replaced at its path meanwhile is not read); a file grown since (written
+    in place) is read from the unit's own mapping, as Arrow's columns are, but one cut
+    shorter is read from the new mapping, whose end is the file's: a chunk past it is then
+    declined, where a read of the unit's mapping past the file's end killed the process
+    (SIGBUS). A Python ``mmap``, not Arrow's: Arrow asks the kernel to read ahead every
+    range it hands out, 35 MB for a head of images that reads 2.5 MB of it. Any other file
+    (the node cache's leased entries) is read as it is."""
     if not isinstance(source, pa.MemoryMappedFile):
         yield source
         return
@@ -35,9 +38,21 @@ def pages_source(source: Any) -> Iterator[Any]:
         yield source
         return
     try:
-        yield again if len(again) == source.size() else source
+        yield again if len(again) <= source.size() else source
     finally:
         _unmap(again)
+
+
+def shrunk(source: Any) -> bool:
+    """Whether the file of a memory-mapped ``source`` is now shorter than its mapping (cut
+    in place since it was opened): a read of the mapping past the file's end would kill
+    the process (SIGBUS) where a read of the file gives an error."""
+    if not isinstance(source, pa.MemoryMappedFile):
+        return False
+    try:
+        return os.fstat(source.fileno()).st_size < source.size()
+    except (OSError, ValueError, pa.ArrowException):
+        return True
 
 
 def _map_again(source: pa.MemoryMappedFile) -> mmap.mmap | None:

@@ -22,8 +22,9 @@ first epoch about a tenth). Lists of any length (token ids):
 Only plain Parquet reads take this path (no filter, no node cache, one dataset). Anything
 else answers None, and the caller reads the whole unit and slices it, so a bad unit is
 named by the whole read's :class:`~shardwise.errors.FormatError`: a read that fails, a
-schema other than the dataset's, other row counts than the plan's, or a rest whose head was
-not read here (an epoch resumed past its head window). Until its rest is read, a unit
+schema other than the dataset's, other row counts than the plan's, a rest whose head was
+not read here (an epoch resumed past its head window), or one of a file cut shorter in
+place since its head (its mapping would be read past the file's end). Until its rest is read, a unit
 keeps its file open and Arrow's decoders their current pages and dictionaries, unless its
 dictionary pages are large (over :data:`HOLD_BYTES`): it is then closed after its head,
 and its rest is read whole and sliced.
@@ -47,7 +48,7 @@ from shardwise.formats.parquet.footers import open_parquet
 from shardwise.index import DatasetIndex
 from shardwise.loader.read.list_parts import head_lists, list_names, rest_lists
 from shardwise.loader.read.mixed import MixedIndex
-from shardwise.loader.read.part_map import pages_source
+from shardwise.loader.read.part_map import pages_source, shrunk
 from shardwise.storage import open_arrow_input
 from shardwise.storage.cache import NodeCache
 
@@ -142,6 +143,9 @@ class UnitParts:
         with self._lock:
             opened = self._open.pop(u, None)
         if opened is None:
+            return None
+        if shrunk(opened.source):  # cut in place since the head: read anew, whole
+            opened.close()
             return None
         try:
             fixed = _page_columns(opened, opened.fixed, (lo, lo + rows)) if opened.fixed else {}
