@@ -8,9 +8,11 @@ kills the process with SIGBUS, where an ordinary read returns an error that shar
 names, and retries when it is transient. So only files on filesystems backed by a local
 disk or memory are mapped; files on NFS, SMB, FUSE mounts (s3fs, gcsfuse, ...), cluster
 filesystems or unknown ones are read. On a local disk what is left is a file truncated
-in place while it is read, which the index's fingerprints already rule out; shardwise's
-own writers replace a file by renaming a new one over it, which leaves a mapped file
-whole.
+in place while it is read. A unit read in two parts checks its file's size again before
+its rest (a file cut shorter since its head is read anew, whole, and a cut one is a
+``FormatError``); shardwise's own writers replace a file by renaming a new one over it,
+which leaves a mapped file whole. (Local files are read as they are when read: unlike a
+remote file's ETag, a local file's modification time is not compared with the index's.)
 """
 
 from __future__ import annotations
