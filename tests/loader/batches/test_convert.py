@@ -233,6 +233,29 @@ def test_per_sample_numeric_lists_are_numpy_rows_whatever_their_neighbours(
                 assert s[name].dtype == dtype and s[name].tolist() == want
 
 
+def test_per_sample_lists_with_null_numbers_are_float64_with_nan_booleans_too(
+    tmp_path: Path,
+) -> None:
+    table = pa.table(
+        {
+            "id": list(range(4)),
+            "flags": pa.array([[True, None], [False], None, [None]], pa.list_(pa.bool_())),
+            "ints": pa.array([[1, None], [2], [3], None], pa.list_(pa.int16())),
+        }
+    )
+    pq.write_table(table, tmp_path / "n.parquet")
+    got = list(_dataset(tmp_path / "n.parquet", batch_size=2))
+    for name in ("flags", "ints"):
+        rows = [s[name] for s in got]
+        assert rows[0].dtype == np.float64 and rows[0][0] == 1 and np.isnan(rows[0][1]), name
+        assert any(r is None for r in rows), name
+        want = table.column(name).to_pylist()
+        for row, w in zip(rows, want):
+            if w is not None and None not in w:  # a row of no null keeps its dtype
+                assert row.dtype != np.float64 and row.tolist() == w, name
+    assert got[3]["flags"].dtype == np.float64 and np.isnan(got[3]["flags"][0])
+
+
 def test_per_sample_values_outside_python_datetime_name_file_unit_and_column(
     tmp_path: Path,
 ) -> None:

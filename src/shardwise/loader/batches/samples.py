@@ -80,10 +80,15 @@ def _plain_rows(col: pa.Array) -> list[np.ndarray]:
 def _rows_alone(col: pa.Array) -> list[Any]:
     """Numeric lists with nulls (rows or numbers), each row a numpy row made of its own
     values: float64 with NaN where the row holds a null (as Arrow's ``to_numpy``), its
-    own dtype otherwise, whatever the rows beside it in the batch; None for a null row."""
-    return [
-        np.array(row.values.to_numpy(zero_copy_only=False)) if row.is_valid else None for row in col
-    ]
+    own dtype otherwise, whatever the rows beside it in the batch; None for a null row.
+    Booleans too: Arrow's ``to_numpy`` gives objects for booleans with nulls."""
+    return [_row_values(row.values) if row.is_valid else None for row in col]
+
+
+def _row_values(values: pa.Array) -> np.ndarray:
+    if values.null_count and pa.types.is_boolean(values.type):
+        values = values.cast(pa.float64())
+    return np.array(values.to_numpy(zero_copy_only=False))
 
 
 def _nullable(col: pa.Array, values: list[Any]) -> list[Any]:
