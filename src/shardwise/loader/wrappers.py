@@ -266,10 +266,12 @@ def lightning_epoch() -> int | None:
     """The epoch of the Lightning fit loop asking for the dataset's length, if one is.
 
     Lightning tells only samplers the epoch (``_set_sampler_epoch``), never an iterable
-    dataset; it asks the DataLoader's length when it sets up its data, in the training
-    process, before any worker starts. A job resumed from a checkpoint saved at an epoch's
-    end restores no loader state (Lightning restores one only mid-epoch), so without this
-    its next pass would be epoch 0's order again."""
+    dataset; it asks the training DataLoader's length when the fit loop sets up its data
+    (``setup_data``), in the training process, before any worker starts. A job resumed
+    from a checkpoint saved at an epoch's end restores no loader state (Lightning restores
+    one only mid-epoch), so without this its next pass would be epoch 0's order again.
+    Only that setup counts: a validation loop inside the fit loop asks its DataLoader's
+    length too, over the training dataset perhaps, and must not set the epoch back."""
     if "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
         return None
     frame: FrameType | None = sys._getframe(1)
@@ -277,7 +279,7 @@ def lightning_epoch() -> int | None:
         obj = frame.f_locals.get("self")
         cls = type(obj)
         if cls.__name__ == "_FitLoop" and "lightning" in cls.__module__:
-            return _fit_epoch(obj)
+            return _fit_epoch(obj) if frame.f_code.co_name == "setup_data" else None
         frame = frame.f_back
     return None
 
