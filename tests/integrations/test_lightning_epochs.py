@@ -1,9 +1,10 @@
 """Lightning resumed from a checkpoint saved at an epoch's end (its default
 ``ModelCheckpoint``) restores no loader state, one saved at an epoch's last step counts the
 rest of that epoch (nothing) as the next, and Lightning tells only samplers the epoch: the
-dataset takes Lightning's epoch when Lightning's fit loop asks its length as it sets up, so
-the resumed run trains on exactly the uninterrupted run's next epoch, not on epoch 0's order
-again. A validation over the training dataset asks its length too, and leaves the epoch be."""
+dataset (or a ShardwiseLoader) takes Lightning's epoch when Lightning's fit loop asks its
+length as it sets up, so the resumed run trains on exactly the uninterrupted run's next
+epoch, not on epoch 0's order again. A validation over the training dataset asks its
+length too, and leaves the epoch be."""
 
 from __future__ import annotations
 
@@ -26,13 +27,14 @@ def _steps(out: Path) -> dict[int, list[list[int]]]:
     return by
 
 
+@pytest.mark.parametrize("loader", ["stateful", "shardwise"])
 @pytest.mark.parametrize("steps", [None, "40"])  # the epoch's end; its last step (40 steps)
 def test_a_resume_from_an_epoch_end_checkpoint_trains_the_next_epoch(
-    tmp_path: Path, steps: str | None
+    tmp_path: Path, steps: str | None, loader: str
 ) -> None:
     data = str(make_parquet(tmp_path / "data", 403, files=3))
     full, resumed = tmp_path / "full", tmp_path / "resumed"
-    env = {} if steps is None else {"STEPS": steps}
+    env = {"LOADER": loader} | ({} if steps is None else {"STEPS": steps})
     run([SCRIPT, data, str(full)], env=env)
     whole = _steps(full)
     assert sorted(whole) == [0, 1] and whole[0] != whole[1]

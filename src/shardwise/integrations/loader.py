@@ -22,7 +22,7 @@ from shardwise._optional import require
 from shardwise.errors import ConfigError
 from shardwise.loader import StreamingDatasetBase
 from shardwise.loader.wrapper_position import StateView, same_course, wrapper_state
-from shardwise.loader.wrappers import hosting_of
+from shardwise.loader.wrappers import hosting_of, lightning_epoch
 
 __all__ = ["ShardwiseLoader", "continue_epoch", "epoch_position"]
 
@@ -67,8 +67,11 @@ class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
 
     def __len__(self) -> int:
         """Batches per rank of a whole epoch (a Trainer counts its steps per epoch with it;
-        a resumed epoch yields only its rest)."""
+        a resumed epoch yields only its rest). Asked by Lightning's fit loop as it sets up,
+        it takes Lightning's epoch, as the dataset's own ``len`` does."""
         ds = self.dataset
+        if (epoch := lightning_epoch()) is not None and epoch != ds.epoch:
+            self.set_epoch(epoch)  # a job resumed from an epoch's end: the next epoch
         plan = ds.planner.plan(ds.epoch, [], max(1, self.num_workers), None)
         return int(plan.batches_per_rank)
 
