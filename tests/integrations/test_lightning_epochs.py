@@ -59,3 +59,21 @@ def test_a_validation_over_the_training_dataset_streams_whole_epochs(tmp_path: P
     for k in range(10):
         ids = [i for ids in vals[40 * k : 40 * (k + 1)] for i in ids]
         assert len(set(ids)) == len(ids) == 400, f"validation {k}: {len(set(ids))} samples"
+
+
+def test_a_resume_with_validations_over_the_training_dataset_continues_exactly(
+    tmp_path: Path,
+) -> None:
+    """A ShardwiseLoader's checkpoint at step 28, where a validation over the training
+    dataset runs too: resumed, Lightning runs that validation first, and the training
+    trains exactly what the uninterrupted run trained after step 28, in both epochs (the
+    validation once took the loaded position, and the training restarted epoch 0 with 91
+    repeats; the validations' passes moved the later epochs to other orders)."""
+    data = str(make_parquet(tmp_path / "data", 403, files=3))
+    env = {"VAL": "7", "LOADER": "shardwise", "STEPS": "28"}
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    run([SCRIPT, data, str(full)], env=env)
+    run([SCRIPT, data, str(resumed), str(full / "ckpt" / "epoch=0-step=28.ckpt")], env=env)
+    whole = json.loads((full / "steps.json").read_text())
+    assert len(whole) == 80
+    assert json.loads((resumed / "steps.json").read_text()) == whole[28:]
