@@ -40,8 +40,8 @@ class Passes:
         set_at: when ``set_epoch`` or ``load_state_dict`` last ran in this process.
         loaded_blocks: ``[epoch, k]``: a loaded state's epoch was planned with ``k`` head
             windows' blocks (:mod:`~shardwise.loader.window_layout`), if not the dataset's.
-        advanced: the ``control`` of the last epoch a loader moved on to by itself, not
-            set by its user (``ShardwiseLoader``).
+        advanced: the ``control`` of the last epoch a loader set by its own count of its
+            passes, not its user (a ``ShardwiseLoader``, an accelerate wrapper).
     """
 
     channel: TopologyChannel = field(default_factory=TopologyChannel.new)
