@@ -78,3 +78,23 @@ def test_a_resume_on_another_topology_trains_every_epochs_rest_once(
         assert set(trained) <= set(range(ROWS)) and ROWS - len(trained) < 3 + quantum, (
             f"epoch {epoch}: {len(trained)} samples trained"
         )
+
+
+@pytest.mark.parametrize("mode", ["plain", "shardwise"])
+def test_a_resume_on_fewer_processes_trains_up_to_max_steps(tmp_path: Path, mode: str) -> None:
+    """``max_steps=50`` on 2 processes (20 steps an epoch), a checkpoint at step 45 (5 steps
+    into epoch 2), resumed on 1 process (40 steps an epoch): there the Trainer counts
+    ``max_steps`` as 2 epochs, so it trained nothing from epoch 2 and ended at step 45. It
+    trains the 5 steps left, on samples of epoch 2 that the first run had not trained."""
+    data = str(make_parquet(tmp_path / "ds", ROWS, files=3))
+    first = {"fmt": "numpy", "epochs": 3, "env": {"FW_MAX_STEPS": "50", "FW_SAVE_STEPS": "45"}}
+    _train(data, tmp_path / "a", 2, 2, mode, first)
+    checkpoint = tmp_path / "a" / mode / "numpy" / "run" / "checkpoint-45"
+    then = {**first, "env": {**first["env"], "FW_CHECKPOINT": str(checkpoint)}}
+    _train(data, tmp_path / "b", 1, 2, mode, then)
+    full = load(tmp_path / "a" / mode / "numpy", mode, 2)
+    (resumed,) = load(tmp_path / "b" / mode / "numpy", "resumed", 1)
+    assert [e for e, _ in resumed] == [2] * 5
+    before = {i for rec in full for e, ids in rec[:45] if e == 2 for i in ids}
+    after = [i for _, ids in resumed for i in ids]
+    assert len(before) == 100 and len(set(after)) == 50 and not before & set(after)

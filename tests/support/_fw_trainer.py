@@ -10,7 +10,8 @@ processes (a new Trainer each), in OUT/<mode>/<format>. A tiny model of our own 
 downloaded); each rank writes (epoch, ids) per step to OUT/<mode>/<format>/<tag>-<rank>.json.
 
 The environment may change the run: ``FW_WORKERS`` (DataLoader workers, default 2),
-``FW_ACCUM`` (gradient accumulation steps, default 1), ``FW_SAVE_STEPS`` (default 27),
+``FW_ACCUM`` (gradient accumulation steps, default 1), ``FW_MAX_STEPS`` (the Trainer's
+``max_steps``, default none: the epochs bound the run), ``FW_SAVE_STEPS`` (default 27),
 ``FW_EVAL`` (set: evaluate on the training dataset every 5 steps) and ``FW_CHECKPOINT`` (the
 checkpoint ``resume`` continues, default the run's own ``checkpoint-27``).
 """
@@ -85,6 +86,7 @@ def train(
         report_to="none",
         dataloader_num_workers=int(os.environ.get("FW_WORKERS", "2")),
         gradient_accumulation_steps=int(os.environ.get("FW_ACCUM", "1")),
+        max_steps=int(os.environ.get("FW_MAX_STEPS", "-1")),
         use_cpu=True,
         learning_rate=1e-3,
         logging_strategy="no",

@@ -96,6 +96,16 @@ class ShardwiseTrainer(_transformers.Trainer):  # type: ignore[name-defined]
                 return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
+    def set_initial_training_values(self, args: Any, dataloader: Any) -> Any:
+        """The Trainer's counts. Resumed under ``max_steps``, it counts epochs past the
+        loaded one: its own count (``max_steps`` over this topology's steps per epoch) can
+        end before it on fewer processes or workers, and it would train nothing."""
+        values = super().set_initial_training_values(args, dataloader)
+        loader = self._shardwise_loader
+        if loader is None or not self._shardwise_resumed or args.max_steps <= 0:
+            return values
+        return (max(values[0], loader.dataset.state.epoch + 2), *values[1:])
+
     def _init_training_state(self, *args: Any) -> Any:
         """The Trainer's (epochs trained, batches to skip), from the loaded position when it
         resumes: on another number of processes the checkpoint's global step means another

@@ -22,7 +22,7 @@ from shardwise._optional import require
 from shardwise.errors import ConfigError
 from shardwise.loader import StreamingDatasetBase
 from shardwise.loader.wrapper_position import StateView, same_course, wrapper_state
-from shardwise.loader.wrappers import hosting_of
+from shardwise.loader.wrappers import hosting_of, lightning_epoch
 
 __all__ = ["ShardwiseLoader", "continue_epoch", "epoch_position"]
 
@@ -54,21 +54,55 @@ class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
         super().__init__(dataset, **kwargs)
         self._yielded = 0  # batches handed out in the current pass
         self._pass: Any = None  # the dataset's state as this pass began (its epoch, resume)
+        self._epoch: int | None = None  # the epoch of its last pass that handed out a batch
+        self._control = 0  # the dataset's control number as its last pass began
+        self._loaded: dict[str, Any] | None = None  # the state loaded for its next pass
 
     def __iter__(self) -> Iterator[Any]:
         self.dataset.ranks.check_now()
-        self._yielded, self._pass = 0, None
-        for batch in super().__iter__():
+        for batch in self._started(self._begin_pass()):
             if self._pass is None:  # its workers have reported the pass's epoch now; an
                 self._pass = self.dataset.state.copy()  # evaluation over the dataset may
-                self._pass.sync_epoch()  # set another epoch on it meanwhile
+                self._epoch = self._pass.sync_epoch()  # set another epoch on it meanwhile
             self._yielded += 1
             yield batch
 
+    def _begin_pass(self) -> bool:
+        """Give this pass its epoch whatever other loaders' passes over the dataset did
+        since its last one (a validation over the training dataset starts the next epoch,
+        or takes a loaded position): the state loaded into this loader, else an epoch set
+        on the dataset since, else the epoch after this loader's last pass. Whether this
+        loader chose it (not the dataset's own count of passes)."""
+        ds = self.dataset
+        set_since = ds.state.control not in (self._control, ds.state.advanced)
+        chose = self._loaded is not None or (self._epoch is not None and not set_since)
+        if self._loaded is not None:
+            ds.load_state_dict(self._loaded)
+        elif chose and self._epoch is not None:
+            ds.set_epoch(self._epoch + 1)
+            ds.state.advanced = ds.state.control
+        self._loaded, self._control = None, ds.state.control
+        self._yielded, self._pass = 0, None
+        return chose
+
+    def _started(self, pinned: bool) -> Iterator[Any]:
+        """The DataLoader's iterator. ``pinned``: the workers it starts now take the
+        dataset's epoch and position as they are, not the next epoch after the passes other
+        loaders' workers made in their slots (a validation's workers still starting)."""
+        state = self.dataset.state
+        state.pinned = pinned
+        try:
+            return super().__iter__()
+        finally:
+            state.pinned = False
+
     def __len__(self) -> int:
         """Batches per rank of a whole epoch (a Trainer counts its steps per epoch with it;
-        a resumed epoch yields only its rest)."""
+        a resumed epoch yields only its rest). Asked by Lightning's fit loop as it sets up,
+        it takes Lightning's epoch, as the dataset's own ``len`` does."""
         ds = self.dataset
+        if (epoch := lightning_epoch()) is not None and epoch != ds.epoch:
+            self.set_epoch(epoch)  # a job resumed from an epoch's end: the next epoch
         plan = ds.planner.plan(ds.epoch, [], max(1, self.num_workers), None)
         return int(plan.batches_per_rank)
 
@@ -76,7 +110,7 @@ class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
         """Start epoch ``epoch`` (a resumed epoch keeps its resume point); a state taken
         before its first batch is its start."""
         self.dataset.set_epoch(epoch)
-        self._yielded, self._pass = 0, None
+        self._yielded, self._pass, self._loaded = 0, None, None
 
     def state_dict(self) -> dict[str, Any]:
         """The dataset's position after the batches handed out in the current pass, in the
@@ -92,7 +126,7 @@ class ShardwiseLoader(_torch_data.DataLoader):  # type: ignore[name-defined]
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict` (before iterating)."""
         self.dataset.load_state_dict(state)
-        self._yielded, self._pass = 0, None
+        self._yielded, self._pass, self._loaded = 0, None, state
 
 
 def epoch_position(loader: Any, consumed_batches: int) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from shardwise.loader.stats import epoch_stats, mixing_for
 from shardwise.loader.trainer_hooks import hosting_for
 from shardwise.loader.workers.setup import ring_bytes_for, setup_worker
 from shardwise.loader.wrapper_position import position_of
-from shardwise.loader.wrappers import Hosting, lightning_epoch, pass_hosting
+from shardwise.loader.wrappers import Hosting, lightning_epoch, pass_hosting, wrapped
 from shardwise.plan import Plan, Topology
 from shardwise.plan.budget import DEFAULT_SHUFFLE_BYTES
 
@@ -222,7 +222,7 @@ class StreamingDatasetBase:
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (a new order); forgets a resume point of another epoch."""
         self.hosting = hosting_for(self, self.hosting)  # accelerate's wrappers call it
-        self.state.set_epoch(check_int("epoch", epoch, 0))
+        self.state.set_epoch(check_int("epoch", epoch, 0), counted=wrapped())  # a wrapper counts
         workers = self.num_workers or 1
         # the node cache is filled with this epoch's first units while workers start
         plan, resuming = partial(self.plan, workers), bool(self.state.resumes)

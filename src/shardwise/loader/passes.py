@@ -34,11 +34,14 @@ class Passes:
         epoch: the epoch of the current (or next) pass.
         resumes: the resume points of that epoch, if one was loaded.
         control: number of the last epoch/resume published to or taken from workers.
-        pinned: a worker's own copy loaded a state: its next pass is that epoch.
+        pinned: a worker's own copy loaded a state, or the loader starting it chose the
+            epoch (``ShardwiseLoader``): its next pass is that epoch.
         last_pass: the training process's own pass records, by slot.
         set_at: when ``set_epoch`` or ``load_state_dict`` last ran in this process.
         loaded_blocks: ``[epoch, k]``: a loaded state's epoch was planned with ``k`` head
             windows' blocks (:mod:`~shardwise.loader.window_layout`), if not the dataset's.
+        advanced: the ``control`` of the last epoch a loader set by its own count of its
+            passes, not its user (a ``ShardwiseLoader``, an accelerate wrapper).
     """
 
     channel: TopologyChannel = field(default_factory=TopologyChannel.new)
@@ -49,6 +52,7 @@ class Passes:
     last_pass: dict[str, dict[str, int]] = field(default_factory=dict)
     set_at: float = 0.0
     loaded_blocks: list[int] | None = None
+    advanced: int = -1
 
     def publish(self) -> None:
         """Tell DataLoader workers that keep their dataset (``persistent_workers=True``)

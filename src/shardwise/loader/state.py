@@ -64,15 +64,18 @@ class LoaderState(Passes):
         new.last_pass = dict(self.last_pass)
         return new
 
-    def set_epoch(self, epoch: int) -> None:
+    def set_epoch(self, epoch: int, counted: bool = False) -> None:
         """Start ``epoch``; a resume point of another epoch is forgotten (kept aside for
-        :meth:`of_epoch` only)."""
+        :meth:`of_epoch` only). ``counted``: set by a loader's own count of its passes, not
+        by its user (``advanced``)."""
         if epoch != self.epoch:
             self.parked = self.copy()
             self.parked.parked = None
             self.resumes, self.loaded_blocks = [], None
         self.epoch = epoch
         self.publish()
+        if counted:
+            self.advanced = self.control
 
     def of_epoch(self, epoch: int) -> LoaderState:
         """The state a pass of ``epoch`` began with: this one, or the one set before it (an

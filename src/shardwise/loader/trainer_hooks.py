@@ -152,13 +152,34 @@ def _continue_from(trainer: Any, record: Any, checkpoint: str) -> None:
     """Have the Trainer's next ``_init_training_state`` continue from the checkpoint's
     record (once)."""
     own = type(trainer)._init_training_state
+    _count_past(trainer, checkpoint)
 
     def init(*args: Any) -> tuple[int, int]:
         del trainer._init_training_state
+        saved = trainer.__dict__.pop("_shardwise_args", None)
+        if saved is not None:
+            trainer.args.max_steps, trainer.args.num_train_epochs = saved
         counters = own(trainer, *args)
         return _resumed(trainer, record, checkpoint, counters)
 
     trainer._init_training_state = init
+
+
+def _count_past(trainer: Any, checkpoint: str) -> None:
+    """Called while the Trainer counts its epochs (``set_initial_training_values``, after
+    it read ``max_steps``). Under ``max_steps`` it counts this topology's epochs in them and
+    trains none past that count, which on fewer processes or workers (more steps an epoch)
+    can end before the record's epoch. So its arguments ask for epochs past that one while
+    it counts (``max_steps`` still ends the training), until ``_init_training_state``."""
+    args = trainer.args
+    try:
+        with open(os.path.join(checkpoint, RECORD)) as f:
+            epoch = json.load(f)["epoch"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return  # no record: the Trainer's own count is right; a bad one fails later
+    if args.max_steps > 0 and isinstance(epoch, int):
+        trainer._shardwise_args = (args.max_steps, args.num_train_epochs)
+        args.max_steps, args.num_train_epochs = -1, args.max_steps + epoch + 2
 
 
 def _resumed(trainer: Any, record: Any, checkpoint: str, counters: Any) -> tuple[int, int]:

@@ -37,7 +37,7 @@ from typing import Any
 
 from shardwise.errors import ConfigError
 
-__all__ = ["Hosting", "detect_hosting", "hosting_of", "lightning_epoch", "pass_hosting"]
+__all__ = ["Hosting", "detect_hosting", "hosting_of", "lightning_epoch", "pass_hosting", "wrapped"]
 
 _DISPATCHER, _SHARD, _LOADER = "DataLoaderDispatcher", "IterableDatasetShard", "DataLoaderShard"
 _WRAPPERS = (_DISPATCHER, _SHARD, _LOADER)
@@ -93,6 +93,11 @@ def detect_hosting(dataset: Any, previous: Hosting | None) -> Hosting | None:
     if "accelerate" not in sys.modules:
         return previous
     return _hosting(dataset, _callers(sys._getframe(2)), previous)
+
+
+def wrapped() -> bool:
+    """Whether an accelerate wrapper calls (the caller of this function's caller)."""
+    return "accelerate" in sys.modules and bool(_callers(sys._getframe(2)))
 
 
 def hosting_of(loader: Any) -> tuple[Any, Hosting | None]:
@@ -265,11 +270,11 @@ def _refuse(wrapper: Any, why: str) -> None:
 def lightning_epoch() -> int | None:
     """The epoch of the Lightning fit loop asking for the dataset's length, if one is.
 
-    Lightning tells only samplers the epoch (``_set_sampler_epoch``), never an iterable
-    dataset; it asks the DataLoader's length when it sets up its data, in the training
-    process, before any worker starts. A job resumed from a checkpoint saved at an epoch's
-    end restores no loader state (Lightning restores one only mid-epoch), so without this
-    its next pass would be epoch 0's order again."""
+    Lightning tells only samplers the epoch, never an iterable dataset; its fit loop asks
+    the DataLoader's length as it sets up (``setup_data``; a validation inside asks too,
+    and must not set the epoch), before any worker starts. A job resumed from a checkpoint
+    saved at an epoch's end restores no loader state (Lightning restores one only
+    mid-epoch), so without this its next pass would be epoch 0's order again."""
     if "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
         return None
     frame: FrameType | None = sys._getframe(1)
@@ -277,7 +282,7 @@ def lightning_epoch() -> int | None:
         obj = frame.f_locals.get("self")
         cls = type(obj)
         if cls.__name__ == "_FitLoop" and "lightning" in cls.__module__:
-            return _fit_epoch(obj)
+            return _fit_epoch(obj) if frame.f_code.co_name == "setup_data" else None
         frame = frame.f_back
     return None
 
