@@ -150,3 +150,20 @@ def test_a_dataset_made_as_another_rank_than_it_streams_as_is_refused(
     with pytest.raises(ConfigError, match="rank 0 of 1"):
         len(DataLoader(early, batch_size=B))
     assert len(next(iter(DataLoader(given, batch_size=B)))["id"]) == B  # given: as it says
+
+
+def test_a_wrong_batch_size_is_refused_with_the_sizes_that_would_do() -> None:
+    from types import SimpleNamespace
+
+    from shardwise.loader.wrappers import _loader_batch
+
+    batched = SimpleNamespace(batch_size=20, batch_format="numpy")
+    shard = SimpleNamespace()
+    with pytest.raises(
+        ConfigError, match=r"batch_size=20 \(or None for a batched dataset\), not 7"
+    ):
+        _loader_batch(batched, 7, 2, False, shard)
+    with pytest.raises(ConfigError) as split:  # split batches: None cannot do, not suggested
+        _loader_batch(batched, None, 2, True, shard)
+    assert "batch_size=40, not None" in str(split.value) and "or None" not in str(split.value)
+    assert _loader_batch(batched, 40, 2, True, shard) == (True, 20)

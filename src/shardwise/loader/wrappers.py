@@ -248,7 +248,7 @@ def _loader_batch(
             wrapper,
             f"each process must get batches of the dataset's batch_size={b}: give the "
             f"DataLoader batch_size={want}"
-            + (" (or batch_size=None for a batched dataset)" if dataset.batch_format else "")
+            + ("" if split or not dataset.batch_format else " (or None for a batched dataset)")
             + f", not {batch_size} (under HF Trainer: per_device_train_batch_size and "
             f"per_device_eval_batch_size={want})",
         )
