@@ -86,6 +86,24 @@ def test_large_vocabulary_takes_uint32(tmp_path: Path) -> None:
     assert [list(d) for d in _docs(out)] == [[69999, 3, 1], [65536, 1]]
 
 
+def test_a_vocabulary_with_gaps_is_sized_by_its_largest_id(tmp_path: Path) -> None:
+    """Ids need not be contiguous: a vocabulary of 5 entries with id 70000 holds ids up
+    to 70000, which uint16 would wrap to other tokens."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"unk": 0, "a": 1, "b": 70_000, "c": 65_535, "d": 65_536}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="unk"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.add_special_tokens(["<eos>"])
+    path = str(tmp_path / "gaps.json")
+    tok.save(path)
+    out = tokenize(pa.record_batch({"text": ["a b c d", ""]}), tokenizer=path, eos="<eos>")
+    info = token_columns(out.schema)["tokens"]
+    assert (info.dtype, info.vocab_size) == ("<u4", 70_001)
+    eos = tok.token_to_id("<eos>")
+    assert [list(d) for d in _docs(out)] == [[1, 70_000, 65_535, 65_536, eos], [eos]]
+
+
 def test_bad_arguments_are_config_errors(bpe: str, tmp_path: Path) -> None:
     batch = pa.record_batch({"text": ["x"]})
     with pytest.raises(ConfigError, match="not in the vocabulary"):
