@@ -181,6 +181,25 @@ def test_dataloader_workers_follow_epochs_and_state(shards: tuple[Path, str, lis
     assert epoch() == first[3 * 2 :]
 
 
+def test_workers_of_a_dataloader_without_workers_mean_in_process(
+    shards: tuple[Path, str, list[str]],
+) -> None:
+    """``num_workers=0`` (a DataLoader's count when it loads in-process) is one worker, as
+    for ``StreamingDataset``; a negative count is refused when the stream is made."""
+    from torch.utils.data import DataLoader
+
+    path, _, _ = shards
+    kw: dict[str, Any] = {"seq_len": 256, "batch_size": 2, "seed": 4}
+    ds = TokenStream(str(path), num_workers=0, **kw)
+    one = TokenStream(str(path), num_workers=1, **kw)
+    got = [b["input_ids"].numpy().tobytes() for b in DataLoader(ds, batch_size=None)]
+    assert len(ds) == len(one) == len(got)
+    assert got == [b["input_ids"].tobytes() for b in one]
+    assert ds.state_dict(2) == one.state_dict(2)
+    with pytest.raises(ConfigError, match="num_workers must be at least 0, got -1"):
+        TokenStream(str(path), num_workers=-1, **kw)
+
+
 @pytest.mark.parametrize("packing", ["concat", "best_fit"])
 def test_fields_choose_the_arrays_and_keep_their_values(
     shards: tuple[Path, str, list[str]], packing: str
