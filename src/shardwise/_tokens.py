@@ -19,6 +19,7 @@ by row groups like any other and streamed from object storage the same way.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ from shardwise.errors import FormatError
 __all__ = [
     "TOKENS_KEY",
     "TokenInfo",
+    "check_same_tokens",
     "count_tokens",
     "flat_tokens",
     "token_array",
@@ -113,6 +115,37 @@ def token_columns(schema: pa.Schema) -> dict[str, TokenInfo]:
         if info is not None:
             out[field.name] = info
     return out
+
+
+def _described(info: TokenInfo | None) -> str:
+    if info is None:
+        return "no token metadata"
+    return (
+        f"{info.dtype}, vocab_size={info.vocab_size}, eos_id={info.eos_id}, "
+        f"bos_id={info.bos_id}, tokenizer {info.tokenizer!r}"
+    )
+
+
+def check_same_tokens(schemas: Sequence[pa.Schema], paths: Sequence[str]) -> None:
+    """Refuse files of one dataset whose token columns were written otherwise (another
+    tokenizer, dtype, eos or bos): a reader takes the first file's layout for all of them.
+
+    Raises:
+        FormatError: naming the first file that differs from the first one with the column.
+    """
+    first: dict[str, tuple[TokenInfo | None, str]] = {}
+    names = {n for schema in schemas for n in token_columns(schema)}
+    for schema, path in zip(schemas, paths):
+        for name in names & set(schema.names):
+            info = TokenInfo.of(schema.field(name))
+            seen, where = first.setdefault(name, (info, path))
+            if info != seen:
+                raise FormatError(
+                    f"column {name!r} holds tokens of another layout ({_described(info)}) "
+                    f"than in {where} ({_described(seen)}); the files of one dataset need "
+                    "one tokenizer and one eos/bos setting",
+                    path,
+                )
 
 
 def token_array(flat: np.ndarray, offsets: np.ndarray) -> pa.BinaryArray:
