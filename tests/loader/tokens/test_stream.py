@@ -350,3 +350,36 @@ def test_a_count_column_that_disagrees_with_the_tokens_is_refused(
         for _ in ds:
             pass
     assert (err.value.path, err.value.location) == (str(tmp_path / "a.parquet"), "unit 1")
+
+
+@pytest.mark.parametrize("packing", ["concat", "best_fit"])
+@pytest.mark.parametrize("damage", ["odd bytes", "null count", "negative count"])
+def test_damaged_tokens_and_counts_are_refused_naming_file_and_unit(
+    tmp_path: Path, packing: str, damage: str
+) -> None:
+    """A token value of no whole number of ids, a null count and a negative one are
+    FormatErrors naming the file and unit, as a count that disagrees is."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    info = {"dtype": "<u2", "vocab_size": 100, "eos_id": 0, "bos_id": None, "tokenizer": "x"}
+    meta = {b"shardwise.tokens": json.dumps(info).encode()}
+    tokens: list[bytes] = [b"\x01\x00\x02\x00"] * 30
+    counts: list[int | None] = [2] * 30
+    if damage == "odd bytes":
+        tokens[25] = b"\x01\x00\x02"
+    else:
+        counts[25] = None if damage == "null count" else -2
+    schema = pa.schema([pa.field("tokens", pa.binary(), metadata=meta), ("num_tokens", pa.int32())])
+    pq.write_table(
+        pa.table([tokens, counts], schema=schema), tmp_path / "a.parquet", row_group_size=10
+    )
+    with pytest.raises(FormatError) as err:
+        ds = TokenStream(str(tmp_path), seq_len=4, packing=packing, world_size=1, rank=0)
+        for _ in ds:
+            pass
+    assert (err.value.path, err.value.location) == (str(tmp_path / "a.parquet"), "unit 2")
+    if damage == "negative count":
+        assert "says -2 tokens for document 5 of the unit" in str(err.value)
