@@ -200,6 +200,24 @@ def test_workers_of_a_dataloader_without_workers_mean_in_process(
         TokenStream(str(path), num_workers=-1, **kw)
 
 
+def test_a_stream_given_workers_and_iterated_in_process_streams_the_whole_share(
+    shards: tuple[Path, str, list[str]],
+) -> None:
+    """Iterated in the training process (``for batch in ds``, a DataLoader without
+    workers), a stream given ``num_workers=2`` is the rank's one worker, as
+    ``StreamingDataset`` is: worker 0 of 2 would leave the other half of the epoch out."""
+    from torch.utils.data import DataLoader
+
+    path, _, _ = shards
+    kw: dict[str, Any] = {"seq_len": 256, "batch_size": 2, "seed": 4}
+    want = [b["input_ids"].tobytes() for b in TokenStream(str(path), **kw)]
+    ds = TokenStream(str(path), num_workers=2, **kw)
+    assert [b["input_ids"].tobytes() for b in ds] == want
+    loader = DataLoader(TokenStream(str(path), num_workers=2, **kw), batch_size=None)
+    assert [b["input_ids"].numpy().tobytes() for b in loader] == want
+    assert ds.state_dict(3)["resumes"][0]["topology"]["num_workers"] == 1
+
+
 @pytest.mark.parametrize("packing", ["concat", "best_fit"])
 def test_fields_choose_the_arrays_and_keep_their_values(
     shards: tuple[Path, str, list[str]], packing: str

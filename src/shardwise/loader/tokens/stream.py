@@ -183,7 +183,7 @@ class TokenStreamBase:
     def _given(self) -> tuple[int, int | None]:
         return self._placement().world_size, self.num_workers
 
-    def _placement(self) -> Placement:
+    def _placement(self, iterating: bool = False) -> Placement:
         p = detect_placement(self.rank, self.world_size)
         if self.num_workers is None or p.num_workers == self.num_workers:
             return p
@@ -191,8 +191,8 @@ class TokenStreamBase:
             raise ConfigError(
                 f"TokenStream(num_workers={self.num_workers}) runs in a DataLoader of "
                 f"{p.num_workers} workers; give it the DataLoader's num_workers"
-            )
-        return detect_placement(self.rank, self.world_size, 0, self.num_workers)
+            )  # a pass in this process streams the rank's share as its one worker
+        return p if iterating else detect_placement(self.rank, self.world_size, 0, self.num_workers)
 
     @property
     def epoch(self) -> int:
@@ -223,7 +223,7 @@ class TokenStreamBase:
         return self.plan().batches_per_rank
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        p = self._placement()
+        p = self._placement(iterating=True)
         self._passes.begin_pass(p.rank, p.worker_id)
         self._announce(p)
         plan = self.plan(Topology(p.world_size, p.num_workers, self.batch_size, self.drop_last))
