@@ -160,7 +160,17 @@ def token_array(flat: np.ndarray, offsets: np.ndarray) -> pa.BinaryArray:
 
 
 def _chunks(column: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
-    return list(column.chunks) if isinstance(column, pa.ChunkedArray) else [column]
+    """The column's chunks as ``binary`` or ``large_binary`` arrays (a ``binary_view``
+    one, which has no offsets, cast to ``large_binary``)."""
+    chunks = list(column.chunks) if isinstance(column, pa.ChunkedArray) else [column]
+    return [c.cast(pa.large_binary()) if pa.types.is_binary_view(c.type) else c for c in chunks]
+
+
+def _ends(chunk: pa.Array) -> np.ndarray:
+    """The chunk's ``len + 1`` value offsets in bytes (32-bit, or 64-bit for large binary)."""
+    dt = np.int64 if pa.types.is_large_binary(chunk.type) else np.int32
+    size = np.dtype(dt).itemsize
+    return np.frombuffer(chunk.buffers()[1], dt, len(chunk) + 1, chunk.offset * size)
 
 
 def flat_tokens(
@@ -179,7 +189,7 @@ def flat_tokens(
             continue
         if chunk.null_count:
             raise FormatError("a token column holds nulls")
-        ends = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, chunk.offset * 4)
+        ends = _ends(chunk)
         lo, hi = int(ends[0]), int(ends[-1])
         if (hi - lo) % dt.itemsize:
             raise FormatError(f"a token column's bytes are no whole number of {dt} ids")
@@ -198,6 +208,6 @@ def count_tokens(batch: pa.RecordBatch | pa.Table) -> int:
         size = np.dtype(info.dtype).itemsize
         for chunk in _chunks(batch.column(name)):
             if len(chunk):
-                ends = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, chunk.offset * 4)
+                ends = _ends(chunk)
                 total += int(ends[-1] - ends[0]) // size
     return total

@@ -170,6 +170,22 @@ def test_layout_round_trips_through_slices_and_chunks(
         assert [list(got[a:b]) for a, b in zip(got_off[:-1], got_off[1:])] == docs[lo:]
 
 
+@pytest.mark.parametrize("kind", [pa.large_binary(), pa.binary_view()])
+def test_large_and_view_binary_token_columns_give_the_same_tokens(kind: pa.DataType) -> None:
+    """A token column another writer stored as ``large_binary`` (64-bit offsets) or read
+    as ``binary_view`` is read by its own offsets, not as 32-bit ones."""
+    docs = [[1, 2], [], [3], [65_535, 4, 5]]
+    flat = np.array([t for d in docs for t in d], "<u2")
+    arr = token_array(flat, np.cumsum([0, *map(len, docs)])).cast(kind)
+    chunked = pa.chunked_array([arr.slice(0, 1), arr.slice(1)], kind)
+    for column in (arr, arr.slice(1), chunked):
+        got, off = flat_tokens(column, "<u2")
+        want = docs[len(docs) - len(column) :]
+        assert [list(got[a:b]) for a, b in zip(off[:-1], off[1:])] == want
+    field = TokenInfo("<u2", 65_536).field("tokens").with_type(kind)
+    assert count_tokens(pa.table([chunked], schema=pa.schema([field]))) == 6
+
+
 @pytest.mark.parametrize(
     ("meta", "says"),
     [
