@@ -19,6 +19,7 @@ by row groups like any other and streamed from object storage the same way.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ from shardwise.errors import FormatError
 __all__ = [
     "TOKENS_KEY",
     "TokenInfo",
+    "check_same_tokens",
     "count_tokens",
     "flat_tokens",
     "token_array",
@@ -115,6 +117,37 @@ def token_columns(schema: pa.Schema) -> dict[str, TokenInfo]:
     return out
 
 
+def _described(info: TokenInfo | None) -> str:
+    if info is None:
+        return "no token metadata"
+    return (
+        f"{info.dtype}, vocab_size={info.vocab_size}, eos_id={info.eos_id}, "
+        f"bos_id={info.bos_id}, tokenizer {info.tokenizer!r}"
+    )
+
+
+def check_same_tokens(schemas: Sequence[pa.Schema], paths: Sequence[str]) -> None:
+    """Refuse files of one dataset whose token columns were written otherwise (another
+    tokenizer, dtype, eos or bos): a reader takes the first file's layout for all of them.
+
+    Raises:
+        FormatError: naming the first file that differs from the first one with the column.
+    """
+    first: dict[str, tuple[TokenInfo | None, str]] = {}
+    names = {n for schema in schemas for n in token_columns(schema)}
+    for schema, path in zip(schemas, paths):
+        for name in names & set(schema.names):
+            info = TokenInfo.of(schema.field(name))
+            seen, where = first.setdefault(name, (info, path))
+            if info != seen:
+                raise FormatError(
+                    f"column {name!r} holds tokens of another layout ({_described(info)}) "
+                    f"than in {where} ({_described(seen)}); the files of one dataset need "
+                    "one tokenizer and one eos/bos setting",
+                    path,
+                )
+
+
 def token_array(flat: np.ndarray, offsets: np.ndarray) -> pa.BinaryArray:
     """A binary array of documents ``flat[offsets[i]:offsets[i + 1]]`` (no copy of ``flat``
     beyond Arrow's adoption of its buffer)."""
@@ -127,7 +160,17 @@ def token_array(flat: np.ndarray, offsets: np.ndarray) -> pa.BinaryArray:
 
 
 def _chunks(column: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
-    return list(column.chunks) if isinstance(column, pa.ChunkedArray) else [column]
+    """The column's chunks as ``binary`` or ``large_binary`` arrays (a ``binary_view``
+    one, which has no offsets, cast to ``large_binary``)."""
+    chunks = list(column.chunks) if isinstance(column, pa.ChunkedArray) else [column]
+    return [c.cast(pa.large_binary()) if pa.types.is_binary_view(c.type) else c for c in chunks]
+
+
+def _ends(chunk: pa.Array) -> np.ndarray:
+    """The chunk's ``len + 1`` value offsets in bytes (32-bit, or 64-bit for large binary)."""
+    dt = np.int64 if pa.types.is_large_binary(chunk.type) else np.int32
+    size = np.dtype(dt).itemsize
+    return np.frombuffer(chunk.buffers()[1], dt, len(chunk) + 1, chunk.offset * size)
 
 
 def flat_tokens(
@@ -146,7 +189,7 @@ def flat_tokens(
             continue
         if chunk.null_count:
             raise FormatError("a token column holds nulls")
-        ends = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, chunk.offset * 4)
+        ends = _ends(chunk)
         lo, hi = int(ends[0]), int(ends[-1])
         if (hi - lo) % dt.itemsize:
             raise FormatError(f"a token column's bytes are no whole number of {dt} ids")
@@ -165,6 +208,6 @@ def count_tokens(batch: pa.RecordBatch | pa.Table) -> int:
         size = np.dtype(info.dtype).itemsize
         for chunk in _chunks(batch.column(name)):
             if len(chunk):
-                ends = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, chunk.offset * 4)
+                ends = _ends(chunk)
                 total += int(ends[-1] - ends[0]) // size
     return total

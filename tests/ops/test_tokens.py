@@ -86,6 +86,24 @@ def test_large_vocabulary_takes_uint32(tmp_path: Path) -> None:
     assert [list(d) for d in _docs(out)] == [[69999, 3, 1], [65536, 1]]
 
 
+def test_a_vocabulary_with_gaps_is_sized_by_its_largest_id(tmp_path: Path) -> None:
+    """Ids need not be contiguous: a vocabulary of 5 entries with id 70000 holds ids up
+    to 70000, which uint16 would wrap to other tokens."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"unk": 0, "a": 1, "b": 70_000, "c": 65_535, "d": 65_536}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="unk"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.add_special_tokens(["<eos>"])
+    path = str(tmp_path / "gaps.json")
+    tok.save(path)
+    out = tokenize(pa.record_batch({"text": ["a b c d", ""]}), tokenizer=path, eos="<eos>")
+    info = token_columns(out.schema)["tokens"]
+    assert (info.dtype, info.vocab_size) == ("<u4", 70_001)
+    eos = tok.token_to_id("<eos>")
+    assert [list(d) for d in _docs(out)] == [[1, 70_000, 65_535, 65_536, eos], [eos]]
+
+
 def test_bad_arguments_are_config_errors(bpe: str, tmp_path: Path) -> None:
     batch = pa.record_batch({"text": ["x"]})
     with pytest.raises(ConfigError, match="not in the vocabulary"):
@@ -150,6 +168,22 @@ def test_layout_round_trips_through_slices_and_chunks(
         got, got_off = flat_tokens(column, "<u2")
         assert got_off[0] == 0 and len(got_off) == len(docs) - lo + 1
         assert [list(got[a:b]) for a, b in zip(got_off[:-1], got_off[1:])] == docs[lo:]
+
+
+@pytest.mark.parametrize("kind", [pa.large_binary(), pa.binary_view()])
+def test_large_and_view_binary_token_columns_give_the_same_tokens(kind: pa.DataType) -> None:
+    """A token column another writer stored as ``large_binary`` (64-bit offsets) or read
+    as ``binary_view`` is read by its own offsets, not as 32-bit ones."""
+    docs = [[1, 2], [], [3], [65_535, 4, 5]]
+    flat = np.array([t for d in docs for t in d], "<u2")
+    arr = token_array(flat, np.cumsum([0, *map(len, docs)])).cast(kind)
+    chunked = pa.chunked_array([arr.slice(0, 1), arr.slice(1)], kind)
+    for column in (arr, arr.slice(1), chunked):
+        got, off = flat_tokens(column, "<u2")
+        want = docs[len(docs) - len(column) :]
+        assert [list(got[a:b]) for a, b in zip(off[:-1], off[1:])] == want
+    field = TokenInfo("<u2", 65_536).field("tokens").with_type(kind)
+    assert count_tokens(pa.table([chunked], schema=pa.schema([field]))) == 6
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 
 import pyarrow as pa
 
+from shardwise._tokens import check_same_tokens
 from shardwise.errors import ConfigError, FormatError
 
 OnError = Literal["raise", "skip"]
@@ -197,9 +198,11 @@ def check_columns(columns: Sequence[str] | None, schema: pa.Schema) -> None:
 
 def unify_permissive(schemas: Sequence[pa.Schema], paths: Sequence[str]) -> pa.Schema:
     """Arrow's permissive unification (int32 and int64 give int64, a missing column is
-    null), or a :class:`FormatError` naming the first file whose schema differs."""
+    null), or a :class:`FormatError` naming the first file whose schema differs (token
+    columns of another layout too: :func:`~shardwise._tokens.check_same_tokens`)."""
     if not schemas:
         return pa.schema([])
+    check_same_tokens(schemas, paths)
     try:
         return pa.unify_schemas(list(schemas), promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:

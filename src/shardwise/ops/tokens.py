@@ -32,6 +32,8 @@ __all__ = ["load_tokenizer", "tokenize"]
 
 # path -> (tokenizer, xxh64 of its JSON): one load per process
 _LOADED: dict[str, tuple[Any, str]] = {}
+# path -> the tokenizer's vocabulary size (its largest id + 1)
+_SIZES: dict[str, int] = {}
 
 
 def load_tokenizer(path: str) -> tuple[Any, str]:
@@ -65,10 +67,20 @@ def _special_id(tok: Any, token: str | None, what: str, path: str) -> int | None
     return int(tid)
 
 
+def _vocab_size(tok: Any, path: str) -> int:
+    """Ids the tokenizer gives are below this: its largest id + 1, which is more than its
+    number of entries when the ids have gaps (cached per path)."""
+    if path not in _SIZES:
+        ids = tok.get_vocab(with_added_tokens=True).values()
+        count = int(tok.get_vocab_size(with_added_tokens=True))
+        _SIZES[path] = max(count, max(ids, default=-1) + 1)
+    return _SIZES[path]
+
+
 def token_info(tokenizer: str, eos: str | None = None, bos: str | None = None) -> TokenInfo:
     """The token layout ``tokenize`` writes with these arguments."""
     tok, digest = load_tokenizer(tokenizer)
-    vocab = int(tok.get_vocab_size(with_added_tokens=True))
+    vocab = _vocab_size(tok, tokenizer)
     return TokenInfo(
         token_dtype(vocab).str,
         vocab,

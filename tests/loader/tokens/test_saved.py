@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from _tokendata import make_token_shards
 
-from shardwise import ConfigError, PlanError, Source, StreamingDataset
+from shardwise import ConfigError, FormatError, PlanError, Source, StreamingDataset
 from shardwise._tokens import TokenInfo, token_array
 from shardwise.loader.tokens import TokenStream
 
@@ -161,3 +161,22 @@ def test_sources_of_other_eos_are_refused_naming_it(tmp_path: Path) -> None:
     same = _write(tmp_path / "d", eos, False)  # no text column: it is not read
     ds = TokenStream([Source(a, name="a"), Source(same, name="d")], **BASE)
     assert ds.units.count_column == "num_tokens" and len(list(ds)) == len(ds) > 0
+
+
+def test_files_of_one_dataset_tokenized_otherwise_are_refused_naming_one(tmp_path: Path) -> None:
+    """Files of one path are held to one token layout as mixed sources are: the first
+    file's would otherwise be taken for all (another eos read as a token, another dtype's
+    bytes as other ids)."""
+    eos = TokenInfo("<u2", 100, eos_id=0, tokenizer="abc")
+    first = _write(tmp_path / "a", eos, False)
+    others = {
+        "b": TokenInfo("<u2", 100, eos_id=1, tokenizer="abc"),
+        "c": TokenInfo("<u2", 100, eos_id=0, tokenizer="def"),
+        "d": TokenInfo("<u4", 70_000, eos_id=0, tokenizer="abc"),
+    }
+    for name, info in others.items():
+        other = _write(tmp_path / name, info, False)
+        with pytest.raises(FormatError, match=rf"{name}/part.parquet.*'tokens' .*eos_id=0"):
+            TokenStream([first, other], **BASE)
+    same = _write(tmp_path / "e", eos, False)
+    assert len(list(TokenStream([first, same], **BASE))) > 0

@@ -181,6 +181,43 @@ def test_dataloader_workers_follow_epochs_and_state(shards: tuple[Path, str, lis
     assert epoch() == first[3 * 2 :]
 
 
+def test_workers_of_a_dataloader_without_workers_mean_in_process(
+    shards: tuple[Path, str, list[str]],
+) -> None:
+    """``num_workers=0`` (a DataLoader's count when it loads in-process) is one worker, as
+    for ``StreamingDataset``; a negative count is refused when the stream is made."""
+    from torch.utils.data import DataLoader
+
+    path, _, _ = shards
+    kw: dict[str, Any] = {"seq_len": 256, "batch_size": 2, "seed": 4}
+    ds = TokenStream(str(path), num_workers=0, **kw)
+    one = TokenStream(str(path), num_workers=1, **kw)
+    got = [b["input_ids"].numpy().tobytes() for b in DataLoader(ds, batch_size=None)]
+    assert len(ds) == len(one) == len(got)
+    assert got == [b["input_ids"].tobytes() for b in one]
+    assert ds.state_dict(2) == one.state_dict(2)
+    with pytest.raises(ConfigError, match="num_workers must be at least 0, got -1"):
+        TokenStream(str(path), num_workers=-1, **kw)
+
+
+def test_a_stream_given_workers_and_iterated_in_process_streams_the_whole_share(
+    shards: tuple[Path, str, list[str]],
+) -> None:
+    """Iterated in the training process (``for batch in ds``, a DataLoader without
+    workers), a stream given ``num_workers=2`` is the rank's one worker, as
+    ``StreamingDataset`` is: worker 0 of 2 would leave the other half of the epoch out."""
+    from torch.utils.data import DataLoader
+
+    path, _, _ = shards
+    kw: dict[str, Any] = {"seq_len": 256, "batch_size": 2, "seed": 4}
+    want = [b["input_ids"].tobytes() for b in TokenStream(str(path), **kw)]
+    ds = TokenStream(str(path), num_workers=2, **kw)
+    assert [b["input_ids"].tobytes() for b in ds] == want
+    loader = DataLoader(TokenStream(str(path), num_workers=2, **kw), batch_size=None)
+    assert [b["input_ids"].numpy().tobytes() for b in loader] == want
+    assert ds.state_dict(3)["resumes"][0]["topology"]["num_workers"] == 1
+
+
 @pytest.mark.parametrize("packing", ["concat", "best_fit"])
 def test_fields_choose_the_arrays_and_keep_their_values(
     shards: tuple[Path, str, list[str]], packing: str
@@ -331,3 +368,36 @@ def test_a_count_column_that_disagrees_with_the_tokens_is_refused(
         for _ in ds:
             pass
     assert (err.value.path, err.value.location) == (str(tmp_path / "a.parquet"), "unit 1")
+
+
+@pytest.mark.parametrize("packing", ["concat", "best_fit"])
+@pytest.mark.parametrize("damage", ["odd bytes", "null count", "negative count"])
+def test_damaged_tokens_and_counts_are_refused_naming_file_and_unit(
+    tmp_path: Path, packing: str, damage: str
+) -> None:
+    """A token value of no whole number of ids, a null count and a negative one are
+    FormatErrors naming the file and unit, as a count that disagrees is."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    info = {"dtype": "<u2", "vocab_size": 100, "eos_id": 0, "bos_id": None, "tokenizer": "x"}
+    meta = {b"shardwise.tokens": json.dumps(info).encode()}
+    tokens: list[bytes] = [b"\x01\x00\x02\x00"] * 30
+    counts: list[int | None] = [2] * 30
+    if damage == "odd bytes":
+        tokens[25] = b"\x01\x00\x02"
+    else:
+        counts[25] = None if damage == "null count" else -2
+    schema = pa.schema([pa.field("tokens", pa.binary(), metadata=meta), ("num_tokens", pa.int32())])
+    pq.write_table(
+        pa.table([tokens, counts], schema=schema), tmp_path / "a.parquet", row_group_size=10
+    )
+    with pytest.raises(FormatError) as err:
+        ds = TokenStream(str(tmp_path), seq_len=4, packing=packing, world_size=1, rank=0)
+        for _ in ds:
+            pass
+    assert (err.value.path, err.value.location) == (str(tmp_path / "a.parquet"), "unit 2")
+    if damage == "negative count":
+        assert "says -2 tokens for document 5 of the unit" in str(err.value)

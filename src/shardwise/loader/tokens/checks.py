@@ -1,5 +1,6 @@
 """Checks of a token stream's inputs: its documents' lengths against the index, the
-token layout of its sources (one tokenizer, one eos and bos), and its ``pad_id``."""
+token layout of its sources (one tokenizer, one eos and bos), its ``pad_id`` and its
+DataLoader workers."""
 
 from __future__ import annotations
 
@@ -10,8 +11,16 @@ import numpy as np
 
 from shardwise._tokens import TokenInfo
 from shardwise.errors import ConfigError, FormatError
+from shardwise.loader._args import check_int
 
-__all__ = ["check_lengths", "check_pad_id", "token_info"]
+__all__ = ["check_lengths", "check_pad_id", "check_workers", "token_info"]
+
+
+def check_workers(num_workers: Any) -> int | None:
+    """The DataLoader's ``num_workers`` as workers of the plan: 0 (loading in-process) is
+    one, as for ``StreamingDataset``; None stays None (not given)."""
+    workers = check_int("num_workers", num_workers, 0, optional=True)
+    return max(1, workers) if workers is not None else None
 
 
 def check_lengths(

@@ -40,7 +40,7 @@ from shardwise.loader.state_version import STATE_VERSION as LOADER_STATE_VERSION
 from shardwise.loader.stats import mixing_for
 from shardwise.loader.tokens.ahead import made_ahead
 from shardwise.loader.tokens.batches import SequenceBatches, check_fields
-from shardwise.loader.tokens.checks import check_lengths, check_pad_id
+from shardwise.loader.tokens.checks import check_lengths, check_pad_id, check_workers
 from shardwise.loader.tokens.mapped import unit_path
 from shardwise.loader.tokens.saved import check_loaded, plan_record, units_digest
 from shardwise.loader.tokens.units import TokenUnits
@@ -77,8 +77,9 @@ class TokenStreamBase:
             document layout, for a model that needs only the tokens).
         batch_format: ``"numpy"`` or ``"torch"``.
         rank, world_size: override detection (``torch.distributed`` or ``RANK``/``WORLD_SIZE``).
-        num_workers: the DataLoader's workers (for ``len()``, ``stats()`` and ``plan()`` in
-            the training process; inside a worker the DataLoader's own count must match).
+        num_workers: the DataLoader's workers, 0 for none (for ``len()``, ``stats()`` and
+            ``plan()`` in the training process; inside a worker the DataLoader's own count
+            must match).
         prefetch_units: units read ahead per iterating process.
         cache_dir, cache_bytes: the node-local unit cache for remote token shards, as for
             ``StreamingDataset`` (local files are read where they are).
@@ -132,7 +133,7 @@ class TokenStreamBase:
         self.pad_id = check_pad_id(pad_id, self.units.info)
         self.mixing: Mixing | None = mixing_for(self.index, epoch_size, "random")
         self.rank, self.world_size, self.prefetch_units = rank, world_size, prefetch_units
-        self.num_workers = num_workers
+        self.num_workers = check_workers(num_workers)
         self._channel = TopologyChannel.new()
         # removed with this object, in the process that made it: never by a copy pickled
         # to a DataLoader worker or to another training process (Ray Train, mp.spawn)
@@ -182,7 +183,7 @@ class TokenStreamBase:
     def _given(self) -> tuple[int, int | None]:
         return self._placement().world_size, self.num_workers
 
-    def _placement(self) -> Placement:
+    def _placement(self, iterating: bool = False) -> Placement:
         p = detect_placement(self.rank, self.world_size)
         if self.num_workers is None or p.num_workers == self.num_workers:
             return p
@@ -190,8 +191,8 @@ class TokenStreamBase:
             raise ConfigError(
                 f"TokenStream(num_workers={self.num_workers}) runs in a DataLoader of "
                 f"{p.num_workers} workers; give it the DataLoader's num_workers"
-            )
-        return detect_placement(self.rank, self.world_size, 0, self.num_workers)
+            )  # a pass in this process streams the rank's share as its one worker
+        return p if iterating else detect_placement(self.rank, self.world_size, 0, self.num_workers)
 
     @property
     def epoch(self) -> int:
@@ -222,7 +223,7 @@ class TokenStreamBase:
         return self.plan().batches_per_rank
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        p = self._placement()
+        p = self._placement(iterating=True)
         self._passes.begin_pass(p.rank, p.worker_id)
         self._announce(p)
         plan = self.plan(Topology(p.world_size, p.num_workers, self.batch_size, self.drop_last))

@@ -97,10 +97,23 @@ class TokenUnits:
             info, column, counts = self.info, self.column, self.count_column
             got = mapped_tokens(self.index, unit, column, counts, info, lengths, files)
         if got is None:
-            got = flat_tokens(self.reader.read(unit).column(self.column), self.info.dtype)
+            got = self._named(unit, self._arrow_tokens, unit)
         if lengths is not None:
             self._check_counts(unit, lengths, got[1])
         return got
+
+    def _arrow_tokens(self, unit: int) -> tuple[np.ndarray, np.ndarray]:
+        return flat_tokens(self.reader.read(unit).column(self.column), self.info.dtype)
+
+    def _named(self, unit: int, read: Callable[[int], Any], *args: Any) -> Any:
+        """``read(*args)``, a damage it finds without saying where named by the unit's file
+        and the unit."""
+        try:
+            return read(*args)
+        except FormatError as exc:
+            if exc.path is not None:
+                raise
+            raise FormatError(exc.reason, unit_path(self.index, unit), f"unit {unit}") from exc
 
     def _check_counts(self, unit: int, lengths: np.ndarray, offsets: np.ndarray) -> None:
         """Refuse documents whose tokens are not as many as the count column says (the
@@ -135,7 +148,8 @@ class TokenUnits:
         if self._counts is None:
             return np.diff(self.read(unit)[1])
         col = self._counts.read(unit).column(self.count_column)
-        return np.concatenate([_int64s(c) for c in col.chunks] or [np.zeros(0, np.int64)])
+        parts = [self._named(unit, _int64s, c) for c in col.chunks]
+        return np.concatenate(parts or [np.zeros(0, np.int64)])
 
     def lengths(self) -> tuple[np.ndarray, np.ndarray]:
         """Token lengths of every document (units in order) and documents per unit."""
@@ -147,7 +161,22 @@ class TokenUnits:
                 parts = list(pool.map(self._lengths, range(len(self.index.units))))
         docs = np.array([len(p) for p in parts], dtype=np.int64)
         flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        self._check_signs(flat, docs)
         return flat.astype(np.int64, copy=False), docs
+
+    def _check_signs(self, lengths: np.ndarray, docs: np.ndarray) -> None:
+        """Refuse a negative count, naming its unit's file and the unit."""
+        if not (lengths < 0).any():
+            return
+        doc = int(np.flatnonzero(lengths < 0)[0])
+        ends = np.cumsum(docs)
+        unit = int(np.searchsorted(ends, doc, side="right"))
+        raise FormatError(
+            f"the count column {self.count_column!r} says {lengths[doc]} tokens for document "
+            f"{doc - int(ends[unit] - docs[unit])} of the unit",
+            unit_path(self.index, unit),
+            f"unit {unit}",
+        )
 
 
 def _int64s(chunk: pa.Array) -> np.ndarray:
