@@ -176,8 +176,12 @@ class DaliInput:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue an epoch from :meth:`state_dict` (before building the pipeline); also on
-        another number of ranks, workers or ``per_worker`` (what was consumed is not repeated)."""
+        another number of ranks, workers or ``per_worker`` (what was consumed is not repeated).
+        A state that leaves no iteration of its epoch (saved at its end) starts the next one:
+        DALI's framework iterators refuse a pipeline whose first epoch is empty."""
         self.dataset.load_state_dict(state)
+        if self.iterations == 0:
+            self.dataset.set_epoch(self.dataset.epoch + 1)
         self._merged = 0
 
     def _count_iteration(self) -> None:
