@@ -272,3 +272,27 @@ def test_the_former_name_still_works_and_warns(tmp_path: Path) -> None:
             world_size=1,
         )
     assert isinstance(src, DaliInput) and src.iterations == 12
+
+
+def test_a_state_saved_at_an_epochs_end_resumes_in_the_next_epoch(tmp_path: Path) -> None:
+    """A checkpoint after an epoch's last iteration (the usual place) leaves nothing of that
+    epoch: the resumed sources start the next one, which DALI's iterators need (they refuse
+    a pipeline whose first epoch is empty)."""
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+    make_shards(tmp_path / "wds", [30, 11, 25, 30])  # 96: 6 iterations of 16 across 2 ranks
+    first = _sources(str(tmp_path / "wds"))[0]
+    pipe = build_pipeline(first)
+    for _ in range(2):
+        run_epoch(pipe, first)
+    state = first.state_dict()  # after epoch 1's last iteration
+    assert state["epoch"] == 1
+    whole = run_epoch(pipe, first)["merged"]  # epoch 2, uninterrupted
+    del pipe
+    src = _sources(str(tmp_path / "wds"))[0]
+    src.load_state_dict(state)
+    assert (src.epoch, src.iterations) == (2, 6)
+    loader = DALIGenericIterator(build_pipeline(src), src.output_names(["image", "label"]))
+    merged = [label(x) for (out,) in loader for x in src.merge(out)["label"]]
+    assert len(merged) == 6 * WORKERS * PER_WORKER and src.epoch == 2
+    assert merged == whole

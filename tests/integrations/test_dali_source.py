@@ -164,6 +164,27 @@ def test_bad_arguments_and_missing_dali(shards: str, monkeypatch: pytest.MonkeyP
         _src(shards)
 
 
+def test_a_pipeline_that_cannot_take_the_sources_batches_is_refused(shards: str) -> None:
+    """A pipeline batch smaller than ``per_worker``, or ``batch=False``: a ``ConfigError``
+    as the graph is defined, not DALI's error at the first run."""
+    from nvidia.dali import pipeline_def
+
+    src = _src(shards, num_workers=2, per_worker=4)
+
+    def defined(batch_size: int, **kwargs: Any) -> None:
+        @pipeline_def(batch_size=batch_size, num_threads=1, device_id=None, py_num_workers=2)
+        def pipe() -> tuple[Any, ...]:
+            return tuple(out for outs in src.external_sources(**kwargs) for out in outs)
+
+        pipe()  # defines the graph; builds and starts nothing
+
+    with pytest.raises(ConfigError, match="batch_size=2 .* per_worker=4"):
+        defined(2)
+    with pytest.raises(ConfigError, match="batch=True"):
+        defined(4, batch=False)
+    defined(8)  # a larger batch takes the sources' batches of 4
+
+
 def test_a_model_parallel_group_gets_the_same_sources(shards: str) -> None:
     group = [_src(shards, r, world_size=4, replication=2) for r in (2, 3)]
     assert [s.rank for s in group[0].sources()] == [1, 1, 1]

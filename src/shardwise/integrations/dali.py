@@ -127,8 +127,13 @@ class DaliInput:
 
         Returns:
             Per source, a tuple of data nodes, one per column.
+
+        Raises:
+            ConfigError: ``batch=False``, or the pipeline's ``batch_size`` is smaller than
+                ``per_worker`` (DALI would refuse the sources' batches at its first run).
         """
         fn = require("nvidia.dali.fn", "DaliInput.external_sources")
+        self._check_pipeline(kwargs)
         _shutdown_pipelines_before_joining_workers()
         types = require("nvidia.dali.types", "DaliInput.external_sources")
         opts: dict[str, Any] = {
@@ -141,6 +146,19 @@ class DaliInput:
         }
         opts.update(kwargs)
         return [tuple(fn.external_source(source=s, **opts)) for s in self.sources()]
+
+    def _check_pipeline(self, kwargs: Mapping[str, Any]) -> None:
+        """The pipeline being defined takes every source's batch of ``per_worker``."""
+        if not kwargs.get("batch", True):
+            raise ConfigError("DaliInput's sources return whole batches: keep batch=True")
+        pipeline = require("nvidia.dali.pipeline", "DaliInput.external_sources").Pipeline
+        current = pipeline.current()
+        if current is not None and current.max_batch_size < self.per_worker:
+            raise ConfigError(
+                f"the pipeline's batch_size={current.max_batch_size} is smaller than "
+                f"per_worker={self.per_worker}, the samples each source adds to a batch: "
+                "give the pipeline batch_size=src.per_worker"
+            )
 
     # -- epochs, sizes and resume -----------------------------------------------------
     @property
@@ -176,8 +194,12 @@ class DaliInput:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue an epoch from :meth:`state_dict` (before building the pipeline); also on
-        another number of ranks, workers or ``per_worker`` (what was consumed is not repeated)."""
+        another number of ranks, workers or ``per_worker`` (what was consumed is not repeated).
+        A state that leaves no iteration of its epoch (saved at its end) starts the next one:
+        DALI's framework iterators refuse a pipeline whose first epoch is empty."""
         self.dataset.load_state_dict(state)
+        if self.iterations == 0:
+            self.dataset.set_epoch(self.dataset.epoch + 1)
         self._merged = 0
 
     def _count_iteration(self) -> None:

@@ -59,7 +59,8 @@ def _env_int(name: str) -> int | None:
         raise ConfigError(f"environment variable {name}={value!r} is not an integer") from exc
 
 
-def _detect_rank() -> tuple[int, int]:
+def _found_rank() -> tuple[int, int] | None:
+    """(rank, world size) from ``torch.distributed`` or the environment, if either tells."""
     torch = sys.modules.get("torch")
     if torch is not None:
         dist = torch.distributed
@@ -68,7 +69,11 @@ def _detect_rank() -> tuple[int, int]:
     rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
     if world is not None:
         return (rank or 0), world
-    return 0, 1
+    return None
+
+
+def _detect_rank() -> tuple[int, int]:
+    return _found_rank() or (0, 1)
 
 
 def _detect_worker() -> tuple[int, int]:
@@ -125,16 +130,19 @@ class Ranks:
     detected: bool = False
 
     def check_now(self) -> None:
-        """In the training process, detected ranks are still this process's (a dataset
-        made before the process group started would stream as the wrong rank).
+        """Detected ranks are still this process's (a dataset made before the process
+        group started, or in Ray Train's driver, would stream as the wrong rank). A
+        DataLoader worker checks what it inherited: the process group of a forked one, a
+        launcher's ``RANK``/``WORLD_SIZE`` (Ray Train sets them too); a spawned one
+        without them has nothing to check against.
 
         Raises:
             ConfigError: this process is now another rank, or of another world size.
         """
-        if not self.detected or in_dataloader_worker():
+        if not self.detected:
             return
-        now = _detect_rank()
-        if now != (self.rank, self.world_size):
+        now = _found_rank() if in_dataloader_worker() else _detect_rank()
+        if now is not None and now != (self.rank, self.world_size):
             raise ConfigError(
                 f"this StreamingDataset was made when this process was rank {self.rank} of "
                 f"{self.world_size}, and it is now rank {now[0]} of {now[1]} (was it made "
