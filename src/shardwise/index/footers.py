@@ -71,9 +71,9 @@ def progress_bar(total: int, desc: str, enabled: bool) -> Any:
     or ``SHARDWISE_PROGRESS=0``."""
     if not enabled or os.environ.get("SHARDWISE_PROGRESS") == "0":
         return _NoBar()
-    from tqdm.auto import tqdm
+    from shardwise.parallel._progress import tqdm_class
 
-    class _Bar(tqdm):
+    class _Bar(tqdm_class()):  # type: ignore[misc]
         monitor_interval = 0  # no monitor thread: starting one cost up to 6 ms of an open
 
     tty = sys.stderr.isatty()

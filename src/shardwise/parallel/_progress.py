@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from typing import Any
 
-__all__ = ["progress_bar"]
+__all__ = ["progress_bar", "tqdm_class"]
 
 
 class _NoBar:
@@ -26,8 +27,7 @@ def progress_bar(total: int | None, desc: str | None, enabled: bool, unit: str =
     when ``enabled`` is false or ``SHARDWISE_PROGRESS=0``."""
     if not enabled or os.environ.get("SHARDWISE_PROGRESS") == "0":
         return _NoBar()
-    from tqdm.auto import tqdm
-
+    tqdm = tqdm_class()
     tty = sys.stderr.isatty()
     env_interval = os.environ.get("TQDM_MININTERVAL")
     return tqdm(
@@ -39,3 +39,16 @@ def progress_bar(total: int | None, desc: str | None, enabled: bool, unit: str =
         ascii=not tty,
         file=sys.stderr,
     )
+
+
+def tqdm_class() -> Any:
+    """``tqdm.auto``'s bar: the notebook widget in a Jupyter kernel with ipywidgets, else
+    the text bar. Imported without the warning tqdm gives in a kernel without ipywidgets
+    ("IProgress not found. Please update jupyter and ipywidgets"): a run's text bar shows
+    there as in a terminal, and whether to install ipywidgets is the user's choice."""
+    from tqdm.std import TqdmWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TqdmWarning)
+        from tqdm.auto import tqdm
+    return tqdm

@@ -101,7 +101,7 @@ class RunResult:
         return cls(
             m["rows_in"],
             m["rows_out"],
-            m["dropped"],
+            _in_pipeline_order(m["dropped"], [o.get("op") for o in m.get("operators", [])]),
             m["quarantined"],
             m["files"],
             m["tasks"],
@@ -112,6 +112,17 @@ class RunResult:
             int(m.get("tokens_out", 0)),
             max(1, len(m.get("stages", []))),
         )
+
+
+def _in_pipeline_order(
+    dropped: dict[str, dict[str, int]], names: list[Any]
+) -> dict[str, dict[str, int]]:
+    """The drops by operator in the pipeline's order, reasons sorted: the same for a run
+    (whose tasks' drops add up in the order they come) and for a rerun of a complete one
+    (read back from its manifest, whose keys are sorted)."""
+    rank = {name: i for i, name in reversed(list(enumerate(names)))}
+    ops = sorted(dropped, key=lambda op: (rank.get(op, len(names)), op))
+    return {op: dict(sorted(dropped[op].items())) for op in ops}
 
 
 def run_pipeline(
