@@ -9,8 +9,9 @@ import os
 import signal
 import threading
 import time
-import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _cachework import (
@@ -28,13 +29,13 @@ from _cachework import (
 from shardwise.cli import main
 from shardwise.errors import ConfigError
 from shardwise.storage.cache import NodeCache
-from shardwise.storage.cache import entry as cache_entry
+from shardwise.storage.cache import sums as cache_sums
 from shardwise.storage.cache.admin import clear_cache, verify_cache
 from shardwise.storage.cache.entry import EntryView, Extent, read_entry
 from shardwise.storage.cache.lease import boot_id, is_alive, owner_id
 
 CTX = mp.get_context("spawn")
-ENTRY = SIZE + len(extent(0).record(0))  # bytes one entry takes on disk
+ENTRY = SIZE + len(extent(0).record())  # bytes one entry takes on disk
 
 
 def _start(target: object, *args: object) -> mp.process.BaseProcess:
@@ -223,15 +224,16 @@ def test_a_corrupted_entry_is_downloaded_again_not_used(tmp_path: Path) -> None:
     assert cache.stats.bad_entries == 1 and cache.stats.downloads == 2
 
 
-class _CountingZlib:
-    """``zlib`` for the entry module, counting the bytes its checksum passes read."""
+class _CountingDigest:
+    """The entries' block digest, counting the bytes its checking passes read."""
 
-    def __init__(self) -> None:
+    def __init__(self, original: Callable[[Any], int]) -> None:
         self.bytes = 0
+        self._original = original
 
-    def crc32(self, data: bytes, value: int = 0) -> int:
+    def __call__(self, data: Any) -> int:
         self.bytes += len(data)
-        return zlib.crc32(data, value)
+        return self._original(data)
 
 
 def test_a_hit_reads_only_the_ranges_asked_and_the_crc_once_per_node(
@@ -241,8 +243,8 @@ def test_a_hit_reads_only_the_ranges_asked_and_the_crc_once_per_node(
     cache = NodeCache(root, 10**7)
     with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)):
         pass
-    counting = _CountingZlib()
-    monkeypatch.setattr(cache_entry, "zlib", counting)
+    counting = _CountingDigest(cache_sums._digest)
+    monkeypatch.setattr(cache_sums, "_digest", counting)
     with cache.lease(extent(8), lambda: slow_fetch(8, delay=0)) as data:  # downloaded here: no pass
         assert isinstance(data, EntryView) and len(data) == SIZE
         assert data[100:110] == payload(8)[100:110] and data[-4:] == payload(8)[-4:]

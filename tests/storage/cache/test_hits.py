@@ -15,9 +15,9 @@ import pytest
 from _cachework import SIZE, extent, payload, slow_fetch
 
 from shardwise.storage.cache import NodeCache
-from shardwise.storage.cache import entry as cache_entry
 from shardwise.storage.cache import hits as cache_hits
 from shardwise.storage.cache import node as cache_node
+from shardwise.storage.cache import sums as cache_sums
 from shardwise.storage.cache import verified as cache_verified
 from shardwise.storage.cache.entry import Extent
 from shardwise.storage.cache.hits import FOOTER, Copied, Hits, MappedView
@@ -122,7 +122,7 @@ def test_hits_stamp_an_entry_only_when_its_stamp_is_old(
 def test_a_crc_pass_is_recorded_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = _cached(str(tmp_path / "c"), 7)
     (tmp_path / "c" / "verified" / extent(7).key).unlink()
-    passes = _Counting(monkeypatch, cache_entry.zlib, "crc32")
+    passes = _Counting(monkeypatch, cache_sums, "_digest")
     with cache.lease_if_cached(extent(7)) as data:
         assert data is not None
     assert passes.calls > 0

@@ -1,4 +1,5 @@
-"""The on-disk format of one cache entry (its bytes, then a CRC-32 record) and its verification."""
+"""The on-disk format of one cache entry (its bytes, then a record with their digests) and its
+verification."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import contextlib
 import hashlib
 import json
 import os
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from shardwise.errors import StorageError
+from shardwise.storage.cache.sums import Sums, check, placeholder
 from shardwise.storage.cache.verified import settle
 
 __all__ = [
@@ -25,7 +26,6 @@ __all__ = [
 ]
 
 MAGIC = b"SWCACHE1"
-CRC_STEP = 8 * 2**20
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,10 @@ class Extent:
         text = f"{self.source}\n{self.start}\n{self.end}\n{self.version}"
         return hashlib.sha256(text.encode()).hexdigest()[:40]
 
-    def record(self, crc: int) -> bytes:
-        """The trailer written after the bytes: a JSON record, its length, the magic."""
+    def record(self, sums: str | None = None) -> bytes:
+        """The trailer written after the bytes: a JSON record (with ``sums``, the text of
+        their :class:`~shardwise.storage.cache.sums.Sums`; without, a placeholder of the
+        same length), its length, the magic."""
         body = json.dumps(
             {
                 "source": self.source,
@@ -66,7 +68,7 @@ class Extent:
                 "end": self.end,
                 "version": self.version,
                 "length": self.length,
-                "crc32": f"{crc:08x}",
+                "xxh3": placeholder(self.length) if sums is None else sums,
             }
         ).encode()
         return body + len(body).to_bytes(8, "little") + MAGIC
@@ -151,22 +153,22 @@ def pread_into(fd: int, view: memoryview, start: int, path: str) -> None:
         done += n
 
 
-def open_entry(path: str, extent: Extent | None = None, *, check_crc: bool = True) -> EntryView:
-    """An entry's data, after its record is checked (and its CRC-32, if ``check_crc``).
+def open_entry(path: str, extent: Extent | None = None, *, check_sums: bool = True) -> EntryView:
+    """An entry's data, after its record is checked (and its digests, if ``check_sums``).
 
     Raises:
         BadEntry: a missing or wrong record, a wrong length, or a checksum mismatch.
     """
     fd = os.open(path, os.O_RDONLY)
     try:
-        view = check_entry(fd, path, extent, check_crc)
+        view = check_entry(fd, path, extent, check_sums)
     except BaseException:
         os.close(fd)
         raise
     return view
 
 
-def check_entry(fd: int, path: str, extent: Extent | None, check_crc: bool) -> EntryView:
+def check_entry(fd: int, path: str, extent: Extent | None, check_sums: bool) -> EntryView:
     """The entry open as ``fd`` as a view, checked as :func:`open_entry` checks it (raises
     :class:`BadEntry` as it does)."""
     total = os.fstat(fd).st_size
@@ -193,17 +195,13 @@ def check_entry(fd: int, path: str, extent: Extent | None, check_crc: bool) -> E
     )
     if found.key != os.path.basename(path) or (extent is not None and found != extent):
         raise BadEntry("the record names another range or object version")
-    if check_crc:
-        crc = 0
-        for lo in range(0, length, CRC_STEP):
-            crc = zlib.crc32(os.pread(fd, min(CRC_STEP, length - lo), lo), crc)
-        if f"{crc:08x}" != rec.get("crc32"):
-            raise BadEntry("checksum mismatch")
+    if check_sums and not check(fd, length, rec):
+        raise BadEntry("checksum mismatch")
     return EntryView(fd, length, path)
 
 
 def read_entry(path: str, extent: Extent | None = None) -> bytes:
-    """The verified bytes of the entry at ``path`` (record, length and CRC-32 checked,
+    """The verified bytes of the entry at ``path`` (record, length and digests checked,
     and the record against ``extent`` if given); raises :class:`BadEntry` as
     :func:`open_entry` does."""
     view = open_entry(path, extent)
@@ -218,11 +216,11 @@ def write_entry(path: str, extent: Extent, chunks: Iterable[bytes]) -> bytes:
     rename (:func:`~shardwise.storage.cache.verified.settle`); returns the bytes (a
     :class:`StorageError` if they do not add up to its length)."""
     parts: list[bytes] = []
-    crc = 0
+    sums = Sums(extent.length)
     with open(path, "wb") as f:
         for chunk in chunks:
             f.write(chunk)
-            crc = zlib.crc32(chunk, crc)
+            sums.feed(chunk)
             parts.append(chunk)
         data = b"".join(parts)
         if len(data) != extent.length:
@@ -231,7 +229,7 @@ def write_entry(path: str, extent: Extent, chunks: Iterable[bytes]) -> bytes:
                 f"expected {extent.length}",
                 extent.source,
             )
-        f.write(extent.record(crc))
+        f.write(extent.record(sums.text()))
         f.flush()
         settle(f.fileno())
     return data

@@ -1,11 +1,12 @@
 """A download into the node cache that its readers use while it runs.
 
 An entry's bytes are fetched in ranges of ``RANGE`` bytes (several at once, on the
-cache's download threads: :mod:`shardwise.storage.cache.downloads`), each written where
-it belongs in the entry's part file as it arrives. A reader of this process gets a
+cache's download threads: :mod:`shardwise.storage.cache.downloads`), each digested in the
+memory it arrived in (one block of :mod:`shardwise.storage.cache.sums` per range) and
+written where it belongs in the entry's part file. A reader of this process gets a
 :class:`FillView` at once: a slice of it waits only for the ranges it covers, then reads
 them from the part file. When the last range is in, the cache publishes the entry as any
-download is published (CRC-32 pass, record, rename: see
+download is published (record with the ranges' digests, rename: see
 :class:`~shardwise.storage.cache.node.NodeCache`); until then nothing on disk is an
 entry, so a crash leaves only a part file, which the next process accounting for space
 deletes.
@@ -24,10 +25,11 @@ from shardwise.errors import StorageError
 from shardwise.storage.cache.direct import open_direct, range_buffer, write_range
 from shardwise.storage.cache.entry import Extent, pread_into
 from shardwise.storage.cache.lease import FileLock
+from shardwise.storage.cache.sums import BLOCK, Sums
 
 __all__ = ["RANGE", "Fill", "FillView", "RangeReader", "State"]
 
-RANGE = 16 * 2**20
+RANGE = BLOCK  # a range is a block of the entry's digests
 RangeReader = Callable[[int, int, memoryview], None]  # fills the view with [start, end)
 
 
@@ -82,6 +84,7 @@ class Fill:
         self._todo = list(range(count - 1, -1, -1))  # popped from the end: first range first
         self._done = [False] * count
         self._fetched = 0
+        self.sums = Sums(extent.length)
         self.on_fetched: Callable[[Fill], None] | None = None
         self._fd = -1
         self._direct = -1
@@ -141,6 +144,7 @@ class Fill:
     def _fetch(self, i: int, start: int, end: int) -> bool:
         view = range_buffer(end - start, RANGE)
         self.read_range(start, end, view)
+        self.sums.block(i, view)
         direct = write_range(self._fd, self._direct, view, start - self.extent.start)
         if direct < 0:
             self._direct = -1  # refused once: the rest is written through the page cache

@@ -16,7 +16,7 @@ column chunks). Two things make them cost what reading local files costs:
   the first time a process opens that very file; the process then remembers its identity
   (device, inode, size and exact mtime), and a later hit of the same file compares only
   that (an ``fstat`` of the descriptor it opens): a file replaced, truncated or written to
-  since has another identity and is checked again. Its CRC-32 is checked unless the node's
+  since has another identity and is checked again. Its digests are checked unless the node's
   record names the file (:func:`~shardwise.storage.cache.verified.is_verified`, read at every
   hit, so a record removed makes the next hit of any process check it).
 
@@ -135,7 +135,7 @@ class Hits:
 
     def get(self, path: str, extent: Extent, small: bool) -> tuple[EntryView, bool] | None:
         """The entry at ``path`` (``small``: read whole, as :class:`Copied`), checked unless
-        this very file was checked before, and whether to :meth:`stamp` it (its CRC-32 was
+        this very file was checked before, and whether to :meth:`stamp` it (its digests were
         checked now, or its mtime is older than :data:`TOUCH_NS`); None if it is bad or gone
         (forgotten)."""
         try:
@@ -166,18 +166,18 @@ class Hits:
 
     def _check(self, fd: int, path: str, extent: Extent, st: os.stat_result) -> bool:
         """Check the open file ``fd`` (now ``st``): its record unless it is the file this
-        process checked before, its CRC-32 unless the node's record vouches for it; True if
-        the CRC-32 was computed now."""
+        process checked before, its digests unless the node's record vouches for it; True if
+        the digests were computed now."""
         key = os.path.basename(path)
         known = identity(st)
-        crc = not is_verified(path, st)
-        if self._known.get(key) == known and not crc:
+        full = not is_verified(path, st)
+        if self._known.get(key) == known and not full:
             return False
-        check_entry(fd, path, extent, crc)  # the record names ``extent``: its length is the data's
+        check_entry(fd, path, extent, full)  # the record names ``extent``: its length is the data's
         if len(self._known) >= KNOWN_MAX:
             self._known.clear()
         self._known[key] = known
-        return crc
+        return full
 
     def stamp(self, path: str) -> None:
         """Stamp the entry at ``path`` as used now and as checked; the process remembers the

@@ -30,16 +30,17 @@ class NodeCache:
     it. The protocol (all of it survives ``kill -9`` of any process at any moment):
 
     - An entry is one file, ``entries/<key>``: the bytes, then a record (source, range,
-      version, length, CRC-32). The key is a hash of the source URL (with its endpoint),
-      the byte range and the object's version (ETag or mtime, and size), so jobs and
-      datasets never collide and a changed object is a new entry.
+      version, length, xxh3-64 digests of 16 MiB blocks: ``sums``). The key is a hash of
+      the source URL (with its endpoint), the byte range and the object's version (ETag
+      or mtime, and size), so jobs and datasets never collide and a changed object is a
+      new entry.
     - A download holds an ``flock`` on ``locks/<key>`` (others wanting it wait, then find
       it), writes ``tmp/<key>.<bytes>.<owner>.part`` and renames it into place. A
       killed downloader's lock is released by the kernel; its part file is stale (its owner
       is dead) and is deleted by the next process that accounts for space. Entries are
-      trusted only after their length and CRC-32 match the record; ``verified/<key>``
+      trusted only after their length and digests match the record; ``verified/<key>``
       names the file so checked in this boot (no fsync: see ``verified.settle``), and other
-      processes skip the CRC-32 pass while the entry is still that file.
+      processes skip the checking pass while the entry is still that file.
     - A reader holds a lease, ``leases/<key>.<owner>``, while it reads an entry. Eviction
       (least recently used first) never removes a leased entry; leases of dead processes or
       of an earlier boot (see :mod:`shardwise.storage.cache.lease`) are ignored and removed.
@@ -180,7 +181,7 @@ class NodeCache:
         """The entry if it is on disk and good: leased (mapped where the filesystem allows),
         or if a small part of a unit (a footer, a chunk) read whole under the directory's
         lock, not leased. Its record is checked at a process's first hit of this very file,
-        its CRC-32 unless a process of this node checked it before (see ``hits``)."""
+        its digests unless a process of this node checked it before (see ``hits``)."""
         key = extent.key
         path = self._path("entries", key)
         small = bool(extent.column) and 0 < extent.length < MAP_MIN  # a footer, a chunk
@@ -204,7 +205,7 @@ class NodeCache:
                     os.unlink(path)  # never trusted: downloaded again under the entry's lock
                     forget_verified(path)
             return None
-        if found[1]:  # least recently used goes first; the next use skips the CRC-32
+        if found[1]:  # least recently used goes first; the next use skips the check
             self._hits.stamp(path)
         self.stats.hits += 1
         return found[0]
@@ -233,7 +234,7 @@ class NodeCache:
     # -- downloading ------------------------------------------------------------------
     def _download(self, extent: Extent, fetch: Callable[[], Iterable[bytes]]) -> bytes | None:
         key = extent.key
-        need = extent.length + len(extent.record(0))
+        need = extent.length + len(extent.record())
         part = reserve_part(self.root, key, need, self.budget_bytes, self.wait_seconds, self.stats)
         if part is None:
             self.stats.read_through += 1
@@ -243,7 +244,7 @@ class NodeCache:
             with self._global().held():
                 os.replace(part, self._path("entries", key))
                 self._lease(key)
-            mark_verified(self._path("entries", key))  # its CRC-32 is of these very bytes
+            mark_verified(self._path("entries", key))  # its digests are of these very bytes
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(part)

@@ -3,9 +3,10 @@ download threads and read while they download (see :mod:`shardwise.storage.cache
 
 One download per entry per node still holds: a fill takes the entry's lock before it
 reserves room, and this process's readers of the entry share its fill (another process
-waits for the lock, then finds the entry). Publishing is a download's publishing: the
-CRC-32 of the part file's bytes, the record after them, then the rename into ``entries/``
-under the directory's lock (no ``fsync`` where the boot has an id: see
+waits for the lock, then finds the entry). Publishing writes the record (with the
+digests of the ranges, taken as they arrived: nothing is read back), asks the kernel to
+read the part file into the page cache ahead of its readers, then renames it into
+``entries/`` under the directory's lock (no ``fsync`` where the boot has an id: see
 :func:`~shardwise.storage.cache.verified.settle`).
 """
 
@@ -15,11 +16,10 @@ import contextlib
 import itertools
 import os
 import threading
-import zlib
 from typing import Any
 
 from shardwise.storage.cache.downloads import Downloads
-from shardwise.storage.cache.entry import CRC_STEP, EntryView, Extent, pread_into
+from shardwise.storage.cache.entry import EntryView, Extent
 from shardwise.storage.cache.fill import Fill, FillView, RangeReader, State
 from shardwise.storage.cache.lease import FileLock
 from shardwise.storage.cache.room import reserve_part
@@ -102,7 +102,7 @@ class Streams:
             if os.path.exists(cache._path("entries", key)):
                 lock.release()
                 return self._settle(fill, State.FOUND)
-            need = fill.extent.length + len(fill.extent.record(0))
+            need = fill.extent.length + len(fill.extent.record())
             budget = cache.budget_bytes
             part = reserve_part(cache.root, key, need, budget, wait_seconds, cache.stats)
             if part is None:
@@ -122,20 +122,16 @@ class Streams:
         fill.end(state, error)
 
     def _publish(self, fill: Fill) -> None:
-        """Checksum, record, sync and rename the part file into place."""
+        """Record, settle and rename the part file into place."""
         cache, extent = self._cache, fill.extent
         entry = cache._path("entries", extent.key)
         try:
-            crc, buf = 0, memoryview(bytearray(min(CRC_STEP, extent.length)))
-            for lo in range(0, extent.length, CRC_STEP):
-                part = buf[: min(CRC_STEP, extent.length - lo)]
-                pread_into(fill.fd, part, lo, fill.part)
-                crc = zlib.crc32(part, crc)
-            os.pwrite(fill.fd, extent.record(crc), extent.length)
+            os.pwrite(fill.fd, extent.record(fill.sums.text()), extent.length)
+            _read_ahead(fill.fd, extent.length)
             settle(fill.fd)
             with cache._global().held():
                 os.replace(fill.part, entry)
-            mark_verified(entry)  # its CRC-32 is of these very bytes
+            mark_verified(entry)  # its digests are of these very bytes
         except Exception as exc:  # noqa: BLE001 - the fill fails: its readers get it
             self._fail(fill, exc)
             return
@@ -160,3 +156,12 @@ class Streams:
         lock, fill.lock = fill.lock, None
         if lock is not None:
             lock.release()
+
+
+def _read_ahead(fd: int, length: int) -> None:
+    """Ask the kernel to read the entry's bytes into the page cache now (in the
+    background): they were written past it (:mod:`~shardwise.storage.cache.direct`)."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is not None:
+        with contextlib.suppress(OSError):
+            advise(fd, 0, length, os.POSIX_FADV_WILLNEED)

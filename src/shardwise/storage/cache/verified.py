@@ -1,11 +1,11 @@
 """The node's record of checked entries, and what a written entry needs before its rename.
 
-A CRC-32 pass reads a whole entry; once one process of the node has made it, the others
-trust the entry while it is the same file: ``verified/<key>`` holds the identity (boot,
-device, inode, size, mtime in ns) the entry had when it was checked or last used. The
-mtime is set to an exact nanosecond then (not the kernel's coarse clock a write stamps),
-so a file replaced, truncated or written to since has another identity and is checked
-again. The boot is in it because entries are renamed into place without ``fsync`` (see
+A checking pass reads a whole entry (its blocks' digests); once one process of the node has
+made it, the others trust the entry while it is the same file: ``verified/<key>`` holds the
+identity (boot, device, inode, size, mtime in ns) the entry had when it was checked or last
+used. The mtime is set to an exact nanosecond then (not the kernel's coarse clock a write
+stamps), so a file replaced, truncated or written to since has another identity and is
+checked again. The boot is in it because entries are renamed into place without ``fsync`` (see
 :func:`settle`): what a crash of the machine lost is checked for at the next boot's first
 use.
 """
@@ -24,7 +24,7 @@ __all__ = ["forget_verified", "identity", "is_verified", "mark_verified", "settl
 def settle(fd: int) -> None:
     """What a written entry needs before its rename into ``entries/``: nothing where the
     kernel names its boot, since the node's record of checked entries names the boot too
-    (:func:`identity`), so after a crash of the machine every entry's CRC-32 is checked
+    (:func:`identity`), so after a crash of the machine every entry's digests are checked
     before it is trusted, and an entry whose bytes the crash lost is found bad and fetched
     again. Elsewhere an ``fsync``, so that a renamed entry is whole on disk. (An ``fsync``
     here took 0.6-1.2 s of a 64 MB shard's publish, and stalled the other downloads' writes
