@@ -32,6 +32,7 @@ __all__ = [
     "TOKENS_KEY",
     "TokenInfo",
     "check_same_tokens",
+    "check_vocab",
     "count_tokens",
     "flat_tokens",
     "token_array",
@@ -107,6 +108,37 @@ def _check_ids(name: str, info: TokenInfo) -> None:
                 f"token column {name!r} says {key}={value!r}, not an id below its "
                 f"vocab_size={vocab}"
             )
+
+
+def check_vocab(
+    tokens: np.ndarray,
+    vocab_size: int,
+    path: str | None,
+    unit: int,
+    offsets: np.ndarray | None = None,
+) -> None:
+    """Refuse a token id of ``tokens`` (unit ``unit`` of ``path``) not below ``vocab_size``
+    (ids are unsigned: none is negative): one ``max`` over the unit, nothing when the dtype
+    holds no larger id. An embedding lookup would fail on the device, or read another row.
+
+    Raises:
+        FormatError: naming the file, the unit, the document (with ``offsets``) and the id.
+    """
+    if vocab_size > np.iinfo(tokens.dtype).max or not len(tokens):
+        return
+    if int(tokens.max()) < vocab_size:
+        return
+    at = int(np.argmax(tokens >= vocab_size))
+    where = f"token {at} of the unit"
+    if offsets is not None:
+        doc = int(np.searchsorted(offsets, at, side="right")) - 1
+        where = f"token {at - int(offsets[doc])} of document {doc} of the unit"
+    raise FormatError(
+        f"token id {int(tokens[at])} ({where}) is not below the vocab_size={vocab_size} the "
+        "column's metadata declares (shards of another tokenizer, or damaged?)",
+        path,
+        f"unit {unit}",
+    )
 
 
 def token_columns(schema: pa.Schema) -> dict[str, TokenInfo]:
