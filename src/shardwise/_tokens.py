@@ -25,12 +25,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pyarrow as pa
 
-from shardwise.errors import FormatError
+from shardwise.errors import ConfigError, FormatError
 
 __all__ = [
+    "MAX_BINARY_BYTES",
     "TOKENS_KEY",
     "TokenInfo",
     "check_same_tokens",
+    "check_vocab",
     "count_tokens",
     "flat_tokens",
     "token_array",
@@ -40,6 +42,7 @@ __all__ = [
 
 TOKENS_KEY = b"shardwise.tokens"
 _DTYPES = ("<u2", "<u4")
+MAX_BINARY_BYTES = 2**31 - 1  # the bytes a ``binary`` array's 32-bit offsets reach
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -107,6 +110,37 @@ def _check_ids(name: str, info: TokenInfo) -> None:
             )
 
 
+def check_vocab(
+    tokens: np.ndarray,
+    vocab_size: int,
+    path: str | None,
+    unit: int,
+    offsets: np.ndarray | None = None,
+) -> None:
+    """Refuse a token id of ``tokens`` (unit ``unit`` of ``path``) not below ``vocab_size``
+    (ids are unsigned: none is negative): one ``max`` over the unit, nothing when the dtype
+    holds no larger id. An embedding lookup would fail on the device, or read another row.
+
+    Raises:
+        FormatError: naming the file, the unit, the document (with ``offsets``) and the id.
+    """
+    if vocab_size > np.iinfo(tokens.dtype).max or not len(tokens):
+        return
+    if int(tokens.max()) < vocab_size:
+        return
+    at = int(np.argmax(tokens >= vocab_size))
+    where = f"token {at} of the unit"
+    if offsets is not None:
+        doc = int(np.searchsorted(offsets, at, side="right")) - 1
+        where = f"token {at - int(offsets[doc])} of document {doc} of the unit"
+    raise FormatError(
+        f"token id {int(tokens[at])} ({where}) is not below the vocab_size={vocab_size} the "
+        "column's metadata declares (shards of another tokenizer, or damaged?)",
+        path,
+        f"unit {unit}",
+    )
+
+
 def token_columns(schema: pa.Schema) -> dict[str, TokenInfo]:
     """The token columns of ``schema`` by name."""
     out = {}
@@ -150,9 +184,22 @@ def check_same_tokens(schemas: Sequence[pa.Schema], paths: Sequence[str]) -> Non
 
 def token_array(flat: np.ndarray, offsets: np.ndarray) -> pa.BinaryArray:
     """A binary array of documents ``flat[offsets[i]:offsets[i + 1]]`` (no copy of ``flat``
-    beyond Arrow's adoption of its buffer)."""
+    beyond Arrow's adoption of its buffer).
+
+    Raises:
+        ConfigError: the documents take more than :data:`MAX_BINARY_BYTES` (a binary
+            array's offsets would overflow), naming the options that make batches smaller.
+    """
     itemsize = flat.dtype.itemsize
-    byte_offsets = (np.asarray(offsets, dtype=np.int64) * itemsize).astype(np.int32)
+    byte_offsets = np.asarray(offsets, dtype=np.int64) * itemsize
+    if len(byte_offsets) and int(byte_offsets[-1]) > MAX_BINARY_BYTES:
+        raise ConfigError(
+            f"tokenize: a batch's tokens take {int(byte_offsets[-1]):,} bytes, more than the "
+            f"{MAX_BINARY_BYTES:,} one token column of a batch holds (32-bit offsets); read "
+            "the input in smaller batches: batch_rows= of read_parquet or read_webdataset, "
+            "block_bytes= of read_jsonl"
+        )
+    byte_offsets = byte_offsets.astype(np.int32)
     data = np.ascontiguousarray(flat)
     return pa.BinaryArray.from_buffers(
         pa.binary(), len(offsets) - 1, [None, pa.py_buffer(byte_offsets), pa.py_buffer(data)]

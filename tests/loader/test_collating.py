@@ -80,3 +80,15 @@ def test_a_dataset_of_samples_in_batches_of_another_size_is_refused(data: Path) 
     with pytest.raises(ConfigError, match="the DataLoader batch_size=7"):
         next(iter(loader))
     assert len(DataLoader(_ds(data), batch_size=7)) == N // 7  # drop_last: whole batches
+
+
+@pytest.mark.parametrize("fmt", [None, "numpy"])
+def test_another_batch_size_is_refused_in_dataloader_workers(data: Path, fmt: str | None) -> None:
+    """In a worker no DataLoader is among the callers: the size of the fetcher's batches is
+    checked at the first item. Before, 2 workers' batches of 8 went through unrefused, and
+    a state's ``consumed_batches`` counted in them resumed the epoch elsewhere."""
+    loader = DataLoader(_ds(data, batch_format=fmt, num_workers=2), batch_size=8, num_workers=2)
+    with pytest.raises(ConfigError, match="batch_size=7"):
+        next(iter(loader))
+    same = DataLoader(_ds(data, batch_format=fmt, num_workers=2), batch_size=7, num_workers=2)
+    assert {len(b["id"]) for b in same} == {7}

@@ -391,6 +391,12 @@ def test_default_interleave_is_sized_by_shuffle_bytes(data: Path) -> None:
         ({"filter": "id > 3"}, "filter must be a pyarrow.compute expression"),
         ({"filter": pc.field("nope") > 3}, "does not apply to the dataset's columns"),
         ({"pad_to": "longest"}, "pad_to='longest' pads numpy or torch batches"),
+        ({"world_size": True}, "world_size must be an integer, got True"),  # was taken as 1
+        ({"world_size": 1.5}, "world_size must be an integer, got 1.5"),  # was of replication
+        ({"rank": 0.0}, "rank must be an integer, got 0.0"),
+        ({"replication": 1.0}, "replication must be an integer, got 1.0"),
+        ({"num_threads": 2.5}, "num_threads must be an integer, got 2.5"),
+        ({"pin_memory": "yes"}, "pin_memory must be True or False"),
     ],
 )
 def test_bad_arguments_are_config_errors_naming_them(
@@ -399,7 +405,7 @@ def test_bad_arguments_are_config_errors_naming_them(
     """A wrong type or value is refused naming the argument: never coerced silently
     (batch_size=2.5 was 2, drop_last="no" was true) nor a raw ValueError/ArrowInvalid."""
     with pytest.raises(shardwise.ConfigError, match=match):
-        StreamingDataset(str(data), rank=0, world_size=1, **kwargs)
+        StreamingDataset(str(data), **({"rank": 0, "world_size": 1} | kwargs))
 
 
 def test_bad_epochs_and_states_are_config_errors(data: Path) -> None:
@@ -407,6 +413,8 @@ def test_bad_epochs_and_states_are_config_errors(data: Path) -> None:
         str(data), batch_size=np.int64(4), seed=np.int64(3), rank=0, world_size=1, num_workers=1
     )
     assert ds.batch_size == 4 and ds.seed == 3  # numpy integers are integers
+    threads = StreamingDataset(str(data), num_threads=np.int64(2), rank=0, world_size=1)
+    assert threads.num_threads == 2
     for call in (
         lambda: ds.set_epoch("a"),
         lambda: ds.set_epoch(-1),
@@ -414,6 +422,8 @@ def test_bad_epochs_and_states_are_config_errors(data: Path) -> None:
         lambda: ds.load_state_dict(None),
         lambda: ds.load_state_dict({**ds.state_dict(0), "resumes": [{"x": 1}]}),
         lambda: ds.load_state_dict({**ds.state_dict(0), "epoch": "one"}),
+        lambda: ds.plan(num_workers=2.5),  # was numpy's AxisError
+        lambda: ds.topology(1, world_size=0),  # was the dataset's world size, silently
     ):
         with pytest.raises(shardwise.ConfigError):
             call()

@@ -180,12 +180,12 @@ def test_replication_composes_with_rank_detection(
     ("kw", "message"),
     [
         ({"replication": 3}, r"replication=3 must divide the world size: 4 ranks"),
-        ({"replication": 0}, r"replication must be an integer >= 1, got 0"),
-        ({"replication": True}, r"replication must be an integer >= 1"),
+        ({"replication": 0}, r"replication must be at least 1, got 0"),
+        ({"replication": True}, r"replication must be an integer, got True"),
         ({"dp_rank": 1}, r"dp_rank= and dp_size= go together; dp_size= is missing"),
         ({"dp_size": 2}, r"dp_rank= and dp_size= go together; dp_rank= is missing"),
         ({"dp_rank": 2, "dp_size": 2}, r"need 0 <= dp_rank < dp_size, got dp_rank=2, dp_size=2"),
-        ({"dp_rank": 0, "dp_size": 0}, r"dp_size must be an integer >= 1"),
+        ({"dp_rank": 0, "dp_size": 0}, r"dp_size must be at least 1"),
         (
             {"replication": 2, "dp_rank": 0, "dp_size": 2},
             r"only one of .* got replication= and dp_rank=/dp_size=",

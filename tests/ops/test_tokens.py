@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from _corpus import bbc_texts
 from _tokenizer import BOS, EOS, train_bpe
@@ -205,3 +206,14 @@ def test_token_metadata_with_ids_the_dtype_cannot_hold_is_refused(
     ok = {"dtype": "<u2", "vocab_size": 65_536, "eos_id": 65_535}
     good = pa.field("t", pa.binary(), metadata={b"shardwise.tokens": json.dumps(ok).encode()})
     assert TokenInfo.of(good) == TokenInfo("<u2", 65_536, 65_535)
+
+
+def test_a_batch_of_tokens_over_2_gib_is_refused_naming_what_to_change() -> None:
+    """Over 2 GiB of token bytes, the 32-bit offsets overflowed into Arrow's "Negative
+    offsets in binary array"; now a ConfigError says how to make batches smaller (the
+    array is allocated lazily: no page of it is touched)."""
+    flat = np.zeros(2**30 + 8, "<u2")
+    with pytest.raises(ConfigError, match="smaller batches: batch_rows= of read_parquet"):
+        token_array(flat, np.array([0, 2**29, len(flat)]))
+    edge = token_array(flat[: 2**30 - 1], np.array([0, 2**30 - 1]))  # 2**31 - 2 bytes fit
+    assert len(edge) == 1 and pc.binary_length(edge)[0].as_py() == 2**31 - 2

@@ -180,6 +180,9 @@ def test_errors_are_clear() -> None:
         EpochPlan([3], Topology(2, 2, 4))
     with pytest.raises(PlanError, match="world_size must be at least 1"):
         Topology(0)
+    for bad in (2.5, True, "2"):  # never cut to a whole number (2.5 was 2) nor a TypeError
+        with pytest.raises(PlanError, match="batch_size must be an integer"):
+            Topology(1, 1, bad)  # type: ignore[arg-type]
     plan = EpochPlan([10, 10], Topology(2, 1, 2))
     with pytest.raises(PlanError):
         plan.resume(plan.batches_per_rank + 1)

@@ -1,6 +1,7 @@
-"""Checks of ``StreamingDataset``'s arguments at the public edge: a wrong type or value is
-a :class:`ConfigError` naming the argument, never a silent coercion (``batch_size=2.5``
-becoming 2, ``drop_last="no"`` being true) or a raw ``ValueError`` from deep inside."""
+"""Checks of the arguments of ``StreamingDataset`` and ``TokenStream`` at the public edge
+(the one home of these checks: both use them): a wrong type or value is a
+:class:`ConfigError` naming the argument, never a silent coercion (``batch_size=2.5``
+becoming 2, ``drop_last="no"`` being true) or a raw ``TypeError`` from deep inside."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from shardwise.errors import ConfigError
 
 __all__ = [
     "check_bool",
+    "check_choice",
     "check_columns",
     "check_filter",
     "check_format",
     "check_int",
+    "check_order",
+    "check_ranks",
     "check_state",
     "check_threads",
     "default_threads",
@@ -42,6 +46,28 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool) and type(value).__name__ != "bool_":
         raise ConfigError(f"{name} must be True or False, got {value!r}")
     return bool(value)
+
+
+def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
+    """One of ``choices``."""
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value
+
+
+def check_order(seed: Any, shuffle: Any, drop_last: Any) -> tuple[int, bool, bool]:
+    """``seed`` (an integer >= 0), ``shuffle`` and ``drop_last`` (booleans), checked."""
+    return (
+        check_int("seed", seed, 0),
+        check_bool("shuffle", shuffle),
+        check_bool("drop_last", drop_last),
+    )
+
+
+def check_ranks(rank: Any, world_size: Any) -> tuple[int | None, int | None]:
+    """``rank`` (>= 0) and ``world_size`` (>= 1) as given, integers; None: detected."""
+    world = check_int("world_size", world_size, 1, optional=True)
+    return check_int("rank", rank, 0, optional=True), world
 
 
 def check_columns(columns: Sequence[str] | None) -> list[str] | None:
@@ -114,11 +140,8 @@ def default_threads() -> int:
 
 def check_threads(num_threads: int | None) -> int:
     """``num_threads`` as given (an integer >= 1), or the default for this process."""
-    if num_threads is not None and (
-        isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
-    ):
-        raise ConfigError(f"num_threads must be an integer >= 1, got {num_threads!r}")
-    return num_threads or default_threads()
+    given = check_int("num_threads", num_threads, 1, optional=True)
+    return given or default_threads()
 
 
 def check_format(batch_format: Any, pad_to: Any) -> Any:

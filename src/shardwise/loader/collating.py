@@ -12,7 +12,9 @@ A batched dataset (``batch_format`` set) belongs in ``DataLoader(batch_size=None
 DataLoader that batches (HF ``Trainer``'s, with ``per_device_train_batch_size``), each of
 its batches would become one sample of a batch of batches; so such a dataset serves the
 rows of its batches instead (:func:`rows_of`), which the collator stacks into the same
-batches again, and a DataLoader ``batch_size`` other than the dataset's is refused. Whether
+batches again, and a DataLoader ``batch_size`` other than the dataset's is refused (so it is for a
+dataset of samples): where the DataLoader is among the callers, and else (in its workers)
+at the first item its fetcher takes, by the size of the fetcher's batch. Whether
 the DataLoader batches is read from its fetcher (``auto_collation``), which calls the
 dataset's ``iter`` in the training process and in every DataLoader worker alike. Accelerate's
 wrappers over several processes are served by :mod:`.hosted` instead.
@@ -31,6 +33,7 @@ __all__ = [
     "calling_loader",
     "check_loader_batch",
     "collated",
+    "fetched_batch_size",
     "loader_items",
     "loader_length",
     "rows_of",
@@ -79,7 +82,11 @@ def check_loader_batch(dataset: Any, loader: Any) -> bool:
     Raises:
         ConfigError: another batch size, or Arrow batches, which no collator stacks.
     """
-    b = getattr(loader, "batch_size", None)
+    return _check_batch(dataset, getattr(loader, "batch_size", None))
+
+
+def _check_batch(dataset: Any, b: int | None) -> bool:
+    """:func:`check_loader_batch` for a DataLoader of ``batch_size`` ``b``."""
     if dataset.batch_format is None and b not in (None, dataset.batch_size):
         raise ConfigError(
             f"a StreamingDataset of samples is planned in batches of its batch_size (its "
@@ -128,13 +135,37 @@ def loader_items(dataset: Any, items: Iterator[Any]) -> Iterator[Any]:
     checked where the DataLoader is among the callers: in the training process, as are
     detected ranks: see :meth:`~shardwise.loader.placement.Ranks.check_now`)."""
     dataset.ranks.check_now()
-    if not dataset.batch_format:
-        loader = calling_loader(dataset, 2)
-        if loader is not None:
-            check_loader_batch(dataset, loader)
-    if not (dataset.batch_format and collated(2)):
-        return items
     loader = calling_loader(dataset, 2)
     if loader is not None:
         check_loader_batch(dataset, loader)
-    return rows_of(dataset, items)
+    if not collated(2):
+        return items
+    return _fetched(dataset, rows_of(dataset, items) if dataset.batch_format else items)
+
+
+def _fetched(dataset: Any, items: Iterator[Any]) -> Iterator[Any]:
+    """``items``, once the fetcher asking for the first of them (in a DataLoader worker
+    too, where no DataLoader is among the callers) takes as many per batch as the
+    dataset's ``batch_size``: batches of another size would put other samples in each
+    step than the plan's, and a state's ``consumed_batches`` would count other batches
+    (:func:`check_loader_batch`)."""
+    _check_batch(dataset, fetched_batch_size(1))
+    yield from items
+
+
+def fetched_batch_size(start: int = 1) -> int | None:
+    """Items per batch of the DataLoader fetcher that called ``next`` on the caller (a
+    generator; ``start``: more frames up), None when none did or it does not batch."""
+    fetch = sys.modules.get("torch.utils.data._utils.fetch")
+    if fetch is None:
+        return None
+    frame: FrameType | None = sys._getframe(start + 1)
+    for _ in range(_DEPTH):
+        if frame is None:
+            return None
+        fetcher = frame.f_locals.get("self")
+        if isinstance(fetcher, fetch._BaseDatasetFetcher):
+            index = frame.f_locals.get("possibly_batched_index")
+            return len(index) if fetcher.auto_collation and index else None
+        frame = frame.f_back
+    return None

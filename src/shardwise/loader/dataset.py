@@ -21,6 +21,7 @@ from shardwise.loader._args import (
     check_filter,
     check_format,
     check_int,
+    check_order,
     check_threads,
 )
 from shardwise.loader.batches.convert import Padding, check_padding
@@ -169,13 +170,11 @@ class StreamingDatasetBase:
         self.mixing = mixing_for(self.index, epoch_size, batching)
         self.canonical_workers = check_int("canonical_workers", canonical_workers, 1, optional=True)
         self.batch_size = check_int("batch_size", batch_size, 1)
-        self.shuffle = check_bool("shuffle", shuffle)
-        self.drop_last = check_bool("drop_last", drop_last)
-        self.seed = check_int("seed", seed, 0)
+        self.seed, self.shuffle, self.drop_last = check_order(seed, shuffle, drop_last)
         self.filter = check_filter(filter, self.index)
         self.pad_to = check_padding(pad_to)
         self.num_threads = check_threads(num_threads)
-        self.pin_memory = bool(pin_memory)
+        self.pin_memory = check_bool("pin_memory", pin_memory)
         self.shuffle_bytes = check_int("shuffle_bytes", shuffle_bytes, 1)
         self.interleave = interleave_for(self.index, interleave, self.shuffle_bytes)
         self.prefetch_bytes = check_int("prefetch_bytes", prefetch_bytes, 0)

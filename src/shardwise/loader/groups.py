@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardwise.errors import ConfigError
+from shardwise.loader._args import check_int
 
 __all__ = ["DataParallel", "data_parallel"]
 
@@ -37,12 +38,6 @@ class DataParallel:
 
     rank: int
     size: int
-
-
-def _check_int(name: str, value: Any, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ConfigError(f"{name} must be an integer >= {least}, got {value!r}")
-    return value
 
 
 def data_parallel(
@@ -82,7 +77,7 @@ def data_parallel(
         return _from_mesh(device_mesh, dp_dim)
     if dp_rank is not None or dp_size is not None:
         return _explicit(dp_rank, dp_size)
-    r = _check_int("replication", 1 if replication is None else replication, 1)
+    r = check_int("replication", 1 if replication is None else replication, 1)
     if world_size % r:
         raise ConfigError(
             f"replication={r} must divide the world size: {world_size} ranks cannot form "
@@ -95,8 +90,8 @@ def _explicit(dp_rank: int | None, dp_size: int | None) -> DataParallel:
     if dp_rank is None or dp_size is None:
         missing = "dp_size=" if dp_size is None else "dp_rank="
         raise ConfigError(f"dp_rank= and dp_size= go together; {missing} is missing")
-    size = _check_int("dp_size", dp_size, 1)
-    rk = _check_int("dp_rank", dp_rank, 0)
+    size = check_int("dp_size", dp_size, 1)
+    rk = check_int("dp_rank", dp_rank, 0)
     if rk >= size:
         raise ConfigError(f"need 0 <= dp_rank < dp_size, got dp_rank={rk}, dp_size={size}")
     return DataParallel(rk, size)

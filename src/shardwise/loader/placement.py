@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardwise.errors import ConfigError
-from shardwise.loader._args import check_int
+from shardwise.loader._args import check_int, check_ranks
 from shardwise.loader.groups import data_parallel
 
 __all__ = ["Placement", "Ranks", "detect_placement", "in_dataloader_worker", "place_ranks"]
@@ -156,6 +156,7 @@ def place_ranks(
 ) -> Ranks:
     """The :class:`Ranks` of a dataset from its arguments (``groups``: ``replication``,
     ``dp_rank``/``dp_size`` or ``device_mesh``/``dp_dim``)."""
+    rank, world_size = check_ranks(rank, world_size)
     placement = detect_placement(rank, world_size, 0, 1)
     dp = data_parallel(placement.rank, placement.world_size, **groups)
     workers = check_int("num_workers", num_workers, 0, optional=True)

@@ -62,9 +62,11 @@ class Planner:
     def topology(self, num_workers: int | None = None, world_size: int | None = None) -> Topology:
         """The topology for ``num_workers`` workers per data-parallel rank (default: the
         dataset's)."""
+        world = check_int("world_size", world_size, 1, optional=True)
+        workers = check_int("num_workers", num_workers, 0, optional=True)
         return Topology(
-            world_size or self.dp_size,
-            num_workers or self.num_workers or 1,
+            world or self.dp_size,
+            workers or self.num_workers or 1,
             self.batch_size,
             self.drop_last,
             self.interleave,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -30,8 +31,11 @@ class Topology:
 
     def __post_init__(self) -> None:
         for name in ("world_size", "num_workers", "batch_size", "interleave"):
-            if int(getattr(self, name)) < 1:
-                raise PlanError(f"{name} must be at least 1, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise PlanError(f"{name} must be an integer, got {value!r}")  # not cut to one
+            if value < 1:
+                raise PlanError(f"{name} must be at least 1, got {value}")
 
     @property
     def slots(self) -> int:

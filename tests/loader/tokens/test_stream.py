@@ -146,6 +146,47 @@ def test_a_sequence_length_under_one_is_refused_by_every_packing(
         TokenStream(str(shards[0]), seq_len=seq_len, packing=packing)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"batch_size": 2.5}, "batch_size must be an integer, got 2.5"),  # was a TypeError
+        ({"batch_size": True}, "batch_size must be an integer, got True"),  # was batches of 1
+        ({"batch_size": "2"}, "batch_size must be an integer"),
+        ({"batch_size": 0}, "batch_size must be at least 1, got 0"),
+        ({"seed": 2.5}, "seed must be an integer, got 2.5"),  # was taken
+        ({"seed": -1}, "seed must be at least 0, got -1"),
+        ({"shuffle": "no"}, "shuffle must be True or False"),  # was true
+        ({"drop_last": 0}, "drop_last must be True or False"),
+        ({"canonical_workers": 2.5}, "canonical_workers must be an integer"),  # was 2
+        ({"world_size": 2.5}, "world_size must be an integer, got 2.5"),  # was an AxisError
+        ({"rank": True}, "rank must be an integer, got True"),
+        ({"prefetch_units": -1}, "prefetch_units must be at least 0, got -1"),
+        ({"prefetch_units": 1.5}, "prefetch_units must be an integer"),
+        ({"batch_format": "arrow"}, "batch_format must be one of 'numpy', 'torch'"),
+    ],
+)
+def test_bad_arguments_are_config_errors_naming_them(
+    shards: tuple[Path, str, list[str]], kwargs: dict[str, Any], match: str
+) -> None:
+    """A wrong type or value is refused at once, naming the argument: never cut to a whole
+    number, taken as truthy, or a raw TypeError from deep in the plan."""
+    with pytest.raises(ConfigError, match=match):
+        TokenStream(str(shards[0]), seq_len=32, **kwargs)
+
+
+def test_bad_epochs_and_steps_are_config_errors(shards: tuple[Path, str, list[str]]) -> None:
+    ds = TokenStream(str(shards[0]), seq_len=32, num_workers=1, batch_size=np.int64(2))
+    assert ds.batch_size == 2  # numpy integers are integers
+    for call, match in (
+        (lambda: ds.set_epoch(2.5), "epoch must be an integer"),  # was epoch 2
+        (lambda: ds.set_epoch(-1), "epoch must be at least 0"),
+        (lambda: ds.state_dict(-1), "consumed_batches must be at least 0"),
+        (lambda: ds.state_dict(1.5), "consumed_batches must be an integer"),  # was 1
+    ):
+        with pytest.raises(ConfigError, match=match):
+            call()
+
+
 def test_sources_mix_by_token_weight(shards: tuple[Path, str, list[str]]) -> None:
     path, _, _ = shards
     a, b = Source(str(path), weight=1, name="a"), Source(str(path), weight=3, name="b")

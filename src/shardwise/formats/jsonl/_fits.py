@@ -24,6 +24,8 @@ def misfit(value: Any, t: pa.DataType) -> str | None:
         return None
     if pa.types.is_integer(t):
         ok = isinstance(value, int) and not isinstance(value, bool)
+        if ok and not _lowest(t) <= value < _lowest(t) + 2**t.bit_width:
+            return f"{_json(value)} is outside the range of {t}{_beyond(value)}"
     elif pa.types.is_floating(t):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     elif pa.types.is_boolean(t):
@@ -43,6 +45,18 @@ def misfit(value: Any, t: pa.DataType) -> str | None:
     else:
         return None
     return None if ok else f"{_json(value)} where a {t} goes"
+
+
+def _lowest(t: pa.DataType) -> int:
+    """The least value of integer type ``t``."""
+    return -(2 ** (t.bit_width - 1)) if pa.types.is_signed_integer(t) else 0
+
+
+def _beyond(value: int) -> str:
+    """A hint for an integer no Arrow integer type holds."""
+    if -(2**63) <= value < 2**64:
+        return ""
+    return " (no Arrow integer holds it: write such numbers as JSON strings)"
 
 
 def _json(value: Any) -> str:

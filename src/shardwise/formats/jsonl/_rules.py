@@ -75,10 +75,8 @@ def infer_schema(rows: list[dict[str, Any]]) -> pa.Schema:
     names = list(dict.fromkeys(k for row in rows for k in row))
     fields = []
     for name in names:
-        values = [row.get(name) for row in rows]
-        try:
-            t = pa.array(values).type
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        t = _value_type([row.get(name) for row in rows])
+        if t is None:
             fields.append(pa.field(name, pa.string(), metadata=_MIXED))
             continue
         fields.append(
@@ -87,6 +85,41 @@ def infer_schema(rows: list[dict[str, Any]]) -> pa.Schema:
             else pa.field(name, t)
         )
     return pa.schema(fields)
+
+
+def _value_type(values: list[Any]) -> pa.DataType | None:
+    """The one Arrow type of a field's values, None when they have several JSON types.
+
+    Integers beyond int64 are no other JSON type: the field is ``uint64`` when every value
+    is a whole number of ``0 .. 2**64 - 1``, else typed from its other values (``int64``
+    when there are none), so that a number no Arrow integer holds is a bad record naming
+    its file and line, never a column silently turned to text."""
+    errors = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
+    try:
+        return pa.array(values).type
+    except errors:
+        pass
+    if all(v is None or (type(v) is int and 0 <= v < 2**64) for v in values):
+        return pa.uint64()
+    small = [_in_int64(v) for v in values]
+    if small == values:
+        return None  # no integer beyond int64: several JSON types
+    try:
+        t = pa.array(small).type
+    except errors:
+        return None
+    return pa.int64() if pa.types.is_null(t) else t
+
+
+def _in_int64(value: Any) -> Any:
+    """``value`` with integers beyond int64 as nulls (in lists and objects too)."""
+    if type(value) is int:
+        return value if -(2**63) <= value < 2**63 else None
+    if isinstance(value, list):
+        return [_in_int64(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _in_int64(v) for k, v in value.items()}
+    return value
 
 
 def _mark(f: pa.Field) -> bytes | None:

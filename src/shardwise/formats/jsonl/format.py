@@ -18,7 +18,9 @@ have different JSON types (``1`` and ``"a"``, or an array such as ``[1, "a"]``),
 file or between files, becomes a string column: strings are kept as they are and every
 other value is stored as its compact JSON text, so nothing is lost, each row has one
 type, and the files' order does not matter. Other fields keep their inferred type, and
-a later value that does not fit it is a bad record.
+a later value that does not fit it is a bad record. Integers beyond int64 are no other
+JSON type: a field of whole numbers up to ``2**64 - 1`` is ``uint64``; one no Arrow
+integer holds is a bad record (the field typed from its other values), never text.
 
 A compressed file that is truncated, or is not in the format its suffix says, is an
 error naming the file and the line where decompression stopped; under ``on_error="skip"``

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from shardwise._tokens import check_vocab
 from shardwise.errors import FormatError
 from shardwise.index.token_layout import layout_units
 from shardwise.plan.concat_ids import token_rows
@@ -48,6 +49,8 @@ class FlatTokens:
         paths: each unit's local file.
         files: ``{path: (size, fingerprint)}`` as the index recorded them.
         dtype: one token id.
+        vocab_size: the ids of a unit are checked to be below it when it is first viewed
+            (:func:`~shardwise._tokens.check_vocab`); None: not checked.
     """
 
     def __init__(
@@ -56,15 +59,22 @@ class FlatTokens:
         paths: list[str],
         files: dict[str, tuple[int, str]],
         dtype: np.dtype,
+        vocab_size: int | None = None,
     ) -> None:
         self.spans, self.paths, self.files, self.dtype = spans, paths, files, np.dtype(dtype)
+        self.vocab_size, self._checked = vocab_size, np.zeros(len(spans), bool)
         self.totals = spans[:, 1].copy()
         self._maps: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
     @classmethod
     def of(
-        cls, index: Any, column: str, count_column: str | None, dtype: np.dtype
+        cls,
+        index: Any,
+        column: str,
+        count_column: str | None,
+        dtype: str | np.dtype,
+        vocab_size: int | None = None,
     ) -> FlatTokens | None:
         """The token runs of ``index`` (a ``DatasetIndex`` or ``MixedIndex``), or None
         when a unit has none or a file is not on a disk or memory filesystem of this
@@ -88,7 +98,7 @@ class FlatTokens:
                 {f.path.removeprefix("file://"): (f.size, f.fingerprint) for f in ix.files}
             )
         spans = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
-        return cls(spans, paths, files, dtype)
+        return cls(spans, paths, files, np.dtype(dtype), vocab_size)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -114,7 +124,11 @@ class FlatTokens:
                 "file was truncated since the dataset was indexed",
                 path,
             )
-        return np.frombuffer(data, self.dtype, count, offset)
+        tokens = np.frombuffer(data, self.dtype, count, offset)
+        if self.vocab_size is not None and not self._checked[unit]:
+            check_vocab(tokens, self.vocab_size, path, unit)
+            self._checked[unit] = True  # once per process: a unit is viewed again and again
+        return tokens
 
     def _map(self, path: str) -> np.ndarray:
         """``path`` mapped, once, after checking it is the file the index describes."""

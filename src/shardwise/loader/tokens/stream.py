@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from shardwise.errors import ConfigError
+from shardwise.loader._args import check_choice, check_int, check_order, check_ranks
 from shardwise.loader.channel import Seen, TopologyChannel, consumer
 from shardwise.loader.passes import Passes
 from shardwise.loader.placement import Placement, detect_placement, in_dataloader_worker
@@ -53,7 +54,6 @@ from shardwise.plan.tokenstats import token_stats
 __all__ = ["STATE_VERSION", "TokenStreamBase"]
 
 STATE_VERSION = LOADER_STATE_VERSION  # the same plans: versions change together
-FORMATS = ("numpy", "torch")
 GROUPS_AHEAD = 2  # groups of batches made ahead of the training loop
 
 
@@ -112,9 +112,14 @@ class TokenStreamBase:
         cache_bytes: int | None = None,
         **open_options: Any,
     ) -> None:
-        if batch_format not in FORMATS:
-            raise ConfigError(f"batch_format must be 'numpy' or 'torch', got {batch_format!r}")
+        self.batch_format = check_choice("batch_format", batch_format, ("numpy", "torch"))
         check_packing(seq_len, packing, buffer)
+        self.seq_len, self.batch_size = int(seq_len), check_int("batch_size", batch_size, 1)
+        self.seed, self.shuffle, self.drop_last = check_order(seed, shuffle, drop_last)
+        self.canonical_workers = check_int("canonical_workers", canonical_workers, 1, optional=True)
+        self.rank, self.world_size = check_ranks(rank, world_size)
+        self.prefetch_units = check_int("prefetch_units", prefetch_units, 0)
+        self.packing, self.buffer = packing, buffer
         self.cache = node_cache(cache_dir, cache_bytes)
         counted = [count_column] if count_column else []  # mixed: the columns it reads
         self.index = open_index(source, "raise", open_options, [column], (), cache_dir, counted)
@@ -125,14 +130,9 @@ class TokenStreamBase:
             self._lengths, self.docs = self.units.lengths()
         else:  # concat needs each unit's tokens only: the documents' lengths when asked
             self.docs = self.index.counts()
-        self.seq_len, self.batch_size = seq_len, batch_size
-        self.packing, self.buffer = packing, buffer
-        self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
-        self.canonical_workers, self.batch_format = canonical_workers, batch_format
         self.fields = check_fields(fields)
         self.pad_id = check_pad_id(pad_id, self.units.info)
         self.mixing: Mixing | None = mixing_for(self.index, epoch_size, "random")
-        self.rank, self.world_size, self.prefetch_units = rank, world_size, prefetch_units
         self.num_workers = check_workers(num_workers)
         self._channel = TopologyChannel.new()
         # removed with this object, in the process that made it: never by a copy pickled
@@ -208,7 +208,7 @@ class TokenStreamBase:
 
     def set_epoch(self, epoch: int) -> None:
         """Stream epoch ``epoch`` next (also in DataLoader workers started later or kept)."""
-        self._set(epoch, [])
+        self._set(check_int("epoch", epoch, 0), [])
 
     def _set(self, epoch: int, resumes: list[Resume]) -> None:
         """Stream ``epoch`` from ``resumes`` next; tell the DataLoader workers."""
@@ -255,11 +255,12 @@ class TokenStreamBase:
     def state_dict(self, consumed_batches: int) -> dict[str, Any]:
         """Where the epoch stands after this rank consumed ``consumed_batches`` batches of
         the current pass (all ranks consume the same number)."""
+        consumed = check_int("consumed_batches", consumed_batches, 0)
         world_size, num_workers = consumer(
-            (self._seen, self._channel.read()), self._given, consumed_batches, "TokenStream"
+            (self._seen, self._channel.read()), self._given, consumed, "TokenStream"
         )
         t = Topology(world_size, num_workers, self.batch_size, self.drop_last)
-        resumed = self.plan(t).resume(int(consumed_batches))
+        resumed = self.plan(t).resume(consumed)
         resumes = [r.to_dict() for r in resumed.resumes]
         return {"version": STATE_VERSION, "epoch": self.epoch, **self._record(), "resumes": resumes}
 

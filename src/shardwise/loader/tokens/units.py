@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardwise._tokens import flat_tokens
+from shardwise._tokens import check_vocab, flat_tokens
 from shardwise.errors import ConfigError, FormatError
 from shardwise.formats import OnError
 from shardwise.loader.read.mixed import unit_reader
@@ -68,7 +68,7 @@ class TokenUnits:
         )
         #: every unit's token run, where the index has it for local files (no node cache)
         self.flat = (
-            FlatTokens.of(index, column, self.count_column, np.dtype(self.info.dtype))
+            FlatTokens.of(index, column, self.count_column, self.info.dtype, self.info.vocab_size)
             if cache is None
             else None
         )
@@ -87,11 +87,19 @@ class TokenUnits:
         document lengths as :meth:`lengths` gave them, spare reading them again, ``files``
         keeps the last files open for the next units), else Arrow's read."""
         if self.flat is not None and lengths is not None:
-            tokens = self.flat.view(unit)
+            tokens = self.flat.view(unit)  # its ids checked (FlatTokens.vocab_size)
             offsets = np.zeros(len(lengths) + 1, np.int64)
             np.cumsum(lengths, out=offsets[1:])
             if offsets[-1] == len(tokens):
                 return tokens, offsets
+        got = self._read(unit, lengths, files)
+        check_vocab(got[0], self.info.vocab_size, unit_path(self.index, unit), unit, got[1])
+        return got
+
+    def _read(
+        self, unit: int, lengths: np.ndarray | None, files: OpenFiles | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`read` where the index does not locate the unit's tokens."""
         got = None
         if self.cache is None and self.count_column is not None:
             info, column, counts = self.info, self.column, self.count_column
